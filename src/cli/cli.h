@@ -1,0 +1,29 @@
+/* src/cli/cli.h - what the subcommand files share: the command descriptors, the Ctrl-C flag,
+ * and small output helpers. Only src/cli prints or exits. */
+#ifndef TUBELET_CLI_CLI_H
+#define TUBELET_CLI_CLI_H
+
+#include <stdio.h>
+
+#include "cli/flags.h"
+
+extern const struct cli_command cli_cmd_synth;
+extern const struct cli_command cli_cmd_prep;
+extern const struct cli_command cli_cmd_probe;
+
+/* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
+extern volatile int cli_cancel;
+
+/* Print "tubelet <cmd>: <what>: <tb_errmsg or tb_strerror>" for a failed library call. */
+void cli_report(const char *cmd, int status);
+
+/* Write s as a JSON string literal. */
+void cli_json_string(FILE *f, const char *s);
+
+/* Seconds since an arbitrary start, monotonic. */
+double cli_now(void);
+
+/* Number of online processors (at least 1). */
+int cli_n_cpus(void);
+
+#endif /* TUBELET_CLI_CLI_H */

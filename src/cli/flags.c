@@ -1,0 +1,408 @@
+/* src/cli/flags.c - table-driven flag parsing (see flags.h). Numbers are parsed whole with
+ * strtol/strtod and range-checked; an unknown flag, a missing value or trailing junk is a
+ * usage error that names the flag (or the config file and line). Tests: tests/test_cli.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/flags.h"
+
+/* Strings from config files and defaults live until the program exits; keep them to free. */
+static char **owned;
+static size_t n_owned, cap_owned;
+static char **args_owned;
+
+static char *own(const char *s, size_t len)
+{
+    if (n_owned == cap_owned) {
+        size_t cap = cap_owned ? 2 * cap_owned : 16;
+        char **grown = realloc(owned, sizeof(*grown) * cap);
+        if (!grown)
+            return NULL;
+        owned = grown;
+        cap_owned = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    owned[n_owned++] = copy;
+    return copy;
+}
+
+void cli_parse_free(void)
+{
+    for (size_t i = 0; i < n_owned; i++)
+        free(owned[i]);
+    free(owned);
+    free(args_owned);
+    owned = NULL;
+    args_owned = NULL;
+    n_owned = cap_owned = 0;
+}
+
+static int in_range(const struct cli_flag *f, double v)
+{
+    return f->min > f->max || (v >= f->min && v <= f->max);
+}
+
+static int parse_int(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Set one flag from text. where says where the text came from, for the message. */
+static int set_value(const struct cli_flag *f, void *config, const char *val, const char *where)
+{
+    char *dst = (char *)config + f->offset;
+    long long a, b;
+    char *end;
+    switch (f->type) {
+    case CLI_INT:
+        if (parse_int(val, &a) || a < INT32_MIN || a > INT32_MAX)
+            goto bad;
+        if (!in_range(f, (double)a))
+            goto range;
+        *(int *)dst = (int)a;
+        return 0;
+    case CLI_DOUBLE: {
+        errno = 0;
+        double v = strtod(val, &end);
+        if (end == val || *end || errno || !isfinite(v))
+            goto bad;
+        if (!in_range(f, v))
+            goto range;
+        *(double *)dst = v;
+        return 0;
+    }
+    case CLI_STR: {
+        char *copy = own(val, strlen(val));
+        if (!copy) {
+            fprintf(stderr, "tubelet: out of memory\n");
+            return -1;
+        }
+        *(char **)dst = copy;
+        return 0;
+    }
+    case CLI_SIZE: {
+        const char *x = strchr(val, 'x');
+        char num[32];
+        if (!x || (size_t)(x - val) >= sizeof(num))
+            goto bad;
+        memcpy(num, val, (size_t)(x - val));
+        num[x - val] = '\0';
+        if (parse_int(num, &a) || parse_int(x + 1, &b) || a > INT32_MAX || b > INT32_MAX)
+            goto bad;
+        if (!in_range(f, (double)a) || !in_range(f, (double)b))
+            goto range;
+        ((struct cli_size *)dst)->w = (int)a;
+        ((struct cli_size *)dst)->h = (int)b;
+        return 0;
+    }
+    case CLI_RATE: {
+        const char *slash = strchr(val, '/');
+        char num[32];
+        b = 1;
+        if (slash) {
+            if ((size_t)(slash - val) >= sizeof(num))
+                goto bad;
+            memcpy(num, val, (size_t)(slash - val));
+            num[slash - val] = '\0';
+            if (parse_int(num, &a) || parse_int(slash + 1, &b))
+                goto bad;
+        } else if (parse_int(val, &a)) {
+            goto bad;
+        }
+        if (a <= 0 || b <= 0 || a > INT32_MAX || b > INT32_MAX)
+            goto bad;
+        if (!in_range(f, (double)a / (double)b))
+            goto range;
+        ((struct cli_rate *)dst)->num = (int)a;
+        ((struct cli_rate *)dst)->den = (int)b;
+        return 0;
+    }
+    case CLI_BOOL:
+        if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes"))
+            *(int *)dst = 1;
+        else if (!strcmp(val, "0") || !strcmp(val, "false") || !strcmp(val, "no"))
+            *(int *)dst = 0;
+        else
+            goto bad;
+        return 0;
+    }
+bad:
+    fprintf(stderr, "tubelet: %s--%s: malformed value '%s' (expected %s)\n", where, f->name, val,
+            f->type == CLI_INT      ? "a whole number"
+            : f->type == CLI_DOUBLE ? "a number"
+            : f->type == CLI_SIZE   ? "WxH, e.g. 320x240"
+            : f->type == CLI_RATE   ? "a rate such as 30 or 30000/1001"
+                                    : "true or false");
+    return -1;
+range:
+    fprintf(stderr, "tubelet: %s--%s: %s is out of range [%g, %g]\n", where, f->name, val,
+            f->min, f->max);
+    return -1;
+}
+
+static const struct cli_flag *find_flag(const struct cli_command *cmd, const char *name,
+                                        size_t len)
+{
+    for (int i = 0; i < cmd->n_flags; i++)
+        if (strlen(cmd->flags[i].name) == len && !strncmp(cmd->flags[i].name, name, len))
+            return &cmd->flags[i];
+    return NULL;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Read "key = value" lines; '#' starts a comment. */
+static int load_config(const struct cli_command *cmd, void *config, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[8192], where[4200];
+    int line_no = 0, rc = 0;
+    if (!f) {
+        fprintf(stderr, "tubelet: --config %s: cannot open: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        line_no++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            fprintf(stderr, "tubelet: %s:%d: line too long\n", path, line_no);
+            rc = -1;
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            fprintf(stderr, "tubelet: %s:%d: expected 'key = value', got '%s'\n", path, line_no,
+                    s);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *val = trim(eq + 1);
+        const struct cli_flag *fl = find_flag(cmd, key, strlen(key));
+        if (!fl || !strcmp(key, "config")) {
+            fprintf(stderr, "tubelet: %s:%d: unknown key '%s' for 'tubelet %s'\n", path, line_no,
+                    key, cmd->name);
+            rc = -1;
+            break;
+        }
+        snprintf(where, sizeof(where), "%s:%d: ", path, line_no);
+        rc = set_value(fl, config, val, where);
+    }
+    if (rc == 0 && ferror(f)) {
+        fprintf(stderr, "tubelet: %s: read error\n", path);
+        rc = -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+static int is_flag(const char *a)
+{
+    return a[0] == '-' && a[1] == '-' && a[2];
+}
+
+int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config, int *n_args,
+              char ***args)
+{
+    const char *config_path = NULL;
+    int help = 0, print_config = 0;
+    char **pos = NULL;
+    int n_pos = 0;
+
+    memset(config, 0, cmd->config_size);
+    for (int i = 0; i < cmd->n_flags; i++) {
+        const struct cli_flag *f = &cmd->flags[i];
+        if (f->def && set_value(f, config, f->def, "default of ") < 0)
+            return -1;
+        if (!f->def && f->type == CLI_STR)
+            *(char **)((char *)config + f->offset) = own("", 0);
+    }
+    /* First pass: --help, --print-config and --config, so the file applies before any
+     * command-line flag whatever the order. */
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            help = 1;
+        else if (!strcmp(argv[i], "--print-config"))
+            print_config = 1;
+        else if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) {
+            if (argv[i][8] == '=')
+                config_path = argv[i] + 9;
+            else if (i + 1 < argc)
+                config_path = argv[++i];
+            else {
+                fprintf(stderr, "tubelet %s: --config needs a file\n", cmd->name);
+                return -1;
+            }
+        }
+    }
+    if (help) {
+        cli_print_help(stdout, cmd);
+        return 1;
+    }
+    if (config_path && load_config(cmd, config, config_path) < 0)
+        return -1;
+
+    pos = malloc(sizeof(*pos) * (size_t)(argc + 1));
+    if (!pos) {
+        fprintf(stderr, "tubelet: out of memory\n");
+        return -1;
+    }
+    int only_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        if (only_pos || !is_flag(a)) {
+            if (!only_pos && a[0] == '-' && a[1] && strcmp(a, "-")) {
+                fprintf(stderr, "tubelet %s: unknown option '%s' (flags are --long-names; see "
+                        "'tubelet help %s')\n", cmd->name, a, cmd->name);
+                goto fail;
+            }
+            pos[n_pos++] = a;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            only_pos = 1;
+            continue;
+        }
+        if (!strcmp(a, "--print-config"))
+            continue;
+        if (!strcmp(a, "--config") || !strncmp(a, "--config=", 9)) {
+            if (a[8] != '=')
+                i++;
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct cli_flag *f = find_flag(cmd, name, len);
+        if (!f) {
+            fprintf(stderr, "tubelet %s: unknown flag '--%.*s' (see 'tubelet help %s')\n",
+                    cmd->name, (int)len, name, cmd->name);
+            goto fail;
+        }
+        const char *val;
+        if (eq)
+            val = eq + 1;
+        else if (f->type == CLI_BOOL)
+            val = "true";
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            fprintf(stderr, "tubelet %s: --%s needs a value (%s)\n", cmd->name, f->name,
+                    f->metavar);
+            goto fail;
+        }
+        if (set_value(f, config, val, "") < 0)
+            goto fail;
+    }
+    if (print_config) {
+        cli_print_config(stdout, cmd, config);
+        free(pos);
+        return 1;
+    }
+    if (n_pos < cmd->min_args || (cmd->max_args >= 0 && n_pos > cmd->max_args)) {
+        fprintf(stderr, "tubelet %s: expected %s; see 'tubelet help %s'\n", cmd->name,
+                cmd->args && cmd->args[0] ? cmd->args : "no arguments", cmd->name);
+        goto fail;
+    }
+    pos[n_pos] = NULL;
+    *n_args = n_pos;
+    *args = pos;
+    /* The argument list lives until cli_parse_free. */
+    free(args_owned);
+    args_owned = pos;
+    return 0;
+fail:
+    free(pos);
+    return -1;
+}
+
+static void format_value(char *buf, size_t size, const struct cli_flag *f, const void *config)
+{
+    const char *src = (const char *)config + f->offset;
+    switch (f->type) {
+    case CLI_INT:
+    case CLI_BOOL:
+        if (f->type == CLI_BOOL)
+            snprintf(buf, size, "%s", *(const int *)src ? "true" : "false");
+        else
+            snprintf(buf, size, "%d", *(const int *)src);
+        break;
+    case CLI_DOUBLE:
+        snprintf(buf, size, "%.17g", *(const double *)src);
+        break;
+    case CLI_STR:
+        snprintf(buf, size, "%s", *(char *const *)src ? *(char *const *)src : "");
+        break;
+    case CLI_SIZE:
+        snprintf(buf, size, "%dx%d", ((const struct cli_size *)src)->w,
+                 ((const struct cli_size *)src)->h);
+        break;
+    case CLI_RATE: {
+        const struct cli_rate *r = (const struct cli_rate *)src;
+        if (r->den == 1)
+            snprintf(buf, size, "%d", r->num);
+        else
+            snprintf(buf, size, "%d/%d", r->num, r->den);
+        break;
+    }
+    }
+}
+
+void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config)
+{
+    char val[4200];
+    fprintf(f, "# tubelet %s\n", cmd->name);
+    for (int i = 0; i < cmd->n_flags; i++) {
+        format_value(val, sizeof(val), &cmd->flags[i], config);
+        fprintf(f, "%s = %s\n", cmd->flags[i].name, val);
+    }
+}
+
+void cli_print_help(FILE *f, const struct cli_command *cmd)
+{
+    fprintf(f, "usage: tubelet %s [FLAGS]%s%s\n\n%s\n", cmd->name, cmd->args ? " " : "",
+            cmd->args ? cmd->args : "", cmd->summary);
+    if (cmd->details)
+        fprintf(f, "\n%s\n", cmd->details);
+    fprintf(f, "\nflags:\n");
+    for (int i = 0; i < cmd->n_flags; i++) {
+        const struct cli_flag *fl = &cmd->flags[i];
+        char left[64];
+        snprintf(left, sizeof(left), "--%s %s", fl->name, fl->type == CLI_BOOL ? "" : fl->metavar);
+        fprintf(f, "  %-26s %s", left, fl->help);
+        if (fl->def && fl->def[0])
+            fprintf(f, " (default: %s)", fl->def);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "  %-26s %s\n", "--config FILE", "read 'flag = value' lines (command line wins)");
+    fprintf(f, "  %-26s %s\n", "--print-config", "print the resolved flags as a config file");
+    fprintf(f, "  %-26s %s\n", "--help", "this text");
+}

@@ -1,0 +1,69 @@
+/* src/cli/flags.h - one table per subcommand describes its flags: name, type, where the value
+ * goes, default, range and help. Parsing, --help, --config files and --print-config all read
+ * that table, so they cannot drift apart. Tests: tests/test_cli.c. */
+#ifndef TUBELET_CLI_FLAGS_H
+#define TUBELET_CLI_FLAGS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum cli_flag_type {
+    CLI_INT,    /* int */
+    CLI_DOUBLE, /* double */
+    CLI_STR,    /* char * (owned by the parser's arena) */
+    CLI_SIZE,   /* struct cli_size, "WxH" */
+    CLI_RATE,   /* struct cli_rate, "30" or "30000/1001" */
+    CLI_BOOL,   /* int 0/1; "--x" alone means 1 */
+};
+
+struct cli_size {
+    int w, h;
+};
+
+struct cli_rate {
+    int num, den;
+};
+
+struct cli_flag {
+    const char *name;       /* without "--"; also the key in --config files */
+    enum cli_flag_type type;
+    size_t offset;          /* of the value in the command's config struct */
+    const char *def;        /* default, as text; NULL: no default (empty string for CLI_STR) */
+    const char *metavar;    /* e.g. "N", "DIR" */
+    const char *help;
+    double min, max;        /* allowed range of CLI_INT/CLI_DOUBLE, and of each number of
+                               CLI_SIZE/CLI_RATE; ignored when min > max */
+};
+
+/* The trailing arguments are the range: lo, hi, or CLI_NO_RANGE. */
+#define CLI_FLAG(name, type, cfg, field, def, metavar, help, ...)                              \
+    { name, type, offsetof(cfg, field), def, metavar, help, __VA_ARGS__ }
+#define CLI_NO_RANGE 1, 0
+
+struct cli_command {
+    const char *name;
+    const char *args;       /* positional arguments for the usage line, e.g. "SRC..." */
+    const char *summary;    /* one line */
+    const char *details;    /* paragraph printed by help, may be NULL */
+    const struct cli_flag *flags;
+    int n_flags;
+    size_t config_size;
+    int min_args, max_args; /* positional argument count; max < 0 means unbounded */
+    int (*run)(void *config, int n_args, char **args);
+};
+
+/* Parse argv (after the subcommand name) into config: defaults, then --config FILE, then the
+ * command line. Positional arguments are collected into *args (pointers into argv).
+ * Returns 0 to run, 1 when --help or --print-config was handled (exit 0), or -1 after
+ * printing a usage error to stderr (exit 2). */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config, int *n_args,
+              char ***args);
+
+void cli_print_help(FILE *f, const struct cli_command *cmd);
+/* The resolved configuration as "key = value" lines, which --config reads back. */
+void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config);
+
+/* Free strings the parser allocated. */
+void cli_parse_free(void);
+
+#endif /* TUBELET_CLI_FLAGS_H */

@@ -1,0 +1,165 @@
+/* src/cli/main.c - the `tubelet` program: picks the subcommand, installs the log sink and the
+ * Ctrl-C handler, and turns library status codes into messages and exit codes
+ * (0 success, 1 failure, 2 usage error). Tests: tests/test_cli.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "tubelet/base.h"
+
+#define TUBELET_VERSION "0.1.0"
+
+static const struct cli_command *const commands[] = {
+    &cli_cmd_synth,
+    &cli_cmd_prep,
+    &cli_cmd_probe,
+};
+#define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
+
+volatile int cli_cancel;
+
+static void on_signal(int sig)
+{
+    if (cli_cancel) {
+        /* A second Ctrl-C means now. */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    cli_cancel = 1;
+    static const char msg[] = "\ntubelet: stopping after the current step (Ctrl-C again to "
+                              "quit at once)\n";
+    ssize_t unused = write(2, msg, sizeof(msg) - 1);
+    (void)unused;
+}
+
+/* TUBELET_LOG=debug also shows FFmpeg's own messages. */
+static enum tb_log_level log_level = TB_LOG_INFO;
+
+static void log_to_stderr(enum tb_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    if (level <= log_level)
+        fprintf(stderr, "tubelet: %s: %s\n", names[level], msg);
+}
+
+void cli_report(const char *cmd, int status)
+{
+    const char *msg = tb_errmsg();
+    fprintf(stderr, "tubelet %s: %s\n", cmd, msg[0] ? msg : tb_strerror(status));
+}
+
+void cli_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cli_n_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tubelet COMMAND [FLAGS] [ARGS]\n\n"
+               "tubelet trains video models on one machine; these commands prepare and inspect "
+               "video data.\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "  %-10s %s\n", "help", "help for a command: tubelet help COMMAND");
+    fprintf(f, "\n'tubelet COMMAND --help' lists a command's flags with their defaults.\n");
+}
+
+static const struct cli_command *find_command(const char *name)
+{
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(commands[i]->name, name))
+            return commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+        if (argc > 2 && strcmp(name, "help") == 0) {
+            const struct cli_command *cmd = find_command(argv[2]);
+            if (!cmd) {
+                fprintf(stderr, "tubelet: no command '%s'\n\n", argv[2]);
+                usage(stderr);
+                return 2;
+            }
+            cli_print_help(stdout, cmd);
+            return 0;
+        }
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "--version")) {
+        printf("tubelet %s\n", TUBELET_VERSION);
+        return 0;
+    }
+    const struct cli_command *cmd = find_command(name);
+    if (!cmd) {
+        fprintf(stderr, "tubelet: no command '%s'\n\n", name);
+        usage(stderr);
+        return 2;
+    }
+
+    void *config = calloc(1, cmd->config_size);
+    int n_args = 0, status;
+    char **args = NULL;
+    if (!config) {
+        fprintf(stderr, "tubelet: out of memory\n");
+        return 1;
+    }
+    int rc = cli_parse(cmd, argc - 2, argv + 2, config, &n_args, &args);
+    if (rc != 0) {
+        status = rc > 0 ? 0 : 2;
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        const char *lv = getenv("TUBELET_LOG");
+        if (lv && !strcmp(lv, "debug"))
+            log_level = TB_LOG_DEBUG;
+        tb_set_log(log_to_stderr, NULL);
+        status = cmd->run(config, n_args, args);
+    }
+    cli_parse_free();
+    free(config);
+    return status;
+}

@@ -1,0 +1,55 @@
+/* src/core/internal.h - helpers shared by the library's modules, not part of the public API:
+ * setting the thread's error message, logging through the installed callback, file-system
+ * helpers (mkdir -p, atomic replace), and TB_ASSERT for internal invariants. */
+#ifndef TUBELET_CORE_INTERNAL_H
+#define TUBELET_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "tubelet/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Record a message for the calling thread and return code, so callers can write
+ * `return tbi_err(TB_EIO, "%s: cannot open", path);`. */
+int tbi_err(int code, const char *fmt, ...) TB_PRINTF(2, 3);
+
+/* Prefix the current message with "prefix: " (e.g. a file name added by an outer layer) and
+ * return code. */
+int tbi_err_prefix(int code, const char *fmt, ...) TB_PRINTF(2, 3);
+
+void tbi_log(enum tb_log_level level, const char *fmt, ...) TB_PRINTF(2, 3);
+
+/* Abort with file:line on a broken internal invariant; never for bad input. */
+#define TB_ASSERT(cond)                                                                        \
+    do {                                                                                       \
+        if (!(cond))                                                                           \
+            tbi_assert_fail(#cond, __FILE__, __LINE__);                                        \
+    } while (0)
+void tbi_assert_fail(const char *expr, const char *file, int line);
+
+/* Create dir and its parents (mode 0777 before umask). 0 or TB_EIO with a message. */
+int tbi_mkdirs(const char *dir);
+
+/* 1 if path names an existing regular file, else 0. */
+int tbi_is_file(const char *path);
+/* 1 if path names an existing directory, else 0. */
+int tbi_is_dir(const char *path);
+
+/* Write len bytes to path atomically: to "path.part", fsync, rename over path. */
+int tbi_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* Read a whole file into a malloc'ed, NUL-terminated buffer (caller frees). At most max_bytes;
+ * a larger file is TB_EFORMAT. */
+int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes);
+
+/* snprintf that reports truncation as TB_ERANGE naming what was being formatted. */
+int tbi_fmt(char *buf, size_t size, const char *fmt, ...) TB_PRINTF(3, 4);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TUBELET_CORE_INTERNAL_H */

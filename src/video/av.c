@@ -1,0 +1,163 @@
+/* src/video/av.c - FFmpeg plumbing shared by the video module (see av.h).
+ * Tests: tests/test_prep.c and tests/test_cli.c exercise its error paths with bad files. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include <libavutil/display.h>
+
+#include "video/av.h"
+
+static void av_log_to_tb(void *avcl, int level, const char *fmt, va_list vl)
+{
+    char line[1024];
+    int print_prefix = 1;
+    if (level > AV_LOG_WARNING)
+        return;
+    av_log_format_line2(avcl, level, fmt, vl, line, sizeof(line), &print_prefix);
+    size_t n = strlen(line);
+    while (n > 0 && line[n - 1] == '\n')
+        line[--n] = '\0';
+    if (n > 0)
+        tbi_log(TB_LOG_DEBUG, "ffmpeg: %s", line);
+}
+
+static void av_init_once(void)
+{
+    av_log_set_callback(av_log_to_tb);
+}
+
+void tbi_av_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, av_init_once);
+}
+
+int tbi_av_err(int averr, int fallback, const char *fmt, ...)
+{
+    char what[512], text[AV_ERROR_MAX_STRING_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    av_strerror(averr, text, sizeof(text));
+    int code = fallback;
+    if (averr == AVERROR(ENOMEM))
+        code = TB_ENOMEM;
+    else if (averr == AVERROR(ENOENT))
+        code = TB_ENOENT;
+    else if (averr == AVERROR(EIO) || averr == AVERROR(EACCES) || averr == AVERROR(EISDIR))
+        code = TB_EIO;
+    return tbi_err(code, "%s: %s", what, text);
+}
+
+static int stream_rotation(const AVStream *st)
+{
+    const int32_t *m = (const int32_t *)av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX,
+                                                                 NULL);
+    if (!m)
+        return 0;
+    /* av_display_rotation_get gives the anticlockwise angle the matrix applies; the frame
+     * must be turned by its opposite to be shown upright (as ffmpeg's autorotate does). */
+    double theta = -round(av_display_rotation_get(m));
+    if (isnan(theta))
+        return 0;
+    theta -= 360.0 * floor(theta / 360.0 + 0.9 / 360.0);
+    int deg = (int)lround(theta / 90.0) * 90 % 360;
+    return deg < 0 ? deg + 360 : deg;
+}
+
+int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
+{
+    const AVCodec *codec = NULL;
+    int ret;
+
+    memset(in, 0, sizeof(*in));
+    in->stream_index = -1;
+    tbi_av_init();
+    if ((ret = avformat_open_input(&in->fmt, path, NULL, NULL)) < 0)
+        return tbi_av_err(ret, TB_EDECODE, "%s: cannot open", path);
+    if ((ret = avformat_find_stream_info(in->fmt, NULL)) < 0) {
+        tbi_input_close(in);
+        return tbi_av_err(ret, TB_EDECODE, "%s: cannot read stream information", path);
+    }
+    ret = av_find_best_stream(in->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (ret < 0) {
+        tbi_input_close(in);
+        if (ret == AVERROR_STREAM_NOT_FOUND)
+            return tbi_err(TB_EDECODE, "%s: no video stream", path);
+        return tbi_av_err(ret, TB_EDECODE, "%s: no decodable video stream", path);
+    }
+    in->stream_index = ret;
+    in->st = in->fmt->streams[ret];
+    /* Skip every other stream at the demuxer so audio packets are not even read out. */
+    for (unsigned i = 0; i < in->fmt->nb_streams; i++)
+        if ((int)i != ret)
+            in->fmt->streams[i]->discard = AVDISCARD_ALL;
+    if (!(in->dec = avcodec_alloc_context3(codec))) {
+        tbi_input_close(in);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    }
+    if ((ret = avcodec_parameters_to_context(in->dec, in->st->codecpar)) < 0) {
+        tbi_input_close(in);
+        return tbi_av_err(ret, TB_EDECODE, "%s: bad codec parameters", path);
+    }
+    in->dec->thread_count = n_threads;
+    in->dec->pkt_timebase = in->st->time_base;
+    if ((ret = avcodec_open2(in->dec, codec, NULL)) < 0) {
+        tbi_input_close(in);
+        return tbi_av_err(ret, TB_EDECODE, "%s: cannot open %s decoder", path, codec->name);
+    }
+    in->rotation = stream_rotation(in->st);
+    return 0;
+}
+
+void tbi_input_close(struct tbi_input *in)
+{
+    avcodec_free_context(&in->dec);
+    avformat_close_input(&in->fmt);
+    in->st = NULL;
+    in->stream_index = -1;
+}
+
+int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t *n_bad,
+                         const char *path)
+{
+    for (;;) {
+        int ret = avcodec_receive_frame(in->dec, frame);
+        if (ret == 0)
+            return 0;
+        if (ret == AVERROR_EOF)
+            return TB_EOF;
+        if (ret != AVERROR(EAGAIN)) {
+            /* A broken frame: count it and keep going, as the ffmpeg tool does. */
+            (*n_bad)++;
+            continue;
+        }
+        ret = av_read_frame(in->fmt, pkt);
+        if (ret == AVERROR_EOF) {
+            ret = avcodec_send_packet(in->dec, NULL);
+            if (ret < 0 && ret != AVERROR_EOF)
+                return tbi_av_err(ret, TB_EDECODE, "%s: cannot drain decoder", path);
+            continue;
+        }
+        if (ret < 0)
+            return tbi_av_err(ret, TB_EDECODE, "%s: read error", path);
+        if (pkt->stream_index != in->stream_index) {
+            av_packet_unref(pkt);
+            continue;
+        }
+        ret = avcodec_send_packet(in->dec, pkt);
+        av_packet_unref(pkt);
+        if (ret == AVERROR(EAGAIN))
+            TB_ASSERT(!"decoder refused input while holding no output");
+        if (ret == AVERROR(ENOMEM))
+            return tbi_err(TB_ENOMEM, "%s: out of memory while decoding", path);
+        if (ret < 0)
+            (*n_bad)++;
+    }
+}

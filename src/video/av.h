@@ -1,0 +1,40 @@
+/* src/video/av.h - the FFmpeg plumbing shared by probe, prep, synth and the reader: mapping
+ * AVERROR codes to TB_E* with a message naming the file, opening a file's best video stream
+ * with its decoder, and reading the display rotation. Not public. */
+#ifndef TUBELET_VIDEO_AV_H
+#define TUBELET_VIDEO_AV_H
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+
+#include "core/internal.h"
+
+/* Route FFmpeg's own log lines to tubelet's log callback at debug level (once per process),
+ * so the library stays silent unless the program asks. Called by every entry point that
+ * uses FFmpeg. */
+void tbi_av_init(void);
+
+/* Record "<what>: <FFmpeg's text>" and return the matching TB_E* (fallback: fallback). */
+int tbi_av_err(int averr, int fallback, const char *fmt, ...) TB_PRINTF(3, 4);
+
+/* An open input: demuxer, chosen video stream and its decoder. */
+struct tbi_input {
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    AVStream *st;
+    int stream_index;
+    int rotation; /* clockwise degrees needed for display: 0, 90, 180 or 270 */
+};
+
+/* Open path, find its best video stream, open a decoder with n_threads (0 = FFmpeg's
+ * choice). Errors name path. On failure in is left closed. */
+int tbi_input_open(struct tbi_input *in, const char *path, int n_threads);
+void tbi_input_close(struct tbi_input *in);
+
+/* Read packets and decode until a frame comes out (0), the stream ends (TB_EOF), or an error.
+ * Packets that fail to decode are counted in *n_bad and skipped, as ffmpeg does; a demuxer
+ * error other than end of file is returned. pkt is scratch space owned by the caller. */
+int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t *n_bad,
+                         const char *path);
+
+#endif /* TUBELET_VIDEO_AV_H */

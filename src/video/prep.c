@@ -1,0 +1,594 @@
+/* src/video/prep.c - source video -> prepared video (see prep.h for the contract).
+ *
+ * One pass over the source: decode in presentation order, map each frame's timestamp to an
+ * output frame number at the constant rate, emit the held frame for every output number it
+ * covers, and route output frame n to chunk n / chunk_frames. Only frames that are emitted
+ * into a chunk being written are scaled; chunks finished by an earlier run are only counted.
+ * Not here: the parallel driver (prep_many.c), the index format (index.c).
+ * Tests: tests/test_prep.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libavutil/imgutils.h>
+#include <libswscale/swscale.h>
+
+#include "tubelet/prep.h"
+#include "video/av.h"
+#include "video/internal.h"
+
+struct prep {
+    const struct tb_prep_opts *o;
+    const char *src;
+    struct tb_prep_result *res;
+    char dir[4096];           /* ROOT/<name> */
+    char params[512];         /* settings that must match for a chunk to be reused */
+
+    struct tbi_input in;
+    AVPacket *pkt;
+    AVFrame *frame;           /* decoder output */
+    AVFrame *held;            /* the source frame waiting to be emitted */
+    AVFrame *scaled;          /* held, scaled to scale_w x scale_h */
+    AVFrame *upright;         /* scaled, rotated to out_w x out_h (only when rotated) */
+    int held_ready;           /* scaled/upright hold the current `held` */
+    struct SwsContext *sws;
+    int scale_w, scale_h;     /* swscale output (before rotation) */
+    int out_w, out_h;         /* chunk frame size */
+
+    /* Resampling to the constant rate (see map_frame). */
+    AVRational out_tb;
+    int64_t ts_offset;        /* container start time, stream time base */
+    int64_t base;             /* output number of the first frame's timestamp */
+    int64_t next_out;         /* next output frame number to emit */
+    int64_t first_ts, last_ts, last_dur;
+    int started;
+
+    /* Chunks. */
+    int64_t chunk_frames;
+    struct tb_chunk_info *chunks;
+    int n_chunks, cap_chunks;
+    int cur;                  /* chunk receiving frames, -1 before the first */
+    int cur_reused;           /* cur was finished by an earlier run */
+    int64_t cur_count;        /* frames routed into cur so far */
+    struct tbi_writer *w;
+};
+
+int tb_prep_video_name(char *buf, size_t size, const char *src, const char *ext)
+{
+    const char *base = strrchr(src, '/');
+    base = base ? base + 1 : src;
+    const char *dot = strrchr(base, '.');
+    size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    if (stem == 0)
+        return tbi_err(TB_EINVAL, "%s: cannot name a video after an empty file name", src);
+    return tbi_fmt(buf, size, "%.*s.%s", (int)stem, base, ext);
+}
+
+/* ---- sizes, scaling, rotation ----------------------------------------------------------- */
+
+/* Round v to the nearest even number, as ffmpeg's scale=-2 does. */
+static int even_round(int64_t num, int64_t den)
+{
+    return (int)(av_rescale(num, 1, 2 * den) * 2);
+}
+
+static void pick_size(struct prep *p, int w, int h)
+{
+    int rot = p->in.rotation == 90 || p->in.rotation == 270;
+    int dw = rot ? h : w, dh = rot ? w : h;
+    int s = p->o->short_side;
+    if (s <= 0) {
+        p->out_w = dw & ~1;
+        p->out_h = dh & ~1;
+    } else if (dw <= dh) {
+        p->out_w = s;
+        p->out_h = even_round((int64_t)dh * s, dw);
+    } else {
+        p->out_h = s;
+        p->out_w = even_round((int64_t)dw * s, dh);
+    }
+    p->scale_w = rot ? p->out_h : p->out_w;
+    p->scale_h = rot ? p->out_w : p->out_h;
+}
+
+/* Turn one plane by deg clockwise; dst is (sh x sw) for 90/270, (sh... sw) for 180. */
+static void rotate_plane(uint8_t *dst, int dls, const uint8_t *src, int sls, int sw, int sh,
+                         int deg)
+{
+    if (deg == 90) { /* dst(x, y) = src(y, sh-1-x), dst is sh wide, sw high */
+        for (int y = 0; y < sw; y++)
+            for (int x = 0; x < sh; x++)
+                dst[y * dls + x] = src[(sh - 1 - x) * sls + y];
+    } else if (deg == 270) { /* dst(x, y) = src(sw-1-y, x) */
+        for (int y = 0; y < sw; y++)
+            for (int x = 0; x < sh; x++)
+                dst[y * dls + x] = src[x * sls + (sw - 1 - y)];
+    } else { /* 180 */
+        for (int y = 0; y < sh; y++)
+            for (int x = 0; x < sw; x++)
+                dst[y * dls + x] = src[(sh - 1 - y) * sls + (sw - 1 - x)];
+    }
+}
+
+static int alloc_yuv(AVFrame **f, int w, int h)
+{
+    if (!(*f = av_frame_alloc()))
+        return TB_ENOMEM;
+    (*f)->format = AV_PIX_FMT_YUV420P;
+    (*f)->width = w;
+    (*f)->height = h;
+    return av_frame_get_buffer(*f, 0) < 0 ? TB_ENOMEM : 0;
+}
+
+/* Scale (and turn upright) the held frame once, however many output frames it fills. */
+static int prepare_held(struct prep *p, AVFrame **out)
+{
+    AVFrame *h = p->held;
+    if (p->held_ready) {
+        *out = p->upright ? p->upright : p->scaled;
+        return 0;
+    }
+    p->sws = sws_getCachedContext(p->sws, h->width, h->height, h->format, p->scale_w,
+                                  p->scale_h, AV_PIX_FMT_YUV420P, SWS_BICUBIC, NULL, NULL, NULL);
+    if (!p->sws)
+        return tbi_err(TB_EDECODE, "%s: cannot convert %s %dx%d frames", p->src,
+                       av_get_pix_fmt_name(h->format), h->width, h->height);
+    if (h->color_range == AVCOL_RANGE_JPEG) {
+        /* Full-range sources (phones, MJPEG) must be squeezed to the video range. */
+        int *inv, *tab, src_range, dst_range, bri, con, sat;
+        sws_getColorspaceDetails(p->sws, &inv, &src_range, &tab, &dst_range, &bri, &con, &sat);
+        sws_setColorspaceDetails(p->sws, inv, 1, tab, dst_range, bri, con, sat);
+    }
+    /* The encoder may still hold a reference to the last buffers. */
+    if (av_frame_make_writable(p->scaled) < 0)
+        return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
+    sws_scale(p->sws, (const uint8_t *const *)h->data, h->linesize, 0, h->height,
+              p->scaled->data, p->scaled->linesize);
+    if (p->upright) {
+        if (av_frame_make_writable(p->upright) < 0)
+            return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
+        for (int i = 0; i < 3; i++) {
+            int sh = i ? 1 : 0;
+            rotate_plane(p->upright->data[i], p->upright->linesize[i], p->scaled->data[i],
+                         p->scaled->linesize[i], p->scale_w >> sh, p->scale_h >> sh,
+                         p->in.rotation);
+        }
+    }
+    p->held_ready = 1;
+    *out = p->upright ? p->upright : p->scaled;
+    return 0;
+}
+
+/* ---- chunks ------------------------------------------------------------------------------ */
+
+static int chunk_paths(struct prep *p, int k, char *file, size_t file_size, char *path,
+                       size_t path_size, char *idx_path, size_t idx_size)
+{
+    int64_t start_s = (int64_t)k * p->o->chunk_seconds;
+    int rc;
+    if ((rc = tbi_fmt(file, file_size, "%" PRId64 ".%s", start_s, p->o->ext)) < 0 ||
+        (rc = tbi_fmt(path, path_size, "%s/%s", p->dir, file)) < 0 ||
+        (rc = tbi_fmt(idx_path, idx_size, "%s/%" PRId64 ".idx", p->dir, start_s)) < 0)
+        return rc;
+    return 0;
+}
+
+static struct tb_chunk_info *new_chunk(struct prep *p)
+{
+    if (p->n_chunks == p->cap_chunks) {
+        int cap = p->cap_chunks ? 2 * p->cap_chunks : 16;
+        struct tb_chunk_info *grown = realloc(p->chunks, sizeof(*grown) * (size_t)cap);
+        if (!grown)
+            return NULL;
+        p->chunks = grown;
+        p->cap_chunks = cap;
+    }
+    struct tb_chunk_info *c = &p->chunks[p->n_chunks++];
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+/* A chunk an earlier run finished is reused when its index matches our settings and its file
+ * still has the size the index recorded. */
+static int try_reuse(struct prep *p, int k, const char *path, const char *idx_path,
+                     struct tb_chunk_info *c)
+{
+    struct tb_video_index *old = NULL;
+    struct stat st;
+    int no = -1, ok = 0;
+    if (!tbi_is_file(idx_path))
+        return 0;
+    if (tbi_index_read(&old, idx_path, TBI_INDEX_CHUNK, &no) == 0 && no == k &&
+        !strcmp(old->params, p->params) && stat(path, &st) == 0 &&
+        st.st_size == old->chunks[0].bytes &&
+        old->chunks[0].start_frame == (int64_t)k * p->chunk_frames) {
+        *c = old->chunks[0];
+        old->chunks[0].keyframes = NULL;
+        ok = 1;
+    }
+    tb_index_free(&old);
+    tb_errclear();
+    return ok;
+}
+
+static int begin_chunk(struct prep *p, int k)
+{
+    char file[64], path[4096], idx_path[4096];
+    struct tb_chunk_info *c;
+    int rc = chunk_paths(p, k, file, sizeof(file), path, sizeof(path), idx_path,
+                         sizeof(idx_path));
+    if (rc < 0)
+        return rc;
+    if (!(c = new_chunk(p)))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
+    p->cur = k;
+    p->cur_count = 0;
+    p->cur_reused = try_reuse(p, k, path, idx_path, c);
+    if (p->cur_reused) {
+        p->res->n_chunks_skipped++;
+        return 0;
+    }
+    snprintf(c->file, sizeof(c->file), "%s", file);
+    c->start_frame = (int64_t)k * p->chunk_frames;
+    /* A stale index must not outlive the chunk it described. */
+    if (unlink(idx_path) != 0 && errno != ENOENT)
+        return tbi_err(TB_EIO, "%s: cannot remove: %s", idx_path, strerror(errno));
+    struct tbi_writer_opts wo = {
+        .width = p->out_w, .height = p->out_h, .fps_num = p->o->fps_num,
+        .fps_den = p->o->fps_den, .gop = p->o->gop, .crf = p->o->crf,
+        .preset = p->o->preset, .n_threads = p->o->n_threads,
+    };
+    if ((rc = tbi_writer_open(&p->w, path, &wo)) < 0)
+        return tbi_err_prefix(rc, "%s", p->src);
+    return 0;
+}
+
+static void index_header(const struct prep *p, struct tb_video_index *idx)
+{
+    idx->width = p->out_w;
+    idx->height = p->out_h;
+    idx->fps_num = p->o->fps_num;
+    idx->fps_den = p->o->fps_den;
+    idx->chunk_seconds = p->o->chunk_seconds;
+    idx->chunk_frames = p->chunk_frames;
+    snprintf(idx->params, sizeof(idx->params), "%s", p->params);
+    snprintf(idx->source, sizeof(idx->source), "%s", p->src);
+}
+
+static int write_index(const char *path, enum tbi_index_kind kind, struct tb_video_index *idx,
+                       int chunk_no)
+{
+    struct tbi_sb sb = {0};
+    tbi_index_format(&sb, kind, idx, chunk_no);
+    int rc = sb.failed ? tbi_err(TB_ENOMEM, "%s: out of memory", path)
+                       : tbi_write_file_atomic(path, sb.buf, sb.len);
+    tbi_sb_free(&sb);
+    return rc;
+}
+
+static int end_chunk(struct prep *p)
+{
+    struct tb_chunk_info *c = &p->chunks[p->n_chunks - 1];
+    char file[64], path[4096], idx_path[4096];
+    int rc;
+    if (p->cur < 0)
+        return 0;
+    if (p->cur_reused) {
+        if (p->cur_count != c->n_frames)
+            return tbi_err(TB_EFORMAT, "%s: chunk %s from an earlier run holds %" PRId64
+                           " frames but the source now gives %" PRId64 "; delete %s and run "
+                           "again", p->src, c->file, c->n_frames, p->cur_count, p->dir);
+        return 0;
+    }
+    if ((rc = tbi_writer_finish(&p->w, &c->n_frames, &c->keyframes, &c->n_keyframes,
+                                &c->bytes)) < 0)
+        return tbi_err_prefix(rc, "%s", p->src);
+    if (c->n_keyframes < 1 || c->keyframes[0] != 0)
+        return tbi_err(TB_EENCODE, "%s: chunk %s does not start with a keyframe", p->src, c->file);
+    if ((rc = chunk_paths(p, p->cur, file, sizeof(file), path, sizeof(path), idx_path,
+                          sizeof(idx_path))) < 0)
+        return rc;
+    struct tb_video_index one = {0};
+    index_header(p, &one);
+    one.n_chunks = 1;
+    one.chunks = c;
+    one.n_frames = c->n_frames;
+    return write_index(idx_path, TBI_INDEX_CHUNK, &one, p->cur);
+}
+
+/* Route output frame n (a copy of the held source frame) to its chunk. */
+static int emit(struct prep *p, int64_t n)
+{
+    int k = (int)(n / p->chunk_frames);
+    int rc;
+    if (k != p->cur) {
+        TB_ASSERT(k == p->cur + 1);
+        if ((rc = end_chunk(p)) < 0 || (rc = begin_chunk(p, k)) < 0)
+            return rc;
+    }
+    p->cur_count++;
+    if (p->cur_reused)
+        return 0;
+    AVFrame *f = NULL;
+    if ((rc = prepare_held(p, &f)) < 0)
+        return rc;
+    if ((rc = tbi_writer_write(p->w, f)) < 0)
+        return tbi_err_prefix(rc, "%s", p->src);
+    return 0;
+}
+
+/* ---- resampling -------------------------------------------------------------------------- */
+
+static int64_t to_out(const struct prep *p, int64_t ts)
+{
+    return av_rescale_q_rnd(ts - p->ts_offset, p->in.st->time_base, p->out_tb,
+                            AV_ROUND_NEAR_INF | AV_ROUND_PASS_MINMAX);
+}
+
+/* A frame's duration in stream time base: its own, else the stream's nominal rate. */
+static int64_t frame_duration(const struct prep *p, const AVFrame *f)
+{
+#if LIBAVUTIL_VERSION_MAJOR >= 58
+    int64_t d = f->duration;
+#else
+    int64_t d = f->pkt_duration;
+#endif
+    if (d > 0)
+        return d;
+    AVRational rate = p->in.st->avg_frame_rate.num ? p->in.st->avg_frame_rate
+                                                   : p->in.st->r_frame_rate;
+    if (rate.num > 0 && rate.den > 0)
+        return av_rescale_q(1, av_inv_q(rate), p->in.st->time_base);
+    return av_rescale_q(1, p->out_tb, p->in.st->time_base);
+}
+
+/* Take a new decoded frame: emit the held frame for every output number before this frame's,
+ * then hold this one. A frame whose number is not past the last emitted one replaces the held
+ * frame without emitting (ffmpeg's fps filter drops it the same way). */
+static int take_frame(struct prep *p, AVFrame *f)
+{
+    int64_t ts = f->best_effort_timestamp;
+    int rc;
+    if (ts == AV_NOPTS_VALUE)
+        ts = p->started ? p->last_ts + p->last_dur : 0;
+    int64_t o = to_out(p, ts);
+    if (!p->started) {
+        p->started = 1;
+        p->base = o;
+        p->first_ts = ts;
+        pick_size(p, f->width, f->height);
+        if ((rc = alloc_yuv(&p->scaled, p->scale_w, p->scale_h)) < 0 ||
+            (p->in.rotation && (rc = alloc_yuv(&p->upright, p->out_w, p->out_h)) < 0))
+            return tbi_err(rc, "%s: out of memory", p->src);
+        p->res->width = p->out_w;
+        p->res->height = p->out_h;
+    } else {
+        for (; p->next_out < o - p->base; p->next_out++)
+            if ((rc = emit(p, p->next_out)) < 0)
+                return rc;
+    }
+    av_frame_unref(p->held);
+    av_frame_move_ref(p->held, f);
+    p->held_ready = 0;
+    p->last_ts = ts;
+    p->last_dur = frame_duration(p, p->held);
+    return 0;
+}
+
+/* End of stream: the last frame fills the output up to its end time (and a video of one
+ * frame still gives one). */
+static int finish_frames(struct prep *p)
+{
+    int64_t end = to_out(p, p->last_ts + p->last_dur) - p->base;
+    int rc;
+    if (end < 1)
+        end = 1;
+    for (; p->next_out < end; p->next_out++)
+        if ((rc = emit(p, p->next_out)) < 0)
+            return rc;
+    return end_chunk(p);
+}
+
+/* ---- whole video ------------------------------------------------------------------------- */
+
+/* Declared length much longer than what decoded means the file is cut short or broken. */
+static int check_truncation(struct prep *p)
+{
+    AVStream *st = p->in.st;
+    double declared = 0;
+    if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
+        declared = (double)st->duration * av_q2d(st->time_base);
+    else if (p->in.fmt->duration != AV_NOPTS_VALUE && p->in.fmt->duration > 0)
+        declared = (double)p->in.fmt->duration / AV_TIME_BASE;
+    double got = (double)(p->last_ts + p->last_dur - p->first_ts) * av_q2d(st->time_base);
+    double slack = declared * 0.05 > 1.0 ? declared * 0.05 : 1.0;
+    if (declared > 0 && got + slack < declared)
+        return tbi_err(TB_EDECODE, "%s: truncated or corrupt: the container says %.2f s but "
+                       "only %.2f s decode", p->src, declared, got);
+    return 0;
+}
+
+/* Remove what an earlier run with other settings may have left: chunk files and indexes not
+ * part of this video, and temporary files. */
+static void remove_leftovers(struct prep *p)
+{
+    DIR *d = opendir(p->dir);
+    struct dirent *e;
+    char path[4096 + 256];
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        size_t len = strlen(name);
+        int ours = 0, keep = 0;
+        if (len > 5 && !strcmp(name + len - 5, ".part"))
+            ours = 1;
+        char *end;
+        long long start = strtoll(name, &end, 10);
+        if (end != name && *end == '.' && start >= 0 &&
+            (!strcmp(end + 1, "idx") || !strcmp(end + 1, p->o->ext))) {
+            ours = 1;
+            keep = start % p->o->chunk_seconds == 0 &&
+                   start / p->o->chunk_seconds < p->n_chunks;
+        }
+        if (ours && !keep && snprintf(path, sizeof(path), "%s/%s", p->dir, name) <
+                                 (int)sizeof(path))
+            unlink(path);
+    }
+    closedir(d);
+}
+
+static int make_params(struct prep *p)
+{
+    struct stat st;
+    if (stat(p->src, &st) != 0)
+        return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: %s", p->src, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tbi_err(TB_EINVAL, "%s: not a regular file", p->src);
+    if (st.st_size == 0)
+        return tbi_err(TB_EDECODE, "%s: empty file", p->src);
+    return tbi_fmt(p->params, sizeof(p->params),
+                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s "
+                   "src_bytes=%lld src_mtime=%lld",
+                   p->o->chunk_seconds, p->o->fps_num, p->o->fps_den, p->o->short_side,
+                   p->o->gop, p->o->crf, p->o->preset, (long long)st.st_size,
+                   (long long)st.st_mtime);
+}
+
+/* A finished video.idx with our settings means there is nothing to do. */
+static int already_done(struct prep *p)
+{
+    struct tb_video_index *old = NULL;
+    if (!tb_index_exists(p->dir))
+        return 0;
+    int ok = tb_index_load(&old, p->dir) == 0 && !strcmp(old->params, p->params);
+    if (ok) {
+        p->res->n_frames = old->n_frames;
+        p->res->n_chunks = p->res->n_chunks_skipped = old->n_chunks;
+        p->res->width = old->width;
+        p->res->height = old->height;
+    }
+    tb_index_free(&old);
+    tb_errclear();
+    return ok;
+}
+
+static int check_opts(const struct tb_prep_opts *o)
+{
+    if (!o->out_root || !o->out_root[0])
+        return tbi_err(TB_EINVAL, "no output directory given");
+    if (o->chunk_seconds < 1)
+        return tbi_err(TB_EINVAL, "chunk length must be at least 1 s, not %d", o->chunk_seconds);
+    if (o->fps_num <= 0 || o->fps_den <= 0 || o->fps_num / o->fps_den > 1000)
+        return tbi_err(TB_EINVAL, "bad frame rate %d/%d", o->fps_num, o->fps_den);
+    if (((int64_t)o->chunk_seconds * o->fps_num) % o->fps_den)
+        return tbi_err(TB_EINVAL, "%d s at %d/%d fps is not a whole number of frames; pick "
+                       "another chunk length", o->chunk_seconds, o->fps_num, o->fps_den);
+    if (o->short_side < 0 || o->short_side % 2 || o->short_side > 8192)
+        return tbi_err(TB_EINVAL, "short side must be an even number of pixels (or 0), not %d",
+                       o->short_side);
+    if (o->gop < 1)
+        return tbi_err(TB_EINVAL, "keyframe interval must be at least 1 frame, not %d", o->gop);
+    if (o->crf < 0 || o->crf > 51)
+        return tbi_err(TB_EINVAL, "crf must be in 0..51, not %d", o->crf);
+    if (!o->ext || !o->ext[0] || strchr(o->ext, '/') || strlen(o->ext) > 16)
+        return tbi_err(TB_EINVAL, "bad chunk extension '%s'", o->ext ? o->ext : "");
+    if (!o->preset || !o->preset[0])
+        return tbi_err(TB_EINVAL, "no x264 preset given");
+    return 0;
+}
+
+static void prep_free(struct prep *p)
+{
+    tbi_writer_abort(&p->w);
+    for (int i = 0; i < p->n_chunks; i++)
+        free(p->chunks[i].keyframes);
+    free(p->chunks);
+    sws_freeContext(p->sws);
+    av_frame_free(&p->frame);
+    av_frame_free(&p->held);
+    av_frame_free(&p->scaled);
+    av_frame_free(&p->upright);
+    av_packet_free(&p->pkt);
+    tbi_input_close(&p->in);
+}
+
+static int run(struct prep *p)
+{
+    char name[256], idx_path[4096 + 32];
+    int rc;
+
+    if ((rc = check_opts(p->o)) < 0 || (rc = make_params(p)) < 0)
+        return rc;
+    if ((rc = tb_prep_video_name(name, sizeof(name), p->src, p->o->ext)) < 0 ||
+        (rc = tbi_fmt(p->dir, sizeof(p->dir), "%s/%s", p->o->out_root, name)) < 0)
+        return rc;
+    snprintf(p->res->name, sizeof(p->res->name), "%s", name);
+    if (already_done(p))
+        return 0;
+    if ((rc = tbi_input_open(&p->in, p->src, p->o->n_threads)) < 0)
+        return rc;
+    if ((rc = tbi_mkdirs(p->dir)) < 0)
+        return rc;
+    snprintf(idx_path, sizeof(idx_path), "%s/%s", p->dir, TB_VIDEO_INDEX_NAME);
+    if (unlink(idx_path) != 0 && errno != ENOENT)
+        return tbi_err(TB_EIO, "%s: cannot remove: %s", idx_path, strerror(errno));
+
+    p->out_tb = (AVRational){p->o->fps_den, p->o->fps_num};
+    p->chunk_frames = (int64_t)p->o->chunk_seconds * p->o->fps_num / p->o->fps_den;
+    p->ts_offset = p->in.fmt->start_time == AV_NOPTS_VALUE
+                       ? 0
+                       : av_rescale_q(p->in.fmt->start_time, AV_TIME_BASE_Q,
+                                      p->in.st->time_base);
+    p->cur = -1;
+    if (!(p->pkt = av_packet_alloc()) || !(p->frame = av_frame_alloc()) ||
+        !(p->held = av_frame_alloc()))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
+
+    for (;;) {
+        if (p->o->cancel && *p->o->cancel)
+            return tbi_err(TB_ECANCELED, "%s: canceled", p->src);
+        rc = tbi_input_next_frame(&p->in, p->pkt, p->frame, &p->res->n_bad_packets, p->src);
+        if (rc == TB_EOF)
+            break;
+        if (rc < 0)
+            return rc;
+        if ((rc = take_frame(p, p->frame)) < 0)
+            return rc;
+    }
+    if (!p->started)
+        return tbi_err(TB_EDECODE, "%s: no decodable video frames", p->src);
+    if ((rc = finish_frames(p)) < 0 || (rc = check_truncation(p)) < 0)
+        return rc;
+
+    struct tb_video_index idx = {0};
+    index_header(p, &idx);
+    idx.n_chunks = p->n_chunks;
+    idx.chunks = p->chunks;
+    idx.n_frames = p->next_out;
+    p->res->n_frames = idx.n_frames;
+    p->res->n_chunks = p->n_chunks;
+    remove_leftovers(p);
+    return write_index(idx_path, TBI_INDEX_VIDEO, &idx, 0);
+}
+
+int tb_prep_video(const struct tb_prep_opts *opts, const char *src, struct tb_prep_result *res)
+{
+    struct tb_prep_result scratch;
+    struct prep p;
+    memset(&p, 0, sizeof(p));
+    p.o = opts;
+    p.src = src;
+    p.res = res ? res : &scratch;
+    memset(p.res, 0, sizeof(*p.res));
+    p.in.stream_index = -1;
+    int rc = run(&p);
+    prep_free(&p);
+    return rc;
+}
