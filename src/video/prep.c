@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <libavutil/imgutils.h>
+#include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
 #include "tubelet/prep.h"
@@ -34,11 +35,11 @@ struct prep {
     AVPacket *pkt;
     AVFrame *frame;           /* decoder output */
     AVFrame *held;            /* the source frame waiting to be emitted */
-    AVFrame *scaled;          /* held, scaled to scale_w x scale_h */
-    AVFrame *upright;         /* scaled, rotated to out_w x out_h (only when rotated) */
-    int held_ready;           /* scaled/upright hold the current `held` */
-    struct SwsContext *sws;
-    int scale_w, scale_h;     /* swscale output (before rotation) */
+    AVFrame *upright;         /* held, turned upright (rotated sources only) */
+    AVFrame *wide;            /* held as yuv444p, for rotating formats that cannot be turned */
+    AVFrame *scaled;          /* held (upright), scaled to the chunk size */
+    int held_ready;           /* scaled holds the current `held` */
+    struct SwsContext *sws, *sws_wide;
     int out_w, out_h;         /* chunk frame size */
 
     /* Resampling to the constant rate (see map_frame). */
@@ -70,14 +71,15 @@ int tb_prep_video_name(char *buf, size_t size, const char *src, const char *ext)
     return tbi_fmt(buf, size, "%.*s.%s", (int)stem, base, ext);
 }
 
-/* ---- sizes, scaling, rotation ----------------------------------------------------------- */
+/* ---- sizes, rotation, scaling ----------------------------------------------------------- */
 
-/* Round v to the nearest even number, as ffmpeg's scale=-2 does. */
+/* Round num/den to the nearest even number, as ffmpeg's scale=-2 does. */
 static int even_round(int64_t num, int64_t den)
 {
     return (int)(av_rescale(num, 1, 2 * den) * 2);
 }
 
+/* Chunk size from the first frame's size as displayed (after rotation). */
 static void pick_size(struct prep *p, int w, int h)
 {
     int rot = p->in.rotation == 90 || p->in.rotation == 270;
@@ -93,27 +95,106 @@ static void pick_size(struct prep *p, int w, int h)
         p->out_h = s;
         p->out_w = even_round((int64_t)dw * s, dh);
     }
-    p->scale_w = rot ? p->out_h : p->out_w;
-    p->scale_h = rot ? p->out_w : p->out_h;
 }
 
-/* Turn one plane by deg clockwise; dst is (sh x sw) for 90/270, (sh... sw) for 180. */
+/* Turn one plane of sw x sh pixels of step bytes by deg clockwise (90, 180 or 270). */
 static void rotate_plane(uint8_t *dst, int dls, const uint8_t *src, int sls, int sw, int sh,
-                         int deg)
+                         int step, int deg)
 {
-    if (deg == 90) { /* dst(x, y) = src(y, sh-1-x), dst is sh wide, sw high */
-        for (int y = 0; y < sw; y++)
-            for (int x = 0; x < sh; x++)
-                dst[y * dls + x] = src[(sh - 1 - x) * sls + y];
-    } else if (deg == 270) { /* dst(x, y) = src(sw-1-y, x) */
-        for (int y = 0; y < sw; y++)
-            for (int x = 0; x < sh; x++)
-                dst[y * dls + x] = src[x * sls + (sw - 1 - y)];
-    } else { /* 180 */
-        for (int y = 0; y < sh; y++)
-            for (int x = 0; x < sw; x++)
-                dst[y * dls + x] = src[(sh - 1 - y) * sls + (sw - 1 - x)];
+    int dw = deg == 180 ? sw : sh, dh = deg == 180 ? sh : sw;
+    for (int y = 0; y < dh; y++) {
+        uint8_t *d = dst + (size_t)y * dls;
+        for (int x = 0; x < dw; x++) {
+            int sx, sy;
+            if (deg == 90) {        /* the left column, read bottom-up, becomes the top row */
+                sx = y;
+                sy = sh - 1 - x;
+            } else if (deg == 270) { /* the right column, read top-down, becomes the top row */
+                sx = sw - 1 - y;
+                sy = x;
+            } else {
+                sx = sw - 1 - x;
+                sy = sh - 1 - y;
+            }
+            memcpy(d + (size_t)x * step, src + (size_t)sy * sls + (size_t)sx * step,
+                   (size_t)step);
+        }
     }
+}
+
+/* Can frames of this format be turned plane by plane? Every plane must hold whole pixels of a
+ * fixed byte size, and a quarter turn must not change the chroma subsampling. */
+static int rotatable(enum AVPixelFormat fmt, int deg, int steps[4])
+{
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(fmt);
+    if (!d || d->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_PAL))
+        return 0;
+    if (deg != 180 && d->log2_chroma_w != d->log2_chroma_h)
+        return 0;
+    memset(steps, 0, 4 * sizeof(int));
+    for (int c = 0; c < d->nb_components; c++) {
+        const AVComponentDescriptor *cd = &d->comp[c];
+        if (cd->shift || cd->depth % 8 || cd->step < 1)
+            return 0;
+        if (cd->step > steps[cd->plane])
+            steps[cd->plane] = cd->step;
+    }
+    /* Packed formats with subsampled chroma (YUYV) share a plane between sizes. */
+    if (!(d->flags & AV_PIX_FMT_FLAG_PLANAR) && (d->log2_chroma_w || d->log2_chroma_h))
+        return 0;
+    return 1;
+}
+
+/* Turn src upright into p->upright, as ffmpeg's autorotate does before any scaling. A format
+ * that cannot be turned plane by plane is first converted to yuv444p at its own size. */
+static int turn_upright(struct prep *p, const AVFrame *src, const AVFrame **out)
+{
+    int deg = p->in.rotation, steps[4];
+    const AVFrame *f = src;
+    if (!rotatable(src->format, deg, steps)) {
+        if (!p->wide || p->wide->width != src->width || p->wide->height != src->height) {
+            av_frame_free(&p->wide);
+            if (!(p->wide = av_frame_alloc()))
+                return TB_ENOMEM;
+            p->wide->format = AV_PIX_FMT_YUV444P;
+            p->wide->width = src->width;
+            p->wide->height = src->height;
+            if (av_frame_get_buffer(p->wide, 0) < 0)
+                return TB_ENOMEM;
+        }
+        p->sws_wide = sws_getCachedContext(p->sws_wide, src->width, src->height, src->format,
+                                           src->width, src->height, AV_PIX_FMT_YUV444P,
+                                           SWS_BICUBIC, NULL, NULL, NULL);
+        if (!p->sws_wide)
+            return TB_EDECODE;
+        sws_scale(p->sws_wide, (const uint8_t *const *)src->data, src->linesize, 0, src->height,
+                  p->wide->data, p->wide->linesize);
+        f = p->wide;
+        rotatable(f->format, deg, steps);
+    }
+    int rw = deg == 180 ? f->width : f->height, rh = deg == 180 ? f->height : f->width;
+    if (!p->upright || p->upright->format != f->format || p->upright->width != rw ||
+        p->upright->height != rh) {
+        av_frame_free(&p->upright);
+        if (!(p->upright = av_frame_alloc()))
+            return TB_ENOMEM;
+        p->upright->format = f->format;
+        p->upright->width = rw;
+        p->upright->height = rh;
+        if (av_frame_get_buffer(p->upright, 0) < 0)
+            return TB_ENOMEM;
+    }
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(f->format);
+    for (int i = 0; i < 4 && f->data[i]; i++) {
+        int chroma = (i == 1 || i == 2) && (d->flags & AV_PIX_FMT_FLAG_PLANAR);
+        int pw = chroma ? AV_CEIL_RSHIFT(f->width, d->log2_chroma_w) : f->width;
+        int ph = chroma ? AV_CEIL_RSHIFT(f->height, d->log2_chroma_h) : f->height;
+        rotate_plane(p->upright->data[i], p->upright->linesize[i], f->data[i], f->linesize[i], pw,
+                     ph, steps[i], deg);
+    }
+    p->upright->color_range = src->color_range;
+    *out = p->upright;
+    return 0;
 }
 
 static int alloc_yuv(AVFrame **f, int w, int h)
@@ -126,16 +207,20 @@ static int alloc_yuv(AVFrame **f, int w, int h)
     return av_frame_get_buffer(*f, 0) < 0 ? TB_ENOMEM : 0;
 }
 
-/* Scale (and turn upright) the held frame once, however many output frames it fills. */
+/* Scale the held frame once, however many output frames it fills. */
 static int prepare_held(struct prep *p, AVFrame **out)
 {
-    AVFrame *h = p->held;
+    const AVFrame *h = p->held;
+    int rc;
     if (p->held_ready) {
-        *out = p->upright ? p->upright : p->scaled;
+        *out = p->scaled;
         return 0;
     }
-    p->sws = sws_getCachedContext(p->sws, h->width, h->height, h->format, p->scale_w,
-                                  p->scale_h, AV_PIX_FMT_YUV420P, SWS_BICUBIC, NULL, NULL, NULL);
+    if (p->in.rotation && (rc = turn_upright(p, p->held, &h)) < 0)
+        return tbi_err(rc, "%s: cannot turn %s frames upright", p->src,
+                       av_get_pix_fmt_name(p->held->format));
+    p->sws = sws_getCachedContext(p->sws, h->width, h->height, h->format, p->out_w, p->out_h,
+                                  AV_PIX_FMT_YUV420P, SWS_BICUBIC, NULL, NULL, NULL);
     if (!p->sws)
         return tbi_err(TB_EDECODE, "%s: cannot convert %s %dx%d frames", p->src,
                        av_get_pix_fmt_name(h->format), h->width, h->height);
@@ -150,18 +235,8 @@ static int prepare_held(struct prep *p, AVFrame **out)
         return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
     sws_scale(p->sws, (const uint8_t *const *)h->data, h->linesize, 0, h->height,
               p->scaled->data, p->scaled->linesize);
-    if (p->upright) {
-        if (av_frame_make_writable(p->upright) < 0)
-            return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
-        for (int i = 0; i < 3; i++) {
-            int sh = i ? 1 : 0;
-            rotate_plane(p->upright->data[i], p->upright->linesize[i], p->scaled->data[i],
-                         p->scaled->linesize[i], p->scale_w >> sh, p->scale_h >> sh,
-                         p->in.rotation);
-        }
-    }
     p->held_ready = 1;
-    *out = p->upright ? p->upright : p->scaled;
+    *out = p->scaled;
     return 0;
 }
 
@@ -363,8 +438,7 @@ static int take_frame(struct prep *p, AVFrame *f)
         p->base = o;
         p->first_ts = ts;
         pick_size(p, f->width, f->height);
-        if ((rc = alloc_yuv(&p->scaled, p->scale_w, p->scale_h)) < 0 ||
-            (p->in.rotation && (rc = alloc_yuv(&p->upright, p->out_w, p->out_h)) < 0))
+        if ((rc = alloc_yuv(&p->scaled, p->out_w, p->out_h)) < 0)
             return tbi_err(rc, "%s: out of memory", p->src);
         p->res->width = p->out_w;
         p->res->height = p->out_h;
@@ -511,6 +585,8 @@ static void prep_free(struct prep *p)
         free(p->chunks[i].keyframes);
     free(p->chunks);
     sws_freeContext(p->sws);
+    sws_freeContext(p->sws_wide);
+    av_frame_free(&p->wide);
     av_frame_free(&p->frame);
     av_frame_free(&p->held);
     av_frame_free(&p->scaled);
