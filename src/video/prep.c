@@ -48,6 +48,7 @@ struct prep {
     int64_t base;             /* output number of the first frame's timestamp */
     int64_t next_out;         /* next output frame number to emit */
     int64_t first_ts, last_ts, last_dur;
+    int64_t n_src_frames;     /* source frames decoded */
     int started;
 
     /* Chunks. */
@@ -430,6 +431,7 @@ static int take_frame(struct prep *p, AVFrame *f)
 {
     int64_t ts = f->best_effort_timestamp;
     int rc;
+    p->n_src_frames++;
     if (ts == AV_NOPTS_VALUE)
         ts = p->started ? p->last_ts + p->last_dur : 0;
     int64_t o = to_out(p, ts);
@@ -485,6 +487,12 @@ static int check_truncation(struct prep *p)
     if (declared > 0 && got + slack < declared)
         return tbi_err(TB_EDECODE, "%s: truncated or corrupt: the container says %.2f s but "
                        "only %.2f s decode", p->src, declared, got);
+    /* Some demuxers (AVI without its index) shrink the duration to what they found, but the
+     * header still counts every frame. */
+    int64_t want = st->nb_frames, slack_frames = want / 20 > 2 ? want / 20 : 2;
+    if (want > 0 && p->n_src_frames + slack_frames < want)
+        return tbi_err(TB_EDECODE, "%s: truncated or corrupt: the container holds %" PRId64
+                       " frames but only %" PRId64 " decode", p->src, want, p->n_src_frames);
     return 0;
 }
 
@@ -573,9 +581,15 @@ static int check_opts(const struct tb_prep_opts *o)
         return tbi_err(TB_EINVAL, "crf must be in 0..51, not %d", o->crf);
     if (!o->ext || !o->ext[0] || strchr(o->ext, '/') || strlen(o->ext) > 16)
         return tbi_err(TB_EINVAL, "bad chunk extension '%s'", o->ext ? o->ext : "");
-    if (!o->preset || !o->preset[0])
-        return tbi_err(TB_EINVAL, "no x264 preset given");
-    return 0;
+    /* Checked here, before anything on disk changes, not when the first encoder opens. */
+    static const char *const presets[] = {"ultrafast", "superfast", "veryfast", "faster", "fast",
+                                          "medium", "slow", "slower", "veryslow", "placebo"};
+    for (size_t i = 0; o->preset && i < sizeof(presets) / sizeof(presets[0]); i++)
+        if (!strcmp(o->preset, presets[i]))
+            return 0;
+    return tbi_err(TB_EINVAL, "unknown x264 preset '%s' (ultrafast, superfast, veryfast, "
+                   "faster, fast, medium, slow, slower, veryslow, placebo)",
+                   o->preset ? o->preset : "");
 }
 
 static void prep_free(struct prep *p)

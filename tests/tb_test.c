@@ -1,0 +1,177 @@
+/* tests/tb_test.c - the test kit (see tb_test.h). */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <math.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tb_test.h"
+
+int tbt_failures;
+const char *tbt_case;
+static char scratch[4096];
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void cleanup(void)
+{
+    if (scratch[0] && !getenv("TBT_KEEP"))
+        nftw(scratch, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void tbt_begin(const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(scratch, sizeof(scratch), "%s/tbt_%s_XXXXXX", tmp && tmp[0] ? tmp : "/tmp", name);
+    if (!mkdtemp(scratch)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    atexit(cleanup);
+    if (getenv("TBT_KEEP"))
+        fprintf(stderr, "scratch directory: %s\n", scratch);
+}
+
+const char *tbt_dir(void)
+{
+    return scratch;
+}
+
+const char *tbt_tubelet(void)
+{
+    const char *b = getenv("TUBELET_BIN");
+    return b && b[0] ? b : TUBELET_BIN;
+}
+
+int tbt_run(char **out, int timeout_s, const char *fmt, ...)
+{
+    char cmd[16384], full[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    /* The command travels in the environment so it needs no quoting. */
+    setenv("TBT_CMD", cmd, 1);
+    snprintf(full, sizeof(full), "timeout -k 5 %d sh -c \"$TBT_CMD\" 2>&1", timeout_s);
+    FILE *p = popen(full, "r");
+    if (!p) {
+        perror("popen");
+        exit(1);
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    buf[len] = '\0';
+    int st = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+size_t tbt_yuv_bytes(int w, int h)
+{
+    return (size_t)w * h + 2 * (size_t)((w + 1) / 2) * ((h + 1) / 2);
+}
+
+int64_t tbt_ffmpeg_yuv(const char *path, const char *vf, int w, int h, uint8_t **buf)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd),
+             "ffmpeg -nostdin -v error -i '%s' %s%s%s -fps_mode passthrough -f rawvideo "
+             "-pix_fmt yuv420p -",
+             path, vf ? "-vf '" : "", vf ? vf : "", vf ? "'" : "");
+    FILE *p = popen(cmd, "r");
+    size_t fb = tbt_yuv_bytes(w, h), cap = fb * 64, len = 0, n;
+    uint8_t *b = malloc(cap);
+    while ((n = fread(b + len, 1, cap - len, p)) > 0) {
+        len += n;
+        if (len == cap) {
+            cap *= 2;
+            b = realloc(b, cap);
+        }
+    }
+    if (pclose(p) != 0 || len % fb) {
+        fprintf(stderr, "ffmpeg decode of %s failed or gave a partial frame (%zu bytes, frame "
+                "%zu)\n", path, len, fb);
+        free(b);
+        *buf = NULL;
+        return -1;
+    }
+    *buf = b;
+    return (int64_t)(len / fb);
+}
+
+double tbt_psnr(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    double se = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        se += d * d;
+    }
+    if (se == 0)
+        return 99;
+    return 10 * log10(255.0 * 255.0 / (se / n));
+}
+
+int tbt_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+char *tbt_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(b);
+        return NULL;
+    }
+    fclose(f);
+    b[n] = '\0';
+    if (len)
+        *len = (size_t)n;
+    return b;
+}
+
+const char *tbt_opencv_video(const char *name)
+{
+    static char paths[8][4200];
+    static int next;
+    char *path = paths[next++ % 8];
+    snprintf(path, 4200, "/usr/share/doc/opencv-doc/examples/data/%s", name);
+    if (tbt_exists(path))
+        return path;
+    char gz[4200];
+    snprintf(gz, sizeof(gz), "/usr/share/doc/opencv-doc/opencv4/html/%s.gz", name);
+    if (!tbt_exists(gz))
+        return NULL;
+    snprintf(path, 4200, "%s/%s", scratch, name);
+    if (!tbt_exists(path) && tbt_run(NULL, 60, "gzip -dc %s > %s", gz, path) != 0)
+        return NULL;
+    return path;
+}

@@ -1,0 +1,89 @@
+/* tests/tb_test.h - the test kit: checks that print both operands and count failures, a
+ * scratch directory removed at exit, running commands (the tubelet binary, the ffmpeg tool)
+ * with their output captured, and reading decoded frames from the ffmpeg tool.
+ * A test program exits 0 (all passed), 1 (a check failed) or 77 (skipped: a needed file or
+ * tool is missing). */
+#ifndef TUBELET_TB_TEST_H
+#define TUBELET_TB_TEST_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TBT_SKIP 77
+
+extern int tbt_failures;
+extern const char *tbt_case;
+
+#define TBT_FAIL(...)                                                                          \
+    do {                                                                                       \
+        fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, tbt_case ? tbt_case : "");    \
+        fprintf(stderr, __VA_ARGS__);                                                          \
+        fputc('\n', stderr);                                                                   \
+        tbt_failures++;                                                                        \
+    } while (0)
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond))                                                                           \
+            TBT_FAIL("%s", #cond);                                                             \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                   \
+    do {                                                                                       \
+        if (!(cond))                                                                           \
+            TBT_FAIL(__VA_ARGS__);                                                             \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                         \
+    do {                                                                                       \
+        int64_t va_ = (int64_t)(a), vb_ = (int64_t)(b);                                        \
+        if (va_ != vb_)                                                                        \
+            TBT_FAIL("%s == %s: %" PRId64 " != %" PRId64, #a, #b, va_, vb_);                   \
+    } while (0)
+
+#define CHECK_STR_HAS(hay, needle)                                                             \
+    do {                                                                                       \
+        const char *h_ = (hay), *n_ = (needle);                                                \
+        if (!h_ || !strstr(h_, n_))                                                            \
+            TBT_FAIL("'%s' not found in: %.600s", n_, h_ ? h_ : "(null)");                     \
+    } while (0)
+
+#define TBT_EXIT() return tbt_failures ? 1 : 0
+
+/* Start a test program: names it for messages and makes the scratch directory. */
+void tbt_begin(const char *name);
+/* Scratch directory of this test program (removed at exit unless TBT_KEEP is set). */
+const char *tbt_dir(void);
+
+/* Run a shell command, capture stdout+stderr into a malloc'ed string (*out, may be NULL), and
+ * return its exit status (or 128+signal). The command runs under `timeout` so nothing hangs. */
+int tbt_run(char **out, int timeout_s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Path of the tubelet binary (TUBELET_BIN, set by CMake). */
+const char *tbt_tubelet(void);
+
+/* Decode a video with the ffmpeg tool into yuv420p frames of w x h (after the given -vf
+ * chain, may be NULL). Returns the number of frames, frames in *buf (malloc'ed). */
+int64_t tbt_ffmpeg_yuv(const char *path, const char *vf, int w, int h, uint8_t **buf);
+
+/* Frame size in bytes of a w x h yuv420p frame. */
+size_t tbt_yuv_bytes(int w, int h);
+
+/* Peak signal-to-noise ratio of two buffers (dB, 99 for identical). */
+double tbt_psnr(const uint8_t *a, const uint8_t *b, size_t n);
+
+/* 1 if a file exists. */
+int tbt_exists(const char *path);
+
+/* Read a whole file (malloc'ed, NUL-terminated) or NULL. */
+char *tbt_read(const char *path, size_t *len);
+
+/* Where Debian's opencv-doc keeps its videos; tbt_opencv_video returns a path to name (for
+ * box.mp4 / cup.mp4, unpacked from .gz into the scratch dir), or NULL if absent. */
+const char *tbt_opencv_video(const char *name);
+
+#endif /* TUBELET_TB_TEST_H */

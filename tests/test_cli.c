@@ -1,0 +1,165 @@
+/* tests/test_cli.c - the tubelet program's flags and usage errors: unknown flags, malformed
+ * and out-of-range numbers, missing values, --config files (with line numbers in errors),
+ * --print-config round trips, help that lists every flag with its default, and exit codes
+ * (0 ok, 1 failure, 2 usage). */
+#include "tb_test.h"
+
+static void test_usage_errors(void)
+{
+    const char *t = tbt_tubelet();
+    char *out = NULL;
+    int rc;
+
+    tbt_case = "no command";
+    rc = tbt_run(&out, 10, "%s", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "usage: tubelet COMMAND");
+    free(out);
+
+    tbt_case = "unknown command";
+    rc = tbt_run(&out, 10, "%s frobnicate", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "no command 'frobnicate'");
+    free(out);
+
+    tbt_case = "unknown flag";
+    rc = tbt_run(&out, 10, "%s prep --out x --chunk-secs 5 a.mp4", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "unknown flag '--chunk-secs'");
+    free(out);
+
+    tbt_case = "short option";
+    rc = tbt_run(&out, 10, "%s prep -o x a.mp4", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "unknown option '-o'");
+    free(out);
+
+    tbt_case = "malformed number";
+    const char *bad[] = {"--gop 3x", "--gop ''", "--gop 1e3", "--crf 2.5", "--fps 30/0",
+                         "--fps abc", "--gop 99999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rc = tbt_run(&out, 10, "%s prep --out x %s a.mp4", t, bad[i]);
+        CHECK_MSG(rc == 2, "'%s' exited %d", bad[i], rc);
+        CHECK_STR_HAS(out, "malformed value");
+        free(out);
+    }
+
+    tbt_case = "out of range";
+    rc = tbt_run(&out, 10, "%s prep --out x --crf 60 a.mp4", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "--crf: 60 is out of range [0, 51]");
+    free(out);
+    rc = tbt_run(&out, 10, "%s synth --out x --size 10x10", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "out of range");
+    free(out);
+
+    tbt_case = "missing value";
+    rc = tbt_run(&out, 10, "%s prep a.mp4 --out", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "--out needs a value");
+    free(out);
+
+    tbt_case = "required flag";
+    rc = tbt_run(&out, 10, "%s prep a.mp4", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "--out ROOT is required");
+    free(out);
+
+    tbt_case = "positional count";
+    rc = tbt_run(&out, 10, "%s prep --out x", t);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "expected SRC...");
+    free(out);
+    rc = tbt_run(&out, 10, "%s probe a b", t);
+    CHECK_EQ(rc, 2);
+    free(out);
+}
+
+static void test_help(void)
+{
+    const char *t = tbt_tubelet();
+    char *out = NULL, *out2 = NULL;
+    tbt_case = "help";
+    CHECK_EQ(tbt_run(&out, 10, "%s help", t), 0);
+    CHECK_STR_HAS(out, "prep");
+    CHECK_STR_HAS(out, "synth");
+    CHECK_STR_HAS(out, "probe");
+    free(out);
+    /* 'help prep' and 'prep --help' print the same text, every flag with its default. */
+    CHECK_EQ(tbt_run(&out, 10, "%s help prep", t), 0);
+    CHECK_EQ(tbt_run(&out2, 10, "%s prep --help", t), 0);
+    CHECK(out && out2 && !strcmp(out, out2));
+    const char *flags[] = {"--out ROOT", "--chunk-seconds S", "--short-side PX", "--fps F",
+                           "--gop N", "--crf Q", "--preset NAME", "--ext EXT", "--jobs J",
+                           "--threads N", "--config FILE"};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        CHECK_STR_HAS(out, flags[i]);
+    CHECK_STR_HAS(out, "(default: 15)");
+    free(out);
+    free(out2);
+}
+
+static void test_config(void)
+{
+    const char *t = tbt_tubelet();
+    const char *d = tbt_dir();
+    char *out = NULL, *out2 = NULL;
+    char path[4200];
+
+    tbt_case = "config file";
+    snprintf(path, sizeof(path), "%s/prep.conf", d);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# prep settings\nchunk-seconds = 5   # short\n\ngop=12\npreset = ultrafast\n"
+               "fps = 30000/1001\nout = %s/root\n", d);
+    fclose(f);
+    CHECK_EQ(tbt_run(&out, 10, "%s prep --config %s --gop 24 --print-config", t, path), 0);
+    CHECK_STR_HAS(out, "chunk-seconds = 5\n");
+    CHECK_STR_HAS(out, "gop = 24\n"); /* the command line wins, whatever the order */
+    CHECK_STR_HAS(out, "preset = ultrafast\n");
+    CHECK_STR_HAS(out, "fps = 30000/1001\n");
+    CHECK_STR_HAS(out, "crf = 23\n"); /* defaults fill the rest */
+
+    /* The dump is itself a config file that gives the same configuration back. */
+    char dump[4200];
+    snprintf(dump, sizeof(dump), "%s/dump.conf", d);
+    f = fopen(dump, "w");
+    fputs(out, f);
+    fclose(f);
+    CHECK_EQ(tbt_run(&out2, 10, "%s prep --config %s --print-config", t, dump), 0);
+    CHECK(out && out2 && !strcmp(out, out2));
+    free(out);
+    free(out2);
+
+    tbt_case = "config errors";
+    f = fopen(path, "w");
+    fprintf(f, "gop = 12\ncolour = red\n");
+    fclose(f);
+    CHECK_EQ(tbt_run(&out, 10, "%s prep --config %s --out x a.mp4", t, path), 2);
+    CHECK_STR_HAS(out, "prep.conf:2: unknown key 'colour'");
+    free(out);
+    f = fopen(path, "w");
+    fprintf(f, "gop = 12\n\ncrf = high\n");
+    fclose(f);
+    CHECK_EQ(tbt_run(&out, 10, "%s prep --config %s --out x a.mp4", t, path), 2);
+    CHECK_STR_HAS(out, "prep.conf:3: --crf: malformed value 'high'");
+    free(out);
+    f = fopen(path, "w");
+    fprintf(f, "gop 12\n");
+    fclose(f);
+    CHECK_EQ(tbt_run(&out, 10, "%s prep --config %s --out x a.mp4", t, path), 2);
+    CHECK_STR_HAS(out, "prep.conf:1: expected 'key = value'");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, "%s prep --config %s/nope.conf --out x a.mp4", t, d), 2);
+    CHECK_STR_HAS(out, "nope.conf: cannot open");
+    free(out);
+}
+
+int main(void)
+{
+    tbt_begin("cli");
+    test_usage_errors();
+    test_help();
+    test_config();
+    TBT_EXIT();
+}

@@ -1,0 +1,607 @@
+/* tests/test_prep.c - tubelet prep and probe against the ffmpeg tool, on real videos nobody here
+ * made (Debian's opencv-doc), synth output and odd sources made here with ffmpeg (rotated, VP9,
+ * HEVC, start offset, variable rate, odd sizes, RGB, full range).
+ * - lossless chunks (--crf 0) equal, byte for byte, ffmpeg's own -vf fps,scale of the source:
+ *   every frame, so every chunk boundary;
+ * - default (lossy) chunks: frame counts, per-chunk counts and keyframes as ffprobe sees them,
+ *   and boundary frames matching the right source frame, not a neighbour;
+ * - resume after SIGKILL and after a deleted chunk, Ctrl-C, settings changes;
+ * - bad sources and outputs: a clear error naming the file, never a crash or hang. */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tb_test.h"
+#include "tubelet/video.h"
+
+static char vf_buf[512];
+
+/* ffmpeg's -vf for what prep does: constant rate, short side resized. */
+static const char *prep_vf(int fps, int short_side)
+{
+    snprintf(vf_buf, sizeof(vf_buf),
+             "fps=%d,scale=w=if(gt(iw\\,ih)\\,-2\\,%d):h=if(gt(iw\\,ih)\\,%d\\,-2)", fps,
+             short_side, short_side);
+    return vf_buf;
+}
+
+static void stem_of(char *buf, size_t size, const char *src)
+{
+    const char *b = strrchr(src, '/');
+    b = b ? b + 1 : src;
+    snprintf(buf, size, "%s", b);
+    char *dot = strrchr(buf, '.');
+    if (dot)
+        *dot = '\0';
+}
+
+/* Keyframe numbers of a file as ffprobe sees them. */
+static int64_t ffprobe_keyframes(const char *path, int64_t *kf, int64_t cap, int64_t *n_frames)
+{
+    char *out = NULL;
+    int rc = tbt_run(&out, 120,
+                     "ffprobe -v error -select_streams v:0 -show_entries frame=key_frame "
+                     "-of csv=p=0 '%s'", path);
+    int64_t n = 0, nk = 0;
+    if (rc != 0) {
+        TBT_FAIL("ffprobe %s: %s", path, out);
+        free(out);
+        return -1;
+    }
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '1' && nk < cap)
+            kf[nk++] = n;
+        if (line[0] == '0' || line[0] == '1')
+            n++;
+    }
+    free(out);
+    *n_frames = n;
+    return nk;
+}
+
+/* The index agrees with the files: sizes, frame counts and keyframes as ffprobe sees them. */
+static void check_index_files(const char *dir, const struct tb_video_index *idx)
+{
+    for (int i = 0; i < idx->n_chunks; i++) {
+        const struct tb_chunk_info *c = &idx->chunks[i];
+        char path[4400];
+        struct stat st;
+        int64_t kf[4096], n_frames = 0;
+        snprintf(path, sizeof(path), "%s/%s", dir, c->file);
+        CHECK_MSG(stat(path, &st) == 0 && st.st_size == c->bytes, "%s: size differs from index",
+                  path);
+        int64_t nk = ffprobe_keyframes(path, kf, 4096, &n_frames);
+        CHECK_MSG(n_frames == c->n_frames, "%s: ffprobe counts %" PRId64 " frames, index %" PRId64,
+                  path, n_frames, c->n_frames);
+        CHECK_MSG(nk == c->n_keyframes, "%s: ffprobe finds %" PRId64 " keyframes, index %d", path,
+                  nk, c->n_keyframes);
+        for (int64_t j = 0; j < nk && j < c->n_keyframes; j++)
+            CHECK_MSG(kf[j] == c->keyframes[j], "%s: keyframe %" PRId64 " at %" PRId64
+                      " (ffprobe) vs %" PRId64 " (index)", path, j, kf[j], c->keyframes[j]);
+        char expect[64];
+        snprintf(expect, sizeof(expect), "%d.", i * idx->chunk_seconds);
+        CHECK_MSG(!strncmp(c->file, expect, strlen(expect)), "chunk %d is named %s", i, c->file);
+    }
+}
+
+/* Decode every chunk with the ffmpeg tool, in order, into one buffer. */
+static int64_t decode_chunks(const char *dir, const struct tb_video_index *idx, uint8_t **all)
+{
+    size_t fb = tbt_yuv_bytes(idx->width, idx->height);
+    uint8_t *buf = malloc(fb * (size_t)(idx->n_frames + 1));
+    int64_t n = 0;
+    for (int i = 0; i < idx->n_chunks; i++) {
+        char path[4400];
+        uint8_t *part = NULL;
+        snprintf(path, sizeof(path), "%s/%s", dir, idx->chunks[i].file);
+        int64_t got = tbt_ffmpeg_yuv(path, NULL, idx->width, idx->height, &part);
+        CHECK_MSG(got == idx->chunks[i].n_frames, "%s decodes to %" PRId64 " frames, index says %"
+                  PRId64, path, got, idx->chunks[i].n_frames);
+        if (got > 0 && n + got <= idx->n_frames)
+            memcpy(buf + (size_t)n * fb, part, (size_t)got * fb);
+        n += got > 0 ? got : 0;
+        free(part);
+    }
+    *all = buf;
+    return n;
+}
+
+/* Compare the prepared video in dir with ffmpeg's resampling of src. exact: every byte of every
+ * frame; else each frame must be closest to its own source frame at the chunk boundaries and
+ * of good quality overall. */
+static void check_against_source(const char *src, const char *dir, int fps, int short_side,
+                                 int exact)
+{
+    struct tb_video_index *idx = NULL;
+    int rc = tb_index_load(&idx, dir);
+    CHECK_MSG(rc == 0, "%s: %s", dir, tb_errmsg());
+    if (rc)
+        return;
+    check_index_files(dir, idx);
+    uint8_t *ref = NULL, *ours = NULL;
+    int64_t n_ref = tbt_ffmpeg_yuv(src, prep_vf(fps, short_side), idx->width, idx->height, &ref);
+    int64_t n_ours = decode_chunks(dir, idx, &ours);
+    CHECK_MSG(n_ref == idx->n_frames && n_ours == idx->n_frames,
+              "%s: ffmpeg gives %" PRId64 " frames, index %" PRId64 ", chunks decode to %" PRId64,
+              src, n_ref, idx->n_frames, n_ours);
+    size_t fb = tbt_yuv_bytes(idx->width, idx->height);
+    int64_t n = n_ref < n_ours ? n_ref : n_ours;
+    if (exact) {
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(ref + i * fb, ours + i * fb, fb)) {
+                bad++;
+                if (first < 0)
+                    first = i;
+            }
+        CHECK_MSG(bad == 0, "%s: %" PRId64 " of %" PRId64 " frames differ from ffmpeg's, first %"
+                  PRId64, src, bad, n, first);
+    } else {
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++)
+            sum += tbt_psnr(ref + i * fb, ours + i * fb, fb);
+        CHECK_MSG(n == 0 || sum / n > 30, "%s: mean PSNR %.1f dB", src, sum / n);
+        /* At every boundary, the last frame of a chunk and the first of the next are the
+         * source frames they should be: closer to their own than to a distinct neighbour. */
+        for (int k = 1; k < idx->n_chunks; k++) {
+            int64_t b = idx->chunks[k].start_frame;
+            for (int64_t i = b - 1; i <= b && i + 1 < n; i++) {
+                double own = tbt_psnr(ours + i * fb, ref + i * fb, fb);
+                for (int64_t j = i - 1; j <= i + 1; j += 2) {
+                    if (j < 0 || j >= n || tbt_psnr(ref + i * fb, ref + j * fb, fb) > 45)
+                        continue; /* the neighbour is (nearly) the same picture */
+                    double other = tbt_psnr(ours + i * fb, ref + j * fb, fb);
+                    CHECK_MSG(own > other, "%s: frame %" PRId64 " (chunk boundary %" PRId64
+                              ") matches source frame %" PRId64 " (%.1f dB) better than its own "
+                              "(%.1f dB)", src, i, b, j, other, own);
+                }
+            }
+        }
+    }
+    free(ref);
+    free(ours);
+    tb_index_free(&idx);
+}
+
+static int prep(char **out, const char *root, const char *flags, const char *srcs)
+{
+    return tbt_run(out, 600, "%s prep --out %s %s %s", tbt_tubelet(), root, flags, srcs);
+}
+
+static void test_synth_lossless(void)
+{
+    tbt_case = "synth, lossless";
+    char syn[4200], root[4200], src[8192], dir[8192], *out = NULL;
+    snprintf(syn, sizeof(syn), "%s/syn", tbt_dir());
+    snprintf(root, sizeof(root), "%s/syn_chunks", tbt_dir());
+    int rc = tbt_run(&out, 300, "%s synth --out %s --videos 2 --seconds 12 --size 320x240",
+                     tbt_tubelet(), syn);
+    CHECK_MSG(rc == 0, "synth: %s", out);
+    free(out);
+    snprintf(src, sizeof(src), "%s/videos/P01_01.mp4 %s/videos/P01_02.mp4", syn, syn);
+    rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 4 --short-side 240 "
+              "--gop 10 --jobs 2", src);
+    CHECK_MSG(rc == 0, "prep: %s", out);
+    free(out);
+    for (int v = 1; v <= 2; v++) {
+        snprintf(src, sizeof(src), "%s/videos/P01_0%d.mp4", syn, v);
+        snprintf(dir, sizeof(dir), "%s/P01_0%d.mp4", root, v);
+        check_against_source(src, dir, 30, 240, 1);
+        struct tb_video_index *idx = NULL;
+        if (tb_index_load(&idx, dir) == 0) {
+            CHECK_EQ(idx->n_chunks, 3);
+            CHECK_EQ(idx->chunk_frames, 120);
+            CHECK_EQ(idx->n_frames, 360);
+            CHECK_EQ(idx->width, 320);
+            CHECK_EQ(idx->height, 240);
+            /* x264 may add a keyframe at a scene cut, never fewer than the interval asks. */
+            for (int c = 0; c < idx->n_chunks; c++)
+                for (int64_t f = 0; f < idx->chunks[c].n_frames; f += 10) {
+                    int found = 0;
+                    for (int j = 0; j < idx->chunks[c].n_keyframes; j++)
+                        found |= idx->chunks[c].keyframes[j] == f;
+                    CHECK_MSG(found, "chunk %d: no keyframe at %" PRId64, c, f);
+                }
+            tb_index_free(&idx);
+        }
+    }
+}
+
+static const char *const real_videos[] = {"vtest.avi", "Megamind.avi", "tree.avi", "box.mp4",
+                                           "cup.mp4"};
+#define N_REAL ((int)(sizeof(real_videos) / sizeof(real_videos[0])))
+
+static int real_sources(char *list, size_t size)
+{
+    list[0] = '\0';
+    for (int i = 0; i < N_REAL; i++) {
+        const char *p = tbt_opencv_video(real_videos[i]);
+        if (!p)
+            return -1;
+        strncat(list, p, size - strlen(list) - 2);
+        strncat(list, " ", size - strlen(list) - 1);
+    }
+    return 0;
+}
+
+static void test_real_lossless(void)
+{
+    tbt_case = "real videos, lossless";
+    char list[8192], root[4200], dir[8192], stem[256], *out = NULL;
+    if (real_sources(list, sizeof(list)) < 0) {
+        fprintf(stderr, "skip: opencv-doc videos missing\n");
+        return;
+    }
+    snprintf(root, sizeof(root), "%s/real_ll", tbt_dir());
+    int rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 5 --jobs 2", list);
+    CHECK_MSG(rc == 0, "prep: %s", out);
+    free(out);
+    for (int i = 0; i < N_REAL; i++) {
+        const char *src = tbt_opencv_video(real_videos[i]);
+        stem_of(stem, sizeof(stem), src);
+        snprintf(dir, sizeof(dir), "%s/%s.mp4", root, stem);
+        check_against_source(src, dir, 30, 320, 1);
+    }
+}
+
+static void test_real_default(void)
+{
+    tbt_case = "real videos, default settings";
+    char list[8192], root[4200], dir[8192], stem[256], *out = NULL;
+    if (real_sources(list, sizeof(list)) < 0)
+        return;
+    snprintf(root, sizeof(root), "%s/real", tbt_dir());
+    /* Default quality and preset (B-frames), short chunks for many boundaries. */
+    int rc = prep(&out, root, "--chunk-seconds 5 --jobs 2", list);
+    CHECK_MSG(rc == 0, "prep: %s", out);
+    CHECK_STR_HAS(out, "ok   ");
+    free(out);
+    for (int i = 0; i < N_REAL; i++) {
+        const char *src = tbt_opencv_video(real_videos[i]);
+        stem_of(stem, sizeof(stem), src);
+        snprintf(dir, sizeof(dir), "%s/%s.mp4", root, stem);
+        check_against_source(src, dir, 30, 320, 0);
+    }
+
+    /* probe of a prepared directory and of a file agree with the index and with ffprobe. */
+    tbt_case = "probe";
+    const char *vtest = tbt_opencv_video("vtest.avi");
+    snprintf(dir, sizeof(dir), "%s/vtest.mp4", root);
+    rc = tbt_run(&out, 60, "%s probe %s", tbt_tubelet(), dir);
+    CHECK_EQ(rc, 0);
+    CHECK_STR_HAS(out, "\"frames\": 2385,");
+    CHECK_STR_HAS(out, "\"chunk_frames\": 150,");
+    CHECK_STR_HAS(out, "{\"file\": \"5.mp4\", \"start_frame\": 150, \"frames\": 150,");
+    free(out);
+    int64_t kf[4096], n_frames = 0;
+    int64_t nk = ffprobe_keyframes(vtest, kf, 4096, &n_frames);
+    rc = tbt_run(&out, 60, "%s probe %s", tbt_tubelet(), vtest);
+    CHECK_EQ(rc, 0);
+    char expect[256];
+    snprintf(expect, sizeof(expect), "\"frames\": %" PRId64 ",", n_frames);
+    CHECK_STR_HAS(out, expect);
+    CHECK_STR_HAS(out, "\"codec\": \"msmpeg4v3\"");
+    CHECK_STR_HAS(out, "\"width\": 768,");
+    char *kfs = strstr(out, "\"keyframes\": [");
+    int64_t got = 0;
+    if (kfs) {
+        char *p = kfs + 14;
+        while (*p && *p != ']') {
+            long long v = strtoll(p, &p, 10);
+            CHECK_MSG(got < nk && v == kf[got], "probe keyframe %" PRId64 " = %lld", got, v);
+            got++;
+            while (*p == ',' || *p == ' ')
+                p++;
+        }
+    }
+    CHECK_EQ(got, nk);
+    free(out);
+}
+
+static void test_odd_sources(void)
+{
+    tbt_case = "odd sources";
+    const char *d = tbt_dir();
+    char *out = NULL;
+    /* name, how ffmpeg makes it (in d/odd), fps of the test source */
+    static const char *const make[][2] = {
+        {"base.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -t 3 -c:v libx264 "
+                     "-pix_fmt yuv420p -output_ts_offset 2.5 base.mp4"},
+        {"rot90.mp4", "-i base.mp4 -c copy -metadata:s:v:0 rotate=90 rot90.mp4"},
+        {"rot180.mp4", "-i base.mp4 -c copy -metadata:s:v:0 rotate=180 rot180.mp4"},
+        {"rot270.mov", "-i base.mp4 -c copy -metadata:s:v:0 rotate=270 rot270.mov"},
+        {"vp9.webm", "-f lavfi -i testsrc2=size=320x240:rate=25 -t 3 -c:v libvpx-vp9 "
+                     "-deadline realtime -b:v 400k vp9.webm"},
+        {"hevc.mp4", "-f lavfi -i testsrc2=size=320x240:rate=24 -t 3 -c:v libx265 "
+                     "-x265-params log-level=error hevc.mp4"},
+        {"vfr.mkv", "-f lavfi -i testsrc2=size=320x240:rate=25 -t 4 -vf "
+                    "'setpts=(N+floor(N/7)*0.6)/25/TB' -fps_mode vfr -c:v libx264 vfr.mkv"},
+        {"odd444.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30,scale=333:251 -t 2 "
+                       "-c:v libx264 -pix_fmt yuv444p odd444.mp4"},
+        {"oddrgb.mkv", "-f lavfi -i testsrc2=size=320x240:rate=30,scale=333:251,format=rgb24 "
+                       "-t 2 -c:v ffv1 oddrgb.mkv"},
+        {"mpeg4.avi", "-f lavfi -i testsrc2=size=320x240:rate=15 -t 3 -c:v mpeg4 mpeg4.avi"},
+        {"full.mp4", "-f lavfi -i testsrc2=size=320x240:rate=60 -t 2 -c:v libx264 "
+                     "-pix_fmt yuvj420p full.mp4"},
+    };
+    char list[8192] = "", src[8192], dir[8192], stem[64], root[4200];
+    int n = (int)(sizeof(make) / sizeof(make[0]));
+    tbt_run(NULL, 10, "mkdir -p %s/odd", d);
+    for (int i = 0; i < n; i++) {
+        int rc = tbt_run(&out, 120, "cd %s/odd && ffmpeg -nostdin -v error -y %s", d,
+                         make[i][1]);
+        CHECK_MSG(rc == 0, "ffmpeg could not make %s: %s", make[i][0], out);
+        free(out);
+        snprintf(src, sizeof(src), "%s/odd/%s ", d, make[i][0]);
+        strncat(list, src, sizeof(list) - strlen(list) - 1);
+    }
+    snprintf(root, sizeof(root), "%s/odd_chunks", d);
+    int rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 1 --jobs 2", list);
+    CHECK_MSG(rc == 0, "prep: %s", out);
+    free(out);
+    for (int i = 0; i < n; i++) {
+        snprintf(src, sizeof(src), "%s/odd/%s", d, make[i][0]);
+        stem_of(stem, sizeof(stem), make[i][0]);
+        snprintf(dir, sizeof(dir), "%s/%s.mp4", root, stem);
+        tbt_case = make[i][0];
+        check_against_source(src, dir, 30, 320, 1);
+    }
+    /* Rotated sources come out upright: portrait for a quarter turn. */
+    tbt_case = "rotation";
+    struct tb_video_index *idx = NULL;
+    snprintf(dir, sizeof(dir), "%s/rot90.mp4", root);
+    if (tb_index_load(&idx, dir) == 0) {
+        CHECK_EQ(idx->width, 320);
+        CHECK_EQ(idx->height, 426);
+        tb_index_free(&idx);
+    }
+}
+
+/* mtime in nanoseconds and inode of a file, to tell whether a rerun rewrote it. */
+static int64_t file_stamp(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -1;
+    return (int64_t)st.st_ino * 1000003 + (int64_t)st.st_mtim.tv_sec * 1000000000 +
+           st.st_mtim.tv_nsec;
+}
+
+static int count_reused(const char *out)
+{
+    const char *p = out ? strstr(out, " reused)") : NULL;
+    if (!p)
+        return -1;
+    while (p > out && p[-1] != '(')
+        p--;
+    return atoi(p);
+}
+
+static int count_files(const char *dir, const char *suffix)
+{
+    char *out = NULL;
+    tbt_run(&out, 10, "ls %s | grep -c '%s$' || true", dir, suffix);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+static void test_resume(void)
+{
+    tbt_case = "resume";
+    const char *vtest = tbt_opencv_video("vtest.avi");
+    char root[4200], dir[8192], first[4500], mid[4500], mid_idx[4500], *out = NULL;
+    if (!vtest)
+        return;
+    snprintf(root, sizeof(root), "%s/resume", tbt_dir());
+    snprintf(dir, sizeof(dir), "%s/vtest.mp4", root);
+    snprintf(first, sizeof(first), "%s/0.idx", dir);
+    const char *flags = "--crf 0 --preset ultrafast --chunk-seconds 2 --threads 1";
+
+    /* Kill -9 once the first chunk is finished. */
+    int rc = tbt_run(&out, 120,
+                     "%s prep --out %s %s %s >/dev/null 2>&1 & pid=$!; "
+                     "while [ ! -f %s ]; do kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; "
+                     "done; kill -9 $pid; wait $pid; exit 0",
+                     tbt_tubelet(), root, flags, vtest, first);
+    CHECK_MSG(rc == 0, "could not interrupt prep (rc %d): %s", rc, out);
+    free(out);
+    CHECK(!tb_index_exists(dir));
+    snprintf(first, sizeof(first), "%s/0.mp4", dir);
+    int64_t stamp = file_stamp(first);
+    CHECK(stamp >= 0);
+
+    rc = prep(&out, root, flags, vtest);
+    CHECK_MSG(rc == 0, "rerun: %s", out);
+    CHECK_MSG(count_reused(out) >= 1, "rerun reused no chunk: %s", out);
+    free(out);
+    CHECK_EQ(file_stamp(first), stamp);
+    CHECK_EQ(count_files(dir, ".part"), 0);
+    check_against_source(vtest, dir, 30, 320, 1);
+
+    /* Lose one chunk in the middle: only it is written again. */
+    tbt_case = "resume after a lost chunk";
+    snprintf(mid, sizeof(mid), "%s/10.mp4", dir);
+    snprintf(mid_idx, sizeof(mid_idx), "%s/10.idx", dir);
+    unlink(mid);
+    rc = prep(&out, root, flags, vtest);
+    CHECK_MSG(rc == 0, "rerun: %s", out);
+    CHECK_STR_HAS(out, "40 chunks (40 reused)"); /* nothing to do: video.idx is complete */
+    free(out);
+    /* The finished index wins only while it matches the files; remove it to force a check. */
+    char vidx[4500];
+    snprintf(vidx, sizeof(vidx), "%s/video.idx", dir);
+    unlink(vidx);
+    rc = prep(&out, root, flags, vtest);
+    CHECK_MSG(rc == 0, "rerun: %s", out);
+    CHECK_STR_HAS(out, "40 chunks (39 reused)");
+    free(out);
+    CHECK(tbt_exists(mid) && tbt_exists(mid_idx));
+    CHECK_EQ(file_stamp(first), stamp);
+    check_against_source(vtest, dir, 30, 320, 1);
+
+    /* Other settings: nothing is reused, and the old chunks are cleaned away. */
+    tbt_case = "rerun with other settings";
+    rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 7 --threads 1", vtest);
+    CHECK_MSG(rc == 0, "rerun: %s", out);
+    CHECK_STR_HAS(out, "12 chunks (0 reused)");
+    free(out);
+    CHECK_EQ(count_files(dir, ".mp4"), 12);
+    CHECK_EQ(count_files(dir, ".idx"), 13);
+    check_against_source(vtest, dir, 30, 320, 1);
+}
+
+static void test_interrupt(void)
+{
+    tbt_case = "ctrl-c";
+    const char *vtest = tbt_opencv_video("vtest.avi");
+    char root[4200], dir[8192], first[4500], *out = NULL;
+    if (!vtest)
+        return;
+    snprintf(root, sizeof(root), "%s/sigint", tbt_dir());
+    snprintf(dir, sizeof(dir), "%s/vtest.mp4", root);
+    snprintf(first, sizeof(first), "%s/0.idx", dir);
+    int rc = tbt_run(&out, 120,
+                     "%s prep --out %s --chunk-seconds 2 --threads 1 %s & pid=$!; "
+                     "while [ ! -f %s ]; do kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; "
+                     "done; kill -INT $pid; wait $pid; echo status=$?",
+                     tbt_tubelet(), root, vtest, first);
+    CHECK_EQ(rc, 0);
+    CHECK_STR_HAS(out, "status=1");
+    CHECK_STR_HAS(out, "canceled");
+    free(out);
+    CHECK(!tb_index_exists(dir));
+    CHECK(tbt_exists(first));
+    CHECK_EQ(count_files(dir, ".part"), 0);
+}
+
+static void test_bad_inputs(void)
+{
+    const char *d = tbt_dir();
+    const char *box = tbt_opencv_video("box.mp4");
+    const char *vtest = tbt_opencv_video("vtest.avi");
+    char *out = NULL, root[4200];
+    int rc;
+    snprintf(root, sizeof(root), "%s/bad_out", d);
+
+    struct {
+        const char *name, *make, *expect;
+    } bad[] = {
+        {"missing.mp4", "true", "missing.mp4: No such file or directory"},
+        {"empty.mp4", ": > empty.mp4", "empty.mp4: empty file"},
+        {"text.mp4", "echo 'not a video at all' > text.mp4", "text.mp4: cannot open"},
+        {"noise.avi", "head -c 300000 /dev/urandom > noise.avi", "noise.avi: "},
+        {"audio.m4a", "ffmpeg -nostdin -v error -f lavfi -i sine=d=2 audio.m4a",
+         "audio.m4a: no video stream"},
+        {"cut.mp4", NULL, "cut.mp4: "},
+        {"cut.avi", NULL, "cut.avi: truncated or corrupt"},
+    };
+    char cmd[8192];
+    tbt_run(NULL, 10, "mkdir -p %s/bad", d);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (!strcmp(bad[i].name, "cut.mp4"))
+            snprintf(cmd, sizeof(cmd), "head -c 700000 %s > cut.mp4", box);
+        else if (!strcmp(bad[i].name, "cut.avi"))
+            snprintf(cmd, sizeof(cmd), "head -c 3000000 %s > cut.avi", vtest);
+        else
+            snprintf(cmd, sizeof(cmd), "%s", bad[i].make);
+        tbt_run(NULL, 60, "cd %s/bad && %s", d, cmd);
+        tbt_case = bad[i].name;
+        rc = tbt_run(&out, 120, "%s prep --out %s %s/bad/%s", tbt_tubelet(), root, d,
+                     bad[i].name);
+        CHECK_MSG(rc == 1, "%s: exit status %d (want 1): %s", bad[i].name, rc, out);
+        CHECK_STR_HAS(out, "FAIL ");
+        CHECK_STR_HAS(out, bad[i].expect);
+        free(out);
+        rc = tbt_run(&out, 120, "%s probe %s/bad/%s", tbt_tubelet(), d, bad[i].name);
+        CHECK_MSG(rc == 1 || !strcmp(bad[i].name, "cut.avi") || !strcmp(bad[i].name, "cut.mp4"),
+                  "probe %s: exit status %d: %s", bad[i].name, rc, out);
+        CHECK_MSG(rc <= 1, "probe %s crashed (status %d)", bad[i].name, rc);
+        free(out);
+    }
+
+    /* One bad source among good ones: the good ones finish, the status says failure. */
+    tbt_case = "bad among good";
+    const char *cup = tbt_opencv_video("cup.mp4");
+    rc = tbt_run(&out, 300, "%s prep --out %s --jobs 2 --chunk-seconds 5 %s/bad/text.mp4 %s "
+                 "%s/bad/missing.mp4", tbt_tubelet(), root, d, cup, d);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "2 of 3 sources failed");
+    CHECK_STR_HAS(out, "ok   ");
+    free(out);
+    char dir[8192];
+    snprintf(dir, sizeof(dir), "%s/cup.mp4", root);
+    CHECK(tb_index_exists(dir));
+
+    tbt_case = "unwritable output";
+    rc = tbt_run(&out, 60, "%s prep --out %s/bad/text.mp4/root %s", tbt_tubelet(), d, cup);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "text.mp4");
+    CHECK_STR_HAS(out, "is not a directory");
+    free(out);
+
+    tbt_case = "same output name";
+    tbt_run(NULL, 10, "mkdir -p %s/a %s/b && cp %s %s/a/clip.mp4 && cp %s %s/b/clip.mp4", d, d,
+            cup, d, cup, d);
+    rc = tbt_run(&out, 120, "%s prep --out %s --jobs 2 %s/a/clip.mp4 %s/b/clip.mp4",
+                 tbt_tubelet(), root, d, d);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "same output name");
+    free(out);
+
+    tbt_case = "bad settings";
+    rc = tbt_run(&out, 60, "%s prep --out %s --fps 30000/1001 --chunk-seconds 15 %s",
+                 tbt_tubelet(), root, cup);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "not a whole number of frames");
+    free(out);
+    rc = tbt_run(&out, 60, "%s prep --out %s --short-side 301 %s", tbt_tubelet(), root, cup);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "even number of pixels");
+    free(out);
+    rc = tbt_run(&out, 60, "%s prep --out %s --preset nonsense %s", tbt_tubelet(), root, cup);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "preset 'nonsense'");
+    free(out);
+    /* A refused setting leaves the finished video alone. */
+    snprintf(dir, sizeof(dir), "%s/cup.mp4", root);
+    CHECK(tb_index_exists(dir));
+
+    tbt_case = "broken index";
+    tbt_run(NULL, 10, "sed -i 's/^frames .*/frames 7/' %s/video.idx", dir);
+    rc = tbt_run(&out, 60, "%s probe %s", tbt_tubelet(), dir);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "video.idx: chunks hold 243 frames but the video has 7");
+    free(out);
+    tbt_run(NULL, 10, "printf 'tubelet-video 1\\nsize 10\\n' > %s/video.idx", dir);
+    rc = tbt_run(&out, 60, "%s probe %s", tbt_tubelet(), dir);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "video.idx:2: malformed");
+    free(out);
+    tbt_run(NULL, 10, "rm %s/video.idx", dir);
+    rc = tbt_run(&out, 60, "%s probe %s", tbt_tubelet(), dir);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "no video.idx");
+    free(out);
+}
+
+int main(int argc, char **argv)
+{
+    tbt_begin("prep");
+    /* A single case can be run by name: test_prep resume */
+    const char *only = argc > 1 ? argv[1] : NULL;
+#define RUN(name) if (!only || !strcmp(only, #name)) test_##name()
+    RUN(synth_lossless);
+    RUN(real_lossless);
+    RUN(real_default);
+    RUN(odd_sources);
+    RUN(resume);
+    RUN(interrupt);
+    RUN(bad_inputs);
+    if (!tbt_opencv_video("vtest.avi")) {
+        fprintf(stderr, "opencv-doc videos are missing (scripts/setup.sh installs them)\n");
+        return tbt_failures ? 1 : TBT_SKIP;
+    }
+    TBT_EXIT();
+}
