@@ -23,6 +23,8 @@ extern "C" {
 TB_API const char *tb_synth_verb(int verb_class);
 /* Noun keys, in class-id order: colour-shape, e.g. "red-square"; class = shape * 4 + colour. */
 TB_API const char *tb_synth_noun(int noun_class, char *buf, size_t size);
+/* The RGB colour a noun class is drawn in (no distractor or background pixel comes near it). */
+TB_API int tb_synth_noun_rgb(int noun_class, uint8_t rgb[3]);
 
 struct tb_synth_opts {
     const char *out_dir;        /* borrowed: OUT; writes OUT/videos/, OUT/annotations/ */

@@ -36,8 +36,9 @@ static const struct cli_flag synth_flags[] = {
       "x264 quality of the videos", 0, 51),
     F("preset", CLI_STR, preset, "fast", "NAME",
       "x264 preset", CLI_NO_RANGE),
-    F("threads", CLI_INT, threads, "0", "N",
-      "encoder threads; 0 = FFmpeg's choice", 0, 1024),
+    F("threads", CLI_INT, threads, "4", "N",
+      "encoder threads; x264's output depends on this, so a fixed count keeps a seed's videos "
+      "byte-identical on every machine (0 = one per core)", 0, 1024),
 };
 #undef F
 

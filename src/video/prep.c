@@ -350,11 +350,11 @@ static int write_index(const char *path, enum tbi_index_kind kind, struct tb_vid
 
 static int end_chunk(struct prep *p)
 {
-    struct tb_chunk_info *c = &p->chunks[p->n_chunks - 1];
     char file[64], path[4096], idx_path[4096];
     int rc;
     if (p->cur < 0)
         return 0;
+    struct tb_chunk_info *c = &p->chunks[p->n_chunks - 1];
     if (p->cur_reused) {
         if (p->cur_count != c->n_frames)
             return tbi_err(TB_EFORMAT, "%s: chunk %s from an earlier run holds %" PRId64

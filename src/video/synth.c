@@ -46,6 +46,14 @@ const char *tb_synth_verb(int v)
     return v >= 0 && v < TB_SYNTH_N_VERBS ? verb_keys[v] : NULL;
 }
 
+int tb_synth_noun_rgb(int n, uint8_t rgb[3])
+{
+    if (n < 0 || n >= TB_SYNTH_N_NOUNS)
+        return TB_EINVAL;
+    memcpy(rgb, colour_rgb[n % TB_SYNTH_N_COLOURS], 3);
+    return 0;
+}
+
 const char *tb_synth_noun(int n, char *buf, size_t size)
 {
     if (n < 0 || n >= TB_SYNTH_N_NOUNS)
@@ -168,15 +176,19 @@ static int plan_video(struct video_plan *v, const struct synth *s, int video)
         t += dur + 2 * HOLD_CS + (int)uniform(&r, 30, 90);
     }
 
+    /* Muted colours: a grey with a small tint, and waves mostly of brightness, so no
+     * background pixel comes near an actor's saturated colour. */
+    double grey = uniform(&r, 95, 150);
     for (int c = 0; c < 3; c++)
-        v->base[c] = uniform(&r, 90, 160);
+        v->base[c] = grey + uniform(&r, -22, 22);
     for (int k = 0; k < N_WAVES; k++) {
         v->wave_k[k][0] = uniform(&r, 0.5, 3.0) * 2 * PI / s->w;
         v->wave_k[k][1] = uniform(&r, 0.5, 3.0) * 2 * PI / s->h;
         v->wave_k[k][2] = uniform(&r, 0.05, 0.25) * (tb_rng_below(&r, 2) ? 1 : -1);
         v->wave_phase[k] = uniform(&r, 0, 2 * PI);
+        double amp = uniform(&r, 8, 24);
         for (int c = 0; c < 3; c++)
-            v->wave_amp[k][c] = uniform(&r, 8, 28);
+            v->wave_amp[k][c] = amp * uniform(&r, 0.8, 1.2);
     }
     v->light_period = uniform(&r, 15, 40);
     v->light_amp = uniform(&r, 4, 12);
