@@ -59,7 +59,7 @@ int main(int argc, char **argv)
                 naive += (double)(f - kb + 1);
                 pos = kb;
             } else {
-                naive += (double)(f - chunk_pos);
+                naive += (double)(f - chunk_pos + 1);
             }
             chunk_pos = f + 1;
             if (kb > pos)  /* a keyframe lies ahead: jump to it */

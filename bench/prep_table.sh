@@ -37,7 +37,7 @@ for src in "$out/src/vtest_loop.mp4" "$out/src/synth/videos/P01_01.mp4"; do
             echo "$w1 $w2" | awk -v s="$name" -v c="$chunk" -v g="$gop" -v t0="$t0" -v t1="$t1" '{
                 for (i = 1; i <= NF; i++) { split($i, kv, "="); v[i] = kv[2] }
                 printf "| %s | %s s | %s | %.2f | %s / %s | %s / %s | %.0f |\n",
-                       s, c, g, v[4] / 1e6, v[5], v[6], v[10], v[11], t1 - t0 }'
+                       s, c, g, v[4] / 1e6, v[5], v[6], v[11], v[12], t1 - t0 }'
         done
     done
 done

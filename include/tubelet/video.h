@@ -10,6 +10,7 @@
 #define TUBELET_VIDEO_H
 
 #include "tubelet/base.h"
+#include "tubelet/rng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +74,100 @@ struct tb_probe {
  * give its true frame count and keyframes (a directory's index already holds them). */
 TB_API int tb_probe(struct tb_probe **out, const char *path, int decode);
 TB_API void tb_probe_free(struct tb_probe **p);
+
+/* ---- crops ------------------------------------------------------------------------------ */
+
+enum tb_crop_mode {
+    TB_CROP_NONE,           /* the whole frame, resized to the output size */
+    TB_CROP_FIXED,          /* the rectangle x, y, w, h */
+    TB_CROP_CENTER,         /* the centred square of the short side (evaluation) */
+    TB_CROP_RANDOM_RESIZED, /* torchvision RandomResizedCrop */
+    TB_CROP_MULTISCALE,     /* VideoMAE GroupMultiScaleCrop (scales 1, .875, .75, .66) */
+};
+
+enum tb_flip { TB_FLIP_NEVER, TB_FLIP_ALWAYS, TB_FLIP_RANDOM };
+
+/* How to crop a clip. The crop is drawn once per clip, so every frame (and every chunk) of the
+ * clip shares it. */
+struct tb_crop_spec {
+    enum tb_crop_mode mode;
+    double scale_min, scale_max; /* RANDOM_RESIZED: area fraction (torchvision: 0.08, 1) */
+    double ratio_min, ratio_max; /* RANDOM_RESIZED: aspect w/h, drawn log-uniform (3/4, 4/3) */
+    int x, y, w, h;              /* FIXED */
+    enum tb_flip flip;           /* horizontal flip */
+};
+
+/* A drawn crop, in source pixels. */
+struct tb_crop {
+    int x, y, w, h;
+    int flip;
+};
+
+/* Draw the crop of a clip on a src_w x src_h video for an out_w x out_h output. rng may be NULL
+ * for modes that draw nothing. Errors: TB_EINVAL for a spec that cannot be met (a FIXED
+ * rectangle outside the frame, bad ranges). */
+TB_API int tb_crop_draw(const struct tb_crop_spec *spec, int src_w, int src_h, int out_w,
+                        int out_h, struct tb_rng *rng, struct tb_crop *out);
+
+/* ---- clip reader ------------------------------------------------------------------------- */
+
+/* Reads clips: a list of frame numbers of one video, cropped and resized into a caller's
+ * uint8 (T, H, W, 3) RGB buffer. One reader per thread; it keeps a few files open between
+ * clips and holds about one decoded frame per open file (no decode-ahead).
+ *
+ * For each file a clip touches: seek to the keyframe before the first wanted frame (from the
+ * index of a prepared video; a plain file is indexed on first open by reading its packets),
+ * decode forward, stop at the last wanted frame; seek again only when a keyframe lies ahead
+ * of the decoder. H.264 frames no other frame refers to are not decoded unless wanted. Each
+ * wanted frame is cropped on its decoded planes by pointer offsets (aligned to the chroma
+ * grid) and only the crop is scaled and converted, straight into the output.
+ *
+ * Frame n is the n-th frame in presentation order, as ffmpeg's select=eq(n\,N) counts. */
+typedef struct tb_reader tb_reader;
+
+enum tb_scaler { TB_SCALE_BILINEAR, TB_SCALE_BICUBIC, TB_SCALE_AREA, TB_SCALE_POINT };
+
+struct tb_reader_opts {
+    int n_cached;          /* files kept open (LRU); 0 means 4 */
+    int n_threads;         /* decoder threads per file; 0 means 1 (one frame of memory) */
+    enum tb_scaler scaler; /* resize filter (swscale's) */
+    int decode_all;        /* 1: decode unwanted non-reference frames too (for comparisons) */
+};
+
+struct tb_clip_stats {
+    struct tb_crop crop;   /* the crop the clip used */
+    int64_t n_decoded;     /* frames the decoder returned */
+    int64_t n_skipped;     /* packets not decoded: unwanted non-reference frames */
+    int n_seeks;
+    int n_opens;           /* files opened for this clip (not found in the cache) */
+};
+
+/* opts may be NULL (defaults). *out is NULL on failure. */
+TB_API int tb_reader_open(tb_reader **out, const struct tb_reader_opts *opts);
+/* NULL-safe; sets *r to NULL. */
+TB_API void tb_reader_close(tb_reader **r);
+
+/* Size, length and rate of a video: a prepared directory or a plain file. */
+struct tb_video_info {
+    int width, height;
+    int64_t n_frames;
+    int fps_num, fps_den;
+};
+TB_API int tb_reader_info(tb_reader *r, const char *video, struct tb_video_info *info);
+
+/* Read frames[0..n) (any order, repeats allowed, may span chunks) of video into out, which
+ * holds n * out_h * out_w * 3 bytes. The crop is drawn once from spec with rng (may be NULL
+ * for modes that draw nothing). stats may be NULL. Errors name the file and frame: TB_ERANGE
+ * for a frame past the end, TB_ENOENT for a missing file, TB_EDECODE for one that cannot be
+ * decoded up to the wanted frame. The output is unspecified after an error. */
+TB_API int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames, int n,
+                          const struct tb_crop_spec *spec, tb_rng *rng, int out_w, int out_h,
+                          uint8_t *out, struct tb_clip_stats *stats);
+
+/* Write n_images RGB images of w x h stored back to back: PATH.png stacks them top to bottom
+ * in one PNG, PATH.ppm writes one binary PPM per image into the file, anything else the raw
+ * bytes. Atomic (temporary file, rename). */
+TB_API int tb_image_write(const char *path, const uint8_t *rgb, int w, int h, int n_images);
 
 #ifdef __cplusplus
 }

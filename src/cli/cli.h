@@ -10,6 +10,7 @@
 extern const struct cli_command cli_cmd_synth;
 extern const struct cli_command cli_cmd_prep;
 extern const struct cli_command cli_cmd_probe;
+extern const struct cli_command cli_cmd_frames;
 
 /* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
 extern volatile int cli_cancel;

@@ -17,6 +17,7 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_synth,
     &cli_cmd_prep,
     &cli_cmd_probe,
+    &cli_cmd_frames,
 };
 #define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
 

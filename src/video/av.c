@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include <libavutil/display.h>
+#include <libswscale/swscale.h>
 
 #include "video/av.h"
 
@@ -160,4 +161,14 @@ int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, in
         if (ret < 0)
             (*n_bad)++;
     }
+}
+
+void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame)
+{
+    int *inv, *tab, src_range, dst_range, bri, con, sat;
+    if (frame->color_range != AVCOL_RANGE_JPEG)
+        return;
+    sws_getColorspaceDetails(sws, &inv, &src_range, &tab, &dst_range, &bri, &con, &sat);
+    if (!src_range)
+        sws_setColorspaceDetails(sws, inv, 1, tab, dst_range, bri, con, sat);
 }

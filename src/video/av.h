@@ -37,4 +37,9 @@ void tbi_input_close(struct tbi_input *in);
 int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t *n_bad,
                          const char *path);
 
+/* Tell swscale the source range of frame (full-range sources: phones, MJPEG), as ffmpeg's
+ * scale filter does. */
+struct SwsContext;
+void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame);
+
 #endif /* TUBELET_VIDEO_AV_H */

@@ -225,12 +225,7 @@ static int prepare_held(struct prep *p, AVFrame **out)
     if (!p->sws)
         return tbi_err(TB_EDECODE, "%s: cannot convert %s %dx%d frames", p->src,
                        av_get_pix_fmt_name(h->format), h->width, h->height);
-    if (h->color_range == AVCOL_RANGE_JPEG) {
-        /* Full-range sources (phones, MJPEG) must be squeezed to the video range. */
-        int *inv, *tab, src_range, dst_range, bri, con, sat;
-        sws_getColorspaceDetails(p->sws, &inv, &src_range, &tab, &dst_range, &bri, &con, &sat);
-        sws_setColorspaceDetails(p->sws, inv, 1, tab, dst_range, bri, con, sat);
-    }
+    tbi_sws_set_range(p->sws, h);
     /* The encoder may still hold a reference to the last buffers. */
     if (av_frame_make_writable(p->scaled) < 0)
         return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);

@@ -1,0 +1,780 @@
+/* src/video/reader.c - the fused decode-crop clip reader (contract in video.h).
+ *
+ * A video is a list of segments: the chunks of a prepared directory (frame numbers from the
+ * constant rate: no scanning) or one plain file (indexed once by reading its packets, or by
+ * decoding it when its packets carry no presentation timestamps). A small LRU of open
+ * decoders serves the clips; each remembers the next frame it will output, so a clip that
+ * continues where the last one stopped does not seek. Decoded frames are identified by their
+ * timestamps, never by counting, so a seek that lands elsewhere cannot shift the numbering.
+ * Not here: choosing which frames (sample.c) or crops (crop.c).
+ * Tests: tests/test_reader.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+#include "video/av.h"
+#include "video/internal.h"
+
+#define N_VIDEOS_CACHED 64
+
+struct segment {
+    const char *file;         /* file name inside the video directory, or the plain path */
+    int64_t first, n_frames;  /* absolute number of its frame 0; frames it holds */
+    int n_keyframes;
+    const int64_t *keyframes; /* relative, ascending */
+    const int64_t *ts;        /* plain files: timestamp of each frame, ascending; else NULL */
+    int sequential;           /* plain files without usable timestamps: frames are counted
+                                 from the start, the only place a seek goes */
+};
+
+struct video {
+    char *name;               /* as the caller named it: directory or file */
+    struct tb_video_index *idx; /* prepared videos */
+    struct segment *segs;
+    int n_segs;
+    struct tb_video_info info;
+    int64_t *plain_ts, *plain_kf; /* plain files: owned arrays behind segs[0] */
+    uint64_t used;
+};
+
+struct decoder {
+    struct video *v;          /* NULL: free slot */
+    int seg;
+    struct tbi_input in;
+    char path[4096];
+    int64_t next_out;         /* relative number of the next frame it will output; -1: unknown */
+    int64_t dropped_hi;       /* highest frame skipped (not decoded) since the last seek */
+    int64_t bad_lo, bad_key;  /* a packet failed at frame bad_lo; the next keyframe after it */
+    int eof;                  /* the decoder is drained; it must seek before reuse */
+    int nal_len;              /* H.264 in MP4: size of the NAL length prefix; 0: no skipping */
+    int64_t ts0;              /* prepared chunks: timestamp of frame 0 */
+    uint64_t used;
+};
+
+struct want {
+    int64_t frame;            /* absolute */
+    int slot;                 /* index into the caller's frame list */
+};
+
+struct tb_reader {
+    struct tb_reader_opts o;
+    struct video *videos[N_VIDEOS_CACHED];
+    struct decoder *decs;
+    int n_decs;
+    uint64_t clock;
+    AVPacket *pkt;
+    AVFrame *frame;
+    struct SwsContext *sws;
+    struct want *wants;
+    int cap_wants;
+    uint8_t *scratch;         /* swscale's output, padded: it may write past a row's end */
+    size_t scratch_bytes;
+};
+
+/* ---- videos ------------------------------------------------------------------------------ */
+
+static void video_free(struct video *v)
+{
+    if (!v)
+        return;
+    tb_index_free(&v->idx);
+    free(v->segs);
+    free(v->plain_ts);
+    free(v->plain_kf);
+    free(v->name);
+    free(v);
+}
+
+/* Timestamps and keyframes of a plain file's frames, by decoding it once: frame n is what the
+ * decoder returns n-th, whatever the packets claim (some files have packets that decode to
+ * nothing). Sets *sequential when the timestamps cannot name frames (missing, repeated or
+ * going backwards); such a file is then read from its start, counting frames. */
+static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t **ts,
+                       int64_t **kf, int64_t *n, int64_t *n_kf, int *sequential,
+                       const char *path)
+{
+    int64_t cap = 1024, cap_kf = 64, n_bad = 0;
+    int64_t *t = malloc(sizeof(*t) * (size_t)cap), *k = malloc(sizeof(*k) * (size_t)cap_kf);
+    int rc;
+    *n = *n_kf = 0;
+    if (!t || !k) {
+        rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    while ((rc = tbi_input_next_frame(in, pkt, frame, &n_bad, path)) == 0) {
+        int64_t ts_f = frame->best_effort_timestamp;
+#ifdef AV_FRAME_FLAG_KEY
+        int key = !!(frame->flags & AV_FRAME_FLAG_KEY);
+#else
+        int key = frame->key_frame;
+#endif
+        av_frame_unref(frame);
+        if (ts_f == AV_NOPTS_VALUE || (*n > 0 && ts_f <= t[*n - 1]))
+            *sequential = 1;
+        if (*n == cap) {
+            int64_t *g = realloc(t, sizeof(*t) * (size_t)(cap *= 2));
+            if (!g)
+                goto oom;
+            t = g;
+        }
+        if (key && *n_kf == cap_kf) {
+            int64_t *g = realloc(k, sizeof(*k) * (size_t)(cap_kf *= 2));
+            if (!g)
+                goto oom;
+            k = g;
+        }
+        if (key)
+            k[(*n_kf)++] = ts_f;
+        t[(*n)++] = ts_f;
+    }
+    if (rc != TB_EOF)
+        goto fail;
+    *ts = t;
+    *kf = k;
+    return 0;
+oom:
+    rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
+fail:
+    free(t);
+    free(k);
+    return rc;
+}
+
+/* Binary search: index of ts in the ascending array, or -1. */
+static int64_t find_ts(const int64_t *t, int64_t n, int64_t ts)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (t[mid] == ts)
+            return mid;
+        if (t[mid] < ts)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static int load_plain(struct video *v, const char *path, AVPacket *pkt, AVFrame *frame)
+{
+    struct tbi_input in;
+    int64_t *ts = NULL, *kts = NULL, n = 0, n_kf = 0;
+    int sequential = 0;
+    int rc = tbi_input_open(&in, path, 1);
+    if (rc < 0)
+        return rc;
+    if (in.rotation) {
+        tbi_input_close(&in);
+        return tbi_err(TB_EUNSUPPORTED, "%s: rotated video (%d degrees); run tubelet prep on "
+                       "it first, which turns it upright", path, in.rotation);
+    }
+    rc = scan_frames(&in, pkt, frame, &ts, &kts, &n, &n_kf, &sequential, path);
+    AVStream *st = in.st;
+    v->info.width = st->codecpar->width;
+    v->info.height = st->codecpar->height;
+    AVRational r = st->avg_frame_rate.num ? st->avg_frame_rate : st->r_frame_rate;
+    v->info.fps_num = r.num > 0 ? r.num : 0;
+    v->info.fps_den = r.num > 0 ? r.den : 1;
+    tbi_input_close(&in);
+    if (rc < 0)
+        return rc;
+    if (n == 0) {
+        free(ts);
+        free(kts);
+        return tbi_err(TB_EDECODE, "%s: no decodable video frames", path);
+    }
+    /* Keyframes as frame numbers; the first frame is always a place to start from. */
+    int64_t n_k = 0;
+    for (int64_t i = 0; !sequential && i < n_kf; i++) {
+        int64_t f = find_ts(ts, n, kts[i]);
+        if (f > 0)
+            kts[n_k++] = f;
+    }
+    int64_t *k = malloc(sizeof(*k) * (size_t)(n_k + 1));
+    if (!k) {
+        free(ts);
+        free(kts);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    }
+    k[0] = 0;
+    memcpy(k + 1, kts, sizeof(*k) * (size_t)n_k);
+    free(kts);
+    v->plain_ts = ts;
+    v->plain_kf = k;
+    if (!(v->segs = calloc(1, sizeof(*v->segs))))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    v->n_segs = 1;
+    v->segs[0] = (struct segment){v->name, 0, n, (int)n_k + 1, k, sequential ? NULL : ts,
+                                  sequential};
+    v->info.n_frames = n;
+    return 0;
+}
+
+static int load_prepared(struct video *v, const char *dir)
+{
+    int rc = tb_index_load(&v->idx, dir);
+    if (rc < 0)
+        return rc;
+    struct tb_video_index *idx = v->idx;
+    if (!(v->segs = calloc((size_t)idx->n_chunks, sizeof(*v->segs))))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", dir);
+    v->n_segs = idx->n_chunks;
+    for (int i = 0; i < idx->n_chunks; i++) {
+        const struct tb_chunk_info *c = &idx->chunks[i];
+        v->segs[i] = (struct segment){c->file, c->start_frame, c->n_frames, c->n_keyframes,
+                                      c->keyframes, NULL, 0};
+    }
+    v->info = (struct tb_video_info){idx->width, idx->height, idx->n_frames, idx->fps_num,
+                                     idx->fps_den};
+    return 0;
+}
+
+/* The cached video named name, loading it on first use (evicting the least recent). */
+static int get_video(tb_reader *r, const char *name, struct video **out)
+{
+    int free_slot = -1, oldest = 0;
+    for (int i = 0; i < N_VIDEOS_CACHED; i++) {
+        struct video *v = r->videos[i];
+        if (!v) {
+            if (free_slot < 0)
+                free_slot = i;
+            continue;
+        }
+        if (!strcmp(v->name, name)) {
+            v->used = ++r->clock;
+            *out = v;
+            return 0;
+        }
+        if (r->videos[oldest] == NULL || v->used < r->videos[oldest]->used)
+            oldest = i;
+    }
+    int slot = free_slot >= 0 ? free_slot : oldest;
+    if (r->videos[slot]) {
+        for (int i = 0; i < r->n_decs; i++)
+            if (r->decs[i].v == r->videos[slot]) {
+                tbi_input_close(&r->decs[i].in);
+                r->decs[i].v = NULL;
+            }
+        video_free(r->videos[slot]);
+        r->videos[slot] = NULL;
+    }
+    struct video *v = calloc(1, sizeof(*v));
+    if (!v || !(v->name = strdup(name))) {
+        free(v);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", name);
+    }
+    int rc = tbi_is_dir(name) ? load_prepared(v, name) : load_plain(v, name, r->pkt, r->frame);
+    if (rc < 0) {
+        video_free(v);
+        return rc;
+    }
+    v->used = ++r->clock;
+    r->videos[slot] = v;
+    *out = v;
+    return 0;
+}
+
+/* ---- decoders ---------------------------------------------------------------------------- */
+
+static int nal_length_size(const AVCodecParameters *par)
+{
+    if (par->codec_id != AV_CODEC_ID_H264 || par->extradata_size < 7 || par->extradata[0] != 1)
+        return 0;
+    return (par->extradata[4] & 3) + 1;
+}
+
+/* An H.264 access unit whose slices all have nal_ref_idc 0: no other frame refers to it. */
+static int h264_disposable(const uint8_t *d, int size, int nal_len)
+{
+    int vcl = 0;
+    while (size > nal_len) {
+        uint32_t len = 0;
+        for (int i = 0; i < nal_len; i++)
+            len = len << 8 | d[i];
+        d += nal_len;
+        size -= nal_len;
+        if (len == 0 || len > (uint32_t)size)
+            return 0;
+        int type = d[0] & 0x1f, ref_idc = (d[0] >> 5) & 3;
+        if (type == 5 || ((type == 1 || type == 2) && ref_idc))
+            return 0;
+        if (type == 1 || type == 2)
+            vcl = 1;
+        d += len;
+        size -= (int)len;
+    }
+    return vcl;
+}
+
+static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder **out,
+                        struct tb_clip_stats *stats)
+{
+    struct decoder *d = NULL;
+    for (int i = 0; i < r->n_decs; i++) {
+        if (r->decs[i].v == v && r->decs[i].seg == seg) {
+            d = &r->decs[i];
+            d->used = ++r->clock;
+            *out = d;
+            return 0;
+        }
+    }
+    for (int i = 0; i < r->n_decs; i++)
+        if (!d || !r->decs[i].v || (d->v && r->decs[i].used < d->used))
+            d = &r->decs[i];
+    if (d->v) {
+        tbi_input_close(&d->in);
+        d->v = NULL;
+    }
+    int rc;
+    if (v->idx)
+        rc = tbi_fmt(d->path, sizeof(d->path), "%s/%s", v->name, v->segs[seg].file);
+    else
+        rc = tbi_fmt(d->path, sizeof(d->path), "%s", v->name);
+    if (rc < 0)
+        return rc;
+    if (v->idx && !tbi_is_file(d->path))
+        return tbi_err(TB_ENOENT, "%s: chunk file is missing", d->path);
+    if ((rc = tbi_input_open(&d->in, d->path, r->o.n_threads)) < 0)
+        return rc;
+    d->v = v;
+    d->seg = seg;
+    d->next_out = -1;
+    d->eof = 0;
+    d->nal_len = r->o.decode_all ? 0 : nal_length_size(d->in.st->codecpar);
+    d->ts0 = d->in.st->start_time == AV_NOPTS_VALUE ? 0 : d->in.st->start_time;
+    d->used = ++r->clock;
+    if (v->idx && (d->in.st->codecpar->width != v->info.width ||
+                   d->in.st->codecpar->height != v->info.height)) {
+        rc = tbi_err(TB_EFORMAT, "%s: %dx%d frames, but the index says %dx%d", d->path,
+                     d->in.st->codecpar->width, d->in.st->codecpar->height, v->info.width,
+                     v->info.height);
+        tbi_input_close(&d->in);
+        d->v = NULL;
+        return rc;
+    }
+    if (stats)
+        stats->n_opens++;
+    *out = d;
+    return 0;
+}
+
+/* Relative frame number of a timestamp in segment s, or -1 if it is not a frame of it. */
+static int64_t frame_of(const struct decoder *d, const struct segment *s, int64_t ts)
+{
+    if (ts == AV_NOPTS_VALUE)
+        return -1;
+    if (s->ts)
+        return find_ts(s->ts, s->n_frames, ts);
+    const struct video *v = d->v;
+    int64_t f = av_rescale_q_rnd(ts - d->ts0, d->in.st->time_base,
+                                 (AVRational){v->info.fps_den, v->info.fps_num},
+                                 AV_ROUND_NEAR_INF | AV_ROUND_PASS_MINMAX);
+    return f >= 0 && f < s->n_frames ? f : -1;
+}
+
+static int64_t ts_of(const struct decoder *d, const struct segment *s, int64_t f)
+{
+    if (s->ts)
+        return s->ts[f];
+    const struct video *v = d->v;
+    return d->ts0 + av_rescale_q(f, (AVRational){v->info.fps_den, v->info.fps_num},
+                                 d->in.st->time_base);
+}
+
+static int64_t key_before(const struct segment *s, int64_t f)
+{
+    int lo = 0, hi = s->n_keyframes - 1;
+    while (lo < hi) { /* last keyframe <= f */
+        int mid = (lo + hi + 1) / 2;
+        if (s->keyframes[mid] <= f)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return s->keyframes[lo];
+}
+
+static int seek_to(struct decoder *d, const struct segment *s, int64_t key,
+                   struct tb_clip_stats *stats)
+{
+    int ret;
+    if (s->sequential) {
+        /* Only the start is a known place: go back to the first packet. */
+        key = 0;
+        ret = avformat_seek_file(d->in.fmt, -1, INT64_MIN, INT64_MIN, INT64_MIN, 0);
+        if (ret < 0)
+            ret = av_seek_frame(d->in.fmt, -1, INT64_MIN, AVSEEK_FLAG_BACKWARD | AVSEEK_FLAG_ANY);
+    } else {
+        ret = av_seek_frame(d->in.fmt, d->in.stream_index, ts_of(d, s, key),
+                            AVSEEK_FLAG_BACKWARD);
+    }
+    if (ret < 0)
+        return tbi_av_err(ret, TB_EDECODE, "%s: cannot seek to frame %" PRId64, d->path, key);
+    avcodec_flush_buffers(d->in.dec);
+    d->next_out = key;
+    d->dropped_hi = -1;
+    d->bad_lo = d->bad_key = -1;
+    d->eof = 0;
+    if (stats)
+        stats->n_seeks++;
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static int sws_flags(enum tb_scaler s)
+{
+    switch (s) {
+    case TB_SCALE_BICUBIC: return SWS_BICUBIC;
+    case TB_SCALE_AREA: return SWS_AREA;
+    case TB_SCALE_POINT: return SWS_POINT;
+    default: return SWS_BILINEAR;
+    }
+}
+
+/* Crop frame by pointer offsets, scale and convert the crop into dst (out_h x out_w RGB). */
+static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
+                   const struct tb_crop *c, int out_w, int out_h, uint8_t *dst, int64_t abs_no)
+{
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
+    if (!desc || desc->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL) ||
+        (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && (desc->log2_chroma_w || desc->log2_chroma_h)))
+        return tbi_err(TB_EUNSUPPORTED, "%s: cannot crop %s frames in place; run tubelet prep "
+                       "on it first", d->path, desc ? desc->name : "unknown");
+    if (f->width != d->v->info.width || f->height != d->v->info.height)
+        return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " is %dx%d, the video %dx%d", d->path,
+                       abs_no, f->width, f->height, d->v->info.width, d->v->info.height);
+    /* The crop snaps to the chroma grid (corner and size rounded down, as ffmpeg's crop
+     * filter does), so every plane starts and ends on a whole sample. */
+    int mw = (1 << desc->log2_chroma_w) - 1, mh = (1 << desc->log2_chroma_h) - 1;
+    int x = c->x & ~mw, y = c->y & ~mh;
+    int cw = c->w & ~mw ? c->w & ~mw : c->w, ch = c->h & ~mh ? c->h & ~mh : c->h;
+    const uint8_t *src[4] = {NULL};
+    int steps[4] = {0};
+    for (int i = 0; i < desc->nb_components; i++)
+        if (desc->comp[i].step > steps[desc->comp[i].plane])
+            steps[desc->comp[i].plane] = desc->comp[i].step;
+    for (int p = 0; p < 4 && f->data[p]; p++) {
+        int chroma = (p == 1 || p == 2) && (desc->flags & AV_PIX_FMT_FLAG_PLANAR);
+        int px = chroma ? x >> desc->log2_chroma_w : x;
+        int py = chroma ? y >> desc->log2_chroma_h : y;
+        src[p] = f->data[p] + (ptrdiff_t)py * f->linesize[p] + (ptrdiff_t)px * steps[p];
+    }
+    r->sws = sws_getCachedContext(r->sws, cw, ch, f->format, out_w, out_h, AV_PIX_FMT_RGB24,
+                                  sws_flags(r->o.scaler), NULL, NULL, NULL);
+    if (!r->sws)
+        return tbi_err(TB_ENOMEM, "%s: cannot set up a %dx%d -> %dx%d scaler", d->path, cw, ch,
+                       out_w, out_h);
+    tbi_sws_set_range(r->sws, f);
+    /* swscale's vector code writes whole blocks, past the end of a row (and of the last row),
+     * so it draws into a padded scratch image that is then copied (and flipped) out. */
+    int ls = (out_w * 3 + 63) & ~63;
+    size_t need = (size_t)ls * (out_h + 2) + 64;
+    if (need > r->scratch_bytes) {
+        av_free(r->scratch);
+        r->scratch_bytes = 0;
+        if (!(r->scratch = av_malloc(need)))
+            return tbi_err(TB_ENOMEM, "out of memory");
+        r->scratch_bytes = need;
+    }
+    uint8_t *dst_planes[4] = {r->scratch, NULL, NULL, NULL};
+    int dst_ls[4] = {ls, 0, 0, 0};
+    sws_scale(r->sws, src, f->linesize, 0, ch, dst_planes, dst_ls);
+    size_t row_bytes = (size_t)out_w * 3;
+    for (int row = 0; row < out_h; row++) {
+        const uint8_t *a = r->scratch + (size_t)row * ls;
+        uint8_t *b = dst + (size_t)row * row_bytes;
+        if (!c->flip) {
+            memcpy(b, a, row_bytes);
+            continue;
+        }
+        for (int k = 0; k < out_w; k++) {
+            const uint8_t *px = a + (size_t)(out_w - 1 - k) * 3;
+            b[3 * k] = px[0];
+            b[3 * k + 1] = px[1];
+            b[3 * k + 2] = px[2];
+        }
+    }
+    return 0;
+}
+
+/* ---- the decode loop --------------------------------------------------------------------- */
+
+static int is_wanted(const struct want *w, int n, int64_t abs_no)
+{
+    for (int i = 0; i < n; i++)
+        if (w[i].frame == abs_no)
+            return 1;
+    return 0;
+}
+
+/* Produce wants[0..n) (sorted, all in segment seg) into out. */
+static int decode_segment(tb_reader *r, struct video *v, int seg, const struct want *w, int n,
+                        const struct tb_crop *crop, int out_w, int out_h, uint8_t *out,
+                        struct tb_clip_stats *stats)
+{
+    const struct segment *s = &v->segs[seg];
+    struct decoder *d = NULL;
+    size_t frame_bytes = (size_t)out_w * out_h * 3;
+    int rc = open_decoder(r, v, seg, &d, stats);
+    if (rc < 0)
+        return rc;
+
+    int i = 0;
+    int retried = 0;
+    while (i < n) {
+        int64_t want = w[i].frame - s->first, key = key_before(s, want);
+        /* Seek unless the decoder will reach `want` by going on: positioned before it, no
+         * keyframe in between to jump to, and not past a frame it skipped. */
+        if (d->next_out < 0 || d->eof || d->next_out > want || key > d->next_out ||
+            want <= d->dropped_hi) {
+            if ((rc = seek_to(d, s, key, stats)) < 0)
+                return rc;
+        }
+        /* Decode until `want` comes out. */
+        for (;;) {
+            int ret = avcodec_receive_frame(d->in.dec, r->frame);
+            if (ret == 0) {
+                AVFrame *f = r->frame;
+                int64_t ts = f->best_effort_timestamp;
+                int64_t no = s->sequential ? d->next_out : frame_of(d, s, ts);
+                stats->n_decoded++;
+                if (no < 0 || no >= s->n_frames) {
+                    av_frame_unref(f);
+                    /* A frame the index does not know: after a seek some decoders name
+                     * frames differently; from the very start they cannot. */
+                    if (!retried++ && (rc = seek_to(d, s, 0, stats)) == 0)
+                        continue;
+                    return rc < 0 ? rc : tbi_err(TB_EDECODE, "%s: decoded a frame (timestamp %"
+                                                 PRId64 ") that is not in the index", d->path,
+                                                 ts);
+                }
+                d->next_out = no + 1;
+                if (no < want) {
+                    av_frame_unref(f);
+                    continue;
+                }
+                if (no > want) {
+                    av_frame_unref(f);
+                    /* The seek landed past the frame: decode from the very start once. */
+                    if (retried++ || (rc = seek_to(d, s, 0, stats)) < 0)
+                        return rc < 0 ? rc : tbi_err(TB_EDECODE, "%s: frame %" PRId64
+                                                     " never came out of the decoder", d->path,
+                                                     w[i].frame);
+                    continue;
+                }
+#ifdef AV_FRAME_FLAG_CORRUPT
+                int corrupt = f->decode_error_flags || (f->flags & AV_FRAME_FLAG_CORRUPT);
+#else
+                int corrupt = f->decode_error_flags;
+#endif
+                if (corrupt || (d->bad_lo >= 0 && no >= d->bad_lo &&
+                                (d->bad_key < 0 || no < d->bad_key))) {
+                    av_frame_unref(f);
+                    return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " is damaged (it depends "
+                                   "on data that failed to decode)", d->path, w[i].frame);
+                }
+                /* Every slot asking for this frame. */
+                uint8_t *first = out + (size_t)w[i].slot * frame_bytes;
+                rc = convert(r, d, f, crop, out_w, out_h, first, w[i].frame);
+                av_frame_unref(f);
+                if (rc < 0)
+                    return rc;
+                for (i++; i < n && w[i].frame == w[i - 1].frame; i++)
+                    memcpy(out + (size_t)w[i].slot * frame_bytes, first, frame_bytes);
+                break;
+            }
+            if (ret == AVERROR_EOF) {
+                d->eof = 1;
+                d->next_out = -1;
+                return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " cannot be decoded: the stream "
+                               "ends first", d->path, w[i].frame);
+            }
+            if (ret != AVERROR(EAGAIN)) {
+                d->next_out = -1;
+                return tbi_av_err(ret, TB_EDECODE, "%s: decoding failed before frame %" PRId64,
+                                  d->path, w[i].frame);
+            }
+            /* The decoder wants input. */
+            ret = av_read_frame(d->in.fmt, r->pkt);
+            if (ret == AVERROR_EOF) {
+                /* Drain: the frames still inside come out, then AVERROR_EOF. */
+                avcodec_send_packet(d->in.dec, NULL);
+                continue;
+            }
+            if (ret < 0) {
+                d->next_out = -1;
+                return tbi_av_err(ret, TB_EDECODE, "%s: read error before frame %" PRId64,
+                                  d->path, w[i].frame);
+            }
+            AVPacket *pkt = r->pkt;
+            if (pkt->stream_index != d->in.stream_index) {
+                av_packet_unref(pkt);
+                continue;
+            }
+            int64_t pno = s->sequential ? -1 : frame_of(d, s, pkt->pts);
+            if (d->nal_len && pno >= 0 && pno != want &&
+                !is_wanted(w + i, n - i, pno + s->first) &&
+                h264_disposable(pkt->data, pkt->size, d->nal_len)) {
+                /* Nothing refers to this frame and nobody wants it. */
+                if (pno > d->dropped_hi)
+                    d->dropped_hi = pno;
+                stats->n_skipped++;
+                av_packet_unref(pkt);
+                continue;
+            }
+            int key_pkt = !!(pkt->flags & AV_PKT_FLAG_KEY);
+            ret = avcodec_send_packet(d->in.dec, pkt);
+            av_packet_unref(pkt);
+            if (ret == AVERROR(ENOMEM))
+                return tbi_err(TB_ENOMEM, "%s: out of memory", d->path);
+            if (ret < 0 && d->bad_lo < 0) {
+                d->bad_lo = pno >= 0 ? pno : d->next_out;
+                d->bad_key = -1;
+            } else if (ret >= 0 && key_pkt && d->bad_lo >= 0 && pno > d->bad_lo &&
+                       d->bad_key < 0) {
+                d->bad_key = pno;
+            }
+        }
+    }
+    return 0;
+}
+
+/* After a failure the decoder's position is unknown: the next clip seeks. */
+static int read_segment(tb_reader *r, struct video *v, int seg, const struct want *w, int n,
+                        const struct tb_crop *crop, int out_w, int out_h, uint8_t *out,
+                        struct tb_clip_stats *stats)
+{
+    int rc = decode_segment(r, v, seg, w, n, crop, out_w, out_h, out, stats);
+    if (rc < 0)
+        for (int i = 0; i < r->n_decs; i++)
+            if (r->decs[i].v == v && r->decs[i].seg == seg)
+                r->decs[i].next_out = -1;
+    return rc;
+}
+
+static int cmp_want(const void *a, const void *b)
+{
+    const struct want *x = a, *y = b;
+    if (x->frame != y->frame)
+        return (x->frame > y->frame) - (x->frame < y->frame);
+    return x->slot - y->slot;
+}
+
+/* Segment holding absolute frame f (segments are contiguous and ascending). */
+static int segment_of(const struct video *v, int64_t f)
+{
+    int lo = 0, hi = v->n_segs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (v->segs[mid].first <= f)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames, int n,
+                   const struct tb_crop_spec *spec, tb_rng *rng, int out_w, int out_h,
+                   uint8_t *out, struct tb_clip_stats *stats)
+{
+    struct tb_clip_stats scratch;
+    struct video *v;
+    int rc;
+    if (!stats)
+        stats = &scratch;
+    memset(stats, 0, sizeof(*stats));
+    if (n <= 0 || out_w <= 0 || out_h <= 0 || out_w > 16384 || out_h > 16384)
+        return tbi_err(TB_EINVAL, "%s: bad clip request (%d frames, %dx%d)", video, n, out_w,
+                       out_h);
+    if ((rc = get_video(r, video, &v)) < 0)
+        return rc;
+    if ((rc = tb_crop_draw(spec, v->info.width, v->info.height, out_w, out_h, rng,
+                           &stats->crop)) < 0)
+        return tbi_err_prefix(rc, "%s", video);
+    if (n > r->cap_wants) {
+        struct want *g = realloc(r->wants, sizeof(*g) * (size_t)n);
+        if (!g)
+            return tbi_err(TB_ENOMEM, "out of memory");
+        r->wants = g;
+        r->cap_wants = n;
+    }
+    for (int i = 0; i < n; i++) {
+        if (frames[i] < 0 || frames[i] >= v->info.n_frames)
+            return tbi_err(TB_ERANGE, "%s: frame %" PRId64 " is past the end (the video has %"
+                           PRId64 " frames)", video, frames[i], v->info.n_frames);
+        r->wants[i] = (struct want){frames[i], i};
+    }
+    qsort(r->wants, (size_t)n, sizeof(*r->wants), cmp_want);
+    for (int i = 0; i < n;) {
+        int seg = segment_of(v, r->wants[i].frame), j = i;
+        int64_t end = v->segs[seg].first + v->segs[seg].n_frames;
+        while (j < n && r->wants[j].frame < end)
+            j++;
+        if ((rc = read_segment(r, v, seg, r->wants + i, j - i, &stats->crop, out_w, out_h, out,
+                               stats)) < 0)
+            return rc;
+        i = j;
+    }
+    return 0;
+}
+
+int tb_reader_info(tb_reader *r, const char *video, struct tb_video_info *info)
+{
+    struct video *v;
+    int rc = get_video(r, video, &v);
+    if (rc < 0)
+        return rc;
+    *info = v->info;
+    return 0;
+}
+
+int tb_reader_open(tb_reader **out, const struct tb_reader_opts *opts)
+{
+    tb_reader *r = calloc(1, sizeof(*r));
+    *out = NULL;
+    if (!r)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    if (opts)
+        r->o = *opts;
+    if (r->o.n_cached <= 0)
+        r->o.n_cached = 4;
+    if (r->o.n_threads <= 0)
+        r->o.n_threads = 1;
+    r->n_decs = r->o.n_cached;
+    r->decs = calloc((size_t)r->n_decs, sizeof(*r->decs));
+    r->pkt = av_packet_alloc();
+    r->frame = av_frame_alloc();
+    if (!r->decs || !r->pkt || !r->frame) {
+        tb_reader_close(&r);
+        return tbi_err(TB_ENOMEM, "out of memory");
+    }
+    *out = r;
+    return 0;
+}
+
+void tb_reader_close(tb_reader **pr)
+{
+    tb_reader *r = pr ? *pr : NULL;
+    if (!r)
+        return;
+    for (int i = 0; r->decs && i < r->n_decs; i++)
+        if (r->decs[i].v)
+            tbi_input_close(&r->decs[i].in);
+    for (int i = 0; i < N_VIDEOS_CACHED; i++)
+        video_free(r->videos[i]);
+    free(r->decs);
+    free(r->wants);
+    av_packet_free(&r->pkt);
+    av_frame_free(&r->frame);
+    sws_freeContext(r->sws);
+    av_free(r->scratch);
+    free(r);
+    *pr = NULL;
+}
