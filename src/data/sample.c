@@ -1,0 +1,88 @@
+/* src/data/sample.c - frame samplers (see sample.h). Pure arithmetic on frame numbers.
+ * Tests: tests/test_sample.c (against AVION's and VideoMAE's formulas). */
+#include <math.h>
+
+#include "core/internal.h"
+#include "tubelet/sample.h"
+
+/* Segment i of n over [start, end), as AVION's get_frame_ids. */
+static void segment(int64_t start, int64_t end, int n, int i, int64_t *lo, int64_t *hi)
+{
+    double len = (double)(end - start - 1) / n;
+    *lo = (int64_t)nearbyint(len * i) + start;
+    *hi = (int64_t)nearbyint(len * (i + 1)) + start;
+    if (*hi > end)
+        *hi = end;
+}
+
+int tb_sample_segments(int64_t start, int64_t end, int n, int jitter, tb_rng *rng, int64_t *out)
+{
+    if (n <= 0 || end <= start || (jitter && !rng))
+        return tbi_err(TB_EINVAL, "cannot sample %d frames from [%lld, %lld)", n,
+                       (long long)start, (long long)end);
+    for (int i = 0; i < n; i++) {
+        int64_t lo, hi;
+        segment(start, end, n, i, &lo, &hi);
+        out[i] = jitter ? lo + (int64_t)tb_rng_below(rng, (uint64_t)(hi - lo + 1))
+                        : (lo + hi) / 2;
+        /* end is exclusive: AVION's inclusive draw can touch it; stay inside the window. */
+        if (out[i] >= end)
+            out[i] = end - 1;
+    }
+    return 0;
+}
+
+int tb_sample_segments_view(int64_t start, int64_t end, int n, int view, int n_views,
+                            int64_t *out)
+{
+    if (n <= 0 || end <= start || n_views <= 0 || view < 0 || view >= n_views)
+        return tbi_err(TB_EINVAL, "cannot sample view %d of %d, %d frames from [%lld, %lld)",
+                       view, n_views, n, (long long)start, (long long)end);
+    for (int i = 0; i < n; i++) {
+        int64_t lo, hi;
+        segment(start, end, n, i, &lo, &hi);
+        out[i] = n_views == 1 ? (lo + hi) / 2
+                              : lo + (int64_t)floor((hi - lo) * (view + 0.5) / n_views);
+        if (out[i] >= end)
+            out[i] = end - 1;
+    }
+    return 0;
+}
+
+int tb_sample_dense(int64_t n_frames, int n, int stride, int view, int n_views, tb_rng *rng,
+                    int64_t *out)
+{
+    if (n_frames <= 0 || n <= 0 || stride <= 0 || (view < 0 && !rng) ||
+        (view >= 0 && (n_views <= 0 || view >= n_views)))
+        return tbi_err(TB_EINVAL, "cannot sample %d frames at stride %d from %lld frames", n,
+                       stride, (long long)n_frames);
+    int64_t span = (int64_t)(n - 1) * stride + 1, room = n_frames - span, first = 0;
+    if (room > 0) {
+        if (view < 0)
+            first = (int64_t)tb_rng_below(rng, (uint64_t)room + 1);
+        else if (n_views == 1)
+            first = room / 2;
+        else
+            first = (int64_t)floor((double)room * view / (n_views - 1) + 0.5);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t f = first + (int64_t)i * stride;
+        out[i] = f < n_frames ? f : n_frames - 1;
+    }
+    return 0;
+}
+
+void tb_seconds_to_frames(double start_s, double end_s, int fps_num, int fps_den,
+                          int64_t n_frames, int64_t *start, int64_t *end)
+{
+    double fps = (double)fps_num / fps_den;
+    int64_t s = (int64_t)nearbyint(start_s * fps), e = (int64_t)ceil(end_s * fps - 1e-9);
+    if (s < 0)
+        s = 0;
+    if (e > n_frames)
+        e = n_frames;
+    if (s > e)
+        s = e;
+    *start = s;
+    *end = e;
+}
