@@ -18,6 +18,7 @@ struct prep_config {
     int gop;
     int crf;
     char *preset;
+    char *tune;
     char *ext;
     int jobs;
     int threads;
@@ -40,6 +41,9 @@ static const struct cli_flag prep_flags[] = {
       "x264 constant rate factor; 0 is lossless", 0, 51),
     F("preset", CLI_STR, preset, TB_PREP_DEFAULT_PRESET, "NAME",
       "x264 preset (ultrafast ... veryslow)", CLI_NO_RANGE),
+    F("tune", CLI_STR, tune, TB_PREP_DEFAULT_TUNE, "NAME",
+      "x264 tune, or none; fastdecode (CAVLC, no deblocking) decodes ~1.3-1.9x faster for "
+      "~10% more bytes", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, TB_PREP_DEFAULT_EXT, "EXT",
       "chunk file extension and directory suffix (AVION's EPIC-Kitchens data: MP4)", CLI_NO_RANGE),
     F("jobs", CLI_INT, jobs, "1", "J",
@@ -92,7 +96,7 @@ static int run_prep(void *config, int n_args, char **args)
     struct tb_prep_opts o = {
         .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
         .fps_num = c->fps.num, .fps_den = c->fps.den, .gop = c->gop, .crf = c->crf,
-        .preset = c->preset, .ext = c->ext, .n_threads = threads, .cancel = &cli_cancel,
+        .preset = c->preset, .tune = c->tune, .ext = c->ext, .n_threads = threads, .cancel = &cli_cancel,
     };
     struct report r = {.root = c->out, .t0 = cli_now()};
     pthread_mutex_init(&r.lock, NULL);

@@ -72,7 +72,7 @@ static int stream_rotation(const AVStream *st)
     return deg < 0 ? deg + 360 : deg;
 }
 
-int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
+static int input_open(struct tbi_input *in, const char *path, int n_threads, int probe)
 {
     const AVCodec *codec = NULL;
     int ret;
@@ -80,9 +80,10 @@ int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
     memset(in, 0, sizeof(*in));
     in->stream_index = -1;
     tbi_av_init();
-    if ((ret = avformat_open_input(&in->fmt, path, NULL, NULL)) < 0)
+    const AVInputFormat *mp4 = probe ? NULL : av_find_input_format("mp4");
+    if ((ret = avformat_open_input(&in->fmt, path, mp4, NULL)) < 0)
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot open", path);
-    if ((ret = avformat_find_stream_info(in->fmt, NULL)) < 0) {
+    if (probe && (ret = avformat_find_stream_info(in->fmt, NULL)) < 0) {
         tbi_input_close(in);
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot read stream information", path);
     }
@@ -115,6 +116,16 @@ int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
     }
     in->rotation = stream_rotation(in->st);
     return 0;
+}
+
+int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
+{
+    return input_open(in, path, n_threads, 1);
+}
+
+int tbi_input_open_chunk(struct tbi_input *in, const char *path, int n_threads)
+{
+    return input_open(in, path, n_threads, 0);
 }
 
 void tbi_input_close(struct tbi_input *in)

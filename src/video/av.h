@@ -29,6 +29,11 @@ struct tbi_input {
 /* Open path, find its best video stream, open a decoder with n_threads (0 = FFmpeg's
  * choice). Errors name path. On failure in is left closed. */
 int tbi_input_open(struct tbi_input *in, const char *path, int n_threads);
+
+/* The same for a file tubelet wrote itself (a prepared chunk: MP4, H.264, codec parameters in
+ * its header): no format probing and no stream-information pass, which decodes frames and
+ * costs several times more than the rest of opening. */
+int tbi_input_open_chunk(struct tbi_input *in, const char *path, int n_threads);
 void tbi_input_close(struct tbi_input *in);
 
 /* Read packets and decode until a frame comes out (0), the stream ends (TB_EOF), or an error.

@@ -33,6 +33,7 @@ struct tbi_writer_opts {
     int gop;                /* keyframe interval; <= 0 keeps x264's default (250) */
     int crf;
     const char *preset;
+    const char *tune;       /* x264 tune, "" or NULL for none */
     int n_threads;
 };
 

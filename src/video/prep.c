@@ -313,7 +313,7 @@ static int begin_chunk(struct prep *p, int k)
     struct tbi_writer_opts wo = {
         .width = p->out_w, .height = p->out_h, .fps_num = p->o->fps_num,
         .fps_den = p->o->fps_den, .gop = p->o->gop, .crf = p->o->crf,
-        .preset = p->o->preset, .n_threads = p->o->n_threads,
+        .preset = p->o->preset, .tune = p->o->tune, .n_threads = p->o->n_threads,
     };
     if ((rc = tbi_writer_open(&p->w, path, &wo)) < 0)
         return tbi_err_prefix(rc, "%s", p->src);
@@ -531,10 +531,11 @@ static int make_params(struct prep *p)
     if (st.st_size == 0)
         return tbi_err(TB_EDECODE, "%s: empty file", p->src);
     return tbi_fmt(p->params, sizeof(p->params),
-                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s "
+                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s tune=%s "
                    "src_bytes=%lld src_mtime=%lld",
                    p->o->chunk_seconds, p->o->fps_num, p->o->fps_den, p->o->short_side,
-                   p->o->gop, p->o->crf, p->o->preset, (long long)st.st_size,
+                   p->o->gop, p->o->crf, p->o->preset,
+                   p->o->tune && p->o->tune[0] ? p->o->tune : "none", (long long)st.st_size,
                    (long long)st.st_mtime);
 }
 
@@ -576,6 +577,14 @@ static int check_opts(const struct tb_prep_opts *o)
         return tbi_err(TB_EINVAL, "crf must be in 0..51, not %d", o->crf);
     if (!o->ext || !o->ext[0] || strchr(o->ext, '/') || strlen(o->ext) > 16)
         return tbi_err(TB_EINVAL, "bad chunk extension '%s'", o->ext ? o->ext : "");
+    static const char *const tunes[] = {"", "none", "film", "animation", "grain", "stillimage",
+                                        "fastdecode", "zerolatency"};
+    int tune_ok = !o->tune;
+    for (size_t i = 0; o->tune && i < sizeof(tunes) / sizeof(tunes[0]); i++)
+        tune_ok |= !strcmp(o->tune, tunes[i]);
+    if (!tune_ok)
+        return tbi_err(TB_EINVAL, "unknown x264 tune '%s' (film, animation, grain, stillimage, "
+                       "fastdecode, zerolatency)", o->tune);
     /* Checked here, before anything on disk changes, not when the first encoder opens. */
     static const char *const presets[] = {"ultrafast", "superfast", "veryfast", "faster", "fast",
                                           "medium", "slow", "slower", "veryslow", "placebo"};

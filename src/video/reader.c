@@ -339,7 +339,9 @@ static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder *
         return rc;
     if (v->idx && !tbi_is_file(d->path))
         return tbi_err(TB_ENOENT, "%s: chunk file is missing", d->path);
-    if ((rc = tbi_input_open(&d->in, d->path, r->o.n_threads)) < 0)
+    rc = v->idx ? tbi_input_open_chunk(&d->in, d->path, r->o.n_threads)
+                : tbi_input_open(&d->in, d->path, r->o.n_threads);
+    if (rc < 0)
         return rc;
     d->v = v;
     d->seg = seg;

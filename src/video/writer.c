@@ -103,7 +103,9 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
         w->enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     snprintf(num, sizeof(num), "%d", o->crf);
     if (av_opt_set(w->enc->priv_data, "preset", o->preset, 0) < 0 ||
-        av_opt_set(w->enc->priv_data, "crf", num, 0) < 0) {
+        av_opt_set(w->enc->priv_data, "crf", num, 0) < 0 ||
+        (o->tune && o->tune[0] && strcmp(o->tune, "none") &&
+         av_opt_set(w->enc->priv_data, "tune", o->tune, 0) < 0)) {
         rc = tbi_err(TB_EINVAL, "%s: bad x264 preset '%s' or crf %d", path, o->preset, o->crf);
         goto fail;
     }
