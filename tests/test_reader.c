@@ -203,7 +203,7 @@ static void test_versus_ffmpeg(const char *chunks_root)
     tb_reader *r = NULL;
     CHECK_EQ(tb_reader_open(&r, NULL), 0);
     const char *plain[] = {"vtest.avi", "Megamind.avi", "box.mp4", "cup.mp4"};
-    char videos[8][4400];
+    char videos[12][4400];
     int n_videos = 0;
     for (int i = 0; i < 4; i++) {
         const char *p = tbt_opencv_video(plain[i]);
@@ -212,6 +212,24 @@ static void test_versus_ffmpeg(const char *chunks_root)
     }
     snprintf(videos[n_videos++], 4400, "%s/vtest.mp4", chunks_root);
     snprintf(videos[n_videos++], 4400, "%s/box.mp4", chunks_root);
+    /* VP9 in WebM, HEVC, and an MP4 starting at 2.5 s (an edit list), made here. */
+    static const char *const make[][2] = {
+        {"vp9.webm", "-f lavfi -i testsrc2=size=320x240:rate=25 -t 4 -c:v libvpx-vp9 "
+                     "-deadline realtime -b:v 400k -g 20"},
+        {"hevc.mp4", "-f lavfi -i testsrc2=size=320x240:rate=24 -t 4 -c:v libx265 "
+                     "-x265-params log-level=error:keyint=24"},
+        {"offset.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -t 4 -c:v libx264 -g 30 "
+                       "-output_ts_offset 2.5"},
+    };
+    for (int i = 0; i < 3; i++) {
+        char *out = NULL;
+        snprintf(videos[n_videos], 4400, "%s/%s", tbt_dir(), make[i][0]);
+        int rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y %s %s", make[i][1],
+                         videos[n_videos]);
+        CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+        free(out);
+        n_videos += rc == 0;
+    }
     for (int v = 0; v < n_videos; v++) {
         struct tb_video_info info;
         tbt_case = videos[v];
