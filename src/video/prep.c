@@ -467,8 +467,8 @@ static int finish_frames(struct prep *p)
 /* ---- whole video ------------------------------------------------------------------------- */
 
 /* Declared length much longer than what decoded means the file is cut short or broken. The
- * declaration is the longest of the stream's duration, the container's, and the frame count
- * at the average rate: some demuxers (AVI without its index) shrink the durations to what
+ * declaration is the longer of the stream's duration (else the container's) and the frame
+ * count at the average rate: some demuxers (AVI without its index) shrink the durations to what
  * they found, but the header still counts every frame. */
 static int check_truncation(struct prep *p)
 {
@@ -476,9 +476,11 @@ static int check_truncation(struct prep *p)
     double declared = 0, d;
     if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
         declared = (double)st->duration * av_q2d(st->time_base);
-    if (p->in.fmt->duration != AV_NOPTS_VALUE &&
-        (d = (double)p->in.fmt->duration / AV_TIME_BASE) > declared)
-        declared = d;
+    else if (p->in.fmt->duration != AV_NOPTS_VALUE && p->in.fmt->duration > 0)
+        /* The container's duration can include a start offset; it is a fallback only. */
+        declared = (double)p->in.fmt->duration / AV_TIME_BASE -
+                   (p->in.fmt->start_time != AV_NOPTS_VALUE
+                        ? (double)p->in.fmt->start_time / AV_TIME_BASE : 0);
     if (st->nb_frames > 0 && st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 &&
         (d = (double)st->nb_frames / av_q2d(st->avg_frame_rate)) > declared)
         declared = d;
