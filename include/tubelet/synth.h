@@ -35,7 +35,8 @@ struct tb_synth_opts {
     uint64_t seed;
     int crf;                    /* x264 quality of the videos */
     const char *preset;         /* x264 preset */
-    int n_threads;              /* encoder threads; 0 = FFmpeg's choice */
+    int n_threads;              /* encoder threads per video; 0 = FFmpeg's choice */
+    int n_jobs;                 /* videos made in parallel (at least 1) */
     const volatile int *cancel; /* borrowed, may be NULL: stop soon with TB_ECANCELED */
 };
 

@@ -15,6 +15,7 @@ struct synth_config {
     int crf;
     char *preset;
     int threads;
+    int jobs;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                       \
@@ -39,6 +40,8 @@ static const struct cli_flag synth_flags[] = {
     F("threads", CLI_INT, threads, "4", "N",
       "encoder threads; x264's output depends on this, so a fixed count keeps a seed's videos "
       "byte-identical on every machine (0 = one per core)", 0, 1024),
+    F("jobs", CLI_INT, jobs, "2", "J", "videos made in parallel (the files do not depend on it)",
+      1, 64),
 };
 #undef F
 
@@ -56,7 +59,7 @@ static int run_synth(void *config, int n_args, char **args)
         .out_dir = c->out, .n_videos = c->videos, .seconds = c->seconds, .width = c->size.w,
         .height = c->size.h, .fps_num = c->fps.num, .fps_den = c->fps.den,
         .seed = (uint64_t)c->seed, .crf = c->crf, .preset = c->preset,
-        .n_threads = c->threads, .cancel = &cli_cancel,
+        .n_threads = c->threads, .n_jobs = c->jobs, .cancel = &cli_cancel,
     };
     double t0 = cli_now();
     int rc = tb_synth(&o, &res);

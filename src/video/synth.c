@@ -7,6 +7,8 @@
  * machine and thread count. Tests: tests/test_synth.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -496,13 +498,69 @@ static int check_opts(const struct tb_synth_opts *o)
     return 0;
 }
 
+/* One video's work, done by whichever worker takes it. */
+struct synth_job {
+    struct video_plan plan;
+    int rc;
+    char err[512];
+};
+
+struct synth_pool {
+    const struct tb_synth_opts *o;
+    const char *vid_dir;
+    struct synth_job *jobs;
+    atomic_int next;
+};
+
+static int synth_one(struct synth *s, struct synth_job *job, int video, const char *vid_dir)
+{
+    char vid[32], path[4096 + 64];
+    int rc = plan_video(&job->plan, s, video);
+    video_id(vid, sizeof(vid), video);
+    if (rc == TB_ENOMEM)
+        return tbi_err(rc, "%s: out of memory", vid);
+    if (rc == 0)
+        rc = tbi_fmt(path, sizeof(path), "%s/%s.mp4", vid_dir, vid);
+    if (rc == 0)
+        rc = write_video(s, &job->plan, path);
+    return rc;
+}
+
+static void *synth_worker(void *arg)
+{
+    struct synth_pool *pool = arg;
+    const struct tb_synth_opts *o = pool->o;
+    struct synth s = {.o = o, .w = o->width, .h = o->height};
+    s.rgb = malloc((size_t)s.w * s.h * 3);
+    s.colx = malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.w);
+    s.coly = malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.h);
+    for (;;) {
+        int i = atomic_fetch_add(&pool->next, 1);
+        if (i >= o->n_videos)
+            break;
+        struct synth_job *job = &pool->jobs[i];
+        tb_errclear();
+        job->rc = s.rgb && s.colx && s.coly ? synth_one(&s, job, i, pool->vid_dir)
+                                           : tbi_err(TB_ENOMEM, "out of memory");
+        if (job->rc < 0)
+            snprintf(job->err, sizeof(job->err), "%s", tb_errmsg());
+    }
+    free(s.rgb);
+    free(s.colx);
+    free(s.coly);
+    return NULL;
+}
+
 int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
 {
     struct synth s = {.o = o, .w = o->width, .h = o->height};
     struct tb_synth_result scratch;
     struct tbi_sb train = {0}, val = {0};
-    char vid_dir[4096], ann_dir[4096], path[4096 + 64], vid[32];
+    char vid_dir[4096], ann_dir[4096], path[4096 + 64];
     int *is_val = NULL, rc;
+    struct synth_pool pool = {.o = o, .vid_dir = vid_dir};
+    pthread_t threads[64];
+    int n_threads = o->n_jobs < 1 ? 1 : o->n_jobs > 64 ? 64 : o->n_jobs, n_started = 0;
 
     if (!res)
         res = &scratch;
@@ -513,11 +571,9 @@ int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
         (rc = tbi_fmt(ann_dir, sizeof(ann_dir), "%s/annotations", o->out_dir)) < 0 ||
         (rc = tbi_mkdirs(vid_dir)) < 0 || (rc = tbi_mkdirs(ann_dir)) < 0)
         return rc;
-    s.rgb = malloc((size_t)s.w * s.h * 3);
-    s.colx = malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.w);
-    s.coly = malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.h);
     is_val = calloc((size_t)o->n_videos, sizeof(*is_val));
-    if (!s.rgb || !s.colx || !s.coly || !is_val) {
+    pool.jobs = calloc((size_t)o->n_videos, sizeof(*pool.jobs));
+    if (!is_val || !pool.jobs) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
@@ -536,33 +592,36 @@ int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
         }
     }
 
+    /* Videos in parallel; each is a function of (seed, video) alone, so the files do not
+     * depend on the number of workers. */
+    atomic_init(&pool.next, 0);
+    for (; n_started < n_threads; n_started++)
+        if (pthread_create(&threads[n_started], NULL, synth_worker, &pool) != 0)
+            break;
+    if (n_started == 0)
+        synth_worker(&pool);
+    for (int i = 0; i < n_started; i++)
+        pthread_join(threads[i], NULL);
+    for (int i = 0; i < o->n_videos; i++) {
+        if (pool.jobs[i].rc < 0) {
+            rc = tbi_err(pool.jobs[i].rc, "%s", pool.jobs[i].err);
+            goto end;
+        }
+    }
+
     tbi_sb_printf(&train, "%s", ek_header);
     tbi_sb_printf(&val, "%s", ek_header);
     for (int i = 0; i < o->n_videos; i++) {
-        struct video_plan v;
-        rc = plan_video(&v, &s, i);
-        video_id(vid, sizeof(vid), i);
-        if (rc == 0)
-            rc = tbi_fmt(path, sizeof(path), "%s/%s.mp4", vid_dir, vid);
-        if (rc == 0)
-            rc = write_video(&s, &v, path);
-        if (rc == 0) {
-            csv_actions(is_val[i] ? &val : &train, &s, &v, i);
-            if (is_val[i]) {
-                res->n_val_videos++;
-                res->n_val_actions += v.n_actions;
-            } else {
-                res->n_train_videos++;
-                res->n_train_actions += v.n_actions;
-            }
-            res->n_videos++;
+        const struct video_plan *v = &pool.jobs[i].plan;
+        csv_actions(is_val[i] ? &val : &train, &s, v, i);
+        if (is_val[i]) {
+            res->n_val_videos++;
+            res->n_val_actions += v->n_actions;
+        } else {
+            res->n_train_videos++;
+            res->n_train_actions += v->n_actions;
         }
-        free(v.actions);
-        free(v.texture);
-        if (rc == TB_ENOMEM)
-            rc = tbi_err(rc, "%s: out of memory", vid);
-        if (rc < 0)
-            goto end;
+        res->n_videos++;
     }
     if ((rc = tbi_fmt(path, sizeof(path), "%s/EPIC_100_train.csv", ann_dir)) < 0 ||
         (rc = write_sb(&train, path)) < 0 ||
@@ -572,9 +631,11 @@ int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
 end:
     tbi_sb_free(&train);
     tbi_sb_free(&val);
-    free(s.rgb);
-    free(s.colx);
-    free(s.coly);
+    for (int i = 0; pool.jobs && i < o->n_videos; i++) {
+        free(pool.jobs[i].plan.actions);
+        free(pool.jobs[i].plan.texture);
+    }
+    free(pool.jobs);
     free(is_val);
     return rc;
 }
