@@ -47,7 +47,7 @@ done
 py=bench/venv/bin/python
 peers=""
 if [ -x "$py" ]; then
-    peers="decord torchcodec pyav"
+    peers="decord torchcodec torchcodec-native pyav"
 else
     echo "reader_bench: no bench/venv (run bench/setup.sh); peers skipped" >&2
 fi
@@ -100,7 +100,7 @@ for d, m in methods:
     dec = med(d, "w1", m, "decoded_per_clip") if m.startswith(("tubelet", "decode")) else None
     print(f"| {d} | {m} | {w1:.1f} | {w2:.1f} | {'%.1f' % dec if dec else '-'} | {rss(d, 'w1', m):.0f} |")
 for w in ("w1", "w2"):
-    peers = [p for p in ("decord", "torchcodec", "pyav") if med("avion", w, p)]
+    peers = [p for p in ("decord", "torchcodec", "torchcodec-native", "pyav") if med("avion", w, p)]
     best = max(peers, key=lambda p: med("avion", w, p)) if peers else None
     t_av, t_own, b = med("avion", w, "tubelet"), med("tubelet", w, "tubelet"), med("avion", w, "decode-only")
     print(f"\n{w}: on AVION-style chunks tubelet / decode-only = {t_av / b:.2f}x", end="")

@@ -18,7 +18,9 @@
 # installed: those are the CUDA builds and pull the nvidia-* runtime wheels
 # (several GB in bench/venv).  They run fine on a machine without a GPU; the
 # benchmark uses the CPU only.  TORCH_INDEX=cpu forces the CPU index,
-# TORCH_INDEX=pypi forces PyPI.
+# TORCH_INDEX=pypi forces PyPI.  (Switching an existing venv between the two
+# builds needs `rm -rf bench/venv` first: pip treats 2.14.1 and 2.14.1+cpu as
+# the same pinned version.)
 #
 # torchcodec does not bundle FFmpeg: it dlopens the system FFmpeg 5.1 libraries
 # (libavcodec59, libavformat59, libavutil57, libswscale6, libswresample4,
@@ -78,9 +80,9 @@ import torchvision; vers["torchvision"] = torchvision.__version__
 from torchvision.transforms import v2  # noqa: F401
 import torchcodec; vers["torchcodec"] = torchcodec.__version__
 from torchcodec.decoders import VideoDecoder  # noqa: F401  (loads libtorchcodec + system FFmpeg)
-from torchcodec._core import ops as _ops
 try:
-    vers["torchcodec_ffmpeg"] = str(_ops.get_ffmpeg_library_versions().get("ffmpeg_version", "?"))
+    from torchcodec._core import get_ffmpeg_library_versions
+    vers["torchcodec_ffmpeg"] = str(get_ffmpeg_library_versions().get("ffmpeg_version", "?"))
 except Exception:
     pass
 import decord; vers["decord"] = decord.__version__
@@ -107,8 +109,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     say "creating venv $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
     "$PYTHON" -m venv "$VENV"
 fi
+# The venv's own pip (Debian's 23.0.1) is used as is: no unpinned pip upgrade.
 PIP="$VENV/bin/python -m pip"
-$PIP install -q --upgrade pip
 
 # ---- torch / torchvision / torchcodec ------------------------------------------
 use_cpu=0
