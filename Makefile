@@ -6,7 +6,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build build-asan test test-fast test-asan demo bench-prep clean
+.PHONY: all setup build build-asan test test-fast test-asan demo bench-prep bench-reader clean
 
 all: build
 
@@ -36,6 +36,11 @@ demo: build
 
 bench-prep: build
 	@sh bench/prep_table.sh $(BUILD)
+
+# Peers (decord, torchcodec, PyAV, torch) come from PyPI into bench/venv, never for the tests.
+bench-reader: build
+	@sh bench/setup.sh
+	@sh bench/reader_bench.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) demo
