@@ -1,0 +1,166 @@
+/* include/tubelet/data.h - from annotation files to batches of clips.
+ *
+ * annotations  EPIC-Kitchens-100 CSVs, Kinetics/VideoMAE lists (`path num_frames label`) and
+ *              narration CSVs (`video_id,start_s,end_s,text`), validated row by row;
+ * dataset      annotations + a prepared-video root + sampler + crop + output size;
+ * loader       worker threads decode clips into a fixed pool of batch buffers and hand the
+ *              batches out in order. Deterministic: every random choice for sample i of epoch e
+ *              comes from a generator keyed by (seed, e, i), so batches are the same for any
+ *              number of workers. A clip that fails is replaced by another sample chosen the
+ *              same way; past a failure rate the loader stops.
+ * Tests: tests/test_data.c. */
+#ifndef TUBELET_DATA_H
+#define TUBELET_DATA_H
+
+#include "tubelet/base.h"
+#include "tubelet/video.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- annotations ------------------------------------------------------------------------- */
+
+enum tb_ann_format {
+    TB_ANN_EPIC,      /* EPIC-Kitchens-100 action CSV */
+    TB_ANN_KINETICS,  /* "path num_frames label" lines (VideoMAE lists) */
+    TB_ANN_NARRATION, /* "video_id,start_s,end_s,text" CSV, for video-text pairs */
+};
+
+struct tb_ann_item {
+    char *video;          /* EPIC/narration: video id; Kinetics: path as written */
+    double start_s, end_s;/* EPIC/narration: the action's time window; Kinetics: 0, 0 */
+    int64_t n_frames;     /* Kinetics: the num_frames column; else 0 */
+    int verb, noun;       /* EPIC classes; Kinetics: the label in verb; else -1 */
+    int action;           /* EPIC: id of "verb:noun" (tb_ann_map_actions), else -1 */
+    char *text;           /* EPIC narration or narration text; NULL for Kinetics */
+    int line;             /* 1-based line of the file */
+};
+
+struct tb_annotations {
+    struct tb_ann_item *items;
+    int n_items;
+    int n_skipped;        /* bad rows skipped (skip_bad_rows) */
+    char first_error[512];/* the first skipped row's message */
+    char path[1024];
+};
+
+struct tb_ann_opts {
+    enum tb_ann_format format;
+    int skip_bad_rows;    /* 1: skip and count rows that do not parse; 0: fail on the first */
+};
+
+/* Load an annotation file. Errors name the file, line and column. */
+TB_API int tb_ann_load(struct tb_annotations **out, const char *path,
+                       const struct tb_ann_opts *opts);
+TB_API void tb_ann_free(struct tb_annotations **a);
+
+/* Give every EPIC item an action id: the "verb:noun" pairs of all the sets together, sorted
+ * as strings, numbered in that order (AVION's mapping over train + val). Returns the number
+ * of actions. */
+TB_API int tb_ann_map_actions(struct tb_annotations **sets, int n_sets);
+
+/* ---- dataset ----------------------------------------------------------------------------- */
+
+enum tb_sampler {
+    TB_SAMPLE_SEGMENTS, /* AVION: T segments of the annotated window (whole video: Kinetics) */
+    TB_SAMPLE_DENSE,    /* VideoMAE: T frames at a stride from a random (train) start */
+};
+
+struct tb_dataset_opts {
+    const char *root;          /* where the videos are: ROOT/<video>.<ext> (EPIC, narration),
+                                  ROOT/<path> (Kinetics; "" for paths as written) */
+    const char *ext;           /* prepared videos' suffix, e.g. "mp4" */
+    enum tb_sampler sampler;
+    int n_frames;              /* T */
+    int stride;                /* dense sampling */
+    int train;                 /* 1: jittered frames, the crop as given; 0: evaluation views */
+    int n_views;               /* evaluation: temporal views per item (>= 1) */
+    struct tb_crop_spec crop;  /* training crop; evaluation uses the centre crop */
+    int width, height;         /* output frame size */
+};
+
+typedef struct tb_dataset tb_dataset;
+
+struct tb_sample_info {
+    int64_t item;              /* annotation item */
+    int view;                  /* evaluation view (0 in training) */
+    int label[3];              /* verb, noun, action (-1 where absent) */
+    const char *text;          /* narration, or NULL; owned by the annotations */
+    struct tb_clip_stats clip;
+};
+
+/* ann is borrowed and must outlive the dataset. */
+TB_API int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
+                           const struct tb_dataset_opts *opts);
+TB_API void tb_dataset_close(tb_dataset **ds);
+/* Samples: items, times views in evaluation. */
+TB_API int64_t tb_dataset_size(const tb_dataset *ds);
+/* Bytes of one sample: T * H * W * 3. */
+TB_API size_t tb_dataset_sample_bytes(const tb_dataset *ds);
+/* Sample i of epoch into out (T, H, W, 3) with reader r (one per thread). Its random choices
+ * come from a generator keyed by (seed, epoch, i) alone. */
+TB_API int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t epoch,
+                          int64_t i, uint8_t *out, struct tb_sample_info *info);
+
+/* ---- loader ------------------------------------------------------------------------------ */
+
+typedef struct tb_loader tb_loader;
+
+struct tb_loader_opts {
+    int batch_size;
+    int n_workers;             /* decoding threads */
+    int prefetch;              /* batches in flight; the buffer pool holds prefetch + 1 */
+    uint64_t seed;
+    int shuffle;               /* a new order every epoch (from seed and epoch) */
+    int drop_last;             /* drop the last, partial batch */
+    int rank, world;           /* this process's shard of every epoch */
+    double max_failure_rate;   /* stop when more clips than this fail (after 10 failures) */
+    double clip_timeout_s;     /* a clip taking longer fails (0: no limit) */
+};
+
+struct tb_batch {
+    uint8_t *video;            /* (B, T, H, W, 3) */
+    int32_t *label;            /* (B, 3): verb, noun, action; -1 where absent */
+    int64_t *index;            /* (B) dataset sample delivered, after any substitution */
+    const char **text;         /* (B) narrations or NULL */
+    uint8_t *flip;             /* (B) 1 where the clip was flipped */
+    int n;                     /* clips; < B only for a last partial batch */
+    int64_t epoch, number;     /* which batch of which epoch */
+};
+
+struct tb_loader_stats {
+    int64_t clips;             /* delivered */
+    int64_t failures;          /* clips that failed (each replaced) */
+    int64_t timeouts;          /* of those, over the time limit */
+    double wait_s;             /* time tb_loader_next spent waiting for workers */
+};
+
+/* ds is borrowed. The pool of prefetch + 1 batch buffers is allocated here, once. */
+TB_API int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts *opts);
+/* Start epoch (any order of epochs). Returns the number of batches it holds for this rank. */
+TB_API int64_t tb_loader_epoch(tb_loader *l, int64_t epoch);
+/* The next batch of the epoch, in order, or TB_EOF at its end. The batch stays valid until
+ * tb_loader_release; errors (too many failures) name the last failed file. One consumer. */
+TB_API int tb_loader_next(tb_loader *l, struct tb_batch **batch);
+TB_API void tb_loader_release(tb_loader *l, struct tb_batch *batch);
+TB_API void tb_loader_get_stats(const tb_loader *l, struct tb_loader_stats *stats);
+/* Stops the workers (a worker stuck in a system call is left behind, detached). */
+TB_API void tb_loader_close(tb_loader **l);
+
+/* ---- augmentation ------------------------------------------------------------------------ */
+
+/* AVION's "openai" normalisation on the 0-255 scale, and ImageNet's. */
+extern TB_API const float tb_mean_openai[3], tb_std_openai[3];
+extern TB_API const float tb_mean_imagenet[3], tb_std_imagenet[3];
+
+/* uint8 (B, T, H, W, 3) -> float (B, 3, T, H, W): (x - mean) / std per channel (0-255 scale),
+ * clips with flip[b] set mirrored left-right (flip may be NULL). */
+TB_API void tb_augment_normalize(const uint8_t *in, int B, int T, int H, int W,
+                                 const uint8_t *flip, const float mean[3], const float std[3],
+                                 float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TUBELET_DATA_H */

@@ -1,0 +1,372 @@
+/* src/data/annotations.c - annotation files: EPIC-Kitchens-100 CSVs (columns found by name in
+ * the header), Kinetics/VideoMAE lists and narration CSVs. Every row is validated; an error
+ * names the file, the line and the column. With skip_bad_rows the bad rows are counted and
+ * the first message kept. EPIC action ids: tb_ann_map_actions. Tests: tests/test_data.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "tubelet/data.h"
+
+#define MAX_FIELDS 64
+#define ANN_MAX_BYTES (1u << 30)
+
+/* Split a CSV line in place. Double quotes protect commas; "" inside quotes is a quote. */
+static int split_csv(char *line, char **fields, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == max)
+            return -1;
+        if (*p == '"') {
+            char *dst = ++p;
+            fields[n++] = dst;
+            for (;;) {
+                if (!*p)
+                    return -1; /* unterminated quote */
+                if (*p == '"' && p[1] == '"') {
+                    *dst++ = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    *dst++ = *p++;
+                }
+            }
+            *dst = '\0';
+            if (*p && *p != ',')
+                return -1;
+        } else {
+            fields[n++] = p;
+            while (*p && *p != ',')
+                p++;
+        }
+        if (*p != ',')
+            return n;
+        *p++ = '\0';
+    }
+}
+
+/* "HH:MM:SS.ff" (any number of decimals) to seconds; -1 if malformed. Only digits, two
+ * colons and one optional decimal point are accepted (strtod would take "0x1" or "inf"). */
+static double parse_timestamp(const char *s)
+{
+    long part[3] = {0, 0, 0};
+    int k = 0, digits = 0;
+    double frac = 0, scale = 0.1;
+    const char *p = s;
+    for (; *p && *p != '.'; p++) {
+        if (*p == ':') {
+            if (!digits || ++k > 2)
+                return -1;
+            digits = 0;
+        } else if (*p >= '0' && *p <= '9' && digits < 9) {
+            part[k] = part[k] * 10 + (*p - '0');
+            digits++;
+        } else {
+            return -1;
+        }
+    }
+    if (k != 2 || !digits || part[1] > 59 || part[2] > 59)
+        return -1;
+    if (*p == '.')
+        for (p++; *p; p++, scale *= 0.1) {
+            if (*p < '0' || *p > '9')
+                return -1;
+            frac += (*p - '0') * scale;
+        }
+    return part[0] * 3600.0 + part[1] * 60.0 + part[2] + frac;
+}
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+struct parser {
+    struct tb_annotations *a;
+    const struct tb_ann_opts *o;
+    const char *path;
+    int cap;
+    int col[8];            /* EPIC: column of each needed field */
+};
+
+enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_NARRATION };
+static const char *const epic_names[] = {"video_id", "start_timestamp", "stop_timestamp",
+                                         "verb_class", "noun_class", "narration"};
+
+static struct tb_ann_item *add_item(struct parser *ps)
+{
+    struct tb_annotations *a = ps->a;
+    if (a->n_items == ps->cap) {
+        int cap = ps->cap ? 2 * ps->cap : 256;
+        struct tb_ann_item *g = realloc(a->items, sizeof(*g) * (size_t)cap);
+        if (!g)
+            return NULL;
+        a->items = g;
+        ps->cap = cap;
+    }
+    struct tb_ann_item *it = &a->items[a->n_items];
+    memset(it, 0, sizeof(*it));
+    it->verb = it->noun = it->action = -1;
+    return it;
+}
+
+/* Parse one data row into a new item. Returns 0, or TB_EFORMAT with the message set. */
+static int parse_row(struct parser *ps, char *line, int line_no)
+{
+    char *f[MAX_FIELDS];
+    const char *path = ps->path;
+    struct tb_ann_item tmp = {0};
+    long long v;
+    tmp.verb = tmp.noun = tmp.action = -1;
+    tmp.line = line_no;
+    const char *video = NULL, *text = NULL;
+
+    if (ps->o->format == TB_ANN_KINETICS) {
+        /* "path num_frames label" or "path label", split from the right, so the path may
+         * hold spaces: the label is the last word; the word before it is the frame count
+         * when it is a number. */
+        char *label = strrchr(line, ' '), *tab = strrchr(line, '\t');
+        if (tab > label)
+            label = tab;
+        if (!label)
+            return tbi_err(TB_EFORMAT, "%s:%d: expected 'path num_frames label', got '%.80s'",
+                           path, line_no, line);
+        *label++ = '\0';
+        if (parse_int(label, 0, 1000000000, &v) < 0)
+            return tbi_err(TB_EFORMAT, "%s:%d: column 'label': '%s' is not a class number",
+                           path, line_no, label);
+        tmp.verb = (int)v;
+        char *rest = trim(line), *count = strrchr(rest, ' ');
+        tab = strrchr(rest, '\t');
+        if (tab > count)
+            count = tab;
+        if (count && parse_int(count + 1, 1, INT64_MAX / 2, &v) == 0) {
+            *count = '\0';
+            tmp.n_frames = v;
+        }
+        video = rest;
+    } else {
+        int n = split_csv(line, f, MAX_FIELDS);
+        if (n < 0)
+            return tbi_err(TB_EFORMAT, "%s:%d: malformed CSV (unbalanced quotes or too many "
+                           "fields)", path, line_no);
+        if (ps->o->format == TB_ANN_EPIC) {
+            for (int k = 0; k < 5; k++)
+                if (ps->col[k] >= n)
+                    return tbi_err(TB_EFORMAT, "%s:%d: %d fields, column '%s' missing", path,
+                                   line_no, n, epic_names[k]);
+            video = f[ps->col[C_VIDEO]];
+            if ((tmp.start_s = parse_timestamp(f[ps->col[C_START]])) < 0)
+                return tbi_err(TB_EFORMAT, "%s:%d: column 'start_timestamp': '%s' is not "
+                               "HH:MM:SS.ff", path, line_no, f[ps->col[C_START]]);
+            if ((tmp.end_s = parse_timestamp(f[ps->col[C_STOP]])) < 0)
+                return tbi_err(TB_EFORMAT, "%s:%d: column 'stop_timestamp': '%s' is not "
+                               "HH:MM:SS.ff", path, line_no, f[ps->col[C_STOP]]);
+            if (parse_int(f[ps->col[C_VERB]], 0, 1000000, &v) < 0)
+                return tbi_err(TB_EFORMAT, "%s:%d: column 'verb_class': '%s' is not a class "
+                               "number", path, line_no, f[ps->col[C_VERB]]);
+            tmp.verb = (int)v;
+            if (parse_int(f[ps->col[C_NOUN]], 0, 1000000, &v) < 0)
+                return tbi_err(TB_EFORMAT, "%s:%d: column 'noun_class': '%s' is not a class "
+                               "number", path, line_no, f[ps->col[C_NOUN]]);
+            tmp.noun = (int)v;
+            if (ps->col[C_NARRATION] >= 0 && ps->col[C_NARRATION] < n)
+                text = f[ps->col[C_NARRATION]];
+        } else {
+            if (n < 4)
+                return tbi_err(TB_EFORMAT, "%s:%d: expected 'video_id,start_s,end_s,text', got "
+                               "%d fields", path, line_no, n);
+            video = f[0];
+            if (parse_seconds(trim(f[1]), &tmp.start_s) < 0)
+                return tbi_err(TB_EFORMAT, "%s:%d: column 'start_s': '%s' is not a time in "
+                               "seconds", path, line_no, f[1]);
+            if (parse_seconds(trim(f[2]), &tmp.end_s) < 0)
+                return tbi_err(TB_EFORMAT, "%s:%d: column 'end_s': '%s' is not a time in "
+                               "seconds", path, line_no, f[2]);
+            text = f[3];
+        }
+        if (tmp.end_s <= tmp.start_s)
+            return tbi_err(TB_EFORMAT, "%s:%d: the action ends (%.2f s) before it starts "
+                           "(%.2f s)", path, line_no, tmp.end_s, tmp.start_s);
+    }
+    video = trim((char *)video);
+    if (!video[0])
+        return tbi_err(TB_EFORMAT, "%s:%d: empty video name", path, line_no);
+    struct tb_ann_item *it = add_item(ps);
+    if (!it || !(tmp.video = strdup(video)) || (text && !(tmp.text = strdup(text)))) {
+        free(tmp.video);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    }
+    *it = tmp;
+    ps->a->n_items++;
+    return 0;
+}
+
+static int parse_header(struct parser *ps, char *line)
+{
+    char *f[MAX_FIELDS];
+    int n = split_csv(line, f, MAX_FIELDS);
+    for (int k = 0; k < 6; k++) {
+        ps->col[k] = -1;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(trim(f[i]), epic_names[k]))
+                ps->col[k] = i;
+        if (ps->col[k] < 0 && k < C_NARRATION)
+            return tbi_err(TB_EFORMAT, "%s:1: no '%s' column in the header (an "
+                           "EPIC-Kitchens-100 CSV has video_id, start_timestamp, stop_timestamp, "
+                           "verb_class, noun_class)", ps->path, epic_names[k]);
+    }
+    return 0;
+}
+
+void tb_ann_free(struct tb_annotations **pa)
+{
+    if (!pa || !*pa)
+        return;
+    struct tb_annotations *a = *pa;
+    for (int i = 0; i < a->n_items; i++) {
+        free(a->items[i].video);
+        free(a->items[i].text);
+    }
+    free(a->items);
+    free(a);
+    *pa = NULL;
+}
+
+int tb_ann_load(struct tb_annotations **out, const char *path, const struct tb_ann_opts *o)
+{
+    char *text = NULL, *save = NULL;
+    struct parser ps = {.o = o, .path = path};
+    int rc = tbi_read_file(path, &text, NULL, ANN_MAX_BYTES);
+    *out = NULL;
+    if (rc < 0)
+        return rc;
+    if (!(ps.a = calloc(1, sizeof(*ps.a)))) {
+        free(text);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(ps.a->path, sizeof(ps.a->path), "%s", path);
+    /* strtok_r would fold empty lines away and lose the numbering, so walk by hand. */
+    int line_no = 0;
+    char *line = text;
+    (void)save;
+    while (line && *line) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        line_no++;
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r')
+            line[len - 1] = '\0';
+        char *t = trim(line);
+        int header = line_no == 1 && (o->format == TB_ANN_EPIC ||
+                                      (o->format == TB_ANN_NARRATION &&
+                                       !strncmp(t, "video_id", 8)));
+        if (!*t || *t == '#') {
+            /* blank line or comment */
+        } else if (header && o->format == TB_ANN_EPIC) {
+            if ((rc = parse_header(&ps, t)) < 0)
+                goto fail;
+        } else if (!header) {
+            rc = parse_row(&ps, t, line_no);
+            if (rc == TB_ENOMEM)
+                goto fail;
+            if (rc < 0) {
+                if (!o->skip_bad_rows)
+                    goto fail;
+                if (!ps.a->n_skipped++)
+                    snprintf(ps.a->first_error, sizeof(ps.a->first_error), "%s", tb_errmsg());
+                tb_errclear();
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    if (ps.a->n_items == 0) {
+        rc = tbi_err(TB_EFORMAT, "%s: no annotations%s%s", path,
+                     ps.a->n_skipped ? "; first bad row: " : "", ps.a->first_error);
+        goto fail;
+    }
+    free(text);
+    *out = ps.a;
+    return 0;
+fail:
+    free(text);
+    tb_ann_free(&ps.a);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int tb_ann_map_actions(struct tb_annotations **sets, int n_sets)
+{
+    int total = 0, n_keys = 0;
+    for (int s = 0; s < n_sets; s++)
+        total += sets[s]->n_items;
+    char **keys = malloc(sizeof(*keys) * (size_t)(total ? total : 1));
+    char *buf = malloc((size_t)(total ? total : 1) * 24);
+    if (!keys || !buf) {
+        free(keys);
+        free(buf);
+        return tbi_err(TB_ENOMEM, "out of memory");
+    }
+    for (int s = 0; s < n_sets; s++)
+        for (int i = 0; i < sets[s]->n_items; i++) {
+            char *k = buf + (size_t)n_keys * 24;
+            snprintf(k, 24, "%d:%d", sets[s]->items[i].verb, sets[s]->items[i].noun);
+            keys[n_keys++] = k;
+        }
+    qsort(keys, (size_t)n_keys, sizeof(*keys), cmp_str);
+    int n_unique = 0;
+    for (int i = 0; i < n_keys; i++)
+        if (!n_unique || strcmp(keys[i], keys[n_unique - 1]))
+            keys[n_unique++] = keys[i];
+    for (int s = 0; s < n_sets; s++)
+        for (int i = 0; i < sets[s]->n_items; i++) {
+            char k[24];
+            const char *kp = k;
+            snprintf(k, sizeof(k), "%d:%d", sets[s]->items[i].verb, sets[s]->items[i].noun);
+            char **hit = bsearch(&kp, keys, (size_t)n_unique, sizeof(*keys), cmp_str);
+            sets[s]->items[i].action = (int)(hit - keys);
+        }
+    free(keys);
+    free(buf);
+    return n_unique;
+}

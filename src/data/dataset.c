@@ -1,0 +1,133 @@
+/* src/data/dataset.c - annotation items to clips: which video, which frames (the sampler),
+ * which crop, written into a caller's buffer by the caller's reader. Every random choice of
+ * sample i in epoch e comes from one generator keyed by (seed, e, i).
+ * Tests: tests/test_data.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "tubelet/data.h"
+#include "tubelet/sample.h"
+
+struct tb_dataset {
+    const struct tb_annotations *ann;
+    struct tb_dataset_opts o;
+    char root[4096], ext[32];
+    int kind;                 /* enum tb_ann_format, guessed from the items */
+};
+
+int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
+                    const struct tb_dataset_opts *o)
+{
+    *out = NULL;
+    if (!ann || ann->n_items <= 0)
+        return tbi_err(TB_EINVAL, "a dataset needs annotations");
+    if (o->n_frames < 1 || o->n_frames > 1024 || o->width < 1 || o->height < 1 ||
+        o->width > 4096 || o->height > 4096)
+        return tbi_err(TB_EINVAL, "bad clip shape: %d frames of %dx%d", o->n_frames, o->width,
+                       o->height);
+    if (o->sampler == TB_SAMPLE_DENSE && o->stride < 1)
+        return tbi_err(TB_EINVAL, "dense sampling needs a stride of at least 1");
+    tb_dataset *ds = calloc(1, sizeof(*ds));
+    if (!ds)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    ds->ann = ann;
+    ds->o = *o;
+    if (ds->o.n_views < 1 || ds->o.train)
+        ds->o.n_views = 1;
+    snprintf(ds->root, sizeof(ds->root), "%s", o->root ? o->root : "");
+    snprintf(ds->ext, sizeof(ds->ext), "%s", o->ext && o->ext[0] ? o->ext : "mp4");
+    /* Kinetics items carry no time window. */
+    ds->kind = ann->items[0].end_s > 0 ? TB_ANN_EPIC : TB_ANN_KINETICS;
+    ds->o.root = ds->root;
+    ds->o.ext = ds->ext;
+    *out = ds;
+    return 0;
+}
+
+void tb_dataset_close(tb_dataset **ds)
+{
+    if (!ds || !*ds)
+        return;
+    free(*ds);
+    *ds = NULL;
+}
+
+int64_t tb_dataset_size(const tb_dataset *ds)
+{
+    return (int64_t)ds->ann->n_items * ds->o.n_views;
+}
+
+size_t tb_dataset_sample_bytes(const tb_dataset *ds)
+{
+    return (size_t)ds->o.n_frames * ds->o.width * ds->o.height * 3;
+}
+
+static int video_path(const tb_dataset *ds, const struct tb_ann_item *it, char *buf, size_t size)
+{
+    if (ds->kind == TB_ANN_KINETICS)
+        return ds->root[0] && it->video[0] != '/'
+                   ? tbi_fmt(buf, size, "%s/%s", ds->root, it->video)
+                   : tbi_fmt(buf, size, "%s", it->video);
+    return tbi_fmt(buf, size, "%s/%s.%s", ds->root, it->video, ds->ext);
+}
+
+int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t epoch, int64_t i,
+                   uint8_t *out, struct tb_sample_info *info)
+{
+    const struct tb_dataset_opts *o = &ds->o;
+    int64_t n = tb_dataset_size(ds);
+    struct tb_sample_info scratch;
+    char path[4096];
+    int64_t frames[1024];
+    int rc;
+
+    if (!info)
+        info = &scratch;
+    memset(info, 0, sizeof(*info));
+    if (i < 0 || i >= n)
+        return tbi_err(TB_ERANGE, "sample %lld of %lld", (long long)i, (long long)n);
+    const struct tb_ann_item *it = &ds->ann->items[i / o->n_views];
+    info->item = i / o->n_views;
+    info->view = (int)(i % o->n_views);
+    info->label[0] = it->verb;
+    info->label[1] = it->noun;
+    info->label[2] = it->action;
+    info->text = it->text;
+    if ((rc = video_path(ds, it, path, sizeof(path))) < 0)
+        return rc;
+
+    struct tb_video_info vi;
+    if ((rc = tb_reader_info(r, path, &vi)) < 0)
+        return tbi_err_prefix(rc, "%s:%d", ds->ann->path, it->line);
+    /* The window: the annotated action, or the whole video. */
+    int64_t start = 0, end = vi.n_frames;
+    if (ds->kind != TB_ANN_KINETICS) {
+        tb_seconds_to_frames(it->start_s, it->end_s, vi.fps_num, vi.fps_den, vi.n_frames, &start,
+                             &end);
+        if (end <= start)
+            return tbi_err(TB_ERANGE, "%s:%d: %s: the action (%.2f-%.2f s) is outside the "
+                           "video (%lld frames)", ds->ann->path, it->line, path, it->start_s,
+                           it->end_s, (long long)vi.n_frames);
+    }
+    tb_rng rng;
+    tb_rng_init(&rng, seed, tb_rng_stream((uint64_t)epoch, (uint64_t)i, 0));
+    if (o->sampler == TB_SAMPLE_DENSE) {
+        int64_t span_frames = end - start;
+        rc = tb_sample_dense(span_frames, o->n_frames, o->stride, o->train ? -1 : info->view,
+                             o->n_views, &rng, frames);
+        for (int k = 0; rc == 0 && k < o->n_frames; k++)
+            frames[k] += start;
+    } else if (o->train) {
+        rc = tb_sample_segments(start, end, o->n_frames, 1, &rng, frames);
+    } else {
+        rc = tb_sample_segments_view(start, end, o->n_frames, info->view, o->n_views, frames);
+    }
+    if (rc < 0)
+        return tbi_err_prefix(rc, "%s:%d", ds->ann->path, it->line);
+    struct tb_crop_spec center = {.mode = TB_CROP_CENTER};
+    rc = tb_reader_read(r, path, frames, o->n_frames, o->train ? &o->crop : &center, &rng,
+                        o->width, o->height, out, &info->clip);
+    return rc;
+}

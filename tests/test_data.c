@@ -1,0 +1,490 @@
+/* tests/test_data.c - annotations, datasets and the loader.
+ * - EPIC-Kitchens CSVs (synth's), AVION's action ids, Kinetics lists, narration CSVs; bad rows
+ *   named by file, line and column, or skipped and counted;
+ * - identical batches for 1, 2 and 8 workers and for two runs with a seed, another seed gives
+ *   others; shards disjoint and complete;
+ * - bounded memory over many batches;
+ * - broken and missing chunks replaced deterministically; too many failures stop the loader
+ *   with a message naming the file; a clip stuck in a system call times out;
+ * - the normalisation op against a direct computation, with flips. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tb_test.h"
+#include "tubelet/data.h"
+
+static char syn[4200], root[4200], train_csv[4400], val_csv[4400];
+
+static int make_dataset(void)
+{
+    char *out = NULL;
+    snprintf(syn, sizeof(syn), "%s/syn", tbt_dir());
+    snprintf(root, sizeof(root), "%s/chunks", tbt_dir());
+    int rc = tbt_run(&out, 300, "%s synth --out %s --videos 4 --seconds 20 --size 160x120 && "
+                     "%s prep %s/videos/*.mp4 --out %s --short-side 96 --chunk-seconds 5 "
+                     "--jobs 2 --preset veryfast", tbt_tubelet(), syn, tbt_tubelet(), syn, root);
+    CHECK_MSG(rc == 0, "synth/prep: %s", out);
+    free(out);
+    snprintf(train_csv, sizeof(train_csv), "%s/annotations/EPIC_100_train.csv", syn);
+    snprintf(val_csv, sizeof(val_csv), "%s/annotations/EPIC_100_validation.csv", syn);
+    return rc == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_annotations(void)
+{
+    struct tb_annotations *train = NULL, *val = NULL, *a = NULL;
+    struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
+    char path[4400];
+
+    tbt_case = "EPIC CSV";
+    CHECK_EQ(tb_ann_load(&train, train_csv, &epic), 0);
+    CHECK_EQ(tb_ann_load(&val, val_csv, &epic), 0);
+    if (!train || !val)
+        return;
+    size_t len;
+    char *text = tbt_read(train_csv, &len);
+    int lines = 0;
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    free(text);
+    CHECK_EQ(train->n_items, lines - 1);
+    const struct tb_ann_item *it = &train->items[0];
+    CHECK(it->end_s > it->start_s && it->verb >= 0 && it->verb < 8 && it->noun >= 0 &&
+          it->noun < 16 && it->text && strlen(it->text) > 5 && it->line == 2);
+    /* Action ids: "verb:noun" strings of both sets, sorted, numbered in order. */
+    struct tb_annotations *sets[2] = {train, val};
+    int n_actions = tb_ann_map_actions(sets, 2);
+    CHECK(n_actions > 1 && n_actions <= 8 * 16);
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < sets[s]->n_items; i++)
+            for (int t = 0; t < 2; t++)
+                for (int j = 0; j < sets[t]->n_items; j++) {
+                    const struct tb_ann_item *x = &sets[s]->items[i], *y = &sets[t]->items[j];
+                    char kx[24], ky[24];
+                    snprintf(kx, sizeof(kx), "%d:%d", x->verb, x->noun);
+                    snprintf(ky, sizeof(ky), "%d:%d", y->verb, y->noun);
+                    int c = strcmp(kx, ky);
+                    CHECK(x->action >= 0 && x->action < n_actions);
+                    CHECK((c == 0) == (x->action == y->action));
+                    CHECK((c < 0) == (x->action < y->action));
+                }
+
+    tbt_case = "bad EPIC rows";
+    snprintf(path, sizeof(path), "%s/bad.csv", tbt_dir());
+    write_file(path, "narration_id,video_id,start_timestamp,stop_timestamp,narration,"
+                     "verb_class,noun_class\n"
+                     "a,P01_01,00:00:01.00,00:00:02.50,\"move, red square left\",0,3\n"
+                     "b,P01_01,00:00:0x.00,00:00:02.50,grow,6,3\n"
+                     "c,P01_01,00:00:03.00,00:00:02.00,grow,6,3\n"
+                     "d,P01_01,00:00:03.00,00:00:04.00,grow,six,3\n"
+                     "\n"
+                     "e,P01_02,00:01:03.25,00:01:04.00,\"say \"\"hi\"\"\",1,2\n");
+    CHECK_EQ(tb_ann_load(&a, path, &epic), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "bad.csv:3: column 'start_timestamp': '00:00:0x.00' is not "
+                               "HH:MM:SS.ff");
+    struct tb_ann_opts skip = {.format = TB_ANN_EPIC, .skip_bad_rows = 1};
+    CHECK_EQ(tb_ann_load(&a, path, &skip), 0);
+    if (a) {
+        CHECK_EQ(a->n_items, 2);
+        CHECK_EQ(a->n_skipped, 3);
+        CHECK_STR_HAS(a->first_error, "bad.csv:3:");
+        CHECK(!strcmp(a->items[0].text, "move, red square left"));
+        CHECK(!strcmp(a->items[1].text, "say \"hi\""));
+        CHECK(fabs(a->items[1].start_s - 63.25) < 1e-9 && a->items[1].line == 7);
+        tb_ann_free(&a);
+    }
+    write_file(path, "video_id,start_timestamp\nP01,00:00:01.00\n");
+    CHECK_EQ(tb_ann_load(&a, path, &epic), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "bad.csv:1: no 'stop_timestamp' column");
+    snprintf(path, sizeof(path), "%s/none.csv", tbt_dir());
+    CHECK_EQ(tb_ann_load(&a, path, &epic), TB_ENOENT);
+    CHECK_STR_HAS(tb_errmsg(), "none.csv");
+
+    tbt_case = "Kinetics list";
+    snprintf(path, sizeof(path), "%s/k400.txt", tbt_dir());
+    write_file(path, "videos/a b.mp4 300 17\nvideos/c.mp4 4\nvideos/d.mp4 300 seven\n");
+    struct tb_ann_opts kin = {.format = TB_ANN_KINETICS, .skip_bad_rows = 1};
+    CHECK_EQ(tb_ann_load(&a, path, &kin), 0);
+    if (a) {
+        CHECK_EQ(a->n_items, 2);
+        CHECK(!strcmp(a->items[0].video, "videos/a b.mp4") && a->items[0].n_frames == 300 &&
+              a->items[0].verb == 17);
+        CHECK(!strcmp(a->items[1].video, "videos/c.mp4") && a->items[1].verb == 4);
+        CHECK_STR_HAS(a->first_error, "k400.txt:3: column 'label': 'seven' is not a class");
+        tb_ann_free(&a);
+    }
+
+    tbt_case = "narration CSV";
+    snprintf(path, sizeof(path), "%s/narr.csv", tbt_dir());
+    write_file(path, "video_id,start_s,end_s,text\nP01_01,1.5,3.25,\"pick up the cup, then "
+                     "drink\"\nP01_02,4,2,backwards\n");
+    struct tb_ann_opts narr = {.format = TB_ANN_NARRATION};
+    CHECK_EQ(tb_ann_load(&a, path, &narr), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "narr.csv:3: the action ends (2.00 s) before it starts");
+    narr.skip_bad_rows = 1;
+    CHECK_EQ(tb_ann_load(&a, path, &narr), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && !strcmp(a->items[0].text, "pick up the cup, then drink") &&
+              a->items[0].start_s == 1.5 && a->items[0].end_s == 3.25);
+        tb_ann_free(&a);
+    }
+    tb_ann_free(&train);
+    tb_ann_free(&val);
+}
+
+/* ---- loader ------------------------------------------------------------------------------ */
+
+#define T 4
+#define S 48
+#define B 4
+
+static struct tb_dataset_opts ds_opts(const char *data_root)
+{
+    struct tb_dataset_opts o = {
+        .root = data_root, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS, .n_frames = T,
+        .train = 1, .width = S, .height = S,
+        .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.3, .scale_max = 1,
+                 .ratio_min = 0.75, .ratio_max = 4.0 / 3, .flip = TB_FLIP_RANDOM},
+    };
+    return o;
+}
+
+/* Every batch of epochs 0 and 1, concatenated: clips, labels, indices. */
+struct run {
+    uint8_t *video;
+    int32_t *label;
+    int64_t *index;
+    int64_t n_clips;
+    struct tb_loader_stats stats;
+    int rc;
+    char err[512];
+};
+
+static void run_loader(tb_dataset *ds, struct tb_loader_opts o, int epochs, struct run *r)
+{
+    tb_loader *l = NULL;
+    size_t clip = (size_t)T * S * S * 3;
+    int64_t cap = 4096;
+    memset(r, 0, sizeof(*r));
+    r->video = malloc(clip * (size_t)cap);
+    r->label = malloc(sizeof(int32_t) * 3 * (size_t)cap);
+    r->index = malloc(sizeof(int64_t) * (size_t)cap);
+    if ((r->rc = tb_loader_open(&l, ds, &o)) < 0) {
+        snprintf(r->err, sizeof(r->err), "%s", tb_errmsg());
+        return;
+    }
+    for (int e = 0; e < epochs && r->rc == 0; e++) {
+        int64_t nb = tb_loader_epoch(l, e);
+        for (int64_t k = 0; k < nb; k++) {
+            struct tb_batch *b = NULL;
+            if ((r->rc = tb_loader_next(l, &b)) < 0) {
+                snprintf(r->err, sizeof(r->err), "%s", tb_errmsg());
+                break;
+            }
+            CHECK_EQ(b->number, k);
+            for (int j = 0; j < b->n && r->n_clips < cap; j++, r->n_clips++) {
+                memcpy(r->video + clip * (size_t)r->n_clips, b->video + clip * (size_t)j, clip);
+                memcpy(r->label + 3 * r->n_clips, b->label + 3 * j, 3 * sizeof(int32_t));
+                r->index[r->n_clips] = b->index[j];
+            }
+            tb_loader_release(l, b);
+        }
+        if (r->rc == 0) {
+            struct tb_batch *b = NULL;
+            CHECK_EQ(tb_loader_next(l, &b), TB_EOF);
+        }
+    }
+    tb_loader_get_stats(l, &r->stats);
+    tb_loader_close(&l);
+}
+
+static void free_run(struct run *r)
+{
+    free(r->video);
+    free(r->label);
+    free(r->index);
+}
+
+static int same_runs(const struct run *a, const struct run *b)
+{
+    size_t clip = (size_t)T * S * S * 3;
+    return a->n_clips == b->n_clips && a->n_clips > 0 &&
+           !memcmp(a->video, b->video, clip * (size_t)a->n_clips) &&
+           !memcmp(a->label, b->label, sizeof(int32_t) * 3 * (size_t)a->n_clips) &&
+           !memcmp(a->index, b->index, sizeof(int64_t) * (size_t)a->n_clips);
+}
+
+static void test_determinism(const struct tb_annotations *ann)
+{
+    tbt_case = "same batches for 1, 2 and 8 workers";
+    tb_dataset *ds = NULL;
+    struct tb_dataset_opts dopts = ds_opts(root);
+    CHECK_EQ(tb_dataset_open(&ds, ann, &dopts), 0);
+    struct tb_loader_opts o = {.batch_size = B, .n_workers = 1, .prefetch = 2, .seed = 42,
+                               .shuffle = 1, .world = 1, .max_failure_rate = 0.5};
+    struct run r1, r2, r8, again, other;
+    run_loader(ds, o, 2, &r1);
+    o.n_workers = 2;
+    run_loader(ds, o, 2, &r2);
+    o.n_workers = 8;
+    o.prefetch = 5;
+    run_loader(ds, o, 2, &r8);
+    run_loader(ds, o, 2, &again);
+    o.seed = 43;
+    run_loader(ds, o, 2, &other);
+    CHECK_MSG(r1.rc == 0 && r2.rc == 0 && r8.rc == 0, "%s %s %s", r1.err, r2.err, r8.err);
+    int64_t n = tb_dataset_size(ds);
+    CHECK_EQ(r1.n_clips, 2 * n);
+    CHECK(same_runs(&r1, &r2));
+    CHECK(same_runs(&r1, &r8));
+    CHECK(same_runs(&r8, &again));
+    CHECK(!same_runs(&r1, &other));
+    /* Each epoch is a permutation of the samples, a different one each epoch. */
+    int64_t *seen = calloc((size_t)n, sizeof(*seen));
+    for (int64_t i = 0; i < r1.n_clips; i++)
+        seen[r1.index[i]]++;
+    for (int64_t i = 0; i < n; i++)
+        CHECK_EQ(seen[i], 2);
+    CHECK(memcmp(r1.index, r1.index + n, sizeof(int64_t) * (size_t)n));
+    CHECK_EQ(r1.stats.failures, 0);
+    /* The labels are the annotations'. */
+    for (int64_t i = 0; i < r1.n_clips; i++) {
+        const struct tb_ann_item *it = &ann->items[r1.index[i]];
+        CHECK(r1.label[3 * i] == it->verb && r1.label[3 * i + 1] == it->noun &&
+              r1.label[3 * i + 2] == it->action);
+    }
+    free(seen);
+    free_run(&r1);
+    free_run(&r2);
+    free_run(&r8);
+    free_run(&again);
+    free_run(&other);
+
+    tbt_case = "shards";
+    int64_t *count = calloc((size_t)n, sizeof(*count));
+    int64_t per_rank = -1;
+    for (int rank = 0; rank < 3; rank++) {
+        struct tb_loader_opts so = {.batch_size = B, .n_workers = 2, .prefetch = 1, .seed = 9,
+                                    .shuffle = 1, .rank = rank, .world = 3,
+                                    .max_failure_rate = 0.5};
+        struct run rr;
+        run_loader(ds, so, 1, &rr);
+        CHECK_EQ(rr.rc, 0);
+        if (per_rank >= 0)
+            CHECK_EQ(rr.n_clips, per_rank); /* every rank does the same number of steps */
+        per_rank = rr.n_clips;
+        for (int64_t i = 0; i < rr.n_clips; i++)
+            count[rr.index[i]]++;
+        free_run(&rr);
+    }
+    /* Together the shards cover every sample; only the padding to a multiple of the world
+     * size repeats any. */
+    int64_t repeats = 0;
+    for (int64_t i = 0; i < n; i++) {
+        CHECK_MSG(count[i] >= 1, "sample %" PRId64 " in no shard", i);
+        repeats += count[i] - 1;
+    }
+    CHECK_EQ(repeats, (3 - n % 3) % 3);
+    free(count);
+
+    tbt_case = "drop_last";
+    struct tb_loader_opts dl = {.batch_size = 5, .n_workers = 2, .prefetch = 1, .seed = 1,
+                                .shuffle = 0, .drop_last = 1, .world = 1,
+                                .max_failure_rate = 0.5};
+    struct run rd;
+    run_loader(ds, dl, 1, &rd);
+    CHECK_EQ(rd.n_clips, n / 5 * 5);
+    for (int64_t i = 0; i < rd.n_clips; i++)
+        CHECK_EQ(rd.index[i], i); /* no shuffle: in order */
+    free_run(&rd);
+    tb_dataset_close(&ds);
+}
+
+static long rss_kb(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    if (f)
+        fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void test_bounded_memory(const struct tb_annotations *ann)
+{
+    tbt_case = "bounded memory";
+    tb_dataset *ds = NULL;
+    struct tb_dataset_opts dopts = ds_opts(root);
+    CHECK_EQ(tb_dataset_open(&ds, ann, &dopts), 0);
+    struct tb_loader_opts o = {.batch_size = B, .n_workers = 4, .prefetch = 3, .seed = 1,
+                               .shuffle = 1, .world = 1, .max_failure_rate = 0.5};
+    tb_loader *l = NULL;
+    CHECK_EQ(tb_loader_open(&l, ds, &o), 0);
+    long after_warmup = 0;
+    int64_t batches = 0;
+    for (int e = 0; e < 40 && l; e++) {
+        int64_t nb = tb_loader_epoch(l, e);
+        for (int64_t k = 0; k < nb; k++, batches++) {
+            struct tb_batch *b = NULL;
+            if (tb_loader_next(l, &b) < 0) {
+                TBT_FAIL("%s", tb_errmsg());
+                e = 40;
+                break;
+            }
+            tb_loader_release(l, b);
+        }
+        if (e == 4)
+            after_warmup = rss_kb();
+    }
+    long end = rss_kb();
+    fprintf(stderr, "bounded memory: %" PRId64 " batches, RSS %ld kB after 5 epochs, %ld kB "
+            "after 40\n", batches, after_warmup, end);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan keeps freed memory in quarantine; the growth bound is for normal builds. */
+    (void)end;
+#else
+    CHECK_MSG(end - after_warmup < 8 * 1024, "RSS grew from %ld to %ld kB", after_warmup, end);
+#endif
+    tb_loader_close(&l);
+    tb_dataset_close(&ds);
+}
+
+static void test_failures(const struct tb_annotations *ann)
+{
+    tbt_case = "broken and missing chunks";
+    char broken[4300], *out = NULL;
+    snprintf(broken, sizeof(broken), "%s/broken", tbt_dir());
+    /* A copy of the data with a chunk deleted and another overwritten with noise. */
+    int rc = tbt_run(&out, 60, "rm -rf %s && cp -r %s %s && rm %s/P01_01.mp4/5.mp4 && "
+                     "head -c 20000 /dev/urandom > %s/P01_02.mp4/10.mp4", broken, root, broken,
+                     broken, broken);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    tb_dataset *ds = NULL;
+    struct tb_dataset_opts dopts = ds_opts(broken);
+    CHECK_EQ(tb_dataset_open(&ds, ann, &dopts), 0);
+    struct tb_loader_opts o = {.batch_size = B, .n_workers = 1, .prefetch = 2, .seed = 5,
+                               .shuffle = 1, .world = 1, .max_failure_rate = 0.5};
+    struct run r1, r3;
+    run_loader(ds, o, 1, &r1);
+    o.n_workers = 3;
+    run_loader(ds, o, 1, &r3);
+    CHECK_MSG(r1.rc == 0 && r3.rc == 0, "%s %s", r1.err, r3.err);
+    CHECK_MSG(r1.stats.failures > 0, "no clip failed");
+    CHECK_EQ(r1.n_clips, tb_dataset_size(ds));
+    CHECK(same_runs(&r1, &r3)); /* the substitutes do not depend on the workers either */
+    free_run(&r1);
+    free_run(&r3);
+
+    tbt_case = "too many failures";
+    o.max_failure_rate = 0.01;
+    char gone[4300];
+    snprintf(gone, sizeof(gone), "%s/gone", tbt_dir());
+    tbt_run(NULL, 60, "rm -rf %s && cp -r %s %s && rm -r %s/P01_01.mp4 %s/P01_02.mp4 "
+            "%s/P01_03.mp4", gone, root, gone, gone, gone, gone);
+    struct tb_dataset_opts gopts = ds_opts(gone);
+    tb_dataset *gds = NULL;
+    CHECK_EQ(tb_dataset_open(&gds, ann, &gopts), 0);
+    struct run rg;
+    run_loader(gds, o, 1, &rg);
+    CHECK_EQ(rg.rc, TB_EDECODE);
+    CHECK_STR_HAS(rg.err, "too many clips fail");
+    CHECK_STR_HAS(rg.err, "gone/P01_0");
+    free_run(&rg);
+    tb_dataset_close(&gds);
+    tb_dataset_close(&ds);
+}
+
+static void test_timeout(void)
+{
+    tbt_case = "stuck clip";
+    /* A Kinetics list whose third video is a FIFO nobody writes: opening it blocks forever. */
+    char list[4300], fifo[4300], text[8192];
+    snprintf(fifo, sizeof(fifo), "%s/stuck.mp4", tbt_dir());
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    snprintf(list, sizeof(list), "%s/stuck.txt", tbt_dir());
+    snprintf(text, sizeof(text),
+             "%s/P01_01.mp4 600 1\n%s/P01_02.mp4 600 2\n%s 600 3\n%s/P01_03.mp4 600 4\n", root,
+             root, fifo, root);
+    write_file(list, text);
+    struct tb_annotations *ann = NULL;
+    struct tb_ann_opts kin = {.format = TB_ANN_KINETICS};
+    CHECK_EQ(tb_ann_load(&ann, list, &kin), 0);
+    tb_dataset *ds = NULL;
+    struct tb_dataset_opts dopts = ds_opts("");
+    CHECK_EQ(tb_dataset_open(&ds, ann, &dopts), 0);
+    struct tb_loader_opts o = {.batch_size = 2, .n_workers = 2, .prefetch = 1, .seed = 3,
+                               .shuffle = 0, .world = 1, .max_failure_rate = 0.5,
+                               .clip_timeout_s = 0.5};
+    struct run r;
+    run_loader(ds, o, 1, &r);
+    CHECK_MSG(r.rc == 0, "%s", r.err);
+    CHECK_EQ(r.n_clips, 4);
+    CHECK_EQ(r.stats.timeouts, 1);
+    for (int64_t i = 0; i < r.n_clips; i++)
+        CHECK(r.index[i] != 2); /* the stuck video was replaced */
+    free_run(&r);
+    tb_dataset_close(&ds);
+    tb_ann_free(&ann);
+}
+
+static void test_normalize(void)
+{
+    tbt_case = "normalize";
+    enum { NB = 2, NT = 3, NH = 5, NW = 7 };
+    uint8_t in[NB * NT * NH * NW * 3], flip[NB] = {0, 1};
+    float out[NB * 3 * NT * NH * NW];
+    tb_rng r;
+    tb_rng_init(&r, 1, 1);
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (uint8_t)tb_rng_below(&r, 256);
+    tb_augment_normalize(in, NB, NT, NH, NW, flip, tb_mean_openai, tb_std_openai, out);
+    /* out[b][c][t][y][x] = (in[b][t][y][x'][c] - mean[c]) / std[c], x' mirrored for b = 1. */
+    double worst = 0;
+    for (int b = 0; b < NB; b++)
+        for (int c = 0; c < 3; c++)
+            for (int t = 0; t < NT; t++)
+                for (int y = 0; y < NH; y++)
+                    for (int x = 0; x < NW; x++) {
+                        int xs = flip[b] ? NW - 1 - x : x;
+                        double want = ((double)in[(((b * NT + t) * NH + y) * NW + xs) * 3 + c] -
+                                       tb_mean_openai[c]) / tb_std_openai[c];
+                        double got = out[(((b * 3 + c) * NT + t) * NH + y) * NW + x];
+                        worst = fmax(worst, fabs(got - want));
+                    }
+    CHECK_MSG(worst < 1e-5, "worst difference %g", worst);
+}
+
+int main(void)
+{
+    tbt_begin("data");
+    test_normalize();
+    if (make_dataset() < 0)
+        return 1;
+    test_annotations();
+    struct tb_annotations *train = NULL, *val = NULL;
+    struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&train, train_csv, &epic), 0);
+    CHECK_EQ(tb_ann_load(&val, val_csv, &epic), 0);
+    struct tb_annotations *sets[2] = {train, val};
+    tb_ann_map_actions(sets, 2);
+    if (train) {
+        test_determinism(train);
+        test_bounded_memory(train);
+        test_failures(train);
+    }
+    test_timeout();
+    tb_ann_free(&train);
+    tb_ann_free(&val);
+    TBT_EXIT();
+}
