@@ -11,6 +11,12 @@ extern const struct cli_command cli_cmd_synth;
 extern const struct cli_command cli_cmd_prep;
 extern const struct cli_command cli_cmd_probe;
 extern const struct cli_command cli_cmd_frames;
+extern const struct cli_command cli_cmd_bench_load;
+extern const struct cli_command cli_cmd_peek;
+
+/* "epic", "kinetics" or "narration" to the annotation format; -1 if unknown. */
+#include "tubelet/data.h"
+int cli_ann_format(const char *name, enum tb_ann_format *out);
 
 /* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
 extern volatile int cli_cancel;

@@ -18,6 +18,8 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_prep,
     &cli_cmd_probe,
     &cli_cmd_frames,
+    &cli_cmd_bench_load,
+    &cli_cmd_peek,
 };
 #define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
 

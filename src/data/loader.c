@@ -198,6 +198,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&l->mu);
         w->state = W_IDLE;
         l->stats.clips++;
+        l->stats.frames_decoded += info.clip.n_decoded;
         struct slot *s = &l->slots[(pos / l->o.batch_size) % l->n_slots];
         if (--s->remaining == 0)
             pthread_cond_broadcast(&l->done);

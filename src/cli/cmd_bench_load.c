@@ -1,0 +1,162 @@
+/* src/cli/cmd_bench_load.c - `tubelet bench-load`: how fast the loader turns annotations into
+ * batches on this machine: clips/s, decoded frames/s, CPU use, and resident memory early and
+ * late in the run (it must stay flat). bench/loader_bench.sh runs it beside PyTorch
+ * DataLoader baselines. Tests: tests/test_cli_data.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "tubelet/data.h"
+
+struct bench_config {
+    char *root;
+    char *ann;
+    char *format;
+    char *workload;
+    int workers;
+    int batch;
+    int clips;
+    int prefetch;
+    int size;
+    int seed;
+};
+
+#define F(name, type, field, def, meta, help, ...)                                            \
+    CLI_FLAG(name, type, struct bench_config, field, def, meta, help, __VA_ARGS__)
+static const struct cli_flag bench_flags[] = {
+    F("root", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
+    F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
+    F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
+      CLI_NO_RANGE),
+    F("workload", CLI_STR, workload, "w1", "NAME",
+      "w1: 4 frames per clip; w2: 16 frames (AVION's), random-resized-crop", CLI_NO_RANGE),
+    F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
+    F("batch", CLI_INT, batch, "16", "B", "clips per batch", 1, 4096),
+    F("clips", CLI_INT, clips, "2000", "N", "clips to load (whole batches)", 1, 100000000),
+    F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
+    F("size", CLI_INT, size, "224", "PX", "output frame size (square)", 8, 4096),
+    F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
+};
+#undef F
+
+static double rss_mb(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    if (f)
+        fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+int cli_ann_format(const char *name, enum tb_ann_format *out)
+{
+    if (!strcmp(name, "epic"))
+        *out = TB_ANN_EPIC;
+    else if (!strcmp(name, "kinetics"))
+        *out = TB_ANN_KINETICS;
+    else if (!strcmp(name, "narration"))
+        *out = TB_ANN_NARRATION;
+    else
+        return -1;
+    return 0;
+}
+
+static int run_bench(void *config, int n_args, char **args)
+{
+    struct bench_config *c = config;
+    struct tb_annotations *ann = NULL;
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    int rc, status = 1;
+    (void)n_args;
+    (void)args;
+    if (!c->root[0] || !c->ann[0]) {
+        fprintf(stderr, "tubelet bench-load: --root DIR and --ann FILE are required\n");
+        return 2;
+    }
+    if (cli_ann_format(c->format, &ao.format) < 0 ||
+        (strcmp(c->workload, "w1") && strcmp(c->workload, "w2"))) {
+        fprintf(stderr, "tubelet bench-load: unknown --format '%s' or --workload '%s'\n",
+                c->format, c->workload);
+        return 2;
+    }
+    struct tb_dataset_opts dopts = {
+        .root = c->root, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS,
+        .n_frames = strcmp(c->workload, "w2") ? 4 : 16, .train = 1, .width = c->size,
+        .height = c->size,
+        .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.08, .scale_max = 1,
+                 .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3, .flip = TB_FLIP_RANDOM},
+    };
+    struct tb_loader_opts lo = {.batch_size = c->batch, .n_workers = c->workers,
+                                .prefetch = c->prefetch, .seed = (uint64_t)c->seed,
+                                .shuffle = 1, .world = 1, .max_failure_rate = 0.05};
+    if ((rc = tb_ann_load(&ann, c->ann, &ao)) < 0 || (rc = tb_dataset_open(&ds, ann, &dopts)) < 0 ||
+        (rc = tb_loader_open(&l, ds, &lo)) < 0)
+        goto fail;
+    double t0 = cli_now(), cpu0 = cpu_s(), rss_early = 0, t_early = 0;
+    int64_t clips = 0, batches = 0, target = c->clips;
+    for (int64_t epoch = 0; clips < target && !cli_cancel; epoch++) {
+        int64_t nb = tb_loader_epoch(l, epoch);
+        for (int64_t k = 0; k < nb && clips < target && !cli_cancel; k++) {
+            struct tb_batch *b = NULL;
+            if ((rc = tb_loader_next(l, &b)) < 0)
+                goto fail;
+            clips += b->n;
+            batches++;
+            tb_loader_release(l, b);
+            if (!t_early && clips >= target / 10) {
+                t_early = cli_now();
+                rss_early = rss_mb();
+            }
+        }
+    }
+    double secs = cli_now() - t0, cpu = cpu_s() - cpu0;
+    struct tb_loader_stats st;
+    tb_loader_get_stats(l, &st);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"workers\": %d, \"batch\": %d, "
+           "\"clips\": %lld, \"seconds\": %.3f, \"clips_per_s\": %.2f, "
+           "\"decoded_frames_per_s\": %.1f, \"cpu_percent\": %.0f, \"rss_mb_at_10pct\": %.1f, "
+           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, \"failures\": %lld}\n",
+           c->workload, c->workers, c->batch, (long long)clips, secs, clips / secs,
+           st.frames_decoded / secs, 100 * cpu / secs, rss_early, rss_mb(),
+           ru.ru_maxrss / 1024.0, (long long)st.failures);
+    status = 0;
+    goto end;
+fail:
+    cli_report("bench-load", rc);
+end:
+    tb_loader_close(&l);
+    tb_dataset_close(&ds);
+    tb_ann_free(&ann);
+    return status;
+}
+
+const struct cli_command cli_cmd_bench_load = {
+    .name = "bench-load",
+    .args = "",
+    .summary = "measure the loader: clips/s, decoded frames/s, CPU use, memory over the run",
+    .details = "Loads --clips clips of --workload from --ann over the videos prepared in --root\n"
+               "with --workers threads, and prints one JSON line.",
+    .flags = bench_flags,
+    .n_flags = (int)(sizeof(bench_flags) / sizeof(bench_flags[0])),
+    .config_size = sizeof(struct bench_config),
+    .min_args = 0,
+    .max_args = 0,
+    .run = run_bench,
+};

@@ -1,0 +1,219 @@
+/* src/cli/cmd_peek.c - `tubelet peek`: a contact sheet of a few clips exactly as the model
+ * will see them (the loader's first batch: sampled frames, crop, flip), one row per clip with
+ * its sample, video, time window, labels and narration written above it. A PNG, through
+ * libavcodec. Tests: tests/test_cli_data.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/sheet.h"
+#include "tubelet/data.h"
+
+struct peek_config {
+    char *root;
+    char *ann;
+    char *format;
+    char *out;
+    int clips;
+    int frames;
+    int size;
+    char *sampler;
+    int stride;
+    int train;
+    double scale_min;
+    int seed;
+    char *verbs;
+    char *nouns;
+};
+
+#define F(name, type, field, def, meta, help, ...)                                            \
+    CLI_FLAG(name, type, struct peek_config, field, def, meta, help, __VA_ARGS__)
+static const struct cli_flag peek_flags[] = {
+    F("root", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
+    F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
+    F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
+      CLI_NO_RANGE),
+    F("out", CLI_STR, out, NULL, "FILE.png", "the contact sheet", CLI_NO_RANGE),
+    F("clips", CLI_INT, clips, "6", "N", "clips (rows)", 1, 64),
+    F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 64),
+    F("size", CLI_INT, size, "112", "PX", "frame size (square)", 16, 1024),
+    F("sampler", CLI_STR, sampler, "segments", "NAME", "segments (AVION) or dense (VideoMAE)",
+      CLI_NO_RANGE),
+    F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
+    F("train", CLI_BOOL, train, "true", "",
+      "training view (jittered frames, random resized crop, flips); false: evaluation view",
+      CLI_NO_RANGE),
+    F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S",
+      "smallest crop area fraction of the random resized crop (AVION fine-tuning: 0.5)",
+      0.01, 1),
+    F("seed", CLI_INT, seed, "0", "K", "random seed (as for training)", 0, 2147483647),
+    F("verbs", CLI_STR, verbs, "", "FILE", "verb class list (id,key,...) to print names",
+      CLI_NO_RANGE),
+    F("nouns", CLI_STR, nouns, "", "FILE", "noun class list (id,key,...) to print names",
+      CLI_NO_RANGE),
+};
+#undef F
+
+/* Class names from an EPIC class list, "id,key,...". Returns a malloc'ed array of n names. */
+static char **load_names(const char *path, int *n)
+{
+    char line[1024];
+    char **names = NULL;
+    int cap = 0;
+    *n = 0;
+    FILE *f = path[0] ? fopen(path, "r") : NULL;
+    if (!f)
+        return NULL;
+    while (fgets(line, sizeof(line), f)) {
+        char *comma = strchr(line, ','), *end;
+        long id = strtol(line, &end, 10);
+        if (!comma || end != comma || id < 0 || id > 100000)
+            continue; /* the header and anything else */
+        char *key = comma + 1, *e = strchr(key, ',');
+        if (e)
+            *e = '\0';
+        key[strcspn(key, "\r\n")] = '\0';
+        if (id >= cap) {
+            int c = (int)id + 64;
+            char **g = realloc(names, sizeof(*g) * (size_t)c);
+            if (!g)
+                break;
+            memset(g + cap, 0, sizeof(*g) * (size_t)(c - cap));
+            names = g;
+            cap = c;
+        }
+        free(names[id]);
+        names[id] = strdup(key);
+        if (id + 1 > *n)
+            *n = (int)id + 1;
+    }
+    fclose(f);
+    return names;
+}
+
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+static const char *name_of(char **names, int n, int id)
+{
+    return id >= 0 && id < n && names[id] ? names[id] : NULL;
+}
+
+static int run_peek(void *config, int n_args, char **args)
+{
+    struct peek_config *c = config;
+    struct tb_annotations *ann = NULL;
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    struct tb_batch *b = NULL;
+    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    uint8_t *sheet = NULL;
+    char **verbs = NULL, **nouns = NULL;
+    int n_verbs = 0, n_nouns = 0, rc, status = 1;
+    (void)n_args;
+    (void)args;
+    if (!c->root[0] || !c->ann[0] || !c->out[0]) {
+        fprintf(stderr, "tubelet peek: --root, --ann and --out are required\n");
+        return 2;
+    }
+    if (cli_ann_format(c->format, &ao.format) < 0 ||
+        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense"))) {
+        fprintf(stderr, "tubelet peek: unknown --format '%s' or --sampler '%s'\n", c->format,
+                c->sampler);
+        return 2;
+    }
+    verbs = load_names(c->verbs, &n_verbs);
+    nouns = load_names(c->nouns, &n_nouns);
+    struct tb_dataset_opts dopts = {
+        .root = c->root, .ext = "mp4",
+        .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,
+        .n_frames = c->frames, .stride = c->stride, .train = c->train, .n_views = 1,
+        .width = c->size, .height = c->size,
+        .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = c->scale_min, .scale_max = 1,
+                 .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3, .flip = TB_FLIP_RANDOM},
+    };
+    struct tb_loader_opts lo = {.batch_size = c->clips, .n_workers = 2, .prefetch = 0,
+                                .seed = (uint64_t)c->seed, .shuffle = 1, .world = 1,
+                                .max_failure_rate = 0.5};
+    if ((rc = tb_ann_load(&ann, c->ann, &ao)) < 0 || (rc = tb_dataset_open(&ds, ann, &dopts)) < 0 ||
+        (rc = tb_loader_open(&l, ds, &lo)) < 0)
+        goto fail;
+    if (tb_loader_epoch(l, 0) < 1) {
+        fprintf(stderr, "tubelet peek: no clips\n");
+        goto end;
+    }
+    if ((rc = tb_loader_next(l, &b)) < 0)
+        goto fail;
+
+    const int scale = 2, gap = 2, margin = 4, text_h = 2 * (SHEET_GLYPH_H * scale + 3);
+    int T = c->frames, S = c->size;
+    int W = 2 * margin + T * S + (T - 1) * gap, row_h = text_h + S + 2 * gap;
+    int H = 2 * margin + b->n * row_h;
+    if (!(sheet = malloc((size_t)W * H * 3))) {
+        fprintf(stderr, "tubelet peek: out of memory\n");
+        goto end;
+    }
+    memset(sheet, 24, (size_t)W * H * 3);
+    static const uint8_t white[3] = {240, 240, 240}, yellow[3] = {250, 210, 60};
+    size_t clip_bytes = (size_t)T * S * S * 3;
+    printf("peek: %s: samples", c->out);
+    for (int i = 0; i < b->n; i++) {
+        const struct tb_ann_item *it = &ann->items[b->index[i]];
+        int y = margin + i * row_h;
+        char line[512];
+        snprintf(line, sizeof(line), "#%lld %s %.2f-%.2fs%s", (long long)b->index[i], it->video,
+                 it->start_s, it->end_s, b->flip[i] ? " flipped" : "");
+        sheet_text(sheet, W, H, margin, y, line, scale, white);
+        const char *vn = name_of(verbs, n_verbs, it->verb), *nn = name_of(nouns, n_nouns, it->noun);
+        if (ao.format == TB_ANN_EPIC)
+            snprintf(line, sizeof(line), "%s (%d) %s (%d)%s%s", vn ? vn : "verb", it->verb,
+                     nn ? nn : "noun", it->noun, it->text ? ": " : "", it->text ? it->text : "");
+        else if (ao.format == TB_ANN_KINETICS)
+            snprintf(line, sizeof(line), "label %d", it->verb);
+        else
+            snprintf(line, sizeof(line), "%s", it->text ? it->text : "");
+        sheet_text(sheet, W, H, margin, y + SHEET_GLYPH_H * scale + 3, line, scale, yellow);
+        for (int t = 0; t < T; t++)
+            sheet_blit(sheet, W, margin + t * (S + gap), y + text_h + gap,
+                       b->video + (size_t)i * clip_bytes + (size_t)t * S * S * 3, S, S);
+        printf(" %lld", (long long)b->index[i]);
+    }
+    printf(" (epoch 0, seed %d)\n", c->seed);
+    if ((rc = tb_image_write(c->out, sheet, W, H, 1)) < 0)
+        goto fail;
+    status = 0;
+    goto end;
+fail:
+    cli_report("peek", rc);
+end:
+    if (b)
+        tb_loader_release(l, b);
+    tb_loader_close(&l);
+    tb_dataset_close(&ds);
+    tb_ann_free(&ann);
+    free(sheet);
+    free_names(verbs, n_verbs);
+    free_names(nouns, n_nouns);
+    return status;
+}
+
+const struct cli_command cli_cmd_peek = {
+    .name = "peek",
+    .args = "",
+    .summary = "draw a contact sheet of clips exactly as the model will see them",
+    .details = "One row per clip of the loader's first batch (epoch 0 of --seed): its frames after\n"
+               "sampling, crop and flip, under a line naming the sample, video, time window,\n"
+               "labels and narration.",
+    .flags = peek_flags,
+    .n_flags = (int)(sizeof(peek_flags) / sizeof(peek_flags[0])),
+    .config_size = sizeof(struct peek_config),
+    .min_args = 0,
+    .max_args = 0,
+    .run = run_peek,
+};
