@@ -133,6 +133,7 @@ struct tb_loader_stats {
     int64_t clips;             /* delivered */
     int64_t failures;          /* clips that failed (each replaced) */
     int64_t timeouts;          /* of those, over the time limit */
+    int64_t frames_decoded;    /* frames the decoders returned for delivered clips */
     double wait_s;             /* time tb_loader_next spent waiting for workers */
 };
 

@@ -286,7 +286,10 @@ int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts 
         struct tb_batch *b = &l->slots[i].batch;
         size_t n = (size_t)o->batch_size;
         l->slots[i].number = -1;
-        b->video = malloc(n * l->clip_bytes);
+        /* Page-aligned, so a GPU backend can pin the pool (cudaHostRegister) once. */
+        void *video = NULL;
+        if (posix_memalign(&video, 4096, n * l->clip_bytes) == 0)
+            b->video = video;
         b->label = malloc(n * 3 * sizeof(*b->label));
         b->index = malloc(n * sizeof(*b->index));
         b->text = malloc(n * sizeof(*b->text));
