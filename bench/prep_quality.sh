@@ -7,6 +7,7 @@ src=$1
 shift
 for dir in "$@"; do
     list=$(mktemp)
+    dir=$(cd "$dir" && pwd)
     awk '/^chunk /{split($3, f, "="); print "file '\''" d "/" f[2] "'\''"}' d="$dir" \
         "$dir/video.idx" > "$list"
     log=$(mktemp)
