@@ -1,6 +1,7 @@
 /* src/core/error.c - status text, the thread-local error message, and the log callback.
  * The library itself never writes to stdout or stderr; tbi_assert_fail is the one exception,
  * for broken invariants (a bug in tubelet, not bad input). Tests: tests/test_core.c. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,17 @@ void tbi_assert_fail(const char *expr, const char *file, int line)
 {
     fprintf(stderr, "tubelet: internal error: %s:%d: assertion '%s' failed\n", file, line, expr);
     abort();
+}
+
+int tbi_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
 }
 
 int tbi_fmt(char *buf, size_t size, const char *fmt, ...)

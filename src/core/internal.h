@@ -46,6 +46,9 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len);
  * a larger file is TB_EFORMAT. */
 int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes);
 
+/* Parse all of s as a decimal integer in [lo, hi]: 0, or -1 (junk, overflow, out of range). */
+int tbi_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
 /* snprintf that reports truncation as TB_ERANGE naming what was being formatted. */
 int tbi_fmt(char *buf, size_t size, const char *fmt, ...) TB_PRINTF(3, 4);
 

@@ -84,17 +84,6 @@ static double parse_timestamp(const char *s)
     return part[0] * 3600.0 + part[1] * 60.0 + part[2] + frac;
 }
 
-static int parse_int(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_seconds(const char *s, double *out)
 {
     char *end;
@@ -151,7 +140,7 @@ static int parse_row(struct parser *ps, char *line, int line_no)
     char *f[MAX_FIELDS];
     const char *path = ps->path;
     struct tb_ann_item tmp = {0};
-    long long v;
+    int64_t v;
     tmp.verb = tmp.noun = tmp.action = -1;
     tmp.line = line_no;
     const char *video = NULL, *text = NULL;
@@ -167,7 +156,7 @@ static int parse_row(struct parser *ps, char *line, int line_no)
             return tbi_err(TB_EFORMAT, "%s:%d: expected 'path num_frames label', got '%.80s'",
                            path, line_no, line);
         *label++ = '\0';
-        if (parse_int(label, 0, 1000000000, &v) < 0)
+        if (tbi_parse_i64(label, 0, 1000000000, &v) < 0)
             return tbi_err(TB_EFORMAT, "%s:%d: column 'label': '%s' is not a class number",
                            path, line_no, label);
         tmp.verb = (int)v;
@@ -175,7 +164,7 @@ static int parse_row(struct parser *ps, char *line, int line_no)
         tab = strrchr(rest, '\t');
         if (tab > count)
             count = tab;
-        if (count && parse_int(count + 1, 1, INT64_MAX / 2, &v) == 0) {
+        if (count && tbi_parse_i64(count + 1, 1, INT64_MAX / 2, &v) == 0) {
             *count = '\0';
             tmp.n_frames = v;
         }
@@ -197,11 +186,11 @@ static int parse_row(struct parser *ps, char *line, int line_no)
             if ((tmp.end_s = parse_timestamp(f[ps->col[C_STOP]])) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'stop_timestamp': '%s' is not "
                                "HH:MM:SS.ff", path, line_no, f[ps->col[C_STOP]]);
-            if (parse_int(f[ps->col[C_VERB]], 0, 1000000, &v) < 0)
+            if (tbi_parse_i64(f[ps->col[C_VERB]], 0, 1000000, &v) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'verb_class': '%s' is not a class "
                                "number", path, line_no, f[ps->col[C_VERB]]);
             tmp.verb = (int)v;
-            if (parse_int(f[ps->col[C_NOUN]], 0, 1000000, &v) < 0)
+            if (tbi_parse_i64(f[ps->col[C_NOUN]], 0, 1000000, &v) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'noun_class': '%s' is not a class "
                                "number", path, line_no, f[ps->col[C_NOUN]]);
             tmp.noun = (int)v;

@@ -74,18 +74,6 @@ void tbi_index_format(struct tbi_sb *sb, enum tbi_index_kind kind, const struct 
         format_chunk(sb, &idx->chunks[i], i);
 }
 
-/* Parse a whole decimal int64 in [lo, hi]; 0 or -1. */
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* Parse "k=v" among space-separated fields of s; copies v into val. 0 or -1 if absent. */
 static int field(const char *s, const char *key, char *val, size_t val_size)
 {
@@ -112,7 +100,7 @@ static int field(const char *s, const char *key, char *val, size_t val_size)
 static int field_i64(const char *s, const char *key, int64_t lo, int64_t hi, int64_t *out)
 {
     char v[32];
-    return field(s, key, v, sizeof(v)) || parse_i64(v, lo, hi, out) ? -1 : 0;
+    return field(s, key, v, sizeof(v)) || tbi_parse_i64(v, lo, hi, out) ? -1 : 0;
 }
 
 static int parse_keyframes(struct tb_chunk_info *c, char *rest)
@@ -124,7 +112,7 @@ static int parse_keyframes(struct tb_chunk_info *c, char *rest)
     char *save = NULL;
     for (char *tok = strtok_r(rest, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
         int64_t v;
-        if (parse_i64(tok, 0, INT64_MAX, &v) || (n > 0 && v <= kf[n - 1])) {
+        if (tbi_parse_i64(tok, 0, INT64_MAX, &v) || (n > 0 && v <= kf[n - 1])) {
             free(kf);
             return TB_EFORMAT;
         }
@@ -202,7 +190,7 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
         else
             rest = line + strlen(line);
         if (line_no == 1) {
-            if (strcmp(line, kind_magic(kind)) || parse_i64(rest, 1, 1000000, &v)) {
+            if (strcmp(line, kind_magic(kind)) || tbi_parse_i64(rest, 1, 1000000, &v)) {
                 rc = tbi_err(TB_EFORMAT, "%s:1: not a %s index", path, kind_magic(kind));
                 goto fail;
             }
@@ -222,17 +210,17 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
             if (sscanf(rest, "%dx%d", &idx->width, &idx->height) != 2)
                 goto bad_line;
         } else if (!strcmp(line, "chunk_seconds")) {
-            if (parse_i64(rest, 1, 1 << 30, &v))
+            if (tbi_parse_i64(rest, 1, 1 << 30, &v))
                 goto bad_line;
             idx->chunk_seconds = (int)v;
         } else if (!strcmp(line, "chunk_frames")) {
-            if (parse_i64(rest, 1, INT64_MAX, &idx->chunk_frames))
+            if (tbi_parse_i64(rest, 1, INT64_MAX, &idx->chunk_frames))
                 goto bad_line;
         } else if (!strcmp(line, "frames") && kind == TBI_INDEX_VIDEO) {
-            if (parse_i64(rest, 0, INT64_MAX, &idx->n_frames))
+            if (tbi_parse_i64(rest, 0, INT64_MAX, &idx->n_frames))
                 goto bad_line;
         } else if (!strcmp(line, "chunks") && kind == TBI_INDEX_VIDEO) {
-            if (parse_i64(rest, 1, 10000000, &v) || idx->chunks)
+            if (tbi_parse_i64(rest, 1, 10000000, &v) || idx->chunks)
                 goto bad_line;
             declared_chunks = (int)v;
             idx->chunks = calloc((size_t)v, sizeof(*idx->chunks));
@@ -246,7 +234,7 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
             if (!sp)
                 goto bad_line;
             *sp = '\0';
-            if (parse_i64(rest, 0, 10000000, &v))
+            if (tbi_parse_i64(rest, 0, 10000000, &v))
                 goto bad_line;
             if (kind == TBI_INDEX_VIDEO) {
                 if (v != cur + 1 || v >= idx->n_chunks)
