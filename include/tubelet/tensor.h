@@ -1,0 +1,30 @@
+/* include/tubelet/tensor.h - the shape legend used in every shape comment, and the numeric
+ * types the backends share. Activations and parameters are plain float arrays with their
+ * shapes written beside them (llm.c style); the backend op table (src/tensor/ops.h) works on
+ * them.
+ *
+ *   B  batch (per process)       N   visual tokens per clip
+ *   T  frames per clip           S   text tokens per caption
+ *   H, W  pixels                 D   embedding width
+ *   C  image channels (3)        F   MLP hidden width (4 D)
+ *   P  spatial patch             NH, HS  heads, head size (D = NH * HS)
+ *   TU tubelet (frames a patch spans)   L, V  layers, vocabulary
+ *   K  classes
+ * T is frames, never sequence length. Videos in tensors are (B, C, T, H, W), as PyTorch's
+ * Conv3d expects; tokens are ordered (t, h, w) as PyTorch flattens the Conv3d output. */
+#ifndef TUBELET_TENSOR_H
+#define TUBELET_TENSOR_H
+
+#include "tubelet/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tb_dtype { TB_DTYPE_F32, TB_DTYPE_BF16 };
+enum tb_device { TB_DEVICE_CPU, TB_DEVICE_CUDA };
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TUBELET_TENSOR_H */

@@ -1,0 +1,131 @@
+/* src/tensor/cpu/elementwise.c - LayerNorm, exact GELU, residual adds, AdamW, norms: the
+ * per-element and per-row ops. Tests: tests/test_ops.c (finite differences, PyTorch). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tensor/ops.h"
+
+void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int R, int C, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < R; r++) {
+        const float *x = inp + (size_t)r * C;
+        float *y = out + (size_t)r * C;
+        float m = 0;
+        for (int c = 0; c < C; c++)
+            m += x[c];
+        m /= C;
+        float var = 0;
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - m;
+            var += d * d;
+        }
+        var /= C;
+        float s = 1.0f / sqrtf(var + eps);
+        for (int c = 0; c < C; c++)
+            y[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[r] = m;
+        rstd[r] = s;
+    }
+}
+
+void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                       const float *w, const float *mean, const float *rstd, int R, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < R; r++) {
+        const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
+        float *dx = dinp + (size_t)r * C;
+        float m = mean[r], s = rstd[r];
+        /* dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w */
+        float sum_d = 0, sum_dx = 0;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * s, dxhat = dy[c] * w[c];
+            sum_d += dxhat;
+            sum_dx += dxhat * xhat;
+        }
+        sum_d /= C;
+        sum_dx /= C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * s, dxhat = dy[c] * w[c];
+            dx[c] += s * (dxhat - sum_d - xhat * sum_dx);
+        }
+    }
+    /* The parameter gradients sum over rows: one column range per thread. */
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        float gw = 0, gb = 0;
+        for (int r = 0; r < R; r++) {
+            float dy = dout[(size_t)r * C + c];
+            gw += dy * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+            gb += dy;
+        }
+        dw[c] += gw;
+        db[c] += gb;
+    }
+}
+
+#define INV_SQRT2 0.70710678118654752440f
+#define INV_SQRT_2PI 0.39894228040143267794f
+
+void tbi_gelu_fwd(float *out, const float *inp, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + erff(x * INV_SQRT2));
+    }
+}
+
+void tbi_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
+        float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
+        dinp[i] += dout[i] * (cdf + x * pdf);
+    }
+}
+
+void tbi_add_fwd(float *out, const float *a, const float *b, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void tbi_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, int64_t step)
+{
+    /* PyTorch's AdamW (torch/optim/adamw.py, the single-tensor path), in the same order. */
+    float bc1 = 1.0f - powf(beta1, (float)step), bc2 = 1.0f - powf(beta2, (float)step);
+    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i] * decay;
+        float mi = m[i] + (g[i] - m[i]) * (1.0f - beta1);
+        float vi = v[i] * beta2 + (1.0f - beta2) * g[i] * g[i];
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        p[i] = pi - step_size * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+double tbi_sum_squares(const float *x, size_t n)
+{
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        s += (double)x[i] * x[i];
+    return s;
+}
+
+void tbi_scale(float *x, float s, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+}

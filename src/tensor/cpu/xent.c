@@ -1,0 +1,65 @@
+/* src/tensor/cpu/xent.c - softmax cross-entropy with label smoothing (PyTorch's
+ * F.cross_entropy(label_smoothing=e): (1 - e) * NLL + e * mean over classes of -log p), and
+ * the patch-embedding im2col. Tests: tests/test_ops.c, tests/test_vit.c (PyTorch). */
+#include <math.h>
+
+#include "tensor/ops.h"
+
+float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
+                   float smoothing)
+{
+    double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int b = 0; b < B; b++) {
+        const float *z = logits + (size_t)b * K;
+        float *p = probs + (size_t)b * K;
+        float mx = z[0];
+        for (int k = 1; k < K; k++)
+            mx = z[k] > mx ? z[k] : mx;
+        double sum = 0;
+        for (int k = 0; k < K; k++)
+            sum += exp((double)z[k] - mx);
+        double lse = mx + log(sum), mean_nll = 0;
+        for (int k = 0; k < K; k++) {
+            p[k] = (float)exp((double)z[k] - lse);
+            mean_nll += lse - z[k];
+        }
+        mean_nll /= K;
+        double nll = lse - z[targets[b]];
+        total += (1.0 - smoothing) * nll + smoothing * mean_nll;
+    }
+    return (float)(total / B);
+}
+
+void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
+                  float smoothing)
+{
+    float off = smoothing / K, on = 1.0f - smoothing + off, inv_b = 1.0f / B;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < K; k++) {
+            float q = k == targets[b] ? on : off;
+            dlogits[(size_t)b * K + k] = (probs[(size_t)b * K + k] - q) * inv_b;
+        }
+}
+
+void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, int W, int TU,
+                  int P)
+{
+    int Tp = T / TU, Hp = H / P, Wp = W / P, N = Tp * Hp * Wp, row = C * TU * P * P;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int n = 0; n < N; n++) {
+            int t = n / (Hp * Wp), h = n / Wp % Hp, w = n % Wp;
+            float *dst = cols + ((size_t)b * N + n) * row;
+            for (int c = 0; c < C; c++)
+                for (int dt = 0; dt < TU; dt++)
+                    for (int dy = 0; dy < P; dy++) {
+                        const float *src = video + ((((size_t)b * C + c) * T + t * TU + dt) * H +
+                                                    h * P + dy) * W + (size_t)w * P;
+                        for (int dx = 0; dx < P; dx++)
+                            *dst++ = src[dx];
+                    }
+        }
+    }
+}

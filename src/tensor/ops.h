@@ -1,0 +1,94 @@
+/* src/tensor/ops.h - the op list every backend implements, as CPU reference functions (the
+ * specification; src/tensor/cpu/) and the table of function pointers a model calls through,
+ * so the CUDA backend can stand in with the same signatures. Float32, row-major, shapes in
+ * the legend of include/tubelet/tensor.h. Backward functions ACCUMULATE (+=) into their
+ * gradient outputs; the caller zeroes them. Tests: tests/test_ops.c. */
+#ifndef TUBELET_TENSOR_OPS_H
+#define TUBELET_TENSOR_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
+void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
+                    int K, int N);
+/* dinp (M, K) += dout @ w; dw (N, K) += dout^T @ inp; dbias (N) += colsum(dout). Any of
+ * dinp, dw, dbias may be NULL (not wanted). */
+void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                    const float *w, int M, int K, int N);
+
+/* LayerNorm over the last dim: out, inp (R, C); w, b (C); mean, rstd (R) saved for backward. */
+void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int R, int C, float eps);
+void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                       const float *w, const float *mean, const float *rstd, int R, int C);
+
+/* Exact GELU (erf), elementwise over n. */
+void tbi_gelu_fwd(float *out, const float *inp, size_t n);
+void tbi_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* out = a + b, elementwise over n (the backward is a copy into both). */
+void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
+
+/* Multi-head attention the FlashAttention way: tiles of queries against tiles of keys with an
+ * online softmax; only the log-sum-exp per query row is saved, the backward recomputes the
+ * probabilities tile by tile; nothing N x N is ever held.
+ * qkv (B, N, 3, NH, HS) as timm's qkv Linear output; out (B, N, NH, HS) = (B, N, D);
+ * lse (B, NH, N). Scale HS^-0.5. */
+void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS);
+/* dqkv (B, N, 3, NH, HS) += gradients of q, k, v given dout (B, N, D) and the forward's out,
+ * lse. */
+void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
+                       const float *lse, int B, int N, int NH, int HS);
+
+/* Softmax cross-entropy with label smoothing, PyTorch's definition, mean over the batch:
+ * logits (B, K), targets (B); returns the loss; probs (B, K) saved for the backward. */
+float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
+                   float smoothing);
+/* dlogits (B, K) = (probs - smoothed one-hot) / B (overwrites). */
+void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
+                  float smoothing);
+
+/* Tubelet patches of a video as rows: video (B, C, T, H, W) -> cols (B * N, C * TU * P * P),
+ * row n = (t, h, w) token, columns in Conv3d weight order (c, dt, dy, dx). Then the patch
+ * embedding is tbi_matmul_fwd with the weight viewed as (D, C * TU * P * P). */
+void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, int W, int TU,
+                  int P);
+
+/* AdamW on one tensor, PyTorch's update (decoupled decay: p *= 1 - lr * wd first), step >= 1. */
+void tbi_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+               float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+/* Sum of squares of x (n), accumulated in double. */
+double tbi_sum_squares(const float *x, size_t n);
+/* x *= s. */
+void tbi_scale(float *x, float s, size_t n);
+
+/* The op table a model calls through; one per backend, same signatures. */
+struct tbi_ops {
+    const char *name;
+    void (*matmul_fwd)(float *, const float *, const float *, const float *, int, int, int);
+    void (*matmul_bwd)(float *, float *, float *, const float *, const float *, const float *,
+                       int, int, int);
+    void (*layernorm_fwd)(float *, float *, float *, const float *, const float *, const float *,
+                          int, int, float);
+    void (*layernorm_bwd)(float *, float *, float *, const float *, const float *, const float *,
+                          const float *, const float *, int, int);
+    void (*gelu_fwd)(float *, const float *, size_t);
+    void (*gelu_bwd)(float *, const float *, const float *, size_t);
+    void (*add_fwd)(float *, const float *, const float *, size_t);
+    void (*attention_fwd)(float *, float *, const float *, int, int, int, int);
+    void (*attention_bwd)(float *, const float *, const float *, const float *, const float *,
+                          int, int, int, int);
+    float (*xent_fwd)(float *, const float *, const int64_t *, int, int, float);
+    void (*xent_bwd)(float *, const float *, const int64_t *, int, int, float);
+    void (*patchify)(float *, const float *, int, int, int, int, int, int, int);
+    void (*adamw)(float *, const float *, float *, float *, size_t, float, float, float, float,
+                  float, int64_t);
+    double (*sum_squares)(const float *, size_t);
+    void (*scale)(float *, float, size_t);
+};
+
+extern const struct tbi_ops tbi_ops_cpu;
+
+#endif /* TUBELET_TENSOR_OPS_H */

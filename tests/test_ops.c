@@ -1,0 +1,364 @@
+/* tests/test_ops.c - the CPU ops, the specification every backend is checked against.
+ * - each backward against central finite differences of L = sum(out * R) for random R;
+ * - FlashAttention (forward, log-sum-exp, backward) against naive attention in double, for odd
+ *   sequence lengths and head sizes 32, 64 and 96;
+ * - patchify against the Conv3d definition, cross-entropy with label smoothing against its
+ *   formula, AdamW against PyTorch's update written out in double. */
+#include <math.h>
+
+#include "tb_test.h"
+#include "tensor/ops.h"
+#include "tubelet/rng.h"
+
+static tb_rng rng;
+
+static float *randn(size_t n, float s)
+{
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)tb_rng_normal(&rng) * s;
+    return x;
+}
+
+static float *zeros(size_t n)
+{
+    return calloc(n ? n : 1, sizeof(float));
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Compare an analytic gradient with central differences of loss() at 24 random entries. */
+typedef double (*loss_fn)(void *ctx);
+static void fd_check(const char *what, float *x, size_t n, const float *grad, loss_fn loss,
+                     void *ctx, float h, double tol)
+{
+    double worst = 0;
+    for (int k = 0; k < 24; k++) {
+        size_t i = (size_t)tb_rng_below(&rng, n);
+        float saved = x[i];
+        x[i] = saved + h;
+        double lp = loss(ctx);
+        x[i] = saved - h;
+        double lm = loss(ctx);
+        x[i] = saved;
+        double num = (lp - lm) / (2.0 * h), err = fabs(num - grad[i]) / (fabs(num) + 1e-2);
+        if (err > worst)
+            worst = err;
+        CHECK_MSG(err < tol, "%s: d/dx[%zu] analytic %.6g, numeric %.6g", what, i, grad[i], num);
+    }
+    fprintf(stderr, "%-22s worst relative error %.2e\n", what, worst);
+}
+
+/* ---- matmul ---- */
+struct mm {
+    float *out, *inp, *w, *bias, *r;
+    int M, K, N;
+};
+static double mm_loss(void *p)
+{
+    struct mm *c = p;
+    tbi_matmul_fwd(c->out, c->inp, c->w, c->bias, c->M, c->K, c->N);
+    return dot(c->out, c->r, (size_t)c->M * c->N);
+}
+
+static void test_matmul(void)
+{
+    tbt_case = "matmul";
+    struct mm c = {.M = 13, .K = 29, .N = 7};
+    c.inp = randn((size_t)c.M * c.K, 1);
+    c.w = randn((size_t)c.N * c.K, 0.3f);
+    c.bias = randn((size_t)c.N, 1);
+    c.r = randn((size_t)c.M * c.N, 1);
+    c.out = zeros((size_t)c.M * c.N);
+    float *dinp = zeros((size_t)c.M * c.K), *dw = zeros((size_t)c.N * c.K), *db = zeros(c.N);
+    tbi_matmul_bwd(dinp, dw, db, c.r, c.inp, c.w, c.M, c.K, c.N);
+    fd_check("matmul d inp", c.inp, (size_t)c.M * c.K, dinp, mm_loss, &c, 1e-2f, 2e-3);
+    fd_check("matmul d w", c.w, (size_t)c.N * c.K, dw, mm_loss, &c, 1e-2f, 2e-3);
+    fd_check("matmul d bias", c.bias, c.N, db, mm_loss, &c, 1e-2f, 2e-3);
+    /* The forward against its definition. */
+    mm_loss(&c);
+    double worst = 0;
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++) {
+            double s = c.bias[j];
+            for (int k = 0; k < c.K; k++)
+                s += (double)c.inp[i * c.K + k] * c.w[j * c.K + k];
+            worst = fmax(worst, fabs(s - c.out[i * c.N + j]));
+        }
+    CHECK_MSG(worst < 1e-4, "matmul forward off by %g", worst);
+    free(c.inp), free(c.w), free(c.bias), free(c.r), free(c.out), free(dinp), free(dw), free(db);
+}
+
+/* ---- layernorm ---- */
+struct ln {
+    float *out, *inp, *w, *b, *r, *mean, *rstd;
+    int R, C;
+};
+static double ln_loss(void *p)
+{
+    struct ln *c = p;
+    tbi_layernorm_fwd(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->R, c->C, 1e-6f);
+    return dot(c->out, c->r, (size_t)c->R * c->C);
+}
+
+static void test_layernorm(void)
+{
+    tbt_case = "layernorm";
+    struct ln c = {.R = 9, .C = 37};
+    size_t n = (size_t)c.R * c.C;
+    c.inp = randn(n, 2);
+    c.w = randn(c.C, 1);
+    c.b = randn(c.C, 1);
+    c.r = randn(n, 1);
+    c.out = zeros(n);
+    c.mean = zeros(c.R);
+    c.rstd = zeros(c.R);
+    ln_loss(&c);
+    /* Normalised rows: mean 0 and variance 1 before the affine part. */
+    for (int r = 0; r < c.R; r++) {
+        double m = 0, v = 0;
+        for (int k = 0; k < c.C; k++) {
+            double y = (c.out[r * c.C + k] - c.b[k]) / c.w[k];
+            m += y;
+            v += y * y;
+        }
+        CHECK(fabs(m / c.C) < 1e-4 && fabs(v / c.C - 1) < 1e-3);
+    }
+    float *dinp = zeros(n), *dw = zeros(c.C), *db = zeros(c.C);
+    tbi_layernorm_bwd(dinp, dw, db, c.r, c.inp, c.w, c.mean, c.rstd, c.R, c.C);
+    fd_check("layernorm d inp", c.inp, n, dinp, ln_loss, &c, 1e-2f, 5e-3);
+    fd_check("layernorm d w", c.w, c.C, dw, ln_loss, &c, 1e-2f, 2e-3);
+    fd_check("layernorm d b", c.b, c.C, db, ln_loss, &c, 1e-2f, 2e-3);
+    free(c.inp), free(c.w), free(c.b), free(c.r), free(c.out), free(c.mean), free(c.rstd);
+    free(dinp), free(dw), free(db);
+}
+
+/* ---- gelu ---- */
+struct ge {
+    float *out, *inp, *r;
+    size_t n;
+};
+static double ge_loss(void *p)
+{
+    struct ge *c = p;
+    tbi_gelu_fwd(c->out, c->inp, c->n);
+    return dot(c->out, c->r, c->n);
+}
+
+static void test_gelu(void)
+{
+    tbt_case = "gelu";
+    struct ge c = {.n = 301};
+    c.inp = randn(c.n, 2);
+    c.r = randn(c.n, 1);
+    c.out = zeros(c.n);
+    ge_loss(&c);
+    for (size_t i = 0; i < c.n; i++) {
+        double x = c.inp[i], want = 0.5 * x * (1 + erf(x / sqrt(2.0)));
+        CHECK_MSG(fabs(c.out[i] - want) < 1e-6, "gelu(%g) = %g, want %g", x, c.out[i], want);
+    }
+    float *dinp = zeros(c.n);
+    tbi_gelu_bwd(dinp, c.inp, c.r, c.n);
+    fd_check("gelu d inp", c.inp, c.n, dinp, ge_loss, &c, 1e-2f, 2e-3);
+    free(c.inp), free(c.r), free(c.out), free(dinp);
+}
+
+/* ---- cross-entropy ---- */
+struct xe {
+    float *logits, *probs;
+    int64_t *targets;
+    int B, K;
+    float eps;
+};
+static double xe_loss(void *p)
+{
+    struct xe *c = p;
+    return tbi_xent_fwd(c->probs, c->logits, c->targets, c->B, c->K, c->eps);
+}
+
+static void test_xent(void)
+{
+    tbt_case = "cross-entropy";
+    struct xe c = {.B = 6, .K = 11, .eps = 0.1f};
+    c.logits = randn((size_t)c.B * c.K, 3);
+    c.probs = zeros((size_t)c.B * c.K);
+    c.targets = malloc(sizeof(int64_t) * c.B);
+    for (int b = 0; b < c.B; b++)
+        c.targets[b] = (int64_t)tb_rng_below(&rng, (uint64_t)c.K);
+    double loss = xe_loss(&c), want = 0;
+    for (int b = 0; b < c.B; b++) {
+        double mx = -1e30, sum = 0;
+        for (int k = 0; k < c.K; k++)
+            mx = fmax(mx, c.logits[b * c.K + k]);
+        for (int k = 0; k < c.K; k++)
+            sum += exp(c.logits[b * c.K + k] - mx);
+        double lse = mx + log(sum), smooth = 0;
+        for (int k = 0; k < c.K; k++)
+            smooth += (lse - c.logits[b * c.K + k]) / c.K;
+        want += (0.9 * (lse - c.logits[b * c.K + c.targets[b]]) + 0.1 * smooth) / c.B;
+    }
+    CHECK_MSG(fabs(loss - want) < 1e-5, "loss %g, want %g", loss, want);
+    float *d = zeros((size_t)c.B * c.K);
+    tbi_xent_bwd(d, c.probs, c.targets, c.B, c.K, c.eps);
+    fd_check("xent d logits", c.logits, (size_t)c.B * c.K, d, xe_loss, &c, 1e-2f, 2e-3);
+    free(c.logits), free(c.probs), free(c.targets), free(d);
+}
+
+/* ---- attention ---- */
+/* Naive attention in double: out (B, N, D), lse (B, NH, N) and, given dout, dqkv. */
+static void naive_attention(double *out, double *lse, double *dqkv, const float *qkv,
+                            const float *dout, int B, int N, int NH, int HS)
+{
+    int D = NH * HS;
+    double scale = 1.0 / sqrt((double)HS);
+    double *p = malloc(sizeof(double) * (size_t)N * N), *dp = malloc(sizeof(double) * (size_t)N);
+#define Q(b, i, s, h, d) qkv[((((size_t)(b) * N + (i)) * 3 + (s)) * NH + (h)) * HS + (d)]
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < N; i++) {
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int d = 0; d < HS; d++)
+                        s += (double)Q(b, i, 0, h, d) * Q(b, j, 1, h, d);
+                    p[(size_t)i * N + j] = s * scale;
+                    mx = fmax(mx, s * scale);
+                }
+                for (int j = 0; j < N; j++)
+                    sum += exp(p[(size_t)i * N + j] - mx);
+                lse[((size_t)b * NH + h) * N + i] = mx + log(sum);
+                for (int j = 0; j < N; j++)
+                    p[(size_t)i * N + j] = exp(p[(size_t)i * N + j] - mx) / sum;
+                for (int d = 0; d < HS; d++) {
+                    double s = 0;
+                    for (int j = 0; j < N; j++)
+                        s += p[(size_t)i * N + j] * Q(b, j, 2, h, d);
+                    out[((size_t)b * N + i) * D + h * HS + d] = s;
+                }
+            }
+            /* Backward: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)), dQ, dK. */
+            for (int i = 0; i < N; i++) {
+                const float *dOi = dout + ((size_t)b * N + i) * D + h * HS;
+                double rs = 0;
+                for (int j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int d = 0; d < HS; d++)
+                        s += (double)dOi[d] * Q(b, j, 2, h, d);
+                    dp[j] = s;
+                    rs += p[(size_t)i * N + j] * s;
+                }
+                for (int j = 0; j < N; j++) {
+                    double pij = p[(size_t)i * N + j], ds = pij * (dp[j] - rs) * scale;
+                    for (int d = 0; d < HS; d++) {
+                        size_t qi = ((((size_t)b * N + i) * 3 + 0) * NH + h) * HS + d;
+                        size_t kj = ((((size_t)b * N + j) * 3 + 1) * NH + h) * HS + d;
+                        size_t vj = ((((size_t)b * N + j) * 3 + 2) * NH + h) * HS + d;
+                        dqkv[qi] += ds * Q(b, j, 1, h, d);
+                        dqkv[kj] += ds * Q(b, i, 0, h, d);
+                        dqkv[vj] += pij * dOi[d];
+                    }
+                }
+            }
+        }
+#undef Q
+    free(p);
+    free(dp);
+}
+
+static void test_attention(void)
+{
+    const int sizes[][2] = {{1, 32}, {37, 32}, {101, 64}, {130, 96}, {65, 64}, {33, 96}};
+    for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+        int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
+        char name[64];
+        snprintf(name, sizeof(name), "attention N=%d HS=%d", N, HS);
+        tbt_case = name;
+        size_t nq = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
+        float *qkv = randn(nq, 1), *dout = randn(no, 1), *out = zeros(no);
+        float *lse = zeros((size_t)B * NH * N), *dqkv = zeros(nq);
+        double *rout = calloc(no, sizeof(double)), *rlse = calloc((size_t)B * NH * N, 8);
+        double *rd = calloc(nq, sizeof(double));
+        tbi_attention_fwd(out, lse, qkv, B, N, NH, HS);
+        tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+        naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS);
+        double eo = 0, el = 0, ed = 0;
+        for (size_t i = 0; i < no; i++)
+            eo = fmax(eo, fabs(out[i] - rout[i]));
+        for (size_t i = 0; i < (size_t)B * NH * N; i++)
+            el = fmax(el, fabs(lse[i] - rlse[i]));
+        for (size_t i = 0; i < nq; i++)
+            ed = fmax(ed, fabs(dqkv[i] - rd[i]) / (1 + fabs(rd[i])));
+        CHECK_MSG(eo < 2e-5 && el < 2e-5 && ed < 1e-4, "%s: out %.2e, lse %.2e, grads %.2e", name,
+                  eo, el, ed);
+        fprintf(stderr, "%-22s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
+        free(qkv), free(dout), free(out), free(lse), free(dqkv), free(rout), free(rlse), free(rd);
+    }
+}
+
+static void test_patchify_adamw(void)
+{
+    tbt_case = "patchify";
+    int B = 2, C = 3, T = 4, H = 6, W = 8, TU = 2, P = 2;
+    int Tp = T / TU, Hp = H / P, Wp = W / P, N = Tp * Hp * Wp, row = C * TU * P * P;
+    float *video = randn((size_t)B * C * T * H * W, 1), *cols = zeros((size_t)B * N * row);
+    tbi_patchify(cols, video, B, C, T, H, W, TU, P);
+    int bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tp; t++)
+            for (int y = 0; y < Hp; y++)
+                for (int x = 0; x < Wp; x++) {
+                    int n = (t * Hp + y) * Wp + x, col = 0;
+                    for (int c = 0; c < C; c++)
+                        for (int dt = 0; dt < TU; dt++)
+                            for (int dy = 0; dy < P; dy++)
+                                for (int dx = 0; dx < P; dx++, col++)
+                                    bad += cols[((size_t)b * N + n) * row + col] !=
+                                           video[((((size_t)b * C + c) * T + t * TU + dt) * H +
+                                                  y * P + dy) * W + x * P + dx];
+                }
+    CHECK_EQ(bad, 0);
+    free(video), free(cols);
+
+    tbt_case = "adamw";
+    size_t n = 50;
+    float *p = randn(n, 1), *g = randn(n, 1), *m = zeros(n), *v = zeros(n);
+    double *rp = malloc(8 * n), *rm = calloc(n, 8), *rv = calloc(n, 8);
+    for (size_t i = 0; i < n; i++)
+        rp[i] = p[i];
+    double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;
+    for (int step = 1; step <= 3; step++) {
+        tbi_adamw(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step);
+        for (size_t i = 0; i < n; i++) {
+            rp[i] *= 1 - lr * wd;
+            rm[i] = b1 * rm[i] + (1 - b1) * g[i];
+            rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
+            double mh = rm[i] / (1 - pow(b1, step)), vh = rv[i] / (1 - pow(b2, step));
+            rp[i] -= lr * mh / (sqrt(vh) + eps);
+        }
+    }
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs(p[i] - rp[i]));
+    CHECK_MSG(worst < 1e-5, "adamw off by %g after 3 steps", worst);
+    CHECK_MSG(fabs(tbi_sum_squares(g, n) - dot(g, g, n)) < 1e-9, "sum of squares");
+    free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
+}
+
+int main(void)
+{
+    tbt_begin("ops");
+    tb_rng_init(&rng, 123, 0);
+    test_matmul();
+    test_layernorm();
+    test_gelu();
+    test_xent();
+    test_attention();
+    test_patchify_adamw();
+    TBT_EXIT();
+}
