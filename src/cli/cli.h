@@ -13,6 +13,7 @@ extern const struct cli_command cli_cmd_probe;
 extern const struct cli_command cli_cmd_frames;
 extern const struct cli_command cli_cmd_bench_load;
 extern const struct cli_command cli_cmd_peek;
+extern const struct cli_command cli_cmd_step;
 
 /* "epic", "kinetics" or "narration" to the annotation format; -1 if unknown. */
 #include "tubelet/data.h"

@@ -20,6 +20,7 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_frames,
     &cli_cmd_bench_load,
     &cli_cmd_peek,
+    &cli_cmd_step,
 };
 #define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
 

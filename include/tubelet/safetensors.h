@@ -1,0 +1,50 @@
+/* include/tubelet/safetensors.h - reading and writing safetensors files (the format PyTorch,
+ * timm and Hugging Face load directly): an 8-byte little-endian header size, a JSON header
+ * {"name": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}, then the raw tensor
+ * bytes. tubelet writes F32 and I64 tensors, atomically, and reads F32, I64 (and converts
+ * BF16/F16 to F32 on read). Tests: tests/test_vit.c. */
+#ifndef TUBELET_SAFETENSORS_H
+#define TUBELET_SAFETENSORS_H
+
+#include "tubelet/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TB_ST_MAX_DIMS 8
+
+enum tb_st_dtype { TB_ST_F32, TB_ST_I64, TB_ST_BF16, TB_ST_F16 };
+
+struct tb_st_tensor {
+    char name[256];
+    enum tb_st_dtype dtype;
+    int n_dims;
+    int64_t shape[TB_ST_MAX_DIMS];
+    int64_t n;          /* elements */
+    void *data;         /* F32 -> float, I64 -> int64_t; owned by the file (read) or the caller
+                           (write) */
+};
+
+/* A file in memory. */
+struct tb_st_file {
+    struct tb_st_tensor *tensors;
+    int n_tensors;
+    char *metadata;     /* the __metadata__ object as JSON text, or NULL */
+};
+
+/* Read path. BF16/F16 tensors come back as F32. Errors name the file (and the tensor). */
+TB_API int tb_st_read(struct tb_st_file **out, const char *path);
+TB_API void tb_st_free(struct tb_st_file **f);
+/* The tensor called name, or NULL. */
+TB_API const struct tb_st_tensor *tb_st_find(const struct tb_st_file *f, const char *name);
+
+/* Write n tensors (their data borrowed) and optional metadata (a JSON object's text, e.g.
+ * "{\"step\": \"12\"}") to path, atomically (temporary file, fsync, rename). */
+TB_API int tb_st_write(const char *path, const struct tb_st_tensor *tensors, int n,
+                       const char *metadata);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TUBELET_SAFETENSORS_H */

@@ -1,0 +1,180 @@
+/* src/cli/cmd_step.c - `tubelet step`: training steps of a video ViT on given weights and a
+ * given batch, writing the losses, the first step's logits and gradients, and the final
+ * weights - for checking against PyTorch (tests/ref/vit_ref.py) and for debugging a model.
+ * Tests: tests/test_vit.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "tubelet/model.h"
+#include "tubelet/safetensors.h"
+#include "tubelet/train.h"
+
+struct step_config {
+    int dim, depth, heads, patch, tubelet, frames;
+    struct cli_size size;
+    int classes;
+    char *pool, *pos;
+    char *weights, *batch, *out;
+    int steps;
+    double lr, wd, smoothing, beta1, beta2, eps;
+};
+
+#define F(name, type, field, def, meta, help, ...)                                            \
+    CLI_FLAG(name, type, struct step_config, field, def, meta, help, __VA_ARGS__)
+static const struct cli_flag step_flags[] = {
+    F("dim", CLI_INT, dim, "192", "D", "embedding width", 1, 65536),
+    F("depth", CLI_INT, depth, "12", "L", "blocks", 1, 1024),
+    F("heads", CLI_INT, heads, "3", "NH", "attention heads", 1, 1024),
+    F("patch", CLI_INT, patch, "16", "P", "patch size (pixels)", 1, 1024),
+    F("tubelet", CLI_INT, tubelet, "2", "TU", "frames per patch", 1, 64),
+    F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 1024),
+    F("size", CLI_SIZE, size, "112x112", "HxW", "frame height x width", 1, 8192),
+    F("classes", CLI_INT, classes, "10", "K", "classes", 1, 1000000),
+    F("pool", CLI_STR, pool, "mean", "NAME", "cls (class token, norm) or mean (fc_norm)",
+      CLI_NO_RANGE),
+    F("pos", CLI_STR, pos, "sincos", "NAME", "learned or sincos positions", CLI_NO_RANGE),
+    F("weights", CLI_STR, weights, NULL, "W.safetensors", "the model's parameters",
+      CLI_NO_RANGE),
+    F("batch", CLI_STR, batch, NULL, "B.safetensors",
+      "video float32 (B,3,T,H,W) and label int64 (B)", CLI_NO_RANGE),
+    F("out", CLI_STR, out, NULL, "O.safetensors",
+      "loss (S), logits and grad.<name> of the first step, the final weights", CLI_NO_RANGE),
+    F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
+    F("lr", CLI_DOUBLE, lr, "0.001", "X", "learning rate", 0, 10),
+    F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, embeddings)", 0,
+      10),
+    F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
+    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
+    F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 1),
+    F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 0, 1),
+};
+#undef F
+
+static int run_step(void *config, int n_args, char **args)
+{
+    struct step_config *c = config;
+    struct tb_st_file *wf = NULL, *bf = NULL;
+    tb_vit *m = NULL;
+    struct tb_adamw opt = {0};
+    struct tb_st_tensor *outs = NULL;
+    float *losses = NULL, *logits = NULL, *grads = NULL;
+    int rc, status = 1, n_out = 0;
+    (void)n_args;
+    (void)args;
+    if (!c->weights[0] || !c->batch[0] || !c->out[0]) {
+        fprintf(stderr, "tubelet step: --weights, --batch and --out are required\n");
+        return 2;
+    }
+    struct tb_vit_config vc = {
+        .dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
+        .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w, .width = c->size.h,
+        .classes = c->classes,
+        .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : TB_POOL_MEAN,
+        .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
+    };
+    if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean")) ||
+        (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos"))) {
+        fprintf(stderr, "tubelet step: --pool is cls or mean, --pos learned or sincos\n");
+        return 2;
+    }
+    if ((rc = tb_vit_open(&m, &vc)) < 0 || (rc = tb_st_read(&wf, c->weights)) < 0)
+        goto fail;
+    if ((rc = tb_vit_load(m, wf)) < 0) {
+        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+        goto end;
+    }
+    if ((rc = tb_st_read(&bf, c->batch)) < 0)
+        goto fail;
+    const struct tb_st_tensor *video = tb_st_find(bf, "video"), *label = tb_st_find(bf, "label");
+    if (!video || !label || video->dtype != TB_ST_F32 || label->dtype != TB_ST_I64 ||
+        video->n_dims != 5 || label->n_dims != 1 || video->shape[0] != label->shape[0] ||
+        video->shape[1] != 3 || video->shape[2] != c->frames || video->shape[3] != vc.height ||
+        video->shape[4] != vc.width) {
+        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d) and 'label' "
+                "int64 (B)\n", c->batch, c->frames, vc.height, vc.width);
+        goto end;
+    }
+    int B = (int)label->shape[0], K = c->classes, np = tb_vit_n_params(m);
+    if ((rc = (int)tb_vit_plan(m, B)) < 0)
+        goto fail;
+    if ((rc = tb_adamw_init(&opt, m)) < 0)
+        goto fail;
+    opt.lr = (float)c->lr;
+    opt.weight_decay = (float)c->wd;
+    opt.beta1 = (float)c->beta1;
+    opt.beta2 = (float)c->beta2;
+    opt.eps = (float)c->eps;
+    int64_t nf = tb_vit_n_floats(m);
+    losses = malloc(sizeof(float) * (size_t)c->steps);
+    logits = malloc(sizeof(float) * (size_t)B * K);
+    grads = malloc(sizeof(float) * (size_t)nf);
+    outs = calloc((size_t)(2 + 2 * np), sizeof(*outs));
+    if (!losses || !logits || !grads || !outs) {
+        fprintf(stderr, "tubelet step: out of memory\n");
+        goto end;
+    }
+    for (int s = 0; s < c->steps; s++) {
+        if ((rc = tb_vit_forward(m, video->data, B, label->data, (float)c->smoothing,
+                                 &losses[s])) < 0 ||
+            (rc = tb_vit_backward(m)) < 0)
+            goto fail;
+        if (s == 0) {
+            memcpy(logits, tb_vit_logits(m), sizeof(float) * (size_t)B * K);
+            memcpy(grads, tb_vit_grads(m), sizeof(float) * (size_t)nf);
+        }
+        tb_adamw_update(&opt, m);
+    }
+    outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
+                                          .shape = {c->steps}, .n = c->steps, .data = losses};
+    outs[n_out++] = (struct tb_st_tensor){.name = "logits", .dtype = TB_ST_F32, .n_dims = 2,
+                                          .shape = {B, K}, .n = (int64_t)B * K, .data = logits};
+    float *base = tb_vit_params(m);
+    for (int i = 0; i < np; i++) {
+        const struct tb_param *p = tb_vit_param(m, i);
+        for (int g = 0; g < 2; g++) {
+            struct tb_st_tensor *t = &outs[n_out++];
+            snprintf(t->name, sizeof(t->name), "%s%s", g ? "" : "grad.", p->name);
+            t->dtype = TB_ST_F32;
+            t->n_dims = p->n_dims;
+            memcpy(t->shape, p->shape, sizeof(p->shape));
+            t->n = p->n;
+            t->data = g ? p->data : grads + (p->data - base);
+        }
+    }
+    if ((rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
+        goto fail;
+    printf("step: %d steps on %d clips, loss %.6f -> %.6f, wrote %s\n", c->steps, B, losses[0],
+           losses[c->steps - 1], c->out);
+    status = 0;
+    goto end;
+fail:
+    cli_report("step", rc);
+end:
+    tb_adamw_free(&opt);
+    tb_vit_close(&m);
+    tb_st_free(&wf);
+    tb_st_free(&bf);
+    free(outs);
+    free(losses);
+    free(logits);
+    free(grads);
+    return status;
+}
+
+const struct cli_command cli_cmd_step = {
+    .name = "step",
+    .args = "",
+    .summary = "run training steps of a video ViT on given weights and batch (for checking)",
+    .details = "Writes to --out: 'loss' (S), the first step's 'logits' (B,K) and 'grad.<name>'\n"
+               "for every parameter, and the weights after S AdamW steps under their own names\n"
+               "(PyTorch's AdamW; no decay on biases, norms, pos/cls embeddings). --size is\n"
+               "height x width.",
+    .flags = step_flags,
+    .n_flags = (int)(sizeof(step_flags) / sizeof(step_flags[0])),
+    .config_size = sizeof(struct step_config),
+    .min_args = 0,
+    .max_args = 0,
+    .run = run_step,
+};

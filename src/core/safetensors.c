@@ -1,0 +1,372 @@
+/* src/core/safetensors.c - safetensors files (see safetensors.h). The JSON header is parsed by
+ * a small recursive reader that accepts exactly the JSON safetensors writers produce (objects,
+ * arrays, strings, integers); anything else is TB_EFORMAT naming the file. Data offsets are
+ * checked against the file size before any tensor is touched. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "core/strbuf.h"
+#include "tubelet/safetensors.h"
+
+#define MAX_HEADER (100u << 20)
+#define MAX_FILE ((size_t)64 << 30)
+
+static const char *const dtype_names[] = {"F32", "I64", "BF16", "F16"};
+static const int dtype_bytes[] = {4, 8, 2, 2};
+
+struct json {
+    const char *p, *end, *path;
+};
+
+static void skip_ws(struct json *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
+        j->p++;
+}
+
+static int expect(struct json *j, char c)
+{
+    skip_ws(j);
+    if (j->p >= j->end || *j->p != c)
+        return -1;
+    j->p++;
+    return 0;
+}
+
+/* A string without escapes other than \" and \\ (tensor names and dtypes). */
+static int string(struct json *j, char *out, size_t size)
+{
+    size_t n = 0;
+    if (expect(j, '"'))
+        return -1;
+    while (j->p < j->end && *j->p != '"') {
+        char c = *j->p++;
+        if (c == '\\' && j->p < j->end)
+            c = *j->p++;
+        if (n + 1 >= size)
+            return -1;
+        out[n++] = c;
+    }
+    if (j->p >= j->end)
+        return -1;
+    j->p++;
+    out[n] = '\0';
+    return 0;
+}
+
+static int integer(struct json *j, int64_t *out)
+{
+    skip_ws(j);
+    char *e;
+    errno = 0;
+    long long v = strtoll(j->p, &e, 10);
+    if (e == j->p || errno || e > j->end)
+        return -1;
+    j->p = e;
+    *out = v;
+    return 0;
+}
+
+/* Skip any JSON value (for __metadata__ and unknown keys); returns its text span. */
+static int skip_value(struct json *j)
+{
+    skip_ws(j);
+    if (j->p >= j->end)
+        return -1;
+    char c = *j->p;
+    if (c == '"') {
+        char tmp[4096];
+        return string(j, tmp, sizeof(tmp));
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        skip_ws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                char key[1024];
+                if (string(j, key, sizeof(key)) || expect(j, ':'))
+                    return -1;
+            }
+            if (skip_value(j))
+                return -1;
+            skip_ws(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            return expect(j, close);
+        }
+    }
+    while (j->p < j->end && *j->p != ',' && *j->p != '}' && *j->p != ']')
+        j->p++;
+    return 0;
+}
+
+static int tensor_entry(struct json *j, struct tb_st_tensor *t, int64_t offs[2])
+{
+    char key[64], dtype[16];
+    int have = 0;
+    if (expect(j, '{'))
+        return -1;
+    for (;;) {
+        if (string(j, key, sizeof(key)) || expect(j, ':'))
+            return -1;
+        if (!strcmp(key, "dtype")) {
+            if (string(j, dtype, sizeof(dtype)))
+                return -1;
+            int found = -1;
+            for (int i = 0; i < 4; i++)
+                if (!strcmp(dtype, dtype_names[i]))
+                    found = i;
+            if (found < 0)
+                return -2;
+            t->dtype = (enum tb_st_dtype)found;
+            have |= 1;
+        } else if (!strcmp(key, "shape")) {
+            if (expect(j, '['))
+                return -1;
+            t->n_dims = 0;
+            t->n = 1;
+            skip_ws(j);
+            if (j->p < j->end && *j->p == ']') {
+                j->p++;
+            } else {
+                for (;;) {
+                    int64_t v;
+                    if (t->n_dims == TB_ST_MAX_DIMS || integer(j, &v) || v < 0)
+                        return -1;
+                    t->shape[t->n_dims++] = v;
+                    t->n *= v;
+                    skip_ws(j);
+                    if (j->p < j->end && *j->p == ',') {
+                        j->p++;
+                        continue;
+                    }
+                    if (expect(j, ']'))
+                        return -1;
+                    break;
+                }
+            }
+            have |= 2;
+        } else if (!strcmp(key, "data_offsets")) {
+            if (expect(j, '[') || integer(j, &offs[0]) || expect(j, ',') ||
+                integer(j, &offs[1]) || expect(j, ']'))
+                return -1;
+            have |= 4;
+        } else if (skip_value(j)) {
+            return -1;
+        }
+        skip_ws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (expect(j, '}'))
+            return -1;
+        return have == 7 ? 0 : -1;
+    }
+}
+
+void tb_st_free(struct tb_st_file **pf)
+{
+    if (!pf || !*pf)
+        return;
+    struct tb_st_file *f = *pf;
+    for (int i = 0; i < f->n_tensors; i++)
+        free(f->tensors[i].data);
+    free(f->tensors);
+    free(f->metadata);
+    free(f);
+    *pf = NULL;
+}
+
+const struct tb_st_tensor *tb_st_find(const struct tb_st_file *f, const char *name)
+{
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name))
+            return &f->tensors[i];
+    return NULL;
+}
+
+static float half_to_float(uint16_t h, int bf16)
+{
+    uint32_t bits;
+    if (bf16) {
+        bits = (uint32_t)h << 16;
+    } else {
+        uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+        if (exp == 0 && man == 0)
+            bits = sign;
+        else if (exp == 0) { /* subnormal */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 1024));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 1023) << 13);
+        } else if (exp == 31)
+            bits = sign | 0x7F800000u | (man << 13);
+        else
+            bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+int tb_st_read(struct tb_st_file **out, const char *path)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    struct tb_st_file *f = NULL;
+    int rc = tbi_read_file(path, &buf, &len, MAX_FILE);
+    *out = NULL;
+    if (rc < 0)
+        return rc;
+    uint64_t hlen = 0;
+    if (len < 8)
+        goto bad;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | (uint8_t)buf[i];
+    if (hlen > MAX_HEADER || 8 + hlen > len)
+        goto bad;
+    const char *data = buf + 8 + hlen;
+    size_t data_len = len - 8 - hlen;
+    struct json j = {buf + 8, buf + 8 + hlen, path};
+    if (!(f = calloc(1, sizeof(*f))))
+        goto oom;
+    int cap = 0;
+    if (expect(&j, '{'))
+        goto bad;
+    skip_ws(&j);
+    if (j.p < j.end && *j.p == '}')
+        goto done;
+    for (;;) {
+        char name[256];
+        if (string(&j, name, sizeof(name)) || expect(&j, ':'))
+            goto bad;
+        if (!strcmp(name, "__metadata__")) {
+            skip_ws(&j);
+            const char *start = j.p;
+            if (skip_value(&j))
+                goto bad;
+            free(f->metadata);
+            if (!(f->metadata = strndup(start, (size_t)(j.p - start))))
+                goto oom;
+        } else {
+            if (f->n_tensors == cap) {
+                cap = cap ? 2 * cap : 64;
+                struct tb_st_tensor *g = realloc(f->tensors, sizeof(*g) * (size_t)cap);
+                if (!g)
+                    goto oom;
+                f->tensors = g;
+            }
+            struct tb_st_tensor *t = &f->tensors[f->n_tensors];
+            memset(t, 0, sizeof(*t));
+            snprintf(t->name, sizeof(t->name), "%s", name);
+            int64_t offs[2];
+            int e = tensor_entry(&j, t, offs);
+            if (e == -2) {
+                rc = tbi_err(TB_EUNSUPPORTED, "%s: tensor '%s' has a dtype tubelet does not "
+                             "read (F32, I64, BF16, F16 are)", path, name);
+                goto fail;
+            }
+            size_t bytes = (size_t)t->n * (size_t)dtype_bytes[t->dtype];
+            if (e < 0 || offs[0] < 0 || offs[1] < offs[0] || (size_t)offs[1] > data_len ||
+                (size_t)(offs[1] - offs[0]) != bytes) {
+                rc = tbi_err(TB_EFORMAT, "%s: tensor '%s': bad entry or data offsets", path,
+                             name);
+                goto fail;
+            }
+            int widen = t->dtype == TB_ST_BF16 || t->dtype == TB_ST_F16;
+            size_t keep = widen ? (size_t)t->n * 4 : bytes;
+            if (!(t->data = malloc(keep ? keep : 1)))
+                goto oom;
+            if (widen) {
+                const uint8_t *src = (const uint8_t *)data + offs[0];
+                for (int64_t i = 0; i < t->n; i++)
+                    ((float *)t->data)[i] = half_to_float(
+                        (uint16_t)(src[2 * i] | src[2 * i + 1] << 8), t->dtype == TB_ST_BF16);
+                t->dtype = TB_ST_F32;
+            } else {
+                memcpy(t->data, data + offs[0], bytes);
+            }
+            f->n_tensors++;
+        }
+        skip_ws(&j);
+        if (j.p < j.end && *j.p == ',') {
+            j.p++;
+            continue;
+        }
+        if (expect(&j, '}'))
+            goto bad;
+        break;
+    }
+done:
+    free(buf);
+    *out = f;
+    return 0;
+bad:
+    rc = tbi_err(TB_EFORMAT, "%s: not a safetensors file (bad header)", path);
+    goto fail;
+oom:
+    rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
+fail:
+    free(buf);
+    tb_st_free(&f);
+    return rc;
+}
+
+int tb_st_write(const char *path, const struct tb_st_tensor *ts, int n, const char *metadata)
+{
+    struct tbi_sb h = {0};
+    size_t off = 0;
+    tbi_sb_printf(&h, "{");
+    if (metadata)
+        tbi_sb_printf(&h, "\"__metadata__\":%s", metadata);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)ts[i].n * (size_t)dtype_bytes[ts[i].dtype];
+        tbi_sb_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i || metadata ? "," : "",
+                      ts[i].name, dtype_names[ts[i].dtype]);
+        for (int d = 0; d < ts[i].n_dims; d++)
+            tbi_sb_printf(&h, "%s%lld", d ? "," : "", (long long)ts[i].shape[d]);
+        tbi_sb_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
+        off += bytes;
+    }
+    tbi_sb_printf(&h, "}");
+    /* Pad the header with spaces to a multiple of 8, as the reference writer does. */
+    while (!h.failed && h.len % 8)
+        tbi_sb_printf(&h, " ");
+    if (h.failed) {
+        tbi_sb_free(&h);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    }
+    size_t total = 8 + h.len + off;
+    char *buf = malloc(total);
+    if (!buf) {
+        tbi_sb_free(&h);
+        return tbi_err(TB_ENOMEM, "%s: out of memory (%zu bytes)", path, total);
+    }
+    for (int i = 0; i < 8; i++)
+        buf[i] = (char)((uint64_t)h.len >> (8 * i));
+    memcpy(buf + 8, h.buf, h.len);
+    char *p = buf + 8 + h.len;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)ts[i].n * (size_t)dtype_bytes[ts[i].dtype];
+        memcpy(p, ts[i].data, bytes);
+        p += bytes;
+    }
+    int rc = tbi_write_file_atomic(path, buf, total);
+    free(buf);
+    tbi_sb_free(&h);
+    return rc;
+}

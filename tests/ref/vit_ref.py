@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""tests/ref/vit_ref.py - the PyTorch twin of `tubelet step`: builds the same video ViT (timm /
+VideoMAE layout and names) from the same safetensors weights, runs the same AdamW steps on the
+same batch, and writes loss, first-step logits and gradients, and final weights in the same
+file layout. tests/test_vit.c compares the two. Runs on Debian's python3-torch (1.13) or any
+PyTorch 2.x; only numpy and torch are needed (safetensors is read and written here)."""
+import argparse
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DTYPES = {"F32": np.float32, "I64": np.int64}
+
+
+def st_read(path):
+    with open(path, "rb") as f:
+        buf = f.read()
+    (n,) = struct.unpack("<Q", buf[:8])
+    header = json.loads(buf[8:8 + n])
+    data = buf[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy()
+    return out
+
+
+def st_write(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr)
+        dt = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}[arr.dtype]
+        raw = arr.tobytes()
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def sincos_table(n, d):
+    """VideoMAE's get_sinusoid_encoding_table."""
+    pos = np.arange(n)[:, None].astype(np.float64)
+    j = np.arange(d)[None, :]
+    angle = pos / np.power(10000, 2 * (j // 2) / d)
+    table = np.where(j % 2 == 0, np.sin(angle), np.cos(angle))
+    return torch.tensor(table, dtype=torch.float32)[None]
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        hs = C // self.heads
+        qkv = self.qkv(x).reshape(B, N, 3, self.heads, hs).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
+        x = (attn.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj(x)
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, 4 * dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, dim, tubelet, patch):
+        super().__init__()
+        k = (tubelet, patch, patch)
+        self.proj = nn.Conv3d(3, dim, kernel_size=k, stride=k)
+
+
+class VideoViT(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.pool = a.pool
+        self.patch_embed = PatchEmbed(a.dim, a.tubelet, a.patch)
+        n = (a.frames // a.tubelet) * (a.height // a.patch) * (a.width // a.patch)
+        n += a.pool == "cls"
+        if a.pool == "cls":
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, a.dim))
+        if a.pos == "learned":
+            self.pos_embed = nn.Parameter(torch.zeros(1, n, a.dim))
+        else:
+            self.register_buffer("pos_embed", sincos_table(n, a.dim), persistent=False)
+        self.blocks = nn.ModuleList([Block(a.dim, a.heads) for _ in range(a.depth)])
+        norm = nn.LayerNorm(a.dim, eps=1e-6)
+        if a.pool == "cls":
+            self.norm = norm
+        else:
+            self.fc_norm = norm
+        self.head = nn.Linear(a.dim, a.classes)
+
+    def forward(self, video):
+        x = self.patch_embed.proj(video).flatten(2).transpose(1, 2)
+        if self.pool == "cls":
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        x = x + self.pos_embed
+        for blk in self.blocks:
+            x = blk(x)
+        x = self.norm(x)[:, 0] if self.pool == "cls" else self.fc_norm(x.mean(1))
+        return self.head(x)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for k, d in [("dim", 192), ("depth", 12), ("heads", 3), ("patch", 16), ("tubelet", 2),
+                 ("frames", 8), ("classes", 10), ("steps", 1)]:
+        p.add_argument("--" + k, type=int, default=d)
+    p.add_argument("--size", default="112x112")
+    p.add_argument("--pool", default="mean")
+    p.add_argument("--pos", default="sincos")
+    p.add_argument("--weights", required=True)
+    p.add_argument("--batch", required=True)
+    p.add_argument("--out", required=True)
+    for k, d in [("lr", 1e-3), ("wd", 0.05), ("label-smoothing", 0.1), ("beta1", 0.9),
+                 ("beta2", 0.999), ("eps", 1e-8)]:
+        p.add_argument("--" + k, type=float, default=d)
+    a = p.parse_args()
+    a.height, a.width = (int(v) for v in a.size.split("x"))
+    torch.set_num_threads(1)
+    model = VideoViT(a)
+    weights = st_read(a.weights)
+    state = {k: torch.tensor(weights[k]) for k in model.state_dict()}
+    model.load_state_dict(state, strict=True)
+    batch = st_read(a.batch)
+    video, label = torch.tensor(batch["video"]), torch.tensor(batch["label"])
+    decay, no_decay = [], []
+    for name, prm in model.named_parameters():
+        (decay if prm.ndim >= 2 and name not in ("pos_embed", "cls_token") else no_decay).append(prm)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+    out, losses = {}, []
+    for s in range(a.steps):
+        opt.zero_grad()
+        logits = model(video)
+        loss = F.cross_entropy(logits, label, label_smoothing=a.label_smoothing)
+        loss.backward()
+        losses.append(loss.item())
+        if s == 0:
+            out["logits"] = logits.detach().numpy()
+            for name, prm in model.named_parameters():
+                out["grad." + name] = prm.grad.detach().numpy().copy()
+        opt.step()
+    out["loss"] = np.array(losses, dtype=np.float32)
+    for name, prm in model.named_parameters():
+        out[name] = prm.detach().numpy()
+    st_write(a.out, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
