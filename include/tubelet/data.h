@@ -76,6 +76,8 @@ struct tb_dataset_opts {
     int stride;                /* dense sampling */
     int train;                 /* 1: jittered frames, the crop as given; 0: evaluation views */
     int n_views;               /* evaluation: temporal views per item (>= 1) */
+    int n_crops;               /* evaluation: spatial crops per view: 1 (centre) or 3 (the
+                                  centre and both ends of the long side) */
     struct tb_crop_spec crop;  /* training crop; evaluation uses the centre crop */
     int width, height;         /* output frame size */
 };
@@ -94,7 +96,7 @@ struct tb_sample_info {
 TB_API int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
                            const struct tb_dataset_opts *opts);
 TB_API void tb_dataset_close(tb_dataset **ds);
-/* Samples: items, times views in evaluation. */
+/* Samples: items, times views and crops in evaluation. */
 TB_API int64_t tb_dataset_size(const tb_dataset *ds);
 /* Bytes of one sample: T * H * W * 3. */
 TB_API size_t tb_dataset_sample_bytes(const tb_dataset *ds);
@@ -141,6 +143,9 @@ struct tb_loader_stats {
 TB_API int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts *opts);
 /* Start epoch (any order of epochs). Returns the number of batches it holds for this rank. */
 TB_API int64_t tb_loader_epoch(tb_loader *l, int64_t epoch);
+/* The same, starting at batch first (resuming inside an epoch): the batches delivered are
+ * those an uninterrupted epoch would deliver from there on. */
+TB_API int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first);
 /* The next batch of the epoch, in order, or TB_EOF at its end. The batch stays valid until
  * tb_loader_release; errors (too many failures) name the last failed file. One consumer. */
 TB_API int tb_loader_next(tb_loader *l, struct tb_batch **batch);

@@ -33,6 +33,78 @@ TB_API double tb_clip_grad_norm(tb_vit *m, double max_norm);
 TB_API float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float base_lr,
                             float min_lr);
 
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+/* Where training is: the next batch to run is batch `batch` of epoch `epoch`; `step` counts
+ * the updates done. */
+struct tb_train_pos {
+    int64_t epoch, batch, step;
+};
+
+/* Save the model's parameters under their timm names, the AdamW moments as
+ * "optimizer.exp_avg.<name>" / "optimizer.exp_avg_sq.<name>" (opt may be NULL), and the
+ * model config, position and extra "key":"value" pairs (extra may be NULL) as metadata, in one
+ * safetensors file written atomically. PyTorch loads the model with
+ * {k: v for k, v in f.items() if not k.startswith("optimizer.")}. */
+TB_API int tb_ckpt_save(const char *path, tb_vit *m, const struct tb_adamw *opt,
+                        const struct tb_train_pos *pos, const char *extra);
+/* The model config stored in a checkpoint. */
+TB_API int tb_ckpt_config(const char *path, struct tb_vit_config *cfg);
+/* Load parameters (and, when opt is not NULL, the moments and step) and the position. */
+TB_API int tb_ckpt_load(const char *path, tb_vit *m, struct tb_adamw *opt,
+                        struct tb_train_pos *pos);
+
+/* ---- classification training ------------------------------------------------------------- */
+
+#include "tubelet/data.h"
+
+enum tb_label_kind { TB_LABEL_VERB = 0, TB_LABEL_NOUN = 1, TB_LABEL_ACTION = 2 };
+
+struct tb_train_progress {
+    int64_t epoch, epochs, step, steps; /* steps: all of the run */
+    float loss, lr;
+    double grad_norm;
+    double clips_per_s;                 /* over the last logging interval */
+    double elapsed_s, eta_s;
+};
+
+struct tb_eval_result {
+    int64_t epoch;
+    int64_t n_items;
+    double top1, top5;                  /* fractions, views and crops averaged */
+    double loss;                        /* mean cross-entropy of the averaged prediction */
+};
+
+struct tb_train_opts {
+    struct tb_vit_config model;         /* frames/height/width are the clips' */
+    const struct tb_annotations *train_ann, *val_ann; /* val may be NULL */
+    enum tb_label_kind label;
+    struct tb_dataset_opts data;        /* root, ext, sampler, stride, crop (train) */
+    int batch, workers, prefetch;
+    int64_t epochs;
+    double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
+    uint64_t seed;
+    int eval_every;                     /* epochs; 0: only at the end */
+    int val_views, val_crops;
+    int log_every;                      /* steps between metrics lines */
+    const char *out_dir;                /* checkpoints and metrics.jsonl go here */
+    const char *config_text;            /* stored in checkpoints, may be NULL */
+    const volatile int *cancel;         /* Ctrl-C: save a checkpoint and return TB_ECANCELED */
+    void (*on_step)(void *user, const struct tb_train_progress *p);
+    void (*on_eval)(void *user, const struct tb_eval_result *r);
+    void *user;
+};
+
+/* Train (resuming from out_dir/last.safetensors when it exists), evaluating every eval_every
+ * epochs and at the end; checkpoints after every epoch and on cancel. A loss that is not
+ * finite stops the run with TB_ERANGE naming the step. */
+TB_API int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eval);
+
+/* Evaluate m on annotations: views x crops per item, probabilities averaged. */
+TB_API int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann,
+                       const struct tb_dataset_opts *data, enum tb_label_kind label, int views,
+                       int crops, int batch, int workers, struct tb_eval_result *res);
+
 #ifdef __cplusplus
 }
 #endif

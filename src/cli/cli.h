@@ -14,6 +14,11 @@ extern const struct cli_command cli_cmd_frames;
 extern const struct cli_command cli_cmd_bench_load;
 extern const struct cli_command cli_cmd_peek;
 extern const struct cli_command cli_cmd_step;
+extern const struct cli_command cli_cmd_train;
+extern const struct cli_command cli_cmd_eval;
+
+/* mkdir -p for the CLI; 0 or -1 (message printed). */
+int tbi_cli_mkdir(const char *dir);
 
 /* "epic", "kinetics" or "narration" to the annotation format; -1 if unknown. */
 #include "tubelet/data.h"

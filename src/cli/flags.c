@@ -310,8 +310,16 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
         const char *val;
         if (eq)
             val = eq + 1;
-        else if (f->type == CLI_BOOL)
+        else if (f->type == CLI_BOOL) {
+            /* "--flag" alone is true; "--flag false" reads the next word when it is one. */
+            static const char *const words[] = {"true", "false", "yes", "no", "1", "0"};
             val = "true";
+            for (int w = 0; i + 1 < argc && w < 6; w++)
+                if (!strcmp(argv[i + 1], words[w])) {
+                    val = argv[++i];
+                    break;
+                }
+        }
         else if (i + 1 < argc)
             val = argv[++i];
         else {

@@ -2,7 +2,9 @@
  * Ctrl-C handler, and turns library status codes into messages and exit codes
  * (0 success, 1 failure, 2 usage error). Tests: tests/test_cli.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +23,8 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_bench_load,
     &cli_cmd_peek,
     &cli_cmd_step,
+    &cli_cmd_train,
+    &cli_cmd_eval,
 };
 #define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
 
@@ -74,6 +78,24 @@ void cli_json_string(FILE *f, const char *s)
             fputc(*p, f);
     }
     fputc('"', f);
+}
+
+int tbi_cli_mkdir(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(path, 0777);
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "tubelet: %s: cannot create: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 double cli_now(void)

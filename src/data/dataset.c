@@ -36,6 +36,8 @@ int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
     ds->o = *o;
     if (ds->o.n_views < 1 || ds->o.train)
         ds->o.n_views = 1;
+    if (ds->o.n_crops != 3 || ds->o.train)
+        ds->o.n_crops = 1;
     snprintf(ds->root, sizeof(ds->root), "%s", o->root ? o->root : "");
     snprintf(ds->ext, sizeof(ds->ext), "%s", o->ext && o->ext[0] ? o->ext : "mp4");
     /* Kinetics items carry no time window. */
@@ -56,7 +58,7 @@ void tb_dataset_close(tb_dataset **ds)
 
 int64_t tb_dataset_size(const tb_dataset *ds)
 {
-    return (int64_t)ds->ann->n_items * ds->o.n_views;
+    return (int64_t)ds->ann->n_items * ds->o.n_views * ds->o.n_crops;
 }
 
 size_t tb_dataset_sample_bytes(const tb_dataset *ds)
@@ -88,9 +90,11 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
     memset(info, 0, sizeof(*info));
     if (i < 0 || i >= n)
         return tbi_err(TB_ERANGE, "sample %lld of %lld", (long long)i, (long long)n);
-    const struct tb_ann_item *it = &ds->ann->items[i / o->n_views];
-    info->item = i / o->n_views;
-    info->view = (int)(i % o->n_views);
+    int per_item = o->n_views * o->n_crops;
+    const struct tb_ann_item *it = &ds->ann->items[i / per_item];
+    info->item = i / per_item;
+    info->view = (int)(i % per_item) / o->n_crops;
+    int crop_no = (int)(i % per_item) % o->n_crops;
     info->label[0] = it->verb;
     info->label[1] = it->noun;
     info->label[2] = it->action;
@@ -126,8 +130,17 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
     }
     if (rc < 0)
         return tbi_err_prefix(rc, "%s:%d", ds->ann->path, it->line);
-    struct tb_crop_spec center = {.mode = TB_CROP_CENTER};
-    rc = tb_reader_read(r, path, frames, o->n_frames, o->train ? &o->crop : &center, &rng,
+    /* Evaluation: the centre square of the short side, or (crops 1 and 2) the squares at
+     * both ends of the long side, as three-crop testing does. */
+    struct tb_crop_spec eval = {.mode = TB_CROP_CENTER};
+    if (!o->train && crop_no > 0) {
+        int side = vi.width < vi.height ? vi.width : vi.height;
+        int far_x = crop_no == 2 && vi.width > side ? vi.width - side : 0;
+        int far_y = crop_no == 2 && vi.height > side ? vi.height - side : 0;
+        eval = (struct tb_crop_spec){.mode = TB_CROP_FIXED, .x = far_x, .y = far_y, .w = side,
+                                     .h = side};
+    }
+    rc = tb_reader_read(r, path, frames, o->n_frames, o->train ? &o->crop : &eval, &rng,
                         o->width, o->height, out, &info->clip);
     return rc;
 }

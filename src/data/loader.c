@@ -351,6 +351,11 @@ static int make_order(struct tb_loader *l, int64_t epoch)
 
 int64_t tb_loader_epoch(tb_loader *l, int64_t epoch)
 {
+    return tb_loader_epoch_from(l, epoch, 0);
+}
+
+int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first)
+{
     pthread_mutex_lock(&l->mu);
     /* Nothing of the old epoch may still be writing into a buffer. */
     l->epoch = -1 - epoch; /* invalidates running tasks */
@@ -369,15 +374,18 @@ int64_t tb_loader_epoch(tb_loader *l, int64_t epoch)
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
+    if (first < 0 || first > l->n_batches)
+        first = l->n_batches;
     l->epoch = epoch;
-    l->next_pos = 0;
-    l->delivered = l->released = 0;
+    l->next_pos = first * l->o.batch_size;
+    l->delivered = l->released = first;
     l->n_retries = 0;
     for (int i = 0; i < l->n_slots; i++) {
+        /* Batch b goes into slot b % P; the first P from `first` on are assigned now. */
+        int64_t b = first + ((i - first % l->n_slots) + l->n_slots) % l->n_slots;
         struct slot *s = &l->slots[i];
-        int64_t b = i; /* the first P batches go into slots 0..P-1 */
         s->number = b < l->n_batches ? b : -1;
-        int64_t first = b * l->o.batch_size, left = l->n_order - first;
+        int64_t left = l->n_order - b * l->o.batch_size;
         s->remaining = (int)(left < l->o.batch_size ? (left > 0 ? left : 0) : l->o.batch_size);
     }
     pthread_cond_broadcast(&l->work);

@@ -1,0 +1,71 @@
+/* bench/bench_train.c - training-step throughput of the video ViT on the CPU: random weights
+ * and a random batch, forward + backward + gradient clipping + AdamW, timed over STEPS steps
+ * after one warm-up step; prints one JSON line with clips/s and peak RSS. The PyTorch side is
+ * bench/train_peer.py; bench/train_bench.sh runs both.
+ * Usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [PATCH=16] [TUBELET=2] */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "tubelet/model.h"
+#include "tubelet/train.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 7) {
+        fprintf(stderr, "usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS] [PATCH] "
+                "[TUBELET]\n");
+        return 2;
+    }
+    struct tb_vit_config c = {
+        .dim = atoi(argv[1]), .depth = atoi(argv[2]), .heads = atoi(argv[3]),
+        .frames = atoi(argv[4]), .height = atoi(argv[5]), .width = atoi(argv[5]),
+        .patch = argc > 8 ? atoi(argv[8]) : 16, .tubelet = argc > 9 ? atoi(argv[9]) : 2,
+        .classes = 400, .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS,
+    };
+    int B = atoi(argv[6]), steps = argc > 7 ? atoi(argv[7]) : 3;
+    tb_vit *m = NULL;
+    struct tb_adamw opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                           .weight_decay = 0.05f};
+    if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B) < 0 || tb_adamw_init(&opt, m) < 0) {
+        fprintf(stderr, "%s\n", tb_errmsg());
+        return 1;
+    }
+    tb_vit_init(m, 1);
+    size_t nv = (size_t)B * 3 * c.frames * c.height * c.width;
+    float *video = malloc(sizeof(float) * nv);
+    int64_t *labels = malloc(sizeof(int64_t) * (size_t)B);
+    tb_rng r;
+    tb_rng_init(&r, 2, 0);
+    for (size_t i = 0; i < nv; i++)
+        video[i] = (float)tb_rng_normal(&r);
+    for (int b = 0; b < B; b++)
+        labels[b] = (int64_t)tb_rng_below(&r, 400);
+    double t0 = 0;
+    float loss = 0;
+    for (int s = 0; s <= steps; s++) {
+        if (s == 1)
+            t0 = now();
+        tb_vit_forward(m, video, B, labels, 0.1f, &loss);
+        tb_vit_backward(m);
+        tb_clip_grad_norm(m, 1.0);
+        tb_adamw_update(&opt, m);
+    }
+    double secs = now() - t0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"impl\": \"tubelet\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
+           "\"batch\": %d, \"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.3f, "
+           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", c.dim, c.depth, c.frames, c.height, B,
+           steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0, loss);
+    return 0;
+}

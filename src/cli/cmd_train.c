@@ -1,0 +1,319 @@
+/* src/cli/cmd_train.c - `tubelet train --task cls` and `tubelet eval`: the CLI around
+ * tb_train_cls / tb_eval_cls: flags, the run directory's config.txt, a progress bar on a
+ * terminal (plain lines otherwise), Ctrl-C. Tests: tests/test_train.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "tubelet/train.h"
+
+struct train_config {
+    char *task, *data, *train, *val, *format, *label, *out, *ext;
+    int dim, depth, heads, patch, tubelet, frames, input_size, classes;
+    char *pool, *pos, *sampler;
+    int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
+    int log_every, flip;
+    double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min;
+};
+
+#define F(name, type, field, def, meta, help, ...)                                            \
+    CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
+static const struct cli_flag train_flags[] = {
+    F("task", CLI_STR, task, "cls", "NAME", "cls: supervised classification", CLI_NO_RANGE),
+    F("data", CLI_STR, data, NULL, "ROOT", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
+    F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
+    F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
+    F("val", CLI_STR, val, "", "FILE", "validation annotations", CLI_NO_RANGE),
+    F("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
+    F("label", CLI_STR, label, "verb", "NAME", "the class to learn: verb, noun or action",
+      CLI_NO_RANGE),
+    F("out", CLI_STR, out, NULL, "DIR", "run directory: config, checkpoints, metrics.jsonl",
+      CLI_NO_RANGE),
+    F("dim", CLI_INT, dim, "192", "D", "width (ViT-T 192, -S 384, -B 768)", 8, 65536),
+    F("depth", CLI_INT, depth, "12", "L", "blocks", 1, 1024),
+    F("heads", CLI_INT, heads, "3", "NH", "attention heads", 1, 1024),
+    F("patch", CLI_INT, patch, "16", "P", "patch size", 1, 1024),
+    F("tubelet", CLI_INT, tubelet, "2", "TU", "frames per patch", 1, 64),
+    F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
+    F("input-size", CLI_INT, input_size, "224", "PX", "clip frame size (square)", 8, 4096),
+    F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
+    F("pool", CLI_STR, pool, "mean", "NAME", "mean (fc_norm) or cls", CLI_NO_RANGE),
+    F("pos", CLI_STR, pos, "sincos", "NAME", "sincos or learned positions", CLI_NO_RANGE),
+    F("sampler", CLI_STR, sampler, "segments", "NAME", "segments (AVION) or dense (VideoMAE)",
+      CLI_NO_RANGE),
+    F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
+    F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S", "random resized crop: smallest area",
+      0.01, 1),
+    F("flip", CLI_BOOL, flip, "true", "", "random horizontal flips (off when left/right "
+      "matters)", CLI_NO_RANGE),
+    F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
+    F("batch", CLI_INT, batch, "8", "B", "clips per step", 1, 65536),
+    F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),
+    F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
+      10),
+    F("warmup-epochs", CLI_DOUBLE, warmup_epochs, "1", "N", "linear warmup", 0, 1000000),
+    F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay", 0, 10),
+    F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
+    F("clip-grad", CLI_DOUBLE, clip_grad, "1", "N", "gradient norm limit (0: none)", 0, 1e9),
+    F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
+    F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
+    F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
+    F("eval-every", CLI_INT, eval_every, "1", "N", "epochs between evaluations (0: at the end)",
+      0, 1000000),
+    F("val-views", CLI_INT, val_views, "1", "N", "temporal views per validation clip", 1, 64),
+    F("val-crops", CLI_INT, val_crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
+    F("log-every", CLI_INT, log_every, "10", "N", "steps between metrics lines", 1, 1000000),
+};
+#undef F
+
+static int tty;
+
+static void fmt_time(char *buf, size_t size, double s)
+{
+    int t = s < 0 || s > 1e7 ? 0 : (int)(s + 0.5);
+    snprintf(buf, size, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+}
+
+static void on_step(void *user, const struct tb_train_progress *p)
+{
+    int log_every = *(int *)user;
+    char eta[32], el[32];
+    fmt_time(eta, sizeof(eta), p->eta_s);
+    fmt_time(el, sizeof(el), p->elapsed_s);
+    if (tty) {
+        int width = 24, done = (int)((double)p->step / (double)p->steps * width);
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < done ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r[%s] epoch %lld/%lld step %lld/%lld loss %.4f lr %.2e %.1f clips/s "
+                "ETA %s ", bar, (long long)p->epoch + 1, (long long)p->epochs,
+                (long long)p->step, (long long)p->steps, p->loss, p->lr, p->clips_per_s, eta);
+    } else if (p->step % log_every == 0 || p->step == p->steps) {
+        fprintf(stderr, "epoch %lld/%lld step %lld/%lld loss %.4f lr %.2e grad %.3f %.1f "
+                "clips/s elapsed %s ETA %s\n", (long long)p->epoch + 1, (long long)p->epochs,
+                (long long)p->step, (long long)p->steps, p->loss, p->lr, p->grad_norm,
+                p->clips_per_s, el, eta);
+    }
+}
+
+static void on_eval(void *user, const struct tb_eval_result *r)
+{
+    (void)user;
+    fprintf(stderr, "%seval after epoch %lld: top-1 %.2f%%, top-5 %.2f%% on %lld clips (loss "
+            "%.4f)\n", tty ? "\n" : "", (long long)r->epoch, 100 * r->top1, 100 * r->top5,
+            (long long)r->n_items, r->loss);
+}
+
+static int parse_label(const char *s, enum tb_label_kind *out)
+{
+    if (!strcmp(s, "verb"))
+        *out = TB_LABEL_VERB;
+    else if (!strcmp(s, "noun"))
+        *out = TB_LABEL_NOUN;
+    else if (!strcmp(s, "action"))
+        *out = TB_LABEL_ACTION;
+    else
+        return -1;
+    return 0;
+}
+
+static int max_label(const struct tb_annotations *a, enum tb_label_kind k)
+{
+    int mx = -1;
+    for (int i = 0; a && i < a->n_items; i++) {
+        int y = k == TB_LABEL_VERB ? a->items[i].verb
+                : k == TB_LABEL_NOUN ? a->items[i].noun : a->items[i].action;
+        mx = y > mx ? y : mx;
+    }
+    return mx;
+}
+
+static int run_train(void *config, int n_args, char **args)
+{
+    struct train_config *c = config;
+    struct tb_annotations *train = NULL, *val = NULL;
+    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    enum tb_label_kind label;
+    int rc, status = 1;
+    (void)n_args;
+    (void)args;
+    if (strcmp(c->task, "cls")) {
+        fprintf(stderr, "tubelet train: --task %s is not built yet (cls is)\n", c->task);
+        return 2;
+    }
+    if (!c->data[0] || !c->train[0] || !c->out[0]) {
+        fprintf(stderr, "tubelet train: --data, --train and --out are required\n");
+        return 2;
+    }
+    if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
+        (strcmp(c->pool, "mean") && strcmp(c->pool, "cls")) ||
+        (strcmp(c->pos, "sincos") && strcmp(c->pos, "learned")) ||
+        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense")) || c->val_crops == 2) {
+        fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler or "
+                "--val-crops (see tubelet help train)\n");
+        return 2;
+    }
+    if ((rc = tb_ann_load(&train, c->train, &ao)) < 0 ||
+        (c->val[0] && (rc = tb_ann_load(&val, c->val, &ao)) < 0))
+        goto fail;
+    if (label == TB_LABEL_ACTION) {
+        struct tb_annotations *sets[2] = {train, val};
+        tb_ann_map_actions(sets, val ? 2 : 1);
+    }
+    int classes = c->classes;
+    if (classes == 0) {
+        int a = max_label(train, label), b = max_label(val, label);
+        classes = (a > b ? a : b) + 1;
+    }
+    /* The resolved flags beside the run, as a config file that reproduces it. */
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/config.txt", c->out);
+    if (tbi_cli_mkdir(c->out) == 0) {
+        FILE *f = fopen(path, "w");
+        if (f) {
+            cli_print_config(f, &cli_cmd_train, c);
+            fclose(f);
+        }
+    }
+    int log_every = c->log_every;
+    struct tb_train_opts o = {
+        .model = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
+                  .tubelet = c->tubelet, .frames = c->frames, .height = c->input_size,
+                  .width = c->input_size, .classes = classes,
+                  .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
+                  .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED},
+        .train_ann = train, .val_ann = val, .label = label,
+        .data = {.root = c->data, .ext = c->ext,
+                 .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,
+                 .stride = c->stride,
+                 .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = c->scale_min,
+                          .scale_max = 1, .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3,
+                          .flip = c->flip ? TB_FLIP_RANDOM : TB_FLIP_NEVER}},
+        .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
+        .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
+        .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
+        .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
+        .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
+        .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
+    };
+    tty = isatty(2);
+    struct tb_eval_result res = {0};
+    double t0 = cli_now();
+    rc = tb_train_cls(&o, &res);
+    if (tty)
+        fputc('\n', stderr);
+    if (rc < 0)
+        goto fail;
+    printf("train: %s/last.safetensors after %.1f s", c->out, cli_now() - t0);
+    if (res.n_items)
+        printf("; validation top-1 %.2f%%, top-5 %.2f%% on %lld clips", 100 * res.top1,
+               100 * res.top5, (long long)res.n_items);
+    printf("\n");
+    status = 0;
+    goto end;
+fail:
+    cli_report("train", rc);
+end:
+    tb_ann_free(&train);
+    tb_ann_free(&val);
+    return status;
+}
+
+const struct cli_command cli_cmd_train = {
+    .name = "train",
+    .args = "",
+    .summary = "train a video ViT on prepared videos (--task cls)",
+    .details = "Loader -> normalisation -> ViT -> cross-entropy -> AdamW with warmup and cosine\n"
+               "decay. Every epoch: a checkpoint (DIR/last.safetensors, atomic), an evaluation\n"
+               "(top-1/top-5, views x crops averaged), lines in DIR/metrics.jsonl. Run the same\n"
+               "command again to resume exactly; Ctrl-C saves and stops.",
+    .flags = train_flags,
+    .n_flags = (int)(sizeof(train_flags) / sizeof(train_flags[0])),
+    .config_size = sizeof(struct train_config),
+    .min_args = 0,
+    .max_args = 0,
+    .run = run_train,
+};
+
+/* ---- eval -------------------------------------------------------------------------------- */
+
+struct eval_config {
+    char *ckpt, *data, *ext, *val, *format, *label;
+    int views, crops, batch, workers;
+};
+
+#define E(name, type, field, def, meta, help, ...)                                            \
+    CLI_FLAG(name, type, struct eval_config, field, def, meta, help, __VA_ARGS__)
+static const struct cli_flag eval_flags[] = {
+    E("ckpt", CLI_STR, ckpt, NULL, "FILE", "checkpoint (tubelet train's last.safetensors)",
+      CLI_NO_RANGE),
+    E("data", CLI_STR, data, NULL, "ROOT", "prepared videos", CLI_NO_RANGE),
+    E("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
+    E("val", CLI_STR, val, NULL, "FILE", "annotations to evaluate on", CLI_NO_RANGE),
+    E("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
+    E("label", CLI_STR, label, "verb", "NAME", "verb, noun or action", CLI_NO_RANGE),
+    E("views", CLI_INT, views, "1", "N", "temporal views per clip", 1, 64),
+    E("crops", CLI_INT, crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
+    E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
+    E("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
+};
+#undef E
+
+static int run_eval(void *config, int n_args, char **args)
+{
+    struct eval_config *c = config;
+    struct tb_annotations *val = NULL;
+    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    struct tb_vit_config vc;
+    enum tb_label_kind label;
+    tb_vit *m = NULL;
+    int rc, status = 1;
+    (void)n_args;
+    (void)args;
+    if (!c->ckpt[0] || !c->data[0] || !c->val[0]) {
+        fprintf(stderr, "tubelet eval: --ckpt, --data and --val are required\n");
+        return 2;
+    }
+    if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
+        c->crops == 2) {
+        fprintf(stderr, "tubelet eval: bad --format, --label or --crops\n");
+        return 2;
+    }
+    if ((rc = tb_ckpt_config(c->ckpt, &vc)) < 0 || (rc = tb_vit_open(&m, &vc)) < 0 ||
+        (rc = tb_ckpt_load(c->ckpt, m, NULL, NULL)) < 0 ||
+        (rc = (int)tb_vit_plan(m, c->batch)) < 0 || (rc = tb_ann_load(&val, c->val, &ao)) < 0)
+        goto fail;
+    if (label == TB_LABEL_ACTION)
+        tb_ann_map_actions(&val, 1);
+    struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = TB_SAMPLE_SEGMENTS};
+    struct tb_eval_result r;
+    if ((rc = tb_eval_cls(m, val, &d, label, c->views, c->crops, c->batch, c->workers, &r)) < 0)
+        goto fail;
+    printf("{\"ckpt\": \"%s\", \"items\": %lld, \"top1\": %.4f, \"top5\": %.4f, \"loss\": %.6f}\n",
+           c->ckpt, (long long)r.n_items, r.top1, r.top5, r.loss);
+    status = 0;
+    goto end;
+fail:
+    cli_report("eval", rc);
+end:
+    tb_vit_close(&m);
+    tb_ann_free(&val);
+    return status;
+}
+
+const struct cli_command cli_cmd_eval = {
+    .name = "eval",
+    .args = "",
+    .summary = "evaluate a checkpoint: top-1/top-5 with views x crops averaged",
+    .details = NULL,
+    .flags = eval_flags,
+    .n_flags = (int)(sizeof(eval_flags) / sizeof(eval_flags[0])),
+    .config_size = sizeof(struct eval_config),
+    .min_args = 0,
+    .max_args = 0,
+    .run = run_eval,
+};
