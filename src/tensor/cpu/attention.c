@@ -2,67 +2,44 @@
  * of BR rows meet key tiles of BC rows; scores live only in a BR x BC tile, the softmax is
  * computed online (running max and sum per row), and only the log-sum-exp of each row is
  * kept for the backward, which recomputes the probabilities tile by tile. Nothing N x N is
- * ever allocated. The tile products are written as axpy loops over contiguous rows (keys and
- * values are first transposed into the tile) so the compiler vectorises them; OpenMP runs the
- * (batch, head) pairs in parallel. Tests: tests/test_ops.c (against naive attention). */
+ * ever allocated. The tile products are small sgemm calls (OpenBLAS runs them single-threaded
+ * inside the OpenMP region that spreads the (batch, head) pairs over the cores).
+ * Tests: tests/test_ops.c (against naive attention). */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tensor/ops.h"
 
-#define BR 32
-#define BC 64
+#define BR 64
+#define BC 128
 
 /* Per-thread scratch for one (batch, head). */
 struct tile {
     float s[BR * BC];   /* scores, then probabilities (BR, BC) */
     float dp[BR * BC];  /* dP, then dS (BR, BC) */
-    float *kt;          /* a key tile transposed (HS, BC) */
-    float *vt;          /* a value tile transposed (HS, BC) */
     float *acc;         /* output accumulator (BR, HS) */
     float m[BR], l[BR];
 };
 
 static int tile_init(struct tile *t, int HS)
 {
-    t->kt = malloc(sizeof(float) * (size_t)HS * BC);
-    t->vt = malloc(sizeof(float) * (size_t)HS * BC);
     t->acc = malloc(sizeof(float) * (size_t)BR * HS);
-    return t->kt && t->vt && t->acc ? 0 : -1;
+    return t->acc ? 0 : -1;
 }
 
 static void tile_free(struct tile *t)
 {
-    free(t->kt);
-    free(t->vt);
     free(t->acc);
 }
 
-/* dst (HS, bc) = rows (bc, HS) with row stride ld, transposed. */
-static void transpose_rows(float *dst, const float *rows, int bc, int HS, size_t ld)
+/* s (br, bc; stride BC) = scale * q (br, HS; stride ld) @ k (bc, HS; stride ld)^T */
+static void scores(float *s, const float *q, size_t ld, const float *k, size_t ldk, int br,
+                   int bc, int HS, float scale)
 {
-    for (int j = 0; j < bc; j++)
-        for (int d = 0; d < HS; d++)
-            dst[(size_t)d * BC + j] = rows[(size_t)j * ld + d];
-}
-
-/* s (br, bc) = scale * q (br, HS; stride ld) @ kt (HS, bc) */
-static void scores(float *s, const float *q, size_t ld, const float *kt, int br, int bc, int HS,
-                   float scale)
-{
-    for (int r = 0; r < br; r++) {
-        float *sr = s + (size_t)r * BC;
-        const float *qr = q + (size_t)r * ld;
-        for (int j = 0; j < bc; j++)
-            sr[j] = 0;
-        for (int d = 0; d < HS; d++) {
-            float qd = qr[d] * scale;
-            const float *k = kt + (size_t)d * BC;
-            for (int j = 0; j < bc; j++)
-                sr[j] += qd * k[j];
-        }
-    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, br, bc, HS, scale, q, (int)ld, k,
+                (int)ldk, 0.0f, s, BC);
 }
 
 void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS)
@@ -90,8 +67,8 @@ void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, i
                     memset(t.acc, 0, sizeof(float) * (size_t)br * HS);
                     for (int j0 = 0; j0 < N; j0 += BC) {
                         int bc = N - j0 < BC ? N - j0 : BC;
-                        transpose_rows(t.kt, k + (size_t)j0 * ld, bc, HS, ld);
-                        scores(t.s, q + (size_t)i0 * ld, ld, t.kt, br, bc, HS, scale);
+                        scores(t.s, q + (size_t)i0 * ld, ld, k + (size_t)j0 * ld, ld, br, bc,
+                               HS, scale);
                         for (int r = 0; r < br; r++) {
                             float *sr = t.s + (size_t)r * BC, mx = t.m[r];
                             for (int j = 0; j < bc; j++)
@@ -106,14 +83,10 @@ void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, i
                             float *a = t.acc + (size_t)r * HS;
                             for (int d = 0; d < HS; d++)
                                 a[d] *= corr;
-                            /* acc row += P row @ V tile */
-                            for (int j = 0; j < bc; j++) {
-                                float p = sr[j];
-                                const float *vj = v + (size_t)(j0 + j) * ld;
-                                for (int d = 0; d < HS; d++)
-                                    a[d] += p * vj[d];
-                            }
                         }
+                        /* acc (br, HS) += P (br, bc) @ V tile (bc, HS) */
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, HS, bc, 1.0f,
+                                    t.s, BC, v + (size_t)j0 * ld, (int)ld, 1.0f, t.acc, HS);
                     }
                     for (int r = 0; r < br; r++) {
                         float *o = out + ((size_t)b * N + i0 + r) * D + (size_t)h * HS;
@@ -162,19 +135,19 @@ void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const f
                 }
                 for (int j0 = 0; j0 < N; j0 += BC) {
                     int bc = N - j0 < BC ? N - j0 : BC;
-                    transpose_rows(t.kt, k + (size_t)j0 * ld, bc, HS, ld);
-                    transpose_rows(t.vt, v + (size_t)j0 * ld, bc, HS, ld);
                     for (int i0 = 0; i0 < N; i0 += BR) {
                         int br = N - i0 < BR ? N - i0 : BR;
                         /* P = exp(scale * Q K^T - lse), recomputed. */
-                        scores(t.s, q + (size_t)i0 * ld, ld, t.kt, br, bc, HS, scale);
+                        scores(t.s, q + (size_t)i0 * ld, ld, k + (size_t)j0 * ld, ld, br, bc, HS,
+                               scale);
                         for (int r = 0; r < br; r++) {
                             float *sr = t.s + (size_t)r * BC, li = L[i0 + r];
                             for (int j = 0; j < bc; j++)
                                 sr[j] = expf(sr[j] - li);
                         }
                         /* dP = dO V^T, then dS = P * (dP - delta). */
-                        scores(t.dp, dO + (size_t)i0 * D, (size_t)D, t.vt, br, bc, HS, 1.0f);
+                        scores(t.dp, dO + (size_t)i0 * D, (size_t)D, v + (size_t)j0 * ld, ld, br,
+                               bc, HS, 1.0f);
                         for (int r = 0; r < br; r++) {
                             float *dpr = t.dp + (size_t)r * BC;
                             const float *sr = t.s + (size_t)r * BC;
@@ -182,23 +155,18 @@ void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const f
                             for (int j = 0; j < bc; j++)
                                 dpr[j] = sr[j] * (dpr[j] - di);
                         }
-                        for (int r = 0; r < br; r++) {
-                            const float *sr = t.s + (size_t)r * BC, *dsr = t.dp + (size_t)r * BC;
-                            const float *dOr = dO + (size_t)(i0 + r) * D;
-                            const float *qr = q + (size_t)(i0 + r) * ld;
-                            float *dqr = dq + (size_t)(i0 + r) * ld;
-                            for (int j = 0; j < bc; j++) {
-                                float p = sr[j], ds = dsr[j] * scale;
-                                float *dvj = dv + (size_t)(j0 + j) * ld;
-                                float *dkj = dk + (size_t)(j0 + j) * ld;
-                                const float *kj = k + (size_t)(j0 + j) * ld;
-                                for (int d = 0; d < HS; d++) {
-                                    dvj[d] += p * dOr[d];   /* dV += P^T dO */
-                                    dkj[d] += ds * qr[d];   /* dK += dS^T Q * scale */
-                                    dqr[d] += ds * kj[d];   /* dQ += dS K * scale */
-                                }
-                            }
-                        }
+                        /* dV tile (bc, HS) += P^T (bc, br) @ dO (br, HS) */
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bc, HS, br, 1.0f,
+                                    t.s, BC, dO + (size_t)i0 * D, D, 1.0f, dv + (size_t)j0 * ld,
+                                    (int)ld);
+                        /* dQ (br, HS) += scale * dS (br, bc) @ K tile (bc, HS) */
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, HS, bc, scale,
+                                    t.dp, BC, k + (size_t)j0 * ld, (int)ld, 1.0f,
+                                    dq + (size_t)i0 * ld, (int)ld);
+                        /* dK tile (bc, HS) += scale * dS^T (bc, br) @ Q (br, HS) */
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bc, HS, br, scale,
+                                    t.dp, BC, q + (size_t)i0 * ld, (int)ld, 1.0f,
+                                    dk + (size_t)j0 * ld, (int)ld);
                     }
                 }
             }

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Training-step throughput and peak memory on the CPU, tubelet against PyTorch, same model
+# (tests/ref/vit_ref.py's), same threads, in one run (docs/PERFORMANCE.md): ViT-T (192 wide, 12
+# deep, 3 heads, 8x112x112 clips, batch 8), ViT-S (384/12/6, 16x112x112, batch 4), ViT-B
+# (768/12/12, 16x224x224, batch 2). PyTorch 1.13 is Debian's python3-torch (OpenBLAS, explicit
+# softmax attention, as AVION used); PyTorch 2.x is bench/venv's (MKL, SDPA).
+# OPENBLAS_CORETYPE is set to Haswell for every command, as this environment sets it (OpenBLAS
+# 0.3.21 does not recognise this processor and would otherwise fall back to its SSE3 kernels).
+# Usage: bench/train_bench.sh [BUILD_DIR=build] [REPEATS=3] [THREADS=2]
+set -eu
+build=${1:-build}
+reps=${2:-3}
+threads=${3:-2}
+export OPENBLAS_CORETYPE=Haswell OMP_NUM_THREADS="$threads"
+out=${BENCH_OUT:-bench/out}/train
+mkdir -p "$out"
+results=$out/results.jsonl
+: > "$results"
+for cfg in "tiny 192 12 3 8 112 8" "small 384 12 6 16 112 4" "base 768 12 12 16 224 2"; do
+    set -- $cfg
+    name=$1
+    shift
+    n=$reps steps=3
+    if [ "$name" = base ]; then n=1 steps=2; fi
+    for r in $(seq "$n"); do
+        echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps)}" >> "$results"
+        echo "{\"model\": \"$name\", \"result\": $(/usr/bin/python3 bench/train_peer.py "$@" --steps $steps --threads "$threads")}" >> "$results"
+        if [ -x bench/venv/bin/python ]; then
+            echo "{\"model\": \"$name\", \"result\": $(bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
+        fi
+    done
+    echo "train_bench: $name done" >&2
+done
+python3 - "$results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("| model | implementation | clips/s | peak RSS MB |")
+print("|---|---|---|---|")
+for m in ("tiny", "small", "base"):
+    impls = sorted({r["result"]["impl"] for r in rows if r["model"] == m})
+    for i in impls:
+        rs = [r["result"] for r in rows if r["model"] == m and r["result"]["impl"] == i]
+        print(f"| {m} | {i} | {statistics.median(x['clips_per_s'] for x in rs):.2f} | "
+              f"{max(x['peak_rss_mb'] for x in rs):.0f} |")
+PY
