@@ -5,8 +5,10 @@
  * - patchify against the Conv3d definition, cross-entropy with label smoothing against its
  *   formula, AdamW against PyTorch's update written out in double. */
 #include <math.h>
+#include <string.h>
 
 #include "tb_test.h"
+#include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 #include "tubelet/rng.h"
 
@@ -167,6 +169,90 @@ static void test_gelu(void)
     tbi_gelu_bwd(dinp, c.inp, c.r, c.n);
     fd_check("gelu d inp", c.inp, c.n, dinp, ge_loss, &c, 1e-2f, 2e-3);
     free(c.inp), free(c.r), free(c.out), free(dinp);
+}
+
+/* ---- vector exp and erfc against libm in double ---- */
+static void test_vmath(void)
+{
+    tbt_case = "vmath";
+    double worst_e = 0, worst_c = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 200000;
+        double e = fabs(tbi_expf(x) - exp(x)) / exp(x);
+        worst_e = e > worst_e ? e : worst_e;
+        float z = -9.0f + 18.0f * (float)i / 200000;
+        double c = fabs(tbi_erfcf(z) - erfc(z)) / erfc(z);
+        worst_c = c > worst_c ? c : worst_c;
+    }
+    CHECK_MSG(worst_e < 3e-7, "tbi_expf relative error %.2e", worst_e);
+    CHECK_MSG(worst_c < 2e-5, "tbi_erfcf relative error %.2e", worst_c);
+    CHECK(tbi_expf(-INFINITY) == 0 && tbi_expf(-100) == 0 && isfinite(tbi_expf(1000)));
+    printf("vmath: expf %.2e, erfcf %.2e relative\n", worst_e, worst_c);
+}
+
+/* ---- sgemm: the AVX-512 kernel and the dispatcher against a double-precision loop ---- */
+static double gemm_worst(int own, int ta, int tb, int M, int N, int K, float alpha, float beta,
+                         int pad)
+{
+    int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    float *A = randn((size_t)(ta ? K : M) * lda, 1), *B = randn((size_t)(tb ? N : K) * ldb, 1);
+    float *C = randn((size_t)M * ldc, 1), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
+    memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
+    if (beta == 0) /* C must not be read: poison it */
+        for (size_t i = 0; i < (size_t)M * ldc; i++)
+            C[i] = NAN;
+    if (own)
+        CHECK(tbi_sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0);
+    else
+        tbi_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N + pad; j++) {
+            size_t at = (size_t)i * ldc + j;
+            if (j >= N) { /* the padding between rows is never written */
+                if (!(beta == 0 ? isnan(C[at]) : C[at] == C0[at]))
+                    worst = INFINITY;
+                continue;
+            }
+            double s = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s += a * b;
+                mag += fabs(a * b);
+            }
+            double want = alpha * s + (beta == 0 ? 0 : beta * C0[at]);
+            double err = fabs(C[at] - want) / (fabs(alpha) * mag + fabs(beta * C0[at]) + 1e-30);
+            if (!(err <= worst))
+                worst = isnan(err) ? INFINITY : err;
+        }
+    free(A), free(B), free(C), free(C0);
+    return worst;
+}
+
+static void test_gemm(void)
+{
+    tbt_case = "gemm";
+    /* Shapes that end mid-tile in every dimension, cross the KC, MC and NC blocks, and the
+     * degenerate ones (K = 0: C = beta * C). */
+    static const int shapes[][3] = {{1, 1, 1},     {12, 32, 256}, {13, 33, 257}, {7, 5, 3},
+                                    {100, 70, 300}, {97, 2100, 40}, {200, 31, 520}, {5, 9, 0}};
+    int own = tbi_gemm_own_available();
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int t = 0; t < 4; t++) {
+            int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], ta = t & 1, tb = t >> 1;
+            float alpha = i % 2 ? 0.5f : 1.0f, beta = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 1.0f : -0.7f;
+            double e = gemm_worst(0, ta, tb, M, N, K, alpha, beta, (int)(i % 3));
+            CHECK_MSG(e < 1e-5, "sgemm %dx%dx%d ta %d tb %d: relative error %.2e", M, N, K, ta,
+                      tb, e);
+            if (own) {
+                e = gemm_worst(1, ta, tb, M, N, K, alpha, beta, (int)(i % 3));
+                CHECK_MSG(e < 1e-5, "AVX-512 sgemm %dx%dx%d ta %d tb %d: relative error %.2e",
+                          M, N, K, ta, tb, e);
+            }
+        }
+    if (!own)
+        CHECK(tbi_sgemm_own(0, 0, 1, 1, 1, 1, NULL, 1, NULL, 1, 0, NULL, 1) == -1);
 }
 
 /* ---- cross-entropy ---- */
@@ -354,6 +440,8 @@ int main(void)
 {
     tbt_begin("ops");
     tb_rng_init(&rng, 123, 0);
+    test_vmath();
+    test_gemm();
     test_matmul();
     test_layernorm();
     test_gelu();

@@ -9,6 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
+ * semantics; C is not read when beta == 0). Our AVX-512 kernel where the CPU has it, OpenBLAS
+ * otherwise or with TUBELET_GEMM=openblas. */
+void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+/* The AVX-512 kernel itself: -1 where the CPU lacks AVX-512 (or out of memory), else 0. */
+int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+int tbi_gemm_own_available(void);
+
 /* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
 void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
                     int K, int N);
@@ -16,6 +26,9 @@ void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *b
  * dinp, dw, dbias may be NULL (not wanted). */
 void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                     const float *w, int M, int K, int N);
+
+/* acc (N) += the column sums of x (M, N). */
+void tbi_colsum_add(float *acc, const float *x, int M, int N);
 
 /* LayerNorm over the last dim: out, inp (R, C); w, b (C); mean, rstd (R) saved for backward. */
 void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,

@@ -2,14 +2,14 @@
  * of BR rows meet key tiles of BC rows; scores live only in a BR x BC tile, the softmax is
  * computed online (running max and sum per row), and only the log-sum-exp of each row is
  * kept for the backward, which recomputes the probabilities tile by tile. Nothing N x N is
- * ever allocated. The tile products are small sgemm calls (OpenBLAS runs them single-threaded
- * inside the OpenMP region that spreads the (batch, head) pairs over the cores).
+ * ever allocated. The tile products are small tbi_sgemm calls, each on one thread inside the
+ * OpenMP region that spreads the (batch, head) pairs over the cores.
  * Tests: tests/test_ops.c (against naive attention). */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 
 #define BR 64
@@ -38,7 +38,7 @@ static void tile_free(struct tile *t)
 static void scores(float *s, const float *q, size_t ld, const float *k, size_t ldk, int br,
                    int bc, int HS, float scale)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, br, bc, HS, scale, q, (int)ld, k,
+    tbi_sgemm(0, 1, br, bc, HS, scale, q, (int)ld, k,
                 (int)ldk, 0.0f, s, BC);
 }
 
@@ -73,9 +73,10 @@ void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, i
                             float *sr = t.s + (size_t)r * BC, mx = t.m[r];
                             for (int j = 0; j < bc; j++)
                                 mx = sr[j] > mx ? sr[j] : mx;
-                            float corr = expf(t.m[r] - mx), sum = 0;
+                            float corr = tbi_expf(t.m[r] - mx), sum = 0;
+#pragma omp simd reduction(+ : sum)
                             for (int j = 0; j < bc; j++) {
-                                sr[j] = expf(sr[j] - mx);
+                                sr[j] = tbi_expf(sr[j] - mx);
                                 sum += sr[j];
                             }
                             t.l[r] = t.l[r] * corr + sum;
@@ -85,7 +86,7 @@ void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, i
                                 a[d] *= corr;
                         }
                         /* acc (br, HS) += P (br, bc) @ V tile (bc, HS) */
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, HS, bc, 1.0f,
+                        tbi_sgemm(0, 0, br, HS, bc, 1.0f,
                                     t.s, BC, v + (size_t)j0 * ld, (int)ld, 1.0f, t.acc, HS);
                     }
                     for (int r = 0; r < br; r++) {
@@ -142,8 +143,9 @@ void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const f
                                scale);
                         for (int r = 0; r < br; r++) {
                             float *sr = t.s + (size_t)r * BC, li = L[i0 + r];
+#pragma omp simd
                             for (int j = 0; j < bc; j++)
-                                sr[j] = expf(sr[j] - li);
+                                sr[j] = tbi_expf(sr[j] - li);
                         }
                         /* dP = dO V^T, then dS = P * (dP - delta). */
                         scores(t.dp, dO + (size_t)i0 * D, (size_t)D, v + (size_t)j0 * ld, ld, br,
@@ -156,15 +158,15 @@ void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const f
                                 dpr[j] = sr[j] * (dpr[j] - di);
                         }
                         /* dV tile (bc, HS) += P^T (bc, br) @ dO (br, HS) */
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bc, HS, br, 1.0f,
+                        tbi_sgemm(1, 0, bc, HS, br, 1.0f,
                                     t.s, BC, dO + (size_t)i0 * D, D, 1.0f, dv + (size_t)j0 * ld,
                                     (int)ld);
                         /* dQ (br, HS) += scale * dS (br, bc) @ K tile (bc, HS) */
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, HS, bc, scale,
+                        tbi_sgemm(0, 0, br, HS, bc, scale,
                                     t.dp, BC, k + (size_t)j0 * ld, (int)ld, 1.0f,
                                     dq + (size_t)i0 * ld, (int)ld);
                         /* dK tile (bc, HS) += scale * dS^T (bc, br) @ Q (br, HS) */
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bc, HS, br, scale,
+                        tbi_sgemm(1, 0, bc, HS, br, scale,
                                     t.dp, BC, q + (size_t)i0 * ld, (int)ld, 1.0f,
                                     dk + (size_t)j0 * ld, (int)ld);
                     }

@@ -3,7 +3,11 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
+
+/* Column block of the row-summing reductions (bias and LayerNorm parameter gradients). */
+#define COLS 64
 
 void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
                        const float *b, int R, int C, float eps)
@@ -13,10 +17,12 @@ void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, c
         const float *x = inp + (size_t)r * C;
         float *y = out + (size_t)r * C;
         float m = 0;
+#pragma omp simd reduction(+ : m)
         for (int c = 0; c < C; c++)
             m += x[c];
         m /= C;
         float var = 0;
+#pragma omp simd reduction(+ : var)
         for (int c = 0; c < C; c++) {
             float d = x[c] - m;
             var += d * d;
@@ -40,6 +46,7 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
         float m = mean[r], s = rstd[r];
         /* dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w */
         float sum_d = 0, sum_dx = 0;
+#pragma omp simd reduction(+ : sum_d, sum_dx)
         for (int c = 0; c < C; c++) {
             float xhat = (x[c] - m) * s, dxhat = dy[c] * w[c];
             sum_d += dxhat;
@@ -52,39 +59,64 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
             dx[c] += s * (dxhat - sum_d - xhat * sum_dx);
         }
     }
-    /* The parameter gradients sum over rows: one column range per thread. */
+    /* The parameter gradients sum over rows: threads take column ranges, rows stream. */
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        float gw = 0, gb = 0;
+    for (int c0 = 0; c0 < C; c0 += COLS) {
+        int nc = C - c0 < COLS ? C - c0 : COLS;
+        float gw[COLS] = {0}, gb[COLS] = {0};
         for (int r = 0; r < R; r++) {
-            float dy = dout[(size_t)r * C + c];
-            gw += dy * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
-            gb += dy;
+            const float *x = inp + (size_t)r * C + c0, *dy = dout + (size_t)r * C + c0;
+            float m = mean[r], s = rstd[r];
+#pragma omp simd
+            for (int c = 0; c < nc; c++) {
+                gw[c] += dy[c] * (x[c] - m) * s;
+                gb[c] += dy[c];
+            }
         }
-        dw[c] += gw;
-        db[c] += gb;
+        for (int c = 0; c < nc; c++) {
+            dw[c0 + c] += gw[c];
+            db[c0 + c] += gb[c];
+        }
+    }
+}
+
+void tbi_colsum_add(float *acc, const float *x, int M, int N)
+{
+#pragma omp parallel for schedule(static)
+    for (int j0 = 0; j0 < N; j0 += COLS) {
+        int nj = N - j0 < COLS ? N - j0 : COLS;
+        float s[COLS] = {0};
+        for (int i = 0; i < M; i++) {
+            const float *row = x + (size_t)i * N + j0;
+#pragma omp simd
+            for (int j = 0; j < nj; j++)
+                s[j] += row[j];
+        }
+        for (int j = 0; j < nj; j++)
+            acc[j0 + j] += s[j];
     }
 }
 
 #define INV_SQRT2 0.70710678118654752440f
 #define INV_SQRT_2PI 0.39894228040143267794f
 
+/* GELU(x) = x * Phi(x) = 0.5 x erfc(-x / sqrt 2); GELU'(x) = Phi(x) + x phi(x). */
 void tbi_gelu_fwd(float *out, const float *inp, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + erff(x * INV_SQRT2));
+        out[i] = 0.5f * x * tbi_erfcf(-x * INV_SQRT2);
     }
 }
 
 void tbi_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
-        float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
+        float cdf = 0.5f * tbi_erfcf(-x * INV_SQRT2);
+        float pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
         dinp[i] += dout[i] * (cdf + x * pdf);
     }
 }

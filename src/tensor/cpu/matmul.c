@@ -1,6 +1,5 @@
-/* src/tensor/cpu/matmul.c - Linear layers through OpenBLAS sgemm; the bias and its gradient
+/* src/tensor/cpu/matmul.c - Linear layers through tbi_sgemm (gemm.c); the bias and its gradient
  * by hand (OpenMP). Tests: tests/test_ops.c (finite differences). */
-#include <cblas.h>
 #include <string.h>
 
 #include "tensor/ops.h"
@@ -9,8 +8,7 @@ void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *b
                     int K, int N)
 {
     /* out (M, N) = inp (M, K) @ w (N, K)^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K, 0.0f, out,
-                N);
+    tbi_sgemm(0, 1, M, N, K, 1.0f, inp, K, w, K, 0.0f, out, N);
     if (!bias)
         return;
 #pragma omp parallel for schedule(static)
@@ -26,19 +24,10 @@ void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, con
 {
     /* dinp (M, K) += dout (M, N) @ w (N, K) */
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K, 1.0f,
-                    dinp, K);
+        tbi_sgemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 1.0f, dinp, K);
     /* dw (N, K) += dout^T (N, M) @ inp (M, K) */
     if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
-                    dw, K);
-    if (dbias) {
-#pragma omp parallel for schedule(static)
-        for (int j = 0; j < N; j++) {
-            float s = 0;
-            for (int i = 0; i < M; i++)
-                s += dout[(size_t)i * N + j];
-            dbias[j] += s;
-        }
-    }
+        tbi_sgemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
+    if (dbias)
+        tbi_colsum_add(dbias, dout, M, N);
 }

@@ -1,0 +1,226 @@
+/* src/tensor/cpu/gemm.c - single-precision GEMM for the CPU ops: our own AVX-512 kernel where
+ * the processor has AVX-512, OpenBLAS (cblas_sgemm) everywhere else.
+ *
+ * Why our own: Debian 12's OpenBLAS 0.3.21 picks its kernels from the CPU model it knows; on
+ * processors newer than it (Sapphire/Emerald Rapids) it falls back to SSE3 kernels, and with
+ * OPENBLAS_CORETYPE=Haswell to AVX2 ones: half of what the FMA units can do. The kernel here
+ * is the classic blocked scheme (Goto; BLIS's five loops): B is packed KC x NC into slivers
+ * of NR columns, A is packed MC x KC into slivers of MR rows, and a MR x NR register tile of
+ * C is accumulated over KC with broadcast-FMAs. Threads split the MC blocks of one packed B.
+ * Inside an OpenMP region (attention tiles) it runs on the calling thread alone.
+ *
+ * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons).
+ * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/ops.h"
+
+#define MR 12
+#define NR 32
+#define KC 256
+#define MC 96
+#define NC 2048
+
+#define AVX512 __attribute__((target("avx512f")))
+
+static int min_i(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static int round_up(int x, int m)
+{
+    return (x + m - 1) / m * m;
+}
+
+/* dst holds ceil(mc / MR) slivers, each kc x MR (k-major), zero-padded past mc rows:
+ * dst[s][k][r] = op(A)(i0 + s*MR + r, p0 + k). */
+static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p0, int mc,
+                   int kc)
+{
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = min_i(MR, mc - ir);
+        float *d = dst + (size_t)ir * kc;
+        if (!ta) {
+            for (int r = 0; r < mr; r++) {
+                const float *src = A + (size_t)(i0 + ir + r) * lda + p0;
+                for (int k = 0; k < kc; k++)
+                    d[(size_t)k * MR + r] = src[k];
+            }
+            for (int r = mr; r < MR; r++)
+                for (int k = 0; k < kc; k++)
+                    d[(size_t)k * MR + r] = 0;
+        } else {
+            for (int k = 0; k < kc; k++) {
+                const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
+                float *dk = d + (size_t)k * MR;
+                for (int r = 0; r < mr; r++)
+                    dk[r] = src[r];
+                for (int r = mr; r < MR; r++)
+                    dk[r] = 0;
+            }
+        }
+    }
+}
+
+/* One sliver of B: dst[k][c] = op(B)(p0 + k, j0 + c), kc x NR, zero-padded past nr columns. */
+static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j0, int nr,
+                   int kc)
+{
+    if (!tb) {
+        for (int k = 0; k < kc; k++) {
+            const float *src = B + (size_t)(p0 + k) * ldb + j0;
+            float *dk = dst + (size_t)k * NR;
+            memcpy(dk, src, sizeof(float) * (size_t)nr);
+            for (int c = nr; c < NR; c++)
+                dk[c] = 0;
+        }
+    } else {
+        for (int c = 0; c < nr; c++) {
+            const float *src = B + (size_t)(j0 + c) * ldb + p0;
+            for (int k = 0; k < kc; k++)
+                dst[(size_t)k * NR + c] = src[k];
+        }
+        for (int c = nr; c < NR; c++)
+            for (int k = 0; k < kc; k++)
+                dst[(size_t)k * NR + c] = 0;
+    }
+}
+
+/* C (m x n of an MR x NR tile) = alpha * a-sliver @ b-sliver + beta * C; C is not read when
+ * beta == 0. The 24 accumulators stay in registers (the loops over rows are unrolled). */
+AVX512 static void kernel(int kc, const float *restrict a, const float *restrict b, float *c,
+                          size_t ldc, int m, int n, float alpha, float beta)
+{
+    __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        acc0[i] = acc1[i] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+            acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+        }
+        a += MR;
+        b += NR;
+    }
+    __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    __mmask16 k1 = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        if (i >= m)
+            break;
+        float *ci = c + (size_t)i * ldc;
+        __m512 r0 = _mm512_mul_ps(acc0[i], va), r1 = _mm512_mul_ps(acc1[i], va);
+        if (beta != 0) {
+            r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k0, ci), r0);
+            r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k1, ci + 16), r1);
+        }
+        _mm512_mask_storeu_ps(ci, k0, r0);
+        _mm512_mask_storeu_ps(ci + 16, k1, r1);
+    }
+}
+
+static void scale_c(float *C, size_t ldc, int M, int N, float beta)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+}
+
+/* The blocked loops; nth threads (1 inside an OpenMP region). */
+static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc, float *buf, int nth,
+                     int kcm, int ncm, int mcm)
+{
+#pragma omp parallel num_threads(nth) if (nth > 1)
+    {
+        float *bbuf = buf, *abuf = buf + (size_t)kcm * ncm + (size_t)omp_get_thread_num() * mcm * kcm;
+        for (int jc = 0; jc < N; jc += NC) {
+            int nc = min_i(NC, N - jc);
+            for (int pc = 0; pc < K; pc += KC) {
+                int kc = min_i(KC, K - pc);
+                float bet = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+                for (int jr = 0; jr < nc; jr += NR)
+                    pack_b(bbuf + (size_t)jr * kc, B, (size_t)ldb, tb, pc, jc + jr,
+                           min_i(NR, nc - jr), kc);
+#pragma omp for schedule(dynamic)
+                for (int ic = 0; ic < M; ic += MC) {
+                    int mc = min_i(MC, M - ic);
+                    pack_a(abuf, A, (size_t)lda, ta, ic, pc, mc, kc);
+                    for (int jr = 0; jr < nc; jr += NR)
+                        for (int ir = 0; ir < mc; ir += MR)
+                            kernel(kc, abuf + (size_t)ir * kc, bbuf + (size_t)jr * kc,
+                                   C + (size_t)(ic + ir) * ldc + jc + jr, (size_t)ldc,
+                                   min_i(MR, mc - ir), min_i(NR, nc - jr), alpha, bet);
+                }
+            }
+        }
+    }
+}
+
+int tbi_gemm_own_available(void)
+{
+    static atomic_int have = -1;
+    int h = atomic_load(&have);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("avx512f") != 0;
+        atomic_store(&have, h);
+    }
+    return h;
+}
+
+static int use_own(void)
+{
+    static atomic_int use = -1;
+    int u = atomic_load(&use);
+    if (u < 0) {
+        const char *e = getenv("TUBELET_GEMM");
+        u = tbi_gemm_own_available() && !(e && !strcmp(e, "openblas"));
+        atomic_store(&use, u);
+    }
+    return u;
+}
+
+int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (!tbi_gemm_own_available())
+        return -1;
+    if (M <= 0 || N <= 0)
+        return 0;
+    if (K <= 0 || alpha == 0) {
+        scale_c(C, (size_t)ldc, M, N, beta);
+        return 0;
+    }
+    int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int kcm = min_i(KC, K), ncm = round_up(min_i(NC, N), NR), mcm = round_up(min_i(MC, M), MR);
+    size_t bytes = sizeof(float) * ((size_t)kcm * ncm + (size_t)nth * mcm * kcm);
+    float *buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!buf)
+        return -1;
+    gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf, nth, kcm, ncm, mcm);
+    free(buf);
+    return 0;
+}
+
+void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (use_own() && tbi_sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+        return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
