@@ -2,7 +2,8 @@
  * and a random batch, forward + backward + gradient clipping + AdamW, timed over STEPS steps
  * after one warm-up step; prints one JSON line with clips/s and peak RSS. The PyTorch side is
  * bench/train_peer.py; bench/train_bench.sh runs both.
- * Usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [PATCH=16] [TUBELET=2] */
+ * Usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [PATCH=16] [TUBELET=2]
+ *        [RECOMPUTE=0] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ int main(int argc, char **argv)
 {
     if (argc < 7) {
         fprintf(stderr, "usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS] [PATCH] "
-                "[TUBELET]\n");
+                "[TUBELET] [RECOMPUTE]\n");
         return 2;
     }
     struct tb_vit_config c = {
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
         .frames = atoi(argv[4]), .height = atoi(argv[5]), .width = atoi(argv[5]),
         .patch = argc > 8 ? atoi(argv[8]) : 16, .tubelet = argc > 9 ? atoi(argv[9]) : 2,
         .classes = 400, .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS,
+        .recompute = argc > 10 ? atoi(argv[10]) : 0,
     };
     int B = atoi(argv[6]), steps = argc > 7 ? atoi(argv[7]) : 3;
     tb_vit *m = NULL;
@@ -63,9 +65,9 @@ int main(int argc, char **argv)
     double secs = now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"impl\": \"tubelet\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
+    printf("{\"impl\": \"tubelet%s\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
            "\"batch\": %d, \"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.3f, "
-           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", c.dim, c.depth, c.frames, c.height, B,
+           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", c.recompute ? "-recompute" : "", c.dim, c.depth, c.frames, c.height, B,
            steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0, loss);
     return 0;
 }

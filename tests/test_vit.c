@@ -149,6 +149,13 @@ int main(void)
         CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
         free(out);
         compare(o, r, what);
+        if (i < 2) { /* per-block recomputation: the same numbers */
+            snprintf(what, sizeof(what), "%s pool, %s positions, recomputed", v->pool, v->pos);
+            rc = tbt_run(&out, 120, "%s step %s --recompute --out %s", tbt_tubelet(), flags, o);
+            CHECK_MSG(rc == 0, "tubelet step --recompute: %s", out);
+            free(out);
+            compare(o, r, what);
+        }
     }
 
     tbt_case = "bad weights";

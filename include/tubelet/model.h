@@ -29,6 +29,8 @@ struct tb_vit_config {
     int classes;               /* K */
     enum tb_pool pool;
     enum tb_pos pos;
+    int recompute;             /* 1: keep only each block's input; the backward runs the block's
+                                * forward again (activation memory of one block, ~1.3x compute) */
 };
 
 typedef struct tb_vit tb_vit;

@@ -15,7 +15,7 @@ struct train_config {
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
-    int log_every, flip;
+    int log_every, flip, recompute;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min;
 };
 
@@ -49,6 +49,8 @@ static const struct cli_flag train_flags[] = {
       0.01, 1),
     F("flip", CLI_BOOL, flip, "true", "", "random horizontal flips (off when left/right "
       "matters)", CLI_NO_RANGE),
+    F("recompute", CLI_BOOL, recompute, "false", "", "keep only block inputs; the backward "
+      "reruns each block's forward (less memory, ~1.3x compute)", CLI_NO_RANGE),
     F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
     F("batch", CLI_INT, batch, "8", "B", "clips per step", 1, 65536),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),
@@ -185,7 +187,8 @@ static int run_train(void *config, int n_args, char **args)
                   .tubelet = c->tubelet, .frames = c->frames, .height = c->input_size,
                   .width = c->input_size, .classes = classes,
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
-                  .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED},
+                  .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
+                  .recompute = c->recompute},
         .train_ann = train, .val_ann = val, .label = label,
         .data = {.root = c->data, .ext = c->ext,
                  .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,

@@ -30,8 +30,7 @@ struct block_acts {
     float *lse;                       /* (B, NH, Nt) */
     float *res1;                      /* (B*Nt, D) x + proj(att) */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc1;                       /* (B*Nt, F) before GELU */
-    float *gelu;                      /* (B*Nt, F) */
+    float *fc1;                       /* (B*Nt, F) before GELU (GELU is recomputed) */
 };
 
 struct tb_vit {
@@ -55,7 +54,8 @@ struct tb_vit {
     float *cols;                      /* (B*Np, patch_len) */
     float *patch_out;                 /* (B*Np, D) */
     float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
-    struct block_acts *ba;
+    struct block_acts *ba;            /* L of them, or 1 shared when recomputing */
+    float *gelu;                      /* (B*Nt, F) scratch: GELU(fc1) of the current block */
     float *pooled, *pooled_n, *pool_mean, *pool_rstd; /* (B, D), (B, D), (B), (B) */
     float *logits, *probs, *dlogits;  /* (B, K) */
     int64_t *labels;                  /* (B) */
@@ -347,8 +347,9 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     int D = m->D, F = m->F, L = m->c.depth, K = m->K;
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Np, n = 0;
     /* Count, then carve one allocation. */
-    size_t per_block = T * D * 5 + T * 3 * D + T * F * 2 + T * 4 + (size_t)B * m->NH * m->Nt;
-    n += P * m->patch_len + P * D + (L + 1) * T * D + L * per_block;
+    size_t per_block = T * D * 5 + T * 3 * D + T * F + T * 4 + (size_t)B * m->NH * m->Nt;
+    int n_acts = m->c.recompute ? 1 : L;
+    n += P * m->patch_len + P * D + (L + 1) * T * D + n_acts * per_block + T * F;
     n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3;
     n += T * D * 2 + T * 3 * D + T * F * 2 + (size_t)B * D * 2;                  /* backward */
     free(m->acts);
@@ -369,7 +370,8 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->cols, P * m->patch_len);
     TAKE(m->patch_out, P * D);
     TAKE(m->x, (L + 1) * T * D);
-    for (int l = 0; l < L; l++) {
+    TAKE(m->gelu, T * F);
+    for (int l = 0; l < n_acts; l++) {
         struct block_acts *a = &m->ba[l];
         TAKE(a->ln1, T * D);
         TAKE(a->ln1_mean, T);
@@ -382,7 +384,6 @@ int64_t tb_vit_plan(tb_vit *m, int B)
         TAKE(a->ln2_mean, T);
         TAKE(a->ln2_rstd, T);
         TAKE(a->fc1, T * F);
-        TAKE(a->gelu, T * F);
     }
     TAKE(m->pooled, (size_t)B * D);
     TAKE(m->pooled_n, (size_t)B * D);
@@ -406,12 +407,41 @@ int64_t tb_vit_plan(tb_vit *m, int B)
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
+/* The activations block l saves for its backward (one shared set when recomputing). */
+static struct block_acts *acts_of(tb_vit *m, int l)
+{
+    return &m->ba[m->c.recompute ? 0 : l];
+}
+
+/* Block l: x[l] -> x[l + 1], saving what its backward needs. */
+static void block_forward(tb_vit *m, int l)
+{
+    const struct tbi_ops *o = m->ops;
+    const struct block_params *w = &m->bp[l];
+    struct block_acts *a = acts_of(m, l);
+    int D = m->D, F = m->F, R = m->B * m->Nt;
+    const float *x = m->x + (size_t)l * R * D;
+    float *y = m->x + (size_t)(l + 1) * R * D;
+    /* x + proj(attention(qkv(norm1(x)))) */
+    o->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
+    o->matmul_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, R, D, 3 * D);
+    o->attention_fwd(a->att, a->lse, a->qkv, m->B, m->Nt, m->NH, m->HS);
+    o->matmul_fwd(a->res1, a->att, w->proj_w, w->proj_b, R, D, D);
+    o->add_fwd(a->res1, a->res1, x, (size_t)R * D);
+    /* res1 + fc2(gelu(fc1(norm2(res1)))) */
+    o->layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D, LN_EPS);
+    o->matmul_fwd(a->fc1, a->ln2, w->fc1_w, w->fc1_b, R, D, F);
+    o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
+    o->matmul_fwd(y, m->gelu, w->fc2_w, w->fc2_b, R, F, D);
+    o->add_fwd(y, y, a->res1, (size_t)R * D);
+}
+
 int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels, float smoothing,
                    float *loss)
 {
     const struct tbi_ops *o = m->ops;
     const struct tb_vit_config *c = &m->c;
-    int D = m->D, F = m->F, Nt = m->Nt, Np = m->Np, L = c->depth;
+    int D = m->D, Nt = m->Nt, Np = m->Np, L = c->depth;
     if (B < 1 || B > m->B_plan)
         return tbi_err(TB_EINVAL, "batch of %d clips, but activations are planned for %d", B,
                        m->B_plan);
@@ -435,25 +465,8 @@ int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels, 
                 dst[d] = src[d] + pe[d];
         }
 
-    for (int l = 0; l < L; l++) {
-        const struct block_params *w = &m->bp[l];
-        struct block_acts *a = &m->ba[l];
-        const float *x = m->x + (size_t)l * R * D;
-        float *y = m->x + (size_t)(l + 1) * R * D;
-        /* x + proj(attention(qkv(norm1(x)))) */
-        o->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
-        o->matmul_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, R, D, 3 * D);
-        o->attention_fwd(a->att, a->lse, a->qkv, B, Nt, m->NH, m->HS);
-        o->matmul_fwd(a->res1, a->att, w->proj_w, w->proj_b, R, D, D);
-        o->add_fwd(a->res1, a->res1, x, (size_t)R * D);
-        /* res1 + fc2(gelu(fc1(norm2(res1)))) */
-        o->layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D,
-                         LN_EPS);
-        o->matmul_fwd(a->fc1, a->ln2, w->fc1_w, w->fc1_b, R, D, F);
-        o->gelu_fwd(a->gelu, a->fc1, (size_t)R * F);
-        o->matmul_fwd(y, a->gelu, w->fc2_w, w->fc2_b, R, F, D);
-        o->add_fwd(y, y, a->res1, (size_t)R * D);
-    }
+    for (int l = 0; l < L; l++)
+        block_forward(m, l);
 
     /* Pooling: the class token, or the mean of all tokens; then its norm and the head. */
     const float *xl = m->x + (size_t)L * R * D;
@@ -539,11 +552,14 @@ int tb_vit_backward(tb_vit *m)
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
         const struct block_params *w = &m->bp[l];
-        const struct block_acts *a = &m->ba[l];
+        const struct block_acts *a = acts_of(m, l);
         const float *x = m->x + (size_t)l * R * D;
+        if (c->recompute)
+            block_forward(m, l);
         /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))) */
+        o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
         memset(m->dF2, 0, sizeof(float) * (size_t)R * F);
-        o->matmul_bwd(m->dF2, G(w->fc2_w), G(w->fc2_b), m->dres, a->gelu, w->fc2_w, R, F, D);
+        o->matmul_bwd(m->dF2, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
         memset(m->dF, 0, sizeof(float) * (size_t)R * F);
         o->gelu_bwd(m->dF, a->fc1, m->dF2, (size_t)R * F);
         memset(m->dD, 0, sizeof(float) * (size_t)R * D);

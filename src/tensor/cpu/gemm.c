@@ -48,14 +48,15 @@ static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p
         int mr = min_i(MR, mc - ir);
         float *d = dst + (size_t)ir * kc;
         if (!ta) {
-            for (int r = 0; r < mr; r++) {
-                const float *src = A + (size_t)(i0 + ir + r) * lda + p0;
-                for (int k = 0; k < kc; k++)
-                    d[(size_t)k * MR + r] = src[k];
+            /* k outer: MR row streams read side by side, the sliver written in order. */
+            const float *rows[MR];
+            for (int r = 0; r < MR; r++)
+                rows[r] = A + (size_t)(i0 + ir + (r < mr ? r : 0)) * lda + p0;
+            for (int k = 0; k < kc; k++) {
+                float *dk = d + (size_t)k * MR;
+                for (int r = 0; r < MR; r++)
+                    dk[r] = r < mr ? rows[r][k] : 0;
             }
-            for (int r = mr; r < MR; r++)
-                for (int k = 0; k < kc; k++)
-                    d[(size_t)k * MR + r] = 0;
         } else {
             for (int k = 0; k < kc; k++) {
                 const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
@@ -82,14 +83,14 @@ static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j
                 dk[c] = 0;
         }
     } else {
-        for (int c = 0; c < nr; c++) {
-            const float *src = B + (size_t)(j0 + c) * ldb + p0;
-            for (int k = 0; k < kc; k++)
-                dst[(size_t)k * NR + c] = src[k];
+        const float *cols[NR];
+        for (int c = 0; c < NR; c++)
+            cols[c] = B + (size_t)(j0 + (c < nr ? c : 0)) * ldb + p0;
+        for (int k = 0; k < kc; k++) {
+            float *dk = dst + (size_t)k * NR;
+            for (int c = 0; c < NR; c++)
+                dk[c] = c < nr ? cols[c][k] : 0;
         }
-        for (int c = nr; c < NR; c++)
-            for (int k = 0; k < kc; k++)
-                dst[(size_t)k * NR + c] = 0;
     }
 }
 
