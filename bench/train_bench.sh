@@ -6,6 +6,8 @@
 # softmax attention, as AVION used); PyTorch 2.x is bench/venv's (MKL, SDPA).
 # OPENBLAS_CORETYPE is set to Haswell for every command, as this environment sets it (OpenBLAS
 # 0.3.21 does not recognise this processor and would otherwise fall back to its SSE3 kernels).
+# tubelet runs twice: keeping every block's activations, and with --recompute (block inputs only).
+# First, bench_gemm: tubelet's sgemm against OpenBLAS's on the same shapes (bench/out/train/gemm.md).
 # Usage: bench/train_bench.sh [BUILD_DIR=build] [REPEATS=3] [THREADS=2]
 set -eu
 build=${1:-build}
@@ -16,14 +18,17 @@ out=${BENCH_OUT:-bench/out}/train
 mkdir -p "$out"
 results=$out/results.jsonl
 : > "$results"
+"$build/bench/bench_gemm" 1 | tee "$out/gemm.md"
 for cfg in "tiny 192 12 3 8 112 8" "small 384 12 6 16 112 4" "base 768 12 12 16 224 2"; do
     set -- $cfg
     name=$1
     shift
     n=$reps steps=3
+    if [ "$name" = tiny ]; then steps=5; fi
     if [ "$name" = base ]; then n=1 steps=2; fi
     for r in $(seq "$n"); do
         echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps)}" >> "$results"
+        echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 1)}" >> "$results"
         echo "{\"model\": \"$name\", \"result\": $(/usr/bin/python3 bench/train_peer.py "$@" --steps $steps --threads "$threads")}" >> "$results"
         if [ -x bench/venv/bin/python ]; then
             echo "{\"model\": \"$name\", \"result\": $(bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"

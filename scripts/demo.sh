@@ -1,20 +1,55 @@
 #!/bin/sh
-# The main job on the embedded default: a synthetic EPIC-Kitchens-style dataset, prepared into
-# 15 s chunks, then probed. Usage: scripts/demo.sh TUBELET_BINARY OUT_DIR
+# The main job on the embedded default, the whole system on the CPU: a synthetic
+# EPIC-Kitchens-style dataset whose verbs need motion (move left/right/up/down, rotate either
+# way, grow, shrink), prepared into indexed chunks, a small video ViT trained to tell the verbs
+# apart, then evaluated on held-out videos. About 10 minutes on 2 cores.
+# Usage: scripts/demo.sh TUBELET_BINARY OUT_DIR
 set -eu
 bin=${1:-build/tubelet}
 out=${2:-demo}
+t0=$(date +%s)
 mkdir -p "$out"
+rm -rf "$out/run"
 
-echo "== 1/3 synth: 8 videos of 60 s, EPIC-Kitchens-100 style annotations"
-"$bin" synth --out "$out/data" --videos 8 --seconds 60
+echo "== 1/4 synth: 128 videos of 60 s at 160x120, EPIC-Kitchens-100 style annotations"
+"$bin" synth --out "$out/data" --videos 128 --seconds 60 --size 160x120 --preset ultrafast
 
-echo "== 2/3 prep: 15 s chunks, short side 320, 30 fps, with an index per chunk"
-"$bin" prep "$out"/data/videos/*.mp4 --out "$out/chunks" --jobs 2
+echo "== 2/4 prep: 15 s chunks, short side 80, 30 fps, an index per chunk"
+"$bin" prep "$out"/data/videos/*.mp4 --out "$out/chunks" --short-side 80 --preset ultrafast \
+    --jobs 2
+t1=$(date +%s)
 
-echo "== 3/3 probe: what the reader will see"
-"$bin" probe "$out/chunks/P01_01.mp4" | sed -n '1,12p;/"chunks"/,$p' | cut -c1-110
+echo "== 3/4 train: ViT (128 wide, 4 deep, 8x64x64 clips, 8x8x8 tubelets) on the verbs"
+"$bin" train --data "$out/chunks" --train "$out/data/annotations/EPIC_100_train.csv" \
+    --val "$out/data/annotations/EPIC_100_validation.csv" --label verb \
+    --dim 128 --depth 4 --heads 4 --patch 8 --tubelet 8 --frames 8 --input-size 64 \
+    --flip false --batch 16 --lr 0.0005 --warmup-epochs 2 --epochs 35 --eval-every 5 \
+    --log-every 50 --out "$out/run"
+t2=$(date +%s)
+
+echo "== 4/4 eval: the checkpoint on the held-out videos"
+"$bin" eval --ckpt "$out/run/last.safetensors" --data "$out/chunks" \
+    --val "$out/data/annotations/EPIC_100_validation.csv" --label verb > "$out/eval.json"
+t3=$(date +%s)
 
 echo
-echo "demo: annotations in $out/data/annotations, chunks in $out/chunks"
-head -n 3 "$out/data/annotations/EPIC_100_train.csv"
+echo "Validation top-1 over training (held-out videos, 8 verbs, chance 12.5%):"
+awk -F'[:,}]' '/"eval_epoch"/ {
+        for (i = 1; i < NF; i++) {
+            if ($i ~ /"eval_epoch"/) e = $(i + 1) + 0
+            if ($i ~ /"top1"/) a = $(i + 1) * 100
+        }
+        bar = ""
+        for (j = 0; j < int(a / 2 + 0.5); j++) bar = bar "#"
+        printf "  epoch %3d  %5.1f%%  %s\n", e, a, bar
+    }' "$out/run/metrics.jsonl"
+awk -F'[:,}]' '{
+        for (i = 1; i < NF; i++) {
+            if ($i ~ /"items"/) n = $(i + 1) + 0
+            if ($i ~ /"top1"/) a = $(i + 1) * 100
+            if ($i ~ /"top5"/) b = $(i + 1) * 100
+        }
+        printf "\ndemo: top-1 %.1f%%, top-5 %.1f%% on %d held-out clips\n", a, b, n
+    }' "$out/eval.json"
+echo "demo: data $((t1 - t0)) s, training $((t2 - t1)) s, evaluation $((t3 - t2)) s," \
+    "total $((t3 - t0)) s; run directory $out/run"

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "tb_test.h"
+#include "tubelet/data.h"
 #include "tubelet/safetensors.h"
 
 static char data[4200], train_csv[4400], val_csv[4400];
@@ -101,13 +102,37 @@ int main(void)
     free(metrics);
 
     tbt_case = "eval";
-    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --batch 4",
-                 t, run_a, data, val_csv);
+    char pred[4400];
+    snprintf(pred, sizeof(pred), "%s/pred.csv", d);
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --batch 4 "
+                 "--predictions %s", t, run_a, data, val_csv, pred);
     CHECK_MSG(rc == 0, "%s", out);
     char *e = out ? strstr(out, "\"top1\": ") : NULL;
     CHECK_MSG(e && fabs(100 * atof(e + 8) - run_top1) < 0.01, "eval top-1 %s vs the run's %.2f",
               e ? e : "(none)", run_top1);
     free(out);
+    /* The predictions file: one row per validation item, its label from the CSV, and a top-1
+     * share equal to the reported top-1. */
+    struct tb_annotations *va = NULL;
+    struct tb_ann_opts vo = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&va, val_csv, &vo), 0);
+    char *pc = tbt_read(pred, NULL);
+    CHECK(pc && !strncmp(pc, "line,label,predicted\n", 21));
+    int rows = 0, right = 0, labels_ok = 1;
+    for (char *ln = pc ? strchr(pc, '\n') : NULL; ln && ln[1]; ln = strchr(ln + 1, '\n')) {
+        int line, y, p;
+        if (sscanf(ln + 1, "%d,%d,%d", &line, &y, &p) != 3 || !va || rows >= va->n_items)
+            break;
+        labels_ok &= line == va->items[rows].line && y == va->items[rows].verb;
+        right += y == p;
+        rows++;
+    }
+    CHECK_MSG(va && rows == va->n_items, "%d prediction rows", rows);
+    CHECK(labels_ok);
+    CHECK_MSG(rows && fabs(100.0 * right / rows - run_top1) < 0.01, "predictions give %.2f%%",
+              rows ? 100.0 * right / rows : 0);
+    free(pc);
+    tb_ann_free(&va);
 
     tbt_case = "a loss that is not finite";
     /* A checkpoint with a NaN weight, set back to the start of training. */

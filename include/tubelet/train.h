@@ -100,10 +100,12 @@ struct tb_train_opts {
  * finite stops the run with TB_ERANGE naming the step. */
 TB_API int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eval);
 
-/* Evaluate m on annotations: views x crops per item, probabilities averaged. */
+/* Evaluate m on annotations: views x crops per item, probabilities averaged. predicted, when
+ * not NULL, has ann->n_items places and receives each item's top-1 class. */
 TB_API int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann,
                        const struct tb_dataset_opts *data, enum tb_label_kind label, int views,
-                       int crops, int batch, int workers, struct tb_eval_result *res);
+                       int crops, int batch, int workers, struct tb_eval_result *res,
+                       int *predicted);
 
 #ifdef __cplusplus
 }

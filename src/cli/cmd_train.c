@@ -2,8 +2,10 @@
  * tb_train_cls / tb_eval_cls: flags, the run directory's config.txt, a progress bar on a
  * terminal (plain lines otherwise), Ctrl-C. Tests: tests/test_train.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -245,7 +247,7 @@ const struct cli_command cli_cmd_train = {
 /* ---- eval -------------------------------------------------------------------------------- */
 
 struct eval_config {
-    char *ckpt, *data, *ext, *val, *format, *label;
+    char *ckpt, *data, *ext, *val, *format, *label, *predictions;
     int views, crops, batch, workers;
 };
 
@@ -263,8 +265,33 @@ static const struct cli_flag eval_flags[] = {
     E("crops", CLI_INT, crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
     E("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
+    E("predictions", CLI_STR, predictions, "", "FILE.csv",
+      "also write each item's line, label and top-1 class", CLI_NO_RANGE),
 };
 #undef E
+
+/* line,label,predicted per annotation item: the confusion matrix is one awk away. */
+static int write_predictions(const char *path, const struct tb_annotations *a,
+                             enum tb_label_kind k, const int *pred)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "tubelet eval: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "line,label,predicted\n");
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        fprintf(f, "%d,%d,%d\n", it->line,
+                k == TB_LABEL_VERB ? it->verb : k == TB_LABEL_NOUN ? it->noun : it->action,
+                pred[i]);
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "tubelet eval: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 
 static int run_eval(void *config, int n_args, char **args)
 {
@@ -274,7 +301,8 @@ static int run_eval(void *config, int n_args, char **args)
     struct tb_vit_config vc;
     enum tb_label_kind label;
     tb_vit *m = NULL;
-    int rc, status = 1;
+    struct tb_eval_result r;
+    int *predicted = NULL, rc, status = 1;
     (void)n_args;
     (void)args;
     if (!c->ckpt[0] || !c->data[0] || !c->val[0]) {
@@ -293,9 +321,15 @@ static int run_eval(void *config, int n_args, char **args)
     if (label == TB_LABEL_ACTION)
         tb_ann_map_actions(&val, 1);
     struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = TB_SAMPLE_SEGMENTS};
-    struct tb_eval_result r;
-    if ((rc = tb_eval_cls(m, val, &d, label, c->views, c->crops, c->batch, c->workers, &r)) < 0)
+    if (c->predictions[0] && !(predicted = calloc((size_t)val->n_items + 1, sizeof(int)))) {
+        rc = TB_ENOMEM;
         goto fail;
+    }
+    if ((rc = tb_eval_cls(m, val, &d, label, c->views, c->crops, c->batch, c->workers, &r,
+                           predicted)) < 0)
+        goto fail;
+    if (c->predictions[0] && write_predictions(c->predictions, val, label, predicted) < 0)
+        goto end;
     printf("{\"ckpt\": \"%s\", \"items\": %lld, \"top1\": %.4f, \"top5\": %.4f, \"loss\": %.6f}\n",
            c->ckpt, (long long)r.n_items, r.top1, r.top5, r.loss);
     status = 0;
@@ -303,6 +337,7 @@ static int run_eval(void *config, int n_args, char **args)
 fail:
     cli_report("eval", rc);
 end:
+    free(predicted);
     tb_vit_close(&m);
     tb_ann_free(&val);
     return status;

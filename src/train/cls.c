@@ -26,7 +26,7 @@ static double now_s(void)
 
 int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dataset_opts *data,
                 enum tb_label_kind label, int views, int crops, int batch, int workers,
-                struct tb_eval_result *res)
+                struct tb_eval_result *res, int *predicted)
 {
     const struct tb_vit_config *c = tb_vit_config(m);
     struct tb_dataset_opts o = *data;
@@ -91,9 +91,13 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
             goto end;
         }
         const double *p = acc + (size_t)i * K;
-        int rank = 0;
-        for (int q = 0; q < K; q++)
+        int rank = 0, best = 0;
+        for (int q = 0; q < K; q++) {
             rank += p[q] > p[y];
+            best = p[q] > p[best] ? q : best;
+        }
+        if (predicted)
+            predicted[i] = best;
         top1 += rank < 1;
         top5 += rank < 5;
         loss += -log(p[y] > 1e-12 ? p[y] : 1e-12);
@@ -255,7 +259,7 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
         if (o->val_ann && (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
             struct tb_eval_result r;
             if ((rc = tb_eval_cls(m, o->val_ann, &o->data, o->label, o->val_views, o->val_crops,
-                                  B, o->workers, &r)) < 0)
+                                  B, o->workers, &r, NULL)) < 0)
                 goto end;
             r.epoch = e + 1;
             metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": %.4f, "
