@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "tubelet/dist.h"
 #include "tubelet/train.h"
 
 struct train_config {
@@ -161,6 +162,10 @@ static int run_train(void *config, int n_args, char **args)
                 "--val-crops (see tubelet help train)\n");
         return 2;
     }
+    /* Under mpirun: one process per rank, batches of --batch each (global: world x batch). */
+    if ((rc = tb_dist_init(NULL, NULL)) < 0)
+        goto fail;
+    int lead = tb_dist_rank() == 0;
     if ((rc = tb_ann_load(&train, c->train, &ao)) < 0 ||
         (c->val[0] && (rc = tb_ann_load(&val, c->val, &ao)) < 0))
         goto fail;
@@ -176,7 +181,7 @@ static int run_train(void *config, int n_args, char **args)
     /* The resolved flags beside the run, as a config file that reproduces it. */
     char path[4200];
     snprintf(path, sizeof(path), "%s/config.txt", c->out);
-    if (tbi_cli_mkdir(c->out) == 0) {
+    if (lead && tbi_cli_mkdir(c->out) == 0) {
         FILE *f = fopen(path, "w");
         if (f) {
             cli_print_config(f, &cli_cmd_train, c);
@@ -205,7 +210,7 @@ static int run_train(void *config, int n_args, char **args)
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
-    tty = isatty(2);
+    tty = lead && isatty(2);
     struct tb_eval_result res = {0};
     double t0 = cli_now();
     rc = tb_train_cls(&o, &res);
@@ -213,11 +218,16 @@ static int run_train(void *config, int n_args, char **args)
         fputc('\n', stderr);
     if (rc < 0)
         goto fail;
-    printf("train: %s/last.safetensors after %.1f s", c->out, cli_now() - t0);
-    if (res.n_items)
-        printf("; validation top-1 %.2f%%, top-5 %.2f%% on %lld clips", 100 * res.top1,
-               100 * res.top5, (long long)res.n_items);
-    printf("\n");
+    if (lead) {
+        printf("train: %s/last.safetensors after %.1f s", c->out, cli_now() - t0);
+        if (tb_dist_world() > 1)
+            printf(" (%d processes, %d clips per step)", tb_dist_world(),
+                   tb_dist_world() * c->batch);
+        if (res.n_items)
+            printf("; validation top-1 %.2f%%, top-5 %.2f%% on %lld clips", 100 * res.top1,
+                   100 * res.top5, (long long)res.n_items);
+        printf("\n");
+    }
     status = 0;
     goto end;
 fail:
@@ -225,6 +235,7 @@ fail:
 end:
     tb_ann_free(&train);
     tb_ann_free(&val);
+    tb_dist_finalize();
     return status;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/internal.h"
+#include "tubelet/dist.h"
 #include "tubelet/train.h"
 
 static double now_s(void)
@@ -140,6 +141,10 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
     struct tb_train_pos pos = {0, 0, 0};
     const struct tb_vit_config *c = &o->model;
     int rc, B = o->batch, T = c->frames;
+    /* Data parallel under mpirun: each process reads its shard of every global batch of
+     * world * B clips; gradients are averaged, so all hold the same weights; rank 0 alone
+     * writes the checkpoint and the metrics. */
+    int rank = tb_dist_rank(), world = tb_dist_world(), lead = rank == 0;
 
     if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
         (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
@@ -168,14 +173,15 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
     d.height = c->height;
     struct tb_loader_opts lo = {.batch_size = B, .n_workers = o->workers,
                                 .prefetch = o->prefetch, .seed = o->seed, .shuffle = 1,
-                                .drop_last = 1, .world = 1, .max_failure_rate = 0.05};
+                                .drop_last = 1, .rank = rank, .world = world,
+                                .max_failure_rate = 0.05};
     if ((rc = tb_dataset_open(&ds, o->train_ann, &d)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
         goto end;
-    int64_t per_epoch = tb_dataset_size(ds) / B, total = per_epoch * o->epochs;
+    int64_t per_epoch = tb_dataset_size(ds) / world / B, total = per_epoch * o->epochs;
     int64_t warmup = (int64_t)(o->warmup_epochs * (double)per_epoch);
     if (per_epoch < 1) {
-        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d", o->train_ann->path,
-                     (long long)tb_dataset_size(ds), B);
+        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes",
+                     o->train_ann->path, (long long)tb_dataset_size(ds), B, world);
         goto end;
     }
     video = malloc(sizeof(float) * (size_t)B * 3 * T * c->height * c->width);
@@ -184,7 +190,7 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
-    if (!(metrics = fopen(mpath, "a"))) {
+    if (lead && !(metrics = fopen(mpath, "a"))) {
         rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
         goto end;
     }
@@ -204,7 +210,8 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
             tb_loader_release(l, b);
             float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->lr, (float)o->min_lr);
             float loss = 0;
-            if ((rc = tb_vit_forward(m, video, B, labels, (float)o->smoothing, &loss)) < 0)
+            if ((rc = tb_vit_forward(m, video, B, labels, (float)o->smoothing, &loss)) < 0 ||
+                (rc = tb_dist_mean_f32(&loss, 1)) < 0)
                 goto end;
             if (!isfinite(loss)) {
                 rc = tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64
@@ -212,16 +219,17 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
                              k);
                 goto end;
             }
-            if ((rc = tb_vit_backward(m)) < 0)
+            if ((rc = tb_vit_backward(m)) < 0 ||
+                (rc = tb_dist_mean_f32(tb_vit_grads(m), (size_t)tb_vit_n_floats(m))) < 0)
                 goto end;
             double gnorm = tb_clip_grad_norm(m, o->clip_grad);
             opt.lr = lr;
             tb_adamw_update(&opt, m);
             pos.step++;
-            clips_log += B;
+            clips_log += (int64_t)B * world;
             double t = now_s();
             int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
-            if (log_now || o->on_step) {
+            if (lead && (log_now || o->on_step)) {
                 double rate = clips_log / (t - t_log > 1e-9 ? t - t_log : 1e-9);
                 struct tb_train_progress pr = {
                     .epoch = e, .epochs = o->epochs, .step = pos.step, .steps = total,
@@ -241,10 +249,10 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
                     clips_log = 0;
                 }
             }
-            if (o->cancel && *o->cancel) {
+            if (tb_dist_max_int(o->cancel && *o->cancel)) {
                 pos.epoch = e;
                 pos.batch = k + 1;
-                if ((rc = tb_ckpt_save(ckpt, m, &opt, &pos, NULL)) < 0)
+                if (lead && (rc = tb_ckpt_save(ckpt, m, &opt, &pos, NULL)) < 0)
                     goto end;
                 rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
                              "run the same command to resume", pos.step, ckpt);
@@ -253,7 +261,7 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
         }
         pos.epoch = e + 1;
         pos.batch = 0;
-        if ((rc = tb_ckpt_save(ckpt, m, &opt, &pos, NULL)) < 0)
+        if (lead && (rc = tb_ckpt_save(ckpt, m, &opt, &pos, NULL)) < 0)
             goto end;
         int last = e + 1 == o->epochs;
         if (o->val_ann && (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
@@ -265,7 +273,7 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
             metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": %.4f, "
                          "\"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch, r.top1, r.top5,
                          r.loss, r.n_items);
-            if (o->on_eval)
+            if (lead && o->on_eval)
                 o->on_eval(o->user, &r);
             if (final_eval)
                 *final_eval = r;

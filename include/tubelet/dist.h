@@ -1,0 +1,34 @@
+/* include/tubelet/dist.h - data parallelism across processes: one process per device (or per
+ * CPU socket) under mpirun, gradients averaged with MPI all-reduce. Without mpirun (or in a
+ * build without MPI) there is one process and every call is a no-op. Tests:
+ * tests/test_dist.c (two processes with batch b equal one process with batch 2b). */
+#ifndef TUBELET_DIST_H
+#define TUBELET_DIST_H
+
+#include <stddef.h>
+
+#include "tubelet/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Join the job mpirun started (MPI_Init) when this process was started by one; else a job
+ * of one. Call once, before any thread is started; returns 0 or a TB_E* code. */
+TB_API int tb_dist_init(int *argc, char ***argv);
+/* Leave the job (MPI_Finalize). */
+TB_API void tb_dist_finalize(void);
+TB_API int tb_dist_rank(void);
+TB_API int tb_dist_world(void);
+
+/* x (n) = the mean of x over all processes, in place (one call: one bucket). */
+TB_API int tb_dist_mean_f32(float *x, size_t n);
+/* x (n) = the sum of x over all processes, in place. */
+TB_API int tb_dist_sum_f64(double *x, size_t n);
+/* The largest flag of all processes (so all stop at the same step). */
+TB_API int tb_dist_max_int(int flag);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TUBELET_DIST_H */

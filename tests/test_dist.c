@@ -1,0 +1,115 @@
+/* tests/test_dist.c - data parallelism on the CPU: `mpirun -np 2 tubelet train --batch 2`
+ * against `tubelet train --batch 4` on the same data and seed:
+ * - every step's loss (the mean over the global batch) agrees within float tolerance, and the
+ *   gradient norms too;
+ * - the final weights agree (both processes hold the same ones; rank 0 wrote the checkpoint);
+ * - only rank 0 writes metrics (as many lines as the single run) and prints the summary.
+ * Skipped (77) where mpirun is missing. Under mpirun, ASan's leak check is off for the MPI
+ * processes (OpenMPI keeps allocations until exit); the single-process run keeps it. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_test.h"
+#include "tubelet/safetensors.h"
+
+/* Values of "key": in metrics.jsonl's step lines, in order. */
+static int read_field(const char *run, const char *key, double *v, int cap)
+{
+    char path[4400], pat[64];
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    char *text = tbt_read(path, NULL);
+    int n = 0;
+    for (char *p = text; p && (p = strstr(p, "{\"step\": ")) && n < cap; p++) {
+        char *f = strstr(p, pat);
+        if (f)
+            v[n++] = atof(f + strlen(pat));
+    }
+    free(text);
+    return n;
+}
+
+int main(void)
+{
+    tbt_begin("dist");
+    char *out = NULL;
+    if (tbt_run(&out, 30, "mpirun --version") != 0) {
+        fprintf(stderr, "skip: no mpirun (OpenMPI)\n");
+        free(out);
+        return TBT_SKIP;
+    }
+    free(out);
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    int rc = tbt_run(&out, 300, "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
+                     "%s prep %s/syn/videos/*.mp4 --out %s/data --short-side 48 --preset "
+                     "veryfast", t, d, t, d, d);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+
+    char flags[4096];
+    snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
+             "--val %s/syn/annotations/EPIC_100_validation.csv --dim 32 --depth 2 --heads 2 "
+             "--patch 16 --tubelet 2 --frames 4 --input-size 32 --workers 1 --flip false "
+             "--log-every 1 --eval-every 0 --epochs 3 --seed 5", d, d, d);
+    tbt_case = "one process, batch 4";
+    rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/one", t, flags, d);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+
+    tbt_case = "two processes, batch 2 each";
+    rc = tbt_run(&out, 600, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                 "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe -np 2 "
+                 "%s train %s --batch 2 --out %s/two", t, flags, d);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "(2 processes, 4 clips per step)");
+    const char *first = out ? strstr(out, "train: ") : NULL;
+    CHECK_MSG(first && !strstr(first + 1, "train: "), "the summary is printed once: %s", out);
+    free(out);
+
+    char one[4300], two[4300];
+    snprintf(one, sizeof(one), "%s/one", d);
+    snprintf(two, sizeof(two), "%s/two", d);
+    double la[256], lb[256], ga[256], gb[256];
+    int na = read_field(one, "loss", la, 256), nb = read_field(two, "loss", lb, 256);
+    CHECK_MSG(na > 5 && na == nb, "%d steps on one process, %d on two", na, nb);
+    CHECK_EQ(read_field(one, "grad_norm", ga, 256), na);
+    CHECK_EQ(read_field(two, "grad_norm", gb, 256), nb);
+    for (int i = 0; i < na && i < nb; i++) {
+        CHECK_MSG(fabs(la[i] - lb[i]) <= 1e-4 * fabs(la[i]), "step %d: loss %.6f vs %.6f",
+                  i + 1, la[i], lb[i]);
+        CHECK_MSG(fabs(ga[i] - gb[i]) <= 1e-3 * fabs(ga[i]), "step %d: grad norm %.4f vs %.4f",
+                  i + 1, ga[i], gb[i]);
+    }
+
+    tbt_case = "final weights";
+    char pa[4400], pb[4400];
+    snprintf(pa, sizeof(pa), "%s/last.safetensors", one);
+    snprintf(pb, sizeof(pb), "%s/last.safetensors", two);
+    struct tb_st_file *fa = NULL, *fb = NULL;
+    CHECK_EQ(tb_st_read(&fa, pa), 0);
+    CHECK_EQ(tb_st_read(&fb, pb), 0);
+    int compared = 0;
+    for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
+        const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
+        if (!b || a->dtype != TB_ST_F32)
+            continue;
+        CHECK_MSG(b->n == a->n, "%s: sizes differ", a->name);
+        if (b->n != a->n)
+            continue;
+        const float *x = a->data, *y = b->data;
+        double diff = 0, mag = 0;
+        for (int64_t k = 0; k < a->n; k++) {
+            diff = fmax(diff, fabs((double)x[k] - y[k]));
+            mag = fmax(mag, fabs((double)x[k]));
+        }
+        CHECK_MSG(diff <= 1e-4 * (mag + 1e-6), "%s: off by %.3g (largest %.3g)", a->name, diff,
+                  mag);
+        compared++;
+    }
+    CHECK_MSG(compared > 10, "%d tensors compared", compared);
+    tb_st_free(&fa);
+    tb_st_free(&fb);
+    TBT_EXIT();
+}
