@@ -11,8 +11,8 @@ t0=$(date +%s)
 mkdir -p "$out"
 rm -rf "$out/run"
 
-echo "== 1/4 synth: 128 videos of 60 s at 160x120, EPIC-Kitchens-100 style annotations"
-"$bin" synth --out "$out/data" --videos 128 --seconds 60 --size 160x120 --preset ultrafast
+echo "== 1/4 synth: 128 videos of 60 s at 128x128, EPIC-Kitchens-100 style annotations"
+"$bin" synth --out "$out/data" --videos 128 --seconds 60 --size 128x128 --preset ultrafast
 
 echo "== 2/4 prep: 15 s chunks, short side 80, 30 fps, an index per chunk"
 "$bin" prep "$out"/data/videos/*.mp4 --out "$out/chunks" --short-side 80 --preset ultrafast \
@@ -23,13 +23,15 @@ echo "== 3/4 train: ViT (128 wide, 4 deep, 8x64x64 clips, 8x8x8 tubelets) on the
 "$bin" train --data "$out/chunks" --train "$out/data/annotations/EPIC_100_train.csv" \
     --val "$out/data/annotations/EPIC_100_validation.csv" --label verb \
     --dim 128 --depth 4 --heads 4 --patch 8 --tubelet 8 --frames 8 --input-size 64 \
-    --flip false --batch 16 --lr 0.0005 --warmup-epochs 2 --epochs 35 --eval-every 5 \
+    --flip false --scale-min 0.8 --batch 16 --lr 0.0005 --warmup-epochs 2 --epochs 35 \
+    --eval-every 5 \
     --log-every 50 --out "$out/run"
 t2=$(date +%s)
 
 echo "== 4/4 eval: the checkpoint on the held-out videos"
 "$bin" eval --ckpt "$out/run/last.safetensors" --data "$out/chunks" \
-    --val "$out/data/annotations/EPIC_100_validation.csv" --label verb > "$out/eval.json"
+    --val "$out/data/annotations/EPIC_100_validation.csv" --label verb \
+    --predictions "$out/predictions.csv" > "$out/eval.json"
 t3=$(date +%s)
 
 echo
@@ -51,5 +53,20 @@ awk -F'[:,}]' '{
         }
         printf "\ndemo: top-1 %.1f%%, top-5 %.1f%% on %d held-out clips\n", a, b, n
     }' "$out/eval.json"
+echo
+echo "Confusion on the held-out clips (rows: true verb, columns: predicted):"
+awk -F, 'FNR == 1 { f++; next }
+    f == 1 { name[$1] = $2; k = $1 + 1 > k ? $1 + 1 : k; next }
+    { c[$2, $3]++; n[$2]++ }
+    END {
+        printf "  %-22s", ""
+        for (p = 0; p < k; p++) printf " %4d", p
+        printf "   right\n"
+        for (y = 0; y < k; y++) {
+            printf "  %d %-20s", y, name[y]
+            for (p = 0; p < k; p++) printf " %4d", c[y, p]
+            printf "   %5.1f%%\n", n[y] ? 100 * c[y, y] / n[y] : 0
+        }
+    }' "$out/data/annotations/EPIC_100_verb_classes.csv" "$out/predictions.csv"
 echo "demo: data $((t1 - t0)) s, training $((t2 - t1)) s, evaluation $((t3 - t2)) s," \
     "total $((t3 - t0)) s; run directory $out/run"
