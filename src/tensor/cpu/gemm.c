@@ -171,6 +171,23 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
     }
 }
 
+/* The packing space, one per calling thread, kept between calls: a fresh allocation of a few
+ * MB per product came back from the kernel as page faults and TLB shootdowns on every call
+ * (11% of a ViT-S training step). It only grows (to a few MB on the thread that runs the big
+ * products, tens of KB on the attention threads) and lives as long as its thread. */
+static _Thread_local float *pack_buf;
+static _Thread_local size_t pack_cap;
+
+static float *pack_space(size_t bytes)
+{
+    if (bytes > pack_cap) {
+        free(pack_buf);
+        pack_buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        pack_cap = pack_buf ? bytes : 0;
+    }
+    return pack_buf;
+}
+
 int tbi_gemm_own_available(void)
 {
     static atomic_int have = -1;
@@ -209,11 +226,10 @@ int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float 
     int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
     int kcm = min_i(KC, K), ncm = round_up(min_i(NC, N), NR), mcm = round_up(min_i(MC, M), MR);
     size_t bytes = sizeof(float) * ((size_t)kcm * ncm + (size_t)nth * mcm * kcm);
-    float *buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    float *buf = pack_space(bytes);
     if (!buf)
         return -1;
     gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf, nth, kcm, ncm, mcm);
-    free(buf);
     return 0;
 }
 
