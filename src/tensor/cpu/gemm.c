@@ -171,10 +171,10 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
     }
 }
 
-/* The packing space, one per calling thread, kept between calls: a fresh allocation of a few
- * MB per product came back from the kernel as page faults and TLB shootdowns on every call
- * (11% of a ViT-S training step). It only grows (to a few MB on the thread that runs the big
- * products, tens of KB on the attention threads) and lives as long as its thread. */
+/* The packing space, one per calling thread, kept between calls (a fresh allocation of a few
+ * MB per product is an mmap and munmap each time). It only grows (to a few MB on the thread
+ * that runs the big products, tens of KB on the attention threads) and lives as long as its
+ * thread. */
 static _Thread_local float *pack_buf;
 static _Thread_local size_t pack_cap;
 
