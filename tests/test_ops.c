@@ -359,7 +359,9 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
 
 static void test_attention(void)
 {
-    const int sizes[][2] = {{1, 32}, {37, 32}, {101, 64}, {130, 96}, {65, 64}, {33, 96}};
+    /* Odd sizes, head sizes 32/64/96, and more than one query tile (BR = 256). */
+    const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
+                            {65, 64}, {33, 96}, {300, 64}};
     for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
         int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
         char name[64];

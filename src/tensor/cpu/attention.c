@@ -12,25 +12,31 @@
 #include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 
-#define BR 64
+/* BR query rows meet BC key rows. Each tile product packs its operands (gemm.c), so a key
+ * tile is packed once per query tile: tall query tiles keep that to N / BR times per head. */
+#define BR 256
 #define BC 128
 
 /* Per-thread scratch for one (batch, head). */
 struct tile {
-    float s[BR * BC];   /* scores, then probabilities (BR, BC) */
-    float dp[BR * BC];  /* dP, then dS (BR, BC) */
+    float *s;           /* scores, then probabilities (BR, BC) */
+    float *dp;          /* dP, then dS (BR, BC) */
     float *acc;         /* output accumulator (BR, HS) */
     float m[BR], l[BR];
 };
 
 static int tile_init(struct tile *t, int HS)
 {
+    t->s = malloc(sizeof(float) * (size_t)BR * BC);
+    t->dp = malloc(sizeof(float) * (size_t)BR * BC);
     t->acc = malloc(sizeof(float) * (size_t)BR * HS);
-    return t->acc ? 0 : -1;
+    return t->s && t->dp && t->acc ? 0 : -1;
 }
 
 static void tile_free(struct tile *t)
 {
+    free(t->s);
+    free(t->dp);
     free(t->acc);
 }
 
