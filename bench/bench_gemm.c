@@ -61,7 +61,8 @@ int main(int argc, char **argv)
         A[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
         B[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
     }
-    printf("| shape | M N K | OpenBLAS GFLOP/s | tubelet GFLOP/s | ratio |\n|---|---|---|---|---|\n");
+    printf("| shape | M N K | OpenBLAS GFLOP/s | tubelet GFLOP/s | ratio |\n"
+           "|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         const struct shape *s = &shapes[i];
         run(0, s, A, B, C, 0.1);

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"impl\": \"tubelet%s\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
            "\"batch\": %d, \"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.3f, "
-           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", c.recompute ? "-recompute" : "", c.dim, c.depth, c.frames, c.height, B,
-           steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0, loss);
+           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", c.recompute ? "-recompute" : "", c.dim,
+           c.depth, c.frames, c.height, B, steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0,
+           loss);
     return 0;
 }

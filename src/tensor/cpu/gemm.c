@@ -146,7 +146,8 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
 {
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
-        float *bbuf = buf, *abuf = buf + (size_t)kcm * ncm + (size_t)omp_get_thread_num() * mcm * kcm;
+        float *bbuf = buf;
+        float *abuf = bbuf + (size_t)kcm * ncm + (size_t)omp_get_thread_num() * mcm * kcm;
         for (int jc = 0; jc < N; jc += NC) {
             int nc = min_i(NC, N - jc);
             for (int pc = 0; pc < K; pc += KC) {
