@@ -60,6 +60,9 @@ TB_API int tb_ckpt_load(const char *path, tb_vit *m, struct tb_adamw *opt,
 
 enum tb_label_kind { TB_LABEL_VERB = 0, TB_LABEL_NOUN = 1, TB_LABEL_ACTION = 2 };
 
+/* The class of an annotation item for a label kind (its verb, noun or action id). */
+TB_API int tb_item_label(const struct tb_ann_item *it, enum tb_label_kind k);
+
 struct tb_train_progress {
     int64_t epoch, epochs, step, steps; /* steps: all of the run */
     float loss, lr;

@@ -130,8 +130,7 @@ static int max_label(const struct tb_annotations *a, enum tb_label_kind k)
 {
     int mx = -1;
     for (int i = 0; a && i < a->n_items; i++) {
-        int y = k == TB_LABEL_VERB ? a->items[i].verb
-                : k == TB_LABEL_NOUN ? a->items[i].noun : a->items[i].action;
+        int y = tb_item_label(&a->items[i], k);
         mx = y > mx ? y : mx;
     }
     return mx;
@@ -293,9 +292,7 @@ static int write_predictions(const char *path, const struct tb_annotations *a,
     fprintf(f, "line,label,predicted\n");
     for (int i = 0; i < a->n_items; i++) {
         const struct tb_ann_item *it = &a->items[i];
-        fprintf(f, "%d,%d,%d\n", it->line,
-                k == TB_LABEL_VERB ? it->verb : k == TB_LABEL_NOUN ? it->noun : it->action,
-                pred[i]);
+        fprintf(f, "%d,%d,%d\n", it->line, tb_item_label(it, k), pred[i]);
     }
     if (fclose(f) != 0) {
         fprintf(stderr, "tubelet eval: %s: %s\n", path, strerror(errno));

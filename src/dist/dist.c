@@ -12,12 +12,16 @@
 #include <mpi.h>
 #endif
 
-static int rank_, world_ = 1, started_;
+static int rank_, world_ = 1;
+
+#ifdef TB_HAVE_MPI
+static int started_;
 
 static int under_launcher(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
+#endif
 
 int tb_dist_init(int *argc, char ***argv)
 {
@@ -35,8 +39,8 @@ int tb_dist_init(int *argc, char ***argv)
 #else
     (void)argc;
     (void)argv;
-    if (under_launcher() && getenv("OMPI_COMM_WORLD_SIZE") &&
-        atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1)
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (size && atoi(size) > 1)
         return tbi_err(TB_EUNSUPPORTED, "started by mpirun, but this tubelet was built without MPI "
                        "(install libopenmpi-dev and rebuild)");
     return 0;

@@ -554,10 +554,13 @@ int tb_vit_backward(tb_vit *m)
         const struct block_params *w = &m->bp[l];
         const struct block_acts *a = acts_of(m, l);
         const float *x = m->x + (size_t)l * R * D;
+        /* The block's activations again (its GELU too), or just GELU(fc1) for fc2's weight
+         * gradient. */
         if (c->recompute)
             block_forward(m, l);
+        else
+            o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
         /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))) */
-        o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
         memset(m->dF2, 0, sizeof(float) * (size_t)R * F);
         o->matmul_bwd(m->dF2, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
         memset(m->dF, 0, sizeof(float) * (size_t)R * F);

@@ -25,6 +25,11 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+int tb_item_label(const struct tb_ann_item *it, enum tb_label_kind k)
+{
+    return k == TB_LABEL_VERB ? it->verb : k == TB_LABEL_NOUN ? it->noun : it->action;
+}
+
 int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dataset_opts *data,
                 enum tb_label_kind label, int views, int crops, int batch, int workers,
                 struct tb_eval_result *res, int *predicted)
@@ -33,7 +38,7 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
     struct tb_dataset_opts o = *data;
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
-    double *acc = NULL;
+    double *acc = NULL, *ez = NULL;
     float *video = NULL;
     int K = c->classes, T = c->frames, rc;
     o.train = 0;
@@ -50,8 +55,9 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
     int per_item = views * (crops == 3 ? 3 : 1);
     int64_t n_items = ann->n_items;
     acc = calloc((size_t)n_items * K, sizeof(double));
+    ez = malloc(sizeof(double) * (size_t)K);
     video = malloc(sizeof(float) * (size_t)batch * 3 * T * c->height * c->width);
-    if (!acc || !video) {
+    if (!acc || !ez || !video) {
         rc = tbi_err(TB_ENOMEM, "out of memory for the evaluation");
         goto end;
     }
@@ -71,21 +77,19 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
         for (int j = 0; j < b->n; j++) {
             int64_t item = b->index[j] / per_item;
             const float *z = logits + (size_t)j * K;
-            double mx = z[0], sum = 0;
+            double *p = acc + (size_t)item * K, mx = z[0], sum = 0;
             for (int q = 1; q < K; q++)
                 mx = z[q] > mx ? z[q] : mx;
             for (int q = 0; q < K; q++)
-                sum += exp(z[q] - mx);
+                sum += ez[q] = exp(z[q] - mx);
             for (int q = 0; q < K; q++)
-                acc[(size_t)item * K + q] += exp(z[q] - mx) / sum / per_item;
+                p[q] += ez[q] / sum / per_item;
         }
         tb_loader_release(l, b);
     }
     double top1 = 0, top5 = 0, loss = 0;
     for (int64_t i = 0; i < n_items; i++) {
-        int y = label == TB_LABEL_VERB     ? ann->items[i].verb
-                : label == TB_LABEL_NOUN ? ann->items[i].noun
-                                         : ann->items[i].action;
+        int y = tb_item_label(&ann->items[i], label);
         if (y < 0 || y >= K) {
             rc = tbi_err(TB_ERANGE, "%s:%d: label %d is not one of the model's %d classes",
                          ann->path, ann->items[i].line, y, K);
@@ -111,6 +115,7 @@ end:
     tb_loader_close(&l);
     tb_dataset_close(&ds);
     free(acc);
+    free(ez);
     free(video);
     return rc;
 }
