@@ -540,13 +540,21 @@ static int make_params(struct prep *p)
                    (long long)st.st_mtime);
 }
 
-/* A finished video.idx with our settings means there is nothing to do. */
+/* A finished video.idx with our settings, every chunk file still there with the size it
+ * recorded, means there is nothing to do. */
 static int already_done(struct prep *p)
 {
     struct tb_video_index *old = NULL;
     if (!tb_index_exists(p->dir))
         return 0;
     int ok = tb_index_load(&old, p->dir) == 0 && !strcmp(old->params, p->params);
+    for (int k = 0; ok && k < old->n_chunks; k++) {
+        char file[64], path[4096], idx_path[4096];
+        struct stat st;
+        ok = chunk_paths(p, k, file, sizeof(file), path, sizeof(path), idx_path,
+                         sizeof(idx_path)) == 0 &&
+             stat(path, &st) == 0 && st.st_size == old->chunks[k].bytes;
+    }
     if (ok) {
         p->res->n_frames = old->n_frames;
         p->res->n_chunks = p->res->n_chunks_skipped = old->n_chunks;
