@@ -357,35 +357,58 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
     free(dp);
 }
 
-static void test_attention(void)
+/* One attention path: 0 the dispatching entry points, 1 the portable tiles, 2 AVX-512 (0 when
+ * the CPU lacks it: nothing to test). */
+static int run_attention(int path, float *out, float *lse, float *dqkv, const float *dout,
+                         const float *qkv, int B, int N, int NH, int HS)
 {
-    /* Odd sizes, head sizes 32/64/96, and more than one query tile (BR = 256). */
-    const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
-                            {65, 64}, {33, 96}, {300, 64}};
-    for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
-        int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
-        char name[64];
-        snprintf(name, sizeof(name), "attention N=%d HS=%d", N, HS);
-        tbt_case = name;
-        size_t nq = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
-        float *qkv = randn(nq, 1), *dout = randn(no, 1), *out = zeros(no);
-        float *lse = zeros((size_t)B * NH * N), *dqkv = zeros(nq);
-        double *rout = calloc(no, sizeof(double)), *rlse = calloc((size_t)B * NH * N, 8);
-        double *rd = calloc(nq, sizeof(double));
+    if (path == 0) {
         tbi_attention_fwd(out, lse, qkv, B, N, NH, HS);
         tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+    } else if (path == 1) {
+        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS);
+        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+    } else if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS) != 0 ||
+               tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS) != 0) {
+        return 0;
+    }
+    return 1;
+}
+
+static void test_attention(void)
+{
+    /* Odd sizes, head sizes 32/64/96, more than one query tile (BR = 256 in the tiles path)
+     * and more than one key block (KB = 256 in the AVX-512 path). */
+    const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
+                            {65, 64}, {33, 96}, {300, 64}, {600, 48}};
+    static const char *const paths[] = {"", " tiles", " avx512"};
+    for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+        int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
+        size_t nq = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
+        float *qkv = randn(nq, 1), *dout = randn(no, 1);
+        double *rout = calloc(no, sizeof(double)), *rlse = calloc((size_t)B * NH * N, 8);
+        double *rd = calloc(nq, sizeof(double));
         naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS);
-        double eo = 0, el = 0, ed = 0;
-        for (size_t i = 0; i < no; i++)
-            eo = fmax(eo, fabs(out[i] - rout[i]));
-        for (size_t i = 0; i < (size_t)B * NH * N; i++)
-            el = fmax(el, fabs(lse[i] - rlse[i]));
-        for (size_t i = 0; i < nq; i++)
-            ed = fmax(ed, fabs(dqkv[i] - rd[i]) / (1 + fabs(rd[i])));
-        CHECK_MSG(eo < 2e-5 && el < 2e-5 && ed < 1e-4, "%s: out %.2e, lse %.2e, grads %.2e", name,
-                  eo, el, ed);
-        fprintf(stderr, "%-22s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
-        free(qkv), free(dout), free(out), free(lse), free(dqkv), free(rout), free(rlse), free(rd);
+        for (int path = 0; path < 3; path++) {
+            char name[64];
+            snprintf(name, sizeof(name), "attention%s N=%d HS=%d", paths[path], N, HS);
+            tbt_case = name;
+            float *out = zeros(no), *lse = zeros((size_t)B * NH * N), *dqkv = zeros(nq);
+            if (run_attention(path, out, lse, dqkv, dout, qkv, B, N, NH, HS)) {
+                double eo = 0, el = 0, ed = 0;
+                for (size_t i = 0; i < no; i++)
+                    eo = fmax(eo, fabs(out[i] - rout[i]));
+                for (size_t i = 0; i < (size_t)B * NH * N; i++)
+                    el = fmax(el, fabs(lse[i] - rlse[i]));
+                for (size_t i = 0; i < nq; i++)
+                    ed = fmax(ed, fabs(dqkv[i] - rd[i]) / (1 + fabs(rd[i])));
+                CHECK_MSG(eo < 2e-5 && el < 2e-5 && ed < 1e-4,
+                          "%s: out %.2e, lse %.2e, grads %.2e", name, eo, el, ed);
+                fprintf(stderr, "%-30s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
+            }
+            free(out), free(lse), free(dqkv);
+        }
+        free(qkv), free(dout), free(rout), free(rlse), free(rd);
     }
 }
 

@@ -19,6 +19,11 @@ int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float 
                   const float *B, int ldb, float beta, float *C, int ldc);
 int tbi_gemm_own_available(void);
 
+/* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
+ * and returns it, or NULL when out of memory. Freed only with its thread. */
+enum { TBI_SCRATCH_GEMM, TBI_SCRATCH_ATTENTION, TBI_SCRATCH_N };
+float *tbi_scratch(int use, size_t bytes);
+
 /* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
 void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
                     int K, int N);
@@ -53,6 +58,17 @@ void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, i
  * lse. */
 void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
                        const float *lse, int B, int N, int NH, int HS);
+/* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU), and
+ * AVX-512 register tiles of its own (attention_avx512.c), used where the CPU has AVX-512;
+ * those return -1 (having written nothing) without it or out of memory, else 0. */
+void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH,
+                             int HS);
+void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int N, int NH, int HS);
+int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH,
+                             int HS);
+int tbi_attention_bwd_avx512(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int N, int NH, int HS);
 
 /* Softmax cross-entropy with label smoothing, PyTorch's definition, mean over the batch:
  * logits (B, K), targets (B); returns the loss; probs (B, K) saved for the backward. */

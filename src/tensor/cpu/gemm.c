@@ -172,21 +172,21 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
     }
 }
 
-/* The packing space, one per calling thread, kept between calls (a fresh allocation of a few
- * MB per product is an mmap and munmap each time). It only grows (to a few MB on the thread
- * that runs the big products, tens of KB on the attention threads) and lives as long as its
- * thread. */
-static _Thread_local float *pack_buf;
-static _Thread_local size_t pack_cap;
+/* Scratch kept per thread between calls (a fresh allocation of a few MB per product is an
+ * mmap and munmap, and a round of page faults, every time): one buffer per use, which only
+ * grows (to a few MB on the thread that runs the big products, tens to hundreds of KB on the
+ * attention threads) and lives as long as its thread. */
+static _Thread_local float *scratch_buf[TBI_SCRATCH_N];
+static _Thread_local size_t scratch_cap[TBI_SCRATCH_N];
 
-static float *pack_space(size_t bytes)
+float *tbi_scratch(int use, size_t bytes)
 {
-    if (bytes > pack_cap) {
-        free(pack_buf);
-        pack_buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
-        pack_cap = pack_buf ? bytes : 0;
+    if (bytes > scratch_cap[use]) {
+        free(scratch_buf[use]);
+        scratch_buf[use] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        scratch_cap[use] = scratch_buf[use] ? bytes : 0;
     }
-    return pack_buf;
+    return scratch_buf[use];
 }
 
 int tbi_gemm_own_available(void)
@@ -227,7 +227,7 @@ int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float 
     int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
     int kcm = min_i(KC, K), ncm = round_up(min_i(NC, N), NR), mcm = round_up(min_i(MC, M), MR);
     size_t bytes = sizeof(float) * ((size_t)kcm * ncm + (size_t)nth * mcm * kcm);
-    float *buf = pack_space(bytes);
+    float *buf = tbi_scratch(TBI_SCRATCH_GEMM, bytes);
     if (!buf)
         return -1;
     gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf, nth, kcm, ncm, mcm);

@@ -1,0 +1,368 @@
+/* src/tensor/cpu/attention_avx512.c - FlashAttention on AVX-512 register tiles: the same
+ * algorithm as attention.c (query strips against key blocks, online softmax, only the
+ * log-sum-exp kept, probabilities recomputed in the backward, nothing N x N), but the tile
+ * products run on a small register kernel of its own instead of tbi_sgemm.
+ *
+ * Why: the products of attention are many and small (a few dozen rows, K = the head size), so
+ * a general GEMM spends most of its time packing both operands for every tile. Here each
+ * (batch, head) packs its keys and values once - K^T and V^T into slivers of TN columns for
+ * the score products, K and V contiguous for the others - and every other operand is read in
+ * place: the kernel broadcasts A from either a row-major or a column-major layout, so the
+ * score strips serve as A both ways (P V and dS K by rows, P^T dO and dS^T Q by columns).
+ * Key and value gradients collect in contiguous per-head buffers and are added to dqkv once.
+ *
+ * Scratch is per thread and kept between calls (an allocation per call would be an mmap and
+ * a round of page faults every time). Tests: tests/test_ops.c (against naive attention, and
+ * against the portable path). */
+#define _POSIX_C_SOURCE 200809L
+#include <immintrin.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/cpu/vmath.h"
+#include "tensor/ops.h"
+
+#define TM 6         /* rows of the register tile */
+#define TV 4         /* 16-float vectors per tile row */
+#define TN (16 * TV) /* columns of the register tile; key slivers are this wide */
+#define QS 48        /* query rows per strip */
+#define KB 256       /* keys per block (a multiple of TN): the strips are QS x KB */
+
+#define AVX512 __attribute__((target("avx512f")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static int min_i(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* t += A (TM x kc) @ B (kc x TN); rows of B masked unless full (a mask register per load
+ * costs a port the FMAs need, so full tiles, the usual case, go without). */
+AVX512 static ALWAYS_INLINE void kloop(__m512 t[TM][TV], int kc, const float *const ar[TM],
+                                       size_t aks, const float *b, size_t ldb,
+                                       const __mmask16 mask[TV], int full)
+{
+    for (int k = 0; k < kc; k++) {
+        __m512 bv[TV];
+        const float *bk = b + (size_t)k * ldb;
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++)
+            bv[v] = full ? _mm512_loadu_ps(bk + 16 * v)
+                         : _mm512_maskz_loadu_ps(mask[v], bk + 16 * v);
+#pragma GCC unroll 6
+        for (int r = 0; r < TM; r++) {
+            __m512 av = _mm512_set1_ps(ar[r][(size_t)k * aks]);
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++)
+                t[r][v] = _mm512_fmadd_ps(av, bv[v], t[r][v]);
+        }
+    }
+}
+
+/* C (m x n) = alpha * A (m x kc) @ B (kc x n), plus C when acc; m <= TM, n <= TN.
+ * A(r, k) = a[r * ars + k * aks]; row k of B starts at b + k * ldb; C row r at c + r * ldc.
+ * Rows of A past m are read as row 0 and never stored; columns past n are neither read nor
+ * written. */
+AVX512 static ALWAYS_INLINE void tile(int kc, const float *a, size_t ars, size_t aks,
+                                      const float *b, size_t ldb, float *c, size_t ldc, int m,
+                                      int n, float alpha, int acc)
+{
+    __m512 t[TM][TV];
+    __mmask16 mask[TV];
+    const float *ar[TM];
+#pragma GCC unroll 4
+    for (int v = 0; v < TV; v++) {
+        int left = n - 16 * v;
+        mask[v] = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < TM; r++) {
+        ar[r] = a + (size_t)(r < m ? r : 0) * ars;
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++)
+            t[r][v] = _mm512_setzero_ps();
+    }
+    if (n == TN)
+        kloop(t, kc, ar, aks, b, ldb, mask, 1);
+    else
+        kloop(t, kc, ar, aks, b, ldb, mask, 0);
+    __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 6
+    for (int r = 0; r < TM; r++) {
+        if (r >= m)
+            break;
+        float *cr = c + (size_t)r * ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++) {
+            __m512 x = _mm512_mul_ps(t[r][v], va);
+            if (acc)
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
+            _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
+        }
+    }
+}
+
+/* A row-major: A(r, k) = a[r * lda + k]. */
+AVX512 static void tile_rows(int kc, const float *a, size_t lda, const float *b, size_t ldb,
+                             float *c, size_t ldc, int m, int n, float alpha, int acc)
+{
+    tile(kc, a, lda, 1, b, ldb, c, ldc, m, n, alpha, acc);
+}
+
+/* A column-major (A^T row-major): A(r, k) = a[k * lda + r]. */
+AVX512 static void tile_cols(int kc, const float *a, size_t lda, const float *b, size_t ldb,
+                             float *c, size_t ldc, int m, int n, float alpha, int acc)
+{
+    tile(kc, a, 1, lda, b, ldb, c, ldc, m, n, alpha, acc);
+}
+
+/* C (M x N) += alpha * A (M x K) @ B (K x N), B row-major; A by rows (a_t = 0: A(r, k) =
+ * a[r * lda + k]) or by columns (a_t = 1: A(r, k) = a[k * lda + r]). */
+AVX512 static void gemm_acc(int a_t, int M, int N, int K, float alpha, const float *a,
+                            size_t lda, const float *b, size_t ldb, float *c, size_t ldc)
+{
+    for (int j = 0; j < N; j += TN)
+        for (int i = 0; i < M; i += TM) {
+            int m = min_i(TM, M - i), n = min_i(TN, N - j);
+            if (a_t)
+                tile_cols(K, a + i, lda, b + j, ldb, c + (size_t)i * ldc + j, ldc, m, n, alpha,
+                          1);
+            else
+                tile_rows(K, a + (size_t)i * lda, lda, b + j, ldb, c + (size_t)i * ldc + j, ldc,
+                          m, n, alpha, 1);
+        }
+}
+
+/* s (m x nk, stride KB) = alpha * x (m x HS, stride ldx) @ y^T, y^T given as packed slivers
+ * (pack_t) starting at the block's first key. */
+AVX512 static void scores(float *s, const float *x, size_t ldx, const float *yt, int m, int nk,
+                          int HS, float alpha)
+{
+    for (int js = 0; js < nk; js += TN)
+        for (int i = 0; i < m; i += TM)
+            tile_rows(HS, x + (size_t)i * ldx, ldx, yt + (size_t)js * HS, TN,
+                      s + (size_t)i * KB + js, KB, min_i(TM, m - i), min_i(TN, nk - js), alpha,
+                      0);
+}
+
+/* dst: the rows of y (N x HS, stride ld) transposed into slivers of TN rows, each HS x TN
+ * (dst[sliver][d][c] = y[sliver * TN + c][d]), zero past N. */
+static void pack_t(float *dst, const float *y, size_t ld, int N, int HS)
+{
+    for (int j0 = 0; j0 < N; j0 += TN) {
+        float *sl = dst + (size_t)j0 * HS;
+        int nc = min_i(TN, N - j0);
+        for (int d = 0; d < HS; d++) {
+            float *row = sl + (size_t)d * TN;
+            for (int c = 0; c < nc; c++)
+                row[c] = y[(size_t)(j0 + c) * ld + d];
+            for (int c = nc; c < TN; c++)
+                row[c] = 0;
+        }
+    }
+}
+
+/* dst (N x HS, contiguous) = y (N x HS, stride ld). */
+static void pack_rows(float *dst, const float *y, size_t ld, int N, int HS)
+{
+    for (int j = 0; j < N; j++)
+        memcpy(dst + (size_t)j * HS, y + (size_t)j * ld, sizeof(float) * (size_t)HS);
+}
+
+static size_t padded(int N)
+{
+    return (size_t)(N + TN - 1) / TN * TN;
+}
+
+/* Scratch floats one thread needs for one head, forward or backward. */
+static size_t fwd_floats(int N, int HS)
+{
+    return padded(N) * HS + (size_t)N * HS + (size_t)QS * KB + (size_t)QS * HS + 2 * QS;
+}
+
+static size_t bwd_floats(int N, int HS)
+{
+    return 2 * padded(N) * HS + 3 * (size_t)N * HS + 2 * (size_t)QS * KB + 3 * (size_t)QS * HS +
+           QS;
+}
+
+/* One (batch, head): out rows (stride ldo), lse (N), from q, k, v rows (stride ld). */
+AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, const float *k,
+                            const float *v, size_t ld, int N, int HS, float scale, float *ws)
+{
+    float *kt = ws, *vc = kt + padded(N) * HS, *s = vc + (size_t)N * HS, *o = s + QS * KB;
+    float *mx = o + (size_t)QS * HS, *l = mx + QS;
+    pack_t(kt, k, ld, N, HS);
+    pack_rows(vc, v, ld, N, HS);
+    for (int i0 = 0; i0 < N; i0 += QS) {
+        int qr = min_i(QS, N - i0);
+        for (int r = 0; r < qr; r++) {
+            mx[r] = -INFINITY;
+            l[r] = 0;
+        }
+        memset(o, 0, sizeof(float) * (size_t)qr * HS);
+        for (int j0 = 0; j0 < N; j0 += KB) {
+            int nk = min_i(KB, N - j0);
+            scores(s, q + (size_t)i0 * ld, ld, kt + (size_t)j0 * HS, qr, nk, HS, scale);
+            /* Online softmax: rescale what the earlier blocks gave by exp(old max - new). */
+            for (int r = 0; r < qr; r++) {
+                float *sr = s + (size_t)r * KB, m = mx[r], sum = 0;
+#pragma omp simd reduction(max : m)
+                for (int j = 0; j < nk; j++)
+                    m = sr[j] > m ? sr[j] : m;
+#pragma omp simd reduction(+ : sum)
+                for (int j = 0; j < nk; j++) {
+                    sr[j] = tbi_expf(sr[j] - m);
+                    sum += sr[j];
+                }
+                float corr = tbi_expf(mx[r] - m);
+                l[r] = l[r] * corr + sum;
+                mx[r] = m;
+                if (corr != 1.0f)
+                    for (int d = 0; d < HS; d++)
+                        o[(size_t)r * HS + d] *= corr;
+            }
+            gemm_acc(0, qr, HS, nk, 1.0f, s, KB, vc + (size_t)j0 * HS, (size_t)HS, o,
+                     (size_t)HS);
+        }
+        for (int r = 0; r < qr; r++) {
+            float *dst = out + (size_t)(i0 + r) * ldo, inv = 1.0f / l[r];
+            for (int d = 0; d < HS; d++)
+                dst[d] = o[(size_t)r * HS + d] * inv;
+            lse[i0 + r] = mx[r] + logf(l[r]);
+        }
+    }
+}
+
+/* One (batch, head): dq, dk, dv rows (stride ld) += the gradients, given dO and O (stride
+ * ldo) and the forward's lse. */
+AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, const float *k,
+                            const float *v, size_t ld, const float *o, const float *dO,
+                            size_t ldo, const float *lse, int N, int HS, float scale, float *ws)
+{
+    size_t np = padded(N) * HS, nh = (size_t)N * HS;
+    float *kt = ws, *vt = kt + np, *kc = vt + np, *dkc = kc + nh, *dvc = dkc + nh;
+    float *p = dvc + nh, *ds = p + QS * KB, *dqa = ds + QS * KB, *qs = dqa + (size_t)QS * HS;
+    float *dos = qs + (size_t)QS * HS, *delta = dos + (size_t)QS * HS;
+    pack_t(kt, k, ld, N, HS);
+    pack_t(vt, v, ld, N, HS);
+    pack_rows(kc, k, ld, N, HS);
+    memset(dkc, 0, sizeof(float) * 2 * nh);
+    for (int i0 = 0; i0 < N; i0 += QS) {
+        int qr = min_i(QS, N - i0);
+        /* The strip's rows of Q and dO, contiguous: the key-side products read them once
+         * per TM keys. */
+        pack_rows(qs, q + (size_t)i0 * ld, ld, qr, HS);
+        pack_rows(dos, dO + (size_t)i0 * ldo, ldo, qr, HS);
+        /* delta_i = dO_i . O_i, the row term of the softmax gradient. */
+        for (int r = 0; r < qr; r++) {
+            const float *orow = o + (size_t)(i0 + r) * ldo, *drow = dos + (size_t)r * HS;
+            float sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int d = 0; d < HS; d++)
+                sum += drow[d] * orow[d];
+            delta[r] = sum;
+        }
+        memset(dqa, 0, sizeof(float) * (size_t)qr * HS);
+        for (int j0 = 0; j0 < N; j0 += KB) {
+            int nk = min_i(KB, N - j0);
+            /* P = exp(scale Q K^T - lse), recomputed; dP = dO V^T; dS = P (dP - delta). */
+            scores(p, qs, (size_t)HS, kt + (size_t)j0 * HS, qr, nk, HS, scale);
+            scores(ds, dos, (size_t)HS, vt + (size_t)j0 * HS, qr, nk, HS, 1.0f);
+            for (int r = 0; r < qr; r++) {
+                float *pr = p + (size_t)r * KB, *dr = ds + (size_t)r * KB;
+                float li = lse[i0 + r], di = delta[r];
+#pragma omp simd
+                for (int j = 0; j < nk; j++) {
+                    pr[j] = tbi_expf(pr[j] - li);
+                    dr[j] = pr[j] * (dr[j] - di);
+                }
+            }
+            /* dV += P^T dO; dK += scale dS^T Q; dQ += scale dS K. */
+            gemm_acc(1, nk, HS, qr, 1.0f, p, KB, dos, (size_t)HS, dvc + (size_t)j0 * HS,
+                     (size_t)HS);
+            gemm_acc(1, nk, HS, qr, scale, ds, KB, qs, (size_t)HS, dkc + (size_t)j0 * HS,
+                     (size_t)HS);
+            gemm_acc(0, qr, HS, nk, scale, ds, KB, kc + (size_t)j0 * HS, (size_t)HS, dqa,
+                     (size_t)HS);
+        }
+        for (int r = 0; r < qr; r++) {
+            float *dst = dq + (size_t)(i0 + r) * ld;
+            for (int d = 0; d < HS; d++)
+                dst[d] += dqa[(size_t)r * HS + d];
+        }
+    }
+    for (int j = 0; j < N; j++)
+        for (int d = 0; d < HS; d++) {
+            dk[(size_t)j * ld + d] += dkc[(size_t)j * HS + d];
+            dv[(size_t)j * ld + d] += dvc[(size_t)j * HS + d];
+        }
+}
+
+/* Each thread's scratch, kept between calls; every thread gets its own before any writes
+ * an output, so running out of memory leaves the outputs untouched. */
+static int all_scratch(float **ws, size_t floats, atomic_int *failed)
+{
+    *ws = tbi_scratch(TBI_SCRATCH_ATTENTION, sizeof(float) * floats);
+    if (!*ws)
+        atomic_store(failed, 1);
+#pragma omp barrier
+    return atomic_load(failed) ? -1 : 0;
+}
+
+int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH,
+                             int HS)
+{
+    if (!tbi_gemm_own_available())
+        return -1;
+    const int D = NH * HS;
+    const size_t ld = (size_t)3 * D;
+    const float scale = 1.0f / sqrtf((float)HS);
+    atomic_int failed = 0;
+#pragma omp parallel
+    {
+        float *ws;
+        if (all_scratch(&ws, fwd_floats(N, HS), &failed) == 0) {
+#pragma omp for collapse(2) schedule(dynamic)
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++) {
+                    const float *q = qkv + (size_t)b * N * ld + (size_t)h * HS;
+                    fwd_head(out + (size_t)b * N * D + (size_t)h * HS, (size_t)D,
+                             lse + ((size_t)b * NH + h) * N, q, q + D, q + 2 * D, ld, N, HS,
+                             scale, ws);
+                }
+        }
+    }
+    return atomic_load(&failed) ? -1 : 0;
+}
+
+int tbi_attention_bwd_avx512(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int N, int NH, int HS)
+{
+    if (!tbi_gemm_own_available())
+        return -1;
+    const int D = NH * HS;
+    const size_t ld = (size_t)3 * D;
+    const float scale = 1.0f / sqrtf((float)HS);
+    atomic_int failed = 0;
+#pragma omp parallel
+    {
+        float *ws;
+        if (all_scratch(&ws, bwd_floats(N, HS), &failed) == 0) {
+#pragma omp for collapse(2) schedule(dynamic)
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++) {
+                    size_t qoff = (size_t)b * N * ld + (size_t)h * HS;
+                    size_t ooff = (size_t)b * N * D + (size_t)h * HS;
+                    const float *q = qkv + qoff;
+                    float *dq = dqkv + qoff;
+                    bwd_head(dq, dq + D, dq + 2 * D, q, q + D, q + 2 * D, ld, out + ooff,
+                             dout + ooff, (size_t)D, lse + ((size_t)b * NH + h) * N, N, HS,
+                             scale, ws);
+                }
+        }
+    }
+    return atomic_load(&failed) ? -1 : 0;
+}
