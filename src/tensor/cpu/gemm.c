@@ -5,9 +5,10 @@
  * processors newer than it (Sapphire/Emerald Rapids) it falls back to SSE3 kernels, and with
  * OPENBLAS_CORETYPE=Haswell to AVX2 ones: half of what the FMA units can do. The kernel here
  * is the classic blocked scheme (Goto; BLIS's five loops): B is packed KC x NC into slivers
- * of NR columns, A is packed MC x KC into slivers of MR rows, and a MR x NR register tile of
- * C is accumulated over KC with broadcast-FMAs. Threads split the MC blocks of one packed B.
- * Inside an OpenMP region (attention tiles) it runs on the calling thread alone.
+ * of NR columns, a transposed A is packed MC x KC into slivers of MR rows (A by rows is read
+ * in place), and a MR x NR register tile of C is accumulated over KC with broadcast-FMAs.
+ * Threads split the MC blocks of one packed B. Inside an OpenMP region (the portable
+ * attention's tiles) it runs on the calling thread alone.
  *
  * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons).
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
@@ -40,32 +41,19 @@ static int round_up(int x, int m)
 }
 
 /* dst holds ceil(mc / MR) slivers, each kc x MR (k-major), zero-padded past mc rows:
- * dst[s][k][r] = op(A)(i0 + s*MR + r, p0 + k). */
-static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p0, int mc,
-                   int kc)
+ * dst[s][k][r] = A(p0 + k, i0 + s*MR + r), for a transposed A (stored kc x M, lda). */
+static void pack_at(float *dst, const float *A, size_t lda, int i0, int p0, int mc, int kc)
 {
     for (int ir = 0; ir < mc; ir += MR) {
         int mr = min_i(MR, mc - ir);
         float *d = dst + (size_t)ir * kc;
-        if (!ta) {
-            /* k outer: MR row streams read side by side, the sliver written in order. */
-            const float *rows[MR];
-            for (int r = 0; r < MR; r++)
-                rows[r] = A + (size_t)(i0 + ir + (r < mr ? r : 0)) * lda + p0;
-            for (int k = 0; k < kc; k++) {
-                float *dk = d + (size_t)k * MR;
-                for (int r = 0; r < MR; r++)
-                    dk[r] = r < mr ? rows[r][k] : 0;
-            }
-        } else {
-            for (int k = 0; k < kc; k++) {
-                const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
-                float *dk = d + (size_t)k * MR;
-                for (int r = 0; r < mr; r++)
-                    dk[r] = src[r];
-                for (int r = mr; r < MR; r++)
-                    dk[r] = 0;
-            }
+        for (int k = 0; k < kc; k++) {
+            const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
+            float *dk = d + (size_t)k * MR;
+            for (int r = 0; r < mr; r++)
+                dk[r] = src[r];
+            for (int r = mr; r < MR; r++)
+                dk[r] = 0;
         }
     }
 }
@@ -94,24 +82,29 @@ static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j
     }
 }
 
-/* C (m x n of an MR x NR tile) = alpha * a-sliver @ b-sliver + beta * C; C is not read when
- * beta == 0. The 24 accumulators stay in registers (the loops over rows are unrolled). */
-AVX512 static void kernel(int kc, const float *restrict a, const float *restrict b, float *c,
-                          size_t ldc, int m, int n, float alpha, float beta)
+/* C (m x n of an MR x NR tile) = alpha * A @ b-sliver + beta * C; C is not read when
+ * beta == 0. A(i, k) = a[i * ars + k * aks]: a packed sliver (ars 1, aks MR), or rows of A in
+ * place (ars lda, aks 1; rows past m read as row 0). The 24 accumulators stay in registers
+ * (the loops over rows are unrolled). */
+AVX512 static inline __attribute__((always_inline)) void
+kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict b, float *c,
+           size_t ldc, int m, int n, float alpha, float beta)
 {
     __m512 acc0[MR], acc1[MR];
+    const float *ar[MR];
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++)
+    for (int i = 0; i < MR; i++) {
         acc0[i] = acc1[i] = _mm512_setzero_ps();
+        ar[i] = a + (size_t)(i < m ? i : 0) * ars;
+    }
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
+            __m512 ai = _mm512_set1_ps(ar[i][(size_t)k * aks]);
             acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
             acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
         }
-        a += MR;
         b += NR;
     }
     __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
@@ -130,6 +123,20 @@ AVX512 static void kernel(int kc, const float *restrict a, const float *restrict
         _mm512_mask_storeu_ps(ci, k0, r0);
         _mm512_mask_storeu_ps(ci + 16, k1, r1);
     }
+}
+
+/* A from a packed sliver. */
+AVX512 static void kernel(int kc, const float *a, const float *b, float *c, size_t ldc, int m,
+                          int n, float alpha, float beta)
+{
+    kernel_any(kc, a, 1, MR, b, c, ldc, m, n, alpha, beta);
+}
+
+/* A read in place, row-major with stride lda. */
+AVX512 static void kernel_rows(int kc, const float *a, size_t lda, const float *b, float *c,
+                               size_t ldc, int m, int n, float alpha, float beta)
+{
+    kernel_any(kc, a, lda, 1, b, c, ldc, m, n, alpha, beta);
 }
 
 static void scale_c(float *C, size_t ldc, int M, int N, float beta)
@@ -160,12 +167,23 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
 #pragma omp for schedule(dynamic)
                 for (int ic = 0; ic < M; ic += MC) {
                     int mc = min_i(MC, M - ic);
-                    pack_a(abuf, A, (size_t)lda, ta, ic, pc, mc, kc);
+                    /* A by rows is read in place (its rows stream; packing it was a scalar
+                     * transpose costing up to a third of a narrow product); a transposed A is
+                     * packed (its columns would not). */
+                    if (ta)
+                        pack_at(abuf, A, (size_t)lda, ic, pc, mc, kc);
                     for (int jr = 0; jr < nc; jr += NR)
-                        for (int ir = 0; ir < mc; ir += MR)
-                            kernel(kc, abuf + (size_t)ir * kc, bbuf + (size_t)jr * kc,
-                                   C + (size_t)(ic + ir) * ldc + jc + jr, (size_t)ldc,
-                                   min_i(MR, mc - ir), min_i(NR, nc - jr), alpha, bet);
+                        for (int ir = 0; ir < mc; ir += MR) {
+                            float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
+                            int m = min_i(MR, mc - ir), n = min_i(NR, nc - jr);
+                            if (ta)
+                                kernel(kc, abuf + (size_t)ir * kc, bbuf + (size_t)jr * kc, c,
+                                       (size_t)ldc, m, n, alpha, bet);
+                            else
+                                kernel_rows(kc, A + (size_t)(ic + ir) * lda + pc, (size_t)lda,
+                                            bbuf + (size_t)jr * kc, c, (size_t)ldc, m, n, alpha,
+                                            bet);
+                        }
                 }
             }
         }
