@@ -527,7 +527,6 @@ int tb_vit_backward(tb_vit *m)
 
     /* Loss -> logits -> head -> norm -> pooling -> the last residual stream. */
     o->xent_bwd(m->dlogits, m->probs, m->labels, B, m->K, m->smoothing);
-    memset(m->dpool_n, 0, sizeof(float) * (size_t)B * D);
     o->matmul_bwd(m->dpool_n, G(m->head_w), G(m->head_b), m->dlogits, m->pooled_n, m->head_w, B,
                   D, m->K);
     memset(m->dpool, 0, sizeof(float) * (size_t)B * D);
@@ -561,20 +560,15 @@ int tb_vit_backward(tb_vit *m)
         else
             o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
         /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))) */
-        memset(m->dF2, 0, sizeof(float) * (size_t)R * F);
         o->matmul_bwd(m->dF2, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
-        memset(m->dF, 0, sizeof(float) * (size_t)R * F);
         o->gelu_bwd(m->dF, a->fc1, m->dF2, (size_t)R * F);
-        memset(m->dD, 0, sizeof(float) * (size_t)R * D);
         o->matmul_bwd(m->dD, G(w->fc1_w), G(w->fc1_b), m->dF, a->ln2, w->fc1_w, R, D, F);
         o->layernorm_bwd(m->dres, G(w->ln2_w), G(w->ln2_b), m->dD, a->res1, w->ln2_w,
                          a->ln2_mean, a->ln2_rstd, R, D);
         /* Attention branch: res1 = x + proj(attention(qkv(ln1))) */
-        memset(m->dD, 0, sizeof(float) * (size_t)R * D);
         o->matmul_bwd(m->dD, G(w->proj_w), G(w->proj_b), m->dres, a->att, w->proj_w, R, D, D);
         memset(m->d3D, 0, sizeof(float) * (size_t)R * 3 * D);
         o->attention_bwd(m->d3D, m->dD, a->qkv, a->att, a->lse, B, Nt, m->NH, m->HS);
-        memset(m->dD, 0, sizeof(float) * (size_t)R * D);
         o->matmul_bwd(m->dD, G(w->qkv_w), G(w->qkv_b), m->d3D, a->ln1, w->qkv_w, R, D, 3 * D);
         o->layernorm_bwd(m->dres, G(w->ln1_w), G(w->ln1_b), m->dD, x, w->ln1_w, a->ln1_mean,
                          a->ln1_rstd, R, D);

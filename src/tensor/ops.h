@@ -2,7 +2,9 @@
  * specification; src/tensor/cpu/) and the table of function pointers a model calls through,
  * so the CUDA backend can stand in with the same signatures. Float32, row-major, shapes in
  * the legend of include/tubelet/tensor.h. Backward functions ACCUMULATE (+=) into their
- * gradient outputs; the caller zeroes them. Tests: tests/test_ops.c. */
+ * gradient outputs, which the caller zeroes, except the input gradients of matmul and GELU:
+ * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
+ * the widest activations costs more than it is worth. Tests: tests/test_ops.c. */
 #ifndef TUBELET_TENSOR_OPS_H
 #define TUBELET_TENSOR_OPS_H
 
@@ -14,6 +16,10 @@
  * otherwise or with TUBELET_GEMM=openblas. */
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
+/* C (M, N) = op(A) @ op(B) + bias (N), added to every row (NULL: none); the bias comes with
+ * the product's first pass over C, not as a second one. */
+void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                    int ldb, const float *bias, float *C, int ldc);
 /* The AVX-512 kernel itself: -1 where the CPU lacks AVX-512 (or out of memory), else 0. */
 int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
@@ -27,8 +33,8 @@ float *tbi_scratch(int use, size_t bytes);
 /* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
 void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
                     int K, int N);
-/* dinp (M, K) += dout @ w; dw (N, K) += dout^T @ inp; dbias (N) += colsum(dout). Any of
- * dinp, dw, dbias may be NULL (not wanted). */
+/* dinp (M, K) = dout @ w (written); dw (N, K) += dout^T @ inp; dbias (N) += colsum(dout).
+ * Any of dinp, dw, dbias may be NULL (not wanted). */
 void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                     const float *w, int M, int K, int N);
 
@@ -43,6 +49,7 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
 
 /* Exact GELU (erf), elementwise over n. */
 void tbi_gelu_fwd(float *out, const float *inp, size_t n);
+/* dinp = dout * GELU'(inp) (written). */
 void tbi_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n);
 
 /* out = a + b, elementwise over n (the backward is a copy into both). */

@@ -174,7 +174,7 @@ CLONES static void gelu_bwd_span(float *dinp, const float *inp, const float *dou
         float x = inp[i];
         float cdf = 0.5f * tbi_erfcf(-x * INV_SQRT2);
         float pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
-        dinp[i] += dout[i] * (cdf + x * pdf);
+        dinp[i] = dout[i] * (cdf + x * pdf);
     }
 }
 

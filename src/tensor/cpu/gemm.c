@@ -82,13 +82,13 @@ static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j
     }
 }
 
-/* C (m x n of an MR x NR tile) = alpha * A @ b-sliver + beta * C; C is not read when
- * beta == 0. A(i, k) = a[i * ars + k * aks]: a packed sliver (ars 1, aks MR), or rows of A in
+/* C (m x n of an MR x NR tile) = alpha * A @ b-sliver + beta * C, plus bias (n, added to
+ * every row) when not NULL; C is not read when beta == 0. A(i, k) = a[i * ars + k * aks]: a packed sliver (ars 1, aks MR), or rows of A in
  * place (ars lda, aks 1; rows past m read as row 0). The 24 accumulators stay in registers
  * (the loops over rows are unrolled). */
 AVX512 static inline __attribute__((always_inline)) void
 kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict b, float *c,
-           size_t ldc, int m, int n, float alpha, float beta)
+           size_t ldc, int m, int n, float alpha, float beta, const float *bias)
 {
     __m512 acc0[MR], acc1[MR];
     const float *ar[MR];
@@ -110,12 +110,17 @@ kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict
     __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
     __mmask16 k1 = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+    if (bias) {
+        bias0 = _mm512_maskz_loadu_ps(k0, bias);
+        bias1 = _mm512_maskz_loadu_ps(k1, bias + 16);
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++) {
         if (i >= m)
             break;
         float *ci = c + (size_t)i * ldc;
-        __m512 r0 = _mm512_mul_ps(acc0[i], va), r1 = _mm512_mul_ps(acc1[i], va);
+        __m512 r0 = _mm512_fmadd_ps(acc0[i], va, bias0), r1 = _mm512_fmadd_ps(acc1[i], va, bias1);
         if (beta != 0) {
             r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k0, ci), r0);
             r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k1, ci + 16), r1);
@@ -127,16 +132,17 @@ kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict
 
 /* A from a packed sliver. */
 AVX512 static void kernel(int kc, const float *a, const float *b, float *c, size_t ldc, int m,
-                          int n, float alpha, float beta)
+                          int n, float alpha, float beta, const float *bias)
 {
-    kernel_any(kc, a, 1, MR, b, c, ldc, m, n, alpha, beta);
+    kernel_any(kc, a, 1, MR, b, c, ldc, m, n, alpha, beta, bias);
 }
 
 /* A read in place, row-major with stride lda. */
 AVX512 static void kernel_rows(int kc, const float *a, size_t lda, const float *b, float *c,
-                               size_t ldc, int m, int n, float alpha, float beta)
+                               size_t ldc, int m, int n, float alpha, float beta,
+                               const float *bias)
 {
-    kernel_any(kc, a, lda, 1, b, c, ldc, m, n, alpha, beta);
+    kernel_any(kc, a, lda, 1, b, c, ldc, m, n, alpha, beta, bias);
 }
 
 static void scale_c(float *C, size_t ldc, int M, int N, float beta)
@@ -146,10 +152,18 @@ static void scale_c(float *C, size_t ldc, int M, int N, float beta)
             C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
 }
 
+static void add_bias(float *C, size_t ldc, int M, int N, const float *bias)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            C[(size_t)i * ldc + j] += bias[j];
+}
+
 /* The blocked loops; nth threads (1 inside an OpenMP region). */
 static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                     const float *B, int ldb, float beta, float *C, int ldc, float *buf, int nth,
-                     int kcm, int ncm, int mcm)
+                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
+                     float *buf, int nth, int kcm, int ncm, int mcm)
 {
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
@@ -160,6 +174,7 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
             for (int pc = 0; pc < K; pc += KC) {
                 int kc = min_i(KC, K - pc);
                 float bet = pc == 0 ? beta : 1.0f;
+                const float *bia = pc == 0 && bias ? bias + jc : NULL;
 #pragma omp for schedule(static)
                 for (int jr = 0; jr < nc; jr += NR)
                     pack_b(bbuf + (size_t)jr * kc, B, (size_t)ldb, tb, pc, jc + jr,
@@ -176,13 +191,14 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
                         for (int ir = 0; ir < mc; ir += MR) {
                             float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
                             int m = min_i(MR, mc - ir), n = min_i(NR, nc - jr);
+                            const float *bj = bia ? bia + jr : NULL;
                             if (ta)
                                 kernel(kc, abuf + (size_t)ir * kc, bbuf + (size_t)jr * kc, c,
-                                       (size_t)ldc, m, n, alpha, bet);
+                                       (size_t)ldc, m, n, alpha, bet, bj);
                             else
                                 kernel_rows(kc, A + (size_t)(ic + ir) * lda + pc, (size_t)lda,
                                             bbuf + (size_t)jr * kc, c, (size_t)ldc, m, n, alpha,
-                                            bet);
+                                            bet, bj);
                         }
                 }
             }
@@ -231,8 +247,9 @@ static int use_own(void)
     return u;
 }
 
-int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                  const float *B, int ldb, float beta, float *C, int ldc)
+/* The AVX-512 path, with an optional bias added to every row of C. */
+static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias)
 {
     if (!tbi_gemm_own_available())
         return -1;
@@ -240,6 +257,8 @@ int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float 
         return 0;
     if (K <= 0 || alpha == 0) {
         scale_c(C, (size_t)ldc, M, N, beta);
+        if (bias)
+            add_bias(C, (size_t)ldc, M, N, bias);
         return 0;
     }
     int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -248,15 +267,38 @@ int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float 
     float *buf = tbi_scratch(TBI_SCRATCH_GEMM, bytes);
     if (!buf)
         return -1;
-    gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf, nth, kcm, ncm, mcm);
+    gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf, nth, kcm, ncm,
+             mcm);
     return 0;
+}
+
+int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    return sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+static void cblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (use_own() && tbi_sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+    if (use_own() && sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL) == 0)
         return;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
-                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                    int ldb, const float *bias, float *C, int ldc)
+{
+    if (use_own() && sgemm_own(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias) == 0)
+        return;
+    cblas(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    if (bias)
+        add_bias(C, (size_t)ldc, M, N, bias);
 }

@@ -7,24 +7,16 @@
 void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
                     int K, int N)
 {
-    /* out (M, N) = inp (M, K) @ w (N, K)^T */
-    tbi_sgemm(0, 1, M, N, K, 1.0f, inp, K, w, K, 0.0f, out, N);
-    if (!bias)
-        return;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < M; i++) {
-        float *row = out + (size_t)i * N;
-        for (int j = 0; j < N; j++)
-            row[j] += bias[j];
-    }
+    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias */
+    tbi_sgemm_bias(0, 1, M, N, K, inp, K, w, K, bias, out, N);
 }
 
 void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                     const float *w, int M, int K, int N)
 {
-    /* dinp (M, K) += dout (M, N) @ w (N, K) */
+    /* dinp (M, K) = dout (M, N) @ w (N, K) */
     if (dinp)
-        tbi_sgemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 1.0f, dinp, K);
+        tbi_sgemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K);
     /* dw (N, K) += dout^T (N, M) @ inp (M, K) */
     if (dw)
         tbi_sgemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
