@@ -214,6 +214,29 @@ static void check_actions_in_video(const char *syn, const struct action *acts, i
     free(rgb);
 }
 
+/* Pixels of an action's actor in the action's first frame. */
+static double actor_area(const char *syn, const struct action *a)
+{
+    char cmd[8400];
+    snprintf(cmd, sizeof(cmd),
+             "ffmpeg -nostdin -v error -i %s/videos/%s.mp4 -f rawvideo -pix_fmt rgb24 -", syn,
+             a->video);
+    FILE *p = popen(cmd, "r");
+    size_t fb = (size_t)W * H * 3;
+    int f0 = a->start_cs * 30 / 100 + 1;
+    uint8_t *rgb = malloc(fb);
+    size_t got = 0;
+    for (int f = 0; f <= f0; f++)
+        got = fread(rgb, fb, 1, p);
+    pclose(p);
+    struct blob b = {0};
+    uint8_t colour[3];
+    tb_synth_noun_rgb(a->noun, colour);
+    find_blob(rgb, colour, &b);
+    free(rgb);
+    return got == 1 ? b.area : -1;
+}
+
 static int same_file(const char *a, const char *b)
 {
     size_t la, lb;
@@ -308,7 +331,28 @@ int main(void)
     }
     check_actions_in_video(s1, val, n_val);
 
+    tbt_case = "actor scale";
+    /* The same plan (same actions at the same times) with shapes twice as large across. */
+    char s4[4200];
+    snprintf(s4, sizeof(s4), "%s/s4", d);
+    char fmt_scale[256];
+    snprintf(fmt_scale, sizeof(fmt_scale), "%s --actor-scale 2", fmt);
+    CHECK_EQ(tbt_run(NULL, 300, fmt_scale, tbt_tubelet(), s4, SECONDS, W, H, 3), 0);
+    static struct action big[400];
+    char big_v[8][16];
+    int n_bv = 0;
+    snprintf(a, sizeof(a), "%s/annotations/EPIC_100_train.csv", s4);
+    CHECK_EQ(read_actions(a, big, 400, big_v, &n_bv), n_train);
+    for (int i = 0; i < 3 && i < n_train; i++) {
+        CHECK(big[i].start_cs == train[i].start_cs && big[i].verb == train[i].verb);
+        double a1 = actor_area(s1, &train[i]), a2 = actor_area(s4, &big[i]);
+        CHECK_MSG(a1 > 50 && a2 > 2.5 * a1 && a2 < 6 * a1,
+                  "action %d: actor of %.0f px at scale 1, %.0f px at scale 2", i, a1, a2);
+    }
+
     tbt_case = "bad flags";
+    CHECK_EQ(tbt_run(&out, 30, "%s synth --out %s --actor-scale 3", tbt_tubelet(), s3), 2);
+    free(out);
     CHECK_EQ(tbt_run(&out, 30, "%s synth --out %s --size 321x240", tbt_tubelet(), s3), 1);
     CHECK_STR_HAS(out, "size must be even");
     free(out);

@@ -31,6 +31,8 @@ struct tb_synth_opts {
     int n_videos;
     int seconds;                /* length of each video */
     int width, height;          /* even */
+    double actor_scale;         /* size of the acting shapes, as a multiple of the usual 16-20%
+                                 * of the short side across; 0 means 1 (0.5..2.5) */
     int fps_num, fps_den;
     uint64_t seed;
     int crf;                    /* x264 quality of the videos */

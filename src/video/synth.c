@@ -112,9 +112,9 @@ static double uniform(tb_rng *r, double lo, double hi)
 
 /* ---- planning ---------------------------------------------------------------------------- */
 
-static void plan_action(struct action *a, tb_rng *r, int w, int h)
+static void plan_action(struct action *a, tb_rng *r, int w, int h, double scale)
 {
-    double s = (w < h ? w : h);
+    double s = (w < h ? w : h) * scale;
     a->verb = (int)tb_rng_below(r, TB_SYNTH_N_VERBS);
     a->shape = (int)tb_rng_below(r, TB_SYNTH_N_SHAPES);
     a->colour = (int)tb_rng_below(r, TB_SYNTH_N_COLOURS);
@@ -172,7 +172,7 @@ static int plan_video(struct video_plan *v, const struct synth *s, int video)
         if (t + dur + HOLD_CS > total_cs || v->n_actions == cap)
             break;
         struct action *a = &v->actions[v->n_actions++];
-        plan_action(a, &r, s->w, s->h);
+        plan_action(a, &r, s->w, s->h, o->actor_scale > 0 ? o->actor_scale : 1.0);
         a->start_cs = t;
         a->stop_cs = t + dur;
         t += dur + 2 * HOLD_CS + (int)uniform(&r, 30, 90);
@@ -495,6 +495,8 @@ static int check_opts(const struct tb_synth_opts *o)
                        o->width, o->height);
     if (o->fps_num <= 0 || o->fps_den <= 0 || o->fps_num > 240 * o->fps_den)
         return tbi_err(TB_EINVAL, "bad frame rate %d/%d", o->fps_num, o->fps_den);
+    if (o->actor_scale != 0 && !(o->actor_scale >= 0.5 && o->actor_scale <= 2.5))
+        return tbi_err(TB_EINVAL, "actor scale must be in 0.5..2.5, not %g", o->actor_scale);
     return 0;
 }
 
