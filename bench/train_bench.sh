@@ -7,7 +7,8 @@
 # OPENBLAS_CORETYPE is set to Haswell for every command, as this environment sets it (OpenBLAS
 # 0.3.21 does not recognise this processor and would otherwise fall back to its SSE3 kernels).
 # tubelet runs twice: keeping every block's activations, and with --recompute (block inputs only).
-# First, bench_gemm: tubelet's sgemm against OpenBLAS's on the same shapes (bench/out/train/gemm.md).
+# First, bench_gemm: tubelet's sgemm against OpenBLAS's on the same shapes (bench/out/train/gemm.md),
+# and bench_attention: the attention op's two CPU paths on the ViTs' shapes (attention.md).
 # Usage: bench/train_bench.sh [BUILD_DIR=build] [REPEATS=3] [THREADS=2]
 set -eu
 build=${1:-build}
@@ -19,6 +20,7 @@ mkdir -p "$out"
 results=$out/results.jsonl
 : > "$results"
 "$build/bench/bench_gemm" 1 | tee "$out/gemm.md"
+"$build/bench/bench_attention" 1 | tee "$out/attention.md"
 for cfg in "tiny 192 12 3 8 112 8" "small 384 12 6 16 112 4" "base 768 12 12 16 224 2"; do
     set -- $cfg
     name=$1
