@@ -390,10 +390,11 @@ static int run_attention(int path, float *out, float *lse, float *dqkv, const fl
 
 static void test_attention(void)
 {
-    /* Odd sizes, head sizes 32/64/96, more than one query tile (BR = 256 in the tiles path)
+    /* Odd sizes, head sizes 32 to 128 (40: not a whole number of vectors), more than one query tile (BR = 256 in the tiles path)
      * and more than one key block (KB = 256 in the AVX-512 path). */
     const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
-                            {65, 64}, {33, 96}, {300, 64}, {600, 48}};
+                            {65, 64}, {33, 96}, {300, 64}, {600, 48},
+                            {45, 40}, {70, 128}};
     static const char *const paths[] = {"", " tiles", " avx512"};
     for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
         int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
