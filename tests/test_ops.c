@@ -390,8 +390,9 @@ static int run_attention(int path, float *out, float *lse, float *dqkv, const fl
 
 static void test_attention(void)
 {
-    /* Odd sizes, head sizes 32 to 128 (40: not a whole number of vectors), more than one query tile (BR = 256 in the tiles path)
-     * and more than one key block (KB = 256 in the AVX-512 path). */
+    /* Odd sizes, head sizes 32 to 128 (40: not a whole number of vectors), more than one
+     * query tile (BR = 256 in the tiles path) and more than one key block (KB = 256 in the
+     * AVX-512 path). */
     const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
                             {65, 64}, {33, 96}, {300, 64}, {600, 48},
                             {45, 40}, {70, 128}};
