@@ -443,6 +443,21 @@ static void test_resume(void)
     CHECK_EQ(file_stamp(first), stamp);
     check_against_source(vtest, dir, 30, 320, 1);
 
+    /* A second prep of a video another one is writing fails at once, naming it, and leaves
+     * that one's files alone (flock(1) holds the lock prep takes). */
+    tbt_case = "a second prep of the same video";
+    unlink(vidx);
+    rc = tbt_run(&out, 60, "flock %s/.lock %s prep --out %s %s %s", dir, tbt_tubelet(), root,
+                 flags, vtest);
+    CHECK_MSG(rc == 1, "prep under a held lock: rc %d: %s", rc, out);
+    CHECK_STR_HAS(out, "another tubelet prep is writing");
+    free(out);
+    CHECK_EQ(file_stamp(first), stamp);
+    rc = prep(&out, root, flags, vtest);
+    CHECK_MSG(rc == 0, "rerun once the lock is free: %s", out);
+    CHECK_STR_HAS(out, "40 chunks (40 reused)");
+    free(out);
+
     /* Other settings: nothing is reused, and the old chunks are cleaned away. */
     tbt_case = "rerun with other settings";
     rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 7 --threads 1", vtest);

@@ -6,13 +6,15 @@
  * into a chunk being written are scaled; chunks finished by an earlier run are only counted.
  * Not here: the parallel driver (prep_many.c), the index format (index.c).
  * Tests: tests/test_prep.c. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* flock */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +31,7 @@ struct prep {
     const char *src;
     struct tb_prep_result *res;
     char dir[4096];           /* ROOT/<name> */
+    int lock_fd;              /* holds the lock on dir/.lock while we write, or -1 */
     char params[512];         /* settings that must match for a chunk to be reused */
 
     struct tbi_input in;
@@ -607,6 +610,8 @@ static int check_opts(const struct tb_prep_opts *o)
 
 static void prep_free(struct prep *p)
 {
+    if (p->lock_fd >= 0)
+        close(p->lock_fd); /* releases the lock */
     tbi_writer_abort(&p->w);
     for (int i = 0; i < p->n_chunks; i++)
         free(p->chunks[i].keyframes);
@@ -620,6 +625,27 @@ static void prep_free(struct prep *p)
     av_frame_free(&p->upright);
     av_packet_free(&p->pkt);
     tbi_input_close(&p->in);
+}
+
+/* One writer per video directory: a second prep of the same video (another process, or the
+ * same source given twice) would share temporary names with the first and clean away its
+ * files. flock, not fcntl, so threads of one process exclude each other too. */
+static int lock_dir(struct prep *p)
+{
+    char path[4096 + 16];
+    int rc = tbi_fmt(path, sizeof(path), "%s/.lock", p->dir);
+    if (rc < 0)
+        return rc;
+    if ((p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+        return tbi_err(TB_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK)
+            return tbi_err(TB_EIO, "%s: another tubelet prep is writing %s right now", p->src,
+                           p->dir);
+        return tbi_err(TB_EIO, "%s: cannot lock: %s", path, strerror(e));
+    }
+    return 0;
 }
 
 static int run(struct prep *p)
@@ -637,7 +663,7 @@ static int run(struct prep *p)
         return 0;
     if ((rc = tbi_input_open(&p->in, p->src, p->o->n_threads)) < 0)
         return rc;
-    if ((rc = tbi_mkdirs(p->dir)) < 0)
+    if ((rc = tbi_mkdirs(p->dir)) < 0 || (rc = lock_dir(p)) < 0)
         return rc;
     snprintf(idx_path, sizeof(idx_path), "%s/%s", p->dir, TB_VIDEO_INDEX_NAME);
     if (unlink(idx_path) != 0 && errno != ENOENT)
@@ -691,6 +717,7 @@ int tb_prep_video(const struct tb_prep_opts *opts, const char *src, struct tb_pr
     p.res = res ? res : &scratch;
     memset(p.res, 0, sizeof(*p.res));
     p.in.stream_index = -1;
+    p.lock_fd = -1;
     int rc = run(&p);
     prep_free(&p);
     return rc;
