@@ -5,8 +5,9 @@
  * processors newer than it (Sapphire/Emerald Rapids) it falls back to SSE3 kernels, and with
  * OPENBLAS_CORETYPE=Haswell to AVX2 ones: half of what the FMA units can do. The kernel here
  * is the classic blocked scheme (Goto; BLIS's five loops): B is packed KC x NC into slivers
- * of NR columns, a transposed A is packed MC x KC into slivers of MR rows (A by rows is read
- * in place), and a MR x NR register tile of C is accumulated over KC with broadcast-FMAs.
+ * of NR columns, A is packed MC x KC into slivers of MR rows (or, for narrow products, read
+ * in place by rows), and a MR x NR register tile of C is accumulated over KC with
+ * broadcast-FMAs.
  * Threads split the MC blocks of one packed B. Inside an OpenMP region (the portable
  * attention's tiles) it runs on the calling thread alone.
  *
@@ -27,6 +28,7 @@
 #define KC 256
 #define MC 96
 #define NC 2048
+#define IN_PLACE_MAX_N 512 /* products narrower than this read a row-major A unpacked */
 
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -41,19 +43,32 @@ static int round_up(int x, int m)
 }
 
 /* dst holds ceil(mc / MR) slivers, each kc x MR (k-major), zero-padded past mc rows:
- * dst[s][k][r] = A(p0 + k, i0 + s*MR + r), for a transposed A (stored kc x M, lda). */
-static void pack_at(float *dst, const float *A, size_t lda, int i0, int p0, int mc, int kc)
+ * dst[s][k][r] = op(A)(i0 + s*MR + r, p0 + k). */
+static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p0, int mc,
+                   int kc)
 {
     for (int ir = 0; ir < mc; ir += MR) {
         int mr = min_i(MR, mc - ir);
         float *d = dst + (size_t)ir * kc;
-        for (int k = 0; k < kc; k++) {
-            const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
-            float *dk = d + (size_t)k * MR;
-            for (int r = 0; r < mr; r++)
-                dk[r] = src[r];
-            for (int r = mr; r < MR; r++)
-                dk[r] = 0;
+        if (!ta) {
+            /* k outer: MR row streams read side by side, the sliver written in order. */
+            const float *rows[MR];
+            for (int r = 0; r < MR; r++)
+                rows[r] = A + (size_t)(i0 + ir + (r < mr ? r : 0)) * lda + p0;
+            for (int k = 0; k < kc; k++) {
+                float *dk = d + (size_t)k * MR;
+                for (int r = 0; r < MR; r++)
+                    dk[r] = r < mr ? rows[r][k] : 0;
+            }
+        } else {
+            for (int k = 0; k < kc; k++) {
+                const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
+                float *dk = d + (size_t)k * MR;
+                for (int r = 0; r < mr; r++)
+                    dk[r] = src[r];
+                for (int r = mr; r < MR; r++)
+                    dk[r] = 0;
+            }
         }
     }
 }
@@ -171,6 +186,11 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
         float *abuf = bbuf + (size_t)kcm * ncm + (size_t)omp_get_thread_num() * mcm * kcm;
         for (int jc = 0; jc < N; jc += NC) {
             int nc = min_i(NC, N - jc);
+            /* A by rows is read in place for narrow products: packing it is a scalar
+             * transpose whose cost, against the product's, is about 32 / nc (a third of
+             * ViT-T's 192-column ones). For wide ones the packed sliver's contiguity wins
+             * (rows 3-12 KB apart share cache sets: ~7% slower kernels on ViT-B's shapes). */
+            int in_place = !ta && nc < IN_PLACE_MAX_N;
             for (int pc = 0; pc < K; pc += KC) {
                 int kc = min_i(KC, K - pc);
                 float bet = pc == 0 ? beta : 1.0f;
@@ -182,17 +202,14 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
 #pragma omp for schedule(dynamic)
                 for (int ic = 0; ic < M; ic += MC) {
                     int mc = min_i(MC, M - ic);
-                    /* A by rows is read in place (its rows stream; packing it was a scalar
-                     * transpose costing up to a third of a narrow product); a transposed A is
-                     * packed (its columns would not). */
-                    if (ta)
-                        pack_at(abuf, A, (size_t)lda, ic, pc, mc, kc);
+                    if (!in_place)
+                        pack_a(abuf, A, (size_t)lda, ta, ic, pc, mc, kc);
                     for (int jr = 0; jr < nc; jr += NR)
                         for (int ir = 0; ir < mc; ir += MR) {
                             float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
                             int m = min_i(MR, mc - ir), n = min_i(NR, nc - jr);
                             const float *bj = bia ? bia + jr : NULL;
-                            if (ta)
+                            if (!in_place)
                                 kernel(kc, abuf + (size_t)ir * kc, bbuf + (size_t)jr * kc, c,
                                        (size_t)ldc, m, n, alpha, bet, bj);
                             else
