@@ -60,8 +60,8 @@ static int run_synth(void *config, int n_args, char **args)
     }
     struct tb_synth_opts o = {
         .out_dir = c->out, .n_videos = c->videos, .seconds = c->seconds, .width = c->size.w,
-        .height = c->size.h, .actor_scale = c->actor_scale, .fps_num = c->fps.num, .fps_den = c->fps.den,
-        .seed = (uint64_t)c->seed, .crf = c->crf, .preset = c->preset,
+        .height = c->size.h, .actor_scale = c->actor_scale, .fps_num = c->fps.num,
+        .fps_den = c->fps.den, .seed = (uint64_t)c->seed, .crf = c->crf, .preset = c->preset,
         .n_threads = c->threads, .n_jobs = c->jobs, .cancel = &cli_cancel,
     };
     double t0 = cli_now();

@@ -7,9 +7,8 @@
  * is the classic blocked scheme (Goto; BLIS's five loops): B is packed KC x NC into slivers
  * of NR columns, A is packed MC x KC into slivers of MR rows (or, for narrow products, read
  * in place by rows), and a MR x NR register tile of C is accumulated over KC with
- * broadcast-FMAs.
- * Threads split the MC blocks of one packed B. Inside an OpenMP region (the portable
- * attention's tiles) it runs on the calling thread alone.
+ * broadcast-FMAs. Threads split the MC blocks of one packed B. Inside an OpenMP region (the
+ * portable attention's tiles) it runs on the calling thread alone.
  *
  * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons).
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
@@ -98,9 +97,9 @@ static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j
 }
 
 /* C (m x n of an MR x NR tile) = alpha * A @ b-sliver + beta * C, plus bias (n, added to
- * every row) when not NULL; C is not read when beta == 0. A(i, k) = a[i * ars + k * aks]: a packed sliver (ars 1, aks MR), or rows of A in
- * place (ars lda, aks 1; rows past m read as row 0). The 24 accumulators stay in registers
- * (the loops over rows are unrolled). */
+ * every row) when not NULL; C is not read when beta == 0. A(i, k) = a[i * ars + k * aks]:
+ * a packed sliver (ars 1, aks MR), or rows of A in place (ars lda, aks 1; rows past m read
+ * as row 0). The 24 accumulators stay in registers (the loops over rows are unrolled). */
 AVX512 static inline __attribute__((always_inline)) void
 kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict b, float *c,
            size_t ldc, int m, int n, float alpha, float beta, const float *bias)
