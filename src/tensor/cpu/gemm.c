@@ -111,6 +111,14 @@ kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict
         acc0[i] = acc1[i] = _mm512_setzero_ps();
         ar[i] = a + (size_t)(i < m ? i : 0) * ars;
     }
+    /* The C tile is read or written only after the kc loop; fetched now, its lines (from
+     * memory, for wide products) arrive during the loop instead of stalling at its end. */
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < m) {
+            __builtin_prefetch(c + (size_t)i * ldc, 1, 3);
+            __builtin_prefetch(c + (size_t)i * ldc + NR - 1, 1, 3);
+        }
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
