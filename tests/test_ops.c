@@ -408,7 +408,8 @@ static void test_attention(void)
             char name[64];
             snprintf(name, sizeof(name), "attention%s N=%d HS=%d", paths[path], N, HS);
             tbt_case = name;
-            float *out = zeros(no), *lse = zeros((size_t)B * NH * N), *dqkv = zeros(nq);
+            /* dqkv starts as garbage: the backward writes it. */
+            float *out = zeros(no), *lse = zeros((size_t)B * NH * N), *dqkv = randn(nq, 9);
             if (run_attention(path, out, lse, dqkv, dout, qkv, B, N, NH, HS)) {
                 double eo = 0, el = 0, ed = 0;
                 for (size_t i = 0; i < no; i++)

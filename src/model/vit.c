@@ -567,7 +567,6 @@ int tb_vit_backward(tb_vit *m)
                          a->ln2_mean, a->ln2_rstd, R, D);
         /* Attention branch: res1 = x + proj(attention(qkv(ln1))) */
         o->matmul_bwd(m->dD, G(w->proj_w), G(w->proj_b), m->dres, a->att, w->proj_w, R, D, D);
-        memset(m->d3D, 0, sizeof(float) * (size_t)R * 3 * D);
         o->attention_bwd(m->d3D, m->dD, a->qkv, a->att, a->lse, B, Nt, m->NH, m->HS);
         o->matmul_bwd(m->dD, G(w->qkv_w), G(w->qkv_b), m->d3D, a->ln1, w->qkv_w, R, D, 3 * D);
         o->layernorm_bwd(m->dres, G(w->ln1_w), G(w->ln1_b), m->dD, x, w->ln1_w, a->ln1_mean,

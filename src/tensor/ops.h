@@ -61,8 +61,8 @@ void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
  * qkv (B, N, 3, NH, HS) as timm's qkv Linear output; out (B, N, NH, HS) = (B, N, D);
  * lse (B, NH, N). Scale HS^-0.5. */
 void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS);
-/* dqkv (B, N, 3, NH, HS) += gradients of q, k, v given dout (B, N, D) and the forward's out,
- * lse. */
+/* dqkv (B, N, 3, NH, HS) = gradients of q, k, v given dout (B, N, D) and the forward's out,
+ * lse (written, not accumulated). */
 void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
                        const float *lse, int B, int N, int NH, int HS);
 /* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU), and

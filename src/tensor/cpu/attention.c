@@ -136,6 +136,11 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
                 const float *o = out + (size_t)b * N * D + (size_t)h * HS;
                 const float *dO = dout + (size_t)b * N * D + (size_t)h * HS;
                 const float *L = lse + ((size_t)b * NH + h) * N;
+                /* The gradients are written, not added: start this head's rows at zero. */
+                for (int i = 0; i < N; i++)
+                    for (int d = 0; d < HS; d++)
+                        dq[(size_t)i * ld + d] = dk[(size_t)i * ld + d] =
+                            dv[(size_t)i * ld + d] = 0;
                 /* delta_i = dO_i . O_i, the row term of the softmax gradient. */
                 for (int i = 0; i < N; i++) {
                     float s = 0;

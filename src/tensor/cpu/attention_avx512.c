@@ -38,9 +38,40 @@ static int min_i(int a, int b)
     return a < b ? a : b;
 }
 
-/* t += A (TM x kc) @ B (kc x TN); rows of B masked unless full (a mask register per load
+static size_t padded(int N)
+{
+    return (size_t)(N + TN - 1) / TN * TN;
+}
+
+/* e^x on 16 lanes, for x <= 88: tbi_expf's reduction x = n ln2 + r and polynomial, the
+ * scaling by 2^n through vscalefps (no integer detour, no clamping: lanes below -87 are
+ * zeroed as in tbi_expf; NaN stays NaN). */
+AVX512 static ALWAYS_INLINE __m512 exp16(__m512 x)
+{
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_scalef_ps(keep, p, n);
+}
+
+/* Lanes [0, n) of 16 (n may exceed 16: all of them). */
+static __mmask16 lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* t += A (TM x kc) @ B (kc x 16 nv); rows of B masked unless full (a mask register per load
  * costs a port the FMAs need, so full tiles, the usual case, go without). */
-AVX512 static ALWAYS_INLINE void kloop(__m512 t[TM][TV], int kc, const float *const ar[TM],
+AVX512 static ALWAYS_INLINE void kloop(__m512 t[TM][TV], int nv, int kc, const float *const ar[TM],
                                        size_t aks, const float *b, size_t ldb,
                                        const __mmask16 mask[TV], int full)
 {
@@ -48,24 +79,25 @@ AVX512 static ALWAYS_INLINE void kloop(__m512 t[TM][TV], int kc, const float *co
         __m512 bv[TV];
         const float *bk = b + (size_t)k * ldb;
 #pragma GCC unroll 4
-        for (int v = 0; v < TV; v++)
+        for (int v = 0; v < nv; v++)
             bv[v] = full ? _mm512_loadu_ps(bk + 16 * v)
                          : _mm512_maskz_loadu_ps(mask[v], bk + 16 * v);
 #pragma GCC unroll 6
         for (int r = 0; r < TM; r++) {
             __m512 av = _mm512_set1_ps(ar[r][(size_t)k * aks]);
 #pragma GCC unroll 4
-            for (int v = 0; v < TV; v++)
+            for (int v = 0; v < nv; v++)
                 t[r][v] = _mm512_fmadd_ps(av, bv[v], t[r][v]);
         }
     }
 }
 
-/* C (m x n) = alpha * A (m x kc) @ B (kc x n), plus C when acc; m <= TM, n <= TN.
+/* C (m x n) = alpha * A (m x kc) @ B (kc x n), plus C when acc; m <= TM, n <= 16 nv, nv <= TV
+ * (a compile-time constant at every call: narrow tiles for the last few keys).
  * A(r, k) = a[r * ars + k * aks]; row k of B starts at b + k * ldb; C row r at c + r * ldc.
  * Rows of A past m are read as row 0 and never stored; columns past n are neither read nor
  * written. */
-AVX512 static ALWAYS_INLINE void tile(int kc, const float *a, size_t ars, size_t aks,
+AVX512 static ALWAYS_INLINE void tile(int nv, int kc, const float *a, size_t ars, size_t aks,
                                       const float *b, size_t ldb, float *c, size_t ldc, int m,
                                       int n, float alpha, int acc)
 {
@@ -73,7 +105,7 @@ AVX512 static ALWAYS_INLINE void tile(int kc, const float *a, size_t ars, size_t
     __mmask16 mask[TV];
     const float *ar[TM];
 #pragma GCC unroll 4
-    for (int v = 0; v < TV; v++) {
+    for (int v = 0; v < nv; v++) {
         int left = n - 16 * v;
         mask[v] = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
     }
@@ -81,13 +113,13 @@ AVX512 static ALWAYS_INLINE void tile(int kc, const float *a, size_t ars, size_t
     for (int r = 0; r < TM; r++) {
         ar[r] = a + (size_t)(r < m ? r : 0) * ars;
 #pragma GCC unroll 4
-        for (int v = 0; v < TV; v++)
+        for (int v = 0; v < nv; v++)
             t[r][v] = _mm512_setzero_ps();
     }
-    if (n == TN)
-        kloop(t, kc, ar, aks, b, ldb, mask, 1);
+    if (n == 16 * nv)
+        kloop(t, nv, kc, ar, aks, b, ldb, mask, 1);
     else
-        kloop(t, kc, ar, aks, b, ldb, mask, 0);
+        kloop(t, nv, kc, ar, aks, b, ldb, mask, 0);
     __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 6
     for (int r = 0; r < TM; r++) {
@@ -95,7 +127,7 @@ AVX512 static ALWAYS_INLINE void tile(int kc, const float *a, size_t ars, size_t
             break;
         float *cr = c + (size_t)r * ldc;
 #pragma GCC unroll 4
-        for (int v = 0; v < TV; v++) {
+        for (int v = 0; v < nv; v++) {
             __m512 x = _mm512_mul_ps(t[r][v], va);
             if (acc)
                 x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
@@ -108,14 +140,21 @@ AVX512 static ALWAYS_INLINE void tile(int kc, const float *a, size_t ars, size_t
 AVX512 static void tile_rows(int kc, const float *a, size_t lda, const float *b, size_t ldb,
                              float *c, size_t ldc, int m, int n, float alpha, int acc)
 {
-    tile(kc, a, lda, 1, b, ldb, c, ldc, m, n, alpha, acc);
+    tile(TV, kc, a, lda, 1, b, ldb, c, ldc, m, n, alpha, acc);
+}
+
+/* The same, at most 16 columns. */
+AVX512 static void tile_rows16(int kc, const float *a, size_t lda, const float *b, size_t ldb,
+                               float *c, size_t ldc, int m, int n, float alpha, int acc)
+{
+    tile(1, kc, a, lda, 1, b, ldb, c, ldc, m, n, alpha, acc);
 }
 
 /* A column-major (A^T row-major): A(r, k) = a[k * lda + r]. */
 AVX512 static void tile_cols(int kc, const float *a, size_t lda, const float *b, size_t ldb,
                              float *c, size_t ldc, int m, int n, float alpha, int acc)
 {
-    tile(kc, a, 1, lda, b, ldb, c, ldc, m, n, alpha, acc);
+    tile(TV, kc, a, 1, lda, b, ldb, c, ldc, m, n, alpha, acc);
 }
 
 /* C (M x N) += alpha * A (M x K) @ B (K x N), B row-major; A by rows (a_t = 0: A(r, k) =
@@ -136,30 +175,72 @@ AVX512 static void gemm_acc(int a_t, int M, int N, int K, float alpha, const flo
 }
 
 /* s (m x nk, stride KB) = alpha * x (m x HS, stride ldx) @ y^T, y^T given as packed slivers
- * (pack_t) starting at the block's first key. */
+ * (pack_t) starting at the block's first key. A last sliver of 16 keys or fewer (4 of ViT-T's
+ * 196, 8 of ViT-S's 392) runs on a tile a quarter as wide. */
 AVX512 static void scores(float *s, const float *x, size_t ldx, const float *yt, int m, int nk,
                           int HS, float alpha)
 {
-    for (int js = 0; js < nk; js += TN)
-        for (int i = 0; i < m; i += TM)
-            tile_rows(HS, x + (size_t)i * ldx, ldx, yt + (size_t)js * HS, TN,
-                      s + (size_t)i * KB + js, KB, min_i(TM, m - i), min_i(TN, nk - js), alpha,
-                      0);
+    for (int js = 0; js < nk; js += TN) {
+        int n = min_i(TN, nk - js);
+        for (int i = 0; i < m; i += TM) {
+            const float *xi = x + (size_t)i * ldx, *ys = yt + (size_t)js * HS;
+            float *si = s + (size_t)i * KB + js;
+            if (n > 16)
+                tile_rows(HS, xi, ldx, ys, TN, si, KB, min_i(TM, m - i), n, alpha, 0);
+            else
+                tile_rows16(HS, xi, ldx, ys, TN, si, KB, min_i(TM, m - i), n, alpha, 0);
+        }
+    }
+}
+
+/* r[i] (row i of a 16 x 16 block) becomes column i: 64 shuffles instead of 256 scalar moves.
+ * Pairs of rows interleave by 32 then 64 bits, leaving in lane L of r[4i + k] column 4L + k of
+ * rows 4i..4i+3; 128-bit lane shuffles gather each column's four pieces. */
+AVX512 static ALWAYS_INLINE void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+        __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    for (int k = 0; k < 4; k++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        __m512 u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        __m512 u3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+        t[k] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+        t[k + 8] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
+        t[k + 4] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+        t[k + 12] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+    }
+    for (int i = 0; i < 16; i++)
+        r[i] = t[i];
 }
 
 /* dst: the rows of y (N x HS, stride ld) transposed into slivers of TN rows, each HS x TN
- * (dst[sliver][d][c] = y[sliver * TN + c][d]), zero past N. */
-static void pack_t(float *dst, const float *y, size_t ld, int N, int HS)
+ * (dst[sliver][d][c] = y[sliver * TN + c][d]), zero past N; in blocks of 16 keys x 16 of
+ * their values. */
+AVX512 static void pack_t(float *dst, const float *y, size_t ld, int N, int HS)
 {
-    for (int j0 = 0; j0 < N; j0 += TN) {
-        float *sl = dst + (size_t)j0 * HS;
-        int nc = min_i(TN, N - j0);
-        for (int d = 0; d < HS; d++) {
-            float *row = sl + (size_t)d * TN;
-            for (int c = 0; c < nc; c++)
-                row[c] = y[(size_t)(j0 + c) * ld + d];
-            for (int c = nc; c < TN; c++)
-                row[c] = 0;
+    for (int c0 = 0; c0 < (int)padded(N); c0 += 16) {
+        float *sl = dst + (size_t)(c0 / TN) * TN * HS + c0 % TN;
+        for (int d0 = 0; d0 < HS; d0 += 16) {
+            __mmask16 kd = lanes(HS - d0);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = c0 + i < N ? _mm512_maskz_loadu_ps(kd, y + (size_t)(c0 + i) * ld + d0)
+                                  : _mm512_setzero_ps();
+            transpose16(r);
+            for (int i = 0; i < 16 && d0 + i < HS; i++)
+                _mm512_storeu_ps(sl + (size_t)(d0 + i) * TN, r[i]);
         }
     }
 }
@@ -169,11 +250,6 @@ static void pack_rows(float *dst, const float *y, size_t ld, int N, int HS)
 {
     for (int j = 0; j < N; j++)
         memcpy(dst + (size_t)j * HS, y + (size_t)j * ld, sizeof(float) * (size_t)HS);
-}
-
-static size_t padded(int N)
-{
-    return (size_t)(N + TN - 1) / TN * TN;
 }
 
 /* Scratch floats one thread needs for one head, forward or backward. */
@@ -208,16 +284,20 @@ AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, 
             scores(s, q + (size_t)i0 * ld, ld, kt + (size_t)j0 * HS, qr, nk, HS, scale);
             /* Online softmax: rescale what the earlier blocks gave by exp(old max - new). */
             for (int r = 0; r < qr; r++) {
-                float *sr = s + (size_t)r * KB, m = mx[r], sum = 0;
-#pragma omp simd reduction(max : m)
-                for (int j = 0; j < nk; j++)
-                    m = sr[j] > m ? sr[j] : m;
-#pragma omp simd reduction(+ : sum)
-                for (int j = 0; j < nk; j++) {
-                    sr[j] = tbi_expf(sr[j] - m);
-                    sum += sr[j];
+                float *sr = s + (size_t)r * KB;
+                __m512 vm = _mm512_set1_ps(mx[r]), vs = _mm512_setzero_ps();
+                for (int j = 0; j < nk; j += 16)
+                    vm = _mm512_mask_max_ps(vm, lanes(nk - j), vm,
+                                            _mm512_maskz_loadu_ps(lanes(nk - j), sr + j));
+                float m = _mm512_reduce_max_ps(vm);
+                vm = _mm512_set1_ps(m);
+                for (int j = 0; j < nk; j += 16) {
+                    __mmask16 kj = lanes(nk - j);
+                    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kj, sr + j), vm));
+                    _mm512_mask_storeu_ps(sr + j, kj, e);
+                    vs = _mm512_mask_add_ps(vs, kj, vs, e);
                 }
-                float corr = tbi_expf(mx[r] - m);
+                float sum = _mm512_reduce_add_ps(vs), corr = tbi_expf(mx[r] - m);
                 l[r] = l[r] * corr + sum;
                 mx[r] = m;
                 if (corr != 1.0f)
@@ -236,7 +316,7 @@ AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, 
     }
 }
 
-/* One (batch, head): dq, dk, dv rows (stride ld) += the gradients, given dO and O (stride
+/* One (batch, head): dq, dk, dv rows (stride ld) = the gradients, given dO and O (stride
  * ldo) and the forward's lse. */
 AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, const float *k,
                             const float *v, size_t ld, const float *o, const float *dO,
@@ -273,11 +353,13 @@ AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, con
             scores(ds, dos, (size_t)HS, vt + (size_t)j0 * HS, qr, nk, HS, 1.0f);
             for (int r = 0; r < qr; r++) {
                 float *pr = p + (size_t)r * KB, *dr = ds + (size_t)r * KB;
-                float li = lse[i0 + r], di = delta[r];
-#pragma omp simd
-                for (int j = 0; j < nk; j++) {
-                    pr[j] = tbi_expf(pr[j] - li);
-                    dr[j] = pr[j] * (dr[j] - di);
+                __m512 li = _mm512_set1_ps(lse[i0 + r]), di = _mm512_set1_ps(delta[r]);
+                for (int j = 0; j < nk; j += 16) {
+                    __mmask16 kj = lanes(nk - j);
+                    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kj, pr + j), li));
+                    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(kj, dr + j), di);
+                    _mm512_mask_storeu_ps(pr + j, kj, e);
+                    _mm512_mask_storeu_ps(dr + j, kj, _mm512_mul_ps(e, d));
                 }
             }
             /* dV += P^T dO; dK += scale dS^T Q; dQ += scale dS K. */
@@ -288,17 +370,13 @@ AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, con
             gemm_acc(0, qr, HS, nk, scale, ds, KB, kc + (size_t)j0 * HS, (size_t)HS, dqa,
                      (size_t)HS);
         }
-        for (int r = 0; r < qr; r++) {
-            float *dst = dq + (size_t)(i0 + r) * ld;
-            for (int d = 0; d < HS; d++)
-                dst[d] += dqa[(size_t)r * HS + d];
-        }
+        for (int r = 0; r < qr; r++)
+            memcpy(dq + (size_t)(i0 + r) * ld, dqa + (size_t)r * HS, sizeof(float) * (size_t)HS);
     }
-    for (int j = 0; j < N; j++)
-        for (int d = 0; d < HS; d++) {
-            dk[(size_t)j * ld + d] += dkc[(size_t)j * HS + d];
-            dv[(size_t)j * ld + d] += dvc[(size_t)j * HS + d];
-        }
+    for (int j = 0; j < N; j++) {
+        memcpy(dk + (size_t)j * ld, dkc + (size_t)j * HS, sizeof(float) * (size_t)HS);
+        memcpy(dv + (size_t)j * ld, dvc + (size_t)j * HS, sizeof(float) * (size_t)HS);
+    }
 }
 
 /* Each thread's scratch, kept between calls; every thread gets its own before any writes
