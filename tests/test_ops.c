@@ -167,9 +167,17 @@ static void test_gelu(void)
         CHECK_MSG(fabs(c.out[i] - want) < 1e-6, "gelu(%g) = %g, want %g", x, c.out[i], want);
     }
     float *dinp = randn(c.n, 1e3f); /* written, not accumulated */
-    tbi_gelu_bwd(dinp, c.inp, c.r, c.n);
+    tbi_gelu_bwd(dinp, NULL, c.inp, c.r, c.n);
     fd_check("gelu d inp", c.inp, c.n, dinp, ge_loss, &c, 1e-2f, 2e-3);
-    free(c.inp), free(c.r), free(c.out), free(dinp);
+    /* With out: the same gradient, and the forward's values. */
+    float *dinp2 = randn(c.n, 1e3f), *out2 = randn(c.n, 1e3f);
+    tbi_gelu_bwd(dinp2, out2, c.inp, c.r, c.n);
+    ge_loss(&c);
+    for (size_t i = 0; i < c.n; i++)
+        CHECK_MSG(dinp2[i] == dinp[i] && out2[i] == c.out[i],
+                  "gelu_bwd with out at %zu: %g %g, want %g %g", i, dinp2[i], out2[i], dinp[i],
+                  c.out[i]);
+    free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2);
 }
 
 /* ---- vector exp and erfc against libm in double ---- */

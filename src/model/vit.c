@@ -553,15 +553,15 @@ int tb_vit_backward(tb_vit *m)
         const struct block_params *w = &m->bp[l];
         const struct block_acts *a = acts_of(m, l);
         const float *x = m->x + (size_t)l * R * D;
-        /* The block's activations again (its GELU too), or just GELU(fc1) for fc2's weight
-         * gradient. */
+        /* The block's activations again when recomputing (its GELU too). */
         if (c->recompute)
             block_forward(m, l);
-        else
-            o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
-        /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))) */
-        o->matmul_bwd(m->dF2, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
-        o->gelu_bwd(m->dF, a->fc1, m->dF2, (size_t)R * F);
+        /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))). fc2's input gradient first: the GELU
+         * backward then also gives GELU(fc1) again, for fc2's weight gradient, at the cost of
+         * one pass instead of two. */
+        o->matmul_bwd(m->dF2, NULL, NULL, m->dres, m->gelu, w->fc2_w, R, F, D);
+        o->gelu_bwd(m->dF, c->recompute ? NULL : m->gelu, a->fc1, m->dF2, (size_t)R * F);
+        o->matmul_bwd(NULL, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
         o->matmul_bwd(m->dD, G(w->fc1_w), G(w->fc1_b), m->dF, a->ln2, w->fc1_w, R, D, F);
         o->layernorm_bwd(m->dres, G(w->ln2_w), G(w->ln2_b), m->dD, a->res1, w->ln2_w,
                          a->ln2_mean, a->ln2_rstd, R, D);

@@ -49,8 +49,9 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
 
 /* Exact GELU (erf), elementwise over n. */
 void tbi_gelu_fwd(float *out, const float *inp, size_t n);
-/* dinp = dout * GELU'(inp) (written). */
-void tbi_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n);
+/* dinp = dout * GELU'(inp) (written); also out = GELU(inp) when out is not NULL (the backward
+ * of a block needs both, and they share the costly part, Phi(inp)). */
+void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
 
 /* out = a + b, elementwise over n (the backward is a copy into both). */
 void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
@@ -111,7 +112,7 @@ struct tbi_ops {
     void (*layernorm_bwd)(float *, float *, float *, const float *, const float *, const float *,
                           const float *, const float *, int, int);
     void (*gelu_fwd)(float *, const float *, size_t);
-    void (*gelu_bwd)(float *, const float *, const float *, size_t);
+    void (*gelu_bwd)(float *, float *, const float *, const float *, size_t);
     void (*add_fwd)(float *, const float *, const float *, size_t);
     void (*attention_fwd)(float *, float *, const float *, int, int, int, int);
     void (*attention_bwd)(float *, const float *, const float *, const float *, const float *,

@@ -167,8 +167,19 @@ void tbi_gelu_fwd(float *out, const float *inp, size_t n)
     }
 }
 
-CLONES static void gelu_bwd_span(float *dinp, const float *inp, const float *dout, size_t n)
+CLONES static void gelu_bwd_span(float *dinp, float *out, const float *inp, const float *dout,
+                                 size_t n)
 {
+    if (out) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i], e = tbi_erfcf(-x * INV_SQRT2);
+            float cdf = 0.5f * e, pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
+            dinp[i] = dout[i] * (cdf + x * pdf);
+            out[i] = 0.5f * x * e; /* as gelu_fwd_span has it, to the bit */
+        }
+        return;
+    }
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -178,13 +189,13 @@ CLONES static void gelu_bwd_span(float *dinp, const float *inp, const float *dou
     }
 }
 
-void tbi_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
+void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n)
 {
 #pragma omp parallel
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        gelu_bwd_span(dinp + lo, inp + lo, dout + lo, hi - lo);
+        gelu_bwd_span(dinp + lo, out ? out + lo : NULL, inp + lo, dout + lo, hi - lo);
     }
 }
 
