@@ -27,7 +27,7 @@
 #define TM 6         /* rows of the register tile */
 #define TV 4         /* 16-float vectors per tile row */
 #define TN (16 * TV) /* columns of the register tile; key slivers are this wide */
-#define QS 48        /* query rows per strip */
+#define QS 96        /* query rows per strip */
 #define KB 256       /* keys per block (a multiple of TN): the strips are QS x KB */
 
 #define AVX512 __attribute__((target("avx512f")))
@@ -128,9 +128,8 @@ AVX512 static ALWAYS_INLINE void tile(int nv, int kc, const float *a, size_t ars
         float *cr = c + (size_t)r * ldc;
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) {
-            __m512 x = _mm512_mul_ps(t[r][v], va);
-            if (acc)
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v));
+            __m512 x = acc ? _mm512_fmadd_ps(t[r][v], va, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v))
+                           : _mm512_mul_ps(t[r][v], va);
             _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
         }
     }
