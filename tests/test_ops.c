@@ -78,8 +78,9 @@ static void test_matmul(void)
     c.bias = randn((size_t)c.N, 1);
     c.r = randn((size_t)c.M * c.N, 1);
     c.out = zeros((size_t)c.M * c.N);
-    /* dinp is written, not accumulated: start it as garbage. */
-    float *dinp = randn((size_t)c.M * c.K, 1e3f), *dw = zeros((size_t)c.N * c.K), *db = zeros(c.N);
+    /* The gradients are written, not accumulated: start them as garbage. */
+    float *dinp = randn((size_t)c.M * c.K, 1e3f), *dw = randn((size_t)c.N * c.K, 1e3f);
+    float *db = randn(c.N, 1e3f);
     tbi_matmul_bwd(dinp, dw, db, c.r, c.inp, c.w, c.M, c.K, c.N);
     fd_check("matmul d inp", c.inp, (size_t)c.M * c.K, dinp, mm_loss, &c, 1e-2f, 2e-3);
     fd_check("matmul d w", c.w, (size_t)c.N * c.K, dw, mm_loss, &c, 1e-2f, 2e-3);
@@ -133,7 +134,8 @@ static void test_layernorm(void)
         }
         CHECK(fabs(m / c.C) < 1e-4 && fabs(v / c.C - 1) < 1e-3);
     }
-    float *dinp = zeros(n), *dw = zeros(c.C), *db = zeros(c.C);
+    /* dinp is added to (start it at zero), dw and db written (start them as garbage). */
+    float *dinp = zeros(n), *dw = randn(c.C, 1e3f), *db = randn(c.C, 1e3f);
     tbi_layernorm_bwd(dinp, dw, db, c.r, c.inp, c.w, c.mean, c.rstd, c.R, c.C);
     fd_check("layernorm d inp", c.inp, n, dinp, ln_loss, &c, 1e-2f, 5e-3);
     fd_check("layernorm d w", c.w, c.C, dw, ln_loss, &c, 1e-2f, 2e-3);

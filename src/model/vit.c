@@ -523,7 +523,8 @@ int tb_vit_backward(tb_vit *m)
     int B = m->B, D = m->D, F = m->F, Nt = m->Nt, Np = m->Np, L = c->depth, R = B * Nt;
     if (!m->have_labels)
         return tbi_err(TB_EINVAL, "backward needs a forward with labels");
-    memset(m->grad_block, 0, sizeof(float) * (size_t)m->n_floats);
+    /* Every gradient below is written, not added: the block needs no clearing (88 MB for
+     * ViT-S, 344 MB for ViT-B). */
 
     /* Loss -> logits -> head -> norm -> pooling -> the last residual stream. */
     o->xent_bwd(m->dlogits, m->probs, m->labels, B, m->K, m->smoothing);
@@ -576,6 +577,7 @@ int tb_vit_backward(tb_vit *m)
     /* Tokens: positions, class token, patch embedding (the video needs no gradient). */
     if (c->pos == TB_POS_LEARNED) {
         float *gp = G(m->pos);
+        memset(gp, 0, sizeof(float) * (size_t)Nt * D);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < Nt; t++) {
                 const float *row = m->dres + ((size_t)b * Nt + t) * D;
@@ -585,6 +587,7 @@ int tb_vit_backward(tb_vit *m)
     }
     if (m->has_cls) {
         float *gc = G(m->cls);
+        memset(gc, 0, sizeof(float) * (size_t)D);
         for (int b = 0; b < B; b++)
             for (int d = 0; d < D; d++)
                 gc[d] += m->dres[(size_t)b * Nt * D + d];

@@ -33,17 +33,20 @@ float *tbi_scratch(int use, size_t bytes);
 /* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
 void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
                     int K, int N);
-/* dinp (M, K) = dout @ w (written); dw (N, K) += dout^T @ inp; dbias (N) += colsum(dout).
- * Any of dinp, dw, dbias may be NULL (not wanted). */
+/* dinp (M, K) = dout @ w; dw (N, K) = dout^T @ inp; dbias (N) = colsum(dout); all written,
+ * not accumulated (every parameter of the model is used once per step). Any of dinp, dw,
+ * dbias may be NULL (not wanted). */
 void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                     const float *w, int M, int K, int N);
 
-/* acc (N) += the column sums of x (M, N). */
-void tbi_colsum_add(float *acc, const float *x, int M, int N);
+/* sum (N) = the column sums of x (M, N). */
+void tbi_colsum(float *sum, const float *x, int M, int N);
 
 /* LayerNorm over the last dim: out, inp (R, C); w, b (C); mean, rstd (R) saved for backward. */
 void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
                        const float *b, int R, int C, float eps);
+/* dinp (R, C) += the input gradient (added: a residual stream's gradient collects there);
+ * dw, db (C) = the parameter gradients (written). */
 void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, const float *mean, const float *rstd, int R, int C);
 

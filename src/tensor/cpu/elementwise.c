@@ -121,13 +121,13 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
             }
         }
         for (int c = 0; c < nc; c++) {
-            dw[c0 + c] += gw[c];
-            db[c0 + c] += gb[c];
+            dw[c0 + c] = gw[c];
+            db[c0 + c] = gb[c];
         }
     }
 }
 
-void tbi_colsum_add(float *acc, const float *x, int M, int N)
+void tbi_colsum(float *sum, const float *x, int M, int N)
 {
 #pragma omp parallel for schedule(static)
     for (int j0 = 0; j0 < N; j0 += COLS) {
@@ -140,7 +140,7 @@ void tbi_colsum_add(float *acc, const float *x, int M, int N)
                 s[j] += row[j];
         }
         for (int j = 0; j < nj; j++)
-            acc[j0 + j] += s[j];
+            sum[j0 + j] = s[j];
     }
 }
 

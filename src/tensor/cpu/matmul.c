@@ -17,9 +17,9 @@ void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, con
     /* dinp (M, K) = dout (M, N) @ w (N, K) */
     if (dinp)
         tbi_sgemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K);
-    /* dw (N, K) += dout^T (N, M) @ inp (M, K) */
+    /* dw (N, K) = dout^T (N, M) @ inp (M, K) */
     if (dw)
-        tbi_sgemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
+        tbi_sgemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 0.0f, dw, K);
     if (dbias)
-        tbi_colsum_add(dbias, dout, M, N);
+        tbi_colsum(dbias, dout, M, N);
 }
