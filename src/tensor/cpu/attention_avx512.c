@@ -128,7 +128,8 @@ AVX512 static ALWAYS_INLINE void tile(int nv, int kc, const float *a, size_t ars
         float *cr = c + (size_t)r * ldc;
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) {
-            __m512 x = acc ? _mm512_fmadd_ps(t[r][v], va, _mm512_maskz_loadu_ps(mask[v], cr + 16 * v))
+            __m512 x = acc ? _mm512_fmadd_ps(t[r][v], va,
+                                             _mm512_maskz_loadu_ps(mask[v], cr + 16 * v))
                            : _mm512_mul_ps(t[r][v], va);
             _mm512_mask_storeu_ps(cr + 16 * v, mask[v], x);
         }
