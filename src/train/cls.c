@@ -228,6 +228,12 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
                 (rc = tb_dist_mean_f32(tb_vit_grads(m), (size_t)tb_vit_n_floats(m))) < 0)
                 goto end;
             double gnorm = tb_clip_grad_norm(m, o->clip_grad);
+            if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
+                rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %"
+                             PRId64 ", batch %" PRId64 ", loss %f); stopping", gnorm, pos.step,
+                             e, k, loss);
+                goto end;
+            }
             opt.lr = lr;
             tb_adamw_update(&opt, m);
             pos.step++;

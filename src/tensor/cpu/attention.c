@@ -63,8 +63,16 @@ void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, in
 #pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                if (!ok)
+                if (!ok) {
+                    /* Out of memory for this thread's tiles: NaN, which the trainer's
+                     * non-finite-loss check reports, rather than a silently wrong head. */
+                    for (int i = 0; i < N; i++) {
+                        lse[((size_t)b * NH + h) * N + i] = NAN;
+                        for (int d = 0; d < HS; d++)
+                            out[((size_t)b * N + i) * D + (size_t)h * HS + d] = NAN;
+                    }
                     continue;
+                }
                 const float *q = qkv + (size_t)b * N * ld + (size_t)h * HS;
                 const float *k = q + D, *v = q + 2 * D;
                 for (int i0 = 0; i0 < N; i0 += BR) {
@@ -127,12 +135,17 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
 #pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                if (!ok)
-                    continue;
                 const float *q = qkv + (size_t)b * N * ld + (size_t)h * HS;
                 const float *k = q + D, *v = q + 2 * D;
                 float *dq = dqkv + (size_t)b * N * ld + (size_t)h * HS;
                 float *dk = dq + D, *dv = dq + 2 * D;
+                if (!ok) { /* out of memory: NaN gradients, as in the forward */
+                    for (int i = 0; i < N; i++)
+                        for (int d = 0; d < HS; d++)
+                            dq[(size_t)i * ld + d] = dk[(size_t)i * ld + d] =
+                                dv[(size_t)i * ld + d] = NAN;
+                    continue;
+                }
                 const float *o = out + (size_t)b * N * D + (size_t)h * HS;
                 const float *dO = dout + (size_t)b * N * D + (size_t)h * HS;
                 const float *L = lse + ((size_t)b * NH + h) * N;
