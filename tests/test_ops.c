@@ -179,7 +179,12 @@ static void test_gelu(void)
         CHECK_MSG(dinp2[i] == dinp[i] && out2[i] == c.out[i],
                   "gelu_bwd with out at %zu: %g %g, want %g %g", i, dinp2[i], out2[i], dinp[i],
                   c.out[i]);
-    free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2);
+    /* In place: dinp = dout. */
+    float *inplace = malloc(sizeof(float) * c.n);
+    memcpy(inplace, c.r, sizeof(float) * c.n);
+    tbi_gelu_bwd(inplace, NULL, c.inp, inplace, c.n);
+    CHECK_MSG(!memcmp(inplace, dinp, sizeof(float) * c.n), "gelu_bwd in place differs");
+    free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2), free(inplace);
 }
 
 /* ---- vector exp and erfc against libm in double ---- */

@@ -16,6 +16,7 @@
 
 #define LN_EPS 1e-6f
 #define MLP_RATIO 4
+_Static_assert(MLP_RATIO >= 3, "qkv's gradient (3 D wide) shares the space of fc1's (MLP_RATIO D)");
 
 /* Per-block parameter and activation pointers. */
 struct block_params {
@@ -24,12 +25,12 @@ struct block_params {
 };
 
 struct block_acts {
-    float *ln1, *ln1_mean, *ln1_rstd; /* (B*Nt, D), (B*Nt) */
+    float *ln1_mean, *ln1_rstd;       /* (B*Nt): the normalised rows are recomputed */
     float *qkv;                       /* (B*Nt, 3D) */
     float *att;                       /* (B*Nt, D) attention output, before proj */
     float *lse;                       /* (B, NH, Nt) */
     float *res1;                      /* (B*Nt, D) x + proj(att) */
-    float *ln2, *ln2_mean, *ln2_rstd;
+    float *ln2_mean, *ln2_rstd;
     float *fc1;                       /* (B*Nt, F) before GELU (GELU is recomputed) */
 };
 
@@ -56,13 +57,14 @@ struct tb_vit {
     float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
     struct block_acts *ba;            /* L of them, or 1 shared when recomputing */
     float *gelu;                      /* (B*Nt, F) scratch: GELU(fc1) of the current block */
+    float *ln;                        /* (B*Nt, D) scratch: a LayerNorm output of that block */
     float *pooled, *pooled_n, *pool_mean, *pool_rstd; /* (B, D), (B, D), (B), (B) */
     float *logits, *probs, *dlogits;  /* (B, K) */
     int64_t *labels;                  /* (B) */
     float smoothing;
     int have_labels;
-    /* backward scratch */
-    float *dres, *dD, *d3D, *dF, *dF2, *dpool, *dpool_n;
+    /* backward scratch; d3D (qkv's gradient) shares dF's space (never live together) */
+    float *dres, *dD, *d3D, *dF, *dpool, *dpool_n;
 };
 
 static int add_param(tb_vit *m, const char *name, int decay, int n_dims, int64_t d0, int64_t d1,
@@ -347,11 +349,11 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     int D = m->D, F = m->F, L = m->c.depth, K = m->K;
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Np, n = 0;
     /* Count, then carve one allocation. */
-    size_t per_block = T * D * 5 + T * 3 * D + T * F + T * 4 + (size_t)B * m->NH * m->Nt;
+    size_t per_block = T * D * 2 + T * 3 * D + T * F + T * 4 + (size_t)B * m->NH * m->Nt;
     int n_acts = m->c.recompute ? 1 : L;
-    n += P * m->patch_len + P * D + (L + 1) * T * D + n_acts * per_block + T * F;
+    n += P * m->patch_len + P * D + (L + 1) * T * D + n_acts * per_block + T * F + T * D;
     n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3;
-    n += T * D * 2 + T * 3 * D + T * F * 2 + (size_t)B * D * 2;                  /* backward */
+    n += T * D * 2 + T * F + (size_t)B * D * 2;                                  /* backward */
     free(m->acts);
     free(m->labels);
     m->acts = malloc(sizeof(float) * n);
@@ -371,16 +373,15 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->patch_out, P * D);
     TAKE(m->x, (L + 1) * T * D);
     TAKE(m->gelu, T * F);
+    TAKE(m->ln, T * D);
     for (int l = 0; l < n_acts; l++) {
         struct block_acts *a = &m->ba[l];
-        TAKE(a->ln1, T * D);
         TAKE(a->ln1_mean, T);
         TAKE(a->ln1_rstd, T);
         TAKE(a->qkv, T * 3 * D);
         TAKE(a->att, T * D);
         TAKE(a->lse, (size_t)B * m->NH * m->Nt);
         TAKE(a->res1, T * D);
-        TAKE(a->ln2, T * D);
         TAKE(a->ln2_mean, T);
         TAKE(a->ln2_rstd, T);
         TAKE(a->fc1, T * F);
@@ -394,9 +395,8 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->dlogits, (size_t)B * K);
     TAKE(m->dres, T * D);
     TAKE(m->dD, T * D);
-    TAKE(m->d3D, T * 3 * D);
     TAKE(m->dF, T * F);
-    TAKE(m->dF2, T * F);
+    m->d3D = m->dF; /* F >= 3 D */
     TAKE(m->dpool, (size_t)B * D);
     TAKE(m->dpool_n, (size_t)B * D);
 #undef TAKE
@@ -423,14 +423,14 @@ static void block_forward(tb_vit *m, int l)
     const float *x = m->x + (size_t)l * R * D;
     float *y = m->x + (size_t)(l + 1) * R * D;
     /* x + proj(attention(qkv(norm1(x)))) */
-    o->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
-    o->matmul_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, R, D, 3 * D);
+    o->layernorm_fwd(m->ln, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
+    o->matmul_fwd(a->qkv, m->ln, w->qkv_w, w->qkv_b, R, D, 3 * D);
     o->attention_fwd(a->att, a->lse, a->qkv, m->B, m->Nt, m->NH, m->HS);
     o->matmul_fwd(a->res1, a->att, w->proj_w, w->proj_b, R, D, D);
     o->add_fwd(a->res1, a->res1, x, (size_t)R * D);
     /* res1 + fc2(gelu(fc1(norm2(res1)))) */
-    o->layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D, LN_EPS);
-    o->matmul_fwd(a->fc1, a->ln2, w->fc1_w, w->fc1_b, R, D, F);
+    o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D, LN_EPS);
+    o->matmul_fwd(a->fc1, m->ln, w->fc1_w, w->fc1_b, R, D, F);
     o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
     o->matmul_fwd(y, m->gelu, w->fc2_w, w->fc2_b, R, F, D);
     o->add_fwd(y, y, a->res1, (size_t)R * D);
@@ -560,16 +560,21 @@ int tb_vit_backward(tb_vit *m)
         /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))). fc2's input gradient first: the GELU
          * backward then also gives GELU(fc1) again, for fc2's weight gradient, at the cost of
          * one pass instead of two. */
-        o->matmul_bwd(m->dF2, NULL, NULL, m->dres, m->gelu, w->fc2_w, R, F, D);
-        o->gelu_bwd(m->dF, c->recompute ? NULL : m->gelu, a->fc1, m->dF2, (size_t)R * F);
+        o->matmul_bwd(m->dF, NULL, NULL, m->dres, m->gelu, w->fc2_w, R, F, D);
+        o->gelu_bwd(m->dF, c->recompute ? NULL : m->gelu, a->fc1, m->dF, (size_t)R * F);
         o->matmul_bwd(NULL, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
-        o->matmul_bwd(m->dD, G(w->fc1_w), G(w->fc1_b), m->dF, a->ln2, w->fc1_w, R, D, F);
+        /* LayerNorm outputs are not kept (two rows of D per token and block): recomputed
+         * from the block's input and its saved statistics, to the bit. */
+        o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D,
+                         LN_EPS);
+        o->matmul_bwd(m->dD, G(w->fc1_w), G(w->fc1_b), m->dF, m->ln, w->fc1_w, R, D, F);
         o->layernorm_bwd(m->dres, G(w->ln2_w), G(w->ln2_b), m->dD, a->res1, w->ln2_w,
                          a->ln2_mean, a->ln2_rstd, R, D);
         /* Attention branch: res1 = x + proj(attention(qkv(ln1))) */
         o->matmul_bwd(m->dD, G(w->proj_w), G(w->proj_b), m->dres, a->att, w->proj_w, R, D, D);
         o->attention_bwd(m->d3D, m->dD, a->qkv, a->att, a->lse, B, Nt, m->NH, m->HS);
-        o->matmul_bwd(m->dD, G(w->qkv_w), G(w->qkv_b), m->d3D, a->ln1, w->qkv_w, R, D, 3 * D);
+        o->layernorm_fwd(m->ln, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
+        o->matmul_bwd(m->dD, G(w->qkv_w), G(w->qkv_b), m->d3D, m->ln, w->qkv_w, R, D, 3 * D);
         o->layernorm_bwd(m->dres, G(w->ln1_w), G(w->ln1_b), m->dD, x, w->ln1_w, a->ln1_mean,
                          a->ln1_rstd, R, D);
     }
