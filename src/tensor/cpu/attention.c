@@ -42,6 +42,14 @@ static void tile_free(struct tile *t)
     free(t->acc);
 }
 
+/* rows[i][d] = v for N rows of HS values, ld apart: one head's slice of out or of dqkv. */
+static void fill_head(float *rows, size_t ld, int N, int HS, float v)
+{
+    for (int i = 0; i < N; i++)
+        for (int d = 0; d < HS; d++)
+            rows[(size_t)i * ld + d] = v;
+}
+
 /* s (br, bc; stride BC) = scale * q (br, HS; stride ld) @ k (bc, HS; stride ld)^T */
 static void scores(float *s, const float *q, size_t ld, const float *k, size_t ldk, int br,
                    int bc, int HS, float scale)
@@ -66,11 +74,8 @@ void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, in
                 if (!ok) {
                     /* Out of memory for this thread's tiles: NaN, which the trainer's
                      * non-finite-loss check reports, rather than a silently wrong head. */
-                    for (int i = 0; i < N; i++) {
-                        lse[((size_t)b * NH + h) * N + i] = NAN;
-                        for (int d = 0; d < HS; d++)
-                            out[((size_t)b * N + i) * D + (size_t)h * HS + d] = NAN;
-                    }
+                    fill_head(lse + ((size_t)b * NH + h) * N, 1, N, 1, NAN);
+                    fill_head(out + (size_t)b * N * D + (size_t)h * HS, (size_t)D, N, HS, NAN);
                     continue;
                 }
                 const float *q = qkv + (size_t)b * N * ld + (size_t)h * HS;
@@ -139,21 +144,15 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
                 const float *k = q + D, *v = q + 2 * D;
                 float *dq = dqkv + (size_t)b * N * ld + (size_t)h * HS;
                 float *dk = dq + D, *dv = dq + 2 * D;
-                if (!ok) { /* out of memory: NaN gradients, as in the forward */
-                    for (int i = 0; i < N; i++)
-                        for (int d = 0; d < HS; d++)
-                            dq[(size_t)i * ld + d] = dk[(size_t)i * ld + d] =
-                                dv[(size_t)i * ld + d] = NAN;
+                /* The gradients are written, not added: this head's rows start at zero (NaN
+                 * out of memory, as in the forward). */
+                for (float *g = dq; g <= dv; g += D)
+                    fill_head(g, ld, N, HS, ok ? 0.0f : NAN);
+                if (!ok)
                     continue;
-                }
                 const float *o = out + (size_t)b * N * D + (size_t)h * HS;
                 const float *dO = dout + (size_t)b * N * D + (size_t)h * HS;
                 const float *L = lse + ((size_t)b * NH + h) * N;
-                /* The gradients are written, not added: start this head's rows at zero. */
-                for (int i = 0; i < N; i++)
-                    for (int d = 0; d < HS; d++)
-                        dq[(size_t)i * ld + d] = dk[(size_t)i * ld + d] =
-                            dv[(size_t)i * ld + d] = 0;
                 /* delta_i = dO_i . O_i, the row term of the softmax gradient. */
                 for (int i = 0; i < N; i++) {
                     float s = 0;

@@ -63,10 +63,10 @@ AVX512 static ALWAYS_INLINE __m512 exp16(__m512 x)
     return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
-/* Lanes [0, n) of 16 (n may exceed 16: all of them). */
+/* Lanes [0, n) of 16: none for n <= 0, all for n >= 16. */
 static __mmask16 lanes(int n)
 {
-    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    return n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
 }
 
 /* t += A (TM x kc) @ B (kc x 16 nv); rows of B masked unless full (a mask register per load
@@ -105,10 +105,8 @@ AVX512 static ALWAYS_INLINE void tile(int nv, int kc, const float *a, size_t ars
     __mmask16 mask[TV];
     const float *ar[TM];
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; v++) {
-        int left = n - 16 * v;
-        mask[v] = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-    }
+    for (int v = 0; v < nv; v++)
+        mask[v] = lanes(n - 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < TM; r++) {
         ar[r] = a + (size_t)(r < m ? r : 0) * ars;

@@ -167,6 +167,13 @@ void tbi_gelu_fwd(float *out, const float *inp, size_t n)
     }
 }
 
+/* GELU'(x) given e = erfc(-x / sqrt 2) (GELU(x) = 0.5 x e, as gelu_fwd_span has it). */
+static inline float gelu_grad(float x, float e)
+{
+    float cdf = 0.5f * e, pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
 CLONES static void gelu_bwd_span(float *dinp, float *out, const float *inp, const float *dout,
                                  size_t n)
 {
@@ -174,18 +181,15 @@ CLONES static void gelu_bwd_span(float *dinp, float *out, const float *inp, cons
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float x = inp[i], e = tbi_erfcf(-x * INV_SQRT2);
-            float cdf = 0.5f * e, pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
-            dinp[i] = dout[i] * (cdf + x * pdf);
-            out[i] = 0.5f * x * e; /* as gelu_fwd_span has it, to the bit */
+            dinp[i] = dout[i] * gelu_grad(x, e);
+            out[i] = 0.5f * x * e;
         }
         return;
     }
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        float cdf = 0.5f * tbi_erfcf(-x * INV_SQRT2);
-        float pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
-        dinp[i] = dout[i] * (cdf + x * pdf);
+        dinp[i] = dout[i] * gelu_grad(x, tbi_erfcf(-x * INV_SQRT2));
     }
 }
 
