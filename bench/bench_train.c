@@ -59,8 +59,7 @@ int main(int argc, char **argv)
             t0 = now();
         tb_vit_forward(m, video, B, labels, 0.1f, &loss);
         tb_vit_backward(m);
-        tb_clip_grad_norm(m, 1.0);
-        tb_adamw_update(&opt, m);
+        tb_adamw_update(&opt, m, tb_clip_factor(tb_grad_norm(m), 1.0));
     }
     double secs = now() - t0;
     struct rusage ru;

@@ -474,12 +474,22 @@ static void test_patchify_adamw(void)
     for (size_t i = 0; i < n; i++)
         rp[i] = p[i];
     double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;
+    /* The second step's gradient is clipped (scaled by 0.37): the same bits as an update from
+     * a gradient scaled in place first, as clip_grad_norm_ + step do. */
+    float *p2 = malloc(4 * n), *m2 = zeros(n), *v2 = zeros(n), *gs = malloc(4 * n);
+    memcpy(p2, p, 4 * n);
     for (int step = 1; step <= 3; step++) {
-        tbi_adamw(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step);
+        float s = step == 2 ? 0.37f : 1.0f;
+        tbi_adamw(p, g, s, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
+                  step);
+        for (size_t i = 0; i < n; i++)
+            gs[i] = g[i] * s;
+        tbi_adamw(p2, gs, 1.0f, m2, v2, n, (float)lr, (float)b1, (float)b2, (float)eps,
+                  (float)wd, step);
         for (size_t i = 0; i < n; i++) {
             rp[i] *= 1 - lr * wd;
-            rm[i] = b1 * rm[i] + (1 - b1) * g[i];
-            rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
+            rm[i] = b1 * rm[i] + (1 - b1) * s * g[i];
+            rv[i] = b2 * rv[i] + (1 - b2) * s * g[i] * s * g[i];
             double mh = rm[i] / (1 - pow(b1, step)), vh = rv[i] / (1 - pow(b2, step));
             rp[i] -= lr * mh / (sqrt(vh) + eps);
         }
@@ -488,6 +498,9 @@ static void test_patchify_adamw(void)
     for (size_t i = 0; i < n; i++)
         worst = fmax(worst, fabs(p[i] - rp[i]));
     CHECK_MSG(worst < 1e-5, "adamw off by %g after 3 steps", worst);
+    CHECK_MSG(!memcmp(p, p2, 4 * n) && !memcmp(m, m2, 4 * n) && !memcmp(v, v2, 4 * n),
+              "adamw with a gradient scale differs from adamw on the scaled gradient");
+    free(p2), free(m2), free(v2), free(gs);
     CHECK_MSG(fabs(tbi_sum_squares(g, n) - dot(g, g, n)) < 1e-9, "sum of squares");
     free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
 }

@@ -50,15 +50,19 @@ struct tb_param {
     int n_dims;
     int64_t shape[5];
     int64_t n;                 /* elements */
-    float *data, *grad;        /* into the model's blocks */
+    float *data, *grad;        /* into the parameter block; grad once planned (see below) */
     int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
 };
 TB_API int tb_vit_n_params(const tb_vit *m);
 TB_API const struct tb_param *tb_vit_param(const tb_vit *m, int i);
-/* All parameters as one block of tb_vit_n_floats floats (and the gradients likewise). */
+/* All parameters as one block of tb_vit_n_floats floats. */
 TB_API int64_t tb_vit_n_floats(const tb_vit *m);
 TB_API float *tb_vit_params(tb_vit *m);
-TB_API float *tb_vit_grads(tb_vit *m);
+/* The gradients (once planned), as spans of consecutive parameters' gradients: span i holds
+ * *n floats. Most of them live in activation space the backward is done with, so they hold
+ * the last backward's gradients until the next forward overwrites them. */
+TB_API int tb_vit_n_grad_spans(const tb_vit *m);
+TB_API float *tb_vit_grad_span(tb_vit *m, int i, int64_t *n);
 
 /* Set parameters from a safetensors file by name; every parameter must be there with its
  * shape. Extra tensors are ignored. */
@@ -72,7 +76,8 @@ TB_API int64_t tb_vit_plan(tb_vit *m, int B);
 TB_API int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels,
                           float smoothing, float *loss);
 TB_API const float *tb_vit_logits(const tb_vit *m);
-/* Backward of the last forward (which had labels): gradients of every parameter, replaced. */
+/* Backward of the last forward (which had labels): gradients of every parameter, replaced.
+ * Once per forward: the gradients take the space of that forward's activations. */
 TB_API int tb_vit_backward(tb_vit *m);
 
 #ifdef __cplusplus

@@ -21,12 +21,16 @@ struct tb_adamw {
 /* Allocate zero moments for m's parameters. Hyper-parameters are the caller's to set. */
 TB_API int tb_adamw_init(struct tb_adamw *opt, tb_vit *m);
 TB_API void tb_adamw_free(struct tb_adamw *opt);
-/* One update of every parameter from the model's gradients, at opt->lr. */
-TB_API void tb_adamw_update(struct tb_adamw *opt, tb_vit *m);
+/* One update of every parameter from the model's gradients times grad_scale (1, or
+ * tb_clip_factor's: clipping folded into the update, PyTorch's clip_grad_norm_ + step to the
+ * bit), at opt->lr. */
+TB_API void tb_adamw_update(struct tb_adamw *opt, tb_vit *m, float grad_scale);
 
-/* The global L2 norm of the gradients; when above max_norm (> 0) they are scaled down to it,
- * as torch.nn.utils.clip_grad_norm_. Returns the norm before clipping. */
-TB_API double tb_clip_grad_norm(tb_vit *m, double max_norm);
+/* The global L2 norm of the gradients. */
+TB_API double tb_grad_norm(tb_vit *m);
+/* torch.nn.utils.clip_grad_norm_'s factor for gradients of that norm: max_norm / (norm +
+ * 1e-6) when norm > max_norm > 0, else 1. */
+TB_API float tb_clip_factor(double norm, double max_norm);
 
 /* Learning rate at step (0-based) of total: linear warmup from 0 over warmup steps, then
  * cosine decay to min_lr. */

@@ -125,9 +125,12 @@ static int run_step(void *config, int n_args, char **args)
             goto fail;
         if (s == 0) {
             memcpy(logits, tb_vit_logits(m), sizeof(float) * (size_t)B * K);
-            memcpy(grads, tb_vit_grads(m), sizeof(float) * (size_t)nf);
+            for (int i = 0; i < np; i++) {
+                const struct tb_param *p = tb_vit_param(m, i);
+                memcpy(grads + (p->data - tb_vit_params(m)), p->grad, sizeof(float) * (size_t)p->n);
+            }
         }
-        tb_adamw_update(&opt, m);
+        tb_adamw_update(&opt, m, 1.0f);
     }
     outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
                                           .shape = {c->steps}, .n = c->steps, .data = losses};

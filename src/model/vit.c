@@ -42,8 +42,16 @@ struct tb_vit {
 
     struct tb_param *params;
     int n_params, cap_params;
-    float *block, *grad_block;
+    float *block;
     int64_t n_floats;
+    /* Gradients, as L + 2 spans of consecutive parameters: the token embedding's (0), block
+     * l's (1 + l), the final norm's and head's (L + 1). span_off[i] is span i's offset in the
+     * parameter block (span_off[L + 2] = n_floats). Block l's gradients are written when its
+     * backward runs, after block l + 1's activations are dead: they live there (and the token
+     * embedding's in block 0's), and only what finds no such space gets grad_own. */
+    int64_t *span_off;
+    float **span;
+    float *grad_own;
     /* named views into the block */
     float *patch_w, *patch_b, *cls, *pos, *norm_w, *norm_b, *head_w, *head_b;
     struct block_params *bp;
@@ -176,18 +184,16 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     ADD("head.bias", 0, 1, m->K, 0, 0, 0, 0);
 
     m->block = calloc((size_t)m->n_floats, sizeof(float));
-    m->grad_block = calloc((size_t)m->n_floats, sizeof(float));
     m->bp = calloc((size_t)c->depth, sizeof(*m->bp));
     m->ba = calloc((size_t)c->depth, sizeof(*m->ba));
-    if (!m->block || !m->grad_block || !m->bp || !m->ba) {
+    m->span_off = calloc((size_t)c->depth + 3, sizeof(*m->span_off));
+    m->span = calloc((size_t)c->depth + 2, sizeof(*m->span));
+    if (!m->block || !m->bp || !m->ba || !m->span_off || !m->span) {
         rc = TB_ENOMEM;
         goto fail;
     }
-    for (int i = 0; i < m->n_params; i++) {
-        intptr_t off = (intptr_t)m->params[i].data;
-        m->params[i].data = m->block + off;
-        m->params[i].grad = m->grad_block + off;
-    }
+    for (int i = 0; i < m->n_params; i++)
+        m->params[i].data = m->block + (intptr_t)m->params[i].data;
     m->patch_w = param_ptr(m, "patch_embed.proj.weight");
     m->patch_b = param_ptr(m, "patch_embed.proj.bias");
     m->cls = param_ptr(m, "cls_token");
@@ -216,7 +222,10 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
         P(fc2_w, "mlp.fc2.weight");
         P(fc2_b, "mlp.fc2.bias");
 #undef P
+        m->span_off[1 + l] = m->bp[l].ln1_w - m->block;
     }
+    m->span_off[c->depth + 1] = m->norm_w - m->block;
+    m->span_off[c->depth + 2] = m->n_floats;
     if (c->pos == TB_POS_SINCOS) {
         /* VideoMAE's get_sinusoid_encoding_table: angle = p / 10000^(2 (j / 2) / D), sine on
          * even j, cosine on odd j; one row per token (the class token is position 0). */
@@ -247,7 +256,9 @@ void tb_vit_close(tb_vit **pm)
         free((char *)m->params[i].name);
     free(m->params);
     free(m->block);
-    free(m->grad_block);
+    free(m->span_off);
+    free(m->span);
+    free(m->grad_own);
     free(m->bp);
     free(m->ba);
     free(m->sincos);
@@ -282,9 +293,19 @@ float *tb_vit_params(tb_vit *m)
     return m->block;
 }
 
-float *tb_vit_grads(tb_vit *m)
+int tb_vit_n_grad_spans(const tb_vit *m)
 {
-    return m->grad_block;
+    return m->c.depth + 2;
+}
+
+float *tb_vit_grad_span(tb_vit *m, int i, int64_t *n)
+{
+    if (i < 0 || i >= m->c.depth + 2 || !m->B_plan) {
+        *n = 0;
+        return NULL;
+    }
+    *n = m->span_off[i + 1] - m->span_off[i];
+    return m->span[i];
 }
 
 /* Truncated normal on [-2 std, 2 std], as timm's trunc_normal_(std=.02) for ViTs. */
@@ -344,6 +365,47 @@ int tb_vit_load(tb_vit *m, const struct tb_st_file *f)
 
 /* ---- activations ------------------------------------------------------------------------ */
 
+/* The gradient of the parameter at ptr. */
+static float *grad_of(const tb_vit *m, const float *ptr)
+{
+    int64_t off = ptr - m->block;
+    int s = 0;
+    while (off >= m->span_off[s + 1])
+        s++;
+    return m->span[s] + (off - m->span_off[s]);
+}
+
+/* Give each gradient span a home (see span_off): block l's in the activations of block l + 1,
+ * the token embedding's in block 0's, when they fit and are block l's own (not one set shared
+ * by recomputed blocks); the rest in one allocation of their own. Then every parameter's
+ * grad pointer. */
+static int place_grads(tb_vit *m, size_t per_block)
+{
+    int L = m->c.depth, n_span = L + 2;
+    int64_t own = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        own = 0;
+        for (int i = 0; i < n_span; i++) {
+            int64_t len = m->span_off[i + 1] - m->span_off[i];
+            int host = i == 0 ? 0 : i < L ? i : -1; /* the block whose space is free by then */
+            if (host >= 0 && !m->c.recompute && (size_t)len <= per_block)
+                m->span[i] = m->ba[host].ln1_mean;
+            else {
+                m->span[i] = pass ? m->grad_own + own : NULL;
+                own += len;
+            }
+        }
+        if (pass == 0) {
+            free(m->grad_own);
+            if (!(m->grad_own = malloc(sizeof(float) * (size_t)(own ? own : 1))))
+                return TB_ENOMEM;
+        }
+    }
+    for (int i = 0; i < m->n_params; i++)
+        m->params[i].grad = grad_of(m, m->params[i].data);
+    return 0;
+}
+
 int64_t tb_vit_plan(tb_vit *m, int B)
 {
     int D = m->D, F = m->F, L = m->c.depth, K = m->K;
@@ -401,6 +463,10 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->dpool_n, (size_t)B * D);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
+    if (place_grads(m, per_block) < 0) {
+        m->B_plan = 0;
+        return tbi_err(TB_ENOMEM, "out of memory for the gradients");
+    }
     m->B_plan = B;
     return (int64_t)(n * sizeof(float));
 }
@@ -514,7 +580,7 @@ const float *tb_vit_logits(const tb_vit *m)
 /* ---- backward ---------------------------------------------------------------------------- */
 
 /* The gradient of a parameter, at the same offset in the gradient block. */
-#define G(ptr) (m->grad_block + ((ptr) - m->block))
+#define G(ptr) grad_of(m, ptr)
 
 int tb_vit_backward(tb_vit *m)
 {
@@ -522,7 +588,7 @@ int tb_vit_backward(tb_vit *m)
     const struct tb_vit_config *c = &m->c;
     int B = m->B, D = m->D, F = m->F, Nt = m->Nt, Np = m->Np, L = c->depth, R = B * Nt;
     if (!m->have_labels)
-        return tbi_err(TB_EINVAL, "backward needs a forward with labels");
+        return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
     /* Every gradient below is written, not added: the block needs no clearing (88 MB for
      * ViT-S, 344 MB for ViT-B). */
 
@@ -604,6 +670,9 @@ int tb_vit_backward(tb_vit *m)
                sizeof(float) * (size_t)Np * D);
     o->matmul_bwd(NULL, G(m->patch_w), G(m->patch_b), dpatch, m->cols, m->patch_w, B * Np,
                   m->patch_len, D);
+    /* The gradients now fill activation space of this forward: a second backward would read
+     * them as activations. */
+    m->have_labels = 0;
     return 0;
 }
 #undef G

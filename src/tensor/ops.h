@@ -95,14 +95,14 @@ void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, in
 void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, int W, int TU,
                   int P);
 
-/* AdamW on one tensor, PyTorch's update (decoupled decay: p *= 1 - lr * wd first), step >= 1. */
-void tbi_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr,
-               float beta1, float beta2, float eps, float weight_decay, int64_t step);
+/* AdamW on one tensor, PyTorch's update (decoupled decay: p *= 1 - lr * wd first), step >= 1,
+ * from the gradient times grad_scale (each product rounded to float, as if the gradient had
+ * been scaled in place first). */
+void tbi_adamw(float *param, const float *grad, float grad_scale, float *m, float *v, size_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
 
 /* Sum of squares of x (n), accumulated in double. */
 double tbi_sum_squares(const float *x, size_t n);
-/* x *= s. */
-void tbi_scale(float *x, float s, size_t n);
 
 /* The op table a model calls through; one per backend, same signatures. */
 struct tbi_ops {
@@ -123,10 +123,9 @@ struct tbi_ops {
     float (*xent_fwd)(float *, const float *, const int64_t *, int, int, float);
     void (*xent_bwd)(float *, const float *, const int64_t *, int, int, float);
     void (*patchify)(float *, const float *, int, int, int, int, int, int, int);
-    void (*adamw)(float *, const float *, float *, float *, size_t, float, float, float, float,
-                  float, int64_t);
+    void (*adamw)(float *, const float *, float, float *, float *, size_t, float, float, float,
+                  float, float, int64_t);
     double (*sum_squares)(const float *, size_t);
-    void (*scale)(float *, float, size_t);
 };
 
 extern const struct tbi_ops tbi_ops_cpu;

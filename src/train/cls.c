@@ -224,10 +224,15 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
                              k);
                 goto end;
             }
-            if ((rc = tb_vit_backward(m)) < 0 ||
-                (rc = tb_dist_mean_f32(tb_vit_grads(m), (size_t)tb_vit_n_floats(m))) < 0)
+            if ((rc = tb_vit_backward(m)) < 0)
                 goto end;
-            double gnorm = tb_clip_grad_norm(m, o->clip_grad);
+            for (int i = 0; i < tb_vit_n_grad_spans(m); i++) {
+                int64_t n;
+                float *g = tb_vit_grad_span(m, i, &n);
+                if ((rc = tb_dist_mean_f32(g, (size_t)n)) < 0)
+                    goto end;
+            }
+            double gnorm = tb_grad_norm(m);
             if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
                 rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %"
                              PRId64 ", batch %" PRId64 ", loss %f); stopping", gnorm, pos.step,
@@ -235,7 +240,7 @@ int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eva
                 goto end;
             }
             opt.lr = lr;
-            tb_adamw_update(&opt, m);
+            tb_adamw_update(&opt, m, tb_clip_factor(gnorm, o->clip_grad));
             pos.step++;
             clips_log += (int64_t)B * world;
             double t = now_s();

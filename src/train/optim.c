@@ -27,26 +27,33 @@ void tb_adamw_free(struct tb_adamw *opt)
     opt->m = opt->v = NULL;
 }
 
-void tb_adamw_update(struct tb_adamw *opt, tb_vit *m)
+void tb_adamw_update(struct tb_adamw *opt, tb_vit *m, float grad_scale)
 {
     float *base = tb_vit_params(m);
     opt->step++;
     for (int i = 0; i < tb_vit_n_params(m); i++) {
         const struct tb_param *p = tb_vit_param(m, i);
         size_t off = (size_t)(p->data - base);
-        tbi_ops_cpu.adamw(p->data, p->grad, opt->m + off, opt->v + off, (size_t)p->n, opt->lr,
-                          opt->beta1, opt->beta2, opt->eps, p->decay ? opt->weight_decay : 0.0f,
-                          opt->step);
+        tbi_ops_cpu.adamw(p->data, p->grad, grad_scale, opt->m + off, opt->v + off,
+                          (size_t)p->n, opt->lr, opt->beta1, opt->beta2, opt->eps,
+                          p->decay ? opt->weight_decay : 0.0f, opt->step);
     }
 }
 
-double tb_clip_grad_norm(tb_vit *m, double max_norm)
+double tb_grad_norm(tb_vit *m)
 {
-    size_t n = (size_t)tb_vit_n_floats(m);
-    double norm = sqrt(tbi_ops_cpu.sum_squares(tb_vit_grads(m), n));
-    if (max_norm > 0 && norm > max_norm)
-        tbi_ops_cpu.scale(tb_vit_grads(m), (float)(max_norm / (norm + 1e-6)), n);
-    return norm;
+    double ss = 0;
+    for (int i = 0; i < tb_vit_n_grad_spans(m); i++) {
+        int64_t n;
+        const float *g = tb_vit_grad_span(m, i, &n);
+        ss += tbi_ops_cpu.sum_squares(g, (size_t)n);
+    }
+    return sqrt(ss);
+}
+
+float tb_clip_factor(double norm, double max_norm)
+{
+    return max_norm > 0 && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
 }
 
 float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float base_lr, float min_lr)

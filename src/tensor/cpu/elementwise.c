@@ -210,14 +210,15 @@ void tbi_add_fwd(float *out, const float *a, const float *b, size_t n)
         out[i] = a[i] + b[i];
 }
 
-CLONES static void adamw_span(float *p, const float *g, float *m, float *v, size_t n,
+CLONES static void adamw_span(float *p, const float *g, float gs, float *m, float *v, size_t n,
                               float beta1, float beta2, float eps, float step_size,
                               float bc2_sqrt, float decay)
 {
     for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs;
         float pi = p[i] * decay;
-        float mi = m[i] + (g[i] - m[i]) * (1.0f - beta1);
-        float vi = v[i] * beta2 + (1.0f - beta2) * g[i] * g[i];
+        float mi = m[i] + (gi - m[i]) * (1.0f - beta1);
+        float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
         float denom = sqrtf(vi) / bc2_sqrt + eps;
         p[i] = pi - step_size * mi / denom;
         m[i] = mi;
@@ -225,8 +226,8 @@ CLONES static void adamw_span(float *p, const float *g, float *m, float *v, size
     }
 }
 
-void tbi_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-               float beta2, float eps, float weight_decay, int64_t step)
+void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, size_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step)
 {
     /* PyTorch's AdamW (torch/optim/adamw.py, the single-tensor path), in the same order. */
     float bc1 = 1.0f - powf(beta1, (float)step), bc2 = 1.0f - powf(beta2, (float)step);
@@ -235,8 +236,8 @@ void tbi_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        adamw_span(p + lo, g + lo, m + lo, v + lo, hi - lo, beta1, beta2, eps, step_size,
-                   bc2_sqrt, decay);
+        adamw_span(p + lo, g + lo, grad_scale, m + lo, v + lo, hi - lo, beta1, beta2, eps,
+                   step_size, bc2_sqrt, decay);
     }
 }
 
@@ -247,11 +248,4 @@ double tbi_sum_squares(const float *x, size_t n)
     for (size_t i = 0; i < n; i++)
         s += (double)x[i] * x[i];
     return s;
-}
-
-void tbi_scale(float *x, float s, size_t n)
-{
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        x[i] *= s;
 }

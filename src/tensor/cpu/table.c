@@ -17,5 +17,4 @@ const struct tbi_ops tbi_ops_cpu = {
     .patchify = tbi_patchify,
     .adamw = tbi_adamw,
     .sum_squares = tbi_sum_squares,
-    .scale = tbi_scale,
 };
