@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/cpu/avx512.h"
 #include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 
@@ -30,8 +31,6 @@
 #define QS 96        /* query rows per strip */
 #define KB 256       /* keys per block (a multiple of TN): the strips are QS x KB */
 
-#define AVX512 __attribute__((target("avx512f")))
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 static int min_i(int a, int b)
 {
@@ -61,12 +60,6 @@ AVX512 static ALWAYS_INLINE __m512 exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_maskz_scalef_ps(keep, p, n);
-}
-
-/* Lanes [0, n) of 16: none for n <= 0, all for n >= 16. */
-static __mmask16 lanes(int n)
-{
-    return n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
 }
 
 /* t += A (TM x kc) @ B (kc x 16 nv); rows of B masked unless full (a mask register per load
@@ -191,38 +184,6 @@ AVX512 static void scores(float *s, const float *x, size_t ldx, const float *yt,
     }
 }
 
-/* r[i] (row i of a 16 x 16 block) becomes column i: 64 shuffles instead of 256 scalar moves.
- * Pairs of rows interleave by 32 then 64 bits, leaving in lane L of r[4i + k] column 4L + k of
- * rows 4i..4i+3; 128-bit lane shuffles gather each column's four pieces. */
-AVX512 static ALWAYS_INLINE void transpose16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-        __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    for (int k = 0; k < 4; k++) {
-        __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
-        __m512 u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
-        __m512 u2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
-        __m512 u3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
-        t[k] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-        t[k + 8] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
-        t[k + 4] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-        t[k + 12] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
-    }
-    for (int i = 0; i < 16; i++)
-        r[i] = t[i];
-}
-
 /* dst: the rows of y (N x HS, stride ld) transposed into slivers of TN rows, each HS x TN
  * (dst[sliver][d][c] = y[sliver * TN + c][d]), zero past N; in blocks of 16 keys x 16 of
  * their values. */
@@ -236,7 +197,7 @@ AVX512 static void pack_t(float *dst, const float *y, size_t ld, int N, int HS)
             for (int i = 0; i < 16; i++)
                 r[i] = c0 + i < N ? _mm512_maskz_loadu_ps(kd, y + (size_t)(c0 + i) * ld + d0)
                                   : _mm512_setzero_ps();
-            transpose16(r);
+            tbi_transpose16(r);
             for (int i = 0; i < 16 && d0 + i < HS; i++)
                 _mm512_storeu_ps(sl + (size_t)(d0 + i) * TN, r[i]);
         }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/cpu/avx512.h"
 #include "tensor/ops.h"
 
 #define MR 12
@@ -29,7 +30,6 @@
 #define NC 2048
 #define IN_PLACE_MAX_N 512 /* products narrower than this read a row-major A unpacked */
 
-#define AVX512 __attribute__((target("avx512f")))
 
 static int min_i(int a, int b)
 {
@@ -43,31 +43,37 @@ static int round_up(int x, int m)
 
 /* dst holds ceil(mc / MR) slivers, each kc x MR (k-major), zero-padded past mc rows:
  * dst[s][k][r] = op(A)(i0 + s*MR + r, p0 + k). */
-static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p0, int mc,
-                   int kc)
+AVX512 static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p0, int mc,
+                          int kc)
 {
+    if (ta) {
+        /* op(A) rows are A's columns: each row of A (one k) is read once, left to right,
+         * and dealt out MR at a time to the slivers. (Sliver by sliver instead, every
+         * k touched a new row and page: a stall per 12 floats.) */
+        for (int k = 0; k < kc; k++) {
+            const float *src = A + (size_t)(p0 + k) * lda + i0;
+            for (int ir = 0; ir < mc; ir += MR) {
+                __mmask16 keep = lanes(min_i(MR, mc - ir));
+                _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)k * MR, 0x0fff,
+                                      _mm512_maskz_loadu_ps(keep, src + ir));
+            }
+        }
+        return;
+    }
+    /* Rows of A: 16 k of MR rows at a time, transposed in registers (lane r of vector k
+     * is row r at k), each k's MR floats stored at once. */
     for (int ir = 0; ir < mc; ir += MR) {
         int mr = min_i(MR, mc - ir);
         float *d = dst + (size_t)ir * kc;
-        if (!ta) {
-            /* k outer: MR row streams read side by side, the sliver written in order. */
-            const float *rows[MR];
-            for (int r = 0; r < MR; r++)
-                rows[r] = A + (size_t)(i0 + ir + (r < mr ? r : 0)) * lda + p0;
-            for (int k = 0; k < kc; k++) {
-                float *dk = d + (size_t)k * MR;
-                for (int r = 0; r < MR; r++)
-                    dk[r] = r < mr ? rows[r][k] : 0;
-            }
-        } else {
-            for (int k = 0; k < kc; k++) {
-                const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
-                float *dk = d + (size_t)k * MR;
-                for (int r = 0; r < mr; r++)
-                    dk[r] = src[r];
-                for (int r = mr; r < MR; r++)
-                    dk[r] = 0;
-            }
+        for (int k0 = 0; k0 < kc; k0 += 16) {
+            __mmask16 kk = lanes(kc - k0);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < mr ? _mm512_maskz_loadu_ps(kk, A + (size_t)(i0 + ir + i) * lda + p0 + k0)
+                              : _mm512_setzero_ps();
+            tbi_transpose16(r);
+            for (int k = 0; k < 16 && k0 + k < kc; k++)
+                _mm512_mask_storeu_ps(d + (size_t)(k0 + k) * MR, 0x0fff, r[k]);
         }
     }
 }

@@ -1,0 +1,50 @@
+/* src/tensor/cpu/avx512.h - small AVX-512 helpers shared by the CPU kernels (gemm.c,
+ * attention_avx512.c); each function carries its own target attribute, so the files build
+ * without -mavx512f and run their AVX-512 code only where the processor has it. */
+#ifndef TUBELET_TENSOR_CPU_AVX512_H
+#define TUBELET_TENSOR_CPU_AVX512_H
+
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Lanes [0, n) of 16: none for n <= 0, all for n >= 16. */
+static inline __mmask16 lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+}
+
+/* r[i] (row i of a 16 x 16 block) becomes column i: 64 shuffles instead of 256 scalar moves.
+ * Pairs of rows interleave by 32 then 64 bits, leaving in lane L of r[4i + k] column 4L + k of
+ * rows 4i..4i+3; 128-bit lane shuffles gather each column's four pieces. */
+AVX512 static ALWAYS_INLINE void tbi_transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+        __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    for (int k = 0; k < 4; k++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        __m512 u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        __m512 u3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+        t[k] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+        t[k + 8] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
+        t[k + 4] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+        t[k + 12] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+    }
+    for (int i = 0; i < 16; i++)
+        r[i] = t[i];
+}
+
+#endif /* TUBELET_TENSOR_CPU_AVX512_H */
