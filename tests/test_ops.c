@@ -184,7 +184,15 @@ static void test_gelu(void)
     memcpy(inplace, c.r, sizeof(float) * c.n);
     tbi_gelu_bwd(inplace, NULL, c.inp, inplace, c.n);
     CHECK_MSG(!memcmp(inplace, dinp, sizeof(float) * c.n), "gelu_bwd in place differs");
+    /* Both in place, as the ViT's backward runs it: dinp = dout, out = inp. */
+    float *x = malloc(sizeof(float) * c.n);
+    memcpy(x, c.inp, sizeof(float) * c.n);
+    memcpy(inplace, c.r, sizeof(float) * c.n);
+    tbi_gelu_bwd(inplace, x, x, inplace, c.n);
+    CHECK_MSG(!memcmp(inplace, dinp, sizeof(float) * c.n) &&
+                  !memcmp(x, c.out, sizeof(float) * c.n), "gelu_bwd with out = inp differs");
     free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2), free(inplace);
+    free(x);
 }
 
 /* ---- vector exp and erfc against libm in double ---- */

@@ -1,8 +1,9 @@
 /* src/model/vit.c - the video ViT (contract in model.h): parameters in one block with timm's
  * names, activations planned from the batch size, forward and backward written out layer by
- * layer through the backend op table. Backward functions of the op table accumulate, so the
- * residual stream's gradient simply collects what each block adds. Not here: the optimizer
- * and the training loop (src/train). Tests: tests/test_vit.c. */
+ * layer through the backend op table. LayerNorm's backward adds into its input's gradient, so
+ * the residual stream's gradient simply collects what each block adds; every other gradient
+ * is written. Not here: the optimizer and the training loop (src/train). Tests:
+ * tests/test_vit.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -31,7 +32,8 @@ struct block_acts {
     float *lse;                       /* (B, NH, Nt) */
     float *res1;                      /* (B*Nt, D) x + proj(att) */
     float *ln2_mean, *ln2_rstd;
-    float *fc1;                       /* (B*Nt, F) before GELU (GELU is recomputed) */
+    float *fc1;                       /* (B*Nt, F) before GELU; the backward turns it into
+                                       * GELU(fc1) in place once it has GELU's derivative */
 };
 
 struct tb_vit {
@@ -61,10 +63,11 @@ struct tb_vit {
     int B_plan, B;
     float *acts;
     float *cols;                      /* (B*Np, patch_len) */
-    float *patch_out;                 /* (B*Np, D) */
+    float *patch_out;                 /* (B*Np, D), in dF's space (forward only) */
     float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
     struct block_acts *ba;            /* L of them, or 1 shared when recomputing */
-    float *gelu;                      /* (B*Nt, F) scratch: GELU(fc1) of the current block */
+    float *gelu;                      /* (B*Nt, F) forward scratch: GELU(fc1) of the current
+                                       * block, in dF's space (backward only) */
     float *ln;                        /* (B*Nt, D) scratch: a LayerNorm output of that block */
     float *pooled, *pooled_n, *pool_mean, *pool_rstd; /* (B, D), (B, D), (B), (B) */
     float *logits, *probs, *dlogits;  /* (B, K) */
@@ -413,7 +416,7 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     /* Count, then carve one allocation. */
     size_t per_block = T * D * 2 + T * 3 * D + T * F + T * 4 + (size_t)B * m->NH * m->Nt;
     int n_acts = m->c.recompute ? 1 : L;
-    n += P * m->patch_len + P * D + (L + 1) * T * D + n_acts * per_block + T * F + T * D;
+    n += P * m->patch_len + (L + 1) * T * D + n_acts * per_block + T * D;
     n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3;
     n += T * D * 2 + T * F + (size_t)B * D * 2;                                  /* backward */
     free(m->acts);
@@ -432,9 +435,7 @@ int64_t tb_vit_plan(tb_vit *m, int B)
         p += (count);                                                                          \
     } while (0)
     TAKE(m->cols, P * m->patch_len);
-    TAKE(m->patch_out, P * D);
     TAKE(m->x, (L + 1) * T * D);
-    TAKE(m->gelu, T * F);
     TAKE(m->ln, T * D);
     for (int l = 0; l < n_acts; l++) {
         struct block_acts *a = &m->ba[l];
@@ -459,6 +460,8 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->dD, T * D);
     TAKE(m->dF, T * F);
     m->d3D = m->dF; /* F >= 3 D */
+    m->gelu = m->dF;
+    m->patch_out = m->dF; /* P <= T */
     TAKE(m->dpool, (size_t)B * D);
     TAKE(m->dpool_n, (size_t)B * D);
 #undef TAKE
@@ -479,8 +482,10 @@ static struct block_acts *acts_of(tb_vit *m, int l)
     return &m->ba[m->c.recompute ? 0 : l];
 }
 
-/* Block l: x[l] -> x[l + 1], saving what its backward needs. */
-static void block_forward(tb_vit *m, int l)
+/* Block l: x[l] -> x[l + 1], saving what its backward needs; for_backward (recomputing):
+ * only that, up to fc1 (the backward computes GELU(fc1) itself; fc2 and the output are not
+ * needed). */
+static void block_forward(tb_vit *m, int l, int for_backward)
 {
     const struct tbi_ops *o = m->ops;
     const struct block_params *w = &m->bp[l];
@@ -497,6 +502,8 @@ static void block_forward(tb_vit *m, int l)
     /* res1 + fc2(gelu(fc1(norm2(res1)))) */
     o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D, LN_EPS);
     o->matmul_fwd(a->fc1, m->ln, w->fc1_w, w->fc1_b, R, D, F);
+    if (for_backward)
+        return;
     o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
     o->matmul_fwd(y, m->gelu, w->fc2_w, w->fc2_b, R, F, D);
     o->add_fwd(y, y, a->res1, (size_t)R * D);
@@ -532,7 +539,7 @@ int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels, 
         }
 
     for (int l = 0; l < L; l++)
-        block_forward(m, l);
+        block_forward(m, l, 0);
 
     /* Pooling: the class token, or the mean of all tokens; then its norm and the head. */
     const float *xl = m->x + (size_t)L * R * D;
@@ -620,15 +627,15 @@ int tb_vit_backward(tb_vit *m)
         const struct block_params *w = &m->bp[l];
         const struct block_acts *a = acts_of(m, l);
         const float *x = m->x + (size_t)l * R * D;
-        /* The block's activations again when recomputing (its GELU too). */
+        /* The block's activations again when recomputing. */
         if (c->recompute)
-            block_forward(m, l);
+            block_forward(m, l, 1);
         /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))). fc2's input gradient first: the GELU
-         * backward then also gives GELU(fc1) again, for fc2's weight gradient, at the cost of
-         * one pass instead of two. */
-        o->matmul_bwd(m->dF, NULL, NULL, m->dres, m->gelu, w->fc2_w, R, F, D);
-        o->gelu_bwd(m->dF, c->recompute ? NULL : m->gelu, a->fc1, m->dF, (size_t)R * F);
-        o->matmul_bwd(NULL, G(w->fc2_w), G(w->fc2_b), m->dres, m->gelu, w->fc2_w, R, F, D);
+         * backward then also gives GELU(fc1) again, in place of fc1 (not needed after it),
+         * for fc2's weight gradient: one pass instead of two, and no buffer of its own. */
+        o->matmul_bwd(m->dF, NULL, NULL, m->dres, a->fc1, w->fc2_w, R, F, D);
+        o->gelu_bwd(m->dF, a->fc1, a->fc1, m->dF, (size_t)R * F);
+        o->matmul_bwd(NULL, G(w->fc2_w), G(w->fc2_b), m->dres, a->fc1, w->fc2_w, R, F, D);
         /* LayerNorm outputs are not kept (two rows of D per token and block): recomputed
          * from the block's input and its saved statistics, to the bit. */
         o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D,

@@ -53,7 +53,8 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
 /* Exact GELU (erf), elementwise over n. */
 void tbi_gelu_fwd(float *out, const float *inp, size_t n);
 /* dinp = dout * GELU'(inp) (written; dinp may be dout itself); also out = GELU(inp) when out
- * is not NULL (the backward of a block needs both, and they share the costly part, Phi(inp)). */
+ * is not NULL (the backward of a block needs both, and they share the costly part, Phi(inp));
+ * out may be inp itself. */
 void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
 
 /* out = a + b, elementwise over n (the backward is a copy into both). */
