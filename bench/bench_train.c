@@ -3,7 +3,7 @@
  * after one warm-up step; prints one JSON line with clips/s and peak RSS. The PyTorch side is
  * bench/train_peer.py; bench/train_bench.sh runs both.
  * Usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [PATCH=16] [TUBELET=2]
- *        [RECOMPUTE=0] */
+ *        [RECOMPUTE=0] [RECOMPUTE_MLP=0] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 {
     if (argc < 7) {
         fprintf(stderr, "usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS] [PATCH] "
-                "[TUBELET] [RECOMPUTE]\n");
+                "[TUBELET] [RECOMPUTE] [RECOMPUTE_MLP]\n");
         return 2;
     }
     struct tb_vit_config c = {
@@ -33,6 +33,7 @@ int main(int argc, char **argv)
         .patch = argc > 8 ? atoi(argv[8]) : 16, .tubelet = argc > 9 ? atoi(argv[9]) : 2,
         .classes = 400, .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS,
         .recompute = argc > 10 ? atoi(argv[10]) : 0,
+        .recompute_mlp = argc > 11 ? atoi(argv[11]) : 0,
     };
     int B = atoi(argv[6]), steps = argc > 7 ? atoi(argv[7]) : 3;
     tb_vit *m = NULL;
@@ -64,10 +65,14 @@ int main(int argc, char **argv)
     double secs = now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"impl\": \"tubelet%s\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
+    char impl[64] = "tubelet";
+    if (c.recompute)
+        snprintf(impl, sizeof(impl), "tubelet-recompute");
+    else if (c.recompute_mlp)
+        snprintf(impl, sizeof(impl), "tubelet-recompute-mlp%d", c.recompute_mlp);
+    printf("{\"impl\": \"%s\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
            "\"batch\": %d, \"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.3f, "
-           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", c.recompute ? "-recompute" : "", c.dim,
-           c.depth, c.frames, c.height, B, steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0,
-           loss);
+           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", impl, c.dim, c.depth, c.frames,
+           c.height, B, steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0, loss);
     return 0;
 }

@@ -109,47 +109,51 @@ static void compare(const char *ours_path, const char *ref_path, const char *wha
 }
 
 /* Gradients live in activation space the backward is done with: they must equal, bit for bit,
- * those of the recomputing model (which keeps them apart), two steps running (the second
- * forward overwrites the first step's gradients), and a second backward of one forward is
- * refused rather than reading gradients as activations. Needs no PyTorch. */
+ * those of the recomputing model (which keeps them apart) and of the one recomputing the MLP
+ * hidden layer of its first blocks, two steps running (the second forward overwrites the first
+ * step's gradients), and a second backward of one forward is refused rather than reading
+ * gradients as activations. Needs no PyTorch. */
 static void test_grad_homes(void)
 {
     tbt_case = "gradients in activation space";
     struct tb_vit_config c = {.dim = 32, .depth = 4, .heads = 2, .patch = 8, .tubelet = 2,
                               .frames = 4, .height = 32, .width = 32, .classes = 5,
                               .pool = TB_POOL_MEAN, .pos = TB_POS_LEARNED};
-    int B = 2;
-    tb_vit *m[2] = {NULL, NULL};
-    struct tb_adamw opt[2] = {{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                               .weight_decay = 0.05f}};
-    opt[1] = opt[0];
-    for (int k = 0; k < 2; k++) {
-        c.recompute = k;
+    enum { N_MODELS = 3 };
+    int B = 3; /* 96 tokens: fc1x fits beside the top block's hosted gradients */
+    tb_vit *m[N_MODELS] = {NULL};
+    struct tb_adamw opt[N_MODELS] = {{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f,
+                                      .eps = 1e-8f, .weight_decay = 0.05f}};
+    for (int k = 0; k < N_MODELS; k++) {
+        opt[k] = opt[0];
+        c.recompute = k == 1;
+        c.recompute_mlp = k == 2 ? 3 : 0;
         CHECK_EQ(tb_vit_open(&m[k], &c), 0);
+        if (!m[k])
+            return;
         CHECK(tb_vit_plan(m[k], B) > 0);
         CHECK_EQ(tb_adamw_init(&opt[k], m[k]), 0);
         tb_vit_init(m[k], 7);
     }
-    if (!m[0] || !m[1])
-        return;
     size_t nv = (size_t)B * 3 * 4 * 32 * 32;
     float *video = malloc(sizeof(float) * nv);
-    int64_t labels[2] = {1, 4};
+    int64_t labels[3] = {1, 4, 0};
     tb_rng r;
     tb_rng_init(&r, 3, 0);
     for (size_t i = 0; i < nv; i++)
         video[i] = (float)tb_rng_normal(&r);
     int np = tb_vit_n_params(m[0]), differ = 0;
     for (int step = 0; step < 2; step++) {
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < N_MODELS; k++) {
             float loss;
             CHECK_EQ(tb_vit_forward(m[k], video, B, labels, 0.1f, &loss), 0);
             CHECK_EQ(tb_vit_backward(m[k]), 0);
         }
-        for (int i = 0; i < np; i++) {
-            const struct tb_param *a = tb_vit_param(m[0], i), *b = tb_vit_param(m[1], i);
-            differ += memcmp(a->grad, b->grad, sizeof(float) * (size_t)a->n) != 0;
-        }
+        for (int k = 1; k < N_MODELS; k++)
+            for (int i = 0; i < np; i++) {
+                const struct tb_param *a = tb_vit_param(m[0], i), *b = tb_vit_param(m[k], i);
+                differ += memcmp(a->grad, b->grad, sizeof(float) * (size_t)a->n) != 0;
+            }
         int64_t n_all = 0;
         for (int s = 0; s < tb_vit_n_grad_spans(m[0]); s++) {
             int64_t n;
@@ -157,19 +161,31 @@ static void test_grad_homes(void)
             n_all += n;
         }
         CHECK_EQ(n_all, tb_vit_n_floats(m[0]));
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < N_MODELS; k++)
             tb_adamw_update(&opt[k], m[k], tb_clip_factor(tb_grad_norm(m[k]), 0.5));
     }
     CHECK_EQ(differ, 0);
-    CHECK(!memcmp(tb_vit_params(m[0]), tb_vit_params(m[1]),
-                  sizeof(float) * (size_t)tb_vit_n_floats(m[0])));
+    for (int k = 1; k < N_MODELS; k++)
+        CHECK(!memcmp(tb_vit_params(m[0]), tb_vit_params(m[k]),
+                      sizeof(float) * (size_t)tb_vit_n_floats(m[0])));
     CHECK(tb_vit_backward(m[0]) < 0);
     CHECK_STR_HAS(tb_errmsg(), "backward needs a forward with labels");
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < N_MODELS; k++) {
         tb_adamw_free(&opt[k]);
         tb_vit_close(&m[k]);
     }
     free(video);
+
+    tbt_case = "recompute-mlp out of range";
+    c.recompute = 0;
+    c.recompute_mlp = 4;
+    tb_vit *bad = NULL;
+    CHECK(tb_vit_open(&bad, &c) < 0);
+    CHECK_STR_HAS(tb_errmsg(), "fewer than the depth (4)");
+    c.recompute = 1;
+    c.recompute_mlp = 1;
+    CHECK(tb_vit_open(&bad, &c) < 0);
+    CHECK(bad == NULL);
 }
 
 int main(void)
@@ -215,10 +231,16 @@ int main(void)
         CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
         free(out);
         compare(o, r, what);
-        if (i < 2) { /* per-block recomputation: the same numbers */
+        if (i < 2) { /* per-block recomputation, whole or the MLP's: the same numbers */
             snprintf(what, sizeof(what), "%s pool, %s positions, recomputed", v->pool, v->pos);
             rc = tbt_run(&out, 120, "%s step %s --recompute --out %s", tbt_tubelet(), flags, o);
             CHECK_MSG(rc == 0, "tubelet step --recompute: %s", out);
+            free(out);
+            compare(o, r, what);
+            snprintf(what, sizeof(what), "%s pool, %s positions, MLP recomputed", v->pool, v->pos);
+            rc = tbt_run(&out, 120, "%s step %s --recompute-mlp 1 --out %s", tbt_tubelet(), flags,
+                         o);
+            CHECK_MSG(rc == 0, "tubelet step --recompute-mlp 1: %s", out);
             free(out);
             compare(o, r, what);
         }

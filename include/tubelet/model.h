@@ -30,7 +30,11 @@ struct tb_vit_config {
     enum tb_pool pool;
     enum tb_pos pos;
     int recompute;             /* 1: keep only each block's input; the backward runs the block's
-                                * forward again (activation memory of one block, ~1.3x compute) */
+                                * forward again (activation memory of one block, ~1.2x compute) */
+    int recompute_mlp;         /* K < depth: blocks 0..K-1 keep no MLP hidden layer (fc1's
+                                * output, 4 of a block's 10 rows per token); the backward
+                                * recomputes it, one product (~0.5% of a step per block). Not
+                                * with recompute. The same numbers either way. */
 };
 
 typedef struct tb_vit tb_vit;

@@ -17,7 +17,7 @@ struct step_config {
     int classes;
     char *pool, *pos;
     char *weights, *batch, *out;
-    int steps, recompute;
+    int steps, recompute, recompute_mlp;
     double lr, wd, smoothing, beta1, beta2, eps;
 };
 
@@ -44,6 +44,8 @@ static const struct cli_flag step_flags[] = {
     F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
     F("recompute", CLI_BOOL, recompute, "false", "",
       "keep only block inputs; the backward reruns each block's forward", CLI_NO_RANGE),
+    F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K",
+      "the first K blocks keep no MLP hidden layer; the backward recomputes it", 0, 1000000),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "learning rate", 0, 10),
     F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, embeddings)", 0,
       10),
@@ -75,7 +77,7 @@ static int run_step(void *config, int n_args, char **args)
         .classes = c->classes,
         .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
-        .recompute = c->recompute,
+        .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
     };
     if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean")) ||
         (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos"))) {

@@ -18,7 +18,7 @@ struct train_config {
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
-    int log_every, flip, recompute;
+    int log_every, flip, recompute, recompute_mlp;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min;
 };
 
@@ -53,7 +53,9 @@ static const struct cli_flag train_flags[] = {
     F("flip", CLI_BOOL, flip, "true", "", "random horizontal flips (off when left/right "
       "matters)", CLI_NO_RANGE),
     F("recompute", CLI_BOOL, recompute, "false", "", "keep only block inputs; the backward "
-      "reruns each block's forward (less memory, ~1.3x compute)", CLI_NO_RANGE),
+      "reruns each block's forward (less memory, ~1.2x compute)", CLI_NO_RANGE),
+    F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K", "the first K blocks keep no MLP hidden "
+      "layer (40% of their activations); the backward recomputes it", 0, 1000000),
     F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
     F("batch", CLI_INT, batch, "8", "B", "clips per step", 1, 65536),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),
@@ -194,7 +196,7 @@ static int run_train(void *config, int n_args, char **args)
                   .width = c->input_size, .classes = classes,
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
-                  .recompute = c->recompute},
+                  .recompute = c->recompute, .recompute_mlp = c->recompute_mlp},
         .train_ann = train, .val_ann = val, .label = label,
         .data = {.root = c->data, .ext = c->ext,
                  .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,

@@ -33,7 +33,9 @@ struct block_acts {
     float *res1;                      /* (B*Nt, D) x + proj(att) */
     float *ln2_mean, *ln2_rstd;
     float *fc1;                       /* (B*Nt, F) before GELU; the backward turns it into
-                                       * GELU(fc1) in place once it has GELU's derivative */
+                                       * GELU(fc1) in place once it has GELU's derivative.
+                                       * m->fc1x for blocks that recompute it */
+    size_t floats;                    /* the set's space, from ln1_mean on */
 };
 
 struct tb_vit {
@@ -68,6 +70,9 @@ struct tb_vit {
     struct block_acts *ba;            /* L of them, or 1 shared when recomputing */
     float *gelu;                      /* (B*Nt, F) forward scratch: GELU(fc1) of the current
                                        * block, in dF's space (backward only) */
+    float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp: in
+                                       * the top block's space, after the gradients it hosts
+                                       * (free in their forward and backward), or its own */
     float *ln;                        /* (B*Nt, D) scratch: a LayerNorm output of that block */
     float *pooled, *pooled_n, *pool_mean, *pool_rstd; /* (B, D), (B, D), (B), (B) */
     float *logits, *probs, *dlogits;  /* (B, K) */
@@ -133,6 +138,10 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
                        "tubelet, height and width by the patch, width by the heads)", c->dim,
                        c->depth, c->heads, c->patch, c->tubelet, c->frames, c->height, c->width,
                        c->classes);
+    if (c->recompute_mlp < 0 || c->recompute_mlp >= c->depth || (c->recompute && c->recompute_mlp))
+        return tbi_err(TB_EINVAL, "recomputing the MLP of %d blocks: it must be fewer than the "
+                       "depth (%d), and not with whole blocks recomputed", c->recompute_mlp,
+                       c->depth);
     tb_vit *m = calloc(1, sizeof(*m));
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
@@ -382,7 +391,7 @@ static float *grad_of(const tb_vit *m, const float *ptr)
  * the token embedding's in block 0's, when they fit and are block l's own (not one set shared
  * by recomputed blocks); the rest in one allocation of their own. Then every parameter's
  * grad pointer. */
-static int place_grads(tb_vit *m, size_t per_block)
+static int place_grads(tb_vit *m)
 {
     int L = m->c.depth, n_span = L + 2;
     int64_t own = 0;
@@ -391,7 +400,7 @@ static int place_grads(tb_vit *m, size_t per_block)
         for (int i = 0; i < n_span; i++) {
             int64_t len = m->span_off[i + 1] - m->span_off[i];
             int host = i == 0 ? 0 : i < L ? i : -1; /* the block whose space is free by then */
-            if (host >= 0 && !m->c.recompute && (size_t)len <= per_block)
+            if (host >= 0 && !m->c.recompute && (size_t)len <= m->ba[host].floats)
                 m->span[i] = m->ba[host].ln1_mean;
             else {
                 m->span[i] = pass ? m->grad_own + own : NULL;
@@ -414,9 +423,15 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     int D = m->D, F = m->F, L = m->c.depth, K = m->K;
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Np, n = 0;
     /* Count, then carve one allocation. */
-    size_t per_block = T * D * 2 + T * 3 * D + T * F + T * 4 + (size_t)B * m->NH * m->Nt;
-    int n_acts = m->c.recompute ? 1 : L;
-    n += P * m->patch_len + (L + 1) * T * D + n_acts * per_block + T * D;
+    size_t per_block = T * D * 2 + T * 3 * D + T * 4 + (size_t)B * m->NH * m->Nt; /* + fc1 */
+    int n_acts = m->c.recompute ? 1 : L, K_mlp = m->c.recompute_mlp;
+    n += P * m->patch_len + (L + 1) * T * D + n_acts * per_block + (n_acts - K_mlp) * T * F;
+    n += T * D;
+    /* fc1x: after block L - 2's gradients in block L - 1's space when it fits there. */
+    int64_t g_top = m->span_off[L] - m->span_off[L - 1];
+    size_t top = per_block + T * F, g_off = (size_t)g_top <= top ? (size_t)g_top : 0;
+    int fc1x_own = K_mlp > 0 && top - g_off < T * F;
+    n += fc1x_own ? T * F : 0;
     n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3;
     n += T * D * 2 + T * F + (size_t)B * D * 2;                                  /* backward */
     free(m->acts);
@@ -437,8 +452,11 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->cols, P * m->patch_len);
     TAKE(m->x, (L + 1) * T * D);
     TAKE(m->ln, T * D);
+    if (fc1x_own)
+        TAKE(m->fc1x, T * F);
     for (int l = 0; l < n_acts; l++) {
         struct block_acts *a = &m->ba[l];
+        a->floats = per_block + (l < K_mlp ? 0 : T * F);
         TAKE(a->ln1_mean, T);
         TAKE(a->ln1_rstd, T);
         TAKE(a->qkv, T * 3 * D);
@@ -447,8 +465,15 @@ int64_t tb_vit_plan(tb_vit *m, int B)
         TAKE(a->res1, T * D);
         TAKE(a->ln2_mean, T);
         TAKE(a->ln2_rstd, T);
-        TAKE(a->fc1, T * F);
+        if (l < K_mlp)
+            a->fc1 = NULL; /* set below */
+        else
+            TAKE(a->fc1, T * F);
     }
+    if (K_mlp > 0 && !fc1x_own)
+        m->fc1x = m->ba[L - 1].ln1_mean + g_off;
+    for (int l = 0; l < K_mlp; l++)
+        m->ba[l].fc1 = m->fc1x;
     TAKE(m->pooled, (size_t)B * D);
     TAKE(m->pooled_n, (size_t)B * D);
     TAKE(m->pool_mean, B);
@@ -466,7 +491,7 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->dpool_n, (size_t)B * D);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
-    if (place_grads(m, per_block) < 0) {
+    if (place_grads(m) < 0) {
         m->B_plan = 0;
         return tbi_err(TB_ENOMEM, "out of memory for the gradients");
     }
@@ -627,19 +652,21 @@ int tb_vit_backward(tb_vit *m)
         const struct block_params *w = &m->bp[l];
         const struct block_acts *a = acts_of(m, l);
         const float *x = m->x + (size_t)l * R * D;
-        /* The block's activations again when recomputing. */
+        /* The block's activations again when recomputing (all of them, or fc1's output). The
+         * LayerNorm outputs are not kept (two rows of D per token and block): recomputed from
+         * the block's input and its saved statistics, to the bit. */
         if (c->recompute)
             block_forward(m, l, 1);
+        o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D,
+                         LN_EPS);
+        if (l < c->recompute_mlp)
+            o->matmul_fwd(a->fc1, m->ln, w->fc1_w, w->fc1_b, R, D, F);
         /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))). fc2's input gradient first: the GELU
          * backward then also gives GELU(fc1) again, in place of fc1 (not needed after it),
          * for fc2's weight gradient: one pass instead of two, and no buffer of its own. */
         o->matmul_bwd(m->dF, NULL, NULL, m->dres, a->fc1, w->fc2_w, R, F, D);
         o->gelu_bwd(m->dF, a->fc1, a->fc1, m->dF, (size_t)R * F);
         o->matmul_bwd(NULL, G(w->fc2_w), G(w->fc2_b), m->dres, a->fc1, w->fc2_w, R, F, D);
-        /* LayerNorm outputs are not kept (two rows of D per token and block): recomputed
-         * from the block's input and its saved statistics, to the bit. */
-        o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D,
-                         LN_EPS);
         o->matmul_bwd(m->dD, G(w->fc1_w), G(w->fc1_b), m->dF, m->ln, w->fc1_w, R, D, F);
         o->layernorm_bwd(m->dres, G(w->ln2_w), G(w->ln2_b), m->dD, a->res1, w->ln2_w,
                          a->ln2_mean, a->ln2_rstd, R, D);
