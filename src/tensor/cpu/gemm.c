@@ -78,28 +78,33 @@ AVX512 static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0
     }
 }
 
-/* One sliver of B: dst[k][c] = op(B)(p0 + k, j0 + c), kc x NR, zero-padded past nr columns. */
-static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j0, int nr,
-                   int kc)
+/* One sliver of B: dst[k][c] = op(B)(p0 + k, j0 + c), kc x NR, zero-padded past nr columns;
+ * by vector moves (rows of B), or 16 x 16 register transposes (B^T, whose rows are op(B)'s
+ * columns). */
+AVX512 static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0, int j0, int nr,
+                          int kc)
 {
     if (!tb) {
+        __mmask16 k0 = lanes(nr), k1 = lanes(nr - 16);
         for (int k = 0; k < kc; k++) {
             const float *src = B + (size_t)(p0 + k) * ldb + j0;
             float *dk = dst + (size_t)k * NR;
-            memcpy(dk, src, sizeof(float) * (size_t)nr);
-            for (int c = nr; c < NR; c++)
-                dk[c] = 0;
+            _mm512_store_ps(dk, _mm512_maskz_loadu_ps(k0, src));
+            _mm512_store_ps(dk + 16, _mm512_maskz_loadu_ps(k1, src + 16));
         }
-    } else {
-        const float *cols[NR];
-        for (int c = 0; c < NR; c++)
-            cols[c] = B + (size_t)(j0 + (c < nr ? c : 0)) * ldb + p0;
-        for (int k = 0; k < kc; k++) {
-            float *dk = dst + (size_t)k * NR;
-            for (int c = 0; c < NR; c++)
-                dk[c] = c < nr ? cols[c][k] : 0;
-        }
+        return;
     }
+    for (int c0 = 0; c0 < NR; c0 += 16)
+        for (int q0 = 0; q0 < kc; q0 += 16) {
+            __mmask16 kk = lanes(kc - q0);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = c0 + i < nr ? _mm512_maskz_loadu_ps(kk, B + (size_t)(j0 + c0 + i) * ldb + p0 + q0)
+                                   : _mm512_setzero_ps();
+            tbi_transpose16(r);
+            for (int k = 0; k < 16 && q0 + k < kc; k++)
+                _mm512_store_ps(dst + (size_t)(q0 + k) * NR + c0, r[k]);
+        }
 }
 
 /* C (m x n of an MR x NR tile) = alpha * A @ b-sliver + beta * C, plus bias (n, added to
