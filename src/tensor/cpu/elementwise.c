@@ -9,8 +9,6 @@
 #include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 
-/* Column block of the row-summing reductions (bias and LayerNorm parameter gradients). */
-#define COLS 64
 
 /* The per-element loops are compiled twice, for AVX-512 (x86-64-v4) and for the build's
  * baseline, and the first call picks what the CPU runs (GCC's target_clones): GELU's erfc is
@@ -97,6 +95,24 @@ CLONES static void layernorm_bwd_rows(float *dinp, const float *dout, const floa
     }
 }
 
+/* dw, db (n columns of rows of stride ld) = the sums over R rows of dout * xhat and dout. */
+CLONES static void layernorm_param_grads(float *dw, float *db, const float *dout,
+                                         const float *inp, const float *mean, const float *rstd,
+                                         int R, size_t ld, size_t n)
+{
+    for (size_t c = 0; c < n; c++)
+        dw[c] = db[c] = 0;
+    for (int r = 0; r < R; r++) {
+        const float *x = inp + (size_t)r * ld, *dy = dout + (size_t)r * ld;
+        float m = mean[r], s = rstd[r];
+#pragma omp simd
+        for (size_t c = 0; c < n; c++) {
+            dw[c] += dy[c] * (x[c] - m) * s;
+            db[c] += dy[c];
+        }
+    }
+}
+
 void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, const float *mean, const float *rstd, int R, int C)
 {
@@ -106,41 +122,37 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
         share((size_t)R, &lo, &hi);
         layernorm_bwd_rows(dinp, dout, inp, w, mean, rstd, (int)lo, (int)hi, C);
     }
-    /* The parameter gradients sum over rows: threads take column ranges, rows stream. */
-#pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += COLS) {
-        int nc = C - c0 < COLS ? C - c0 : COLS;
-        float gw[COLS] = {0}, gb[COLS] = {0};
-        for (int r = 0; r < R; r++) {
-            const float *x = inp + (size_t)r * C + c0, *dy = dout + (size_t)r * C + c0;
-            float m = mean[r], s = rstd[r];
+    /* The parameter gradients sum over rows: each thread one range of columns, rows in
+     * order (the same sums for any number of threads). */
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share((size_t)C, &lo, &hi);
+        layernorm_param_grads(dw + lo, db + lo, dout + lo, inp + lo, mean, rstd, R, (size_t)C,
+                              hi - lo);
+    }
+}
+
+/* sum (n) = the sums over M rows (stride ld) of x, in row order. */
+CLONES static void colsum_span(float *sum, const float *x, int M, size_t ld, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        sum[j] = 0;
+    for (int i = 0; i < M; i++) {
+        const float *row = x + (size_t)i * ld;
 #pragma omp simd
-            for (int c = 0; c < nc; c++) {
-                gw[c] += dy[c] * (x[c] - m) * s;
-                gb[c] += dy[c];
-            }
-        }
-        for (int c = 0; c < nc; c++) {
-            dw[c0 + c] = gw[c];
-            db[c0 + c] = gb[c];
-        }
+        for (size_t j = 0; j < n; j++)
+            sum[j] += row[j];
     }
 }
 
 void tbi_colsum(float *sum, const float *x, int M, int N)
 {
-#pragma omp parallel for schedule(static)
-    for (int j0 = 0; j0 < N; j0 += COLS) {
-        int nj = N - j0 < COLS ? N - j0 : COLS;
-        float s[COLS] = {0};
-        for (int i = 0; i < M; i++) {
-            const float *row = x + (size_t)i * N + j0;
-#pragma omp simd
-            for (int j = 0; j < nj; j++)
-                s[j] += row[j];
-        }
-        for (int j = 0; j < nj; j++)
-            sum[j0 + j] = s[j];
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share((size_t)N, &lo, &hi);
+        colsum_span(sum + lo, x + lo, M, (size_t)N, hi - lo);
     }
 }
 
@@ -241,11 +253,32 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
     }
 }
 
+/* Sixteen running sums side by side (one add chain would wait on its latency each element),
+ * added together at the end. */
+CLONES static double sum_squares_span(const float *x, size_t n)
+{
+    double acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+#pragma omp simd
+        for (int j = 0; j < 16; j++)
+            acc[j] += (double)x[i + j] * x[i + j];
+    for (; i < n; i++)
+        acc[0] += (double)x[i] * x[i];
+    double s = 0;
+    for (int j = 0; j < 16; j++)
+        s += acc[j];
+    return s;
+}
+
 double tbi_sum_squares(const float *x, size_t n)
 {
     double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static)
-    for (size_t i = 0; i < n; i++)
-        s += (double)x[i] * x[i];
+#pragma omp parallel reduction(+ : s)
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        s += sum_squares_span(x + lo, hi - lo);
+    }
     return s;
 }
