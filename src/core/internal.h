@@ -46,6 +46,12 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len);
  * a larger file is TB_EFORMAT. */
 int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes);
 
+/* Big buffers (training state, activations, kernel scratch): from 2 MB on, 2 MB aligned with
+ * huge pages requested; smaller, 64-byte aligned. free() them. tbi_calloc_big zeroes. NULL
+ * when out of memory. */
+void *tbi_alloc_big(size_t bytes);
+void *tbi_calloc_big(size_t n, size_t size);
+
 /* Parse all of s as a decimal integer in [lo, hi]: 0, or -1 (junk, overflow, out of range). */
 int tbi_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 

@@ -195,7 +195,7 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     ADD("head.weight", 1, 2, m->K, D, 0, 0, 0);
     ADD("head.bias", 0, 1, m->K, 0, 0, 0, 0);
 
-    m->block = calloc((size_t)m->n_floats, sizeof(float));
+    m->block = tbi_calloc_big((size_t)m->n_floats, sizeof(float));
     m->bp = calloc((size_t)c->depth, sizeof(*m->bp));
     m->ba = calloc((size_t)c->depth, sizeof(*m->ba));
     m->span_off = calloc((size_t)c->depth + 3, sizeof(*m->span_off));
@@ -409,7 +409,7 @@ static int place_grads(tb_vit *m)
         }
         if (pass == 0) {
             free(m->grad_own);
-            if (!(m->grad_own = malloc(sizeof(float) * (size_t)(own ? own : 1))))
+            if (!(m->grad_own = tbi_alloc_big(sizeof(float) * (size_t)own)))
                 return TB_ENOMEM;
         }
     }
@@ -436,7 +436,7 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     n += T * D * 2 + T * F + (size_t)B * D * 2;                                  /* backward */
     free(m->acts);
     free(m->labels);
-    m->acts = malloc(sizeof(float) * n);
+    m->acts = tbi_alloc_big(sizeof(float) * n);
     m->labels = malloc(sizeof(*m->labels) * (size_t)B);
     if (!m->acts || !m->labels) {
         m->B_plan = 0;

@@ -10,8 +10,8 @@
 int tb_adamw_init(struct tb_adamw *opt, tb_vit *m)
 {
     opt->n = tb_vit_n_floats(m);
-    opt->m = calloc((size_t)opt->n, sizeof(float));
-    opt->v = calloc((size_t)opt->n, sizeof(float));
+    opt->m = tbi_calloc_big((size_t)opt->n, sizeof(float));
+    opt->v = tbi_calloc_big((size_t)opt->n, sizeof(float));
     opt->step = 0;
     if (!opt->m || !opt->v) {
         tb_adamw_free(opt);

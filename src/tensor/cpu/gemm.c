@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "tensor/cpu/avx512.h"
 #include "tensor/ops.h"
 
@@ -252,7 +253,7 @@ float *tbi_scratch(int use, size_t bytes)
 {
     if (bytes > scratch_cap[use]) {
         free(scratch_buf[use]);
-        scratch_buf[use] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        scratch_buf[use] = tbi_alloc_big(bytes);
         scratch_cap[use] = scratch_buf[use] ? bytes : 0;
     }
     return scratch_buf[use];

@@ -1,0 +1,38 @@
+/* src/core/mem.c - allocations of the big training buffers (parameters, gradients, optimizer
+ * moments, activations) on 2 MB boundaries, with transparent huge pages asked for where the
+ * kernel gives them only on request (Linux, THP "madvise"): the products and the attention
+ * walk rows kilobytes apart, a 4 KB page each, and miss the TLB for it. Smaller ones are
+ * 64-byte aligned (a cache line; the AVX-512 kernels' aligned loads). Freed with free().
+ * Tests: every test that trains (tests/test_vit.c, tests/test_train.c). */
+#define _DEFAULT_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/internal.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *tbi_alloc_big(size_t bytes)
+{
+    if (bytes < HUGE_PAGE)
+        return aligned_alloc(64, (bytes + 64) / 64 * 64);
+    void *p = NULL;
+    size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (posix_memalign(&p, HUGE_PAGE, len) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, len, MADV_HUGEPAGE); /* a hint: without it, small pages */
+#endif
+    return p;
+}
+
+void *tbi_calloc_big(size_t n, size_t size)
+{
+    if (size && n > (size_t)-1 / size)
+        return NULL;
+    void *p = tbi_alloc_big(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
