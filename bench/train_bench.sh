@@ -6,7 +6,12 @@
 # softmax attention, as AVION used); PyTorch 2.x is bench/venv's (MKL, SDPA).
 # OPENBLAS_CORETYPE is set to Haswell for every command, as this environment sets it (OpenBLAS
 # 0.3.21 does not recognise this processor and would otherwise fall back to its SSE3 kernels).
-# tubelet runs twice: keeping every block's activations, and with --recompute (block inputs only).
+# PyTorch 2.x runs twice: as installed, and with THP_MEM_ALLOC_ENABLE=1, its opt-in to
+# transparent huge pages (given only on request on this machine), which tubelet asks for
+# itself for its big buffers; the comparison is against the faster of the two.
+# tubelet runs twice: keeping every block's activations, and with --recompute (block inputs
+# only); ViT-B a third time with --recompute-mlp 8 (8 of its 12 blocks recompute their MLP
+# hidden layer: its peak under half of PyTorch's).
 # First, bench_gemm: tubelet's sgemm against OpenBLAS's on the same shapes (bench/out/train/gemm.md),
 # and bench_attention: the attention op's two CPU paths on the ViTs' shapes (attention.md).
 # Usage: bench/train_bench.sh [BUILD_DIR=build] [REPEATS=3] [THREADS=2]
@@ -21,19 +26,24 @@ results=$out/results.jsonl
 : > "$results"
 "$build/bench/bench_gemm" 1 | tee "$out/gemm.md"
 "$build/bench/bench_attention" 1 | tee "$out/attention.md"
-for cfg in "tiny 192 12 3 8 112 8" "small 384 12 6 16 112 4" "base 768 12 12 16 224 2"; do
+for cfg in "tiny 192 12 3 8 112 8 0" "small 384 12 6 16 112 4 0" "base 768 12 12 16 224 2 8"; do
     set -- $cfg
-    name=$1
+    name=$1 mlp=$8
     shift
+    set -- $1 $2 $3 $4 $5 $6
     n=$reps steps=3
     if [ "$name" = tiny ]; then steps=5; fi
     if [ "$name" = base ]; then n=1 steps=2; fi
     for r in $(seq "$n"); do
         echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps)}" >> "$results"
         echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 1)}" >> "$results"
+        if [ "$mlp" -gt 0 ]; then
+            echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 0 "$mlp")}" >> "$results"
+        fi
         echo "{\"model\": \"$name\", \"result\": $(/usr/bin/python3 bench/train_peer.py "$@" --steps $steps --threads "$threads")}" >> "$results"
         if [ -x bench/venv/bin/python ]; then
             echo "{\"model\": \"$name\", \"result\": $(bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
+            echo "{\"model\": \"$name\", \"result\": $(THP_MEM_ALLOC_ENABLE=1 bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
         fi
     done
     echo "train_bench: $name done" >&2

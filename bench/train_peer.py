@@ -2,7 +2,8 @@
 """bench/train_peer.py - the PyTorch side of the training-step benchmark: the same video ViT
 (tests/ref/vit_ref.py's model, timm/VideoMAE layout), random weights and batch, forward +
 backward + gradient clipping + AdamW, timed over STEPS steps after one warm-up step. With
---sdpa (PyTorch 2.x) attention uses F.scaled_dot_product_attention. Prints one JSON line.
+--sdpa (PyTorch 2.x) attention uses F.scaled_dot_product_attention. Prints one JSON line
+(impl ends in -thp when THP_MEM_ALLOC_ENABLE=1 has PyTorch ask for transparent huge pages).
 Usage: train_peer.py DIM DEPTH HEADS FRAMES SIZE BATCH [--steps 3] [--threads 2] [--sdpa]"""
 import argparse
 import importlib.util
@@ -55,7 +56,9 @@ for s in range(a.steps + 1):
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
 secs = time.time() - t0
-print(json.dumps({"impl": f"pytorch-{torch.__version__}" + ("-sdpa" if a.sdpa else ""),
+thp = os.environ.get("THP_MEM_ALLOC_ENABLE") == "1"  # PyTorch's opt-in to huge pages
+print(json.dumps({"impl": f"pytorch-{torch.__version__}" + ("-sdpa" if a.sdpa else "") +
+                  ("-thp" if thp else ""),
                   "dim": a.dim, "depth": a.depth, "frames": a.frames, "size": a.size,
                   "batch": a.batch, "steps": a.steps, "seconds": round(secs, 3),
                   "clips_per_s": round(a.batch * a.steps / secs, 3),
