@@ -57,6 +57,6 @@ for m in ("tiny", "small", "base"):
     impls = sorted({r["result"]["impl"] for r in rows if r["model"] == m})
     for i in impls:
         rs = [r["result"] for r in rows if r["model"] == m and r["result"]["impl"] == i]
-        print(f"| {m} | {i} | {statistics.median(x['clips_per_s'] for x in rs):.2f} | "
+        print(f"| {m} | {i} | {statistics.median(x['clips_per_s'] for x in rs):.4g} | "
               f"{max(x['peak_rss_mb'] for x in rs):.0f} |")
 PY
