@@ -100,8 +100,9 @@ AVX512 static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0
             __mmask16 kk = lanes(kc - q0);
             __m512 r[16];
             for (int i = 0; i < 16; i++)
-                r[i] = c0 + i < nr ? _mm512_maskz_loadu_ps(kk, B + (size_t)(j0 + c0 + i) * ldb + p0 + q0)
-                                   : _mm512_setzero_ps();
+                r[i] = _mm512_setzero_ps();
+            for (int i = 0; i < 16 && c0 + i < nr; i++)
+                r[i] = _mm512_maskz_loadu_ps(kk, B + (size_t)(j0 + c0 + i) * ldb + p0 + q0);
             tbi_transpose16(r);
             for (int k = 0; k < 16 && q0 + k < kc; k++)
                 _mm512_store_ps(dst + (size_t)(q0 + k) * NR + c0, r[k]);
