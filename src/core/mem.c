@@ -16,7 +16,7 @@
 void *tbi_alloc_big(size_t bytes)
 {
     if (bytes < HUGE_PAGE)
-        return aligned_alloc(64, (bytes + 64) / 64 * 64);
+        return aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
     void *p = NULL;
     size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     if (posix_memalign(&p, HUGE_PAGE, len) != 0)

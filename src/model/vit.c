@@ -387,10 +387,16 @@ static float *grad_of(const tb_vit *m, const float *ptr)
     return m->span[s] + (off - m->span_off[s]);
 }
 
+/* Whether a gradient span of len floats goes into a block's saved activations of `floats`:
+ * when they are that block's own (not one set shared by recomputed blocks) and large enough. */
+static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
+{
+    return !m->c.recompute && (size_t)len <= floats;
+}
+
 /* Give each gradient span a home (see span_off): block l's in the activations of block l + 1,
- * the token embedding's in block 0's, when they fit and are block l's own (not one set shared
- * by recomputed blocks); the rest in one allocation of their own. Then every parameter's
- * grad pointer. */
+ * the token embedding's in block 0's, where span_hosted; the rest in one allocation of their
+ * own. Then every parameter's grad pointer. */
 static int place_grads(tb_vit *m)
 {
     int L = m->c.depth, n_span = L + 2;
@@ -400,7 +406,7 @@ static int place_grads(tb_vit *m)
         for (int i = 0; i < n_span; i++) {
             int64_t len = m->span_off[i + 1] - m->span_off[i];
             int host = i == 0 ? 0 : i < L ? i : -1; /* the block whose space is free by then */
-            if (host >= 0 && !m->c.recompute && (size_t)len <= m->ba[host].floats)
+            if (host >= 0 && span_hosted(m, len, m->ba[host].floats))
                 m->span[i] = m->ba[host].ln1_mean;
             else {
                 m->span[i] = pass ? m->grad_own + own : NULL;
@@ -429,7 +435,7 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     n += T * D;
     /* fc1x: after block L - 2's gradients in block L - 1's space when it fits there. */
     int64_t g_top = m->span_off[L] - m->span_off[L - 1];
-    size_t top = per_block + T * F, g_off = (size_t)g_top <= top ? (size_t)g_top : 0;
+    size_t top = per_block + T * F, g_off = span_hosted(m, g_top, top) ? (size_t)g_top : 0;
     int fc1x_own = K_mlp > 0 && top - g_off < T * F;
     n += fc1x_own ? T * F : 0;
     n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3;

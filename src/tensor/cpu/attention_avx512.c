@@ -191,12 +191,8 @@ AVX512 static void pack_t(float *dst, const float *y, size_t ld, int N, int HS)
     for (int c0 = 0; c0 < (int)padded(N); c0 += 16) {
         float *sl = dst + (size_t)(c0 / TN) * TN * HS + c0 % TN;
         for (int d0 = 0; d0 < HS; d0 += 16) {
-            __mmask16 kd = lanes(HS - d0);
             __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = c0 + i < N ? _mm512_maskz_loadu_ps(kd, y + (size_t)(c0 + i) * ld + d0)
-                                  : _mm512_setzero_ps();
-            tbi_transpose16(r);
+            tbi_load_transposed16(r, y + d0, ld, (size_t)c0, N - c0, lanes(HS - d0));
             for (int i = 0; i < 16 && d0 + i < HS; i++)
                 _mm512_storeu_ps(sl + (size_t)(d0 + i) * TN, r[i]);
         }

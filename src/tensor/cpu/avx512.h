@@ -47,4 +47,17 @@ AVX512 static ALWAYS_INLINE void tbi_transpose16(__m512 r[16])
         r[i] = t[i];
 }
 
+/* r[k] = column k of rows first .. first + 15 of a (ld apart), each read in the lanes `cols`
+ * allows; rows from first + rows on, and the other lanes, read as 0 (no address past them is
+ * formed). The packing kernels' step. */
+AVX512 static ALWAYS_INLINE void tbi_load_transposed16(__m512 r[16], const float *a, size_t ld,
+                                                       size_t first, int rows, __mmask16 cols)
+{
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_setzero_ps();
+    for (int i = 0; i < rows && i < 16; i++)
+        r[i] = _mm512_maskz_loadu_ps(cols, a + (first + (size_t)i) * ld);
+    tbi_transpose16(r);
+}
+
 #endif /* TUBELET_TENSOR_CPU_AVX512_H */

@@ -9,7 +9,6 @@
 #include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 
-
 /* The per-element loops are compiled twice, for AVX-512 (x86-64-v4) and for the build's
  * baseline, and the first call picks what the CPU runs (GCC's target_clones): GELU's erfc is
  * compute-bound, twice the lanes is nearly twice the speed. */

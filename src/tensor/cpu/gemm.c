@@ -31,7 +31,6 @@
 #define NC 2048
 #define IN_PLACE_MAX_N 512 /* products narrower than this read a row-major A unpacked */
 
-
 static int min_i(int a, int b)
 {
     return a < b ? a : b;
@@ -67,12 +66,8 @@ AVX512 static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0
         int mr = min_i(MR, mc - ir);
         float *d = dst + (size_t)ir * kc;
         for (int k0 = 0; k0 < kc; k0 += 16) {
-            __mmask16 kk = lanes(kc - k0);
             __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < mr ? _mm512_maskz_loadu_ps(kk, A + (size_t)(i0 + ir + i) * lda + p0 + k0)
-                              : _mm512_setzero_ps();
-            tbi_transpose16(r);
+            tbi_load_transposed16(r, A + p0 + k0, lda, (size_t)(i0 + ir), mr, lanes(kc - k0));
             for (int k = 0; k < 16 && k0 + k < kc; k++)
                 _mm512_mask_storeu_ps(d + (size_t)(k0 + k) * MR, 0x0fff, r[k]);
         }
@@ -97,13 +92,9 @@ AVX512 static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0
     }
     for (int c0 = 0; c0 < NR; c0 += 16)
         for (int q0 = 0; q0 < kc; q0 += 16) {
-            __mmask16 kk = lanes(kc - q0);
             __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = _mm512_setzero_ps();
-            for (int i = 0; i < 16 && c0 + i < nr; i++)
-                r[i] = _mm512_maskz_loadu_ps(kk, B + (size_t)(j0 + c0 + i) * ldb + p0 + q0);
-            tbi_transpose16(r);
+            tbi_load_transposed16(r, B + p0 + q0, ldb, (size_t)(j0 + c0), nr - c0,
+                                  lanes(kc - q0));
             for (int k = 0; k < 16 && q0 + k < kc; k++)
                 _mm512_store_ps(dst + (size_t)(q0 + k) * NR + c0, r[k]);
         }
