@@ -19,9 +19,9 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensor/cpu/avx512.h"
-#include "tensor/cpu/vmath.h"
 #include "tensor/ops.h"
 
 #define TM 6         /* rows of the register tile */
@@ -41,25 +41,7 @@ static size_t padded(int N)
     return (size_t)(N + TN - 1) / TN * TN;
 }
 
-/* e^x on 16 lanes, for x <= 88: tbi_expf's reduction x = n ln2 + r and polynomial, the
- * scaling by 2^n through vscalefps (no integer detour, no clamping: lanes below -87 are
- * zeroed as in tbi_expf; NaN stays NaN). */
-AVX512 static ALWAYS_INLINE __m512 exp16(__m512 x)
-{
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_scalef_ps(keep, p, n);
-}
+#define LN2 0.69314718055994531f
 
 /* t += A (TM x kc) @ B (kc x 16 nv); rows of B masked unless full (a mask register per load
  * costs a port the FMAs need, so full tiles, the usual case, go without). */
@@ -247,8 +229,10 @@ AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, 
         memset(o, 0, sizeof(float) * (size_t)qr * HS);
         for (int j0 = 0; j0 < N; j0 += KB) {
             int nk = min_i(KB, N - j0);
-            scores(s, q + (size_t)i0 * ld, ld, kt + (size_t)j0 * HS, qr, nk, HS, scale);
-            /* Online softmax: rescale what the earlier blocks gave by exp(old max - new). */
+            scores(s, q + (size_t)i0 * ld, ld, kt + (size_t)j0 * HS, qr, nk, HS,
+                   scale * TBI_LOG2E);
+            /* Online softmax, in base 2 (the scores come out times log2 e, so 2^s is e^s
+             * of the real ones): rescale what the earlier blocks gave by 2^(old max - new). */
             for (int r = 0; r < qr; r++) {
                 float *sr = s + (size_t)r * KB;
                 __m512 vm = _mm512_set1_ps(mx[r]), vs = _mm512_setzero_ps();
@@ -259,11 +243,11 @@ AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, 
                 vm = _mm512_set1_ps(m);
                 for (int j = 0; j < nk; j += 16) {
                     __mmask16 kj = lanes(nk - j);
-                    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kj, sr + j), vm));
+                    __m512 e = tbi_exp2_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kj, sr + j), vm));
                     _mm512_mask_storeu_ps(sr + j, kj, e);
                     vs = _mm512_mask_add_ps(vs, kj, vs, e);
                 }
-                float sum = _mm512_reduce_add_ps(vs), corr = tbi_expf(mx[r] - m);
+                float sum = _mm512_reduce_add_ps(vs), corr = exp2f(mx[r] - m);
                 l[r] = l[r] * corr + sum;
                 mx[r] = m;
                 if (corr != 1.0f)
@@ -277,7 +261,7 @@ AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, 
             float *dst = out + (size_t)(i0 + r) * ldo, inv = 1.0f / l[r];
             for (int d = 0; d < HS; d++)
                 dst[d] = o[(size_t)r * HS + d] * inv;
-            lse[i0 + r] = mx[r] + logf(l[r]);
+            lse[i0 + r] = (mx[r] + log2f(l[r])) * LN2;
         }
     }
 }
@@ -314,15 +298,17 @@ AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, con
         memset(dqa, 0, sizeof(float) * (size_t)qr * HS);
         for (int j0 = 0; j0 < N; j0 += KB) {
             int nk = min_i(KB, N - j0);
-            /* P = exp(scale Q K^T - lse), recomputed; dP = dO V^T; dS = P (dP - delta). */
-            scores(p, qs, (size_t)HS, kt + (size_t)j0 * HS, qr, nk, HS, scale);
+            /* P = exp(scale Q K^T - lse) = 2^(log2 e (scale Q K^T - lse)), recomputed;
+             * dP = dO V^T; dS = P (dP - delta). */
+            scores(p, qs, (size_t)HS, kt + (size_t)j0 * HS, qr, nk, HS, scale * TBI_LOG2E);
             scores(ds, dos, (size_t)HS, vt + (size_t)j0 * HS, qr, nk, HS, 1.0f);
             for (int r = 0; r < qr; r++) {
                 float *pr = p + (size_t)r * KB, *dr = ds + (size_t)r * KB;
-                __m512 li = _mm512_set1_ps(lse[i0 + r]), di = _mm512_set1_ps(delta[r]);
+                __m512 li = _mm512_set1_ps(lse[i0 + r] * TBI_LOG2E);
+                __m512 di = _mm512_set1_ps(delta[r]);
                 for (int j = 0; j < nk; j += 16) {
                     __mmask16 kj = lanes(nk - j);
-                    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kj, pr + j), li));
+                    __m512 e = tbi_exp2_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kj, pr + j), li));
                     __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(kj, dr + j), di);
                     _mm512_mask_storeu_ps(pr + j, kj, e);
                     _mm512_mask_storeu_ps(dr + j, kj, _mm512_mul_ps(e, d));

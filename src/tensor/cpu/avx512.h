@@ -1,6 +1,6 @@
 /* src/tensor/cpu/avx512.h - small AVX-512 helpers shared by the CPU kernels (gemm.c,
- * attention_avx512.c); each function carries its own target attribute, so the files build
- * without -mavx512f and run their AVX-512 code only where the processor has it. */
+ * attention_avx512.c, elementwise.c); each function carries its own target attribute, so the
+ * files build without -mavx512f and run their AVX-512 code only where the processor has it. */
 #ifndef TUBELET_TENSOR_CPU_AVX512_H
 #define TUBELET_TENSOR_CPU_AVX512_H
 
@@ -58,6 +58,28 @@ AVX512 static ALWAYS_INLINE void tbi_load_transposed16(__m512 r[16], const float
     for (int i = 0; i < rows && i < 16; i++)
         r[i] = _mm512_maskz_loadu_ps(cols, a + (first + (size_t)i) * ld);
     tbi_transpose16(r);
+}
+
+#define TBI_LOG2E 1.44269504088896341f
+
+/* 2^x on 16 lanes: x = n + r, |r| <= 1/2 (exact), a degree-5 polynomial for 2^r (a
+ * minimax fit for relative error with p(0) = 1: 9e-8 in exact arithmetic, 2e-7 in float
+ * Horner, near expf's 1-2 ulp), scaled by 2^n through vscalefps. Lanes below -127 are
+ * zeroed (so is -inf, which would make r NaN); NaN stays NaN. 9 instructions, where e^x
+ * by a Cody-Waite reduction and Cephes' degree-6 polynomial takes 14: callers fold log2 e
+ * into a product they compute anyway (attention's scale) where they can. */
+AVX512 static ALWAYS_INLINE __m512 tbi_exp2_16(__m512 x)
+{
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-127.0f), _CMP_NLT_UQ);
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.326472708e-3f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(9.671512862e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.550733746e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.402224208e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.931469776e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 #endif /* TUBELET_TENSOR_CPU_AVX512_H */
