@@ -9,7 +9,9 @@
  * the score products, K and V contiguous for the others - and every other operand is read in
  * place: the kernel broadcasts A from either a row-major or a column-major layout, so the
  * score strips serve as A both ways (P V and dS K by rows, P^T dO and dS^T Q by columns).
- * Key and value gradients collect in contiguous per-head buffers and are added to dqkv once.
+ * Query gradients collect in dqkv itself, a strip at a time; key and value gradients, which
+ * every strip adds to, in contiguous per-head buffers (in dqkv's rows, 9 KB apart, ViT-B's
+ * 1568 keys overflow L2 by set conflicts: its backward ~5% slower), copied to dqkv once.
  *
  * Scratch is per thread and kept between calls (an allocation per call would be an mmap and
  * a round of page faults every time). Tests: tests/test_ops.c (against naive attention, and
@@ -129,9 +131,9 @@ AVX512 static void tile_cols(int kc, const float *a, size_t lda, const float *b,
     tile(TV, kc, a, 1, lda, b, ldb, c, ldc, m, n, alpha, acc);
 }
 
-/* C (M x N) += alpha * A (M x K) @ B (K x N), B row-major; A by rows (a_t = 0: A(r, k) =
- * a[r * lda + k]) or by columns (a_t = 1: A(r, k) = a[k * lda + r]). */
-AVX512 static void gemm_acc(int a_t, int M, int N, int K, float alpha, const float *a,
+/* C (M x N) = alpha * A (M x K) @ B (K x N), plus C when acc; B row-major; A by rows (a_t =
+ * 0: A(r, k) = a[r * lda + k]) or by columns (a_t = 1: A(r, k) = a[k * lda + r]). */
+AVX512 static void gemm_acc(int a_t, int acc, int M, int N, int K, float alpha, const float *a,
                             size_t lda, const float *b, size_t ldb, float *c, size_t ldc)
 {
     for (int j = 0; j < N; j += TN)
@@ -139,10 +141,10 @@ AVX512 static void gemm_acc(int a_t, int M, int N, int K, float alpha, const flo
             int m = min_i(TM, M - i), n = min_i(TN, N - j);
             if (a_t)
                 tile_cols(K, a + i, lda, b + j, ldb, c + (size_t)i * ldc + j, ldc, m, n, alpha,
-                          1);
+                          acc);
             else
                 tile_rows(K, a + (size_t)i * lda, lda, b + j, ldb, c + (size_t)i * ldc + j, ldc,
-                          m, n, alpha, 1);
+                          m, n, alpha, acc);
         }
 }
 
@@ -208,8 +210,7 @@ static size_t fwd_floats(int N, int HS)
 
 static size_t bwd_floats(int N, int HS)
 {
-    return 2 * padded(N) * HS + 3 * (size_t)N * HS + 2 * (size_t)QS * KB + 3 * (size_t)QS * HS +
-           QS;
+    return 2 * padded(N) * HS + 3 * (size_t)N * HS + 2 * (size_t)QS * KB + 2 * (size_t)QS * HS + QS;
 }
 
 /* One (batch, head): out rows (stride ldo), lse (N), from q, k, v rows (stride ld). */
@@ -254,7 +255,7 @@ AVX512 static void fwd_head(float *out, size_t ldo, float *lse, const float *q, 
                     for (int d = 0; d < HS; d++)
                         o[(size_t)r * HS + d] *= corr;
             }
-            gemm_acc(0, qr, HS, nk, 1.0f, s, KB, vc + (size_t)j0 * HS, (size_t)HS, o,
+            gemm_acc(0, 1, qr, HS, nk, 1.0f, s, KB, vc + (size_t)j0 * HS, (size_t)HS, o,
                      (size_t)HS);
         }
         for (int r = 0; r < qr; r++) {
@@ -274,12 +275,11 @@ AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, con
 {
     size_t np = padded(N) * HS, nh = (size_t)N * HS;
     float *kt = ws, *vt = kt + np, *kc = vt + np, *dkc = kc + nh, *dvc = dkc + nh;
-    float *p = dvc + nh, *ds = p + QS * KB, *dqa = ds + QS * KB, *qs = dqa + (size_t)QS * HS;
-    float *dos = qs + (size_t)QS * HS, *delta = dos + (size_t)QS * HS;
+    float *p = dvc + nh, *ds = p + QS * KB, *qs = ds + QS * KB, *dos = qs + (size_t)QS * HS;
+    float *delta = dos + (size_t)QS * HS;
     pack_t(kt, k, ld, N, HS);
     pack_t(vt, v, ld, N, HS);
     copy_rows(kc, (size_t)HS, k, ld, N, HS);
-    memset(dkc, 0, sizeof(float) * 2 * nh);
     for (int i0 = 0; i0 < N; i0 += QS) {
         int qr = min_i(QS, N - i0);
         /* The strip's rows of Q and dO, contiguous: the key-side products read them once
@@ -295,7 +295,6 @@ AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, con
                 sum += drow[d] * orow[d];
             delta[r] = sum;
         }
-        memset(dqa, 0, sizeof(float) * (size_t)qr * HS);
         for (int j0 = 0; j0 < N; j0 += KB) {
             int nk = min_i(KB, N - j0);
             /* P = exp(scale Q K^T - lse) = 2^(log2 e (scale Q K^T - lse)), recomputed;
@@ -314,15 +313,15 @@ AVX512 static void bwd_head(float *dq, float *dk, float *dv, const float *q, con
                     _mm512_mask_storeu_ps(dr + j, kj, _mm512_mul_ps(e, d));
                 }
             }
-            /* dV += P^T dO; dK += scale dS^T Q; dQ += scale dS K. */
-            gemm_acc(1, nk, HS, qr, 1.0f, p, KB, dos, (size_t)HS, dvc + (size_t)j0 * HS,
+            /* dV += P^T dO; dK += scale dS^T Q (the first strip writing); dQ += scale dS K,
+             * straight into the output (the first key block writing). */
+            gemm_acc(1, i0 > 0, nk, HS, qr, 1.0f, p, KB, dos, (size_t)HS, dvc + (size_t)j0 * HS,
                      (size_t)HS);
-            gemm_acc(1, nk, HS, qr, scale, ds, KB, qs, (size_t)HS, dkc + (size_t)j0 * HS,
-                     (size_t)HS);
-            gemm_acc(0, qr, HS, nk, scale, ds, KB, kc + (size_t)j0 * HS, (size_t)HS, dqa,
-                     (size_t)HS);
+            gemm_acc(1, i0 > 0, nk, HS, qr, scale, ds, KB, qs, (size_t)HS,
+                     dkc + (size_t)j0 * HS, (size_t)HS);
+            gemm_acc(0, j0 > 0, qr, HS, nk, scale, ds, KB, kc + (size_t)j0 * HS, (size_t)HS,
+                     dq + (size_t)i0 * ld, ld);
         }
-        copy_rows(dq + (size_t)i0 * ld, ld, dqa, (size_t)HS, qr, HS);
     }
     copy_rows(dk, ld, dkc, (size_t)HS, N, HS);
     copy_rows(dv, ld, dvc, (size_t)HS, N, HS);
