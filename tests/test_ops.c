@@ -289,6 +289,23 @@ static void test_gemm(void)
         }
     if (!own)
         CHECK(tbi_sgemm_own(0, 0, 1, 1, 1, 1, NULL, 1, NULL, 1, 0, NULL, 1) == -1);
+    /* The weight gradient with the bias gradient from the same pass: the product as
+     * tbi_sgemm's, the sums tbi_colsum's to the bit, over several K blocks, MC blocks ending
+     * mid-sliver and two N panels (the sums taken once); K = 0: zero sums. */
+    static const int tn[][3] = {{97, 2100, 300}, {1, 5, 7}, {200, 40, 520}, {13, 3, 0}};
+    for (size_t i = 0; i < sizeof(tn) / sizeof(tn[0]); i++) {
+        int M = tn[i][0], N = tn[i][1], K = tn[i][2];
+        float *A = randn((size_t)K * M + 1, 1), *B = randn((size_t)K * N + 1, 1);
+        float *C = randn((size_t)M * N, 1), *C2 = zeros((size_t)M * N);
+        float *s = randn((size_t)M, 1), *s2 = zeros((size_t)M);
+        tbi_sgemm_tn_colsum(M, N, K, A, M, B, N, C, N, s);
+        tbi_sgemm(1, 0, M, N, K, 1.0f, A, M, B, N, 0.0f, C2, N);
+        tbi_colsum(s2, A, K, M);
+        CHECK_MSG(!memcmp(C, C2, sizeof(float) * (size_t)M * N) &&
+                      !memcmp(s, s2, sizeof(float) * (size_t)M),
+                  "sgemm_tn_colsum %dx%dx%d differs from sgemm and colsum", M, N, K);
+        free(A), free(B), free(C), free(C2), free(s), free(s2);
+    }
 }
 
 /* ---- cross-entropy ---- */

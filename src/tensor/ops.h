@@ -20,6 +20,11 @@ void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
  * the product's first pass over C, not as a second one. */
 void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                     int ldb, const float *bias, float *C, int ldc);
+/* C (M, N) = A^T @ B (A is K x M) and colsum (M) = the column sums of A, in row order (the
+ * bits of tbi_colsum): the weight and bias gradients of a Linear layer in one pass over A
+ * where the AVX-512 kernel runs (its packing adds each row as it goes). */
+void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float *C, int ldc, float *colsum);
 /* The AVX-512 kernel itself: -1 where the CPU lacks AVX-512 (or out of memory), else 0. */
 int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);

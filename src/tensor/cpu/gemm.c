@@ -41,23 +41,48 @@ static int round_up(int x, int m)
     return (x + m - 1) / m * m;
 }
 
+/* op(A) = A^T: each row of A (one k) is read once, left to right, and dealt out MR at a time
+ * to the slivers. (Sliver by sliver instead, every k touched a new row and page: a stall per
+ * 12 floats.) With sums: sums[i] (i < mc) += op(A)(i0 + i, p0 + k) for k in order, the
+ * running sums kept in registers (the loop over slivers unrolled). */
+AVX512 static ALWAYS_INLINE void pack_at(float *dst, const float *A, size_t lda, int i0, int p0,
+                                         int mc, int kc, float *sums)
+{
+    __m512 acc[MC / MR];
+#pragma GCC unroll 8
+    for (int s = 0; s < MC / MR; s++)
+        acc[s] = sums && s * MR < mc
+                     ? _mm512_maskz_loadu_ps(lanes(min_i(MR, mc - s * MR)), sums + s * MR)
+                     : _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        const float *src = A + (size_t)(p0 + k) * lda + i0;
+#pragma GCC unroll 8
+        for (int s = 0; s < MC / MR; s++) {
+            int ir = s * MR;
+            if (ir >= mc)
+                break;
+            __m512 v = _mm512_maskz_loadu_ps(lanes(min_i(MR, mc - ir)), src + ir);
+            _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)k * MR, 0x0fff, v);
+            if (sums)
+                acc[s] = _mm512_add_ps(acc[s], v);
+        }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < MC / MR; s++)
+        if (sums && s * MR < mc)
+            _mm512_mask_storeu_ps(sums + s * MR, lanes(min_i(MR, mc - s * MR)), acc[s]);
+}
+
 /* dst holds ceil(mc / MR) slivers, each kc x MR (k-major), zero-padded past mc rows:
- * dst[s][k][r] = op(A)(i0 + s*MR + r, p0 + k). */
+ * dst[s][k][r] = op(A)(i0 + s*MR + r, p0 + k); sums (ta only, or NULL) as pack_at. */
 AVX512 static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0, int p0, int mc,
-                          int kc)
+                          int kc, float *sums)
 {
     if (ta) {
-        /* op(A) rows are A's columns: each row of A (one k) is read once, left to right,
-         * and dealt out MR at a time to the slivers. (Sliver by sliver instead, every
-         * k touched a new row and page: a stall per 12 floats.) */
-        for (int k = 0; k < kc; k++) {
-            const float *src = A + (size_t)(p0 + k) * lda + i0;
-            for (int ir = 0; ir < mc; ir += MR) {
-                __mmask16 keep = lanes(min_i(MR, mc - ir));
-                _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)k * MR, 0x0fff,
-                                      _mm512_maskz_loadu_ps(keep, src + ir));
-            }
-        }
+        if (sums)
+            pack_at(dst, A, lda, i0, p0, mc, kc, sums);
+        else
+            pack_at(dst, A, lda, i0, p0, mc, kc, NULL);
         return;
     }
     /* Rows of A: 16 k of MR rows at a time, transposed in registers (lane r of vector k
@@ -186,10 +211,12 @@ static void add_bias(float *C, size_t ldc, int M, int N, const float *bias)
             C[(size_t)i * ldc + j] += bias[j];
 }
 
-/* The blocked loops; nth threads (1 inside an OpenMP region). */
+/* The blocked loops; nth threads (1 inside an OpenMP region). sums (ta only, or NULL; zeroed
+ * by the caller) collects the sums of op(A)'s rows while the first panel packs A: each MC
+ * block's K blocks come in order, one thread per block at a time, a barrier between. */
 static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
-                     float *buf, int nth, int kcm, int ncm, int mcm)
+                     float *sums, float *buf, int nth, int kcm, int ncm, int mcm)
 {
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
@@ -214,7 +241,8 @@ static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
                 for (int ic = 0; ic < M; ic += MC) {
                     int mc = min_i(MC, M - ic);
                     if (!in_place)
-                        pack_a(abuf, A, (size_t)lda, ta, ic, pc, mc, kc);
+                        pack_a(abuf, A, (size_t)lda, ta, ic, pc, mc, kc,
+                               sums && jc == 0 ? sums + ic : NULL);
                     for (int jr = 0; jr < nc; jr += NR)
                         for (int ir = 0; ir < mc; ir += MR) {
                             float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
@@ -275,14 +303,18 @@ static int use_own(void)
     return u;
 }
 
-/* The AVX-512 path, with an optional bias added to every row of C. */
+/* The AVX-512 path, with an optional bias added to every row of C, and optional sums of op(A)'s
+ * rows (ta only). */
 static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias)
+                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
+                     float *sums)
 {
     if (!tbi_gemm_own_available())
         return -1;
     if (M <= 0 || N <= 0)
         return 0;
+    if (sums && (!ta || K <= 0 || alpha == 0))
+        return -1;
     if (K <= 0 || alpha == 0) {
         scale_c(C, (size_t)ldc, M, N, beta);
         if (bias)
@@ -295,7 +327,9 @@ static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
     float *buf = tbi_scratch(TBI_SCRATCH_GEMM, bytes);
     if (!buf)
         return -1;
-    gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf, nth, kcm, ncm,
+    if (sums)
+        memset(sums, 0, sizeof(float) * (size_t)M);
+    gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, sums, buf, nth, kcm, ncm,
              mcm);
     return 0;
 }
@@ -303,7 +337,7 @@ static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
 int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
-    return sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    return sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 static void cblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -316,7 +350,8 @@ static void cblas(int ta, int tb, int M, int N, int K, float alpha, const float 
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (use_own() && sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL) == 0)
+    if (use_own() &&
+        sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL) == 0)
         return;
     cblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -324,9 +359,20 @@ void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                     int ldb, const float *bias, float *C, int ldc)
 {
-    if (use_own() && sgemm_own(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias) == 0)
+    if (use_own() &&
+        sgemm_own(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, NULL) == 0)
         return;
     cblas(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
     if (bias)
         add_bias(C, (size_t)ldc, M, N, bias);
+}
+
+void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float *C, int ldc, float *colsum)
+{
+    if (use_own() &&
+        sgemm_own(1, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, NULL, colsum) == 0)
+        return;
+    cblas(1, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    tbi_colsum(colsum, A, K, M);
 }

@@ -17,9 +17,11 @@ void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, con
     /* dinp (M, K) = dout (M, N) @ w (N, K) */
     if (dinp)
         tbi_sgemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K);
-    /* dw (N, K) = dout^T (N, M) @ inp (M, K) */
-    if (dw)
+    /* dw (N, K) = dout^T (N, M) @ inp (M, K), with dbias from the same pass over dout */
+    if (dw && dbias)
+        tbi_sgemm_tn_colsum(N, K, M, dout, N, inp, K, dw, K, dbias);
+    else if (dw)
         tbi_sgemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 0.0f, dw, K);
-    if (dbias)
+    else if (dbias)
         tbi_colsum(dbias, dout, M, N);
 }
