@@ -30,6 +30,9 @@
 #define MC 96
 #define NC 2048
 #define IN_PLACE_MAX_N 512 /* products narrower than this read a row-major A unpacked */
+#ifndef SPLIT_N_MAX_ROW_BLOCKS
+#define SPLIT_N_MAX_ROW_BLOCKS 4 /* at most this many MC blocks a thread: split the columns */
+#endif
 
 static int min_i(int a, int b)
 {
@@ -211,51 +214,95 @@ static void add_bias(float *C, size_t ldc, int M, int N, const float *bias)
             C[(size_t)i * ldc + j] += bias[j];
 }
 
-/* The blocked loops; nth threads (1 inside an OpenMP region). sums (ta only, or NULL; zeroed
- * by the caller) collects the sums of op(A)'s rows while the first panel packs A: each MC
- * block's K blocks come in order, one thread per block at a time, a barrier between. */
-static void gemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
-                     float *sums, float *buf, int nth, int kcm, int ncm, int mcm)
+/* One product's operands, as tbi_sgemm takes them, and its optional sums of op(A)'s rows. */
+struct prod {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    const float *A, *B, *bias;
+    int lda, ldb, ldc;
+    float *C, *sums;
+};
+
+/* Rows [ic, ic + mc) by columns [jc, jc + nc) of C over the K block [pc, pc + kc), B's
+ * slivers for those columns at bk; A packed into abuf first (adding to sums + ic when with
+ * sums), unless read in place. */
+static void run_block(const struct prod *p, int in_place, int with_sums, int ic, int mc, int jc,
+                      int nc, int pc, int kc, const float *bk, float *abuf)
+{
+    float bet = pc == 0 ? p->beta : 1.0f;
+    const float *bia = pc == 0 && p->bias ? p->bias + jc : NULL;
+    if (!in_place)
+        pack_a(abuf, p->A, (size_t)p->lda, p->ta, ic, pc, mc, kc,
+               with_sums && p->sums ? p->sums + ic : NULL);
+    for (int jr = 0; jr < nc; jr += NR)
+        for (int ir = 0; ir < mc; ir += MR) {
+            float *c = p->C + (size_t)(ic + ir) * p->ldc + jc + jr;
+            int m = min_i(MR, mc - ir), n = min_i(NR, nc - jr);
+            const float *bj = bia ? bia + jr : NULL;
+            if (!in_place)
+                kernel(kc, abuf + (size_t)ir * kc, bk + (size_t)jr * kc, c, (size_t)p->ldc, m, n,
+                       p->alpha, bet, bj);
+            else
+                kernel_rows(kc, p->A + (size_t)(ic + ir) * p->lda + pc, (size_t)p->lda,
+                            bk + (size_t)jr * kc, c, (size_t)p->ldc, m, n, p->alpha, bet, bj);
+        }
+}
+
+/* A by rows is read in place for narrow products: packing it is a scalar transpose whose
+ * cost, against the product's, is about 32 / nc (a third of ViT-T's 192-column ones). For
+ * wide ones the packed sliver's contiguity wins (rows 3-12 KB apart share cache sets: ~7%
+ * slower kernels on ViT-B's shapes). */
+static int a_in_place(const struct prod *p, int nc)
+{
+    return !p->ta && nc < IN_PLACE_MAX_N;
+}
+
+/* The blocked loops; nth threads (1 inside an OpenMP region), in one of two ways:
+ * - shared (most products): the threads pack each K block of B together, then take blocks
+ *   of MC rows; two barriers per K block;
+ * - split (few row blocks, many columns: the weight gradients of 384-768 outputs): each
+ *   thread takes its own share of the columns, packing its B and all of A itself, with no
+ *   barrier at all (with 4 row blocks to 2 threads, the shared way left a thread waiting at
+ *   most K blocks).
+ * The sums (ta only; zeroed by the caller) collect while column 0's panel packs A: each MC
+ * block's K blocks come in order, one thread at a time, a barrier (or the same thread)
+ * between. */
+static void gemm_own(const struct prod *p, float *buf, int nth, int kcm, int ncm, int mcm,
+                     int split)
 {
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
-        float *bbuf = buf;
-        float *abuf = bbuf + (size_t)kcm * ncm + (size_t)omp_get_thread_num() * mcm * kcm;
-        for (int jc = 0; jc < N; jc += NC) {
-            int nc = min_i(NC, N - jc);
-            /* A by rows is read in place for narrow products: packing it is a scalar
-             * transpose whose cost, against the product's, is about 32 / nc (a third of
-             * ViT-T's 192-column ones). For wide ones the packed sliver's contiguity wins
-             * (rows 3-12 KB apart share cache sets: ~7% slower kernels on ViT-B's shapes). */
-            int in_place = !ta && nc < IN_PLACE_MAX_N;
-            for (int pc = 0; pc < K; pc += KC) {
-                int kc = min_i(KC, K - pc);
-                float bet = pc == 0 ? beta : 1.0f;
-                const float *bia = pc == 0 && bias ? bias + jc : NULL;
-#pragma omp for schedule(static)
-                for (int jr = 0; jr < nc; jr += NR)
-                    pack_b(bbuf + (size_t)jr * kc, B, (size_t)ldb, tb, pc, jc + jr,
-                           min_i(NR, nc - jr), kc);
-#pragma omp for schedule(dynamic)
-                for (int ic = 0; ic < M; ic += MC) {
-                    int mc = min_i(MC, M - ic);
-                    if (!in_place)
-                        pack_a(abuf, A, (size_t)lda, ta, ic, pc, mc, kc,
-                               sums && jc == 0 ? sums + ic : NULL);
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        float *abuf = buf + (size_t)kcm * ncm + (size_t)t * mcm * kcm;
+        if (split) {
+            int ns = (p->N + NR - 1) / NR, n0 = ns * t / nt * NR;
+            int n1 = min_i(p->N, ns * (t + 1) / nt * NR), w = ncm / nt / NR * NR;
+            float *bbuf = buf + (size_t)t * w * kcm;
+            for (int jc = n0; jc < n1; jc += w) {
+                int nc = min_i(w, n1 - jc), in_place = a_in_place(p, nc);
+                for (int pc = 0; pc < p->K; pc += KC) {
+                    int kc = min_i(KC, p->K - pc);
                     for (int jr = 0; jr < nc; jr += NR)
-                        for (int ir = 0; ir < mc; ir += MR) {
-                            float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
-                            int m = min_i(MR, mc - ir), n = min_i(NR, nc - jr);
-                            const float *bj = bia ? bia + jr : NULL;
-                            if (!in_place)
-                                kernel(kc, abuf + (size_t)ir * kc, bbuf + (size_t)jr * kc, c,
-                                       (size_t)ldc, m, n, alpha, bet, bj);
-                            else
-                                kernel_rows(kc, A + (size_t)(ic + ir) * lda + pc, (size_t)lda,
-                                            bbuf + (size_t)jr * kc, c, (size_t)ldc, m, n, alpha,
-                                            bet, bj);
-                        }
+                        pack_b(bbuf + (size_t)jr * kc, p->B, (size_t)p->ldb, p->tb, pc,
+                               jc + jr, min_i(NR, nc - jr), kc);
+                    for (int ic = 0; ic < p->M; ic += MC)
+                        run_block(p, in_place, jc == 0, ic, min_i(MC, p->M - ic), jc, nc, pc, kc,
+                                  bbuf, abuf);
+                }
+            }
+        } else {
+            for (int jc = 0; jc < p->N; jc += NC) {
+                int nc = min_i(NC, p->N - jc), in_place = a_in_place(p, nc);
+                for (int pc = 0; pc < p->K; pc += KC) {
+                    int kc = min_i(KC, p->K - pc);
+#pragma omp for schedule(static)
+                    for (int jr = 0; jr < nc; jr += NR)
+                        pack_b(buf + (size_t)jr * kc, p->B, (size_t)p->ldb, p->tb, pc, jc + jr,
+                               min_i(NR, nc - jr), kc);
+#pragma omp for schedule(dynamic)
+                    for (int ic = 0; ic < p->M; ic += MC)
+                        run_block(p, in_place, jc == 0, ic, min_i(MC, p->M - ic), jc, nc, pc,
+                                  kc, buf, abuf);
                 }
             }
         }
@@ -323,14 +370,20 @@ static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
     }
     int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
     int kcm = min_i(KC, K), ncm = round_up(min_i(NC, N), NR), mcm = round_up(min_i(MC, M), MR);
+    int split = nth > 1 && (M + MC - 1) / MC <= SPLIT_N_MAX_ROW_BLOCKS * nth &&
+                N >= 4 * NR * nth;
+    if (split) /* each thread's share of B in its own part of the buffer */
+        ncm = round_up(round_up(N, NR) / nth + NR, NR) * nth;
     size_t bytes = sizeof(float) * ((size_t)kcm * ncm + (size_t)nth * mcm * kcm);
     float *buf = tbi_scratch(TBI_SCRATCH_GEMM, bytes);
     if (!buf)
         return -1;
     if (sums)
         memset(sums, 0, sizeof(float) * (size_t)M);
-    gemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, sums, buf, nth, kcm, ncm,
-             mcm);
+    struct prod p = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+                     .A = A, .B = B, .bias = bias, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C,
+                     .sums = sums};
+    gemm_own(&p, buf, nth, kcm, ncm, mcm, split);
     return 0;
 }
 
