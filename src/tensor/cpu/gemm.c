@@ -30,9 +30,7 @@
 #define MC 96
 #define NC 2048
 #define IN_PLACE_MAX_N 512 /* products narrower than this read a row-major A unpacked */
-#ifndef SPLIT_N_MAX_ROW_BLOCKS
 #define SPLIT_N_MAX_ROW_BLOCKS 4 /* at most this many MC blocks a thread: split the columns */
-#endif
 
 static int min_i(int a, int b)
 {
@@ -82,6 +80,7 @@ AVX512 static void pack_a(float *dst, const float *A, size_t lda, int ta, int i0
                           int kc, float *sums)
 {
     if (ta) {
+        /* Two inlined copies: the one without sums has no test of them in its loop. */
         if (sums)
             pack_at(dst, A, lda, i0, p0, mc, kc, sums);
         else
