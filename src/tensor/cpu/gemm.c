@@ -127,41 +127,34 @@ AVX512 static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0
         }
 }
 
-/* C (m x n of an MR x NR tile) = alpha * A @ b-sliver + beta * C, plus bias (n, added to
- * every row) when not NULL; C is not read when beta == 0. A(i, k) = a[i * ars + k * aks]:
- * a packed sliver (ars 1, aks MR), or rows of A in place (ars lda, aks 1; rows past m read
- * as row 0). The 24 accumulators stay in registers (the loops over rows are unrolled). */
-AVX512 static inline __attribute__((always_inline)) void
-kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict b, float *c,
-           size_t ldc, int m, int n, float alpha, float beta, const float *bias)
+/* The register kernels: an MR x NR tile of C, its 24 accumulators in registers (the loops over
+ * rows unrolled), fed by broadcast-FMAs over kc. Each addresses A its own way so that its loop
+ * holds nothing but the loads and FMAs: with one kernel taking A(i, k) = a[i * ars + k * aks],
+ * GCC kept twelve row pointers, spilled them and reloaded two per k (6% slower). */
+
+/* Before the loop: zeroed accumulators, and the C tile fetched (it is read or written only after
+ * the kc loop; fetched now, its lines, from memory for wide products, arrive during the loop
+ * instead of stalling at its end). */
+AVX512 static ALWAYS_INLINE void tile_begin(__m512 acc0[MR], __m512 acc1[MR], float *c,
+                                            size_t ldc, int m)
 {
-    __m512 acc0[MR], acc1[MR];
-    const float *ar[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++) {
         acc0[i] = acc1[i] = _mm512_setzero_ps();
-        ar[i] = a + (size_t)(i < m ? i : 0) * ars;
-    }
-    /* The C tile is read or written only after the kc loop; fetched now, its lines (from
-     * memory, for wide products) arrive during the loop instead of stalling at its end. */
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++)
         if (i < m) {
             __builtin_prefetch(c + (size_t)i * ldc, 1, 3);
             __builtin_prefetch(c + (size_t)i * ldc + NR - 1, 1, 3);
         }
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) {
-            __m512 ai = _mm512_set1_ps(ar[i][(size_t)k * aks]);
-            acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-            acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
-        }
-        b += NR;
     }
-    __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-    __mmask16 k1 = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+}
+
+/* After it: C (m x n of the tile) = alpha * acc + beta * C, plus bias (n, added to every row)
+ * when not NULL; C is not read when beta == 0. */
+AVX512 static ALWAYS_INLINE void tile_end(const __m512 acc0[MR], const __m512 acc1[MR],
+                                          float *c, size_t ldc, int m, int n, float alpha,
+                                          float beta, const float *bias)
+{
+    __mmask16 k0 = lanes(n), k1 = lanes(n - 16);
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
     if (bias) {
@@ -183,19 +176,44 @@ kernel_any(int kc, const float *a, size_t ars, size_t aks, const float *restrict
     }
 }
 
-/* A from a packed sliver. */
-AVX512 static void kernel(int kc, const float *a, const float *b, float *c, size_t ldc, int m,
-                          int n, float alpha, float beta, const float *bias)
+/* A from a packed sliver (kc x MR, k-major; rows past m are its zero padding): one pointer. */
+AVX512 static void kernel(int kc, const float *a, const float *restrict b, float *c, size_t ldc,
+                          int m, int n, float alpha, float beta, const float *bias)
 {
-    kernel_any(kc, a, 1, MR, b, c, ldc, m, n, alpha, beta, bias);
+    __m512 acc0[MR], acc1[MR];
+    tile_begin(acc0, acc1, c, ldc, m);
+    for (int k = 0; k < kc; k++, a += MR, b += NR) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+            acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+        }
+    }
+    tile_end(acc0, acc1, c, ldc, m, n, alpha, beta, bias);
 }
 
-/* A read in place, row-major with stride lda. */
-AVX512 static void kernel_rows(int kc, const float *a, size_t lda, const float *b, float *c,
-                               size_t ldc, int m, int n, float alpha, float beta,
+/* A read in place: MR whole rows, row-major with stride lda. Four pointers, each to three rows
+ * (x86 addresses p, p + lda, p + 2 lda with one stride register), step along k together. */
+AVX512 static void kernel_rows(int kc, const float *a, size_t lda, const float *restrict b,
+                               float *c, size_t ldc, int n, float alpha, float beta,
                                const float *bias)
 {
-    kernel_any(kc, a, lda, 1, b, c, ldc, m, n, alpha, beta, bias);
+    __m512 acc0[MR], acc1[MR];
+    tile_begin(acc0, acc1, c, ldc, MR);
+    const float *p0 = a, *p1 = a + 3 * lda, *p2 = a + 6 * lda, *p3 = a + 9 * lda;
+    for (int k = 0; k < kc; k++, p0++, p1++, p2++, p3++, b += NR) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            const float *p = i < 3 ? p0 : i < 6 ? p1 : i < 9 ? p2 : p3;
+            __m512 ai = _mm512_set1_ps(p[(size_t)(i % 3) * lda]);
+            acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+            acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+        }
+    }
+    tile_end(acc0, acc1, c, ldc, MR, n, alpha, beta, bias);
 }
 
 static void scale_c(float *C, size_t ldc, int M, int N, float beta)
@@ -224,26 +242,27 @@ struct prod {
 
 /* Rows [ic, ic + mc) by columns [jc, jc + nc) of C over the K block [pc, pc + kc), B's
  * slivers for those columns at bk; A packed into abuf first (adding to sums + ic when with
- * sums), unless read in place. */
+ * sums), or, read in place, only the rows past its last whole sliver. */
 static void run_block(const struct prod *p, int in_place, int with_sums, int ic, int mc, int jc,
                       int nc, int pc, int kc, const float *bk, float *abuf)
 {
     float bet = pc == 0 ? p->beta : 1.0f;
     const float *bia = pc == 0 && p->bias ? p->bias + jc : NULL;
-    if (!in_place)
-        pack_a(abuf, p->A, (size_t)p->lda, p->ta, ic, pc, mc, kc,
-               with_sums && p->sums ? p->sums + ic : NULL);
+    int mfull = in_place ? mc / MR * MR : 0; /* rows read in place; the rest packed */
+    if (mfull < mc)
+        pack_a(abuf + (size_t)mfull * kc, p->A, (size_t)p->lda, p->ta, ic + mfull, pc,
+               mc - mfull, kc, with_sums && p->sums ? p->sums + ic + mfull : NULL);
     for (int jr = 0; jr < nc; jr += NR)
         for (int ir = 0; ir < mc; ir += MR) {
             float *c = p->C + (size_t)(ic + ir) * p->ldc + jc + jr;
-            int m = min_i(MR, mc - ir), n = min_i(NR, nc - jr);
+            int n = min_i(NR, nc - jr);
             const float *bj = bia ? bia + jr : NULL;
-            if (!in_place)
-                kernel(kc, abuf + (size_t)ir * kc, bk + (size_t)jr * kc, c, (size_t)p->ldc, m, n,
-                       p->alpha, bet, bj);
-            else
+            if (ir < mfull)
                 kernel_rows(kc, p->A + (size_t)(ic + ir) * p->lda + pc, (size_t)p->lda,
-                            bk + (size_t)jr * kc, c, (size_t)p->ldc, m, n, p->alpha, bet, bj);
+                            bk + (size_t)jr * kc, c, (size_t)p->ldc, n, p->alpha, bet, bj);
+            else
+                kernel(kc, abuf + (size_t)ir * kc, bk + (size_t)jr * kc, c, (size_t)p->ldc,
+                       min_i(MR, mc - ir), n, p->alpha, bet, bj);
         }
 }
 
