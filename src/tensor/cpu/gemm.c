@@ -130,7 +130,7 @@ AVX512 static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0
 /* The register kernels: an MR x NR tile of C, its 24 accumulators in registers (the loops over
  * rows unrolled), fed by broadcast-FMAs over kc. Each addresses A its own way so that its loop
  * holds nothing but the loads and FMAs: with one kernel taking A(i, k) = a[i * ars + k * aks],
- * GCC kept twelve row pointers, spilled them and reloaded two per k (6% slower). */
+ * GCC kept twelve row pointers, spilled them and reloaded two per k (4% slower). */
 
 /* Before the loop: zeroed accumulators, and the C tile fetched (it is read or written only after
  * the kc loop; fetched now, its lines, from memory for wide products, arrive during the loop

@@ -34,7 +34,7 @@ static void dw_of(float *dw, float *dbias, const float *dout, const float *inp, 
 /* With two threads, the input and weight gradients run side by side, one product a thread:
  * the two have the same FLOPs, and a product on one thread has no barrier to wait at (shared
  * between two, each waits at two per K block, and for the other's last row block): ViT-S's step
- * 3.6% faster. With more threads each product keeps all of them (two teams would need nested
+ * 2-4% faster. With more threads each product keeps all of them (two teams would need nested
  * OpenMP regions, and a product's barriers cost less against a bigger team's speed-up). The
  * bits are the same either way: every element sums over K in the same order. */
 void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
