@@ -14,7 +14,11 @@
 # hidden layer: its peak under half of PyTorch's).
 # First, bench_gemm: tubelet's sgemm against OpenBLAS's on the same shapes (bench/out/train/gemm.md),
 # and bench_attention: the attention op's two CPU paths on the ViTs' shapes (attention.md).
+# The summary gives each configuration's median clips/s and peak, then the medians of its
+# per-round ratios: speed against the faster PyTorch 2.x run of the same round (as installed
+# or with THP), memory against PyTorch 2.x as installed.
 # Usage: bench/train_bench.sh [BUILD_DIR=build] [REPEATS=3] [THREADS=2]
+# (ViT-B runs BASE_REPEATS rounds, 1 unless set: a round takes ~5 minutes on 2 cores.)
 set -eu
 build=${1:-build}
 reps=${2:-3}
@@ -33,17 +37,17 @@ for cfg in "tiny 192 12 3 8 112 8 0" "small 384 12 6 16 112 4 0" "base 768 12 12
     set -- $1 $2 $3 $4 $5 $6
     n=$reps steps=3
     if [ "$name" = tiny ]; then steps=5; fi
-    if [ "$name" = base ]; then n=1 steps=2; fi
+    if [ "$name" = base ]; then n=${BASE_REPEATS:-1} steps=2; fi
     for r in $(seq "$n"); do
-        echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps)}" >> "$results"
-        echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 1)}" >> "$results"
+        echo "{\"model\": \"$name\", \"round\": $r, \"result\": $("$build/bench/bench_train" "$@" $steps)}" >> "$results"
+        echo "{\"model\": \"$name\", \"round\": $r, \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 1)}" >> "$results"
         if [ "$mlp" -gt 0 ]; then
-            echo "{\"model\": \"$name\", \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 0 "$mlp")}" >> "$results"
+            echo "{\"model\": \"$name\", \"round\": $r, \"result\": $("$build/bench/bench_train" "$@" $steps 16 2 0 "$mlp")}" >> "$results"
         fi
-        echo "{\"model\": \"$name\", \"result\": $(/usr/bin/python3 bench/train_peer.py "$@" --steps $steps --threads "$threads")}" >> "$results"
+        echo "{\"model\": \"$name\", \"round\": $r, \"result\": $(/usr/bin/python3 bench/train_peer.py "$@" --steps $steps --threads "$threads")}" >> "$results"
         if [ -x bench/venv/bin/python ]; then
-            echo "{\"model\": \"$name\", \"result\": $(bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
-            echo "{\"model\": \"$name\", \"result\": $(THP_MEM_ALLOC_ENABLE=1 bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
+            echo "{\"model\": \"$name\", \"round\": $r, \"result\": $(bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
+            echo "{\"model\": \"$name\", \"round\": $r, \"result\": $(THP_MEM_ALLOC_ENABLE=1 bench/venv/bin/python bench/train_peer.py "$@" --steps $steps --threads "$threads" --sdpa)}" >> "$results"
         fi
     done
     echo "train_bench: $name done" >&2
@@ -59,4 +63,27 @@ for m in ("tiny", "small", "base"):
         rs = [r["result"] for r in rows if r["model"] == m and r["result"]["impl"] == i]
         print(f"| {m} | {i} | {statistics.median(x['clips_per_s'] for x in rs):.4g} | "
               f"{max(x['peak_rss_mb'] for x in rs):.0f} |")
+print()
+print("| model | tubelet | speed / PyTorch 2.x (rounds) | memory / PyTorch 2.x |")
+print("|---|---|---|---|")
+for m in ("tiny", "small", "base"):
+    mine = sorted({r["result"]["impl"] for r in rows
+                   if r["model"] == m and r["result"]["impl"].startswith("tubelet")})
+    for i in mine:
+        speed, mem = [], []
+        for rnd in sorted({r["round"] for r in rows if r["model"] == m}):
+            got = {r["result"]["impl"]: r["result"] for r in rows
+                   if r["model"] == m and r["round"] == rnd}
+            peers = [v for k, v in got.items() if k.startswith("pytorch-2")]
+            plain = [v for k, v in got.items() if k.startswith("pytorch-2") and
+                     not k.endswith("-thp")]
+            if i not in got or not peers:
+                continue
+            speed.append(got[i]["clips_per_s"] / max(p["clips_per_s"] for p in peers))
+            if plain:
+                mem.append(got[i]["peak_rss_mb"] / plain[0]["peak_rss_mb"])
+        if speed:
+            mem_txt = f"{statistics.median(mem):.2f}x" if mem else "-"
+            print(f"| {m} | {i} | {statistics.median(speed):.2f}x "
+                  f"({min(speed):.2f}-{max(speed):.2f}, {len(speed)}) | {mem_txt} |")
 PY
