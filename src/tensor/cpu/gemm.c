@@ -7,8 +7,9 @@
  * is the classic blocked scheme (Goto; BLIS's five loops): B is packed KC x NC into slivers
  * of NR columns, A is packed MC x KC into slivers of MR rows (or, for narrow products, read
  * in place by rows), and a MR x NR register tile of C is accumulated over KC with
- * broadcast-FMAs. Threads split the MC blocks of one packed B. Inside an OpenMP region (the
- * portable attention's tiles) it runs on the calling thread alone.
+ * broadcast-FMAs. Threads split the row blocks of one packed B, or, for weight gradients,
+ * the columns (gemm_own). Inside an OpenMP region (the portable attention's tiles, the
+ * backward's pairs of products in matmul.c) it runs on the calling thread alone.
  *
  * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons).
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
@@ -266,8 +267,9 @@ static void run_block(const struct prod *p, int in_place, int with_sums, int ic,
         }
 }
 
-/* A by rows is read in place for narrow products: packing it is a scalar transpose whose
- * cost, against the product's, is about 32 / nc (a third of ViT-T's 192-column ones). For
+/* A by rows is read in place for narrow products: packing it is a transpose whose cost,
+ * against the product's, grows as 32 / nc (a third of ViT-T's 192-column ones, when it was
+ * done by scalars). For
  * wide ones the packed sliver's contiguity wins (rows 3-12 KB apart share cache sets: ~7%
  * slower kernels on ViT-B's shapes). */
 static int a_in_place(const struct prod *p, int nc)
