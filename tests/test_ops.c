@@ -100,28 +100,35 @@ static void test_matmul(void)
     free(c.inp), free(c.w), free(c.bias), free(c.r), free(c.out), free(dinp), free(dw), free(db);
 
     /* Two threads run the input and weight gradients side by side: the same bits as one
-     * thread running them in turn (shapes across K, MC and NC blocks, with and without bias). */
+     * thread running them in turn (shapes across K, MC and NC blocks, with and without bias);
+     * and when the team for two comes out as one thread (here: no active levels allowed),
+     * that thread runs both. */
     static const int shapes[][3] = {{200, 70, 100}, {13, 300, 2100}, {97, 40, 33}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
         float *inp = randn((size_t)M * K, 1), *w = randn((size_t)N * K, 0.3f);
         float *dout = randn((size_t)M * N, 1);
-        float *g[2][3];
-        for (int t = 0; t < 2; t++) {
+        float *g[3][3];
+        for (int t = 0; t < 3; t++) {
             g[t][0] = randn((size_t)M * K, 1e3f);
             g[t][1] = randn((size_t)N * K, 1e3f);
             g[t][2] = s == 1 ? NULL : randn((size_t)N, 1e3f);
-            int before = omp_get_max_threads();
-            omp_set_num_threads(t + 1);
+            int threads = omp_get_max_threads(), levels = omp_get_max_active_levels();
+            omp_set_num_threads(t == 0 ? 1 : 2);
+            if (t == 2)
+                omp_set_max_active_levels(0);
             tbi_matmul_bwd(g[t][0], g[t][1], g[t][2], dout, inp, w, M, K, N);
-            omp_set_num_threads(before);
+            omp_set_num_threads(threads);
+            omp_set_max_active_levels(levels);
         }
-        CHECK_MSG(!memcmp(g[0][0], g[1][0], sizeof(float) * (size_t)M * K) &&
-                      !memcmp(g[0][1], g[1][1], sizeof(float) * (size_t)N * K) &&
-                      (!g[0][2] || !memcmp(g[0][2], g[1][2], sizeof(float) * (size_t)N)),
-                  "matmul backward %dx%dx%d: two threads differ from one", M, K, N);
+        for (int t = 1; t < 3; t++)
+            CHECK_MSG(!memcmp(g[0][0], g[t][0], sizeof(float) * (size_t)M * K) &&
+                          !memcmp(g[0][1], g[t][1], sizeof(float) * (size_t)N * K) &&
+                          (!g[0][2] || !memcmp(g[0][2], g[t][2], sizeof(float) * (size_t)N)),
+                      "matmul backward %dx%dx%d: %s differs from one thread", M, K, N,
+                      t == 1 ? "two threads" : "a team of one asked for two");
         free(inp), free(w), free(dout);
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < 3; t++)
             free(g[t][0]), free(g[t][1]), free(g[t][2]);
     }
 }

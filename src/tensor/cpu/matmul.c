@@ -43,9 +43,12 @@ void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, con
     if (dinp && dw && !omp_in_parallel() && omp_get_max_threads() == 2) {
 #pragma omp parallel num_threads(2)
         {
-            if (omp_get_thread_num() == 0)
+            /* The team can come out smaller than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC): then
+             * its one thread runs both. */
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            if (t == 0)
                 dinp_of(dinp, dout, w, M, K, N);
-            else
+            if (t == nt - 1)
                 dw_of(dw, dbias, dout, inp, M, K, N);
         }
         return;
