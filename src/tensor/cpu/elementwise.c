@@ -218,13 +218,19 @@ AVX512 static ALWAYS_INLINE __m512 erfc16(__m512 x)
     return _mm512_mask_sub_ps(r, neg, _mm512_set1_ps(2.0f), r);
 }
 
+/* GELU(x) = 0.5 x e, given e = erfc(-x / sqrt 2): one definition for both passes. */
+AVX512 static ALWAYS_INLINE __m512 gelu16(__m512 x, __m512 e)
+{
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), e);
+}
+
 AVX512 static void gelu_fwd16(float *out, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = lanes((int)(n - i < 16 ? n - i : 16));
         __m512 x = _mm512_maskz_loadu_ps(k, inp + i);
-        __m512 e = erfc16(_mm512_mul_ps(x, _mm512_set1_ps(-INV_SQRT2)));
-        _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), e));
+        _mm512_mask_storeu_ps(out + i, k,
+                              gelu16(x, erfc16(_mm512_mul_ps(x, _mm512_set1_ps(-INV_SQRT2)))));
     }
 }
 
@@ -241,8 +247,7 @@ AVX512 static void gelu_bwd16(float *dinp, float *out, const float *inp, const f
         __m512 grad = _mm512_fmadd_ps(x, pdf, _mm512_mul_ps(_mm512_set1_ps(0.5f), e));
         _mm512_mask_storeu_ps(dinp + i, k, _mm512_mul_ps(dy, grad));
         if (out)
-            _mm512_mask_storeu_ps(out + i, k,
-                                  _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), e));
+            _mm512_mask_storeu_ps(out + i, k, gelu16(x, e));
     }
 }
 

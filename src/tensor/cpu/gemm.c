@@ -269,9 +269,8 @@ static void run_block(const struct prod *p, int in_place, int with_sums, int ic,
 
 /* A by rows is read in place for narrow products: packing it is a transpose whose cost,
  * against the product's, grows as 32 / nc (a third of ViT-T's 192-column ones, when it was
- * done by scalars). For
- * wide ones the packed sliver's contiguity wins (rows 3-12 KB apart share cache sets: ~7%
- * slower kernels on ViT-B's shapes). */
+ * done by scalars). For wide ones the packed sliver's contiguity wins (rows 3-12 KB apart
+ * share cache sets: ~7% slower kernels on ViT-B's shapes). */
 static int a_in_place(const struct prod *p, int nc)
 {
     return !p->ta && nc < IN_PLACE_MAX_N;
