@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 static double now(void)
 {

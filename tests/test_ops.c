@@ -10,7 +10,7 @@
 
 #include "tb_test.h"
 #include "tensor/cpu/vmath.h"
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 #include "tubelet/rng.h"
 
 static tb_rng rng;

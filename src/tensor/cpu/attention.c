@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tensor/cpu/vmath.h"
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 /* BR query rows meet BC key rows. Each tile product packs its operands (gemm.c), so a key
  * tile is packed once per query tile: tall query tiles keep that to N / BR times per head. */

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "tensor/cpu/avx512.h"
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 #define TM 6         /* rows of the register tile */
 #define TV 4         /* 16-float vectors per tile row */

@@ -8,7 +8,7 @@
 
 #include "tensor/cpu/avx512.h"
 #include "tensor/cpu/vmath.h"
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 /* The per-element loops are compiled twice, for AVX-512 (x86-64-v4) and for the build's
  * baseline, and the first call picks what the CPU runs (GCC's target_clones): GELU's erfc is

@@ -23,7 +23,7 @@
 
 #include "core/internal.h"
 #include "tensor/cpu/avx512.h"
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 #define MR 12
 #define NR 32

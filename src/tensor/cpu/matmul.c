@@ -4,7 +4,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
                     int K, int N)

@@ -3,7 +3,7 @@
  * the patch-embedding im2col. Tests: tests/test_ops.c, tests/test_vit.c (PyTorch). */
 #include <math.h>
 
-#include "tensor/ops.h"
+#include "tensor/cpu/kernels.h"
 
 float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
                    float smoothing)

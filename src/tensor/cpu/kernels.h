@@ -1,0 +1,113 @@
+/* src/tensor/cpu/kernels.h - the CPU reference kernels (the specification every backend is
+ * checked against), called through the CPU backend's op table (src/tensor/backend.h) and
+ * directly by the op tests and benchmarks. Float32, row-major, shapes in
+ * the legend of include/tubelet/tensor.h. Backward functions ACCUMULATE (+=) into their
+ * gradient outputs, which the caller zeroes, except the input gradients of matmul and GELU:
+ * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
+ * the widest activations costs more than it is worth. Tests: tests/test_ops.c. */
+#ifndef TUBELET_TENSOR_CPU_KERNELS_H
+#define TUBELET_TENSOR_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
+ * semantics; C is not read when beta == 0). Our AVX-512 kernel where the CPU has it, OpenBLAS
+ * otherwise or with TUBELET_GEMM=openblas. */
+void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+/* C (M, N) = op(A) @ op(B) + bias (N), added to every row (NULL: none); the bias comes with
+ * the product's first pass over C, not as a second one. */
+void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                    int ldb, const float *bias, float *C, int ldc);
+/* C (M, N) = A^T @ B (A is K x M) and colsum (M) = the column sums of A, in row order (the
+ * bits of tbi_colsum): the weight and bias gradients of a Linear layer in one pass over A
+ * where the AVX-512 kernel runs (its packing adds each row as it goes). */
+void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float *C, int ldc, float *colsum);
+/* The AVX-512 kernel itself: -1 where the CPU lacks AVX-512 (or out of memory), else 0. */
+int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+int tbi_gemm_own_available(void);
+
+/* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
+ * and returns it, or NULL when out of memory. Freed only with its thread. */
+enum { TBI_SCRATCH_GEMM, TBI_SCRATCH_ATTENTION, TBI_SCRATCH_N };
+float *tbi_scratch(int use, size_t bytes);
+
+/* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
+void tbi_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int M,
+                    int K, int N);
+/* dinp (M, K) = dout @ w; dw (N, K) = dout^T @ inp; dbias (N) = colsum(dout); all written,
+ * not accumulated (every parameter of the model is used once per step). Any of dinp, dw,
+ * dbias may be NULL (not wanted). */
+void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                    const float *w, int M, int K, int N);
+
+/* sum (N) = the column sums of x (M, N). */
+void tbi_colsum(float *sum, const float *x, int M, int N);
+
+/* LayerNorm over the last dim: out, inp (R, C); w, b (C); mean, rstd (R) saved for backward. */
+void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int R, int C, float eps);
+/* dinp (R, C) += the input gradient (added: a residual stream's gradient collects there);
+ * dw, db (C) = the parameter gradients (written). */
+void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                       const float *w, const float *mean, const float *rstd, int R, int C);
+
+/* Exact GELU (erf), elementwise over n. */
+void tbi_gelu_fwd(float *out, const float *inp, size_t n);
+/* dinp = dout * GELU'(inp) (written; dinp may be dout itself); also out = GELU(inp) when out
+ * is not NULL (the backward of a block needs both, and they share the costly part, Phi(inp));
+ * out may be inp itself. */
+void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
+
+/* out = a + b, elementwise over n (the backward is a copy into both). */
+void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
+
+/* Multi-head attention the FlashAttention way: tiles of queries against tiles of keys with an
+ * online softmax; only the log-sum-exp per query row is saved, the backward recomputes the
+ * probabilities tile by tile; nothing N x N is ever held.
+ * qkv (B, N, 3, NH, HS) as timm's qkv Linear output; out (B, N, NH, HS) = (B, N, D);
+ * lse (B, NH, N). Scale HS^-0.5. */
+void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS);
+/* dqkv (B, N, 3, NH, HS) = gradients of q, k, v given dout (B, N, D) and the forward's out,
+ * lse (written, not accumulated). */
+void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
+                       const float *lse, int B, int N, int NH, int HS);
+/* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU), and
+ * AVX-512 register tiles of its own (attention_avx512.c), used where the CPU has AVX-512;
+ * those return -1 (having written nothing) without it or out of memory, else 0. */
+void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH,
+                             int HS);
+void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int N, int NH, int HS);
+int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH,
+                             int HS);
+int tbi_attention_bwd_avx512(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int N, int NH, int HS);
+
+/* Softmax cross-entropy with label smoothing, PyTorch's definition, mean over the batch:
+ * logits (B, K), targets (B); returns the loss; probs (B, K) saved for the backward. */
+float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
+                   float smoothing);
+/* dlogits (B, K) = (probs - smoothed one-hot) / B (overwrites). */
+void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
+                  float smoothing);
+
+/* Tubelet patches of a video as rows: video (B, C, T, H, W) -> cols (B * N, C * TU * P * P),
+ * row n = (t, h, w) token, columns in Conv3d weight order (c, dt, dy, dx). Then the patch
+ * embedding is tbi_matmul_fwd with the weight viewed as (D, C * TU * P * P). */
+void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, int W, int TU,
+                  int P);
+
+/* AdamW on one tensor, PyTorch's update (decoupled decay: p *= 1 - lr * wd first), step >= 1,
+ * from the gradient times grad_scale (each product rounded to float, as if the gradient had
+ * been scaled in place first). */
+void tbi_adamw(float *param, const float *grad, float grad_scale, float *m, float *v, size_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+/* Sum of squares of x (n), accumulated in double. */
+double tbi_sum_squares(const float *x, size_t n);
+
+#endif /* TUBELET_TENSOR_CPU_KERNELS_H */
