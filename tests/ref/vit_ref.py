@@ -3,7 +3,26 @@
 VideoMAE layout and names) from the same safetensors weights, runs the same AdamW steps on the
 same batch, and writes loss, first-step logits and gradients, and final weights in the same
 file layout. tests/test_vit.c compares the two. Runs on Debian's python3-torch (1.13) or any
-PyTorch 2.x; only numpy and torch are needed (safetensors is read and written here)."""
+PyTorch 2.x; only numpy and torch are needed (safetensors is read and written here).
+
+    python3 tests/ref/vit_ref.py MODEL-FLAGS [--steps N --lr ...] --weights W --batch X --out O
+    python3 tests/ref/vit_ref.py MODEL-FLAGS --feature-grad --weights W --batch X --out O
+
+MODEL-FLAGS: --dim --depth --heads --patch --tubelet --frames --size HxW --classes --pool cls|mean
+--pos learned|sincos. W holds every parameter under its state_dict name (head.* included, in
+both modes), float32, loaded strictly.
+
+Step mode (the default): X holds video (B, 3, T, H, W) float32 and label (B) int64; O gets
+logits (B, classes) and grad.<name> of every parameter from the first step, loss (steps), and
+every parameter <name> after the last AdamW step.
+
+--feature-grad (for C tests that put another loss on the encoder's features, the gradient on
+them given): X holds video (B, 3, T, H, W) float32 and dfeat (B, dim) float32 (label may be
+absent and is not read). One forward up to the pooled, normalised features feat (the input to
+head: norm of the class token for pool cls, fc_norm of the token mean for pool mean), one
+backward of L = sum(feat * dfeat), no optimizer step (--steps and the optimizer flags are
+ignored); O gets feat (B, dim) and grad.<name> of every parameter except head.weight and
+head.bias (head takes no part, and they are not written)."""
 import argparse
 import json
 import math
@@ -126,15 +145,38 @@ class VideoViT(nn.Module):
             self.fc_norm = norm
         self.head = nn.Linear(a.dim, a.classes)
 
-    def forward(self, video):
+    def features(self, video):
+        """The pooled, normalised features: the input to head."""
         x = self.patch_embed.proj(video).flatten(2).transpose(1, 2)
         if self.pool == "cls":
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = x + self.pos_embed
         for blk in self.blocks:
             x = blk(x)
-        x = self.norm(x)[:, 0] if self.pool == "cls" else self.fc_norm(x.mean(1))
-        return self.head(x)
+        return self.norm(x)[:, 0] if self.pool == "cls" else self.fc_norm(x.mean(1))
+
+    def forward(self, video):
+        return self.head(self.features(video))
+
+
+def feature_grad(model, batch, a):
+    """--feature-grad: feat and the gradients of L = sum(feat * dfeat), head's excepted."""
+    if "dfeat" not in batch:
+        print("vit_ref.py: --feature-grad needs a tensor dfeat in %s" % a.batch, file=sys.stderr)
+        return 2
+    video, dfeat = torch.tensor(batch["video"]), torch.tensor(batch["dfeat"])
+    if tuple(dfeat.shape) != (video.shape[0], a.dim):
+        print("vit_ref.py: dfeat has shape %s, not (%d, %d)" % (tuple(dfeat.shape),
+              video.shape[0], a.dim), file=sys.stderr)
+        return 2
+    feat = model.features(video)
+    (feat * dfeat).sum().backward()
+    out = {"feat": feat.detach().numpy()}
+    for name, prm in model.named_parameters():
+        if name not in ("head.weight", "head.bias"):
+            out["grad." + name] = prm.grad.detach().numpy().copy()
+    st_write(a.out, out)
+    return 0
 
 
 def main():
@@ -148,6 +190,8 @@ def main():
     p.add_argument("--weights", required=True)
     p.add_argument("--batch", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--feature-grad", action="store_true",
+                   help="one backward of sum(feat * dfeat) from the batch's dfeat; no step")
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("label-smoothing", 0.1), ("beta1", 0.9),
                  ("beta2", 0.999), ("eps", 1e-8)]:
         p.add_argument("--" + k, type=float, default=d)
@@ -159,6 +203,8 @@ def main():
     state = {k: torch.tensor(weights[k]) for k in model.state_dict()}
     model.load_state_dict(state, strict=True)
     batch = st_read(a.batch)
+    if a.feature_grad:
+        return feature_grad(model, batch, a)
     video, label = torch.tensor(batch["video"]), torch.tensor(batch["label"])
     decay, no_decay = [], []
     for name, prm in model.named_parameters():
