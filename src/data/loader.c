@@ -328,7 +328,7 @@ static int make_order(struct tb_loader *l, int64_t epoch)
         perm[i] = i;
     if (l->o.shuffle) {
         tb_rng r;
-        tb_rng_init(&r, l->o.seed, tb_rng_stream((uint64_t)epoch, 0, 7));
+        tb_rng_init_for(&r, l->o.seed, TB_RNG_SHUFFLE, (uint64_t)epoch, 0);
         for (int64_t i = n - 1; i > 0; i--) {
             int64_t j = (int64_t)tb_rng_below(&r, (uint64_t)i + 1), t = perm[i];
             perm[i] = perm[j];
