@@ -5,9 +5,10 @@
  * dataset      annotations + a prepared-video root + sampler + crop + output size;
  * loader       worker threads decode clips into a fixed pool of batch buffers and hand the
  *              batches out in order. Deterministic: every random choice for sample i of epoch e
- *              comes from a generator keyed by (seed, e, i), so batches are the same for any
- *              number of workers. A clip that fails is replaced by another sample chosen the
- *              same way; past a failure rate the loader stops.
+ *              comes from a generator keyed by (seed, TB_RNG_CLIP, e, i) (rng.h), so batches
+ *              are the same for any number of workers. A clip that fails is replaced by another
+ *              sample chosen the same way (TB_RNG_SUBSTITUTE); past a failure rate the loader
+ *              stops.
  * Tests: tests/test_data.c. */
 #ifndef TUBELET_DATA_H
 #define TUBELET_DATA_H
