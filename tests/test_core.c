@@ -1,5 +1,6 @@
 /* tests/test_core.c - core: Philox known answers and stream independence, uniform ranges,
- * status text, the thread-local error message, mkdir -p and atomic writes. */
+ * the purposes' streams (distinct, and the old ones unchanged), status text, the thread-local
+ * error message, mkdir -p and atomic writes. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -79,6 +80,137 @@ static void test_rng_streams(void)
               sum_n / n, sum_n2 / n);
 }
 
+/* The first n words of a generator. */
+static void words(tb_rng r, uint32_t *out, int n)
+{
+    for (int k = 0; k < n; k++)
+        out[k] = tb_rng_u32(&r);
+}
+
+/* Purpose p with keys (a, b, c) and a raw stream give the same numbers (the first 8 words). */
+static int same_as_raw(uint64_t seed, enum tb_rng_purpose p, uint64_t a, uint64_t b,
+                       uint64_t stream)
+{
+    tb_rng x, y;
+    uint32_t wx[8], wy[8];
+    tb_rng_init_for(&x, seed, p, a, b);
+    tb_rng_init(&y, seed, stream);
+    words(x, wx, 8);
+    words(y, wy, 8);
+    return !memcmp(wx, wy, sizeof(wx));
+}
+
+/* The compatibility contract: the purposes that replaced hand-made stream ids give exactly
+ * the numbers of those ids, so a seed gives the same batches, initial weights and synthetic
+ * datasets as before. Only the substitute's stream changed (it collided with the shuffle's). */
+static void test_rng_legacy(void)
+{
+    tbt_case = "rng purposes: the old streams unchanged";
+    const uint64_t seeds[] = {0, 1, 42, 0xfedcba9876543210ull};
+    for (int s = 0; s < 4; s++) {
+        uint64_t seed = seeds[s];
+        for (uint64_t e = 0; e < 4; e++) {
+            CHECK_MSG(same_as_raw(seed, TB_RNG_SHUFFLE, e, 0, tb_rng_stream(e, 0, 7)),
+                      "shuffle, epoch %" PRIu64, e);
+            for (uint64_t i = 0; i < 64; i++)
+                CHECK_MSG(same_as_raw(seed, TB_RNG_CLIP, e, i, tb_rng_stream(e, i, 0)),
+                          "clip, epoch %" PRIu64 " sample %" PRIu64, e, i);
+        }
+        for (uint64_t v = 0; v < 64; v++)
+            CHECK_MSG(same_as_raw(seed, TB_RNG_SYNTH_VIDEO, v, 0, tb_rng_stream(1, v, 0)),
+                      "synth video %" PRIu64, v);
+        CHECK(same_as_raw(seed, TB_RNG_SYNTH_SPLIT, 0, 0, tb_rng_stream(2, 0, 0)));
+        CHECK(same_as_raw(seed, TB_RNG_INIT, 0, 0, 0x5eed));
+        CHECK(same_as_raw(seed, TB_RNG_FRAMES, 0, 0, 0));
+    }
+    /* The three-key form with c = 0 is the two-key form, for every purpose. */
+    for (int p = 1; p < TB_RNG_N_PURPOSES; p++)
+        for (uint64_t a = 0; a < 3; a++)
+            for (uint64_t b = 0; b < 3; b++) {
+                tb_rng x, y;
+                uint32_t wx[4], wy[4];
+                tb_rng_init_for(&x, 42, (enum tb_rng_purpose)p, a, b);
+                tb_rng_init_for3(&y, 42, (enum tb_rng_purpose)p, a, b, 0);
+                words(x, wx, 4);
+                words(y, wy, 4);
+                CHECK_MSG(!memcmp(wx, wy, sizeof(wx)), "purpose %d (%" PRIu64 ", %" PRIu64
+                          ", 0)", p, a, b);
+            }
+}
+
+struct drawn {
+    uint64_t first;   /* the first 64 bits of the stream */
+    int purpose;
+    uint64_t a, b, c;
+};
+
+static int by_first(const void *x, const void *y)
+{
+    uint64_t u = ((const struct drawn *)x)->first, v = ((const struct drawn *)y)->first;
+    return (u > v) - (u < v);
+}
+
+/* The one overlap the header documents: the synth's streams are CLIP's of epochs 1 and 2. */
+static int documented_overlap(const struct drawn *x, const struct drawn *y)
+{
+    if (x->purpose != TB_RNG_CLIP) {
+        const struct drawn *t = x;
+        x = y;
+        y = t;
+    }
+    if (x->purpose != TB_RNG_CLIP || x->c || y->b || y->c)
+        return 0;
+    if (y->purpose == TB_RNG_SYNTH_VIDEO)
+        return x->a == 1 && x->b == y->a;
+    return y->purpose == TB_RNG_SYNTH_SPLIT && y->a == 0 && x->a == 2 && x->b == 0;
+}
+
+/* Every purpose over a grid of keys (a: epochs 0-3, b: indices 0-63, c: 0 and attempts 1-7)
+ * gives a stream of its own: no two (purpose, a, b, c) share their first output, except the
+ * synth's documented overlap with CLIP. In particular the old collision, the shuffle of
+ * epoch e equal to the substitute of position 0 at attempt 6, is gone. */
+static void test_rng_purposes(void)
+{
+    tbt_case = "rng purposes: distinct streams";
+    enum { NA = 4, NB = 64, NC = 8 };
+    size_t n = (size_t)(TB_RNG_N_PURPOSES - 1) * NA * NB * NC, m = 0;
+    struct drawn *d = malloc(sizeof(*d) * n);
+    for (int p = 1; p < TB_RNG_N_PURPOSES; p++)
+        for (uint64_t a = 0; a < NA; a++)
+            for (uint64_t b = 0; b < NB; b++)
+                for (uint64_t c = 0; c < NC; c++) {
+                    tb_rng r;
+                    tb_rng_init_for3(&r, 42, (enum tb_rng_purpose)p, a, b, c);
+                    d[m++] = (struct drawn){tb_rng_u64(&r), p, a, b, c};
+                }
+    qsort(d, n, sizeof(*d), by_first);
+    int overlaps = 0;
+    for (size_t k = 1; k < n; k++) {
+        if (d[k].first != d[k - 1].first)
+            continue;
+        const struct drawn *x = &d[k - 1], *y = &d[k];
+        if (documented_overlap(x, y)) {
+            overlaps++;
+            continue;
+        }
+        TBT_FAIL("purpose %d (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") and purpose %d (%" PRIu64
+                 ", %" PRIu64 ", %" PRIu64 ") draw the same numbers", x->purpose, x->a, x->b,
+                 x->c, y->purpose, y->a, y->b, y->c);
+    }
+    CHECK_EQ(overlaps, NA + 1); /* SYNTH_VIDEO (v < NA) = CLIP (1, v), SYNTH_SPLIT = CLIP (2, 0) */
+    free(d);
+
+    /* The collision that made the purposes: the old substitute id of position 0 at attempt 6
+     * was the shuffle's. */
+    for (uint64_t e = 0; e < NA; e++) {
+        CHECK(tb_rng_stream(e, 0, 6 + 1) == tb_rng_stream(e, 0, 7));
+        tb_rng shuffle, sub;
+        tb_rng_init_for(&shuffle, 42, TB_RNG_SHUFFLE, e, 0);
+        tb_rng_init_for3(&sub, 42, TB_RNG_SUBSTITUTE, e, 0, 6);
+        CHECK_MSG(tb_rng_u64(&shuffle) != tb_rng_u64(&sub), "epoch %" PRIu64, e);
+    }
+}
+
 static void *thread_err(void *arg)
 {
     (void)arg;
@@ -156,6 +288,8 @@ int main(void)
     tbt_begin("core");
     test_philox_kat();
     test_rng_streams();
+    test_rng_legacy();
+    test_rng_purposes();
     test_errors();
     test_fs();
     test_strbuf();

@@ -4,6 +4,8 @@
  * - identical batches for 1, 2 and 8 workers and for two runs with a seed, another seed gives
  *   others; shards disjoint and complete;
  * - bounded memory over many batches;
+ * - the epoch order and the substitutes from their purposes' streams (TB_RNG_SHUFFLE,
+ *   TB_RNG_SUBSTITUTE);
  * - broken and missing chunks replaced deterministically; too many failures stop the loader
  *   with a message naming the file; a clip stuck in a system call times out;
  * - the normalisation op against a direct computation, with flips. */
@@ -223,6 +225,29 @@ static int same_runs(const struct run *a, const struct run *b)
            !memcmp(a->index, b->index, sizeof(int64_t) * (size_t)a->n_clips);
 }
 
+/* The loader's order of epoch e: a Fisher-Yates shuffle from (seed, TB_RNG_SHUFFLE, e). */
+static void shuffled(uint64_t seed, int64_t epoch, int64_t n, int64_t *order)
+{
+    tb_rng r;
+    tb_rng_init_for(&r, seed, TB_RNG_SHUFFLE, (uint64_t)epoch, 0);
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)tb_rng_below(&r, (uint64_t)i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* The substitute for position pos of epoch at attempt a (1, 2, ...). */
+static int64_t substitute(uint64_t seed, int64_t epoch, int64_t pos, int attempt, int64_t n)
+{
+    tb_rng r;
+    tb_rng_init_for3(&r, seed, TB_RNG_SUBSTITUTE, (uint64_t)epoch, (uint64_t)pos,
+                     (uint64_t)attempt);
+    return (int64_t)tb_rng_below(&r, (uint64_t)n);
+}
+
 static void test_determinism(const struct tb_annotations *ann)
 {
     tbt_case = "same batches for 1, 2 and 8 workers";
@@ -255,6 +280,16 @@ static void test_determinism(const struct tb_annotations *ann)
     for (int64_t i = 0; i < n; i++)
         CHECK_EQ(seen[i], 2);
     CHECK(memcmp(r1.index, r1.index + n, sizeof(int64_t) * (size_t)n));
+    /* The order is the shuffle of (seed, TB_RNG_SHUFFLE, epoch): with that stream's values
+     * fixed (test_core), a seed gives the epochs the same order as it always has. */
+    int64_t *order = malloc(sizeof(*order) * (size_t)n);
+    for (int e = 0; e < 2; e++) {
+        shuffled(42, e, n, order);
+        for (int64_t k = 0; k < n; k++)
+            CHECK_MSG(r1.index[e * n + k] == order[k], "epoch %d position %" PRId64 ": sample %"
+                      PRId64 ", the shuffle says %" PRId64, e, k, r1.index[e * n + k], order[k]);
+    }
+    free(order);
     CHECK_EQ(r1.stats.failures, 0);
     /* The labels are the annotations'. */
     for (int64_t i = 0; i < r1.n_clips; i++) {
@@ -383,6 +418,33 @@ static void test_failures(const struct tb_annotations *ann)
     CHECK_MSG(r1.stats.failures > 0, "no clip failed");
     CHECK_EQ(r1.n_clips, tb_dataset_size(ds));
     CHECK(same_runs(&r1, &r3)); /* the substitutes do not depend on the workers either */
+    /* Each failed position holds the first of its substitutes, drawn from (seed,
+     * TB_RNG_SUBSTITUTE, epoch, position, attempt), that does not fail itself. A sample's
+     * clip fails or not whatever its position (its frames come from its own stream), and
+     * every sample has a position of its own in the epoch, so the samples that fail are
+     * exactly those replaced at their own position. */
+    int64_t n = tb_dataset_size(ds), expected_failures = 0, replaced = 0;
+    int64_t *order = malloc(sizeof(*order) * (size_t)n);
+    char *fails = calloc((size_t)n, 1);
+    shuffled(5, 0, n, order);
+    for (int64_t p = 0; p < r1.n_clips && p < n; p++)
+        fails[order[p]] = r1.index[p] != order[p];
+    for (int64_t p = 0; p < r1.n_clips && p < n; p++) {
+        if (!fails[order[p]])
+            continue;
+        int a = 1;
+        while (a < 16 && fails[substitute(5, 0, p, a, n)])
+            a++;
+        CHECK_MSG(r1.index[p] == substitute(5, 0, p, a, n), "position %" PRId64 ": sample %"
+                  PRId64 ", attempt %d's substitute is %" PRId64, p, r1.index[p], a,
+                  substitute(5, 0, p, a, n));
+        expected_failures += a;
+        replaced++;
+    }
+    CHECK(replaced > 0);
+    CHECK_EQ(r1.stats.failures, expected_failures);
+    free(order);
+    free(fails);
     free_run(&r1);
     free_run(&r3);
 
@@ -430,7 +492,11 @@ static void test_timeout(void)
     run_loader(ds, o, 1, &r);
     CHECK_MSG(r.rc == 0, "%s", r.err);
     CHECK_EQ(r.n_clips, 4);
-    CHECK_EQ(r.stats.timeouts, 1);
+    /* Position 2 times out, then so does each substitute that draws the FIFO again. */
+    int timeouts = 1;
+    while (substitute(3, 0, 2, timeouts, 4) == 2)
+        timeouts++;
+    CHECK_EQ(r.stats.timeouts, timeouts);
     for (int64_t i = 0; i < r.n_clips; i++)
         CHECK(r.index[i] != 2); /* the stuck video was replaced */
     free_run(&r);

@@ -5,9 +5,10 @@
  * dataset      annotations + a prepared-video root + sampler + crop + output size;
  * loader       worker threads decode clips into a fixed pool of batch buffers and hand the
  *              batches out in order. Deterministic: every random choice for sample i of epoch e
- *              comes from a generator keyed by (seed, e, i), so batches are the same for any
- *              number of workers. A clip that fails is replaced by another sample chosen the
- *              same way; past a failure rate the loader stops.
+ *              comes from a generator keyed by (seed, TB_RNG_CLIP, e, i) (rng.h), so batches
+ *              are the same for any number of workers. A clip that fails is replaced by another
+ *              sample chosen the same way (TB_RNG_SUBSTITUTE); past a failure rate the loader
+ *              stops.
  * Tests: tests/test_data.c. */
 #ifndef TUBELET_DATA_H
 #define TUBELET_DATA_H
@@ -101,7 +102,7 @@ TB_API int64_t tb_dataset_size(const tb_dataset *ds);
 /* Bytes of one sample: T * H * W * 3. */
 TB_API size_t tb_dataset_sample_bytes(const tb_dataset *ds);
 /* Sample i of epoch into out (T, H, W, 3) with reader r (one per thread). Its random choices
- * come from a generator keyed by (seed, epoch, i) alone. */
+ * come from a generator keyed by (seed, TB_RNG_CLIP, epoch, i) alone. */
 TB_API int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t epoch,
                           int64_t i, uint8_t *out, struct tb_sample_info *info);
 
@@ -114,7 +115,7 @@ struct tb_loader_opts {
     int n_workers;             /* decoding threads */
     int prefetch;              /* batches in flight; the buffer pool holds prefetch + 1 */
     uint64_t seed;
-    int shuffle;               /* a new order every epoch (from seed and epoch) */
+    int shuffle;               /* a new order every epoch (seed, TB_RNG_SHUFFLE, epoch) */
     int drop_last;             /* drop the last, partial batch */
     int rank, world;           /* this process's shard of every epoch */
     double max_failure_rate;   /* stop when more clips than this fail (after 10 failures) */

@@ -1,7 +1,8 @@
 /* include/tubelet/rng.h - counter-based random numbers (Philox4x32-10).
- * A generator is keyed by (seed, stream) and advanced by a counter, so the numbers for sample i
- * of epoch e depend only on (seed, e, i), never on which thread or process draws them.
- * Tests: tests/test_core.c. */
+ * A generator is keyed by (seed, stream) and advanced by a counter; library code names its
+ * stream by a purpose and up to three keys (tb_rng_init_for), so the numbers for sample i of
+ * epoch e depend only on (seed, e, i, purpose), never on which thread or process draws them.
+ * Tests: tests/test_core.c (streams, purposes), tests/test_data.c (the loader's). */
 #ifndef TUBELET_RNG_H
 #define TUBELET_RNG_H
 
@@ -19,10 +20,53 @@ typedef struct tb_rng {
     int n_left;        /* unread words in out */
 } tb_rng;
 
-/* Start the generator for (seed, stream). Different streams are independent sequences. */
+/* What a stream is for: every random choice in tubelet names one of these, so no two uses
+ * can draw the same numbers by accident. The values are part of the streams' keys: add new
+ * purposes at the end and never renumber. The keys a, b (and c, tb_rng_init_for3) of each: */
+enum tb_rng_purpose {
+    TB_RNG_CLIP = 1,         /* a training or evaluation sample's choices (frames, crop, flip):
+                                a = epoch, b = sample index in the dataset */
+    TB_RNG_SHUFFLE = 2,      /* an epoch's order of the samples: a = epoch, b = 0 */
+    TB_RNG_SUBSTITUTE = 3,   /* the sample that replaces a failed clip: a = epoch, b = position
+                                in the epoch, c = attempt (1, 2, ...) */
+    TB_RNG_INIT = 4,         /* weight initialisation, every parameter in registry order from
+                                one stream: a = 0, b = 0 */
+    TB_RNG_MASK = 5,         /* MAE tube masks (coming): a = epoch, b = sample index */
+    TB_RNG_MIXUP = 6,        /* mixup / cutmix (coming): a = epoch, b = batch index in the
+                                epoch */
+    TB_RNG_DROP_PATH = 7,    /* stochastic depth (coming): a = epoch, b = sample index; one
+                                draw per block, in block order */
+    TB_RNG_SYNTH_VIDEO = 8,  /* tubelet synth, one video's plan: a = video index, b = 0 */
+    TB_RNG_SYNTH_SPLIT = 9,  /* tubelet synth, the validation split: a = 0, b = 0 */
+    TB_RNG_FRAMES = 10,      /* tubelet frames, its random crop modes: a = 0, b = 0 */
+    TB_RNG_TEST = 11,        /* tests, free keys */
+    TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
+};
+
+/* Start the generator for (seed, purpose, a, b), the keys as listed above. Two calls give the
+ * same numbers only when all their arguments agree; two different purposes (or keys) meet
+ * only by a 64-bit hash collision, with one exception kept on purpose. For compatibility the
+ * streams of CLIP, SHUFFLE, INIT, SYNTH_*, FRAMES (with the keys listed, c = 0) equal the
+ * ad-hoc stream ids those uses had before purposes existed, so a seed gives the same batches,
+ * initial weights and synthetic datasets as before. That keeps an old overlap: the synth's
+ * streams equal CLIP's of epochs 1 and 2 (SYNTH_VIDEO (v) is CLIP (1, v), SYNTH_SPLIT is
+ * CLIP (2, 0)), so `tubelet synth --seed K` and `tubelet train --seed K` draw some of the
+ * same numbers. They are separate programs with seeds of their own, and making the synth's
+ * streams distinct would change every synthetic dataset, so it stays; the purposes the
+ * training side uses are all distinct (tests/test_core.c). */
+TB_API void tb_rng_init_for(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purpose, uint64_t a,
+                            uint64_t b);
+/* The same with a third key: tb_rng_init_for(r, s, p, a, b) is
+ * tb_rng_init_for3(r, s, p, a, b, 0). */
+TB_API void tb_rng_init_for3(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purpose,
+                             uint64_t a, uint64_t b, uint64_t c);
+
+/* Start the generator for (seed, stream), a raw stream id: for tests and benchmarks (library
+ * code names a purpose). Different streams are independent sequences. */
 TB_API void tb_rng_init(tb_rng *rng, uint64_t seed, uint64_t stream);
 
-/* A stream id from up to three keys, e.g. (epoch, sample index, purpose). */
+/* A stream id hashed from three keys (splitmix64 folds); distinct keys give distinct ids up
+ * to a 64-bit collision. */
 TB_API uint64_t tb_rng_stream(uint64_t a, uint64_t b, uint64_t c);
 
 TB_API uint32_t tb_rng_u32(tb_rng *rng);

@@ -148,7 +148,7 @@ static int run_frames(void *config, int n_args, char **args)
         goto end;
     }
     tb_rng rng;
-    tb_rng_init(&rng, (uint64_t)c->seed, 0);
+    tb_rng_init_for(&rng, (uint64_t)c->seed, TB_RNG_FRAMES, 0, 0);
     struct tb_clip_stats st;
     if ((rc = tb_reader_read(r, args[0], frames, n, &spec, &rng, w, h, rgb, &st)) < 0 ||
         (rc = tb_image_write(c->out, rgb, w, h, n)) < 0)

@@ -1,6 +1,7 @@
 /* src/core/rng.c - Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
  * SC 2011): ten rounds of a multiply-xor bijection keyed by the seed. Not cryptographic.
- * Tests: tests/test_core.c (the paper's known-answer vectors, stream independence). */
+ * Also the purposes' streams (rng.h). Tests: tests/test_core.c (the paper's known-answer
+ * vectors, stream independence, purposes distinct and the old ones unchanged). */
 #include <math.h>
 
 #include "tubelet/rng.h"
@@ -58,6 +59,65 @@ void tb_rng_init(tb_rng *rng, uint64_t seed, uint64_t stream)
 uint64_t tb_rng_stream(uint64_t a, uint64_t b, uint64_t c)
 {
     return splitmix64(splitmix64(splitmix64(a) ^ b) ^ c);
+}
+
+/* The first slot of a purpose's hashed stream: a constant ("tbrngpur") xored with the
+ * purpose, so the purpose is a key of its own ahead of a, b and c. */
+#define PURPOSE_TAG 0x7462726e67707572ull
+
+/* The stream of (purpose, a, b, c). The purposes that were used before this list existed
+ * keep, with the keys those uses passed, the exact stream ids they were given by hand then:
+ * compatibility, so the same seed gives the same batches, initial weights and synthetic
+ * datasets as before (tests/test_core.c checks each against its old expression). Every other
+ * key, and every newer purpose, is a splitmix64 fold of (tag ^ purpose, a, b, c): four slots
+ * where the old ids had three, so it meets an old id or another purpose's stream only by a
+ * 64-bit collision. The substitute's old id, tb_rng_stream(epoch, position, attempt + 1),
+ * was the shuffle's, tb_rng_stream(epoch, 0, 7), at position 0 and attempt 6; it is hashed
+ * now. */
+static uint64_t purpose_stream(enum tb_rng_purpose p, uint64_t a, uint64_t b, uint64_t c)
+{
+    switch (p) {
+    case TB_RNG_CLIP: /* src/data/dataset.c: (epoch, sample, 0) */
+        if (c == 0)
+            return tb_rng_stream(a, b, 0);
+        break;
+    case TB_RNG_SHUFFLE: /* src/data/loader.c: (epoch, 0, 7) */
+        if (b == 0 && c == 0)
+            return tb_rng_stream(a, 0, 7);
+        break;
+    case TB_RNG_INIT: /* src/model/vit.c: the raw stream 0x5eed */
+        if (a == 0 && b == 0 && c == 0)
+            return 0x5eed;
+        break;
+    case TB_RNG_SYNTH_VIDEO: /* src/video/synth.c: (1, video, 0) */
+        if (b == 0 && c == 0)
+            return tb_rng_stream(1, a, 0);
+        break;
+    case TB_RNG_SYNTH_SPLIT: /* src/video/synth.c: (2, 0, 0) */
+        if (a == 0 && b == 0 && c == 0)
+            return tb_rng_stream(2, 0, 0);
+        break;
+    case TB_RNG_FRAMES: /* src/cli/cmd_frames.c: the raw stream 0 */
+        if (a == 0 && b == 0 && c == 0)
+            return 0;
+        break;
+    default:
+        break;
+    }
+    uint64_t h = splitmix64(PURPOSE_TAG ^ (uint64_t)p);
+    return splitmix64(splitmix64(splitmix64(h ^ a) ^ b) ^ c);
+}
+
+void tb_rng_init_for3(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purpose, uint64_t a,
+                      uint64_t b, uint64_t c)
+{
+    tb_rng_init(rng, seed, purpose_stream(purpose, a, b, c));
+}
+
+void tb_rng_init_for(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purpose, uint64_t a,
+                     uint64_t b)
+{
+    tb_rng_init(rng, seed, purpose_stream(purpose, a, b, 0));
 }
 
 uint32_t tb_rng_u32(tb_rng *rng)

@@ -1,6 +1,6 @@
 /* src/data/dataset.c - annotation items to clips: which video, which frames (the sampler),
  * which crop, written into a caller's buffer by the caller's reader. Every random choice of
- * sample i in epoch e comes from one generator keyed by (seed, e, i).
+ * sample i in epoch e comes from one generator keyed by (seed, TB_RNG_CLIP, e, i).
  * Tests: tests/test_data.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,7 +116,7 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
                            it->end_s, (long long)vi.n_frames);
     }
     tb_rng rng;
-    tb_rng_init(&rng, seed, tb_rng_stream((uint64_t)epoch, (uint64_t)i, 0));
+    tb_rng_init_for(&rng, seed, TB_RNG_CLIP, (uint64_t)epoch, (uint64_t)i);
     if (o->sampler == TB_SAMPLE_DENSE) {
         int64_t span_frames = end - start;
         rc = tb_sample_dense(span_frames, o->n_frames, o->stride, o->train ? -1 : info->view,

@@ -87,14 +87,14 @@ static double now_s(void)
 }
 
 /* Sample read at attempt a of position pos: the epoch's own at attempt 0, else a substitute
- * drawn from (seed, epoch, pos, a). */
+ * drawn from (seed, TB_RNG_SUBSTITUTE, epoch, pos, a). */
 static int64_t sample_for(const struct tb_loader *l, int64_t pos, int attempt)
 {
     if (attempt == 0)
         return l->order[pos];
     tb_rng r;
-    tb_rng_init(&r, l->o.seed, tb_rng_stream((uint64_t)l->epoch, (uint64_t)pos,
-                                             (uint64_t)attempt + 1));
+    tb_rng_init_for3(&r, l->o.seed, TB_RNG_SUBSTITUTE, (uint64_t)l->epoch, (uint64_t)pos,
+                     (uint64_t)attempt);
     return (int64_t)tb_rng_below(&r, (uint64_t)tb_dataset_size(l->ds));
 }
 
@@ -328,7 +328,7 @@ static int make_order(struct tb_loader *l, int64_t epoch)
         perm[i] = i;
     if (l->o.shuffle) {
         tb_rng r;
-        tb_rng_init(&r, l->o.seed, tb_rng_stream((uint64_t)epoch, 0, 7));
+        tb_rng_init_for(&r, l->o.seed, TB_RNG_SHUFFLE, (uint64_t)epoch, 0);
         for (int64_t i = n - 1; i > 0; i--) {
             int64_t j = (int64_t)tb_rng_below(&r, (uint64_t)i + 1), t = perm[i];
             perm[i] = perm[j];

@@ -3,8 +3,8 @@
  * Each video is planned first (a list of actions, each a coloured shape doing one verb over a
  * time span on the hundredth-of-a-second grid, so the CSV timestamps are exact), then rendered
  * frame by frame in RGB, converted to yuv420p and written with libx264. All randomness comes
- * from Philox streams keyed by (seed, video, purpose), so a seed gives the same dataset on any
- * machine and thread count. Tests: tests/test_synth.c. */
+ * from Philox streams keyed by (seed, purpose, video) (TB_RNG_SYNTH_*), so a seed gives the
+ * same dataset on any machine and thread count. Tests: tests/test_synth.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -160,7 +160,7 @@ static int plan_video(struct video_plan *v, const struct synth *s, int video)
 {
     const struct tb_synth_opts *o = s->o;
     tb_rng r;
-    tb_rng_init(&r, o->seed, tb_rng_stream(1, (uint64_t)video, 0));
+    tb_rng_init_for(&r, o->seed, TB_RNG_SYNTH_VIDEO, (uint64_t)video, 0);
     memset(v, 0, sizeof(*v));
 
     int total_cs = o->seconds * 100, cap = total_cs / 150 + 1;
@@ -585,7 +585,7 @@ int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
     if (n_val < 1 && o->n_videos >= 2)
         n_val = 1;
     tb_rng r;
-    tb_rng_init(&r, o->seed, tb_rng_stream(2, 0, 0));
+    tb_rng_init_for(&r, o->seed, TB_RNG_SYNTH_SPLIT, 0, 0);
     for (int picked = 0; picked < n_val;) {
         int i = (int)tb_rng_below(&r, (uint64_t)o->n_videos);
         if (!is_val[i]) {
