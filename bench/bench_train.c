@@ -1,5 +1,6 @@
 /* bench/bench_train.c - training-step throughput of the video ViT on the CPU: random weights
- * and a random batch, forward + backward + gradient clipping + AdamW, timed over STEPS steps
+ * and a random batch of uint8 clips (as the loader gives them: normalised by the model's
+ * backend), forward + backward + gradient clipping + AdamW, timed over STEPS steps
  * after one warm-up step; prints one JSON line with clips/s and peak RSS. The PyTorch side is
  * bench/train_peer.py; bench/train_bench.sh runs both.
  * Usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [PATCH=16] [TUBELET=2]
@@ -10,7 +11,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "tubelet/data.h"
 #include "tubelet/model.h"
+#include "tubelet/rng.h"
 #include "tubelet/train.h"
 
 static double now(void)
@@ -39,18 +42,18 @@ int main(int argc, char **argv)
     tb_vit *m = NULL;
     struct tb_adamw opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                            .weight_decay = 0.05f};
-    if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B) < 0 || tb_adamw_init(&opt, m) < 0) {
+    if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B, NULL) < 0 ||
+        tb_adamw_init(&opt, tb_vit_params(m)) < 0 || tb_vit_init(m, 1) < 0) {
         fprintf(stderr, "%s\n", tb_errmsg());
         return 1;
     }
-    tb_vit_init(m, 1);
     size_t nv = (size_t)B * 3 * c.frames * c.height * c.width;
-    float *video = malloc(sizeof(float) * nv);
+    uint8_t *clips = malloc(nv);
     int64_t *labels = malloc(sizeof(int64_t) * (size_t)B);
     tb_rng r;
     tb_rng_init(&r, 2, 0);
     for (size_t i = 0; i < nv; i++)
-        video[i] = (float)tb_rng_normal(&r);
+        clips[i] = (uint8_t)tb_rng_below(&r, 256);
     for (int b = 0; b < B; b++)
         labels[b] = (int64_t)tb_rng_below(&r, 400);
     double t0 = 0;
@@ -58,9 +61,14 @@ int main(int argc, char **argv)
     for (int s = 0; s <= steps; s++) {
         if (s == 1)
             t0 = now();
-        tb_vit_forward(m, video, B, labels, 0.1f, &loss);
-        tb_vit_backward(m);
-        tb_adamw_update(&opt, m, tb_clip_factor(tb_grad_norm(m), 1.0));
+        double gnorm = 0;
+        if (tb_vit_forward_clips(m, clips, NULL, B, tb_mean_openai, tb_std_openai, labels, 0.1f,
+                                 &loss) < 0 ||
+            tb_vit_backward(m) < 0 || tb_grad_norm(tb_vit_params(m), &gnorm) < 0 ||
+            tb_adamw_update(&opt, tb_clip_factor(gnorm, 1.0)) < 0) {
+            fprintf(stderr, "%s\n", tb_errmsg());
+            return 1;
+        }
     }
     double secs = now() - t0;
     struct rusage ru;

@@ -1,9 +1,11 @@
 /* tests/test_vit.c - the video ViT against its PyTorch twin (tests/ref/vit_ref.py, on Debian's
  * python3-torch): the same safetensors weights and batch through `tubelet step` and through
  * PyTorch; loss, logits and every gradient of the first step, and every weight after 3 AdamW
- * steps, agree to a relative error of 1e-4 per tensor (float32). For class-token and mean
- * pooling, learned and sin-cos positions, tubelets of 1 and 2 frames, non-square frames.
- * Skipped (77) where PyTorch cannot be imported. */
+ * steps, agree to a relative error of 1e-4 per tensor (float32); so do the features and every
+ * gradient of a backward from a given gradient on the features. For class-token and mean
+ * pooling, learned and sin-cos positions, tubelets of 1 and 2 frames, non-square frames; the
+ * guarded test backend (memory unreadable outside its ops) gives the same bits as the CPU one.
+ * Skipped (77) where PyTorch cannot be imported, after the tests that need no PyTorch. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -20,47 +22,91 @@ struct variant {
     int tubelet, height, width;
 };
 
+/* All parameters of m, or all their gradients, into one host buffer (malloc'ed). */
+static float *read_all(tb_vit *m, int grads)
+{
+    tb_params *r = tb_vit_params(m);
+    float *host = malloc(sizeof(float) * (size_t)tb_params_floats(r));
+    for (int i = 0; i < tb_params_count(r); i++) {
+        float *dst = host + tb_params_at(r, i)->offset;
+        CHECK_EQ(grads ? tb_params_read_grad(r, i, dst) : tb_params_read(r, i, dst), 0);
+    }
+    return host;
+}
+
 static void write_inputs(const struct tb_vit_config *c, int B, const char *wpath,
                          const char *bpath, uint64_t seed)
 {
     tb_vit *m = NULL;
     CHECK_EQ(tb_vit_open(&m, c), 0);
-    tb_vit_init(m, seed);
-    int np = tb_vit_n_params(m);
+    CHECK_EQ(tb_vit_init(m, seed), 0);
+    tb_params *reg = tb_vit_params(m);
+    int np = tb_params_count(reg);
     struct tb_st_tensor *ts = calloc((size_t)np, sizeof(*ts));
+    float *host = read_all(m, 0);
     tb_rng r;
     tb_rng_init(&r, seed, 99);
     for (int i = 0; i < np; i++) {
-        const struct tb_param *p = tb_vit_param(m, i);
+        const struct tb_param *p = tb_params_at(reg, i);
+        float *data = host + p->offset;
         /* Perturb the zero and one initialisations so every tensor carries signal. */
         for (int64_t k = 0; k < p->n; k++)
-            p->data[k] += (float)tb_rng_normal(&r) * 0.02f;
+            data[k] += (float)tb_rng_normal(&r) * 0.02f;
         snprintf(ts[i].name, sizeof(ts[i].name), "%s", p->name);
         ts[i].dtype = TB_ST_F32;
         ts[i].n_dims = p->n_dims;
         memcpy(ts[i].shape, p->shape, sizeof(p->shape));
         ts[i].n = p->n;
-        ts[i].data = p->data;
+        ts[i].data = data;
     }
     CHECK_EQ(tb_st_write(wpath, ts, np, "{\"made_by\":\"test_vit\"}"), 0);
     free(ts);
+    free(host);
     tb_vit_close(&m);
 
     int64_t nv = (int64_t)B * 3 * c->frames * c->height * c->width;
     float *video = malloc(sizeof(float) * (size_t)nv);
     int64_t *label = malloc(sizeof(int64_t) * (size_t)B);
+    float *dfeat = malloc(sizeof(float) * (size_t)B * c->dim);
     for (int64_t i = 0; i < nv; i++)
         video[i] = (float)tb_rng_normal(&r);
     for (int b = 0; b < B; b++)
         label[b] = (int64_t)tb_rng_below(&r, (uint64_t)c->classes);
-    struct tb_st_tensor bt[2] = {
+    for (int64_t i = 0; i < (int64_t)B * c->dim; i++)
+        dfeat[i] = (float)tb_rng_normal(&r);
+    struct tb_st_tensor bt[3] = {
         {.name = "video", .dtype = TB_ST_F32, .n_dims = 5,
          .shape = {B, 3, c->frames, c->height, c->width}, .n = nv, .data = video},
         {.name = "label", .dtype = TB_ST_I64, .n_dims = 1, .shape = {B}, .n = B, .data = label},
+        {.name = "dfeat", .dtype = TB_ST_F32, .n_dims = 2, .shape = {B, c->dim},
+         .n = (int64_t)B * c->dim, .data = dfeat},
     };
-    CHECK_EQ(tb_st_write(bpath, bt, 2, NULL), 0);
+    CHECK_EQ(tb_st_write(bpath, bt, 3, NULL), 0);
     free(video);
     free(label);
+    free(dfeat);
+}
+
+/* Two output files of tubelet step agree to the bit (the guarded backend against the plain
+ * one: the same ops on the same numbers). */
+static void compare_bits(const char *a_path, const char *b_path, const char *what)
+{
+    struct tb_st_file *a = NULL, *b = NULL;
+    CHECK_EQ(tb_st_read(&a, a_path), 0);
+    CHECK_EQ(tb_st_read(&b, b_path), 0);
+    if (!a || !b)
+        return;
+    CHECK_EQ(a->n_tensors, b->n_tensors);
+    int differ = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const struct tb_st_tensor *t = &a->tensors[i], *u = tb_st_find(b, t->name);
+        int same = u && u->n == t->n && !memcmp(t->data, u->data, sizeof(float) * (size_t)t->n);
+        CHECK_MSG(same, "%s: %s differs between the backends", what, t->name);
+        differ += !same;
+    }
+    fprintf(stderr, "%s: %d tensors, %d differ\n", what, a->n_tensors, differ);
+    tb_st_free(&a);
+    tb_st_free(&b);
 }
 
 static void compare(const char *ours_path, const char *ref_path, const char *what)
@@ -131,9 +177,11 @@ static void test_grad_homes(void)
         CHECK_EQ(tb_vit_open(&m[k], &c), 0);
         if (!m[k])
             return;
-        CHECK(tb_vit_plan(m[k], B) > 0);
-        CHECK_EQ(tb_adamw_init(&opt[k], m[k]), 0);
-        tb_vit_init(m[k], 7);
+        int64_t bytes = 0;
+        CHECK_EQ(tb_vit_plan(m[k], B, &bytes), 0);
+        CHECK(bytes > 0);
+        CHECK_EQ(tb_adamw_init(&opt[k], tb_vit_params(m[k])), 0);
+        CHECK_EQ(tb_vit_init(m[k], 7), 0);
     }
     size_t nv = (size_t)B * 3 * 4 * 32 * 32;
     float *video = malloc(sizeof(float) * nv);
@@ -142,32 +190,34 @@ static void test_grad_homes(void)
     tb_rng_init(&r, 3, 0);
     for (size_t i = 0; i < nv; i++)
         video[i] = (float)tb_rng_normal(&r);
-    int np = tb_vit_n_params(m[0]), differ = 0;
+    size_t nf = (size_t)tb_params_floats(tb_vit_params(m[0]));
+    int differ = 0;
     for (int step = 0; step < 2; step++) {
+        float *g[N_MODELS];
         for (int k = 0; k < N_MODELS; k++) {
             float loss;
             CHECK_EQ(tb_vit_forward(m[k], video, B, labels, 0.1f, &loss), 0);
             CHECK_EQ(tb_vit_backward(m[k]), 0);
+            g[k] = read_all(m[k], 1);
         }
         for (int k = 1; k < N_MODELS; k++)
-            for (int i = 0; i < np; i++) {
-                const struct tb_param *a = tb_vit_param(m[0], i), *b = tb_vit_param(m[k], i);
-                differ += memcmp(a->grad, b->grad, sizeof(float) * (size_t)a->n) != 0;
-            }
-        int64_t n_all = 0;
-        for (int s = 0; s < tb_vit_n_grad_spans(m[0]); s++) {
-            int64_t n;
-            CHECK(tb_vit_grad_span(m[0], s, &n) != NULL);
-            n_all += n;
+            differ += memcmp(g[0], g[k], sizeof(float) * nf) != 0;
+        for (int k = 0; k < N_MODELS; k++) {
+            double norm = 0;
+            CHECK_EQ(tb_grad_norm(tb_vit_params(m[k]), &norm), 0);
+            CHECK(norm > 0);
+            CHECK_EQ(tb_adamw_update(&opt[k], tb_clip_factor(norm, 0.5)), 0);
+            free(g[k]);
         }
-        CHECK_EQ(n_all, tb_vit_n_floats(m[0]));
-        for (int k = 0; k < N_MODELS; k++)
-            tb_adamw_update(&opt[k], m[k], tb_clip_factor(tb_grad_norm(m[k]), 0.5));
     }
     CHECK_EQ(differ, 0);
-    for (int k = 1; k < N_MODELS; k++)
-        CHECK(!memcmp(tb_vit_params(m[0]), tb_vit_params(m[k]),
-                      sizeof(float) * (size_t)tb_vit_n_floats(m[0])));
+    float *w0 = read_all(m[0], 0);
+    for (int k = 1; k < N_MODELS; k++) {
+        float *w = read_all(m[k], 0);
+        CHECK(!memcmp(w0, w, sizeof(float) * nf));
+        free(w);
+    }
+    free(w0);
     CHECK(tb_vit_backward(m[0]) < 0);
     CHECK_STR_HAS(tb_errmsg(), "backward needs a forward with labels");
     for (int k = 0; k < N_MODELS; k++) {
@@ -186,6 +236,20 @@ static void test_grad_homes(void)
     c.recompute_mlp = 1;
     CHECK(tb_vit_open(&bad, &c) < 0);
     CHECK(bad == NULL);
+
+    tbt_case = "a plan too big for the machine";
+    struct tb_vit_config big = {.dim = 768, .depth = 12, .heads = 12, .patch = 16, .tubelet = 2,
+                                .frames = 16, .height = 224, .width = 224, .classes = 400,
+                                .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS};
+    CHECK_EQ(tb_vit_open(&bad, &big), 0);
+    if (bad) {
+        int64_t bytes = 0;
+        CHECK_EQ(tb_vit_plan(bad, 4096, &bytes), TB_ENOMEM);
+        CHECK_STR_HAS(tb_errmsg(), "the activations of 4096 clips need ");
+        CHECK_STR_HAS(tb_errmsg(), "lower --batch, or add --recompute-mlp K");
+        CHECK_EQ(bytes, 0);
+        tb_vit_close(&bad);
+    }
 }
 
 int main(void)
@@ -231,6 +295,27 @@ int main(void)
         CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
         free(out);
         compare(o, r, what);
+        /* The guarded backend (memory unreadable outside its ops): the same bits. */
+        char g[4300];
+        snprintf(g, sizeof(g), "%s/g%zu.safetensors", tbt_dir(), i);
+        rc = tbt_run(&out, 120, "%s step %s --backend cpu-guarded --out %s", tbt_tubelet(),
+                     flags, g);
+        CHECK_MSG(rc == 0, "tubelet step --backend cpu-guarded: %s", out);
+        free(out);
+        compare_bits(o, g, what);
+        /* A backward from a gradient on the features (a loss outside the model). */
+        char fo[4300], fr[4300];
+        snprintf(fo, sizeof(fo), "%s/fo%zu.safetensors", tbt_dir(), i);
+        snprintf(fr, sizeof(fr), "%s/fr%zu.safetensors", tbt_dir(), i);
+        snprintf(what, sizeof(what), "%s pool, %s positions, feature gradient", v->pool, v->pos);
+        rc = tbt_run(&out, 120, "%s step %s --feature-grad --out %s", tbt_tubelet(), flags, fo);
+        CHECK_MSG(rc == 0, "tubelet step --feature-grad: %s", out);
+        free(out);
+        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --feature-grad --out %s",
+                     TB_SOURCE_DIR, flags, fr);
+        CHECK_MSG(rc == 0, "vit_ref.py --feature-grad: %s", out);
+        free(out);
+        compare(fo, fr, what);
         if (i < 2) { /* per-block recomputation, whole or the MLP's: the same numbers */
             snprintf(what, sizeof(what), "%s pool, %s positions, recomputed", v->pool, v->pos);
             rc = tbt_run(&out, 120, "%s step %s --recompute --out %s", tbt_tubelet(), flags, o);

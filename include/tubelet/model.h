@@ -1,23 +1,68 @@
-/* include/tubelet/model.h - the video Vision Transformer (timm / VideoMAE): tubelet patch
- * embedding (Conv3d with stride = kernel), learned or fixed sin-cos positions, a class token
- * or mean pooling (fc_norm), pre-LN blocks with joint space-time attention, a linear head.
- * LayerNorm eps 1e-6, exact GELU, MLP 4x wide, qkv split as (3, NH, HS), attention scale
- * HS^-0.5; tokens in the order PyTorch flattens the Conv3d output (t, h, w).
+/* include/tubelet/model.h - models and their parameters.
  *
- * Parameters live in one block, named as timm names them (DESIGN.md section 4), so PyTorch
- * loads tubelet's safetensors directly; gradients and optimizer moments are blocks of the
- * same layout. Forward and backward are explicit per layer; activation buffers are planned
- * from the batch size before the first step, so peak memory is known up front.
- * Tests: tests/test_vit.c (against PyTorch). */
+ * Parameter registry (tb_params): every model lists its parameters once - names as timm,
+ * VideoMAE or OpenAI CLIP name them (DESIGN.md section 4), shapes, weight decay, the
+ * initialisation - in one block of backend memory. The same table drives initialisation,
+ * loading, the optimizer, the gradient norm, the data-parallel reduction and checkpoints.
+ * Parameter memory belongs to the model's backend: it is read and written only through the
+ * calls below (copies to and from host memory), never through a pointer.
+ *
+ * The video Vision Transformer (tb_vit; timm / VideoMAE): tubelet patch embedding (Conv3d
+ * with stride = kernel), learned or fixed sin-cos positions, a class token or mean pooling
+ * (fc_norm), pre-LN blocks with joint space-time attention, a linear head (or none: an
+ * encoder whose output is the pooled, normalised features). LayerNorm eps 1e-6, exact GELU,
+ * MLP 4x wide, qkv split as (3, NH, HS), attention scale HS^-0.5; tokens in the order
+ * PyTorch flattens the Conv3d output (t, h, w). Forward and backward are explicit per layer;
+ * activation buffers are planned from the batch size before the first step, so peak memory
+ * is known up front. Tests: tests/test_vit.c (against PyTorch), tests/test_backend.c. */
 #ifndef TUBELET_MODEL_H
 #define TUBELET_MODEL_H
 
 #include "tubelet/base.h"
 #include "tubelet/safetensors.h"
+#include "tubelet/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+enum tb_init {
+    TB_INIT_ZERO,
+    TB_INIT_ONE,
+    TB_INIT_TRUNC_NORMAL, /* timm's trunc_normal_(std=.02): N(0, 0.02) cut at 2 std */
+};
+
+struct tb_param {
+    const char *name;          /* e.g. "blocks.3.attn.qkv.weight" */
+    int n_dims;
+    int64_t shape[5];
+    int64_t n;                 /* elements */
+    int64_t offset;            /* floats before it in the parameter block */
+    int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
+    enum tb_init init;
+};
+
+typedef struct tb_params tb_params;
+
+TB_API int tb_params_count(const tb_params *r);
+TB_API const struct tb_param *tb_params_at(const tb_params *r, int i);
+/* The index of the parameter called name, or -1. */
+TB_API int tb_params_find(const tb_params *r, const char *name);
+/* Floats of all parameters together. */
+TB_API int64_t tb_params_floats(const tb_params *r);
+/* Parameter i to or from host memory (n floats); its gradient (once planned: see the
+ * model) to host memory. */
+TB_API int tb_params_read(tb_params *r, int i, float *host);
+TB_API int tb_params_write(tb_params *r, int i, const float *host);
+TB_API int tb_params_read_grad(tb_params *r, int i, float *host);
+/* Every parameter from its tensor of the same name and shape in f (extra tensors ignored). */
+TB_API int tb_params_load(tb_params *r, const struct tb_st_file *f);
+/* Every parameter by its init kind, from one generator keyed by seed. */
+TB_API int tb_params_init(tb_params *r, uint64_t seed);
+
+/* ---- the video ViT ----------------------------------------------------------------------- */
 
 enum tb_pool { TB_POOL_CLS, TB_POOL_MEAN };
 enum tb_pos { TB_POS_LEARNED, TB_POS_SINCOS };
@@ -26,7 +71,7 @@ struct tb_vit_config {
     int dim, depth, heads;     /* D, L, NH */
     int patch, tubelet;        /* P, TU */
     int frames, height, width; /* T, H, W of the input clips */
-    int classes;               /* K */
+    int classes;               /* K; 0: no head, the output is the features (B, D) */
     enum tb_pool pool;
     enum tb_pos pos;
     int recompute;             /* 1: keep only each block's input; the backward runs the block's
@@ -35,54 +80,58 @@ struct tb_vit_config {
                                 * output, 4 of a block's 10 rows per token); the backward
                                 * recomputes it, one product (~0.5% of a step per block). Not
                                 * with recompute. The same numbers either way. */
+    const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
+                                * (a test backend: see tests/test_backend.c); borrowed */
+    enum tb_dtype dtype;       /* TB_DTYPE_F32 (bf16 comes with the CUDA backend) */
 };
 
 typedef struct tb_vit tb_vit;
 
-/* Check the config and allocate parameters (zero) and gradients. */
+/* Check the config, open its backend and allocate the parameters (zero). */
 TB_API int tb_vit_open(tb_vit **out, const struct tb_vit_config *cfg);
 TB_API void tb_vit_close(tb_vit **m);
 TB_API const struct tb_vit_config *tb_vit_config(const tb_vit *m);
+/* The parameter registry. */
+TB_API tb_params *tb_vit_params(tb_vit *m);
+/* The name of the backend it runs on. */
+TB_API const char *tb_vit_backend(const tb_vit *m);
 
-/* timm's initialisation: truncated normal (std 0.02) for weights, zero biases, LayerNorm 1/0,
- * from a seed. */
-TB_API void tb_vit_init(tb_vit *m, uint64_t seed);
+/* timm's initialisation: truncated normal (std 0.02) for weights, position and class
+ * embeddings, zero biases, LayerNorm 1/0, from a seed. */
+TB_API int tb_vit_init(tb_vit *m, uint64_t seed);
 
-/* The parameter list, in a fixed order. */
-struct tb_param {
-    const char *name;          /* timm name, e.g. "blocks.3.attn.qkv.weight" */
-    int n_dims;
-    int64_t shape[5];
-    int64_t n;                 /* elements */
-    float *data, *grad;        /* into the parameter block; grad once planned (see below) */
-    int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
-};
-TB_API int tb_vit_n_params(const tb_vit *m);
-TB_API const struct tb_param *tb_vit_param(const tb_vit *m, int i);
-/* All parameters as one block of tb_vit_n_floats floats. */
-TB_API int64_t tb_vit_n_floats(const tb_vit *m);
-TB_API float *tb_vit_params(tb_vit *m);
-/* The gradients (once planned), as spans of consecutive parameters' gradients: span i holds
- * *n floats. Most of them live in activation space the backward is done with, so they hold
- * the last backward's gradients until the next forward overwrites them. */
-TB_API int tb_vit_n_grad_spans(const tb_vit *m);
-TB_API float *tb_vit_grad_span(tb_vit *m, int i, int64_t *n);
+/* Allocate activation buffers for batches of up to B clips; *bytes (may be NULL) gets their
+ * size. A plan larger than this machine's memory fails with TB_ENOMEM, a message giving the
+ * bytes needed and the flags that lower it. Gradients exist once planned; most of them live
+ * in activation space the backward is done with, so they hold the last backward's gradients
+ * until the next forward overwrites them. */
+TB_API int tb_vit_plan(tb_vit *m, int B, int64_t *bytes);
 
-/* Set parameters from a safetensors file by name; every parameter must be there with its
- * shape. Extra tensors are ignored. */
-TB_API int tb_vit_load(tb_vit *m, const struct tb_st_file *f);
-
-/* Allocate activation buffers for batches of up to B clips; returns their bytes. */
-TB_API int64_t tb_vit_plan(tb_vit *m, int B);
-
-/* Forward a batch: video (B, 3, T, H, W). With labels (B), also the mean cross-entropy with
- * label smoothing, returned in *loss. Logits (B, K) stay readable via tb_vit_logits. */
+/* The input of the next forward, from host memory: video float (B, 3, T, H, W), or uint8
+ * clips (B, T, H, W, 3) as the loader gives them, normalised on the backend by (x - mean) /
+ * std (3 values each, 0-255 scale) and mirrored where flip[b] (flip may be NULL). */
+TB_API int tb_vit_set_video(tb_vit *m, const float *video, int B);
+TB_API int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B,
+                            const float mean[3], const float std[3]);
+/* Forward the input set: with labels (B, host), also the mean cross-entropy with label
+ * smoothing, in *loss. */
+TB_API int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss);
+/* Both in one call. */
 TB_API int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels,
                           float smoothing, float *loss);
-TB_API const float *tb_vit_logits(const tb_vit *m);
+TB_API int tb_vit_forward_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B,
+                                const float mean[3], const float std[3], const int64_t *labels,
+                                float smoothing, float *loss);
+/* The last forward's logits (B, K), or its features (B, D: the pooled, normalised tokens,
+ * the head's input), into host memory. */
+TB_API int tb_vit_logits(tb_vit *m, float *host);
+TB_API int tb_vit_features(tb_vit *m, float *host);
 /* Backward of the last forward (which had labels): gradients of every parameter, replaced.
  * Once per forward: the gradients take the space of that forward's activations. */
 TB_API int tb_vit_backward(tb_vit *m);
+/* Backward from a gradient on the features (B, D, host), a loss outside the model (MAE,
+ * contrastive): gradients of every parameter but the head's (left as they were). */
+TB_API int tb_vit_backward_features(tb_vit *m, const float *dfeat);
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,12 @@ TB_API const struct tb_st_tensor *tb_st_find(const struct tb_st_file *f, const c
  * "{\"step\": \"12\"}") to path, atomically (temporary file, fsync, rename). */
 TB_API int tb_st_write(const char *path, const struct tb_st_tensor *tensors, int n,
                        const char *metadata);
+/* The same, where a tensor with data NULL has its bytes written by fill(user, i, dst) straight
+ * into the file's buffer (from device memory, say: no second host copy); fill returns 0 or a
+ * TB_E* code. */
+TB_API int tb_st_write_fill(const char *path, const struct tb_st_tensor *tensors, int n,
+                            const char *metadata, int (*fill)(void *user, int i, void *dst),
+                            void *user);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,14 @@
-/* include/tubelet/train.h - optimisation: AdamW over a model's parameters (PyTorch's update;
- * no decay on biases, norms, position and class embeddings), global gradient-norm clipping,
- * and the learning-rate schedule (linear warmup, cosine decay). Training loops and
- * checkpoints come with `tubelet train`. Tests: tests/test_vit.c. */
+/* include/tubelet/train.h - optimisation and training: AdamW over a model's parameter
+ * registry (PyTorch's update; no decay on biases, norms, position and class embeddings),
+ * global gradient-norm clipping, the learning-rate schedule (linear warmup, cosine decay),
+ * checkpoints, and the one training loop every task runs on (tb_train: schedule, clipping,
+ * logging, Ctrl-C, non-finite stop, checkpoint and exact resume, data parallelism), with
+ * classification (`cls`) as its first task. Optimizer state lives on the model's backend.
+ * Tests: tests/test_vit.c (AdamW against PyTorch), tests/test_train.c. */
 #ifndef TUBELET_TRAIN_H
 #define TUBELET_TRAIN_H
 
+#include "tubelet/data.h"
 #include "tubelet/model.h"
 
 #ifdef __cplusplus
@@ -14,20 +18,19 @@ extern "C" {
 struct tb_adamw {
     float lr, beta1, beta2, eps, weight_decay;
     int64_t step;           /* updates done */
-    float *m, *v;           /* first and second moments, the model's parameter layout */
-    int64_t n;
+    tb_params *params;      /* borrowed */
+    float *m, *v;           /* backend memory: the moments, in the parameters' layout */
 };
 
-/* Allocate zero moments for m's parameters. Hyper-parameters are the caller's to set. */
-TB_API int tb_adamw_init(struct tb_adamw *opt, tb_vit *m);
+/* Allocate zero moments for r's parameters. Hyper-parameters are the caller's to set. */
+TB_API int tb_adamw_init(struct tb_adamw *opt, tb_params *r);
 TB_API void tb_adamw_free(struct tb_adamw *opt);
-/* One update of every parameter from the model's gradients times grad_scale (1, or
- * tb_clip_factor's: clipping folded into the update, PyTorch's clip_grad_norm_ + step to the
- * bit), at opt->lr. */
-TB_API void tb_adamw_update(struct tb_adamw *opt, tb_vit *m, float grad_scale);
+/* One update of every parameter from its gradient times grad_scale (1, or tb_clip_factor's:
+ * clipping folded into the update, PyTorch's clip_grad_norm_ + step to the bit), at opt->lr. */
+TB_API int tb_adamw_update(struct tb_adamw *opt, float grad_scale);
 
-/* The global L2 norm of the gradients. */
-TB_API double tb_grad_norm(tb_vit *m);
+/* The global L2 norm of r's gradients, into *norm. */
+TB_API int tb_grad_norm(tb_params *r, double *norm);
 /* torch.nn.utils.clip_grad_norm_'s factor for gradients of that norm: max_norm / (norm +
  * 1e-6) when norm > max_norm > 0, else 1. */
 TB_API float tb_clip_factor(double norm, double max_norm);
@@ -37,6 +40,27 @@ TB_API float tb_clip_factor(double norm, double max_norm);
 TB_API float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float base_lr,
                             float min_lr);
 
+/* ---- settings a run stores in its checkpoint ---------------------------------------------- */
+
+enum tb_label_kind { TB_LABEL_VERB = 0, TB_LABEL_NOUN = 1, TB_LABEL_ACTION = 2 };
+/* The class of an annotation item for a label kind (its verb, noun or action id). */
+TB_API int tb_item_label(const struct tb_ann_item *it, enum tb_label_kind k);
+
+/* Normalisation presets (data.h's constants, 0-255 scale). */
+enum tb_norm { TB_NORM_OPENAI, TB_NORM_IMAGENET };
+TB_API void tb_norm_values(enum tb_norm n, const float **mean, const float **std);
+
+/* What a checkpoint says of the run that wrote it: the model, and how clips were made. */
+struct tb_ckpt_info {
+    struct tb_vit_config model;  /* backend: NULL */
+    char task[16];
+    enum tb_sampler sampler;
+    int stride;
+    enum tb_norm norm;
+    enum tb_label_kind label;
+};
+TB_API int tb_ckpt_info(const char *path, struct tb_ckpt_info *info);
+
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
 /* Where training is: the next batch to run is batch `batch` of epoch `epoch`; `step` counts
@@ -45,27 +69,19 @@ struct tb_train_pos {
     int64_t epoch, batch, step;
 };
 
-/* Save the model's parameters under their timm names, the AdamW moments as
- * "optimizer.exp_avg.<name>" / "optimizer.exp_avg_sq.<name>" (opt may be NULL), and the
- * model config, position and extra "key":"value" pairs (extra may be NULL) as metadata, in one
- * safetensors file written atomically. PyTorch loads the model with
+/* Save the parameters under their names, the AdamW moments as "optimizer.exp_avg.<name>" /
+ * "optimizer.exp_avg_sq.<name>" (opt may be NULL), the position and meta (more "key":"value"
+ * pairs, or NULL: the run's settings) as metadata, in one safetensors file written
+ * atomically. PyTorch loads the model with
  * {k: v for k, v in f.items() if not k.startswith("optimizer.")}. */
-TB_API int tb_ckpt_save(const char *path, tb_vit *m, const struct tb_adamw *opt,
-                        const struct tb_train_pos *pos, const char *extra);
-/* The model config stored in a checkpoint. */
-TB_API int tb_ckpt_config(const char *path, struct tb_vit_config *cfg);
-/* Load parameters (and, when opt is not NULL, the moments and step) and the position. */
-TB_API int tb_ckpt_load(const char *path, tb_vit *m, struct tb_adamw *opt,
+TB_API int tb_ckpt_save(const char *path, tb_params *r, const struct tb_adamw *opt,
+                        const struct tb_train_pos *pos, const char *meta);
+/* Load parameters (and, when opt is not NULL, the moments and step) and the position (pos may
+ * be NULL). */
+TB_API int tb_ckpt_load(const char *path, tb_params *r, struct tb_adamw *opt,
                         struct tb_train_pos *pos);
 
-/* ---- classification training ------------------------------------------------------------- */
-
-#include "tubelet/data.h"
-
-enum tb_label_kind { TB_LABEL_VERB = 0, TB_LABEL_NOUN = 1, TB_LABEL_ACTION = 2 };
-
-/* The class of an annotation item for a label kind (its verb, noun or action id). */
-TB_API int tb_item_label(const struct tb_ann_item *it, enum tb_label_kind k);
+/* ---- the training loop ------------------------------------------------------------------- */
 
 struct tb_train_progress {
     int64_t epoch, epochs, step, steps; /* steps: all of the run */
@@ -83,36 +99,42 @@ struct tb_eval_result {
 };
 
 struct tb_train_opts {
+    const char *task;                   /* "cls" (NULL: cls) */
     struct tb_vit_config model;         /* frames/height/width are the clips' */
     const struct tb_annotations *train_ann, *val_ann; /* val may be NULL */
     enum tb_label_kind label;
     struct tb_dataset_opts data;        /* root, ext, sampler, stride, crop (train) */
-    int batch, workers, prefetch;
+    enum tb_norm norm;
+    int batch, workers, prefetch;       /* batch: clips per process and step */
     int64_t epochs;
     double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
+    double beta1, beta2, adam_eps;      /* AdamW */
     uint64_t seed;
     int eval_every;                     /* epochs; 0: only at the end */
     int val_views, val_crops;
     int log_every;                      /* steps between metrics lines */
     const char *out_dir;                /* checkpoints and metrics.jsonl go here */
-    const char *config_text;            /* stored in checkpoints, may be NULL */
     const volatile int *cancel;         /* Ctrl-C: save a checkpoint and return TB_ECANCELED */
     void (*on_step)(void *user, const struct tb_train_progress *p);
     void (*on_eval)(void *user, const struct tb_eval_result *r);
     void *user;
 };
 
-/* Train (resuming from out_dir/last.safetensors when it exists), evaluating every eval_every
- * epochs and at the end; checkpoints after every epoch and on cancel. A loss that is not
- * finite stops the run with TB_ERANGE naming the step. */
-TB_API int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eval);
+/* Train o->task (resuming from out_dir/last.safetensors when it exists), evaluating every
+ * eval_every epochs and at the end; checkpoints after every epoch and on cancel. A loss or
+ * gradient norm that is not finite stops the run with TB_ERANGE naming the step; a loader
+ * failure on any process stops every process with its message. */
+TB_API int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval);
 
-/* Evaluate m on annotations: views x crops per item, probabilities averaged. predicted, when
- * not NULL, has ann->n_items places and receives each item's top-1 class. */
+/* Evaluate m on annotations: views x crops per item, probabilities averaged; under mpirun
+ * each process takes its share of the clips and the results are reduced. Top-k counts an
+ * item right only when its class is strictly among the k best (ties go to the lower class
+ * index, as argmax); a logit that is not finite is TB_ERANGE naming the clip. predicted,
+ * when not NULL, has ann->n_items places and receives each item's top-1 class. */
 TB_API int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann,
-                       const struct tb_dataset_opts *data, enum tb_label_kind label, int views,
-                       int crops, int batch, int workers, struct tb_eval_result *res,
-                       int *predicted);
+                       const struct tb_dataset_opts *data, enum tb_label_kind label,
+                       enum tb_norm norm, int views, int crops, int batch, int workers,
+                       struct tb_eval_result *res, int *predicted);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,8 @@ struct step_config {
     struct cli_size size;
     int classes;
     char *pool, *pos;
-    char *weights, *batch, *out;
-    int steps, recompute, recompute_mlp;
+    char *weights, *batch, *out, *backend;
+    int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
 };
 
@@ -42,6 +42,11 @@ static const struct cli_flag step_flags[] = {
     F("out", CLI_STR, out, NULL, "O.safetensors",
       "loss (S), logits and grad.<name> of the first step, the final weights", CLI_NO_RANGE),
     F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
+    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend)",
+      CLI_NO_RANGE),
+    F("feature-grad", CLI_BOOL, feature_grad, "false", "",
+      "one backward from the batch's 'dfeat' (B, D) on the features (the head's input): "
+      "writes 'feat' and every gradient but the head's", CLI_NO_RANGE),
     F("recompute", CLI_BOOL, recompute, "false", "",
       "keep only block inputs; the backward reruns each block's forward", CLI_NO_RANGE),
     F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K",
@@ -56,6 +61,18 @@ static const struct cli_flag step_flags[] = {
 };
 #undef F
 
+/* The outputs of one run: name, shape and host data (owned by the caller's buffers). */
+static void out_tensor(struct tb_st_tensor *t, const char *prefix, const struct tb_param *p,
+                       float *data)
+{
+    snprintf(t->name, sizeof(t->name), "%s%s", prefix, p->name);
+    t->dtype = TB_ST_F32;
+    t->n_dims = p->n_dims;
+    memcpy(t->shape, p->shape, sizeof(p->shape));
+    t->n = p->n;
+    t->data = data;
+}
+
 static int run_step(void *config, int n_args, char **args)
 {
     struct step_config *c = config;
@@ -63,7 +80,7 @@ static int run_step(void *config, int n_args, char **args)
     tb_vit *m = NULL;
     struct tb_adamw opt = {0};
     struct tb_st_tensor *outs = NULL;
-    float *losses = NULL, *logits = NULL, *grads = NULL;
+    float *losses = NULL, *logits = NULL, *grads = NULL, *weights = NULL;
     int rc, status = 1, n_out = 0;
     (void)n_args;
     (void)args;
@@ -77,7 +94,7 @@ static int run_step(void *config, int n_args, char **args)
         .classes = c->classes,
         .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
-        .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
+        .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->backend,
     };
     if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean")) ||
         (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos"))) {
@@ -86,75 +103,104 @@ static int run_step(void *config, int n_args, char **args)
     }
     if ((rc = tb_vit_open(&m, &vc)) < 0 || (rc = tb_st_read(&wf, c->weights)) < 0)
         goto fail;
-    if ((rc = tb_vit_load(m, wf)) < 0) {
+    tb_params *params = tb_vit_params(m);
+    if ((rc = tb_params_load(params, wf)) < 0) {
         fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
         goto end;
     }
     if ((rc = tb_st_read(&bf, c->batch)) < 0)
         goto fail;
     const struct tb_st_tensor *video = tb_st_find(bf, "video"), *label = tb_st_find(bf, "label");
-    if (!video || !label || video->dtype != TB_ST_F32 || label->dtype != TB_ST_I64 ||
-        video->n_dims != 5 || label->n_dims != 1 || video->shape[0] != label->shape[0] ||
-        video->shape[1] != 3 || video->shape[2] != c->frames || video->shape[3] != vc.height ||
-        video->shape[4] != vc.width) {
-        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d) and 'label' "
-                "int64 (B)\n", c->batch, c->frames, vc.height, vc.width);
+    const struct tb_st_tensor *dfeat = tb_st_find(bf, "dfeat");
+    int64_t B0 = video && video->n_dims == 5 ? video->shape[0] : 0;
+    int bad_video = !video || video->dtype != TB_ST_F32 || video->n_dims != 5 ||
+                    video->shape[1] != 3 || video->shape[2] != c->frames ||
+                    video->shape[3] != vc.height || video->shape[4] != vc.width;
+    int bad_target = c->feature_grad
+                         ? !dfeat || dfeat->dtype != TB_ST_F32 || dfeat->n_dims != 2 ||
+                               dfeat->shape[0] != B0 || dfeat->shape[1] != c->dim
+                         : !label || label->dtype != TB_ST_I64 || label->n_dims != 1 ||
+                               label->shape[0] != B0;
+    if (bad_video || bad_target || B0 < 1 || B0 > 65536) {
+        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d) and %s\n",
+                c->batch, c->frames, vc.height, vc.width,
+                c->feature_grad ? "'dfeat' float32 (B,D)" : "'label' int64 (B)");
         goto end;
     }
-    int B = (int)label->shape[0], K = c->classes, np = tb_vit_n_params(m);
-    if ((rc = (int)tb_vit_plan(m, B)) < 0)
-        goto fail;
-    if ((rc = tb_adamw_init(&opt, m)) < 0)
+    int B = (int)B0, K = c->classes, np = tb_params_count(params);
+    int64_t nf = tb_params_floats(params);
+    if ((rc = tb_vit_plan(m, B, NULL)) < 0 || (rc = tb_adamw_init(&opt, params)) < 0)
         goto fail;
     opt.lr = (float)c->lr;
     opt.weight_decay = (float)c->wd;
     opt.beta1 = (float)c->beta1;
     opt.beta2 = (float)c->beta2;
     opt.eps = (float)c->eps;
-    int64_t nf = tb_vit_n_floats(m);
     losses = malloc(sizeof(float) * (size_t)c->steps);
-    logits = malloc(sizeof(float) * (size_t)B * K);
+    logits = malloc(sizeof(float) * (size_t)B * (K > c->dim ? K : c->dim));
     grads = malloc(sizeof(float) * (size_t)nf);
+    weights = malloc(sizeof(float) * (size_t)nf);
     outs = calloc((size_t)(2 + 2 * np), sizeof(*outs));
-    if (!losses || !logits || !grads || !outs) {
+    if (!losses || !logits || !grads || !weights || !outs) {
         fprintf(stderr, "tubelet step: out of memory\n");
         goto end;
     }
-    for (int s = 0; s < c->steps; s++) {
-        if ((rc = tb_vit_forward(m, video->data, B, label->data, (float)c->smoothing,
-                                 &losses[s])) < 0 ||
-            (rc = tb_vit_backward(m)) < 0)
+    if (c->feature_grad) {
+        /* One forward to the features, one backward from the given gradient on them. */
+        if ((rc = tb_vit_forward(m, video->data, B, NULL, 0, NULL)) < 0 ||
+            (rc = tb_vit_features(m, logits)) < 0 ||
+            (rc = tb_vit_backward_features(m, dfeat->data)) < 0)
             goto fail;
-        if (s == 0) {
-            memcpy(logits, tb_vit_logits(m), sizeof(float) * (size_t)B * K);
-            for (int i = 0; i < np; i++) {
-                const struct tb_param *p = tb_vit_param(m, i);
-                memcpy(grads + (p->data - tb_vit_params(m)), p->grad, sizeof(float) * (size_t)p->n);
-            }
+        outs[n_out++] = (struct tb_st_tensor){.name = "feat", .dtype = TB_ST_F32, .n_dims = 2,
+                                              .shape = {B, c->dim}, .n = (int64_t)B * c->dim,
+                                              .data = logits};
+        for (int i = 0; i < np; i++) {
+            const struct tb_param *p = tb_params_at(params, i);
+            if (!strncmp(p->name, "head.", 5))
+                continue;
+            if ((rc = tb_params_read_grad(params, i, grads + p->offset)) < 0)
+                goto fail;
+            out_tensor(&outs[n_out++], "grad.", p, grads + p->offset);
         }
-        tb_adamw_update(&opt, m, 1.0f);
-    }
-    outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
-                                          .shape = {c->steps}, .n = c->steps, .data = losses};
-    outs[n_out++] = (struct tb_st_tensor){.name = "logits", .dtype = TB_ST_F32, .n_dims = 2,
-                                          .shape = {B, K}, .n = (int64_t)B * K, .data = logits};
-    float *base = tb_vit_params(m);
-    for (int i = 0; i < np; i++) {
-        const struct tb_param *p = tb_vit_param(m, i);
-        for (int g = 0; g < 2; g++) {
-            struct tb_st_tensor *t = &outs[n_out++];
-            snprintf(t->name, sizeof(t->name), "%s%s", g ? "" : "grad.", p->name);
-            t->dtype = TB_ST_F32;
-            t->n_dims = p->n_dims;
-            memcpy(t->shape, p->shape, sizeof(p->shape));
-            t->n = p->n;
-            t->data = g ? p->data : grads + (p->data - base);
+    } else {
+        for (int s = 0; s < c->steps; s++) {
+            if ((rc = tb_vit_forward(m, video->data, B, label->data, (float)c->smoothing,
+                                     &losses[s])) < 0 ||
+                (rc = tb_vit_backward(m)) < 0)
+                goto fail;
+            if (s == 0) {
+                if ((rc = tb_vit_logits(m, logits)) < 0)
+                    goto fail;
+                for (int i = 0; i < np; i++)
+                    if ((rc = tb_params_read_grad(params, i,
+                                                  grads + tb_params_at(params, i)->offset)) < 0)
+                        goto fail;
+            }
+            if ((rc = tb_adamw_update(&opt, 1.0f)) < 0)
+                goto fail;
+        }
+        outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
+                                              .shape = {c->steps}, .n = c->steps,
+                                              .data = losses};
+        outs[n_out++] = (struct tb_st_tensor){.name = "logits", .dtype = TB_ST_F32,
+                                              .n_dims = 2, .shape = {B, K},
+                                              .n = (int64_t)B * K, .data = logits};
+        for (int i = 0; i < np; i++) {
+            const struct tb_param *p = tb_params_at(params, i);
+            if ((rc = tb_params_read(params, i, weights + p->offset)) < 0)
+                goto fail;
+            out_tensor(&outs[n_out++], "grad.", p, grads + p->offset);
+            out_tensor(&outs[n_out++], "", p, weights + p->offset);
         }
     }
     if ((rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
         goto fail;
-    printf("step: %d steps on %d clips, loss %.6f -> %.6f, wrote %s\n", c->steps, B, losses[0],
-           losses[c->steps - 1], c->out);
+    if (c->feature_grad)
+        printf("step: features and gradients of %d clips on %s, wrote %s\n", B,
+               tb_vit_backend(m), c->out);
+    else
+        printf("step: %d steps on %d clips on %s, loss %.6f -> %.6f, wrote %s\n", c->steps, B,
+               tb_vit_backend(m), losses[0], losses[c->steps - 1], c->out);
     status = 0;
     goto end;
 fail:
@@ -168,6 +214,7 @@ end:
     free(losses);
     free(logits);
     free(grads);
+    free(weights);
     return status;
 }
 

@@ -16,16 +16,18 @@
 struct train_config {
     char *task, *data, *train, *val, *format, *label, *out, *ext;
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
-    char *pool, *pos, *sampler;
+    char *pool, *pos, *sampler, *norm, *backend;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp;
-    double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min;
+    double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag train_flags[] = {
     F("task", CLI_STR, task, "cls", "NAME", "cls: supervised classification", CLI_NO_RANGE),
+    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend: slow)",
+      CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "ROOT", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
@@ -48,6 +50,8 @@ static const struct cli_flag train_flags[] = {
     F("sampler", CLI_STR, sampler, "segments", "NAME", "segments (AVION) or dense (VideoMAE)",
       CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
+    F("norm", CLI_STR, norm, "openai", "NAME", "normalisation: openai (AVION's, CLIP's) or "
+      "imagenet", CLI_NO_RANGE),
     F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S", "random resized crop: smallest area",
       0.01, 1),
     F("flip", CLI_BOOL, flip, "true", "", "random horizontal flips (off when left/right "
@@ -63,6 +67,9 @@ static const struct cli_flag train_flags[] = {
       10),
     F("warmup-epochs", CLI_DOUBLE, warmup_epochs, "1", "N", "linear warmup", 0, 1000000),
     F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay", 0, 10),
+    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 0.999999),
+    F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 0.999999),
+    F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 1e-30, 1),
     F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
     F("clip-grad", CLI_DOUBLE, clip_grad, "1", "N", "gradient norm limit (0: none)", 0, 1e9),
     F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
@@ -147,10 +154,6 @@ static int run_train(void *config, int n_args, char **args)
     int rc, status = 1;
     (void)n_args;
     (void)args;
-    if (strcmp(c->task, "cls")) {
-        fprintf(stderr, "tubelet train: --task %s is not built yet (cls is)\n", c->task);
-        return 2;
-    }
     if (!c->data[0] || !c->train[0] || !c->out[0]) {
         fprintf(stderr, "tubelet train: --data, --train and --out are required\n");
         return 2;
@@ -158,9 +161,10 @@ static int run_train(void *config, int n_args, char **args)
     if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
         (strcmp(c->pool, "mean") && strcmp(c->pool, "cls")) ||
         (strcmp(c->pos, "sincos") && strcmp(c->pos, "learned")) ||
-        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense")) || c->val_crops == 2) {
-        fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler or "
-                "--val-crops (see tubelet help train)\n");
+        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense")) ||
+        (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2) {
+        fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler, --norm "
+                "or --val-crops (see tubelet help train)\n");
         return 2;
     }
     /* Under mpirun: one process per rank, batches of --batch each (global: world x batch). */
@@ -191,13 +195,16 @@ static int run_train(void *config, int n_args, char **args)
     }
     int log_every = c->log_every;
     struct tb_train_opts o = {
+        .task = c->task,
         .model = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
                   .tubelet = c->tubelet, .frames = c->frames, .height = c->input_size,
                   .width = c->input_size, .classes = classes,
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
-                  .recompute = c->recompute, .recompute_mlp = c->recompute_mlp},
+                  .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
+                  .backend = c->backend},
         .train_ann = train, .val_ann = val, .label = label,
+        .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
                  .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,
                  .stride = c->stride,
@@ -207,6 +214,7 @@ static int run_train(void *config, int n_args, char **args)
         .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
         .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
+        .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
@@ -214,7 +222,7 @@ static int run_train(void *config, int n_args, char **args)
     tty = lead && isatty(2);
     struct tb_eval_result res = {0};
     double t0 = cli_now();
-    rc = tb_train_cls(&o, &res);
+    rc = tb_train(&o, &res);
     if (tty)
         fputc('\n', stderr);
     if (rc < 0)
@@ -259,7 +267,7 @@ const struct cli_command cli_cmd_train = {
 /* ---- eval -------------------------------------------------------------------------------- */
 
 struct eval_config {
-    char *ckpt, *data, *ext, *val, *format, *label, *predictions;
+    char *ckpt, *data, *ext, *val, *format, *label, *predictions, *backend;
     int views, crops, batch, workers;
 };
 
@@ -272,7 +280,10 @@ static const struct cli_flag eval_flags[] = {
     E("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     E("val", CLI_STR, val, NULL, "FILE", "annotations to evaluate on", CLI_NO_RANGE),
     E("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
-    E("label", CLI_STR, label, "verb", "NAME", "verb, noun or action", CLI_NO_RANGE),
+    E("label", CLI_STR, label, "", "NAME", "verb, noun or action (default: the run's)",
+      CLI_NO_RANGE),
+    E("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend)",
+      CLI_NO_RANGE),
     E("views", CLI_INT, views, "1", "N", "temporal views per clip", 1, 64),
     E("crops", CLI_INT, crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
@@ -308,7 +319,7 @@ static int run_eval(void *config, int n_args, char **args)
     struct eval_config *c = config;
     struct tb_annotations *val = NULL;
     struct tb_ann_opts ao = {.skip_bad_rows = 1};
-    struct tb_vit_config vc;
+    struct tb_ckpt_info info;
     enum tb_label_kind label;
     tb_vit *m = NULL;
     struct tb_eval_result r;
@@ -319,29 +330,42 @@ static int run_eval(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet eval: --ckpt, --data and --val are required\n");
         return 2;
     }
-    if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
-        c->crops == 2) {
+    if (cli_ann_format(c->format, &ao.format) < 0 ||
+        (c->label[0] && parse_label(c->label, &label) < 0) || c->crops == 2) {
         fprintf(stderr, "tubelet eval: bad --format, --label or --crops\n");
         return 2;
     }
-    if ((rc = tb_ckpt_config(c->ckpt, &vc)) < 0 || (rc = tb_vit_open(&m, &vc)) < 0 ||
-        (rc = tb_ckpt_load(c->ckpt, m, NULL, NULL)) < 0 ||
-        (rc = (int)tb_vit_plan(m, c->batch)) < 0 || (rc = tb_ann_load(&val, c->val, &ao)) < 0)
+    /* Under mpirun each process evaluates its share of the clips. */
+    if ((rc = tb_dist_init(NULL, NULL)) < 0)
+        goto fail;
+    /* The model, and the clips made as the run made them: its sampler, stride,
+     * normalisation, frames and size (from the checkpoint). */
+    if ((rc = tb_ckpt_info(c->ckpt, &info)) < 0)
+        goto fail;
+    if (!c->label[0])
+        label = info.label;
+    info.model.backend = c->backend;
+    if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
+        (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
+        (rc = tb_vit_plan(m, c->batch, NULL)) < 0 || (rc = tb_ann_load(&val, c->val, &ao)) < 0)
         goto fail;
     if (label == TB_LABEL_ACTION)
         tb_ann_map_actions(&val, 1);
-    struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = TB_SAMPLE_SEGMENTS};
+    struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = info.sampler,
+                                .stride = info.stride};
     if (c->predictions[0] && !(predicted = calloc((size_t)val->n_items + 1, sizeof(int)))) {
         rc = TB_ENOMEM;
         goto fail;
     }
-    if ((rc = tb_eval_cls(m, val, &d, label, c->views, c->crops, c->batch, c->workers, &r,
-                           predicted)) < 0)
+    if ((rc = tb_eval_cls(m, val, &d, label, info.norm, c->views, c->crops, c->batch, c->workers,
+                          &r, predicted)) < 0)
         goto fail;
-    if (c->predictions[0] && write_predictions(c->predictions, val, label, predicted) < 0)
-        goto end;
-    printf("{\"ckpt\": \"%s\", \"items\": %lld, \"top1\": %.4f, \"top5\": %.4f, \"loss\": %.6f}\n",
-           c->ckpt, (long long)r.n_items, r.top1, r.top5, r.loss);
+    if (tb_dist_rank() == 0) {
+        if (c->predictions[0] && write_predictions(c->predictions, val, label, predicted) < 0)
+            goto end;
+        printf("{\"ckpt\": \"%s\", \"items\": %lld, \"top1\": %.4f, \"top5\": %.4f, "
+               "\"loss\": %.6f}\n", c->ckpt, (long long)r.n_items, r.top1, r.top5, r.loss);
+    }
     status = 0;
     goto end;
 fail:
@@ -350,6 +374,7 @@ end:
     free(predicted);
     tb_vit_close(&m);
     tb_ann_free(&val);
+    tb_dist_finalize();
     return status;
 }
 

@@ -31,6 +31,15 @@ void tbi_log(enum tb_log_level level, const char *fmt, ...) TB_PRINTF(2, 3);
     } while (0)
 void tbi_assert_fail(const char *expr, const char *file, int line);
 
+/* Evaluate expr (0 or a negative TB_E* code) and return its code when negative: for chains
+ * of calls whose failure has already set the message (backend ops, mostly). */
+#define TBI_TRY(expr)                                                                          \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        if (rc_ < 0)                                                                           \
+            return rc_;                                                                        \
+    } while (0)
+
 /* Create dir and its parents (mode 0777 before umask). 0 or TB_EIO with a message. */
 int tbi_mkdirs(const char *dir);
 

@@ -328,6 +328,12 @@ fail:
 
 int tb_st_write(const char *path, const struct tb_st_tensor *ts, int n, const char *metadata)
 {
+    return tb_st_write_fill(path, ts, n, metadata, NULL, NULL);
+}
+
+int tb_st_write_fill(const char *path, const struct tb_st_tensor *ts, int n,
+                     const char *metadata, int (*fill)(void *user, int i, void *dst), void *user)
+{
     struct tbi_sb h = {0};
     size_t off = 0;
     tbi_sb_printf(&h, "{");
@@ -362,7 +368,14 @@ int tb_st_write(const char *path, const struct tb_st_tensor *ts, int n, const ch
     char *p = buf + 8 + h.len;
     for (int i = 0; i < n; i++) {
         size_t bytes = (size_t)ts[i].n * (size_t)dtype_bytes[ts[i].dtype];
-        memcpy(p, ts[i].data, bytes);
+        int rc = ts[i].data ? 0 : fill ? fill(user, i, p) : TB_EINVAL;
+        if (rc < 0) {
+            free(buf);
+            tbi_sb_free(&h);
+            return tbi_err_prefix(rc, "%s: tensor '%s'", path, ts[i].name);
+        }
+        if (ts[i].data)
+            memcpy(p, ts[i].data, bytes);
         p += bytes;
     }
     int rc = tbi_write_file_atomic(path, buf, total);

@@ -1,138 +1,77 @@
-/* src/model/vit.c - the video ViT (contract in model.h): parameters in one block with timm's
- * names, activations planned from the batch size, forward and backward written out layer by
- * layer through the backend op table. LayerNorm's backward adds into its input's gradient, so
- * the residual stream's gradient simply collects what each block adds; every other gradient
- * is written. Not here: the optimizer and the training loop (src/train). Tests:
- * tests/test_vit.c. */
+/* src/model/vit.c - the video ViT (contract in model.h): the token embedding (patches,
+ * class token, positions), the shared blocks (block.c), pooling, final norm and an optional
+ * head, all through the backend's ops on backend memory; activations planned from the batch
+ * size. LayerNorm's backward adds into its input's gradient, so the residual stream's
+ * gradient simply collects what each block adds; every other gradient is written. Not here:
+ * the optimizer and the training loop (src/train). Tests: tests/test_vit.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/internal.h"
-#include "tensor/ops.h"
-#include "tubelet/model.h"
-#include "tubelet/rng.h"
+#include "model/block.h"
+#include "model/vit_internal.h"
 
 #define LN_EPS 1e-6f
 #define MLP_RATIO 4
 _Static_assert(MLP_RATIO >= 3, "qkv's gradient (3 D wide) shares the space of fc1's (MLP_RATIO D)");
 
-/* Per-block parameter and activation pointers. */
-struct block_params {
-    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    float *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-};
-
-struct block_acts {
-    float *ln1_mean, *ln1_rstd;       /* (B*Nt): the normalised rows are recomputed */
-    float *qkv;                       /* (B*Nt, 3D) */
-    float *att;                       /* (B*Nt, D) attention output, before proj */
-    float *lse;                       /* (B, NH, Nt) */
-    float *res1;                      /* (B*Nt, D) x + proj(att) */
-    float *ln2_mean, *ln2_rstd;
-    float *fc1;                       /* (B*Nt, F) before GELU; the backward turns it into
-                                       * GELU(fc1) in place once it has GELU's derivative.
-                                       * m->fc1x for blocks that recompute it */
-    size_t floats;                    /* the set's space, from ln1_mean on */
-};
-
 struct tb_vit {
     struct tb_vit_config c;
-    const struct tbi_ops *ops;
-    int D, F, NH, HS, Np, Nt, K, patch_len; /* patch_len = 3 * TU * P * P */
+    char backend_name[32];
+    tbi_backend *be;
+    struct tb_params reg;
+    struct tbi_block_cfg bc;
+    int D, F, NH, Np, Nt, K, patch_len; /* patch_len = 3 * TU * P * P */
     int has_cls;
+    /* parameter indices */
+    int i_patch_w, i_patch_b, i_cls, i_pos, i_norm_w, i_norm_b, i_head_w, i_head_b;
+    int *blk_first;                   /* L: each block's first parameter */
+    float *sincos;                    /* backend (Nt, D): fixed positions, when pos = sincos */
 
-    struct tb_param *params;
-    int n_params, cap_params;
-    float *block;
-    int64_t n_floats;
-    /* Gradients, as L + 2 spans of consecutive parameters: the token embedding's (0), block
-     * l's (1 + l), the final norm's and head's (L + 1). span_off[i] is span i's offset in the
-     * parameter block (span_off[L + 2] = n_floats). Block l's gradients are written when its
-     * backward runs, after block l + 1's activations are dead: they live there (and the token
-     * embedding's in block 0's), and only what finds no such space gets grad_own. */
-    int64_t *span_off;
-    float **span;
-    float *grad_own;
-    /* named views into the block */
-    float *patch_w, *patch_b, *cls, *pos, *norm_w, *norm_b, *head_w, *head_b;
-    struct block_params *bp;
-    float *sincos;                    /* (Nt, D) fixed positions, when pos = sincos */
-
-    /* activations, for up to B_plan clips */
+    /* activations (backend), for up to B_plan clips */
     int B_plan, B;
+    int B_in;                         /* clips in `video`, waiting for tb_vit_run */
     float *acts;
+    float *video;                     /* (B, 3, T, H, W): in the backward's scratch when it
+                                       * fits (dead by then), else its own */
+    float *video_own;
+    uint8_t *clips, *flip;            /* (B, T, H, W, 3), (B): the loader's batch */
+    int64_t *labels;                  /* (B) */
     float *cols;                      /* (B*Np, patch_len) */
     float *patch_out;                 /* (B*Np, D), in dF's space (forward only) */
     float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
-    struct block_acts *ba;            /* L of them, or 1 shared when recomputing */
-    float *gelu;                      /* (B*Nt, F) forward scratch: GELU(fc1) of the current
-                                       * block, in dF's space (backward only) */
+    struct tbi_block_acts *ba;        /* L of them, or 1 shared when recomputing */
     float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp: in
                                        * the top block's space, after the gradients it hosts
                                        * (free in their forward and backward), or its own */
-    float *ln;                        /* (B*Nt, D) scratch: a LayerNorm output of that block */
+    struct tbi_block_scratch s;       /* ln (B*Nt, D); dD; dF: also the forward's act(fc1) */
     float *pooled, *pooled_n, *pool_mean, *pool_rstd; /* (B, D), (B, D), (B), (B) */
     float *logits, *probs, *dlogits;  /* (B, K) */
-    int64_t *labels;                  /* (B) */
+    float *loss;                      /* (1) */
     float smoothing;
-    int have_labels;
-    /* backward scratch; d3D (qkv's gradient) shares dF's space (never live together) */
-    float *dres, *dD, *d3D, *dF, *dpool, *dpool_n;
+    int grad_source;                  /* what a backward may start from: 0 nothing, 1 labels
+                                       * (the model's loss) or features */
+    float *dres, *dpool, *dpool_n;    /* (B*Nt, D), (B, D), (B, D) */
+    float *grad_own;                  /* the gradient spans that no activation space hosts */
 };
 
-static int add_param(tb_vit *m, const char *name, int decay, int n_dims, int64_t d0, int64_t d1,
-                     int64_t d2, int64_t d3, int64_t d4)
+static int add(tb_vit *m, const char *name, int decay, enum tb_init init, int n_dims, int64_t d0,
+               int64_t d1, int64_t d2, int64_t d3, int64_t d4)
 {
-    if (m->n_params == m->cap_params) {
-        int cap = m->cap_params ? 2 * m->cap_params : 64;
-        struct tb_param *g = realloc(m->params, sizeof(*g) * (size_t)cap);
-        if (!g)
-            return TB_ENOMEM;
-        m->params = g;
-        m->cap_params = cap;
-    }
-    struct tb_param *p = &m->params[m->n_params++];
-    memset(p, 0, sizeof(*p));
-    if (!(p->name = strdup(name)))
-        return TB_ENOMEM;
-    int64_t dims[5] = {d0, d1, d2, d3, d4};
-    p->n_dims = n_dims;
-    p->n = 1;
-    for (int i = 0; i < n_dims; i++) {
-        p->shape[i] = dims[i];
-        p->n *= dims[i];
-    }
-    p->decay = decay;
-    /* data/grad offsets are filled once the block exists; keep the running offset in data. */
-    p->data = (float *)(intptr_t)m->n_floats;
-    m->n_floats += p->n;
-    return 0;
+    const int64_t shape[5] = {d0, d1, d2, d3, d4};
+    return tbi_params_add(&m->reg, "", name, decay, init, n_dims, shape);
 }
 
-#define ADD(name, decay, nd, a, b, c, d, e)                                                     \
-    do {                                                                                       \
-        if ((rc = add_param(m, name, decay, nd, a, b, c, d, e)) < 0)                           \
-            goto fail;                                                                         \
-    } while (0)
-
-static float *param_ptr(tb_vit *m, const char *name)
+static int check_config(const struct tb_vit_config *c)
 {
-    for (int i = 0; i < m->n_params; i++)
-        if (!strcmp(m->params[i].name, name))
-            return m->params[i].data;
-    return NULL;
-}
-
-int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
-{
-    *out = NULL;
     if (c->dim < 1 || c->depth < 1 || c->heads < 1 || c->dim % c->heads || c->patch < 1 ||
         c->tubelet < 1 || c->frames < c->tubelet || c->frames % c->tubelet ||
         c->height % c->patch || c->width % c->patch || c->height < c->patch ||
-        c->width < c->patch || c->classes < 1)
+        c->width < c->patch || c->classes < 0)
         return tbi_err(TB_EINVAL, "bad ViT config: width %d, depth %d, heads %d, patch %d, "
                        "tubelet %d, clips %dx%dx%d, %d classes (frames must divide by the "
                        "tubelet, height and width by the patch, width by the heads)", c->dim,
@@ -142,140 +81,145 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
         return tbi_err(TB_EINVAL, "recomputing the MLP of %d blocks: it must be fewer than the "
                        "depth (%d), and not with whole blocks recomputed", c->recompute_mlp,
                        c->depth);
+    if (c->dtype != TB_DTYPE_F32)
+        return tbi_err(TB_EUNSUPPORTED, "bf16 needs the CUDA backend, which this build lacks");
+    return 0;
+}
+
+/* The parameters, in timm's order, as gradient spans: the token embedding's, one per block,
+ * the final norm's and head's. */
+static int add_params(tb_vit *m)
+{
+    const struct tb_vit_config *c = &m->c;
+    int D = m->D, rc;
+    if ((rc = tbi_params_span(&m->reg)) < 0 ||
+        (rc = m->i_patch_w = add(m, "patch_embed.proj.weight", 1, TB_INIT_TRUNC_NORMAL, 5, D, 3,
+                                 c->tubelet, c->patch, c->patch)) < 0 ||
+        (rc = m->i_patch_b = add(m, "patch_embed.proj.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0,
+                                 0)) < 0)
+        return rc;
+    m->i_cls = m->i_pos = -1;
+    if (m->has_cls &&
+        (rc = m->i_cls = add(m, "cls_token", 0, TB_INIT_TRUNC_NORMAL, 3, 1, 1, D, 0, 0)) < 0)
+        return rc;
+    if (c->pos == TB_POS_LEARNED &&
+        (rc = m->i_pos = add(m, "pos_embed", 0, TB_INIT_TRUNC_NORMAL, 3, 1, m->Nt, D, 0, 0)) < 0)
+        return rc;
+    for (int l = 0; l < c->depth; l++) {
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "blocks.%d.", l);
+        if ((rc = m->blk_first[l] = tbi_block_add(&m->reg, prefix, &m->bc)) < 0)
+            return rc;
+    }
+    const char *norm = m->has_cls ? "norm" : "fc_norm";
+    char w[32], b[32];
+    snprintf(w, sizeof(w), "%s.weight", norm);
+    snprintf(b, sizeof(b), "%s.bias", norm);
+    if ((rc = tbi_params_span(&m->reg)) < 0 ||
+        (rc = m->i_norm_w = add(m, w, 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_norm_b = add(m, b, 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
+        return rc;
+    m->i_head_w = m->i_head_b = -1;
+    if (m->K > 0 &&
+        ((rc = m->i_head_w = add(m, "head.weight", 1, TB_INIT_TRUNC_NORMAL, 2, m->K, D, 0, 0,
+                                 0)) < 0 ||
+         (rc = m->i_head_b = add(m, "head.bias", 0, TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0))
+        return rc;
+    return 0;
+}
+
+/* VideoMAE's get_sinusoid_encoding_table: angle = p / 10000^(2 (j / 2) / D), sine on even j,
+ * cosine on odd j; one row per token (the class token is position 0). */
+static int make_sincos(tb_vit *m)
+{
+    int D = m->D, rc;
+    float *host = malloc(sizeof(float) * (size_t)m->Nt * D);
+    if (!host)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    for (int p = 0; p < m->Nt; p++)
+        for (int j = 0; j < D; j++) {
+            double angle = p / pow(10000.0, 2.0 * (j / 2) / D);
+            host[(size_t)p * D + j] = (float)(j % 2 ? cos(angle) : sin(angle));
+        }
+    size_t bytes = sizeof(float) * (size_t)m->Nt * D;
+    if ((rc = m->be->ops->alloc(m->be, bytes, (void **)&m->sincos)) == 0)
+        rc = m->be->ops->to_device(m->be, m->sincos, host, bytes);
+    free(host);
+    return rc;
+}
+
+int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
+{
+    *out = NULL;
+    int rc = check_config(c);
+    if (rc < 0)
+        return rc;
     tb_vit *m = calloc(1, sizeof(*m));
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
-    int rc = 0;
     m->c = *c;
-    m->ops = &tbi_ops_cpu;
+    if ((rc = tbi_backend_open(&m->be, c->backend)) < 0) {
+        free(m);
+        return rc;
+    }
+    snprintf(m->backend_name, sizeof(m->backend_name), "%s", m->be->name);
+    m->c.backend = m->backend_name;
+    m->reg.be = m->be;
     m->D = c->dim;
     m->F = MLP_RATIO * c->dim;
     m->NH = c->heads;
-    m->HS = c->dim / c->heads;
     m->Np = (c->frames / c->tubelet) * (c->height / c->patch) * (c->width / c->patch);
     m->has_cls = c->pool == TB_POOL_CLS;
     m->Nt = m->Np + m->has_cls;
     m->K = c->classes;
     m->patch_len = 3 * c->tubelet * c->patch * c->patch;
-    int D = m->D, F = m->F;
-
-    ADD("patch_embed.proj.weight", 1, 5, D, 3, c->tubelet, c->patch, c->patch);
-    ADD("patch_embed.proj.bias", 0, 1, D, 0, 0, 0, 0);
-    if (m->has_cls)
-        ADD("cls_token", 0, 3, 1, 1, D, 0, 0);
-    if (c->pos == TB_POS_LEARNED)
-        ADD("pos_embed", 0, 3, 1, m->Nt, D, 0, 0);
-    for (int l = 0; l < c->depth; l++) {
-        char n[96];
-#define B_ADD(suffix, decay, nd, a, b)                                                         \
-    do {                                                                                       \
-        snprintf(n, sizeof(n), "blocks.%d.%s", l, suffix);                                     \
-        ADD(n, decay, nd, a, b, 0, 0, 0);                                                      \
-    } while (0)
-        B_ADD("norm1.weight", 0, 1, D, 0);
-        B_ADD("norm1.bias", 0, 1, D, 0);
-        B_ADD("attn.qkv.weight", 1, 2, 3 * D, D);
-        B_ADD("attn.qkv.bias", 0, 1, 3 * D, 0);
-        B_ADD("attn.proj.weight", 1, 2, D, D);
-        B_ADD("attn.proj.bias", 0, 1, D, 0);
-        B_ADD("norm2.weight", 0, 1, D, 0);
-        B_ADD("norm2.bias", 0, 1, D, 0);
-        B_ADD("mlp.fc1.weight", 1, 2, F, D);
-        B_ADD("mlp.fc1.bias", 0, 1, F, 0);
-        B_ADD("mlp.fc2.weight", 1, 2, D, F);
-        B_ADD("mlp.fc2.bias", 0, 1, D, 0);
-#undef B_ADD
-    }
-    const char *norm = m->has_cls ? "norm" : "fc_norm";
-    char n[64];
-    snprintf(n, sizeof(n), "%s.weight", norm);
-    ADD(n, 0, 1, D, 0, 0, 0, 0);
-    snprintf(n, sizeof(n), "%s.bias", norm);
-    ADD(n, 0, 1, D, 0, 0, 0, 0);
-    ADD("head.weight", 1, 2, m->K, D, 0, 0, 0);
-    ADD("head.bias", 0, 1, m->K, 0, 0, 0, 0);
-
-    m->block = tbi_calloc_big((size_t)m->n_floats, sizeof(float));
-    m->bp = calloc((size_t)c->depth, sizeof(*m->bp));
+    m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
+                                   .act = TBI_ACT_GELU, .causal = 0, .names = TBI_NAMES_TIMM};
+    m->blk_first = calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = calloc((size_t)c->depth, sizeof(*m->ba));
-    m->span_off = calloc((size_t)c->depth + 3, sizeof(*m->span_off));
-    m->span = calloc((size_t)c->depth + 2, sizeof(*m->span));
-    if (!m->block || !m->bp || !m->ba || !m->span_off || !m->span) {
-        rc = TB_ENOMEM;
+    if (!m->blk_first || !m->ba) {
+        rc = tbi_err(TB_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < m->n_params; i++)
-        m->params[i].data = m->block + (intptr_t)m->params[i].data;
-    m->patch_w = param_ptr(m, "patch_embed.proj.weight");
-    m->patch_b = param_ptr(m, "patch_embed.proj.bias");
-    m->cls = param_ptr(m, "cls_token");
-    m->pos = param_ptr(m, "pos_embed");
-    snprintf(n, sizeof(n), "%s.weight", norm);
-    m->norm_w = param_ptr(m, n);
-    snprintf(n, sizeof(n), "%s.bias", norm);
-    m->norm_b = param_ptr(m, n);
-    m->head_w = param_ptr(m, "head.weight");
-    m->head_b = param_ptr(m, "head.bias");
-    for (int l = 0; l < c->depth; l++) {
-        char nm[96];
-#define P(field, suffix)                                                                       \
-    snprintf(nm, sizeof(nm), "blocks.%d.%s", l, suffix);                                       \
-    m->bp[l].field = param_ptr(m, nm)
-        P(ln1_w, "norm1.weight");
-        P(ln1_b, "norm1.bias");
-        P(qkv_w, "attn.qkv.weight");
-        P(qkv_b, "attn.qkv.bias");
-        P(proj_w, "attn.proj.weight");
-        P(proj_b, "attn.proj.bias");
-        P(ln2_w, "norm2.weight");
-        P(ln2_b, "norm2.bias");
-        P(fc1_w, "mlp.fc1.weight");
-        P(fc1_b, "mlp.fc1.bias");
-        P(fc2_w, "mlp.fc2.weight");
-        P(fc2_b, "mlp.fc2.bias");
-#undef P
-        m->span_off[1 + l] = m->bp[l].ln1_w - m->block;
-    }
-    m->span_off[c->depth + 1] = m->norm_w - m->block;
-    m->span_off[c->depth + 2] = m->n_floats;
-    if (c->pos == TB_POS_SINCOS) {
-        /* VideoMAE's get_sinusoid_encoding_table: angle = p / 10000^(2 (j / 2) / D), sine on
-         * even j, cosine on odd j; one row per token (the class token is position 0). */
-        if (!(m->sincos = malloc(sizeof(float) * (size_t)m->Nt * D))) {
-            rc = TB_ENOMEM;
-            goto fail;
-        }
-        for (int p = 0; p < m->Nt; p++)
-            for (int j = 0; j < D; j++) {
-                double angle = p / pow(10000.0, 2.0 * (j / 2) / D);
-                m->sincos[(size_t)p * D + j] = (float)(j % 2 ? cos(angle) : sin(angle));
-            }
-    }
+    if ((rc = add_params(m)) < 0 || (rc = tbi_params_alloc(&m->reg)) < 0 ||
+        (rc = m->be->ops->zero(m->be, m->reg.data, sizeof(float) * (size_t)m->reg.n_floats)) < 0 ||
+        (c->pos == TB_POS_SINCOS && (rc = make_sincos(m)) < 0))
+        goto fail;
     *out = m;
     return 0;
 fail:
     tb_vit_close(&m);
-    return tbi_err(rc, "out of memory for the model");
+    return rc;
 }
-#undef ADD
+
+static void free_acts(tb_vit *m)
+{
+    void *bufs[] = {m->acts, m->video_own, m->clips, m->flip, m->labels, m->grad_own};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i])
+            m->be->ops->free(m->be, bufs[i]);
+    m->acts = m->video_own = m->grad_own = NULL;
+    m->clips = m->flip = NULL;
+    m->labels = NULL;
+    m->B_plan = m->B_in = m->B = 0;
+    for (int s = 0; s < m->reg.n_spans; s++)
+        m->reg.home[s] = NULL;
+}
 
 void tb_vit_close(tb_vit **pm)
 {
     if (!pm || !*pm)
         return;
     tb_vit *m = *pm;
-    for (int i = 0; i < m->n_params; i++)
-        free((char *)m->params[i].name);
-    free(m->params);
-    free(m->block);
-    free(m->span_off);
-    free(m->span);
-    free(m->grad_own);
-    free(m->bp);
+    if (m->be) {
+        free_acts(m);
+        if (m->sincos)
+            m->be->ops->free(m->be, m->sincos);
+        tbi_params_free(&m->reg);
+    }
+    tbi_backend_close(&m->be);
+    free(m->blk_first);
     free(m->ba);
-    free(m->sincos);
-    free(m->acts);
-    free(m->labels);
     free(m);
     *pm = NULL;
 }
@@ -285,107 +229,27 @@ const struct tb_vit_config *tb_vit_config(const tb_vit *m)
     return &m->c;
 }
 
-int tb_vit_n_params(const tb_vit *m)
+tb_params *tb_vit_params(tb_vit *m)
 {
-    return m->n_params;
+    return &m->reg;
 }
 
-const struct tb_param *tb_vit_param(const tb_vit *m, int i)
+const char *tb_vit_backend(const tb_vit *m)
 {
-    return i >= 0 && i < m->n_params ? &m->params[i] : NULL;
+    return m->be->name;
 }
 
-int64_t tb_vit_n_floats(const tb_vit *m)
+tbi_backend *tbi_vit_backend(tb_vit *m)
 {
-    return m->n_floats;
+    return m->be;
 }
 
-float *tb_vit_params(tb_vit *m)
+int tb_vit_init(tb_vit *m, uint64_t seed)
 {
-    return m->block;
-}
-
-int tb_vit_n_grad_spans(const tb_vit *m)
-{
-    return m->c.depth + 2;
-}
-
-float *tb_vit_grad_span(tb_vit *m, int i, int64_t *n)
-{
-    if (i < 0 || i >= m->c.depth + 2 || !m->B_plan) {
-        *n = 0;
-        return NULL;
-    }
-    *n = m->span_off[i + 1] - m->span_off[i];
-    return m->span[i];
-}
-
-/* Truncated normal on [-2 std, 2 std], as timm's trunc_normal_(std=.02) for ViTs. */
-static float trunc_normal(tb_rng *r, float std)
-{
-    for (;;) {
-        double x = tb_rng_normal(r);
-        if (x >= -2 && x <= 2)
-            return (float)(x * std);
-    }
-}
-
-void tb_vit_init(tb_vit *m, uint64_t seed)
-{
-    tb_rng r;
-    tb_rng_init(&r, seed, 0x5eed);
-    for (int i = 0; i < m->n_params; i++) {
-        struct tb_param *p = &m->params[i];
-        size_t len = strlen(p->name);
-        int is_norm_w = strstr(p->name, "norm") && len > 7 && !strcmp(p->name + len - 7, ".weight");
-        for (int64_t k = 0; k < p->n; k++) {
-            if (is_norm_w)
-                p->data[k] = 1.0f;
-            else if (p->decay || !strcmp(p->name, "pos_embed") || !strcmp(p->name, "cls_token"))
-                p->data[k] = trunc_normal(&r, 0.02f);
-            else
-                p->data[k] = 0.0f;
-        }
-    }
-}
-
-int tb_vit_load(tb_vit *m, const struct tb_st_file *f)
-{
-    for (int i = 0; i < m->n_params; i++) {
-        struct tb_param *p = &m->params[i];
-        const struct tb_st_tensor *t = tb_st_find(f, p->name);
-        if (!t)
-            return tbi_err(TB_EFORMAT, "tensor '%s' is missing", p->name);
-        int same = t->dtype == TB_ST_F32 && t->n_dims == p->n_dims;
-        for (int d = 0; same && d < p->n_dims; d++)
-            same = t->shape[d] == p->shape[d];
-        if (!same) {
-            char want[96] = "", got[96] = "";
-            for (int d = 0; d < p->n_dims; d++)
-                snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld",
-                         d ? "," : "", (long long)p->shape[d]);
-            for (int d = 0; d < t->n_dims; d++)
-                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%lld", d ? "," : "",
-                         (long long)t->shape[d]);
-            return tbi_err(TB_EFORMAT, "tensor '%s' has shape (%s), the model needs (%s)",
-                           p->name, got, want);
-        }
-        memcpy(p->data, t->data, sizeof(float) * (size_t)p->n);
-    }
-    return 0;
+    return tb_params_init(&m->reg, seed);
 }
 
 /* ---- activations ------------------------------------------------------------------------ */
-
-/* The gradient of the parameter at ptr. */
-static float *grad_of(const tb_vit *m, const float *ptr)
-{
-    int64_t off = ptr - m->block;
-    int s = 0;
-    while (off >= m->span_off[s + 1])
-        s++;
-    return m->span[s] + (off - m->span_off[s]);
-}
 
 /* Whether a gradient span of len floats goes into a block's saved activations of `floats`:
  * when they are that block's own (not one set shared by recomputed blocks) and large enough. */
@@ -394,60 +258,90 @@ static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
     return !m->c.recompute && (size_t)len <= floats;
 }
 
-/* Give each gradient span a home (see span_off): block l's in the activations of block l + 1,
- * the token embedding's in block 0's, where span_hosted; the rest in one allocation of their
- * own. Then every parameter's grad pointer. */
+/* Give each gradient span a home: block l's (span 1 + l) in the activations of block l + 1,
+ * the token embedding's (span 0) in block 0's, where span_hosted; the rest in one allocation
+ * of their own. Block l's gradients are written when its backward runs, after block l + 1's
+ * activations are dead. */
 static int place_grads(tb_vit *m)
 {
-    int L = m->c.depth, n_span = L + 2;
+    int L = m->c.depth, n_span = m->reg.n_spans, rc;
     int64_t own = 0;
     for (int pass = 0; pass < 2; pass++) {
         own = 0;
         for (int i = 0; i < n_span; i++) {
-            int64_t len = m->span_off[i + 1] - m->span_off[i];
+            int64_t len = tbi_span_floats(&m->reg, i);
             int host = i == 0 ? 0 : i < L ? i : -1; /* the block whose space is free by then */
             if (host >= 0 && span_hosted(m, len, m->ba[host].floats))
-                m->span[i] = m->ba[host].ln1_mean;
+                m->reg.home[i] = m->ba[host].ln1_mean;
             else {
-                m->span[i] = pass ? m->grad_own + own : NULL;
+                m->reg.home[i] = pass ? m->grad_own + own : NULL;
                 own += len;
             }
         }
-        if (pass == 0) {
-            free(m->grad_own);
-            if (!(m->grad_own = tbi_alloc_big(sizeof(float) * (size_t)own)))
-                return TB_ENOMEM;
-        }
+        if (pass == 0 && (rc = m->be->ops->alloc(m->be, sizeof(float) * (size_t)own,
+                                                 (void **)&m->grad_own)) < 0)
+            return rc;
     }
-    for (int i = 0; i < m->n_params; i++)
-        m->params[i].grad = grad_of(m, m->params[i].data);
     return 0;
 }
 
-int64_t tb_vit_plan(tb_vit *m, int B)
+/* Bytes of memory this machine has, or 0 when it cannot tell. */
+static uint64_t machine_bytes(void)
 {
-    int D = m->D, F = m->F, L = m->c.depth, K = m->K;
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/* The flags that lower a plan, for the message of one too big. */
+static const char *lowering_flags(const struct tb_vit_config *c)
+{
+    if (c->recompute)
+        return "lower --batch";
+    if (c->recompute_mlp + 1 < c->depth)
+        return "lower --batch, or add --recompute-mlp K (up to depth - 1) or --recompute";
+    return "lower --batch, or use --recompute";
+}
+
+int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
+{
+    const struct tbi_ops *o = m->be->ops;
+    int D = m->D, F = m->F, L = m->c.depth, K = m->K > 0 ? m->K : 1, rc;
+    if (B < 1)
+        return tbi_err(TB_EINVAL, "a plan for %d clips", B);
+    free_acts(m);
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Np, n = 0;
-    /* Count, then carve one allocation. */
-    size_t per_block = T * D * 2 + T * 3 * D + T * 4 + (size_t)B * m->NH * m->Nt; /* + fc1 */
+    size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nt); /* + fc1 */
+    size_t dF = T * tbi_block_dF_floats(&m->bc);
     int n_acts = m->c.recompute ? 1 : L, K_mlp = m->c.recompute_mlp;
-    n += P * m->patch_len + (L + 1) * T * D + n_acts * per_block + (n_acts - K_mlp) * T * F;
+    n += P * m->patch_len + (size_t)(L + 1) * T * D + n_acts * per_block +
+         (size_t)(n_acts - K_mlp) * T * F;
     n += T * D;
     /* fc1x: after block L - 2's gradients in block L - 1's space when it fits there. */
-    int64_t g_top = m->span_off[L] - m->span_off[L - 1];
+    int64_t g_top = tbi_span_floats(&m->reg, L - 1);
     size_t top = per_block + T * F, g_off = span_hosted(m, g_top, top) ? (size_t)g_top : 0;
     int fc1x_own = K_mlp > 0 && top - g_off < T * F;
     n += fc1x_own ? T * F : 0;
-    n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3;
-    n += T * D * 2 + T * F + (size_t)B * D * 2;                                  /* backward */
-    free(m->acts);
-    free(m->labels);
-    m->acts = tbi_alloc_big(sizeof(float) * n);
-    m->labels = malloc(sizeof(*m->labels) * (size_t)B);
-    if (!m->acts || !m->labels) {
-        m->B_plan = 0;
-        return tbi_err(TB_ENOMEM, "out of memory for activations of %d clips (%zu MB)", B,
-                       n * 4 >> 20);
+    n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3 + 1;
+    n += T * D * 2 + dF + (size_t)B * D * 2;                                    /* backward */
+    /* The float video lives in the backward's scratch (dres, dD, dF: dead during the
+     * forward's first products) when it fits. */
+    size_t video = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
+    int video_own = video > T * D * 2 + dF;
+    size_t clip_bytes = video, total = sizeof(float) * (n + (video_own ? video : 0)) +
+                                       clip_bytes + (size_t)B * (1 + sizeof(int64_t));
+    uint64_t have = machine_bytes();
+    if (have && total > have)
+        return tbi_err(TB_ENOMEM, "the activations of %d clips need %.2f GB, more than this "
+                       "machine's %.2f GB: %s", B, total / 1e9, have / 1e9,
+                       lowering_flags(&m->c));
+    if ((rc = o->alloc(m->be, sizeof(float) * n, (void **)&m->acts)) < 0 ||
+        (video_own && (rc = o->alloc(m->be, sizeof(float) * video, (void **)&m->video_own)) < 0) ||
+        (rc = o->alloc(m->be, clip_bytes, (void **)&m->clips)) < 0 ||
+        (rc = o->alloc(m->be, (size_t)B, (void **)&m->flip)) < 0 ||
+        (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0) {
+        free_acts(m);
+        return tbi_err(rc, "out of memory for the activations of %d clips (%.2f GB): %s", B,
+                       total / 1e9, lowering_flags(&m->c));
     }
     float *p = m->acts;
 #define TAKE(ptr, count)                                                                       \
@@ -456,26 +350,12 @@ int64_t tb_vit_plan(tb_vit *m, int B)
         p += (count);                                                                          \
     } while (0)
     TAKE(m->cols, P * m->patch_len);
-    TAKE(m->x, (L + 1) * T * D);
-    TAKE(m->ln, T * D);
+    TAKE(m->x, (size_t)(L + 1) * T * D);
+    TAKE(m->s.ln, T * D);
     if (fc1x_own)
         TAKE(m->fc1x, T * F);
-    for (int l = 0; l < n_acts; l++) {
-        struct block_acts *a = &m->ba[l];
-        a->floats = per_block + (l < K_mlp ? 0 : T * F);
-        TAKE(a->ln1_mean, T);
-        TAKE(a->ln1_rstd, T);
-        TAKE(a->qkv, T * 3 * D);
-        TAKE(a->att, T * D);
-        TAKE(a->lse, (size_t)B * m->NH * m->Nt);
-        TAKE(a->res1, T * D);
-        TAKE(a->ln2_mean, T);
-        TAKE(a->ln2_rstd, T);
-        if (l < K_mlp)
-            a->fc1 = NULL; /* set below */
-        else
-            TAKE(a->fc1, T * F);
-    }
+    for (int l = 0; l < n_acts; l++)
+        p = tbi_block_acts_carve(&m->ba[l], p, &m->bc, B, m->Nt, l >= K_mlp);
     if (K_mlp > 0 && !fc1x_own)
         m->fc1x = m->ba[L - 1].ln1_mean + g_off;
     for (int l = 0; l < K_mlp; l++)
@@ -487,232 +367,225 @@ int64_t tb_vit_plan(tb_vit *m, int B)
     TAKE(m->logits, (size_t)B * K);
     TAKE(m->probs, (size_t)B * K);
     TAKE(m->dlogits, (size_t)B * K);
+    TAKE(m->loss, 1);
     TAKE(m->dres, T * D);
-    TAKE(m->dD, T * D);
-    TAKE(m->dF, T * F);
-    m->d3D = m->dF; /* F >= 3 D */
-    m->gelu = m->dF;
-    m->patch_out = m->dF; /* P <= T */
+    TAKE(m->s.dD, T * D);
+    TAKE(m->s.dF, dF);
+    m->patch_out = m->s.dF; /* P <= T, D <= F */
     TAKE(m->dpool, (size_t)B * D);
     TAKE(m->dpool_n, (size_t)B * D);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
-    if (place_grads(m) < 0) {
-        m->B_plan = 0;
-        return tbi_err(TB_ENOMEM, "out of memory for the gradients");
+    m->video = video_own ? m->video_own : m->dres;
+    if ((rc = place_grads(m)) < 0) {
+        free_acts(m);
+        return tbi_err_prefix(rc, "the gradients");
     }
     m->B_plan = B;
-    return (int64_t)(n * sizeof(float));
+    if (bytes_out)
+        *bytes_out = (int64_t)total;
+    return 0;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
 /* The activations block l saves for its backward (one shared set when recomputing). */
-static struct block_acts *acts_of(tb_vit *m, int l)
+static const struct tbi_block_acts *acts_of(const tb_vit *m, int l)
 {
     return &m->ba[m->c.recompute ? 0 : l];
 }
 
-/* Block l: x[l] -> x[l + 1], saving what its backward needs; for_backward (recomputing):
- * only that, up to fc1 (the backward computes GELU(fc1) itself; fc2 and the output are not
- * needed). */
-static void block_forward(tb_vit *m, int l, int for_backward)
+static int block_forward(tb_vit *m, int l, int for_backward)
 {
-    const struct tbi_ops *o = m->ops;
-    const struct block_params *w = &m->bp[l];
-    struct block_acts *a = acts_of(m, l);
-    int D = m->D, F = m->F, R = m->B * m->Nt;
-    const float *x = m->x + (size_t)l * R * D;
-    float *y = m->x + (size_t)(l + 1) * R * D;
-    /* x + proj(attention(qkv(norm1(x)))) */
-    o->layernorm_fwd(m->ln, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
-    o->matmul_fwd(a->qkv, m->ln, w->qkv_w, w->qkv_b, R, D, 3 * D);
-    o->attention_fwd(a->att, a->lse, a->qkv, m->B, m->Nt, m->NH, m->HS);
-    o->matmul_fwd(a->res1, a->att, w->proj_w, w->proj_b, R, D, D);
-    o->add_fwd(a->res1, a->res1, x, (size_t)R * D);
-    /* res1 + fc2(gelu(fc1(norm2(res1)))) */
-    o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D, LN_EPS);
-    o->matmul_fwd(a->fc1, m->ln, w->fc1_w, w->fc1_b, R, D, F);
-    if (for_backward)
-        return;
-    o->gelu_fwd(m->gelu, a->fc1, (size_t)R * F);
-    o->matmul_fwd(y, m->gelu, w->fc2_w, w->fc2_b, R, F, D);
-    o->add_fwd(y, y, a->res1, (size_t)R * D);
+    struct tbi_block_w w;
+    size_t R = (size_t)m->B * m->Nt;
+    tbi_block_bind(&m->reg, m->blk_first[l], &w, NULL);
+    return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s,
+                             m->x + (size_t)l * R * m->D, m->x + (size_t)(l + 1) * R * m->D,
+                             m->B, m->Nt, for_backward);
+}
+
+static int check_batch(const tb_vit *m, int B)
+{
+    if (B < 1 || B > m->B_plan)
+        return tbi_err(TB_EINVAL, "batch of %d clips, but activations are planned for %d", B,
+                       m->B_plan);
+    return 0;
+}
+
+/* From m->video (B, 3, T, H, W) on: tokens, blocks, pooling, norm, head, loss. */
+static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, float *loss)
+{
+    const struct tbi_ops *o = m->be->ops;
+    tbi_backend *be = m->be;
+    const struct tb_vit_config *c = &m->c;
+    const struct tb_params *r = &m->reg;
+    int D = m->D, Nt = m->Nt, L = c->depth;
+    m->B = B;
+    m->grad_source = 0;
+    /* Tubelet patches -> tokens (B, Np, D), plus class token and positions -> x0 (B, Nt, D). */
+    TBI_TRY(o->patchify(be, m->cols, m->video, B, 3, c->frames, c->height, c->width, c->tubelet,
+                        c->patch));
+    TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, tbi_param_data(r, m->i_patch_w),
+                          tbi_param_data(r, m->i_patch_b), B * m->Np, m->patch_len, D));
+    TBI_TRY(o->tokens_fwd(be, m->x, m->patch_out, m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
+                          c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos, B,
+                          m->Np, m->has_cls, D));
+    for (int l = 0; l < L; l++)
+        TBI_TRY(block_forward(m, l, 0));
+    /* Pooling: the class token, or the mean of all tokens; then its norm and the head. */
+    TBI_TRY(o->pool_fwd(be, m->has_cls ? TBI_POOL_FIRST : TBI_POOL_MEAN, m->pooled,
+                        m->x + (size_t)L * B * Nt * D, B, Nt, D));
+    TBI_TRY(o->layernorm_fwd(be, m->pooled_n, m->pool_mean, m->pool_rstd, m->pooled,
+                             tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b), B, D,
+                             LN_EPS));
+    if (m->K > 0)
+        TBI_TRY(o->matmul_fwd(be, m->logits, m->pooled_n, tbi_param_data(r, m->i_head_w),
+                              tbi_param_data(r, m->i_head_b), B, D, m->K));
+    m->grad_source = 2;
+    if (!labels)
+        return 0;
+    if (m->K < 1)
+        return tbi_err(TB_EINVAL, "labels for a model without a head");
+    TBI_TRY(o->to_device(be, m->labels, labels, sizeof(int64_t) * (size_t)B));
+    TBI_TRY(o->xent_fwd(be, m->loss, m->probs, m->logits, m->labels, B, m->K, smoothing));
+    m->smoothing = smoothing;
+    m->grad_source = 1;
+    float l_val;
+    TBI_TRY(o->to_host(be, &l_val, m->loss, sizeof(float)));
+    if (loss)
+        *loss = l_val;
+    return 0;
+}
+
+int tb_vit_set_video(tb_vit *m, const float *video, int B)
+{
+    const struct tb_vit_config *c = &m->c;
+    TBI_TRY(check_batch(m, B));
+    size_t n = (size_t)B * 3 * c->frames * c->height * c->width;
+    TBI_TRY(m->be->ops->to_device(m->be, m->video, video, sizeof(float) * n));
+    m->B_in = B;
+    return 0;
+}
+
+int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B,
+                     const float mean[3], const float std[3])
+{
+    const struct tb_vit_config *c = &m->c;
+    const struct tbi_ops *o = m->be->ops;
+    TBI_TRY(check_batch(m, B));
+    size_t n = (size_t)B * c->frames * c->height * c->width * 3;
+    TBI_TRY(o->to_device(m->be, m->clips, clips, n));
+    if (flip)
+        TBI_TRY(o->to_device(m->be, m->flip, flip, (size_t)B));
+    TBI_TRY(o->normalize(m->be, m->video, m->clips, flip ? m->flip : NULL, B, c->frames,
+                         c->height, c->width, mean, std));
+    m->B_in = B;
+    return 0;
+}
+
+int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss)
+{
+    if (!m->B_in)
+        return tbi_err(TB_EINVAL, "no input: tb_vit_set_video or tb_vit_set_clips first");
+    int B = m->B_in;
+    m->B_in = 0; /* the forward's products overwrite the input's space */
+    return forward(m, B, labels, smoothing, loss);
 }
 
 int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels, float smoothing,
                    float *loss)
 {
-    const struct tbi_ops *o = m->ops;
-    const struct tb_vit_config *c = &m->c;
-    int D = m->D, Nt = m->Nt, Np = m->Np, L = c->depth;
-    if (B < 1 || B > m->B_plan)
-        return tbi_err(TB_EINVAL, "batch of %d clips, but activations are planned for %d", B,
-                       m->B_plan);
-    m->B = B;
-    int R = B * Nt; /* token rows */
-
-    /* Tubelet patches -> tokens (B, Np, D), plus class token and positions -> x0 (B, Nt, D). */
-    o->patchify(m->cols, video, B, 3, c->frames, c->height, c->width, c->tubelet, c->patch);
-    o->matmul_fwd(m->patch_out, m->cols, m->patch_w, m->patch_b, B * Np, m->patch_len, D);
-    const float *pos = c->pos == TB_POS_LEARNED ? m->pos : m->sincos;
-    float *x0 = m->x;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < Nt; t++) {
-            float *dst = x0 + ((size_t)b * Nt + t) * D;
-            const float *src = m->has_cls && t == 0
-                                   ? m->cls
-                                   : m->patch_out + ((size_t)b * Np + t - m->has_cls) * D;
-            const float *pe = pos + (size_t)t * D;
-            for (int d = 0; d < D; d++)
-                dst[d] = src[d] + pe[d];
-        }
-
-    for (int l = 0; l < L; l++)
-        block_forward(m, l, 0);
-
-    /* Pooling: the class token, or the mean of all tokens; then its norm and the head. */
-    const float *xl = m->x + (size_t)L * R * D;
-    for (int b = 0; b < B; b++) {
-        float *pb = m->pooled + (size_t)b * D;
-        if (m->has_cls) {
-            memcpy(pb, xl + (size_t)b * Nt * D, sizeof(float) * (size_t)D);
-            continue;
-        }
-        for (int d = 0; d < D; d++)
-            pb[d] = 0;
-        for (int t = 0; t < Nt; t++) {
-            const float *row = xl + ((size_t)b * Nt + t) * D;
-            for (int d = 0; d < D; d++)
-                pb[d] += row[d];
-        }
-        for (int d = 0; d < D; d++)
-            pb[d] /= (float)Nt;
-    }
-    o->layernorm_fwd(m->pooled_n, m->pool_mean, m->pool_rstd, m->pooled, m->norm_w, m->norm_b,
-                     B, D, LN_EPS);
-    o->matmul_fwd(m->logits, m->pooled_n, m->head_w, m->head_b, B, D, m->K);
-
-    m->have_labels = labels != NULL;
-    if (labels) {
-        for (int b = 0; b < B; b++) {
-            if (labels[b] < 0 || labels[b] >= m->K)
-                return tbi_err(TB_ERANGE, "label %lld of clip %d is not a class of %d",
-                               (long long)labels[b], b, m->K);
-            m->labels[b] = labels[b];
-        }
-        m->smoothing = smoothing;
-        float l_val = o->xent_fwd(m->probs, m->logits, m->labels, B, m->K, smoothing);
-        if (loss)
-            *loss = l_val;
-    }
-    return 0;
+    TBI_TRY(tb_vit_set_video(m, video, B));
+    return tb_vit_run(m, labels, smoothing, loss);
 }
 
-const float *tb_vit_logits(const tb_vit *m)
+int tb_vit_forward_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B,
+                         const float mean[3], const float std[3], const int64_t *labels,
+                         float smoothing, float *loss)
 {
-    return m->logits;
+    TBI_TRY(tb_vit_set_clips(m, clips, flip, B, mean, std));
+    return tb_vit_run(m, labels, smoothing, loss);
+}
+
+int tb_vit_logits(tb_vit *m, float *host)
+{
+    if (m->K < 1 || !m->B)
+        return tbi_err(TB_EINVAL, "no logits: %s", m->K < 1 ? "the model has no head"
+                                                             : "no forward since planning");
+    return m->be->ops->to_host(m->be, host, m->logits, sizeof(float) * (size_t)m->B * m->K);
+}
+
+int tb_vit_features(tb_vit *m, float *host)
+{
+    if (!m->B)
+        return tbi_err(TB_EINVAL, "no features: no forward since planning");
+    return m->be->ops->to_host(m->be, host, m->pooled_n, sizeof(float) * (size_t)m->B * m->D);
 }
 
 /* ---- backward ---------------------------------------------------------------------------- */
 
-/* The gradient of a parameter, at the same offset in the gradient block. */
-#define G(ptr) grad_of(m, ptr)
-
-int tb_vit_backward(tb_vit *m)
+/* From dpool_n (B, D), the gradient on the features: the final norm, pooling, the blocks in
+ * reverse, the token embedding. Every gradient is written, not added: the block needs no
+ * clearing (88 MB for ViT-S, 344 MB for ViT-B). */
+static int backward(tb_vit *m)
 {
-    const struct tbi_ops *o = m->ops;
+    const struct tbi_ops *o = m->be->ops;
+    tbi_backend *be = m->be;
     const struct tb_vit_config *c = &m->c;
-    int B = m->B, D = m->D, F = m->F, Nt = m->Nt, Np = m->Np, L = c->depth, R = B * Nt;
-    if (!m->have_labels)
-        return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
-    /* Every gradient below is written, not added: the block needs no clearing (88 MB for
-     * ViT-S, 344 MB for ViT-B). */
-
-    /* Loss -> logits -> head -> norm -> pooling -> the last residual stream. */
-    o->xent_bwd(m->dlogits, m->probs, m->labels, B, m->K, m->smoothing);
-    o->matmul_bwd(m->dpool_n, G(m->head_w), G(m->head_b), m->dlogits, m->pooled_n, m->head_w, B,
-                  D, m->K);
-    memset(m->dpool, 0, sizeof(float) * (size_t)B * D);
-    o->layernorm_bwd(m->dpool, G(m->norm_w), G(m->norm_b), m->dpool_n, m->pooled, m->norm_w,
-                     m->pool_mean, m->pool_rstd, B, D);
-    memset(m->dres, 0, sizeof(float) * (size_t)R * D);
-    for (int b = 0; b < B; b++) {
-        const float *g = m->dpool + (size_t)b * D;
-        if (m->has_cls) {
-            memcpy(m->dres + (size_t)b * Nt * D, g, sizeof(float) * (size_t)D);
-            continue;
-        }
-        float inv = 1.0f / (float)Nt;
-        for (int t = 0; t < Nt; t++) {
-            float *row = m->dres + ((size_t)b * Nt + t) * D;
-            for (int d = 0; d < D; d++)
-                row[d] = g[d] * inv;
-        }
-    }
-
+    const struct tb_params *r = &m->reg;
+    int B = m->B, D = m->D, Nt = m->Nt, L = c->depth;
+    size_t R = (size_t)B * Nt;
+    TBI_TRY(o->zero(be, m->dpool, sizeof(float) * (size_t)B * D));
+    TBI_TRY(o->layernorm_bwd(be, m->dpool, tbi_param_grad(r, m->i_norm_w),
+                             tbi_param_grad(r, m->i_norm_b), m->dpool_n, m->pooled,
+                             tbi_param_data(r, m->i_norm_w), m->pool_mean, m->pool_rstd, B, D));
+    TBI_TRY(o->pool_bwd(be, m->has_cls ? TBI_POOL_FIRST : TBI_POOL_MEAN, m->dres, m->dpool, B,
+                        Nt, D));
     /* Blocks in reverse; dres holds the gradient of the block's output and, after it, of its
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
-        const struct block_params *w = &m->bp[l];
-        const struct block_acts *a = acts_of(m, l);
-        const float *x = m->x + (size_t)l * R * D;
-        /* The block's activations again when recomputing (all of them, or fc1's output). The
-         * LayerNorm outputs are not kept (two rows of D per token and block): recomputed from
-         * the block's input and its saved statistics, to the bit. */
+        struct tbi_block_w w, g;
+        tbi_block_bind(r, m->blk_first[l], &w, &g);
         if (c->recompute)
-            block_forward(m, l, 1);
-        o->layernorm_fwd(m->ln, a->ln2_mean, a->ln2_rstd, a->res1, w->ln2_w, w->ln2_b, R, D,
-                         LN_EPS);
-        if (l < c->recompute_mlp)
-            o->matmul_fwd(a->fc1, m->ln, w->fc1_w, w->fc1_b, R, D, F);
-        /* MLP branch: y = res1 + fc2(gelu(fc1(ln2))). fc2's input gradient first: the GELU
-         * backward then also gives GELU(fc1) again, in place of fc1 (not needed after it),
-         * for fc2's weight gradient: one pass instead of two, and no buffer of its own. */
-        o->matmul_bwd(m->dF, NULL, NULL, m->dres, a->fc1, w->fc2_w, R, F, D);
-        o->gelu_bwd(m->dF, a->fc1, a->fc1, m->dF, (size_t)R * F);
-        o->matmul_bwd(NULL, G(w->fc2_w), G(w->fc2_b), m->dres, a->fc1, w->fc2_w, R, F, D);
-        o->matmul_bwd(m->dD, G(w->fc1_w), G(w->fc1_b), m->dF, m->ln, w->fc1_w, R, D, F);
-        o->layernorm_bwd(m->dres, G(w->ln2_w), G(w->ln2_b), m->dD, a->res1, w->ln2_w,
-                         a->ln2_mean, a->ln2_rstd, R, D);
-        /* Attention branch: res1 = x + proj(attention(qkv(ln1))) */
-        o->matmul_bwd(m->dD, G(w->proj_w), G(w->proj_b), m->dres, a->att, w->proj_w, R, D, D);
-        o->attention_bwd(m->d3D, m->dD, a->qkv, a->att, a->lse, B, Nt, m->NH, m->HS);
-        o->layernorm_fwd(m->ln, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, R, D, LN_EPS);
-        o->matmul_bwd(m->dD, G(w->qkv_w), G(w->qkv_b), m->d3D, m->ln, w->qkv_w, R, D, 3 * D);
-        o->layernorm_bwd(m->dres, G(w->ln1_w), G(w->ln1_b), m->dD, x, w->ln1_w, a->ln1_mean,
-                         a->ln1_rstd, R, D);
+            TBI_TRY(block_forward(m, l, 1));
+        TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s,
+                                   m->x + (size_t)l * R * D, m->dres, B, Nt,
+                                   l < c->recompute_mlp));
     }
-
-    /* Tokens: positions, class token, patch embedding (the video needs no gradient). */
-    if (c->pos == TB_POS_LEARNED) {
-        float *gp = G(m->pos);
-        memset(gp, 0, sizeof(float) * (size_t)Nt * D);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < Nt; t++) {
-                const float *row = m->dres + ((size_t)b * Nt + t) * D;
-                for (int d = 0; d < D; d++)
-                    gp[(size_t)t * D + d] += row[d];
-            }
-    }
-    if (m->has_cls) {
-        float *gc = G(m->cls);
-        memset(gc, 0, sizeof(float) * (size_t)D);
-        for (int b = 0; b < B; b++)
-            for (int d = 0; d < D; d++)
-                gc[d] += m->dres[(size_t)b * Nt * D + d];
-    }
-    /* The patch rows of dres, gathered contiguous (B*Np, D) for the weight gradient. */
-    float *dpatch = m->dD;
-    for (int b = 0; b < B; b++)
-        memcpy(dpatch + (size_t)b * Np * D, m->dres + ((size_t)b * Nt + m->has_cls) * D,
-               sizeof(float) * (size_t)Np * D);
-    o->matmul_bwd(NULL, G(m->patch_w), G(m->patch_b), dpatch, m->cols, m->patch_w, B * Np,
-                  m->patch_len, D);
+    /* Tokens: positions, class token, patch embedding (the video needs no gradient); the
+     * patch rows gathered contiguous (B*Np, D) for the weight gradient. */
+    float *dpatch = m->s.dD;
+    TBI_TRY(o->tokens_bwd(be, dpatch, m->has_cls ? tbi_param_grad(r, m->i_cls) : NULL,
+                          c->pos == TB_POS_LEARNED ? tbi_param_grad(r, m->i_pos) : NULL, m->dres,
+                          B, m->Np, m->has_cls, D));
+    TBI_TRY(o->matmul_bwd(be, NULL, tbi_param_grad(r, m->i_patch_w),
+                          tbi_param_grad(r, m->i_patch_b), dpatch, m->cols,
+                          tbi_param_data(r, m->i_patch_w), B * m->Np, m->patch_len, D));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
-    m->have_labels = 0;
+    m->grad_source = 0;
     return 0;
 }
-#undef G
+
+int tb_vit_backward(tb_vit *m)
+{
+    const struct tbi_ops *o = m->be->ops;
+    const struct tb_params *r = &m->reg;
+    if (m->grad_source != 1)
+        return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
+    /* Loss -> logits -> head -> the features' gradient. */
+    TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
+    TBI_TRY(o->matmul_bwd(m->be, m->dpool_n, tbi_param_grad(r, m->i_head_w),
+                          tbi_param_grad(r, m->i_head_b), m->dlogits, m->pooled_n,
+                          tbi_param_data(r, m->i_head_w), m->B, m->D, m->K));
+    return backward(m);
+}
+
+int tb_vit_backward_features(tb_vit *m, const float *dfeat)
+{
+    if (!m->grad_source)
+        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
+    TBI_TRY(m->be->ops->to_device(m->be, m->dpool_n, dfeat, sizeof(float) * (size_t)m->B * m->D));
+    return backward(m);
+}

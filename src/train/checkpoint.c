@@ -1,7 +1,9 @@
-/* src/train/checkpoint.c - checkpoints as safetensors (train.h): parameters under timm names,
- * AdamW moments under "optimizer.*", and in the metadata the model config, the position in
- * training and the optimizer's step, all as strings. Written atomically (tb_st_write).
- * Tests: tests/test_train.c (resume gives the same losses as an uninterrupted run). */
+/* src/train/checkpoint.c - checkpoints as safetensors (train.h): parameters under their
+ * registry names, AdamW moments under "optimizer.*", and in the metadata the run's settings
+ * (model, sampler, normalisation, ...), the position in training and the optimizer's step,
+ * all as strings. Tensors come from backend memory by explicit copies, straight into the
+ * file's buffer; written atomically (tb_st_write_fill). Tests: tests/test_train.c (resume
+ * gives the same losses as an uninterrupted run). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "core/internal.h"
 #include "core/strbuf.h"
+#include "model/params.h"
 #include "tubelet/train.h"
 
 /* The string value of "key" in a flat JSON object of strings; 0 or -1. */
@@ -36,19 +39,34 @@ static int meta_i64(const char *meta, const char *key, int64_t *out)
                                                                                               : 0;
 }
 
-int tb_ckpt_save(const char *path, tb_vit *m, const struct tb_adamw *opt,
-                 const struct tb_train_pos *pos, const char *extra)
+struct fill_ctx {
+    tb_params *r;
+    const struct tb_adamw *opt;
+};
+
+/* Tensor i of the file: parameter i % n, from the parameters or a moment. */
+static int fill(void *user, int i, void *dst)
 {
-    const struct tb_vit_config *c = tb_vit_config(m);
-    int np = tb_vit_n_params(m), n = 0;
+    struct fill_ctx *f = user;
+    tb_params *r = f->r;
+    const struct tb_param *p = &r->p[i % r->n];
+    int k = i / r->n;
+    const float *src = k == 0 ? tbi_param_data(r, i % r->n) : (k == 1 ? f->opt->m : f->opt->v) +
+                                                                  p->offset;
+    return r->be->ops->to_host(r->be, dst, src, sizeof(float) * (size_t)p->n);
+}
+
+int tb_ckpt_save(const char *path, tb_params *r, const struct tb_adamw *opt,
+                 const struct tb_train_pos *pos, const char *meta_extra)
+{
+    int np = r->n, n = 0;
     struct tb_st_tensor *ts = calloc((size_t)np * 3, sizeof(*ts));
     struct tbi_sb meta = {0};
     if (!ts)
         return tbi_err(TB_ENOMEM, "out of memory");
-    float *base = tb_vit_params(m);
     for (int k = 0; k < (opt ? 3 : 1); k++)
         for (int i = 0; i < np; i++) {
-            const struct tb_param *p = tb_vit_param(m, i);
+            const struct tb_param *p = &r->p[i];
             struct tb_st_tensor *t = &ts[n++];
             snprintf(t->name, sizeof(t->name), "%s%s",
                      k == 0 ? "" : k == 1 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.",
@@ -57,28 +75,21 @@ int tb_ckpt_save(const char *path, tb_vit *m, const struct tb_adamw *opt,
             t->n_dims = p->n_dims;
             memcpy(t->shape, p->shape, sizeof(p->shape));
             t->n = p->n;
-            size_t off = (size_t)(p->data - base);
-            t->data = k == 0 ? p->data : k == 1 ? opt->m + off : opt->v + off;
         }
-    tbi_sb_printf(&meta, "{\"format\":\"tubelet-checkpoint\",\"version\":\"1\","
-                  "\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\",\"patch\":\"%d\","
-                  "\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\",\"width\":\"%d\","
-                  "\"classes\":\"%d\",\"pool\":\"%s\",\"pos\":\"%s\",\"epoch\":\"%" PRId64
-                  "\",\"batch\":\"%" PRId64 "\",\"step\":\"%" PRId64 "\",\"adam_step\":\"%" PRId64
-                  "\"%s%s}",
-                  c->dim, c->depth, c->heads, c->patch, c->tubelet, c->frames, c->height,
-                  c->width, c->classes, c->pool == TB_POOL_CLS ? "cls" : "mean",
-                  c->pos == TB_POS_LEARNED ? "learned" : "sincos", pos ? pos->epoch : 0,
-                  pos ? pos->batch : 0, pos ? pos->step : 0, opt ? opt->step : 0,
-                  extra && extra[0] ? "," : "", extra ? extra : "");
+    tbi_sb_printf(&meta, "{\"format\":\"tubelet-checkpoint\",\"version\":\"1\",\"epoch\":\"%"
+                  PRId64 "\",\"batch\":\"%" PRId64 "\",\"step\":\"%" PRId64 "\",\"adam_step\":\"%"
+                  PRId64 "\"%s%s}", pos ? pos->epoch : 0, pos ? pos->batch : 0,
+                  pos ? pos->step : 0, opt ? opt->step : 0,
+                  meta_extra && meta_extra[0] ? "," : "", meta_extra ? meta_extra : "");
+    struct fill_ctx fc = {r, opt};
     int rc = meta.failed ? tbi_err(TB_ENOMEM, "out of memory")
-                         : tb_st_write(path, ts, n, meta.buf);
+                         : tb_st_write_fill(path, ts, n, meta.buf, fill, &fc);
     tbi_sb_free(&meta);
     free(ts);
     return rc;
 }
 
-int tb_ckpt_config(const char *path, struct tb_vit_config *cfg)
+int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
 {
     struct tb_st_file *f = NULL;
     int rc = tb_st_read(&f, path);
@@ -87,9 +98,9 @@ int tb_ckpt_config(const char *path, struct tb_vit_config *cfg)
     int64_t v[9];
     const char *keys[9] = {"dim", "depth", "heads", "patch", "tubelet", "frames", "height",
                            "width", "classes"};
-    char pool[16], pos[16];
+    char pool[16], pos[16], s[32];
     for (int i = 0; i < 9; i++)
-        if (meta_i64(f->metadata, keys[i], &v[i]) || v[i] < 1 || v[i] > (1 << 24))
+        if (meta_i64(f->metadata, keys[i], &v[i]) || v[i] < 0 || v[i] > (1 << 24))
             rc = -1;
     if (rc < 0 || meta_get(f->metadata, "pool", pool, sizeof(pool)) ||
         meta_get(f->metadata, "pos", pos, sizeof(pos))) {
@@ -97,23 +108,41 @@ int tb_ckpt_config(const char *path, struct tb_vit_config *cfg)
         return tbi_err(TB_EFORMAT, "%s: not a tubelet checkpoint (no model config in its "
                        "metadata)", path);
     }
-    *cfg = (struct tb_vit_config){
+    memset(info, 0, sizeof(*info));
+    info->model = (struct tb_vit_config){
         .dim = (int)v[0], .depth = (int)v[1], .heads = (int)v[2], .patch = (int)v[3],
         .tubelet = (int)v[4], .frames = (int)v[5], .height = (int)v[6], .width = (int)v[7],
         .classes = (int)v[8], .pool = strcmp(pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
         .pos = strcmp(pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
     };
+    /* Settings a checkpoint from before they were stored lacks: what evaluation used then. */
+    int64_t stride = 4;
+    snprintf(info->task, sizeof(info->task), "%.15s",
+             meta_get(f->metadata, "task", s, sizeof(s)) ? "cls" : s);
+    info->sampler = !meta_get(f->metadata, "sampler", s, sizeof(s)) && !strcmp(s, "dense")
+                        ? TB_SAMPLE_DENSE
+                        : TB_SAMPLE_SEGMENTS;
+    meta_i64(f->metadata, "stride", &stride);
+    info->stride = stride >= 1 && stride <= 1000 ? (int)stride : 4;
+    info->norm = !meta_get(f->metadata, "norm", s, sizeof(s)) && !strcmp(s, "imagenet")
+                     ? TB_NORM_IMAGENET
+                     : TB_NORM_OPENAI;
+    info->label = TB_LABEL_VERB;
+    if (!meta_get(f->metadata, "label", s, sizeof(s)))
+        info->label = !strcmp(s, "noun") ? TB_LABEL_NOUN
+                      : !strcmp(s, "action") ? TB_LABEL_ACTION
+                                             : TB_LABEL_VERB;
     tb_st_free(&f);
     return 0;
 }
 
-int tb_ckpt_load(const char *path, tb_vit *m, struct tb_adamw *opt, struct tb_train_pos *pos)
+int tb_ckpt_load(const char *path, tb_params *r, struct tb_adamw *opt, struct tb_train_pos *pos)
 {
     struct tb_st_file *f = NULL;
     int rc = tb_st_read(&f, path);
     if (rc < 0)
         return rc;
-    if ((rc = tb_vit_load(m, f)) < 0) {
+    if ((rc = tb_params_load(r, f)) < 0) {
         rc = tbi_err_prefix(rc, "%s", path);
         goto end;
     }
@@ -124,14 +153,12 @@ int tb_ckpt_load(const char *path, tb_vit *m, struct tb_adamw *opt, struct tb_tr
         goto end;
     }
     if (opt) {
-        float *base = tb_vit_params(m);
         if (meta_i64(f->metadata, "adam_step", &opt->step)) {
             rc = tbi_err(TB_EFORMAT, "%s: no optimizer step in its metadata", path);
             goto end;
         }
-        for (int i = 0; i < tb_vit_n_params(m); i++) {
-            const struct tb_param *p = tb_vit_param(m, i);
-            size_t off = (size_t)(p->data - base);
+        for (int i = 0; i < r->n; i++) {
+            const struct tb_param *p = &r->p[i];
             for (int k = 0; k < 2; k++) {
                 char name[300];
                 snprintf(name, sizeof(name), "optimizer.%s.%s", k ? "exp_avg_sq" : "exp_avg",
@@ -142,7 +169,9 @@ int tb_ckpt_load(const char *path, tb_vit *m, struct tb_adamw *opt, struct tb_tr
                                  "size", path, name);
                     goto end;
                 }
-                memcpy((k ? opt->v : opt->m) + off, t->data, sizeof(float) * (size_t)p->n);
+                if ((rc = r->be->ops->to_device(r->be, (k ? opt->v : opt->m) + p->offset,
+                                                t->data, sizeof(float) * (size_t)p->n)) < 0)
+                    goto end;
             }
         }
     }

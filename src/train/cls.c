@@ -1,93 +1,148 @@
-/* src/train/cls.c - supervised classification training (train.h): loader -> normalisation ->
- * ViT -> cross-entropy -> gradient clipping -> AdamW with warmup + cosine, an evaluation with
- * views x crops averaged, a checkpoint after every epoch and on Ctrl-C, metrics.jsonl.
- * Resuming continues with the very batches an uninterrupted run would have seen: the loader
- * is keyed by (seed, epoch, sample) and can start an epoch at any batch.
+/* src/train/cls.c - supervised classification (`--task cls`) on the training loop: the task
+ * table's entries (a ViT with a head, cross-entropy with label smoothing on the batch's verb,
+ * noun or action), and evaluation (train.h's tb_eval_cls: views x crops averaged, sharded
+ * over processes, top-k under a fixed tie rule, non-finite logits an error).
  * Tests: tests/test_train.c. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/internal.h"
+#include "train/task.h"
 #include "tubelet/dist.h"
-#include "tubelet/train.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int tb_item_label(const struct tb_ann_item *it, enum tb_label_kind k)
 {
     return k == TB_LABEL_VERB ? it->verb : k == TB_LABEL_NOUN ? it->noun : it->action;
 }
 
+void tb_norm_values(enum tb_norm n, const float **mean, const float **std)
+{
+    *mean = n == TB_NORM_IMAGENET ? tb_mean_imagenet : tb_mean_openai;
+    *std = n == TB_NORM_IMAGENET ? tb_std_imagenet : tb_std_openai;
+}
+
+static const char *const label_names[] = {"verb", "noun", "action"};
+
+/* ---- evaluation ------------------------------------------------------------------------- */
+
+/* Rank of class y among the scores p (K): how many beat it, a tie going to the lower class
+ * index (argmax's rule); so a model whose scores are all equal is right only for class 0. */
+static int rank_of(const double *p, int K, int y)
+{
+    int rank = 0;
+    for (int q = 0; q < K; q++)
+        rank += p[q] > p[y] || (p[q] == p[y] && q < y);
+    return rank;
+}
+
+/* The softmax of each clip's logits added, 1 / per_item each, to its item's row of acc;
+ * the padding a process gets past the epoch's last clip (to even out the shards) skipped. */
+static int accumulate(const struct tb_annotations *ann, const struct tb_batch *b,
+                      const float *logits, int K, int per_item, int64_t n_samples, double *acc,
+                      int32_t *seen, double *ez)
+{
+    int rank = tb_dist_rank(), world = tb_dist_world();
+    for (int j = 0; j < b->n; j++) {
+        int64_t position = rank + (b->number * (int64_t)b->n + j) * world;
+        (void)n_samples;
+        int64_t item = b->index[j] / per_item;
+        const float *z = logits + (size_t)j * K;
+        double mx = z[0], sum = 0;
+        for (int q = 0; q < K; q++)
+            if (!isfinite(z[q]))
+                return tbi_err(TB_ERANGE, "%s:%d: clip %" PRId64 " (view %" PRId64 ") has a "
+                               "logit that is %f: the model is broken (NaN or infinite "
+                               "weights?)", ann->path, ann->items[item].line, b->index[j],
+                               b->index[j] % per_item, z[q]);
+        if (position >= n_samples)
+            continue;
+        for (int q = 1; q < K; q++)
+            mx = z[q] > mx ? z[q] : mx;
+        for (int q = 0; q < K; q++)
+            sum += ez[q] = exp(z[q] - mx);
+        double *p = acc + (size_t)item * K;
+        for (int q = 0; q < K; q++)
+            p[q] += ez[q] / sum / per_item;
+        seen[item]++;
+    }
+    return 0;
+}
+
 int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dataset_opts *data,
-                enum tb_label_kind label, int views, int crops, int batch, int workers,
-                struct tb_eval_result *res, int *predicted)
+                enum tb_label_kind label, enum tb_norm norm, int views, int crops, int batch,
+                int workers, struct tb_eval_result *res, int *predicted)
 {
     const struct tb_vit_config *c = tb_vit_config(m);
     struct tb_dataset_opts o = *data;
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     double *acc = NULL, *ez = NULL;
-    float *video = NULL;
-    int K = c->classes, T = c->frames, rc;
+    int32_t *seen = NULL;
+    float *logits = NULL;
+    const float *mean, *std;
+    int K = c->classes, rc = 0;
+    tb_norm_values(norm, &mean, &std);
     o.train = 0;
     o.n_views = views;
     o.n_crops = crops;
-    o.n_frames = T;
+    o.n_frames = c->frames;
     o.width = c->width;
     o.height = c->height;
     struct tb_loader_opts lo = {.batch_size = batch, .n_workers = workers, .prefetch = 2,
-                                .world = 1, .max_failure_rate = 0.05};
+                                .rank = tb_dist_rank(), .world = tb_dist_world(),
+                                .max_failure_rate = 0.05};
     memset(res, 0, sizeof(*res));
+    if (K < 1)
+        return tbi_err(TB_EINVAL, "evaluating classes needs a model with a head");
     if ((rc = tb_dataset_open(&ds, ann, &o)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
         goto end;
     int per_item = views * (crops == 3 ? 3 : 1);
     int64_t n_items = ann->n_items;
     acc = calloc((size_t)n_items * K, sizeof(double));
+    seen = calloc((size_t)n_items, sizeof(*seen));
     ez = malloc(sizeof(double) * (size_t)K);
-    video = malloc(sizeof(float) * (size_t)batch * 3 * T * c->height * c->width);
-    if (!acc || !ez || !video) {
+    logits = malloc(sizeof(float) * (size_t)batch * K);
+    if (!acc || !seen || !ez || !logits) {
         rc = tbi_err(TB_ENOMEM, "out of memory for the evaluation");
         goto end;
     }
-    int64_t nb = tb_loader_epoch(l, 0);
-    for (int64_t k = 0; k < nb; k++) {
+    int64_t nb = tb_loader_epoch(l, 0), n_samples = tb_dataset_size(ds);
+    for (int64_t k = 0; k < nb && rc == 0; k++) {
         struct tb_batch *b = NULL;
         if ((rc = tb_loader_next(l, &b)) < 0)
-            goto end;
-        tb_augment_normalize(b->video, b->n, T, c->height, c->width, NULL, tb_mean_openai,
-                             tb_std_openai, video);
-        rc = tb_vit_forward(m, video, b->n, NULL, 0, NULL);
-        if (rc < 0) {
-            tb_loader_release(l, b);
-            goto end;
-        }
-        const float *logits = tb_vit_logits(m);
-        for (int j = 0; j < b->n; j++) {
-            int64_t item = b->index[j] / per_item;
-            const float *z = logits + (size_t)j * K;
-            double *p = acc + (size_t)item * K, mx = z[0], sum = 0;
-            for (int q = 1; q < K; q++)
-                mx = z[q] > mx ? z[q] : mx;
-            for (int q = 0; q < K; q++)
-                sum += ez[q] = exp(z[q] - mx);
-            for (int q = 0; q < K; q++)
-                p[q] += ez[q] / sum / per_item;
-        }
+            break;
+        if ((rc = tb_vit_forward_clips(m, b->video, NULL, b->n, mean, std, NULL, 0, NULL)) == 0 &&
+            (rc = tb_vit_logits(m, logits)) == 0)
+            rc = accumulate(ann, b, logits, K, per_item, n_samples, acc, seen, ez);
         tb_loader_release(l, b);
     }
+    /* Every process stops here, failed or not, before the reduction. */
+    if (tb_dist_max_int(rc < 0)) {
+        if (rc == 0)
+            rc = tbi_err(TB_EDIST, "another process failed in the evaluation");
+        goto end;
+    }
+    if ((rc = tb_dist_sum_f64(acc, (size_t)n_items * K)) < 0)
+        goto end;
+    double *cnt = ez; /* the views each item got, over all processes, a chunk at a time */
     double top1 = 0, top5 = 0, loss = 0;
+    for (int64_t i0 = 0; i0 < n_items; i0 += K) {
+        int64_t n = n_items - i0 < K ? n_items - i0 : K;
+        for (int64_t i = 0; i < n; i++)
+            cnt[i] = seen[i0 + i];
+        if ((rc = tb_dist_sum_f64(cnt, (size_t)n)) < 0)
+            goto end;
+        for (int64_t i = 0; i < n; i++)
+            if (cnt[i] != per_item) {
+                rc = tbi_err(TB_EINVAL, "%s:%d: the evaluation saw %.0f of the item's %d views",
+                             ann->path, ann->items[i0 + i].line, cnt[i], per_item);
+                goto end;
+            }
+    }
     for (int64_t i = 0; i < n_items; i++) {
         int y = tb_item_label(&ann->items[i], label);
         if (y < 0 || y >= K) {
@@ -96,15 +151,15 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
             goto end;
         }
         const double *p = acc + (size_t)i * K;
-        int rank = 0, best = 0;
-        for (int q = 0; q < K; q++) {
-            rank += p[q] > p[y];
-            best = p[q] > p[best] ? q : best;
-        }
-        if (predicted)
+        int r = rank_of(p, K, y);
+        if (predicted) {
+            int best = 0;
+            for (int q = 1; q < K; q++)
+                best = p[q] > p[best] ? q : best;
             predicted[i] = best;
-        top1 += rank < 1;
-        top5 += rank < 5;
+        }
+        top1 += r < 1;
+        top5 += r < 5;
         loss += -log(p[y] > 1e-12 ? p[y] : 1e-12);
     }
     res->n_items = n_items;
@@ -115,194 +170,110 @@ end:
     tb_loader_close(&l);
     tb_dataset_close(&ds);
     free(acc);
+    free(seen);
     free(ez);
-    free(video);
+    free(logits);
     return rc;
 }
 
-static void metrics_line(FILE *f, const char *fmt, ...) TB_PRINTF(2, 3);
-static void metrics_line(FILE *f, const char *fmt, ...)
+/* ---- the task ----------------------------------------------------------------------------- */
+
+struct cls {
+    tb_vit *m;
+    int64_t *labels;    /* (B) of the loaded batch */
+    int n;
+};
+
+static void cls_close(void **state)
 {
-    va_list ap;
-    if (!f)
+    struct cls *t = *state;
+    if (!t)
         return;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputc('\n', f);
-    fflush(f);
+    tb_vit_close(&t->m);
+    free(t->labels);
+    free(t);
+    *state = NULL;
 }
 
-int tb_train_cls(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
+static int cls_open(void **state, const struct tb_train_opts *o)
 {
-    tb_vit *m = NULL;
-    struct tb_adamw opt = {0};
-    tb_dataset *ds = NULL;
-    tb_loader *l = NULL;
-    float *video = NULL;
-    int64_t *labels = NULL;
-    FILE *metrics = NULL;
-    char ckpt[4096], mpath[4096];
-    struct tb_train_pos pos = {0, 0, 0};
-    const struct tb_vit_config *c = &o->model;
-    int rc, B = o->batch, T = c->frames;
-    /* Data parallel under mpirun: each process reads its shard of every global batch of
-     * world * B clips; gradients are averaged, so all hold the same weights; rank 0 alone
-     * writes the checkpoint and the metrics. */
-    int rank = tb_dist_rank(), world = tb_dist_world(), lead = rank == 0;
-
-    if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
-        (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
-        (rc = tbi_fmt(mpath, sizeof(mpath), "%s/metrics.jsonl", o->out_dir)) < 0)
+    struct cls *t = calloc(1, sizeof(*t));
+    int rc;
+    *state = NULL;
+    if (!t)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    if (o->model.classes < 1) {
+        free(t);
+        return tbi_err(TB_EINVAL, "--task cls needs classes (%d)", o->model.classes);
+    }
+    int64_t bytes = 0;
+    if ((rc = tb_vit_open(&t->m, &o->model)) < 0 || (rc = tb_vit_plan(t->m, o->batch, &bytes)) < 0 ||
+        !(t->labels = malloc(sizeof(*t->labels) * (size_t)o->batch))) {
+        if (rc == 0)
+            rc = tbi_err(TB_ENOMEM, "out of memory");
+        void *p = t;
+        cls_close(&p);
         return rc;
-    if ((rc = tb_vit_open(&m, c)) < 0)
-        return rc;
-    tb_vit_init(m, o->seed);
-    if ((rc = (int)tb_vit_plan(m, B)) < 0 || (rc = tb_adamw_init(&opt, m)) < 0)
-        goto end;
-    opt.beta1 = 0.9f;
-    opt.beta2 = 0.999f;
-    opt.eps = 1e-8f;
-    opt.weight_decay = (float)o->weight_decay;
-    if (tbi_is_file(ckpt)) {
-        if ((rc = tb_ckpt_load(ckpt, m, &opt, &pos)) < 0)
-            goto end;
-        tbi_log(TB_LOG_INFO, "resuming from %s: epoch %" PRId64 ", batch %" PRId64 ", step %"
-                PRId64, ckpt, pos.epoch, pos.batch, pos.step);
     }
-
-    struct tb_dataset_opts d = o->data;
-    d.train = 1;
-    d.n_frames = T;
-    d.width = c->width;
-    d.height = c->height;
-    struct tb_loader_opts lo = {.batch_size = B, .n_workers = o->workers,
-                                .prefetch = o->prefetch, .seed = o->seed, .shuffle = 1,
-                                .drop_last = 1, .rank = rank, .world = world,
-                                .max_failure_rate = 0.05};
-    if ((rc = tb_dataset_open(&ds, o->train_ann, &d)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
-        goto end;
-    int64_t per_epoch = tb_dataset_size(ds) / world / B, total = per_epoch * o->epochs;
-    int64_t warmup = (int64_t)(o->warmup_epochs * (double)per_epoch);
-    if (per_epoch < 1) {
-        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes",
-                     o->train_ann->path, (long long)tb_dataset_size(ds), B, world);
-        goto end;
-    }
-    video = malloc(sizeof(float) * (size_t)B * 3 * T * c->height * c->width);
-    labels = malloc(sizeof(*labels) * (size_t)B);
-    if (!video || !labels) {
-        rc = tbi_err(TB_ENOMEM, "out of memory");
-        goto end;
-    }
-    if (lead && !(metrics = fopen(mpath, "a"))) {
-        rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
-        goto end;
-    }
-
-    double t_start = now_s(), t_log = t_start;
-    int64_t clips_log = 0, step0 = pos.step;
-    for (int64_t e = pos.epoch; e < o->epochs; e++) {
-        int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
-        for (int64_t k = e == pos.epoch ? pos.batch : 0; k < nb; k++) {
-            struct tb_batch *b = NULL;
-            if ((rc = tb_loader_next(l, &b)) < 0)
-                goto end;
-            tb_augment_normalize(b->video, b->n, T, c->height, c->width, NULL, tb_mean_openai,
-                                 tb_std_openai, video);
-            for (int j = 0; j < b->n; j++)
-                labels[j] = b->label[j * 3 + o->label];
-            tb_loader_release(l, b);
-            float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->lr, (float)o->min_lr);
-            float loss = 0;
-            if ((rc = tb_vit_forward(m, video, B, labels, (float)o->smoothing, &loss)) < 0 ||
-                (rc = tb_dist_mean_f32(&loss, 1)) < 0)
-                goto end;
-            if (!isfinite(loss)) {
-                rc = tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64
-                             ", batch %" PRId64 "); stopping (lower --lr?)", loss, pos.step, e,
-                             k);
-                goto end;
-            }
-            if ((rc = tb_vit_backward(m)) < 0)
-                goto end;
-            for (int i = 0; i < tb_vit_n_grad_spans(m); i++) {
-                int64_t n;
-                float *g = tb_vit_grad_span(m, i, &n);
-                if ((rc = tb_dist_mean_f32(g, (size_t)n)) < 0)
-                    goto end;
-            }
-            double gnorm = tb_grad_norm(m);
-            if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
-                rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %"
-                             PRId64 ", batch %" PRId64 ", loss %f); stopping", gnorm, pos.step,
-                             e, k, loss);
-                goto end;
-            }
-            opt.lr = lr;
-            tb_adamw_update(&opt, m, tb_clip_factor(gnorm, o->clip_grad));
-            pos.step++;
-            clips_log += (int64_t)B * world;
-            double t = now_s();
-            int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
-            if (lead && (log_now || o->on_step)) {
-                double rate = clips_log / (t - t_log > 1e-9 ? t - t_log : 1e-9);
-                struct tb_train_progress pr = {
-                    .epoch = e, .epochs = o->epochs, .step = pos.step, .steps = total,
-                    .loss = loss, .lr = lr, .grad_norm = gnorm, .clips_per_s = rate,
-                    .elapsed_s = t - t_start,
-                    .eta_s = (t - t_start) / (double)(pos.step - step0) *
-                             (double)(total - pos.step),
-                };
-                if (o->on_step)
-                    o->on_step(o->user, &pr);
-                if (log_now) {
-                    metrics_line(metrics, "{\"step\": %" PRId64 ", \"epoch\": %" PRId64
-                                 ", \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.4f, "
-                                 "\"clips_per_s\": %.2f, \"elapsed_s\": %.1f}", pos.step, e,
-                                 loss, lr, gnorm, rate, t - t_start);
-                    t_log = t;
-                    clips_log = 0;
-                }
-            }
-            if (tb_dist_max_int(o->cancel && *o->cancel)) {
-                pos.epoch = e;
-                pos.batch = k + 1;
-                if (lead && (rc = tb_ckpt_save(ckpt, m, &opt, &pos, NULL)) < 0)
-                    goto end;
-                rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
-                             "run the same command to resume", pos.step, ckpt);
-                goto end;
-            }
-        }
-        pos.epoch = e + 1;
-        pos.batch = 0;
-        if (lead && (rc = tb_ckpt_save(ckpt, m, &opt, &pos, NULL)) < 0)
-            goto end;
-        int last = e + 1 == o->epochs;
-        if (o->val_ann && (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
-            struct tb_eval_result r;
-            if ((rc = tb_eval_cls(m, o->val_ann, &o->data, o->label, o->val_views, o->val_crops,
-                                  B, o->workers, &r, NULL)) < 0)
-                goto end;
-            r.epoch = e + 1;
-            metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": %.4f, "
-                         "\"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch, r.top1, r.top5,
-                         r.loss, r.n_items);
-            if (lead && o->on_eval)
-                o->on_eval(o->user, &r);
-            if (final_eval)
-                *final_eval = r;
-        }
-    }
-end:
-    if (metrics)
-        fclose(metrics);
-    tb_loader_close(&l);
-    tb_dataset_close(&ds);
-    tb_adamw_free(&opt);
-    tb_vit_close(&m);
-    free(video);
-    free(labels);
-    return rc;
+    tbi_log(TB_LOG_INFO, "model: %lld parameters; activations of %d clips: %.1f MB",
+            (long long)tb_params_floats(tb_vit_params(t->m)), o->batch, bytes / 1e6);
+    *state = t;
+    return 0;
 }
+
+static tb_params *cls_params(void *state)
+{
+    return tb_vit_params(((struct cls *)state)->m);
+}
+
+static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *sb)
+{
+    const struct tb_vit_config *c = tb_vit_config(((struct cls *)state)->m);
+    tbi_sb_printf(sb, "\"task\":\"cls\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
+                  "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
+                  "\"width\":\"%d\",\"classes\":\"%d\",\"pool\":\"%s\",\"pos\":\"%s\","
+                  "\"sampler\":\"%s\",\"stride\":\"%d\",\"norm\":\"%s\",\"label\":\"%s\"",
+                  c->dim, c->depth, c->heads, c->patch, c->tubelet, c->frames, c->height,
+                  c->width, c->classes, c->pool == TB_POOL_CLS ? "cls" : "mean",
+                  c->pos == TB_POS_LEARNED ? "learned" : "sincos",
+                  o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
+                  o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai", label_names[o->label]);
+    return 0;
+}
+
+static int cls_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)
+{
+    struct cls *t = state;
+    const float *mean, *std;
+    tb_norm_values(o->norm, &mean, &std);
+    for (int j = 0; j < b->n; j++)
+        t->labels[j] = b->label[j * 3 + o->label];
+    t->n = b->n;
+    /* The clips go to the model's input now (the loader gets its buffer back); the forward
+     * runs from there in step. */
+    return tb_vit_set_clips(t->m, b->video, NULL, b->n, mean, std);
+}
+
+static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
+{
+    struct cls *t = state;
+    int rc = tb_vit_run(t->m, t->labels, (float)o->smoothing, loss);
+    return rc < 0 ? rc : tb_vit_backward(t->m);
+}
+
+static int cls_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)
+{
+    return tb_eval_cls(((struct cls *)state)->m, o->val_ann, &o->data, o->label, o->norm,
+                       o->val_views, o->val_crops, o->batch, o->workers, r, NULL);
+}
+
+const struct tbi_task tbi_task_cls = {
+    .name = "cls",
+    .open = cls_open,
+    .close = cls_close,
+    .params = cls_params,
+    .meta = cls_meta,
+    .load = cls_load,
+    .step = cls_step,
+    .evaluate = cls_evaluate,
+};

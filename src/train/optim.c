@@ -1,54 +1,72 @@
-/* src/train/optim.c - AdamW, gradient clipping and the learning-rate schedule (train.h).
- * Tests: tests/test_vit.c (three AdamW steps against PyTorch's). */
+/* src/train/optim.c - AdamW, the gradient norm, clipping and the learning-rate schedule
+ * (train.h), over a parameter registry: the optimizer's moments live on the model's backend
+ * and every update and norm is a backend op. Tests: tests/test_vit.c (three AdamW steps
+ * against PyTorch's). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/internal.h"
-#include "tensor/ops.h"
+#include "model/params.h"
 #include "tubelet/train.h"
 
-int tb_adamw_init(struct tb_adamw *opt, tb_vit *m)
+int tb_adamw_init(struct tb_adamw *opt, tb_params *r)
 {
-    opt->n = tb_vit_n_floats(m);
-    opt->m = tbi_calloc_big((size_t)opt->n, sizeof(float));
-    opt->v = tbi_calloc_big((size_t)opt->n, sizeof(float));
+    tbi_backend *be = r->be;
+    size_t bytes = sizeof(float) * (size_t)r->n_floats;
+    int rc;
+    opt->params = r;
     opt->step = 0;
-    if (!opt->m || !opt->v) {
+    opt->m = opt->v = NULL;
+    if ((rc = be->ops->alloc(be, bytes, (void **)&opt->m)) < 0 ||
+        (rc = be->ops->alloc(be, bytes, (void **)&opt->v)) < 0 ||
+        (rc = be->ops->zero(be, opt->m, bytes)) < 0 || (rc = be->ops->zero(be, opt->v, bytes)) < 0) {
         tb_adamw_free(opt);
-        return tbi_err(TB_ENOMEM, "out of memory for the optimizer state");
+        return tbi_err_prefix(rc, "the optimizer state");
     }
     return 0;
 }
 
 void tb_adamw_free(struct tb_adamw *opt)
 {
-    free(opt->m);
-    free(opt->v);
+    if (opt->params) {
+        tbi_backend *be = opt->params->be;
+        if (opt->m)
+            be->ops->free(be, opt->m);
+        if (opt->v)
+            be->ops->free(be, opt->v);
+    }
     opt->m = opt->v = NULL;
 }
 
-void tb_adamw_update(struct tb_adamw *opt, tb_vit *m, float grad_scale)
+int tb_adamw_update(struct tb_adamw *opt, float grad_scale)
 {
-    float *base = tb_vit_params(m);
+    tb_params *r = opt->params;
+    tbi_backend *be = r->be;
     opt->step++;
-    for (int i = 0; i < tb_vit_n_params(m); i++) {
-        const struct tb_param *p = tb_vit_param(m, i);
-        size_t off = (size_t)(p->data - base);
-        tbi_ops_cpu.adamw(p->data, p->grad, grad_scale, opt->m + off, opt->v + off,
-                          (size_t)p->n, opt->lr, opt->beta1, opt->beta2, opt->eps,
-                          p->decay ? opt->weight_decay : 0.0f, opt->step);
+    for (int i = 0; i < r->n; i++) {
+        const struct tb_param *p = &r->p[i];
+        int rc = be->ops->adamw(be, tbi_param_data(r, i), tbi_param_grad(r, i), grad_scale,
+                                opt->m + p->offset, opt->v + p->offset, (size_t)p->n, opt->lr,
+                                opt->beta1, opt->beta2, opt->eps,
+                                p->decay ? opt->weight_decay : 0.0f, opt->step);
+        if (rc < 0)
+            return rc;
     }
+    return 0;
 }
 
-double tb_grad_norm(tb_vit *m)
+int tb_grad_norm(tb_params *r, double *norm)
 {
     double ss = 0;
-    for (int i = 0; i < tb_vit_n_grad_spans(m); i++) {
-        int64_t n;
-        const float *g = tb_vit_grad_span(m, i, &n);
-        ss += tbi_ops_cpu.sum_squares(g, (size_t)n);
+    for (int s = 0; s < r->n_spans; s++) {
+        if (!r->home[s])
+            return tbi_err(TB_EINVAL, "no gradients before the model is planned");
+        int rc = r->be->ops->sum_squares(r->be, &ss, r->home[s], (size_t)tbi_span_floats(r, s));
+        if (rc < 0)
+            return rc;
     }
-    return sqrt(ss);
+    *norm = sqrt(ss);
+    return 0;
 }
 
 float tb_clip_factor(double norm, double max_norm)

@@ -1,0 +1,147 @@
+/* src/model/block.c - the shared pre-LN transformer block (block.h): its parameters, its saved
+ * activations, forward and backward through the backend's ops. Not here: where the tokens
+ * come from or go (the towers). Tests: tests/test_block.c, tests/test_vit.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+
+#include "core/internal.h"
+#include "model/block.h"
+
+int tbi_block_check(const struct tbi_block_cfg *c)
+{
+    if (c->D < 1 || c->NH < 1 || c->D % c->NH || c->F < 1 || !(c->eps > 0) ||
+        (c->act != TBI_ACT_GELU && c->act != TBI_ACT_QUICKGELU))
+        return tbi_err(TB_EINVAL, "bad transformer block: width %d, %d heads (must divide the "
+                       "width), MLP width %d, eps %g, activation %d", c->D, c->NH, c->F,
+                       (double)c->eps, c->act);
+    return 0;
+}
+
+int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_block_cfg *c)
+{
+    static const char *const timm[TBI_BLK_N] = {
+        "norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
+        "attn.proj.bias", "norm2.weight", "norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias",
+        "mlp.fc2.weight", "mlp.fc2.bias"};
+    static const char *const clip[TBI_BLK_N] = {
+        "ln_1.weight", "ln_1.bias", "attn.in_proj_weight", "attn.in_proj_bias",
+        "attn.out_proj.weight", "attn.out_proj.bias", "ln_2.weight", "ln_2.bias",
+        "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    const char *const *names = c->names == TBI_NAMES_CLIP ? clip : timm;
+    int64_t D = c->D, F = c->F;
+    const int64_t shapes[TBI_BLK_N][2] = {{D}, {D}, {3 * D, D}, {3 * D}, {D, D}, {D},
+                                          {D}, {D}, {F, D},     {F},     {D, F}, {D}};
+    int rc = tbi_params_span(r), first = r->n;
+    for (int k = 0; rc >= 0 && k < TBI_BLK_N; k++) {
+        int matrix = k == TBI_BLK_QKV_W || k == TBI_BLK_PROJ_W || k == TBI_BLK_FC1_W ||
+                     k == TBI_BLK_FC2_W;
+        int norm_w = k == TBI_BLK_LN1_W || k == TBI_BLK_LN2_W;
+        rc = tbi_params_add(r, prefix, names[k], matrix,
+                            matrix ? TB_INIT_TRUNC_NORMAL : norm_w ? TB_INIT_ONE : TB_INIT_ZERO,
+                            matrix ? 2 : 1, shapes[k]);
+    }
+    return rc < 0 ? rc : first;
+}
+
+void tbi_block_bind(const struct tb_params *r, int first, struct tbi_block_w *w,
+                    struct tbi_block_w *g)
+{
+    for (int k = 0; k < TBI_BLK_N; k++) {
+        w->p[k] = tbi_param_data(r, first + k);
+        if (g)
+            g->p[k] = tbi_param_grad(r, first + k);
+    }
+}
+
+size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N)
+{
+    size_t R = (size_t)B * N, D = (size_t)c->D;
+    return R * D * 2 + R * 3 * D + R * 4 + (size_t)B * c->NH * N;
+}
+
+float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
+                            int B, int N, int with_fc1)
+{
+    size_t R = (size_t)B * N, D = (size_t)c->D;
+    a->floats = tbi_block_acts_floats(c, B, N) + (with_fc1 ? R * (size_t)c->F : 0);
+#define TAKE(ptr, count)                                                                       \
+    do {                                                                                       \
+        ptr = p;                                                                               \
+        p += (count);                                                                          \
+    } while (0)
+    TAKE(a->ln1_mean, R);
+    TAKE(a->ln1_rstd, R);
+    TAKE(a->qkv, R * 3 * D);
+    TAKE(a->att, R * D);
+    TAKE(a->lse, (size_t)B * c->NH * N);
+    TAKE(a->res1, R * D);
+    TAKE(a->ln2_mean, R);
+    TAKE(a->ln2_rstd, R);
+    if (with_fc1)
+        TAKE(a->fc1, R * (size_t)c->F);
+#undef TAKE
+    return p;
+}
+
+int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
+                      const struct tbi_block_acts *a, const struct tbi_block_scratch *s,
+                      const float *x, float *y, int B, int N, int for_backward)
+{
+    const struct tbi_ops *o = be->ops;
+    float *const *p = w->p;
+    int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
+    /* r = x + proj(attention(qkv(norm1(x)))) */
+    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
+                             p[TBI_BLK_LN1_B], R, D, c->eps));
+    TBI_TRY(o->matmul_fwd(be, a->qkv, s->ln, p[TBI_BLK_QKV_W], p[TBI_BLK_QKV_B], R, D, 3 * D));
+    TBI_TRY(o->attention_fwd(be, a->att, a->lse, a->qkv, B, N, c->NH, HS, c->causal));
+    TBI_TRY(o->matmul_fwd(be, a->res1, a->att, p[TBI_BLK_PROJ_W], p[TBI_BLK_PROJ_B], R, D, D));
+    TBI_TRY(o->add(be, a->res1, a->res1, x, (size_t)R * D));
+    /* y = r + fc2(act(fc1(norm2(r)))) */
+    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
+                             p[TBI_BLK_LN2_B], R, D, c->eps));
+    TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
+    if (for_backward)
+        return 0;
+    TBI_TRY(o->act_fwd(be, c->act, s->dF, a->fc1, (size_t)R * F));
+    TBI_TRY(o->matmul_fwd(be, y, s->dF, p[TBI_BLK_FC2_W], p[TBI_BLK_FC2_B], R, F, D));
+    return o->add(be, y, y, a->res1, (size_t)R * D);
+}
+
+int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
+                       const struct tbi_block_w *g, const struct tbi_block_acts *a,
+                       const struct tbi_block_scratch *s, const float *x, float *dres, int B,
+                       int N, int recompute_fc1)
+{
+    const struct tbi_ops *o = be->ops;
+    float *const *p = w->p, *const *gp = g->p;
+    int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
+    float *dF = s->dF, *d3D = s->dF, *dD = s->dD;
+    /* The LayerNorm outputs are not kept (two rows of D per token): recomputed from the
+     * block's input and the saved statistics, to the bit. */
+    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
+                             p[TBI_BLK_LN2_B], R, D, c->eps));
+    if (recompute_fc1)
+        TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
+    /* MLP branch. fc2's input gradient first: the activation's backward then also gives
+     * act(fc1) again, in place of fc1 (not needed after it), for fc2's weight gradient: one
+     * pass instead of two, and no buffer of its own. */
+    TBI_TRY(o->matmul_bwd(be, dF, NULL, NULL, dres, a->fc1, p[TBI_BLK_FC2_W], R, F, D));
+    TBI_TRY(o->act_bwd(be, c->act, dF, a->fc1, a->fc1, dF, (size_t)R * F));
+    TBI_TRY(o->matmul_bwd(be, NULL, gp[TBI_BLK_FC2_W], gp[TBI_BLK_FC2_B], dres, a->fc1,
+                          p[TBI_BLK_FC2_W], R, F, D));
+    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_FC1_W], gp[TBI_BLK_FC1_B], dF, s->ln,
+                          p[TBI_BLK_FC1_W], R, D, F));
+    TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, a->res1,
+                             p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
+    /* Attention branch. */
+    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_PROJ_W], gp[TBI_BLK_PROJ_B], dres, a->att,
+                          p[TBI_BLK_PROJ_W], R, D, D));
+    TBI_TRY(o->attention_bwd(be, d3D, dD, a->qkv, a->att, a->lse, B, N, c->NH, HS, c->causal));
+    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
+                             p[TBI_BLK_LN1_B], R, D, c->eps));
+    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_QKV_W], gp[TBI_BLK_QKV_B], d3D, s->ln,
+                          p[TBI_BLK_QKV_W], R, D, 3 * D));
+    return o->layernorm_bwd(be, dres, gp[TBI_BLK_LN1_W], gp[TBI_BLK_LN1_B], dD, x,
+                            p[TBI_BLK_LN1_W], a->ln1_mean, a->ln1_rstd, R, D);
+}

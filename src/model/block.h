@@ -1,0 +1,86 @@
+/* src/model/block.h - the pre-LN transformer block every tower shares (video encoders, MAE's
+ * decoder, text towers): y = r + mlp(ln2(r)), r = x + proj(attention(qkv(ln1(x)))), over
+ * explicit dimensions, with LayerNorm eps, the MLP's activation (exact GELU, QuickGELU) and
+ * causal attention as parameters, its twelve parameters named the timm way or OpenAI CLIP's.
+ * Forward saves what the backward needs (the LayerNorm outputs are recomputed from their
+ * statistics, to the bit); backward adds its input gradient into the residual stream's.
+ * Tests: tests/test_block.c (against PyTorch's nn.MultiheadAttention stack), tests/test_vit.c. */
+#ifndef TUBELET_MODEL_BLOCK_H
+#define TUBELET_MODEL_BLOCK_H
+
+#include "model/params.h"
+
+enum tbi_names { TBI_NAMES_TIMM, TBI_NAMES_CLIP };
+
+struct tbi_block_cfg {
+    int D, NH, F;              /* width, heads, MLP width */
+    float eps;                 /* LayerNorm */
+    int act;                   /* enum tbi_act */
+    int causal;                /* key j > query i masked (text towers) */
+    int names;                 /* enum tbi_names */
+};
+
+/* A block's parameters in registry order (one gradient span per block). */
+enum {
+    TBI_BLK_LN1_W, TBI_BLK_LN1_B, TBI_BLK_QKV_W, TBI_BLK_QKV_B, TBI_BLK_PROJ_W, TBI_BLK_PROJ_B,
+    TBI_BLK_LN2_W, TBI_BLK_LN2_B, TBI_BLK_FC1_W, TBI_BLK_FC1_B, TBI_BLK_FC2_W, TBI_BLK_FC2_B,
+    TBI_BLK_N
+};
+
+/* Backend pointers to a block's parameters (or their gradients), by TBI_BLK_*. */
+struct tbi_block_w {
+    float *p[TBI_BLK_N];
+};
+
+/* Check the dimensions (a message naming them when wrong). */
+int tbi_block_check(const struct tbi_block_cfg *c);
+/* Add a block's parameters under prefix (e.g. "blocks.3."), as a gradient span of its own;
+ * returns the first one's index. */
+int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_block_cfg *c);
+/* Pointers to the block whose first parameter is `first`: weights, and gradients (g may be
+ * NULL; valid once the spans have homes). */
+void tbi_block_bind(const struct tb_params *r, int first, struct tbi_block_w *w,
+                    struct tbi_block_w *g);
+
+/* What a block keeps for its backward, for R = B * N token rows. */
+struct tbi_block_acts {
+    float *ln1_mean, *ln1_rstd;   /* (R) */
+    float *qkv;                   /* (R, 3D) */
+    float *att;                   /* (R, D) attention output, before proj */
+    float *lse;                   /* (B, NH, N) */
+    float *res1;                  /* (R, D) x + proj(att) */
+    float *ln2_mean, *ln2_rstd;   /* (R) */
+    float *fc1;                   /* (R, F) before the activation; the backward turns it into
+                                   * act(fc1) in place. Shared by blocks that recompute it. */
+    size_t floats;                /* the set's space, from ln1_mean on */
+};
+/* Floats of one set, without fc1 (add R * F for it). */
+size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N);
+/* Carve a set from p (in the order above; fc1 too when with_fc1), returning p past it. */
+float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
+                            int B, int N, int with_fc1);
+
+/* Scratch shared by all blocks of a tower. */
+struct tbi_block_scratch {
+    float *ln;                    /* (R, D): a LayerNorm output */
+    float *dD;                    /* (R, D) */
+    float *dF;                    /* (R, max(F, 3D)): the forward's act(fc1), the backward's
+                                   * fc1 and qkv gradients */
+};
+static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
+{
+    return (size_t)(c->F > 3 * c->D ? c->F : 3 * c->D);
+}
+
+/* x (R, D) -> y (R, D), saving into a; for_backward (recomputation): only up to fc1. */
+int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
+                      const struct tbi_block_acts *a, const struct tbi_block_scratch *s,
+                      const float *x, float *y, int B, int N, int for_backward);
+/* dres (R, D): the output's gradient in, the input's out; the parameter gradients into g
+ * (written). fc1 is computed again first when recompute_fc1 (it was not kept). */
+int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
+                       const struct tbi_block_w *g, const struct tbi_block_acts *a,
+                       const struct tbi_block_scratch *s, const float *x, float *dres, int B,
+                       int N, int recompute_fc1);
+
+#endif /* TUBELET_MODEL_BLOCK_H */

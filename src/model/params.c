@@ -1,0 +1,212 @@
+/* src/model/params.c - the parameter registry (params.h, model.h): the table, the block on
+ * the backend, initialisation and loading through host staging, and gradient spans. Not
+ * here: where a model puts its gradient spans (the model decides). Tests: tests/test_vit.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "model/params.h"
+#include "tubelet/rng.h"
+
+int tbi_params_span(struct tb_params *r)
+{
+    if (r->n_spans + 1 >= r->cap_spans) {
+        int cap = r->cap_spans ? 2 * r->cap_spans : 16;
+        int *first = realloc(r->first, sizeof(*first) * (size_t)cap);
+        if (first)
+            r->first = first;
+        int64_t *off = realloc(r->off, sizeof(*off) * (size_t)cap);
+        if (off)
+            r->off = off;
+        float **home = realloc(r->home, sizeof(*home) * (size_t)cap);
+        if (home)
+            r->home = home;
+        if (!first || !off || !home)
+            return tbi_err(TB_ENOMEM, "out of memory for the parameter table");
+        r->cap_spans = cap;
+    }
+    r->first[r->n_spans] = r->n;
+    r->off[r->n_spans] = r->n_floats;
+    r->home[r->n_spans] = NULL;
+    r->n_spans++;
+    r->first[r->n_spans] = r->n;
+    r->off[r->n_spans] = r->n_floats;
+    return 0;
+}
+
+int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, int decay,
+                   enum tb_init init, int n_dims, const int64_t *shape)
+{
+    TB_ASSERT(r->n_spans > 0 && n_dims >= 1 && n_dims <= 5);
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        struct tb_param *p = realloc(r->p, sizeof(*p) * (size_t)cap);
+        if (!p)
+            return tbi_err(TB_ENOMEM, "out of memory for the parameter table");
+        r->p = p;
+        r->cap = cap;
+    }
+    struct tb_param *p = &r->p[r->n];
+    memset(p, 0, sizeof(*p));
+    size_t len = strlen(prefix) + strlen(name) + 1;
+    char *full = malloc(len);
+    if (!full)
+        return tbi_err(TB_ENOMEM, "out of memory for the parameter table");
+    snprintf(full, len, "%s%s", prefix, name);
+    p->name = full;
+    p->n_dims = n_dims;
+    p->n = 1;
+    for (int i = 0; i < n_dims; i++) {
+        p->shape[i] = shape[i];
+        p->n *= shape[i];
+    }
+    p->offset = r->n_floats;
+    p->decay = decay;
+    p->init = init;
+    r->n_floats += p->n;
+    r->n++;
+    r->first[r->n_spans] = r->n;
+    r->off[r->n_spans] = r->n_floats;
+    return r->n - 1;
+}
+
+int tbi_params_alloc(struct tb_params *r)
+{
+    int rc = r->be->ops->alloc(r->be, sizeof(float) * (size_t)r->n_floats, (void **)&r->data);
+    return rc < 0 ? tbi_err_prefix(rc, "the parameters (%lld floats)", (long long)r->n_floats)
+                  : 0;
+}
+
+void tbi_params_free(struct tb_params *r)
+{
+    for (int i = 0; i < r->n; i++)
+        free((char *)r->p[i].name);
+    free(r->p);
+    if (r->data)
+        r->be->ops->free(r->be, r->data);
+    free(r->first);
+    free(r->off);
+    free(r->home);
+    memset(r, 0, sizeof(*r));
+}
+
+float *tbi_param_grad(const struct tb_params *r, int i)
+{
+    int s = 0;
+    while (r->first[s + 1] <= i)
+        s++;
+    return r->home[s] ? r->home[s] + (r->p[i].offset - r->off[s]) : NULL;
+}
+
+int tb_params_count(const tb_params *r)
+{
+    return r->n;
+}
+
+const struct tb_param *tb_params_at(const tb_params *r, int i)
+{
+    return i >= 0 && i < r->n ? &r->p[i] : NULL;
+}
+
+int tb_params_find(const tb_params *r, const char *name)
+{
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->p[i].name, name))
+            return i;
+    return -1;
+}
+
+int64_t tb_params_floats(const tb_params *r)
+{
+    return r->n_floats;
+}
+
+int tb_params_read(tb_params *r, int i, float *host)
+{
+    return r->be->ops->to_host(r->be, host, tbi_param_data(r, i), sizeof(float) * (size_t)r->p[i].n);
+}
+
+int tb_params_write(tb_params *r, int i, const float *host)
+{
+    return r->be->ops->to_device(r->be, tbi_param_data(r, i), host,
+                                 sizeof(float) * (size_t)r->p[i].n);
+}
+
+int tb_params_read_grad(tb_params *r, int i, float *host)
+{
+    const float *g = tbi_param_grad(r, i);
+    if (!g)
+        return tbi_err(TB_EINVAL, "%s has no gradient before the model is planned",
+                       r->p[i].name);
+    return r->be->ops->to_host(r->be, host, g, sizeof(float) * (size_t)r->p[i].n);
+}
+
+/* Floats of the largest parameter: the host staging buffer's size. */
+static int64_t largest(const tb_params *r)
+{
+    int64_t mx = 1;
+    for (int i = 0; i < r->n; i++)
+        mx = r->p[i].n > mx ? r->p[i].n : mx;
+    return mx;
+}
+
+/* Truncated normal on [-2 std, 2 std], as timm's trunc_normal_(std=.02) for ViTs. */
+static float trunc_normal(tb_rng *g, float std)
+{
+    for (;;) {
+        double x = tb_rng_normal(g);
+        if (x >= -2 && x <= 2)
+            return (float)(x * std);
+    }
+}
+
+int tb_params_init(tb_params *r, uint64_t seed)
+{
+    float *host = malloc(sizeof(float) * (size_t)largest(r));
+    if (!host)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    /* One stream over all parameters in order: the same numbers for the same table. */
+    tb_rng g;
+    tb_rng_init_for(&g, seed, TB_RNG_INIT, 0, 0);
+    int rc = 0;
+    for (int i = 0; i < r->n && rc == 0; i++) {
+        const struct tb_param *p = &r->p[i];
+        for (int64_t k = 0; k < p->n; k++)
+            host[k] = p->init == TB_INIT_ONE ? 1.0f
+                      : p->init == TB_INIT_TRUNC_NORMAL ? trunc_normal(&g, 0.02f)
+                                                        : 0.0f;
+        rc = tb_params_write(r, i, host);
+    }
+    free(host);
+    return rc;
+}
+
+int tb_params_load(tb_params *r, const struct tb_st_file *f)
+{
+    for (int i = 0; i < r->n; i++) {
+        const struct tb_param *p = &r->p[i];
+        const struct tb_st_tensor *t = tb_st_find(f, p->name);
+        if (!t)
+            return tbi_err(TB_EFORMAT, "tensor '%s' is missing", p->name);
+        int same = t->dtype == TB_ST_F32 && t->n_dims == p->n_dims;
+        for (int d = 0; same && d < p->n_dims; d++)
+            same = t->shape[d] == p->shape[d];
+        if (!same) {
+            char want[96] = "", got[96] = "";
+            for (int d = 0; d < p->n_dims; d++)
+                snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld",
+                         d ? "," : "", (long long)p->shape[d]);
+            for (int d = 0; d < t->n_dims; d++)
+                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%lld", d ? "," : "",
+                         (long long)t->shape[d]);
+            return tbi_err(TB_EFORMAT, "tensor '%s' has shape (%s), the model needs (%s)",
+                           p->name, got, want);
+        }
+        int rc = tb_params_write(r, i, t->data);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,153 @@
+/* src/tensor/backend.h - the backend boundary: one op list (TBI_OP_LIST) from which the op
+ * table, each backend's prototypes and tables, the guarded test backend's wrappers and the
+ * parity harness's list of names are all generated. Every op returns 0 or a negative TB_E*
+ * code and takes the backend (its context: a CUDA stream, library handles and workspace live
+ * there), and pointers to backend memory, which only ops may read or write: model, optimizer,
+ * checkpoint and trainer code move data with the memory ops (to_device, to_host) alone.
+ * Float32 row-major, shapes in the legend of include/tubelet/tensor.h; "host" marks the few
+ * arguments that live in host memory. What each op computes is written beside its CPU
+ * reference in src/tensor/cpu/kernels.h and model_ops.c. Tests: tests/test_backend.c (every
+ * op of every compiled backend against the CPU reference), tests/test_ops.c (the reference). */
+#ifndef TUBELET_TENSOR_BACKEND_H
+#define TUBELET_TENSOR_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tubelet/tensor.h"
+
+typedef struct tbi_backend tbi_backend;
+
+/* Activations of a transformer MLP (tbi_act_*). */
+enum tbi_act { TBI_ACT_GELU, TBI_ACT_QUICKGELU };
+/* Token pooling (pool_fwd/pool_bwd): the first token (a class token), or the mean. */
+enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
+
+/* X(name, parameters, arguments): every op, in one list. */
+#define TBI_OP_LIST(X)                                                                         \
+    /* memory: bytes of backend memory, zeroed; freed with free (NULL is a no-op) */           \
+    X(alloc, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))                   \
+    X(free, (tbi_backend * be, void *p), (be, p))                                              \
+    X(zero, (tbi_backend * be, void *p, size_t bytes), (be, p, bytes))                         \
+    X(to_device, (tbi_backend * be, void *dst, const void *host_src, size_t bytes),            \
+      (be, dst, host_src, bytes))                                                              \
+    X(to_host, (tbi_backend * be, void *host_dst, const void *src, size_t bytes),              \
+      (be, host_dst, src, bytes))                                                              \
+    X(copy, (tbi_backend * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes)) \
+    X(sync, (tbi_backend * be), (be))                                                          \
+    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or NULL) */                             \
+    X(matmul_fwd,                                                                              \
+      (tbi_backend * be, float *out, const float *inp, const float *w, const float *bias,      \
+       int M, int K, int N),                                                                   \
+      (be, out, inp, w, bias, M, K, N))                                                        \
+    /* dinp (M, K) = dout @ w; dw (N, K) = dout^T @ inp; dbias = colsum(dout); written, any    \
+     * may be NULL */                                                                          \
+    X(matmul_bwd,                                                                              \
+      (tbi_backend * be, float *dinp, float *dw, float *dbias, const float *dout,              \
+       const float *inp, const float *w, int M, int K, int N),                                 \
+      (be, dinp, dw, dbias, dout, inp, w, M, K, N))                                            \
+    X(layernorm_fwd,                                                                           \
+      (tbi_backend * be, float *out, float *mean, float *rstd, const float *inp,               \
+       const float *w, const float *b, int R, int C, float eps),                               \
+      (be, out, mean, rstd, inp, w, b, R, C, eps))                                             \
+    /* dinp += the input gradient; dw, db written */                                           \
+    X(layernorm_bwd,                                                                           \
+      (tbi_backend * be, float *dinp, float *dw, float *db, const float *dout,                 \
+       const float *inp, const float *w, const float *mean, const float *rstd, int R, int C),  \
+      (be, dinp, dw, db, dout, inp, w, mean, rstd, R, C))                                      \
+    X(act_fwd, (tbi_backend * be, int act, float *out, const float *inp, size_t n),            \
+      (be, act, out, inp, n))                                                                  \
+    /* dinp = dout * act'(inp) (may be dout); out = act(inp) when not NULL (may be inp) */     \
+    X(act_bwd,                                                                                 \
+      (tbi_backend * be, int act, float *dinp, float *out, const float *inp,                   \
+       const float *dout, size_t n),                                                           \
+      (be, act, dinp, out, inp, dout, n))                                                      \
+    X(add, (tbi_backend * be, float *out, const float *a, const float *b, size_t n),           \
+      (be, out, a, b, n))                                                                      \
+    /* qkv (B, N, 3, NH, HS) -> out (B, N, D), lse (B, NH, N); causal: key j > query i masked */ \
+    X(attention_fwd,                                                                           \
+      (tbi_backend * be, float *out, float *lse, const float *qkv, int B, int N, int NH,       \
+       int HS, int causal),                                                                    \
+      (be, out, lse, qkv, B, N, NH, HS, causal))                                               \
+    X(attention_bwd,                                                                           \
+      (tbi_backend * be, float *dqkv, const float *dout, const float *qkv, const float *out,   \
+       const float *lse, int B, int N, int NH, int HS, int causal),                            \
+      (be, dqkv, dout, qkv, out, lse, B, N, NH, HS, causal))                                   \
+    /* loss (1) = mean smoothed cross-entropy of logits (B, K) at targets (B); probs saved */   \
+    X(xent_fwd,                                                                                \
+      (tbi_backend * be, float *loss, float *probs, const float *logits,                       \
+       const int64_t *targets, int B, int K, float smoothing),                                 \
+      (be, loss, probs, logits, targets, B, K, smoothing))                                     \
+    X(xent_bwd,                                                                                \
+      (tbi_backend * be, float *dlogits, const float *probs, const int64_t *targets, int B,    \
+       int K, float smoothing),                                                                \
+      (be, dlogits, probs, targets, B, K, smoothing))                                          \
+    /* uint8 clips (B, T, H, W, 3) -> float (B, 3, T, H, W), (x - mean) / std per channel      \
+     * (host arrays of 3, 0-255 scale), clip b mirrored where flip (B, or NULL) is set */      \
+    X(normalize,                                                                               \
+      (tbi_backend * be, float *out, const uint8_t *clips, const uint8_t *flip, int B, int T,  \
+       int H, int W, const float *host_mean, const float *host_std),                           \
+      (be, out, clips, flip, B, T, H, W, host_mean, host_std))                                 \
+    X(patchify,                                                                                \
+      (tbi_backend * be, float *cols, const float *video, int B, int C, int T, int H, int W,   \
+       int TU, int P),                                                                         \
+      (be, cols, video, B, C, T, H, W, TU, P))                                                 \
+    /* x (B, NC + N, D): rows [0, NC) of each clip = cls (NC, D), then tokens (B, N, D);       \
+     * + pos (NC + N, D) on every clip when not NULL */                                        \
+    X(tokens_fwd,                                                                              \
+      (tbi_backend * be, float *x, const float *tokens, const float *cls, const float *pos,    \
+       int B, int N, int NC, int D),                                                           \
+      (be, x, tokens, cls, pos, B, N, NC, D))                                                  \
+    /* its backward from dx: dtokens (B, N, D), dcls (NC, D), dpos (NC + N, D), written; any   \
+     * may be NULL */                                                                          \
+    X(tokens_bwd,                                                                              \
+      (tbi_backend * be, float *dtokens, float *dcls, float *dpos, const float *dx, int B,     \
+       int N, int NC, int D),                                                                  \
+      (be, dtokens, dcls, dpos, dx, B, N, NC, D))                                              \
+    /* pooled (B, D) = x (B, N, D)'s first row or mean over N; the backward writes dx */       \
+    X(pool_fwd, (tbi_backend * be, int pool, float *pooled, const float *x, int B, int N, int D), \
+      (be, pool, pooled, x, B, N, D))                                                          \
+    X(pool_bwd,                                                                                \
+      (tbi_backend * be, int pool, float *dx, const float *dpooled, int B, int N, int D),      \
+      (be, pool, dx, dpooled, B, N, D))                                                        \
+    /* PyTorch's AdamW on one tensor from grad * grad_scale, step >= 1 */                      \
+    X(adamw,                                                                                   \
+      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
+       float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,  \
+       int64_t step),                                                                          \
+      (be, param, grad, grad_scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step))       \
+    /* *host_out += the sum of squares of x (n), in double */                                  \
+    X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
+      (be, host_out, x, n))
+
+/* The op table of a backend. */
+struct tbi_ops {
+#define TBI_OP_FIELD(name, params, args) int(*name) params;
+    TBI_OP_LIST(TBI_OP_FIELD)
+#undef TBI_OP_FIELD
+};
+
+struct tbi_backend {
+    const char *name;          /* "cpu", "cpu-guarded", "cuda" */
+    enum tb_device device;
+    const struct tbi_ops *ops;
+    void *ctx;                 /* the backend's own state */
+};
+
+/* The CPU backend's ops: tbi_cpu_<op>, the reference (src/tensor/cpu/backend_cpu.c). */
+#define TBI_OP_PROTO(name, params, args) int tbi_cpu_##name params;
+TBI_OP_LIST(TBI_OP_PROTO)
+#undef TBI_OP_PROTO
+
+/* Open the backend called name: "cpu" (the default, also for NULL or ""), or "cpu-guarded" (a
+ * test backend: the CPU ops on memory kept PROT_NONE outside them, so any read or write of
+ * backend memory from outside an op crashes). 0, or TB_EUNSUPPORTED naming the known ones. */
+int tbi_backend_open(tbi_backend **out, const char *name);
+void tbi_backend_close(tbi_backend **be);
+/* The names of the backends this build has, for messages and the parity test. */
+extern const char *const tbi_backend_names[];
+
+/* be->ops->name(be, ...) */
+#define TBI_OP(be, name, ...) ((be)->ops->name((be), __VA_ARGS__))
+
+#endif /* TUBELET_TENSOR_BACKEND_H */

@@ -1,0 +1,279 @@
+/* src/tensor/cpu/backend_cpu.c - the CPU backend: the op list's entries over the reference
+ * kernels (kernels.h, model_ops.h), host memory as backend memory, and the table of backends
+ * by name. The guarded test backend (backend_guard.c) runs these same functions. Nothing here
+ * computes: each op checks what only it can (memory) and calls its kernel.
+ * Tests: tests/test_backend.c, and every test that trains. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "tensor/cpu/kernels.h"
+#include "tensor/cpu/model_ops.h"
+
+int tbi_cpu_alloc(tbi_backend *be, size_t bytes, void **out)
+{
+    if (!(*out = tbi_alloc_big(bytes)))
+        return tbi_err(TB_ENOMEM, "out of memory: %zu MB of %s memory", bytes >> 20, be->name);
+    return 0;
+}
+
+int tbi_cpu_free(tbi_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+    return 0;
+}
+
+int tbi_cpu_zero(tbi_backend *be, void *p, size_t bytes)
+{
+    (void)be;
+    memset(p, 0, bytes);
+    return 0;
+}
+
+int tbi_cpu_to_device(tbi_backend *be, void *dst, const void *host_src, size_t bytes)
+{
+    (void)be;
+    memcpy(dst, host_src, bytes);
+    return 0;
+}
+
+int tbi_cpu_to_host(tbi_backend *be, void *host_dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memcpy(host_dst, src, bytes);
+    return 0;
+}
+
+int tbi_cpu_copy(tbi_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memmove(dst, src, bytes);
+    return 0;
+}
+
+int tbi_cpu_sync(tbi_backend *be)
+{
+    (void)be;
+    return 0;
+}
+
+int tbi_cpu_matmul_fwd(tbi_backend *be, float *out, const float *inp, const float *w,
+                       const float *bias, int M, int K, int N)
+{
+    (void)be;
+    tbi_matmul_fwd(out, inp, w, bias, M, K, N);
+    return 0;
+}
+
+int tbi_cpu_matmul_bwd(tbi_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                       const float *inp, const float *w, int M, int K, int N)
+{
+    (void)be;
+    tbi_matmul_bwd(dinp, dw, dbias, dout, inp, w, M, K, N);
+    return 0;
+}
+
+int tbi_cpu_layernorm_fwd(tbi_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, int R, int C, float eps)
+{
+    (void)be;
+    tbi_layernorm_fwd(out, mean, rstd, inp, w, b, R, C, eps);
+    return 0;
+}
+
+int tbi_cpu_layernorm_bwd(tbi_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean, const float *rstd,
+                          int R, int C)
+{
+    (void)be;
+    tbi_layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, R, C);
+    return 0;
+}
+
+static int bad_act(int act)
+{
+    return tbi_err(TB_EINVAL, "activation %d is not one of the op list's", act);
+}
+
+int tbi_cpu_act_fwd(tbi_backend *be, int act, float *out, const float *inp, size_t n)
+{
+    (void)be;
+    if (act == TBI_ACT_GELU)
+        tbi_gelu_fwd(out, inp, n);
+    else if (act == TBI_ACT_QUICKGELU)
+        return tbi_err(TB_EUNSUPPORTED, "quickgelu"); /* TEMP */
+    else
+        return bad_act(act);
+    return 0;
+}
+
+int tbi_cpu_act_bwd(tbi_backend *be, int act, float *dinp, float *out, const float *inp,
+                    const float *dout, size_t n)
+{
+    (void)be;
+    if (act == TBI_ACT_GELU)
+        tbi_gelu_bwd(dinp, out, inp, dout, n);
+    else if (act == TBI_ACT_QUICKGELU)
+        return tbi_err(TB_EUNSUPPORTED, "quickgelu"); /* TEMP */
+    else
+        return bad_act(act);
+    return 0;
+}
+
+int tbi_cpu_add(tbi_backend *be, float *out, const float *a, const float *b, size_t n)
+{
+    (void)be;
+    tbi_add_fwd(out, a, b, n);
+    return 0;
+}
+
+int tbi_cpu_attention_fwd(tbi_backend *be, float *out, float *lse, const float *qkv, int B,
+                          int N, int NH, int HS, int causal)
+{
+    (void)be;
+    if (causal) /* TEMP: until the kernels branch lands */
+        return tbi_err(TB_EUNSUPPORTED, "causal attention");
+    tbi_attention_fwd(out, lse, qkv, B, N, NH, HS);
+    return 0;
+}
+
+int tbi_cpu_attention_bwd(tbi_backend *be, float *dqkv, const float *dout, const float *qkv,
+                          const float *out, const float *lse, int B, int N, int NH, int HS,
+                          int causal)
+{
+    (void)be;
+    if (causal) /* TEMP */
+        return tbi_err(TB_EUNSUPPORTED, "causal attention");
+    tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+    return 0;
+}
+
+int tbi_cpu_xent_fwd(tbi_backend *be, float *loss, float *probs, const float *logits,
+                     const int64_t *targets, int B, int K, float smoothing)
+{
+    (void)be;
+    for (int b = 0; b < B; b++)
+        if (targets[b] < 0 || targets[b] >= K)
+            return tbi_err(TB_ERANGE, "label %lld of clip %d is not a class of %d",
+                           (long long)targets[b], b, K);
+    *loss = tbi_xent_fwd(probs, logits, targets, B, K, smoothing);
+    return 0;
+}
+
+int tbi_cpu_xent_bwd(tbi_backend *be, float *dlogits, const float *probs, const int64_t *targets,
+                     int B, int K, float smoothing)
+{
+    (void)be;
+    tbi_xent_bwd(dlogits, probs, targets, B, K, smoothing);
+    return 0;
+}
+
+int tbi_cpu_normalize(tbi_backend *be, float *out, const uint8_t *clips, const uint8_t *flip,
+                      int B, int T, int H, int W, const float *host_mean, const float *host_std)
+{
+    (void)be;
+    tbi_normalize(out, clips, flip, B, T, H, W, host_mean, host_std);
+    return 0;
+}
+
+int tbi_cpu_patchify(tbi_backend *be, float *cols, const float *video, int B, int C, int T,
+                     int H, int W, int TU, int P)
+{
+    (void)be;
+    tbi_patchify(cols, video, B, C, T, H, W, TU, P);
+    return 0;
+}
+
+int tbi_cpu_tokens_fwd(tbi_backend *be, float *x, const float *tokens, const float *cls,
+                       const float *pos, int B, int N, int NC, int D)
+{
+    (void)be;
+    tbi_tokens_fwd(x, tokens, cls, pos, B, N, NC, D);
+    return 0;
+}
+
+int tbi_cpu_tokens_bwd(tbi_backend *be, float *dtokens, float *dcls, float *dpos, const float *dx,
+                       int B, int N, int NC, int D)
+{
+    (void)be;
+    tbi_tokens_bwd(dtokens, dcls, dpos, dx, B, N, NC, D);
+    return 0;
+}
+
+int tbi_cpu_pool_fwd(tbi_backend *be, int pool, float *pooled, const float *x, int B, int N,
+                     int D)
+{
+    (void)be;
+    tbi_pool_fwd(pool, pooled, x, B, N, D);
+    return 0;
+}
+
+int tbi_cpu_pool_bwd(tbi_backend *be, int pool, float *dx, const float *dpooled, int B, int N,
+                     int D)
+{
+    (void)be;
+    tbi_pool_bwd(pool, dx, dpooled, B, N, D);
+    return 0;
+}
+
+int tbi_cpu_adamw(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
+                  float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, int64_t step)
+{
+    (void)be;
+    tbi_adamw(param, grad, grad_scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    return 0;
+}
+
+int tbi_cpu_sum_squares(tbi_backend *be, double *host_out, const float *x, size_t n)
+{
+    (void)be;
+    *host_out += tbi_sum_squares(x, n);
+    return 0;
+}
+
+static const struct tbi_ops cpu_ops = {
+#define TBI_OP_ENTRY(name, params, args) .name = tbi_cpu_##name,
+    TBI_OP_LIST(TBI_OP_ENTRY)
+#undef TBI_OP_ENTRY
+};
+
+const char *const tbi_backend_names[] = {"cpu", "cpu-guarded", NULL};
+
+int tbi_guard_open(tbi_backend *be); /* backend_guard.c */
+void tbi_guard_close(tbi_backend *be);
+
+int tbi_backend_open(tbi_backend **out, const char *name)
+{
+    *out = NULL;
+    if (!name || !name[0])
+        name = "cpu";
+    int guarded = !strcmp(name, "cpu-guarded");
+    if (strcmp(name, "cpu") && !guarded)
+        return tbi_err(TB_EUNSUPPORTED, "no backend '%s' in this build (cpu, cpu-guarded)", name);
+    tbi_backend *be = calloc(1, sizeof(*be));
+    if (!be)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    be->name = guarded ? "cpu-guarded" : "cpu";
+    be->device = TB_DEVICE_CPU;
+    be->ops = &cpu_ops;
+    int rc = guarded ? tbi_guard_open(be) : 0;
+    if (rc < 0) {
+        free(be);
+        return rc;
+    }
+    *out = be;
+    return 0;
+}
+
+void tbi_backend_close(tbi_backend **pbe)
+{
+    if (!pbe || !*pbe)
+        return;
+    if (!strcmp((*pbe)->name, "cpu-guarded"))
+        tbi_guard_close(*pbe);
+    free(*pbe);
+    *pbe = NULL;
+}

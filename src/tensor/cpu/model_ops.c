@@ -1,0 +1,124 @@
+/* src/tensor/cpu/model_ops.c - the CPU reference of the ops that move tokens rather than
+ * multiply them: uint8 clips to normalised float, token assembly (class tokens, positions)
+ * and its backward, pooling and its backward. Each element of every sum is added in a fixed
+ * order (over clips, in order), so results do not depend on the number of threads.
+ * Tests: tests/test_backend.c (finite differences, and against the guarded backend). */
+#include <string.h>
+
+#include "tensor/cpu/model_ops.h"
+
+void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, int T, int H,
+                   int W, const float mean[3], const float std[3])
+{
+    const size_t plane = (size_t)H * W;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            int mirror = flip && flip[b];
+            const uint8_t *src = in + ((size_t)b * T + t) * plane * 3;  /* (H, W, 3) */
+            for (int c = 0; c < 3; c++) {
+                float m = mean[c], s = std[c];
+                float *dst = out + (((size_t)b * 3 + c) * T + t) * plane; /* (H, W) */
+                for (int y = 0; y < H; y++) {
+                    const uint8_t *row = src + (size_t)y * W * 3 + c;
+                    float *drow = dst + (size_t)y * W;
+                    if (mirror)
+                        for (int x = 0; x < W; x++)
+                            drow[x] = ((float)row[(size_t)(W - 1 - x) * 3] - m) / s;
+                    else
+                        for (int x = 0; x < W; x++)
+                            drow[x] = ((float)row[(size_t)x * 3] - m) / s;
+                }
+            }
+        }
+    }
+}
+
+void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float *pos, int B,
+                    int N, int NC, int D)
+{
+    int NT = NC + N;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < NT; t++) {
+            float *dst = x + ((size_t)b * NT + t) * D;
+            const float *src = t < NC ? cls + (size_t)t * D : tokens + ((size_t)b * N + t - NC) * D;
+            if (!pos) {
+                memcpy(dst, src, sizeof(float) * (size_t)D);
+                continue;
+            }
+            const float *pe = pos + (size_t)t * D;
+            for (int d = 0; d < D; d++)
+                dst[d] = src[d] + pe[d];
+        }
+}
+
+void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx, int B, int N,
+                    int NC, int D)
+{
+    int NT = NC + N;
+    if (dpos) {
+        /* Each position's row sums its clips' gradients in clip order. */
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < NT; t++) {
+            float *g = dpos + (size_t)t * D;
+            memset(g, 0, sizeof(float) * (size_t)D);
+            for (int b = 0; b < B; b++) {
+                const float *row = dx + ((size_t)b * NT + t) * D;
+                for (int d = 0; d < D; d++)
+                    g[d] += row[d];
+            }
+        }
+    }
+    if (dcls)
+        for (int t = 0; t < NC; t++) {
+            float *g = dcls + (size_t)t * D;
+            memset(g, 0, sizeof(float) * (size_t)D);
+            for (int b = 0; b < B; b++)
+                for (int d = 0; d < D; d++)
+                    g[d] += dx[((size_t)b * NT + t) * D + d];
+        }
+    if (dtokens)
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < B; b++)
+            memcpy(dtokens + (size_t)b * N * D, dx + ((size_t)b * NT + NC) * D,
+                   sizeof(float) * (size_t)N * D);
+}
+
+void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D)
+{
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        float *pb = pooled + (size_t)b * D;
+        const float *xb = x + (size_t)b * N * D;
+        if (pool == TBI_POOL_FIRST) {
+            memcpy(pb, xb, sizeof(float) * (size_t)D);
+            continue;
+        }
+        for (int d = 0; d < D; d++)
+            pb[d] = 0;
+        for (int t = 0; t < N; t++)
+            for (int d = 0; d < D; d++)
+                pb[d] += xb[(size_t)t * D + d];
+        for (int d = 0; d < D; d++)
+            pb[d] /= (float)N;
+    }
+}
+
+void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D)
+{
+    float inv = 1.0f / (float)N;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        const float *g = dpooled + (size_t)b * D;
+        float *xb = dx + (size_t)b * N * D;
+        if (pool == TBI_POOL_FIRST) {
+            memset(xb, 0, sizeof(float) * (size_t)N * D);
+            memcpy(xb, g, sizeof(float) * (size_t)D);
+            continue;
+        }
+        for (int t = 0; t < N; t++)
+            for (int d = 0; d < D; d++)
+                xb[(size_t)t * D + d] = g[d] * inv;
+    }
+}

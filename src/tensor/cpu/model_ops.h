@@ -1,0 +1,20 @@
+/* src/tensor/cpu/model_ops.h - CPU reference kernels of the token ops (model_ops.c); their
+ * contracts are the op list's (src/tensor/backend.h). */
+#ifndef TUBELET_TENSOR_CPU_MODEL_OPS_H
+#define TUBELET_TENSOR_CPU_MODEL_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/backend.h"
+
+void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, int T, int H,
+                   int W, const float mean[3], const float std[3]);
+void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float *pos, int B,
+                    int N, int NC, int D);
+void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx, int B, int N,
+                    int NC, int D);
+void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D);
+void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D);
+
+#endif /* TUBELET_TENSOR_CPU_MODEL_OPS_H */

@@ -1,0 +1,258 @@
+/* src/train/loop.c - the one training loop (train.h's tb_train), behind the task table
+ * (task.h): loader -> task step -> data-parallel mean -> non-finite checks -> gradient
+ * clipping -> AdamW with warmup + cosine, a checkpoint after every epoch and on Ctrl-C,
+ * evaluation at its epochs, metrics.jsonl. Resuming continues with the very batches an
+ * uninterrupted run would have seen: the loader is keyed by (seed, epoch, sample) and can
+ * start an epoch at any batch. Under mpirun every process runs this loop on its shard; a
+ * failure on one stops all of them (no process is left waiting in a reduction).
+ * Tests: tests/test_train.c, tests/test_dist.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "model/params.h"
+#include "train/task.h"
+#include "tubelet/dist.h"
+
+#define STAGE_FLOATS ((size_t)1 << 20) /* host staging for the gradients' reduction: 4 MB */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const struct tbi_task *const tasks[] = {&tbi_task_cls};
+
+static void metrics_line(FILE *f, const char *fmt, ...) TB_PRINTF(2, 3);
+static void metrics_line(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    if (!f)
+        return;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+/* The mean over processes of every gradient, through host memory a bounded piece at a time
+ * (the gradients are backend memory). */
+static int reduce_grads(tb_params *r, float *stage)
+{
+    if (tb_dist_world() < 2)
+        return 0;
+    for (int s = 0; s < r->n_spans; s++) {
+        size_t n = (size_t)tbi_span_floats(r, s);
+        for (size_t off = 0; off < n; off += STAGE_FLOATS) {
+            size_t k = n - off < STAGE_FLOATS ? n - off : STAGE_FLOATS;
+            float *g = r->home[s] + off;
+            TBI_TRY(r->be->ops->to_host(r->be, stage, g, sizeof(float) * k));
+            TBI_TRY(tb_dist_mean_f32(stage, k));
+            TBI_TRY(r->be->ops->to_device(r->be, g, stage, sizeof(float) * k));
+        }
+    }
+    return 0;
+}
+
+/* Whether any process failed (rc < 0 here, or elsewhere): then all stop, each with its own
+ * message or one saying another process failed. */
+static int any_failed(int rc, int64_t step)
+{
+    if (!tb_dist_max_int(rc < 0))
+        return 0;
+    return rc < 0 ? rc : tbi_err(TB_EDIST, "another process failed at step %" PRId64
+                                 " (its log says why); stopping", step);
+}
+
+static int save(const char *path, const struct tbi_task *t, void *st,
+                const struct tb_train_opts *o, const struct tb_adamw *opt,
+                const struct tb_train_pos *pos)
+{
+    struct tbi_sb meta = {0};
+    int rc = t->meta(st, o, &meta);
+    if (rc == 0)
+        rc = meta.failed ? tbi_err(TB_ENOMEM, "out of memory")
+                         : tb_ckpt_save(path, t->params(st), opt, pos, meta.buf);
+    tbi_sb_free(&meta);
+    return rc;
+}
+
+int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
+{
+    const struct tbi_task *task = NULL;
+    void *st = NULL;
+    struct tb_adamw opt = {0};
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    float *stage = NULL;
+    FILE *metrics = NULL;
+    char ckpt[4096], mpath[4096];
+    struct tb_train_pos pos = {0, 0, 0};
+    int rc, B = o->batch;
+    /* Data parallel under mpirun: each process reads its shard of every global batch of
+     * world * B clips; gradients are averaged, so all hold the same weights; rank 0 alone
+     * writes the checkpoint and the metrics. */
+    int rank = tb_dist_rank(), world = tb_dist_world(), lead = rank == 0;
+    const char *name = o->task && o->task[0] ? o->task : "cls";
+    for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++)
+        if (!strcmp(tasks[i]->name, name))
+            task = tasks[i];
+    if (!task)
+        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (cls is built)", name);
+
+    if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
+        (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
+        (rc = tbi_fmt(mpath, sizeof(mpath), "%s/metrics.jsonl", o->out_dir)) < 0)
+        return rc;
+    if ((rc = task->open(&st, o)) < 0)
+        return rc;
+    tb_params *params = task->params(st);
+    if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = tb_adamw_init(&opt, params)) < 0)
+        goto end;
+    opt.beta1 = (float)o->beta1;
+    opt.beta2 = (float)o->beta2;
+    opt.eps = (float)o->adam_eps;
+    opt.weight_decay = (float)o->weight_decay;
+    if (tbi_is_file(ckpt)) {
+        if ((rc = tb_ckpt_load(ckpt, params, &opt, &pos)) < 0)
+            goto end;
+        tbi_log(TB_LOG_INFO, "resuming from %s: epoch %" PRId64 ", batch %" PRId64 ", step %"
+                PRId64, ckpt, pos.epoch, pos.batch, pos.step);
+    }
+
+    struct tb_dataset_opts d = o->data;
+    d.train = 1;
+    d.n_frames = o->model.frames;
+    d.width = o->model.width;
+    d.height = o->model.height;
+    struct tb_loader_opts lo = {.batch_size = B, .n_workers = o->workers,
+                                .prefetch = o->prefetch, .seed = o->seed, .shuffle = 1,
+                                .drop_last = 1, .rank = rank, .world = world,
+                                .max_failure_rate = 0.05};
+    if ((rc = tb_dataset_open(&ds, o->train_ann, &d)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
+        goto end;
+    int64_t per_epoch = tb_dataset_size(ds) / world / B, total = per_epoch * o->epochs;
+    int64_t warmup = (int64_t)(o->warmup_epochs * (double)per_epoch);
+    if (per_epoch < 1) {
+        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes",
+                     o->train_ann->path, (long long)tb_dataset_size(ds), B, world);
+        goto end;
+    }
+    if (world > 1 && !(stage = malloc(sizeof(float) * STAGE_FLOATS))) {
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+        goto end;
+    }
+    if (lead && !(metrics = fopen(mpath, "a"))) {
+        rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
+        goto end;
+    }
+
+    double t_start = now_s(), t_log = t_start;
+    int64_t clips_log = 0, step0 = pos.step;
+    for (int64_t e = pos.epoch; e < o->epochs; e++) {
+        int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
+        for (int64_t k = e == pos.epoch ? pos.batch : 0; k < nb; k++) {
+            struct tb_batch *b = NULL;
+            rc = tb_loader_next(l, &b);
+            if (rc == 0) {
+                rc = task->load(st, o, b);
+                tb_loader_release(l, b);
+            }
+            if ((rc = any_failed(rc, pos.step)) < 0)
+                goto end;
+            float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->lr, (float)o->min_lr);
+            float loss = 0;
+            rc = task->step(st, o, &loss);
+            if ((rc = any_failed(rc, pos.step)) < 0 || (rc = tb_dist_mean_f32(&loss, 1)) < 0)
+                goto end;
+            if (!isfinite(loss)) {
+                rc = tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64
+                             ", batch %" PRId64 "); stopping (lower --lr?)", loss, pos.step, e,
+                             k);
+                goto end;
+            }
+            double gnorm = 0;
+            if ((rc = reduce_grads(params, stage)) < 0 || (rc = tb_grad_norm(params, &gnorm)) < 0)
+                goto end;
+            if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
+                rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %"
+                             PRId64 ", batch %" PRId64 ", loss %f); stopping", gnorm, pos.step,
+                             e, k, loss);
+                goto end;
+            }
+            opt.lr = lr;
+            if ((rc = tb_adamw_update(&opt, tb_clip_factor(gnorm, o->clip_grad))) < 0)
+                goto end;
+            pos.step++;
+            clips_log += (int64_t)B * world;
+            double t = now_s();
+            int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
+            if (lead && (log_now || o->on_step)) {
+                double rate = clips_log / (t - t_log > 1e-9 ? t - t_log : 1e-9);
+                struct tb_train_progress pr = {
+                    .epoch = e, .epochs = o->epochs, .step = pos.step, .steps = total,
+                    .loss = loss, .lr = lr, .grad_norm = gnorm, .clips_per_s = rate,
+                    .elapsed_s = t - t_start,
+                    .eta_s = (t - t_start) / (double)(pos.step - step0) *
+                             (double)(total - pos.step),
+                };
+                if (o->on_step)
+                    o->on_step(o->user, &pr);
+                if (log_now) {
+                    metrics_line(metrics, "{\"step\": %" PRId64 ", \"epoch\": %" PRId64
+                                 ", \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.4f, "
+                                 "\"clips_per_s\": %.2f, \"elapsed_s\": %.1f}", pos.step, e,
+                                 loss, lr, gnorm, rate, t - t_start);
+                    t_log = t;
+                    clips_log = 0;
+                }
+            }
+            if (tb_dist_max_int(o->cancel && *o->cancel)) {
+                pos.epoch = e;
+                pos.batch = k + 1;
+                if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
+                    goto end;
+                rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
+                             "run the same command to resume", pos.step, ckpt);
+                goto end;
+            }
+        }
+        pos.epoch = e + 1;
+        pos.batch = 0;
+        if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
+            goto end;
+        int last = e + 1 == o->epochs;
+        if (o->val_ann && (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
+            struct tb_eval_result r;
+            if ((rc = task->evaluate(st, o, &r)) < 0)
+                goto end;
+            r.epoch = e + 1;
+            metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": %.4f, "
+                         "\"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch, r.top1, r.top5,
+                         r.loss, r.n_items);
+            if (lead && o->on_eval)
+                o->on_eval(o->user, &r);
+            if (final_eval)
+                *final_eval = r;
+        }
+    }
+end:
+    if (metrics)
+        fclose(metrics);
+    tb_loader_close(&l);
+    tb_dataset_close(&ds);
+    tb_adamw_free(&opt);
+    task->close(&st);
+    free(stage);
+    return rc;
+}

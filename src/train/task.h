@@ -1,0 +1,31 @@
+/* src/train/task.h - the task table: what a training task (cls now; mae and clip next) gives
+ * the one training loop (loop.c), which owns everything else - the schedule, clipping,
+ * logging and progress, Ctrl-C, the non-finite stop, checkpoints and exact resume, the
+ * data-parallel reduction. A task owns its model and what it computes from a batch. */
+#ifndef TUBELET_TRAIN_TASK_H
+#define TUBELET_TRAIN_TASK_H
+
+#include "core/strbuf.h"
+#include "tubelet/train.h"
+
+struct tbi_task {
+    const char *name;
+    /* Build the model for o, planned for o->batch clips; *state is the task's. */
+    int (*open)(void **state, const struct tb_train_opts *o);
+    void (*close)(void **state);
+    /* The model's parameter registry (initialised by the loop, or loaded on resume). */
+    tb_params *(*params)(void *state);
+    /* The run's settings as "key":"value" pairs for the checkpoint (model config, sampler,
+     * normalisation, ...): what evaluation and resumption need. */
+    int (*meta)(void *state, const struct tb_train_opts *o, struct tbi_sb *sb);
+    /* Take batch b onto the device (the loop releases it right after), then one forward and
+     * backward: the mean loss of this process's clips, gradients of every parameter. */
+    int (*load)(void *state, const struct tb_train_opts *o, const struct tb_batch *b);
+    int (*step)(void *state, const struct tb_train_opts *o, float *loss);
+    /* Evaluate on o->val_ann (every process runs it: it is sharded and reduced inside). */
+    int (*evaluate)(void *state, const struct tb_train_opts *o, struct tb_eval_result *r);
+};
+
+extern const struct tbi_task tbi_task_cls;
+
+#endif /* TUBELET_TRAIN_TASK_H */
