@@ -121,5 +121,38 @@ int main(void)
     CHECK_MSG(compared > 10, "%d tensors compared", compared);
     tb_st_free(&fa);
     tb_st_free(&fb);
+
+    /* Evaluation under mpirun: each process takes its share of the clips (the shards padded
+     * to equal length, the padding not counted), and the result is one process's. */
+    tbt_case = "sharded evaluation";
+    char *e1 = NULL, *e2 = NULL;
+    char evflags[4096];
+    /* The validation items but the last: an odd number, so one shard is padded. */
+    tbt_run(NULL, 30, "head -n $(($(wc -l < %s/syn/annotations/EPIC_100_validation.csv) - 1)) "
+            "%s/syn/annotations/EPIC_100_validation.csv > %s/val_odd.csv", d, d, d);
+    snprintf(evflags, sizeof(evflags), "eval --ckpt %s --data %s/data --val %s/val_odd.csv "
+             "--batch 3 --views 3 --workers 1", pa, d, d);
+    rc = tbt_run(&e1, 300, "OMP_NUM_THREADS=1 %s %s", t, evflags);
+    CHECK_MSG(rc == 0, "%s", e1);
+    rc = tbt_run(&e2, 300, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 %s %s",
+                 t, evflags);
+    CHECK_MSG(rc == 0, "%s", e2);
+    double v1[4] = {-1, -1, -1, -1}, v2[4] = {-2, -2, -2, -2};
+    const char *keys[4] = {"\"items\": ", "\"top1\": ", "\"top5\": ", "\"loss\": "};
+    for (int k = 0; k < 4; k++) {
+        const char *p1 = e1 ? strstr(e1, keys[k]) : NULL, *p2 = e2 ? strstr(e2, keys[k]) : NULL;
+        if (p1)
+            v1[k] = atof(p1 + strlen(keys[k]));
+        if (p2)
+            v2[k] = atof(p2 + strlen(keys[k]));
+        CHECK_MSG(fabs(v1[k] - v2[k]) <= 1e-6 * (fabs(v1[k]) + 1), "%s one process %g, two %g",
+                  keys[k], v1[k], v2[k]);
+    }
+    CHECK_MSG(v1[0] >= 3 && (int64_t)v1[0] % 2 == 1, "%g items: the test wants an odd number "
+              "(a padded shard)", v1[0]);
+    const char *once = e2 ? strstr(e2, "\"ckpt\"") : NULL;
+    CHECK_MSG(once && !strstr(once + 1, "\"ckpt\""), "the result is printed once: %s", e2);
+    free(e1);
+    free(e2);
     TBT_EXIT();
 }

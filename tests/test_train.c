@@ -4,7 +4,13 @@
  *   uninterrupted run (checkpoint, optimizer state and loader position restored exactly);
  * - metrics.jsonl, config.txt and the checkpoint are written; `tubelet eval` on the checkpoint
  *   agrees with the run's own final evaluation;
- * - a diverging run stops with a message naming the step. */
+ * - a diverging run stops with a message naming the step;
+ * - the metric cannot flatter a broken model: with the head zeroed (every logit equal) only
+ *   the classes a tie goes to count (top-1 = the share of label 0), and a NaN logit is an
+ *   error naming the clip;
+ * - `tubelet eval` makes clips the way the run did (sampler, stride, normalisation from the
+ *   checkpoint);
+ * - the guarded backend (memory unreadable outside its ops) trains to the same bits. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -158,5 +164,103 @@ int main(void)
     CHECK_EQ(rc, 1);
     CHECK_STR_HAS(out, "the loss is nan at step 160 (epoch 0, batch 0); stopping");
     free(out);
+
+    tbt_case = "eval of a NaN model";
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4", t, dst, data,
+                 val_csv);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "has a logit that is nan: the model is broken");
+    CHECK_STR_HAS(out, "EPIC_100_validation.csv:");
+    free(out);
+
+    tbt_case = "eval of a zeroed head";
+    char zero[4400];
+    snprintf(zero, sizeof(zero), "%s/zero.safetensors", d);
+    CHECK_EQ(tb_st_read(&f, src), 0);
+    if (f) {
+        for (int i = 0; i < f->n_tensors; i++)
+            if (!strncmp(f->tensors[i].name, "head.", 5))
+                memset(f->tensors[i].data, 0, sizeof(float) * (size_t)f->tensors[i].n);
+        CHECK_EQ(tb_st_write(zero, f->tensors, f->n_tensors, f->metadata), 0);
+        tb_st_free(&f);
+    }
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4", t, zero, data,
+                 val_csv);
+    CHECK_MSG(rc == 0, "%s", out);
+    int n_val = 0, n_zero = 0, n_low = 0;
+    CHECK_EQ(tb_ann_load(&va, val_csv, &vo), 0);
+    for (int i = 0; va && i < va->n_items; i++) {
+        n_val++;
+        n_zero += va->items[i].verb == 0;
+        n_low += va->items[i].verb < 5;
+    }
+    tb_ann_free(&va);
+    e = out ? strstr(out, "\"top1\": ") : NULL;
+    char *e5 = out ? strstr(out, "\"top5\": ") : NULL;
+    CHECK_MSG(e && n_val && fabs(atof(e + 8) - (double)n_zero / n_val) < 1e-4,
+              "top-1 %s, but only the %d of %d items of class 0 may count", e ? e : "(none)",
+              n_zero, n_val);
+    CHECK_MSG(e5 && n_val && fabs(atof(e5 + 8) - (double)n_low / n_val) < 1e-4,
+              "top-5 %s, but only the %d of %d items of classes 0-4 may count",
+              e5 ? e5 : "(none)", n_low, n_val);
+    CHECK_MSG(n_zero < n_val, "every validation item is of class 0: the check proves nothing");
+    free(out);
+
+    tbt_case = "eval makes clips as the run did";
+    char run_d[4300], dense[2048];
+    snprintf(run_d, sizeof(run_d), "%s/run_d", d);
+    snprintf(dense, sizeof(dense), "--data %s --train %s --val %s %s --epochs 3 --sampler dense "
+             "--stride 3 --norm imagenet --val-views 2", data, train_csv, val_csv, model_flags);
+    rc = tbt_run(&out, 600, "%s train %s --out %s", t, dense, run_d);
+    CHECK_MSG(rc == 0, "%s", out);
+    top1 = out ? strstr(out, "top-1 ") : NULL;
+    double dense_top1 = top1 ? atof(top1 + 6) : -1;
+    char *loss_d = NULL;
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_d);
+    metrics = tbt_read(path, NULL);
+    loss_d = metrics ? strstr(metrics, "\"val_loss\": ") : NULL;
+    double run_loss = loss_d ? atof(loss_d + 12) : -1;
+    free(metrics);
+    free(out);
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --batch 4 "
+                 "--views 2", t, run_d, data, val_csv);
+    CHECK_MSG(rc == 0, "%s", out);
+    e = out ? strstr(out, "\"top1\": ") : NULL;
+    char *el = out ? strstr(out, "\"loss\": ") : NULL;
+    CHECK_MSG(e && fabs(100 * atof(e + 8) - dense_top1) < 0.01, "eval top-1 %s vs the run's "
+              "%.2f", e ? e : "(none)", dense_top1);
+    CHECK_MSG(el && fabs(atof(el + 8) - run_loss) < 1e-5, "eval loss %s vs the run's %.6f",
+              el ? el : "(none)", run_loss);
+    free(out);
+
+    tbt_case = "the guarded backend";
+    char run_g[4300], run_p[4300], gcommon[2048];
+    snprintf(run_g, sizeof(run_g), "%s/run_g", d);
+    snprintf(run_p, sizeof(run_p), "%s/run_p", d);
+    snprintf(gcommon, sizeof(gcommon), "--data %s --train %s --val %s %s --epochs 2", data,
+             train_csv, val_csv, model_flags);
+    rc = tbt_run(&out, 600, "%s train %s --out %s", t, gcommon, run_p);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    rc = tbt_run(&out, 600, "%s train %s --backend cpu-guarded --out %s", t, gcommon, run_g);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    static double lp[4096], lg[4096];
+    int np_ = read_losses(run_p, lp, 4096), ng = read_losses(run_g, lg, 4096);
+    CHECK_MSG(np_ > 3 && np_ == ng, "%d steps plain, %d guarded", np_, ng);
+    for (int i = 0; i < np_ && i < ng; i++)
+        CHECK_MSG(lp[i] == lg[i], "step %d: loss %.6f plain, %.6f guarded", i + 1, lp[i], lg[i]);
+    struct tb_st_file *fp = NULL, *fg = NULL;
+    snprintf(src, sizeof(src), "%s/last.safetensors", run_p);
+    snprintf(dst, sizeof(dst), "%s/last.safetensors", run_g);
+    CHECK_EQ(tb_st_read(&fp, src), 0);
+    CHECK_EQ(tb_st_read(&fg, dst), 0);
+    for (int i = 0; fp && fg && i < fp->n_tensors; i++) {
+        const struct tb_st_tensor *a = &fp->tensors[i], *b = tb_st_find(fg, a->name);
+        CHECK_MSG(b && b->n == a->n && !memcmp(a->data, b->data, sizeof(float) * (size_t)a->n),
+                  "%s differs between the backends", a->name);
+    }
+    tb_st_free(&fp);
+    tb_st_free(&fg);
     TBT_EXIT();
 }

@@ -41,14 +41,14 @@ static int rank_of(const double *p, int K, int y)
 
 /* The softmax of each clip's logits added, 1 / per_item each, to its item's row of acc;
  * the padding a process gets past the epoch's last clip (to even out the shards) skipped. */
-static int accumulate(const struct tb_annotations *ann, const struct tb_batch *b,
+static int accumulate(const struct tb_annotations *ann, const struct tb_batch *b, int batch,
                       const float *logits, int K, int per_item, int64_t n_samples, double *acc,
                       int32_t *seen, double *ez)
 {
     int rank = tb_dist_rank(), world = tb_dist_world();
     for (int j = 0; j < b->n; j++) {
-        int64_t position = rank + (b->number * (int64_t)b->n + j) * world;
-        (void)n_samples;
+        /* The loader deals the epoch's order out rank, rank + world, ... */
+        int64_t position = rank + (b->number * (int64_t)batch + j) * world;
         int64_t item = b->index[j] / per_item;
         const float *z = logits + (size_t)j * K;
         double mx = z[0], sum = 0;
@@ -117,7 +117,7 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
             break;
         if ((rc = tb_vit_forward_clips(m, b->video, NULL, b->n, mean, std, NULL, 0, NULL)) == 0 &&
             (rc = tb_vit_logits(m, logits)) == 0)
-            rc = accumulate(ann, b, logits, K, per_item, n_samples, acc, seen, ez);
+            rc = accumulate(ann, b, batch, logits, K, per_item, n_samples, acc, seen, ez);
         tb_loader_release(l, b);
     }
     /* Every process stops here, failed or not, before the reduction. */

@@ -1,0 +1,600 @@
+/* tests/test_backend.c - the backend boundary.
+ * - Parity: every op of the op list (src/tensor/backend.h), on every backend this build has,
+ *   against the CPU reference on the same random inputs, with a tolerance and a reason per op;
+ *   an op of the list without a case here is a failure, so a new op cannot go unchecked.
+ *   Backends that run the CPU kernels (cpu-guarded) must agree to the bit. A backend whose
+ *   device is absent is skipped (the test exits 77 only if no backend but the reference could
+ *   run at all).
+ * - The guarded backend really guards: reading its memory outside an op kills the process.
+ * - The token ops' backwards (tokens, pooling) against finite differences of their forwards. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tb_test.h"
+#include "tensor/backend.h"
+#include "tubelet/rng.h"
+
+static tb_rng rng;
+
+static float *randn(size_t n, float s)
+{
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)tb_rng_normal(&rng) * s;
+    return x;
+}
+
+/* ---- the cases: each runs its op on one backend from host inputs to host outputs ---------- */
+
+/* Inputs and outputs of one case, in host memory; the same inputs go to both backends. */
+#define MAX_IO 8
+struct io {
+    float *in[MAX_IO];
+    size_t n_in[MAX_IO];
+    int n_inputs;
+    float *out[MAX_IO];
+    size_t n_out[MAX_IO];
+    int n_outputs;
+    int64_t *labels;
+    uint8_t *bytes;
+    int n_labels;
+    size_t n_bytes;
+};
+
+/* Device copies of the inputs, and zeroed device outputs. */
+struct dev {
+    tbi_backend *be;
+    float *in[MAX_IO], *out[MAX_IO];
+    int64_t *labels;
+    uint8_t *bytes;
+};
+
+static void *dev_alloc(tbi_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    CHECK_EQ(be->ops->alloc(be, bytes ? bytes : 4, &p), 0);
+    return p;
+}
+
+static void dev_open(struct dev *d, tbi_backend *be, const struct io *io)
+{
+    memset(d, 0, sizeof(*d));
+    d->be = be;
+    for (int i = 0; i < io->n_inputs; i++) {
+        d->in[i] = dev_alloc(be, sizeof(float) * io->n_in[i]);
+        CHECK_EQ(be->ops->to_device(be, d->in[i], io->in[i], sizeof(float) * io->n_in[i]), 0);
+    }
+    for (int i = 0; i < io->n_outputs; i++) {
+        d->out[i] = dev_alloc(be, sizeof(float) * io->n_out[i]);
+        /* Outputs start as the inputs' first values where an op adds into them (dinp of
+         * LayerNorm), else zero: the same start on both backends. */
+        CHECK_EQ(be->ops->zero(be, d->out[i], sizeof(float) * io->n_out[i]), 0);
+    }
+    if (io->labels) {
+        d->labels = dev_alloc(be, sizeof(int64_t) * (size_t)io->n_labels);
+        CHECK_EQ(be->ops->to_device(be, d->labels, io->labels,
+                                    sizeof(int64_t) * (size_t)io->n_labels), 0);
+    }
+    if (io->bytes) {
+        d->bytes = dev_alloc(be, io->n_bytes);
+        CHECK_EQ(be->ops->to_device(be, d->bytes, io->bytes, io->n_bytes), 0);
+    }
+}
+
+/* Outputs back into host buffers (malloc'ed into res), and the device memory freed. */
+static void dev_close(struct dev *d, const struct io *io, float **res)
+{
+    tbi_backend *be = d->be;
+    CHECK_EQ(be->ops->sync(be), 0);
+    for (int i = 0; i < io->n_outputs; i++) {
+        res[i] = malloc(sizeof(float) * (io->n_out[i] ? io->n_out[i] : 1));
+        CHECK_EQ(be->ops->to_host(be, res[i], d->out[i], sizeof(float) * io->n_out[i]), 0);
+        CHECK_EQ(be->ops->free(be, d->out[i]), 0);
+    }
+    for (int i = 0; i < io->n_inputs; i++)
+        CHECK_EQ(be->ops->free(be, d->in[i]), 0);
+    if (d->labels)
+        CHECK_EQ(be->ops->free(be, d->labels), 0);
+    if (d->bytes)
+        CHECK_EQ(be->ops->free(be, d->bytes), 0);
+}
+
+static void add_in(struct io *io, size_t n, float scale)
+{
+    io->n_in[io->n_inputs] = n;
+    io->in[io->n_inputs++] = randn(n, scale);
+}
+
+static void add_out(struct io *io, size_t n)
+{
+    io->n_out[io->n_outputs++] = n;
+}
+
+enum { M = 37, K = 29, N = 19, R = 23, C = 40, B = 3, T = 4, HH = 8, WW = 12 };
+enum { NT = 33, NH = 2, HS = 16, D = NH * HS, NC = 1, NP = 20 };
+
+typedef void (*case_fn)(struct io *io, struct dev *d, int prepare);
+
+#define OP(name) static void case_##name(struct io *io, struct dev *d, int prepare)
+#define RUN(call) CHECK_EQ((call), 0)
+
+OP(matmul_fwd)
+{
+    if (prepare) {
+        add_in(io, M * K, 1), add_in(io, N * K, 0.3f), add_in(io, N, 1), add_out(io, M * N);
+        return;
+    }
+    RUN(d->be->ops->matmul_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], M, K, N));
+}
+
+OP(matmul_bwd)
+{
+    if (prepare) {
+        add_in(io, M * N, 1), add_in(io, M * K, 1), add_in(io, N * K, 0.3f);
+        add_out(io, M * K), add_out(io, N * K), add_out(io, N);
+        return;
+    }
+    RUN(d->be->ops->matmul_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->in[1],
+                               d->in[2], M, K, N));
+}
+
+OP(layernorm_fwd)
+{
+    if (prepare) {
+        add_in(io, R * C, 2), add_in(io, C, 1), add_in(io, C, 1);
+        add_out(io, R * C), add_out(io, R), add_out(io, R);
+        return;
+    }
+    RUN(d->be->ops->layernorm_fwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->in[1],
+                                  d->in[2], R, C, 1e-5f));
+}
+
+OP(layernorm_bwd)
+{
+    if (prepare) {
+        add_in(io, R * C, 1), add_in(io, R * C, 2), add_in(io, C, 1), add_in(io, R, 0.1f);
+        add_in(io, R, 0.2f);
+        add_out(io, R * C), add_out(io, C), add_out(io, C);
+        return;
+    }
+    RUN(d->be->ops->layernorm_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->in[1],
+                                  d->in[2], d->in[3], d->in[4], R, C));
+}
+
+static void act_case(struct io *io, struct dev *d, int prepare, int act, int bwd)
+{
+    if (prepare) {
+        add_in(io, 1000, 3), add_in(io, 1000, 1), add_out(io, 1000);
+        if (bwd)
+            add_out(io, 1000);
+        return;
+    }
+    if (bwd)
+        RUN(d->be->ops->act_bwd(d->be, act, d->out[0], d->out[1], d->in[0], d->in[1], 1000));
+    else
+        RUN(d->be->ops->act_fwd(d->be, act, d->out[0], d->in[0], 1000));
+}
+OP(act_fwd)
+{
+    act_case(io, d, prepare, TBI_ACT_GELU, 0);
+}
+static void case_act_fwd_quick(struct io *io, struct dev *d, int prepare)
+{
+    act_case(io, d, prepare, TBI_ACT_QUICKGELU, 0);
+}
+OP(act_bwd)
+{
+    act_case(io, d, prepare, TBI_ACT_GELU, 1);
+}
+static void case_act_bwd_quick(struct io *io, struct dev *d, int prepare)
+{
+    act_case(io, d, prepare, TBI_ACT_QUICKGELU, 1);
+}
+
+OP(add)
+{
+    if (prepare) {
+        add_in(io, 999, 1), add_in(io, 999, 1), add_out(io, 999);
+        return;
+    }
+    RUN(d->be->ops->add(d->be, d->out[0], d->in[0], d->in[1], 999));
+}
+
+static void attention_case(struct io *io, struct dev *d, int prepare, int causal, int bwd)
+{
+    size_t qkv = (size_t)B * NT * 3 * D, o = (size_t)B * NT * D, lse = (size_t)B * NH * NT;
+    if (prepare) {
+        add_in(io, qkv, 1);
+        add_in(io, o, 1);
+        add_out(io, o), add_out(io, lse);
+        if (bwd)
+            add_out(io, qkv);
+        return;
+    }
+    /* The backward's inputs (out, lse) come from the same backend's forward. */
+    RUN(d->be->ops->attention_fwd(d->be, d->out[0], d->out[1], d->in[0], B, NT, NH, HS, causal));
+    if (bwd)
+        RUN(d->be->ops->attention_bwd(d->be, d->out[2], d->in[1], d->in[0], d->out[0], d->out[1],
+                                      B, NT, NH, HS, causal));
+}
+OP(attention_fwd)
+{
+    attention_case(io, d, prepare, 0, 0);
+}
+static void case_attention_fwd_causal(struct io *io, struct dev *d, int prepare)
+{
+    attention_case(io, d, prepare, 1, 0);
+}
+OP(attention_bwd)
+{
+    attention_case(io, d, prepare, 0, 1);
+}
+static void case_attention_bwd_causal(struct io *io, struct dev *d, int prepare)
+{
+    attention_case(io, d, prepare, 1, 1);
+}
+
+static int64_t labels_b[B] = {2, 0, 6};
+
+static void xent_case(struct io *io, struct dev *d, int prepare, int bwd)
+{
+    if (prepare) {
+        add_in(io, B * 7, 2), add_out(io, 1), add_out(io, B * 7);
+        if (bwd)
+            add_out(io, B * 7);
+        io->labels = labels_b;
+        io->n_labels = B;
+        return;
+    }
+    RUN(d->be->ops->xent_fwd(d->be, d->out[0], d->out[1], d->in[0], d->labels, B, 7, 0.1f));
+    if (bwd)
+        RUN(d->be->ops->xent_bwd(d->be, d->out[2], d->out[1], d->labels, B, 7, 0.1f));
+}
+OP(xent_fwd)
+{
+    xent_case(io, d, prepare, 0);
+}
+OP(xent_bwd)
+{
+    xent_case(io, d, prepare, 1);
+}
+
+static uint8_t clip_bytes[B * T * HH * WW * 3], flips[B] = {0, 1, 0};
+
+OP(normalize)
+{
+    if (prepare) {
+        for (size_t i = 0; i < sizeof(clip_bytes); i++)
+            clip_bytes[i] = (uint8_t)tb_rng_below(&rng, 256);
+        /* flips ride in the same byte buffer's tail */
+        io->n_bytes = sizeof(clip_bytes) + B;
+        io->bytes = malloc(io->n_bytes);
+        memcpy(io->bytes, clip_bytes, sizeof(clip_bytes));
+        memcpy(io->bytes + sizeof(clip_bytes), flips, B);
+        add_out(io, (size_t)B * 3 * T * HH * WW);
+        return;
+    }
+    static const float mean[3] = {100, 110, 120}, std[3] = {50, 60, 70};
+    RUN(d->be->ops->normalize(d->be, d->out[0], d->bytes, d->bytes + sizeof(clip_bytes), B, T, HH,
+                              WW, mean, std));
+}
+
+OP(patchify)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * 3 * T * HH * WW, 1), add_out(io, (size_t)B * 3 * T * HH * WW);
+        return;
+    }
+    RUN(d->be->ops->patchify(d->be, d->out[0], d->in[0], B, 3, T, HH, WW, 2, 4));
+}
+
+OP(tokens_fwd)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * NP * D, 1), add_in(io, NC * D, 1), add_in(io, (NC + NP) * D, 1);
+        add_out(io, (size_t)B * (NC + NP) * D);
+        return;
+    }
+    RUN(d->be->ops->tokens_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], B, NP, NC, D));
+}
+
+OP(tokens_bwd)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * (NC + NP) * D, 1);
+        add_out(io, (size_t)B * NP * D), add_out(io, NC * D), add_out(io, (NC + NP) * D);
+        return;
+    }
+    RUN(d->be->ops->tokens_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], B, NP, NC, D));
+}
+
+OP(pool_fwd)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * NT * D, 1), add_out(io, B * D), add_out(io, B * D);
+        return;
+    }
+    RUN(d->be->ops->pool_fwd(d->be, TBI_POOL_FIRST, d->out[0], d->in[0], B, NT, D));
+    RUN(d->be->ops->pool_fwd(d->be, TBI_POOL_MEAN, d->out[1], d->in[0], B, NT, D));
+}
+
+OP(pool_bwd)
+{
+    if (prepare) {
+        add_in(io, B * D, 1), add_out(io, (size_t)B * NT * D), add_out(io, (size_t)B * NT * D);
+        return;
+    }
+    RUN(d->be->ops->pool_bwd(d->be, TBI_POOL_FIRST, d->out[0], d->in[0], B, NT, D));
+    RUN(d->be->ops->pool_bwd(d->be, TBI_POOL_MEAN, d->out[1], d->in[0], B, NT, D));
+}
+
+OP(adamw)
+{
+    if (prepare) {
+        /* param, grad, m, v (v >= 0) as inputs; the updated three as outputs */
+        add_in(io, 500, 1), add_in(io, 500, 1), add_in(io, 500, 0.1f), add_in(io, 500, 0.1f);
+        for (int i = 0; i < 500; i++)
+            io->in[3][i] *= io->in[3][i];
+        add_out(io, 500), add_out(io, 500), add_out(io, 500);
+        return;
+    }
+    tbi_backend *be = d->be;
+    for (int i = 0; i < 3; i++)
+        RUN(be->ops->copy(be, d->out[i], d->in[i == 0 ? 0 : i + 1], sizeof(float) * 500));
+    RUN(be->ops->adamw(be, d->out[0], d->in[1], 0.7f, d->out[1], d->out[2], 500, 1e-3f, 0.9f,
+                       0.999f, 1e-8f, 0.05f, 3));
+}
+
+OP(sum_squares)
+{
+    if (prepare) {
+        add_in(io, 12345, 1), add_out(io, 1);
+        return;
+    }
+    double s = 0;
+    RUN(d->be->ops->sum_squares(d->be, &s, d->in[0], 12345));
+    float f = (float)s;
+    RUN(d->be->ops->to_device(d->be, d->out[0], &f, sizeof(f)));
+}
+
+/* The memory ops: copies both ways, zero, a device-to-device copy (into its middle). */
+static void case_memory(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_in(io, 300, 1), add_out(io, 300), add_out(io, 300);
+        return;
+    }
+    tbi_backend *be = d->be;
+    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 300));
+    RUN(be->ops->zero(be, d->out[0] + 100, sizeof(float) * 50));
+    RUN(be->ops->copy(be, d->out[1] + 10, d->out[0], sizeof(float) * 200));
+    RUN(be->ops->sync(be));
+}
+
+struct op_case {
+    const char *name;          /* the op list's name it checks */
+    case_fn fn;
+    double tol;                /* relative to the largest reference value, for a device */
+    const char *why;
+};
+
+static const struct op_case cases[] = {
+    {"alloc", case_memory, 0, "copies are exact"},
+    {"free", case_memory, 0, "copies are exact"},
+    {"zero", case_memory, 0, "copies are exact"},
+    {"to_device", case_memory, 0, "copies are exact"},
+    {"to_host", case_memory, 0, "copies are exact"},
+    {"copy", case_memory, 0, "copies are exact"},
+    {"sync", case_memory, 0, "copies are exact"},
+    {"matmul_fwd", case_matmul_fwd, 1e-5, "float sums over K in another order"},
+    {"matmul_bwd", case_matmul_bwd, 1e-5, "float sums over M or N in another order"},
+    {"layernorm_fwd", case_layernorm_fwd, 1e-5, "the mean and variance summed in another order"},
+    {"layernorm_bwd", case_layernorm_bwd, 1e-5, "row and column sums in another order"},
+    {"act_fwd", case_act_fwd, 1e-6, "erfc and exp approximated differently"},
+    {"act_fwd", case_act_fwd_quick, 1e-6, "exp approximated differently"},
+    {"act_bwd", case_act_bwd, 1e-6, "erfc and exp approximated differently"},
+    {"act_bwd", case_act_bwd_quick, 1e-6, "exp approximated differently"},
+    {"add", case_add, 0, "one rounding either way"},
+    {"attention_fwd", case_attention_fwd, 1e-5, "online softmax tiles of other sizes"},
+    {"attention_fwd", case_attention_fwd_causal, 1e-5, "online softmax tiles of other sizes"},
+    {"attention_bwd", case_attention_bwd, 1e-4, "probabilities recomputed, sums over keys"},
+    {"attention_bwd", case_attention_bwd_causal, 1e-4, "probabilities recomputed, sums over keys"},
+    {"xent_fwd", case_xent_fwd, 1e-6, "log-sum-exp in float rather than double"},
+    {"xent_bwd", case_xent_bwd, 1e-6, "log-sum-exp in float rather than double"},
+    {"normalize", case_normalize, 1e-7, "a multiply by 1/std instead of a division"},
+    {"patchify", case_patchify, 0, "a gather: exact"},
+    {"tokens_fwd", case_tokens_fwd, 0, "one add per element"},
+    {"tokens_bwd", case_tokens_bwd, 1e-6, "sums over the batch in another order"},
+    {"pool_fwd", case_pool_fwd, 1e-6, "the mean summed in another order"},
+    {"pool_bwd", case_pool_bwd, 0, "a copy, or one multiply"},
+    {"adamw", case_adamw, 1e-6, "sqrt and division rounded differently"},
+    {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
+};
+#define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
+
+/* Run case c on be and on the reference; compare every output. */
+static void parity(const struct op_case *c, tbi_backend *be, tbi_backend *ref, int exact)
+{
+    struct io io = {0};
+    c->fn(&io, NULL, 1);
+    float *got[MAX_IO] = {0}, *want[MAX_IO] = {0};
+    struct dev d;
+    dev_open(&d, ref, &io);
+    c->fn(&io, &d, 0);
+    dev_close(&d, &io, want);
+    dev_open(&d, be, &io);
+    c->fn(&io, &d, 0);
+    dev_close(&d, &io, got);
+    double tol = exact ? 0 : c->tol, worst = 0;
+    for (int i = 0; i < io.n_outputs; i++) {
+        double mx = 0, diff = 0;
+        for (size_t k = 0; k < io.n_out[i]; k++) {
+            mx = fmax(mx, fabs(want[i][k]));
+            double e = fabs((double)got[i][k] - want[i][k]);
+            diff = e > diff || isnan(e) ? e : diff;
+        }
+        double rel = diff / (mx + 1e-30);
+        worst = rel > worst || isnan(rel) ? rel : worst;
+        CHECK_MSG(rel <= tol && mx > 0, "%s on %s, output %d: %.3g relative to the reference (%s "
+                  "%.0e: %s; largest reference value %.3g)", c->name, be->name, i, rel,
+                  exact ? "exact: it runs the reference kernels, tolerance" : "tolerance", tol,
+                  exact ? "none" : c->why, mx);
+        free(got[i]);
+        free(want[i]);
+    }
+    for (int i = 0; i < io.n_inputs; i++)
+        free(io.in[i]);
+    if (io.bytes)
+        free(io.bytes);
+    fprintf(stderr, "%-14s %-12s worst %.2e\n", c->name, be->name, worst);
+}
+
+/* Every op of the list has a case (a new op cannot go unchecked). */
+static void test_coverage(void)
+{
+    tbt_case = "every op has a parity case";
+    static const char *const ops[] = {
+#define TBI_OP_NAME(name, params, args) #name,
+        TBI_OP_LIST(TBI_OP_NAME)
+#undef TBI_OP_NAME
+    };
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        int found = 0;
+        for (int k = 0; k < N_CASES; k++)
+            found |= !strcmp(cases[k].name, ops[i]);
+        CHECK_MSG(found, "op '%s' has no parity case in tests/test_backend.c", ops[i]);
+    }
+}
+
+/* Reading the guarded backend's memory outside an op: the process dies of SIGSEGV. */
+static void test_guard(void)
+{
+    tbt_case = "the guarded backend guards";
+    tbi_backend *be = NULL;
+    CHECK_EQ(tbi_backend_open(&be, "cpu-guarded"), 0);
+    if (!be)
+        return;
+    float *p = NULL, one = 1, back = 0;
+    CHECK_EQ(be->ops->alloc(be, 4096, (void **)&p), 0);
+    CHECK_EQ(be->ops->to_device(be, p, &one, sizeof(one)), 0);
+    CHECK_EQ(be->ops->to_host(be, &back, p, sizeof(back)), 0);
+    CHECK(back == 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        volatile float v = p[0]; /* outside any op */
+        (void)v;
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "a read outside the ops did not "
+              "fault (status %d)", st);
+    CHECK_EQ(be->ops->free(be, p), 0);
+    tbi_backend_close(&be);
+    CHECK(be == NULL);
+    tbt_case = "an unknown backend";
+    CHECK_EQ(tbi_backend_open(&be, "tpu"), TB_EUNSUPPORTED);
+    CHECK_STR_HAS(tb_errmsg(), "no backend 'tpu'");
+}
+
+/* ---- finite differences of the token ops, on the CPU reference ---------------------------- */
+
+static tbi_backend *cpu;
+
+/* L = sum(out * w) of tokens_fwd or pool_fwd at inputs x. */
+static double token_loss(int which, const float *tokens, const float *cls, const float *pos,
+                         const float *w)
+{
+    size_t n = (size_t)B * (NC + NP) * D;
+    float *out = malloc(sizeof(float) * n);
+    if (which == 0)
+        CHECK_EQ(cpu->ops->tokens_fwd(cpu, out, tokens, cls, pos, B, NP, NC, D), 0);
+    else
+        CHECK_EQ(cpu->ops->pool_fwd(cpu, which == 1 ? TBI_POOL_FIRST : TBI_POOL_MEAN, out, tokens,
+                                    B, NC + NP, D), 0);
+    size_t m = which == 0 ? n : (size_t)B * D;
+    double s = 0;
+    for (size_t i = 0; i < m; i++)
+        s += (double)out[i] * w[i];
+    free(out);
+    return s;
+}
+
+static void fd(const char *what, int which, float *x, size_t n, const float *grad, float *tokens,
+               float *cls, float *pos, const float *w)
+{
+    double worst = 0;
+    for (int k = 0; k < 16; k++) {
+        size_t i = (size_t)tb_rng_below(&rng, n);
+        float saved = x[i], h = 1e-2f;
+        x[i] = saved + h;
+        double lp = token_loss(which, tokens, cls, pos, w);
+        x[i] = saved - h;
+        double lm = token_loss(which, tokens, cls, pos, w);
+        x[i] = saved;
+        double num = (lp - lm) / (2.0 * h), err = fabs(num - grad[i]) / (fabs(num) + 1e-2);
+        worst = err > worst ? err : worst;
+        CHECK_MSG(err < 1e-3, "%s: d/dx[%zu] analytic %.6g, numeric %.6g", what, i, grad[i], num);
+    }
+    fprintf(stderr, "%-22s worst relative error %.2e\n", what, worst);
+}
+
+static void test_token_grads(void)
+{
+    tbt_case = "token ops: finite differences";
+    size_t nx = (size_t)B * (NC + NP) * D;
+    float *tokens = randn((size_t)B * NP * D, 1), *cls = randn(NC * D, 1);
+    float *pos = randn((NC + NP) * D, 1), *w = randn(nx, 1);
+    float *dt = malloc(sizeof(float) * nx), *dc = malloc(sizeof(float) * D);
+    float *dp = malloc(sizeof(float) * nx);
+    CHECK_EQ(cpu->ops->tokens_bwd(cpu, dt, dc, dp, w, B, NP, NC, D), 0);
+    fd("tokens d tokens", 0, tokens, (size_t)B * NP * D, dt, tokens, cls, pos, w);
+    fd("tokens d cls", 0, cls, NC * D, dc, tokens, cls, pos, w);
+    fd("tokens d pos", 0, pos, (NC + NP) * D, dp, tokens, cls, pos, w);
+    /* pooling over the (B, NC + NP, D) tokens; its gradient is w's first B * D */
+    float *x = randn(nx, 1);
+    for (int pool = 1; pool <= 2; pool++) {
+        CHECK_EQ(cpu->ops->pool_bwd(cpu, pool == 1 ? TBI_POOL_FIRST : TBI_POOL_MEAN, dt, w, B,
+                                    NC + NP, D), 0);
+        fd(pool == 1 ? "pool first d x" : "pool mean d x", pool, x, nx, dt, x, NULL, NULL, w);
+    }
+    free(tokens), free(cls), free(pos), free(w), free(dt), free(dc), free(dp), free(x);
+}
+
+int main(void)
+{
+    tbt_begin("backend");
+    tb_rng_init_for(&rng, 11, TB_RNG_TEST, 0, 0);
+    CHECK_EQ(tbi_backend_open(&cpu, "cpu"), 0);
+    if (!cpu)
+        TBT_EXIT();
+    test_coverage();
+    test_guard();
+    test_token_grads();
+    int others = 0;
+    for (int b = 0; tbi_backend_names[b]; b++) {
+        if (!strcmp(tbi_backend_names[b], "cpu"))
+            continue;
+        tbi_backend *be = NULL;
+        if (tbi_backend_open(&be, tbi_backend_names[b]) < 0) {
+            fprintf(stderr, "skip: backend %s: %s\n", tbi_backend_names[b], tb_errmsg());
+            continue;
+        }
+        others++;
+        int exact = !strncmp(be->name, "cpu", 3);
+        for (int k = 0; k < N_CASES; k++) {
+            tbt_case = cases[k].name;
+            parity(&cases[k], be, cpu, exact);
+        }
+        tbi_backend_close(&be);
+    }
+    tbi_backend_close(&cpu);
+    if (!others && !tbt_failures) {
+        fprintf(stderr, "skip: no backend but the reference in this build\n");
+        return TBT_SKIP;
+    }
+    TBT_EXIT();
+}
