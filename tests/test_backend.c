@@ -39,7 +39,8 @@ struct io {
     int n_outputs;
     int64_t *labels;
     uint8_t *bytes;
-    int n_labels;
+    int32_t *idx;
+    int n_labels, n_idx;
     size_t n_bytes;
 };
 
@@ -49,6 +50,7 @@ struct dev {
     float *in[MAX_IO], *out[MAX_IO];
     int64_t *labels;
     uint8_t *bytes;
+    int32_t *idx;
 };
 
 static void *dev_alloc(tbi_backend *be, size_t bytes)
@@ -81,6 +83,10 @@ static void dev_open(struct dev *d, tbi_backend *be, const struct io *io)
         d->bytes = dev_alloc(be, io->n_bytes);
         CHECK_EQ(be->ops->to_device(be, d->bytes, io->bytes, io->n_bytes), 0);
     }
+    if (io->idx) {
+        d->idx = dev_alloc(be, sizeof(int32_t) * (size_t)io->n_idx);
+        CHECK_EQ(be->ops->to_device(be, d->idx, io->idx, sizeof(int32_t) * (size_t)io->n_idx), 0);
+    }
 }
 
 /* Outputs back into host buffers (malloc'ed into res), and the device memory freed. */
@@ -99,6 +105,8 @@ static void dev_close(struct dev *d, const struct io *io, float **res)
         CHECK_EQ(be->ops->free(be, d->labels), 0);
     if (d->bytes)
         CHECK_EQ(be->ops->free(be, d->bytes), 0);
+    if (d->idx)
+        CHECK_EQ(be->ops->free(be, d->idx), 0);
 }
 
 static void add_in(struct io *io, size_t n, float scale)
@@ -290,24 +298,70 @@ OP(patchify)
     RUN(d->be->ops->patchify(d->be, d->out[0], d->in[0], B, 3, T, HH, WW, 2, 4));
 }
 
-OP(tokens_fwd)
+/* Kept tokens for the gathering cases: NK of NP per clip, rising, a different subset each. */
+enum { NK = 7 };
+static int32_t kept[B * NK];
+
+static void make_kept(void)
 {
-    if (prepare) {
-        add_in(io, (size_t)B * NP * D, 1), add_in(io, NC * D, 1), add_in(io, (NC + NP) * D, 1);
-        add_out(io, (size_t)B * (NC + NP) * D);
-        return;
+    for (int b = 0; b < B; b++) {
+        int j = 0;
+        for (int t = 0; t < NP && j < NK; t++)
+            if ((int)tb_rng_below(&rng, (uint64_t)(NP - t)) < NK - j)
+                kept[b * NK + j++] = t;
     }
-    RUN(d->be->ops->tokens_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], B, NP, NC, D));
 }
 
-OP(tokens_bwd)
+static void tokens_case(struct io *io, struct dev *d, int prepare, int gather, int bwd)
 {
+    int n = gather ? NK : NP;
     if (prepare) {
-        add_in(io, (size_t)B * (NC + NP) * D, 1);
-        add_out(io, (size_t)B * NP * D), add_out(io, NC * D), add_out(io, (NC + NP) * D);
+        if (bwd) {
+            add_in(io, (size_t)B * (NC + n) * D, 1);
+            add_out(io, (size_t)B * n * D), add_out(io, NC * D), add_out(io, (NC + NP) * D);
+        } else {
+            add_in(io, (size_t)B * n * D, 1), add_in(io, NC * D, 1), add_in(io, (NC + NP) * D, 1);
+            add_out(io, (size_t)B * (NC + n) * D);
+        }
+        if (gather) {
+            io->idx = kept;
+            io->n_idx = B * NK;
+        }
         return;
     }
-    RUN(d->be->ops->tokens_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], B, NP, NC, D));
+    if (bwd)
+        RUN(d->be->ops->tokens_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->idx, B, n,
+                                   NC, NC + NP, D));
+    else
+        RUN(d->be->ops->tokens_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], d->idx, B, n,
+                                   NC, D));
+}
+OP(tokens_fwd)
+{
+    tokens_case(io, d, prepare, 0, 0);
+}
+static void case_tokens_fwd_kept(struct io *io, struct dev *d, int prepare)
+{
+    tokens_case(io, d, prepare, 1, 0);
+}
+OP(tokens_bwd)
+{
+    tokens_case(io, d, prepare, 0, 1);
+}
+static void case_tokens_bwd_kept(struct io *io, struct dev *d, int prepare)
+{
+    tokens_case(io, d, prepare, 1, 1);
+}
+
+OP(gather_rows)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * NP * 5, 1), add_out(io, (size_t)B * NK * 5);
+        io->idx = kept;
+        io->n_idx = B * NK;
+        return;
+    }
+    RUN(d->be->ops->gather_rows(d->be, d->out[0], d->in[0], d->idx, B, NP, NK, 5));
 }
 
 OP(pool_fwd)
@@ -406,7 +460,10 @@ static const struct op_case cases[] = {
     {"normalize", case_normalize, 1e-7, "a multiply by 1/std instead of a division"},
     {"patchify", case_patchify, 0, "a gather: exact"},
     {"tokens_fwd", case_tokens_fwd, 0, "one add per element"},
+    {"tokens_fwd", case_tokens_fwd_kept, 0, "one add per element"},
     {"tokens_bwd", case_tokens_bwd, 1e-6, "sums over the batch in another order"},
+    {"tokens_bwd", case_tokens_bwd_kept, 1e-6, "sums over the batch in another order"},
+    {"gather_rows", case_gather_rows, 0, "a gather: exact"},
     {"pool_fwd", case_pool_fwd, 1e-6, "the mean summed in another order"},
     {"pool_bwd", case_pool_bwd, 0, "a copy, or one multiply"},
     {"adamw", case_adamw, 1e-6, "sqrt and division rounded differently"},
@@ -505,13 +562,16 @@ static void test_guard(void)
 static tbi_backend *cpu;
 
 /* L = sum(out * w) of tokens_fwd or pool_fwd at inputs x. */
+static const int32_t *fd_idx; /* the kept tokens of the tokens case, or NULL */
+
 static double token_loss(int which, const float *tokens, const float *cls, const float *pos,
                          const float *w)
 {
-    size_t n = (size_t)B * (NC + NP) * D;
+    int n_tok = fd_idx ? NK : NP;
+    size_t n = (size_t)B * (NC + n_tok) * D;
     float *out = malloc(sizeof(float) * n);
     if (which == 0)
-        CHECK_EQ(cpu->ops->tokens_fwd(cpu, out, tokens, cls, pos, B, NP, NC, D), 0);
+        CHECK_EQ(cpu->ops->tokens_fwd(cpu, out, tokens, cls, pos, fd_idx, B, n_tok, NC, D), 0);
     else
         CHECK_EQ(cpu->ops->pool_fwd(cpu, which == 1 ? TBI_POOL_FIRST : TBI_POOL_MEAN, out, tokens,
                                     B, NC + NP, D), 0);
@@ -550,10 +610,26 @@ static void test_token_grads(void)
     float *pos = randn((NC + NP) * D, 1), *w = randn(nx, 1);
     float *dt = malloc(sizeof(float) * nx), *dc = malloc(sizeof(float) * D);
     float *dp = malloc(sizeof(float) * nx);
-    CHECK_EQ(cpu->ops->tokens_bwd(cpu, dt, dc, dp, w, B, NP, NC, D), 0);
+    CHECK_EQ(cpu->ops->tokens_bwd(cpu, dt, dc, dp, w, NULL, B, NP, NC, NC + NP, D), 0);
     fd("tokens d tokens", 0, tokens, (size_t)B * NP * D, dt, tokens, cls, pos, w);
     fd("tokens d cls", 0, cls, NC * D, dc, tokens, cls, pos, w);
     fd("tokens d pos", 0, pos, (NC + NP) * D, dp, tokens, cls, pos, w);
+    /* A subset of the positions: rows nobody kept get exactly 0. */
+    fd_idx = kept;
+    CHECK_EQ(cpu->ops->tokens_bwd(cpu, dt, dc, dp, w, kept, B, NK, NC, NC + NP, D), 0);
+    fd("kept tokens d tokens", 0, tokens, (size_t)B * NK * D, dt, tokens, cls, pos, w);
+    fd("kept tokens d pos", 0, pos, (NC + NP) * D, dp, tokens, cls, pos, w);
+    int unused_zero = 1, n_unused = 0;
+    for (int t = 0; t < NP; t++) {
+        int used = 0;
+        for (int k = 0; k < B * NK; k++)
+            used |= kept[k] == t;
+        for (int q = 0; !used && q < D; q++)
+            unused_zero &= dp[(size_t)(NC + t) * D + q] == 0.0f;
+        n_unused += !used;
+    }
+    CHECK(unused_zero && n_unused > 0);
+    fd_idx = NULL;
     /* pooling over the (B, NC + NP, D) tokens; its gradient is w's first B * D */
     float *x = randn(nx, 1);
     for (int pool = 1; pool <= 2; pool++) {
@@ -568,6 +644,7 @@ int main(void)
 {
     tbt_begin("backend");
     tb_rng_init_for(&rng, 11, TB_RNG_TEST, 0, 0);
+    make_kept();
     CHECK_EQ(tbi_backend_open(&cpu, "cpu"), 0);
     if (!cpu)
         TBT_EXIT();

@@ -64,7 +64,11 @@ TB_API int tb_params_init(tb_params *r, uint64_t seed);
 
 /* ---- the video ViT ----------------------------------------------------------------------- */
 
-enum tb_pool { TB_POOL_CLS, TB_POOL_MEAN };
+enum tb_pool {
+    TB_POOL_CLS,               /* a class token, its final norm (`norm`) */
+    TB_POOL_MEAN,              /* the mean of the tokens, its norm (`fc_norm`) */
+    TB_POOL_NONE,              /* every token normed (`norm`): features (B, N, D); no head */
+};
 enum tb_pos { TB_POS_LEARNED, TB_POS_SINCOS };
 
 struct tb_vit_config {
@@ -80,6 +84,9 @@ struct tb_vit_config {
                                 * output, 4 of a block's 10 rows per token); the backward
                                 * recomputes it, one product (~0.5% of a step per block). Not
                                 * with recompute. The same numbers either way. */
+    int keep;                  /* 0: every patch token; else each clip keeps this many (MAE's
+                                * visible tokens), chosen per batch by tb_vit_set_keep: the
+                                * blocks see only those (memory and time scale with keep) */
     const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
                                 * (a test backend: see tests/test_backend.c); borrowed */
     enum tb_dtype dtype;       /* TB_DTYPE_F32 (bf16 comes with the CUDA backend) */
@@ -113,6 +120,9 @@ TB_API int tb_vit_plan(tb_vit *m, int B, int64_t *bytes);
 TB_API int tb_vit_set_video(tb_vit *m, const float *video, int B);
 TB_API int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B,
                             const float mean[3], const float std[3]);
+/* The patch tokens each clip keeps (config keep > 0): idx (B, keep; host), each row strictly
+ * ascending token indices (t, h, w order) below (T/TU)(H/P)(W/P). Once per input, after it. */
+TB_API int tb_vit_set_keep(tb_vit *m, const int32_t *idx);
 /* Forward the input set: with labels (B, host), also the mean cross-entropy with label
  * smoothing, in *loss. */
 TB_API int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss);
@@ -122,15 +132,17 @@ TB_API int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *l
 TB_API int tb_vit_forward_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B,
                                 const float mean[3], const float std[3], const int64_t *labels,
                                 float smoothing, float *loss);
-/* The last forward's logits (B, K), or its features (B, D: the pooled, normalised tokens,
- * the head's input), into host memory. */
+/* The last forward's logits (B, K), or its features (the head's input: the pooled,
+ * normalised tokens (B, D), or with pool none every normalised token (B, N, D), N the kept
+ * tokens), into host memory; tb_vit_feature_floats tells their floats. */
 TB_API int tb_vit_logits(tb_vit *m, float *host);
 TB_API int tb_vit_features(tb_vit *m, float *host);
+TB_API int64_t tb_vit_feature_floats(const tb_vit *m);
 /* Backward of the last forward (which had labels): gradients of every parameter, replaced.
  * Once per forward: the gradients take the space of that forward's activations. */
 TB_API int tb_vit_backward(tb_vit *m);
-/* Backward from a gradient on the features (B, D, host), a loss outside the model (MAE,
- * contrastive): gradients of every parameter but the head's (left as they were). */
+/* Backward from a gradient on the features (host, their shape), a loss outside the model
+ * (MAE, contrastive): gradients of every parameter but the head's (left as they were). */
 TB_API int tb_vit_backward_features(tb_vit *m, const float *dfeat);
 
 #ifdef __cplusplus

@@ -155,6 +155,16 @@ int main(int argc, char **argv)
         printf("tubelet %s\n", TUBELET_VERSION);
         return 0;
     }
+#if defined(__x86_64__) && defined(TB_BUILT_FOR_V3)
+    /* The library is compiled for x86-64-v3 (AVX2, FMA): say so rather than die of an
+     * illegal instruction on an older processor. */
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("x86-64-v3")) {
+        fprintf(stderr, "tubelet: this build needs an x86-64-v3 processor (AVX2, FMA); this one "
+                "lacks it: rebuild with CMAKE_ARGS=-DTB_ARCH= (the compiler's default)\n");
+        return 1;
+    }
+#endif
     const struct cli_command *cmd = find_command(name);
     if (!cmd) {
         fprintf(stderr, "tubelet: no command '%s'\n\n", name);

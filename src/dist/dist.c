@@ -92,9 +92,12 @@ int tb_dist_mean_f32(float *x, size_t n)
 int tb_dist_sum_f64(double *x, size_t n)
 {
 #ifdef TB_HAVE_MPI
-    if (world_ > 1 && MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_DOUBLE, MPI_SUM,
-                                    MPI_COMM_WORLD) != MPI_SUCCESS)
-        return tbi_err(TB_EDIST, "MPI_Allreduce of %zu doubles failed", n);
+    for (size_t off = 0; world_ > 1 && off < n; off += INT_MAX / 2) {
+        int cnt = (int)(n - off < (size_t)INT_MAX / 2 ? n - off : (size_t)INT_MAX / 2);
+        if (MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) !=
+            MPI_SUCCESS)
+            return tbi_err(TB_EDIST, "MPI_Allreduce of %zu doubles failed", n);
+    }
 #else
     (void)x;
     (void)n;

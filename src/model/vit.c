@@ -25,8 +25,11 @@ struct tb_vit {
     tbi_backend *be;
     struct tb_params reg;
     struct tbi_block_cfg bc;
-    int D, F, NH, Np, Nt, K, patch_len; /* patch_len = 3 * TU * P * P */
-    int has_cls;
+    int D, F, NH, K, patch_len;       /* patch_len = 3 * TU * P * P */
+    int Np;                           /* patches of a clip */
+    int Nk;                           /* patch tokens the blocks see: keep, or Np */
+    int Nt;                           /* tokens the blocks see: Nk + has_cls */
+    int has_cls, pool;                /* pool: TBI_POOL_*, or -1 (none) */
     /* parameter indices */
     int i_patch_w, i_patch_b, i_cls, i_pos, i_norm_w, i_norm_b, i_head_w, i_head_b;
     int *blk_first;                   /* L: each block's first parameter */
@@ -40,22 +43,27 @@ struct tb_vit {
                                        * fits (dead by then), else its own */
     float *video_own;
     uint8_t *clips, *flip;            /* (B, T, H, W, 3), (B): the loader's batch */
+    int32_t *keep;                    /* (B, Nk): the kept tokens, when keep */
+    int keep_set;                     /* tb_vit_set_keep since the input */
+    float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
     int64_t *labels;                  /* (B) */
-    float *cols;                      /* (B*Np, patch_len) */
-    float *patch_out;                 /* (B*Np, D), in dF's space (forward only) */
+    float *cols;                      /* (B*Nk, patch_len) */
+    float *patch_out;                 /* (B*Nk, D), in dF's space (forward only) */
     float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
     struct tbi_block_acts *ba;        /* L of them, or 1 shared when recomputing */
     float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp: in
                                        * the top block's space, after the gradients it hosts
                                        * (free in their forward and backward), or its own */
     struct tbi_block_scratch s;       /* ln (B*Nt, D); dD; dF: also the forward's act(fc1) */
-    float *pooled, *pooled_n, *pool_mean, *pool_rstd; /* (B, D), (B, D), (B), (B) */
+    int F_rows;                       /* rows of the features: B, or B*Nt with pool none */
+    float *pooled;                    /* (B, D) */
+    float *feat, *feat_mean, *feat_rstd; /* (F_rows, D), (F_rows), (F_rows) */
     float *logits, *probs, *dlogits;  /* (B, K) */
     float *loss;                      /* (1) */
     float smoothing;
     int grad_source;                  /* what a backward may start from: 0 nothing, 1 labels
                                        * (the model's loss) or features */
-    float *dres, *dpool, *dpool_n;    /* (B*Nt, D), (B, D), (B, D) */
+    float *dres, *dpool, *dfeat;      /* (B*Nt, D), (B, D), (F_rows, D) */
     float *grad_own;                  /* the gradient spans that no activation space hosts */
 };
 
@@ -81,6 +89,12 @@ static int check_config(const struct tb_vit_config *c)
         return tbi_err(TB_EINVAL, "recomputing the MLP of %d blocks: it must be fewer than the "
                        "depth (%d), and not with whole blocks recomputed", c->recompute_mlp,
                        c->depth);
+    int np = (c->frames / c->tubelet) * (c->height / c->patch) * (c->width / c->patch);
+    if (c->keep < 0 || c->keep > np)
+        return tbi_err(TB_EINVAL, "keeping %d of a clip's %d patch tokens", c->keep, np);
+    if (c->pool == TB_POOL_NONE && c->classes)
+        return tbi_err(TB_EINVAL, "no pooling, so no head: classes must be 0 (is %d)",
+                       c->classes);
     if (c->dtype != TB_DTYPE_F32)
         return tbi_err(TB_EUNSUPPORTED, "bf16 needs the CUDA backend, which this build lacks");
     return 0;
@@ -103,7 +117,8 @@ static int add_params(tb_vit *m)
         (rc = m->i_cls = add(m, "cls_token", 0, TB_INIT_TRUNC_NORMAL, 3, 1, 1, D, 0, 0)) < 0)
         return rc;
     if (c->pos == TB_POS_LEARNED &&
-        (rc = m->i_pos = add(m, "pos_embed", 0, TB_INIT_TRUNC_NORMAL, 3, 1, m->Nt, D, 0, 0)) < 0)
+        (rc = m->i_pos = add(m, "pos_embed", 0, TB_INIT_TRUNC_NORMAL, 3, 1, m->Np + m->has_cls,
+                             D, 0, 0)) < 0)
         return rc;
     for (int l = 0; l < c->depth; l++) {
         char prefix[32];
@@ -111,7 +126,7 @@ static int add_params(tb_vit *m)
         if ((rc = m->blk_first[l] = tbi_block_add(&m->reg, prefix, &m->bc)) < 0)
             return rc;
     }
-    const char *norm = m->has_cls ? "norm" : "fc_norm";
+    const char *norm = m->c.pool == TB_POOL_MEAN ? "fc_norm" : "norm";
     char w[32], b[32];
     snprintf(w, sizeof(w), "%s.weight", norm);
     snprintf(b, sizeof(b), "%s.bias", norm);
@@ -132,16 +147,16 @@ static int add_params(tb_vit *m)
  * cosine on odd j; one row per token (the class token is position 0). */
 static int make_sincos(tb_vit *m)
 {
-    int D = m->D, rc;
-    float *host = malloc(sizeof(float) * (size_t)m->Nt * D);
+    int D = m->D, rc, n = m->Np + m->has_cls;
+    float *host = malloc(sizeof(float) * (size_t)n * D);
     if (!host)
         return tbi_err(TB_ENOMEM, "out of memory");
-    for (int p = 0; p < m->Nt; p++)
+    for (int p = 0; p < n; p++)
         for (int j = 0; j < D; j++) {
             double angle = p / pow(10000.0, 2.0 * (j / 2) / D);
             host[(size_t)p * D + j] = (float)(j % 2 ? cos(angle) : sin(angle));
         }
-    size_t bytes = sizeof(float) * (size_t)m->Nt * D;
+    size_t bytes = sizeof(float) * (size_t)n * D;
     if ((rc = m->be->ops->alloc(m->be, bytes, (void **)&m->sincos)) == 0)
         rc = m->be->ops->to_device(m->be, m->sincos, host, bytes);
     free(host);
@@ -170,7 +185,10 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     m->NH = c->heads;
     m->Np = (c->frames / c->tubelet) * (c->height / c->patch) * (c->width / c->patch);
     m->has_cls = c->pool == TB_POOL_CLS;
-    m->Nt = m->Np + m->has_cls;
+    m->pool = c->pool == TB_POOL_CLS ? TBI_POOL_FIRST : c->pool == TB_POOL_MEAN ? TBI_POOL_MEAN
+                                                                                 : -1;
+    m->Nk = c->keep ? c->keep : m->Np;
+    m->Nt = m->Nk + m->has_cls;
     m->K = c->classes;
     m->patch_len = 3 * c->tubelet * c->patch * c->patch;
     m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
@@ -194,12 +212,15 @@ fail:
 
 static void free_acts(tb_vit *m)
 {
-    void *bufs[] = {m->acts, m->video_own, m->clips, m->flip, m->labels, m->grad_own};
+    void *bufs[] = {m->acts, m->video_own, m->clips, m->flip, m->labels, m->grad_own, m->keep,
+                    m->cols_all};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i])
             m->be->ops->free(m->be, bufs[i]);
-    m->acts = m->video_own = m->grad_own = NULL;
+    m->acts = m->video_own = m->grad_own = m->cols_all = NULL;
     m->clips = m->flip = NULL;
+    m->keep = NULL;
+    m->keep_set = 0;
     m->labels = NULL;
     m->B_plan = m->B_in = m->B = 0;
     for (int s = 0; s < m->reg.n_spans; s++)
@@ -309,7 +330,9 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     if (B < 1)
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
     free_acts(m);
-    size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Np, n = 0;
+    size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, n = 0;
+    m->F_rows = m->pool < 0 ? (int)T : B;
+    size_t FR = (size_t)m->F_rows;
     size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nt); /* + fc1 */
     size_t dF = T * tbi_block_dF_floats(&m->bc);
     int n_acts = m->c.recompute ? 1 : L, K_mlp = m->c.recompute_mlp;
@@ -321,14 +344,16 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     size_t top = per_block + T * F, g_off = span_hosted(m, g_top, top) ? (size_t)g_top : 0;
     int fc1x_own = K_mlp > 0 && top - g_off < T * F;
     n += fc1x_own ? T * F : 0;
-    n += (size_t)B * D * 2 + (size_t)B * 2 + (size_t)B * K * 3 + 1;
-    n += T * D * 2 + dF + (size_t)B * D * 2;                                    /* backward */
+    n += (size_t)B * D + FR * D + FR * 2 + (size_t)B * K * 3 + 1;
+    n += T * D * 2 + dF + (size_t)B * D + FR * D;                              /* backward */
     /* The float video lives in the backward's scratch (dres, dD, dF: dead during the
      * forward's first products) when it fits. */
     size_t video = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
     int video_own = video > T * D * 2 + dF;
-    size_t clip_bytes = video, total = sizeof(float) * (n + (video_own ? video : 0)) +
-                                       clip_bytes + (size_t)B * (1 + sizeof(int64_t));
+    size_t all_cols = m->c.keep ? (size_t)B * m->Np * m->patch_len : 0;
+    size_t clip_bytes = video, total = sizeof(float) * (n + (video_own ? video : 0) + all_cols) +
+                                       clip_bytes + (size_t)B * (1 + sizeof(int64_t)) +
+                                       (m->c.keep ? sizeof(int32_t) * P : 0);
     uint64_t have = machine_bytes();
     if (have && total > have)
         return tbi_err(TB_ENOMEM, "the activations of %d clips need %.2f GB, more than this "
@@ -338,7 +363,9 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
         (video_own && (rc = o->alloc(m->be, sizeof(float) * video, (void **)&m->video_own)) < 0) ||
         (rc = o->alloc(m->be, clip_bytes, (void **)&m->clips)) < 0 ||
         (rc = o->alloc(m->be, (size_t)B, (void **)&m->flip)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0) {
+        (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0 ||
+        (m->c.keep && (rc = o->alloc(m->be, sizeof(int32_t) * P, (void **)&m->keep)) < 0) ||
+        (m->c.keep && (rc = o->alloc(m->be, sizeof(float) * all_cols, (void **)&m->cols_all)) < 0)) {
         free_acts(m);
         return tbi_err(rc, "out of memory for the activations of %d clips (%.2f GB): %s", B,
                        total / 1e9, lowering_flags(&m->c));
@@ -361,9 +388,9 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     for (int l = 0; l < K_mlp; l++)
         m->ba[l].fc1 = m->fc1x;
     TAKE(m->pooled, (size_t)B * D);
-    TAKE(m->pooled_n, (size_t)B * D);
-    TAKE(m->pool_mean, B);
-    TAKE(m->pool_rstd, B);
+    TAKE(m->feat, FR * D);
+    TAKE(m->feat_mean, FR);
+    TAKE(m->feat_rstd, FR);
     TAKE(m->logits, (size_t)B * K);
     TAKE(m->probs, (size_t)B * K);
     TAKE(m->dlogits, (size_t)B * K);
@@ -373,7 +400,7 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     TAKE(m->s.dF, dF);
     m->patch_out = m->s.dF; /* P <= T, D <= F */
     TAKE(m->dpool, (size_t)B * D);
-    TAKE(m->dpool_n, (size_t)B * D);
+    TAKE(m->dfeat, FR * D);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
     m->video = video_own ? m->video_own : m->dres;
@@ -423,24 +450,35 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     int D = m->D, Nt = m->Nt, L = c->depth;
     m->B = B;
     m->grad_source = 0;
-    /* Tubelet patches -> tokens (B, Np, D), plus class token and positions -> x0 (B, Nt, D). */
-    TBI_TRY(o->patchify(be, m->cols, m->video, B, 3, c->frames, c->height, c->width, c->tubelet,
-                        c->patch));
+    /* Tubelet patches (the kept ones) -> tokens (B, Nk, D), plus class token and positions
+     * -> x0 (B, Nt, D). */
+    if (c->keep && !m->keep_set)
+        return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
+                       c->keep);
+    TBI_TRY(o->patchify(be, c->keep ? m->cols_all : m->cols, m->video, B, 3, c->frames, c->height,
+                        c->width, c->tubelet, c->patch));
+    if (c->keep)
+        TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
+    m->keep_set = 0;
     TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, tbi_param_data(r, m->i_patch_w),
-                          tbi_param_data(r, m->i_patch_b), B * m->Np, m->patch_len, D));
+                          tbi_param_data(r, m->i_patch_b), B * m->Nk, m->patch_len, D));
     TBI_TRY(o->tokens_fwd(be, m->x, m->patch_out, m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
-                          c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos, B,
-                          m->Np, m->has_cls, D));
+                          c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
+                          c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D));
     for (int l = 0; l < L; l++)
         TBI_TRY(block_forward(m, l, 0));
-    /* Pooling: the class token, or the mean of all tokens; then its norm and the head. */
-    TBI_TRY(o->pool_fwd(be, m->has_cls ? TBI_POOL_FIRST : TBI_POOL_MEAN, m->pooled,
-                        m->x + (size_t)L * B * Nt * D, B, Nt, D));
-    TBI_TRY(o->layernorm_fwd(be, m->pooled_n, m->pool_mean, m->pool_rstd, m->pooled,
-                             tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b), B, D,
-                             LN_EPS));
+    /* Pooling: the class token, or the mean of all tokens, or none; then the norm (of the
+     * pooled rows, or of every token) and the head. */
+    const float *xl = m->x + (size_t)L * B * Nt * D, *pooled = xl;
+    if (m->pool >= 0) {
+        TBI_TRY(o->pool_fwd(be, m->pool, m->pooled, xl, B, Nt, D));
+        pooled = m->pooled;
+    }
+    TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, pooled,
+                             tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
+                             m->F_rows, D, LN_EPS));
     if (m->K > 0)
-        TBI_TRY(o->matmul_fwd(be, m->logits, m->pooled_n, tbi_param_data(r, m->i_head_w),
+        TBI_TRY(o->matmul_fwd(be, m->logits, m->feat, tbi_param_data(r, m->i_head_w),
                               tbi_param_data(r, m->i_head_b), B, D, m->K));
     m->grad_source = 2;
     if (!labels)
@@ -484,6 +522,24 @@ int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B
     return 0;
 }
 
+int tb_vit_set_keep(tb_vit *m, const int32_t *idx)
+{
+    int B = m->B_in, Nk = m->Nk;
+    if (!m->c.keep || !B)
+        return tbi_err(TB_EINVAL, "%s", !m->c.keep ? "the model keeps every token (keep 0)"
+                                                   : "no input: set the video or clips first");
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Nk; j++) {
+            int32_t t = idx[(size_t)b * Nk + j];
+            if (t < 0 || t >= m->Np || (j && t <= idx[(size_t)b * Nk + j - 1]))
+                return tbi_err(TB_EINVAL, "clip %d: kept token %d is %d: the kept tokens must "
+                               "rise strictly and stay below %d", b, j, (int)t, m->Np);
+        }
+    TBI_TRY(m->be->ops->to_device(m->be, m->keep, idx, sizeof(int32_t) * (size_t)B * Nk));
+    m->keep_set = 1;
+    return 0;
+}
+
 int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss)
 {
     if (!m->B_in)
@@ -520,14 +576,20 @@ int tb_vit_features(tb_vit *m, float *host)
 {
     if (!m->B)
         return tbi_err(TB_EINVAL, "no features: no forward since planning");
-    return m->be->ops->to_host(m->be, host, m->pooled_n, sizeof(float) * (size_t)m->B * m->D);
+    return m->be->ops->to_host(m->be, host, m->feat,
+                               sizeof(float) * (size_t)tb_vit_feature_floats(m));
+}
+
+int64_t tb_vit_feature_floats(const tb_vit *m)
+{
+    return (int64_t)(m->pool >= 0 ? m->B : m->B * m->Nt) * m->D;
 }
 
 /* ---- backward ---------------------------------------------------------------------------- */
 
-/* From dpool_n (B, D), the gradient on the features: the final norm, pooling, the blocks in
- * reverse, the token embedding. Every gradient is written, not added: the block needs no
- * clearing (88 MB for ViT-S, 344 MB for ViT-B). */
+/* From dfeat, the gradient on the features: the final norm, pooling, the blocks in reverse,
+ * the token embedding. Every gradient is written, not added: the block needs no clearing
+ * (88 MB for ViT-S, 344 MB for ViT-B). */
 static int backward(tb_vit *m)
 {
     const struct tbi_ops *o = m->be->ops;
@@ -536,12 +598,15 @@ static int backward(tb_vit *m)
     const struct tb_params *r = &m->reg;
     int B = m->B, D = m->D, Nt = m->Nt, L = c->depth;
     size_t R = (size_t)B * Nt;
-    TBI_TRY(o->zero(be, m->dpool, sizeof(float) * (size_t)B * D));
-    TBI_TRY(o->layernorm_bwd(be, m->dpool, tbi_param_grad(r, m->i_norm_w),
-                             tbi_param_grad(r, m->i_norm_b), m->dpool_n, m->pooled,
-                             tbi_param_data(r, m->i_norm_w), m->pool_mean, m->pool_rstd, B, D));
-    TBI_TRY(o->pool_bwd(be, m->has_cls ? TBI_POOL_FIRST : TBI_POOL_MEAN, m->dres, m->dpool, B,
-                        Nt, D));
+    const float *xl = m->x + (size_t)L * R * D;
+    float *dnorm = m->pool >= 0 ? m->dpool : m->dres; /* the norm's input gradient: added to */
+    TBI_TRY(o->zero(be, dnorm, sizeof(float) * (size_t)m->F_rows * D));
+    TBI_TRY(o->layernorm_bwd(be, dnorm, tbi_param_grad(r, m->i_norm_w),
+                             tbi_param_grad(r, m->i_norm_b), m->dfeat,
+                             m->pool >= 0 ? m->pooled : xl, tbi_param_data(r, m->i_norm_w),
+                             m->feat_mean, m->feat_rstd, m->F_rows, D));
+    if (m->pool >= 0)
+        TBI_TRY(o->pool_bwd(be, m->pool, m->dres, m->dpool, B, Nt, D));
     /* Blocks in reverse; dres holds the gradient of the block's output and, after it, of its
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
@@ -558,10 +623,11 @@ static int backward(tb_vit *m)
     float *dpatch = m->s.dD;
     TBI_TRY(o->tokens_bwd(be, dpatch, m->has_cls ? tbi_param_grad(r, m->i_cls) : NULL,
                           c->pos == TB_POS_LEARNED ? tbi_param_grad(r, m->i_pos) : NULL, m->dres,
-                          B, m->Np, m->has_cls, D));
+                          c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, m->Np + m->has_cls,
+                          D));
     TBI_TRY(o->matmul_bwd(be, NULL, tbi_param_grad(r, m->i_patch_w),
                           tbi_param_grad(r, m->i_patch_b), dpatch, m->cols,
-                          tbi_param_data(r, m->i_patch_w), B * m->Np, m->patch_len, D));
+                          tbi_param_data(r, m->i_patch_w), B * m->Nk, m->patch_len, D));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
     m->grad_source = 0;
@@ -576,8 +642,8 @@ int tb_vit_backward(tb_vit *m)
         return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
     /* Loss -> logits -> head -> the features' gradient. */
     TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
-    TBI_TRY(o->matmul_bwd(m->be, m->dpool_n, tbi_param_grad(r, m->i_head_w),
-                          tbi_param_grad(r, m->i_head_b), m->dlogits, m->pooled_n,
+    TBI_TRY(o->matmul_bwd(m->be, m->dfeat, tbi_param_grad(r, m->i_head_w),
+                          tbi_param_grad(r, m->i_head_b), m->dlogits, m->feat,
                           tbi_param_data(r, m->i_head_w), m->B, m->D, m->K));
     return backward(m);
 }
@@ -586,6 +652,7 @@ int tb_vit_backward_features(tb_vit *m, const float *dfeat)
 {
     if (!m->grad_source)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
-    TBI_TRY(m->be->ops->to_device(m->be, m->dpool_n, dfeat, sizeof(float) * (size_t)m->B * m->D));
+    TBI_TRY(m->be->ops->to_device(m->be, m->dfeat, dfeat,
+                                  sizeof(float) * (size_t)tb_vit_feature_floats(m)));
     return backward(m);
 }

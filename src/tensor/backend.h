@@ -93,17 +93,23 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
        int TU, int P),                                                                         \
       (be, cols, video, B, C, T, H, W, TU, P))                                                 \
     /* x (B, NC + N, D): rows [0, NC) of each clip = cls (NC, D), then tokens (B, N, D);       \
-     * + pos (NC + N, D) on every clip when not NULL */                                        \
+     * + pos on every clip when not NULL: row t of pos for row t, or with idx (B, N; int32)   \
+     * row NC + idx[b][j] for token j of clip b (a subset of the positions) */                \
     X(tokens_fwd,                                                                              \
       (tbi_backend * be, float *x, const float *tokens, const float *cls, const float *pos,    \
-       int B, int N, int NC, int D),                                                           \
-      (be, x, tokens, cls, pos, B, N, NC, D))                                                  \
-    /* its backward from dx: dtokens (B, N, D), dcls (NC, D), dpos (NC + N, D), written; any   \
-     * may be NULL */                                                                          \
+       const int32_t *idx, int B, int N, int NC, int D),                                       \
+      (be, x, tokens, cls, pos, idx, B, N, NC, D))                                             \
+    /* its backward from dx: dtokens (B, N, D), dcls (NC, D), dpos (NPOS, D) written; any may  \
+     * be NULL */                                                                              \
     X(tokens_bwd,                                                                              \
-      (tbi_backend * be, float *dtokens, float *dcls, float *dpos, const float *dx, int B,     \
-       int N, int NC, int D),                                                                  \
-      (be, dtokens, dcls, dpos, dx, B, N, NC, D))                                              \
+      (tbi_backend * be, float *dtokens, float *dcls, float *dpos, const float *dx,            \
+       const int32_t *idx, int B, int N, int NC, int NPOS, int D),                             \
+      (be, dtokens, dcls, dpos, dx, idx, B, N, NC, NPOS, D))                                   \
+    /* dst (B, NK, len) = the rows idx (B, NK; int32, each < N) of src (B, N, len) */          \
+    X(gather_rows,                                                                             \
+      (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N,       \
+       int NK, int len),                                                                       \
+      (be, dst, src, idx, B, N, NK, len))                                                      \
     /* pooled (B, D) = x (B, N, D)'s first row or mean over N; the backward writes dx */       \
     X(pool_fwd, (tbi_backend * be, int pool, float *pooled, const float *x, int B, int N, int D), \
       (be, pool, pooled, x, B, N, D))                                                          \

@@ -112,7 +112,9 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
     info->model = (struct tb_vit_config){
         .dim = (int)v[0], .depth = (int)v[1], .heads = (int)v[2], .patch = (int)v[3],
         .tubelet = (int)v[4], .frames = (int)v[5], .height = (int)v[6], .width = (int)v[7],
-        .classes = (int)v[8], .pool = strcmp(pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
+        .classes = (int)v[8],
+        .pool = !strcmp(pool, "cls") ? TB_POOL_CLS : !strcmp(pool, "none") ? TB_POOL_NONE
+                                                                            : TB_POOL_MEAN,
         .pos = strcmp(pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
     };
     /* Settings a checkpoint from before they were stored lacks: what evaluation used then. */

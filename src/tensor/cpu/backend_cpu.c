@@ -187,18 +187,26 @@ int tbi_cpu_patchify(tbi_backend *be, float *cols, const float *video, int B, in
 }
 
 int tbi_cpu_tokens_fwd(tbi_backend *be, float *x, const float *tokens, const float *cls,
-                       const float *pos, int B, int N, int NC, int D)
+                       const float *pos, const int32_t *idx, int B, int N, int NC, int D)
 {
     (void)be;
-    tbi_tokens_fwd(x, tokens, cls, pos, B, N, NC, D);
+    tbi_tokens_fwd(x, tokens, cls, pos, idx, B, N, NC, D);
     return 0;
 }
 
 int tbi_cpu_tokens_bwd(tbi_backend *be, float *dtokens, float *dcls, float *dpos, const float *dx,
-                       int B, int N, int NC, int D)
+                       const int32_t *idx, int B, int N, int NC, int NPOS, int D)
 {
     (void)be;
-    tbi_tokens_bwd(dtokens, dcls, dpos, dx, B, N, NC, D);
+    tbi_tokens_bwd(dtokens, dcls, dpos, dx, idx, B, N, NC, NPOS, D);
+    return 0;
+}
+
+int tbi_cpu_gather_rows(tbi_backend *be, float *dst, const float *src, const int32_t *idx, int B,
+                        int N, int NK, int len)
+{
+    (void)be;
+    tbi_gather_rows(dst, src, idx, B, N, NK, len);
     return 0;
 }
 

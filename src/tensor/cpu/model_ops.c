@@ -4,6 +4,9 @@
  * order (over clips, in order), so results do not depend on the number of threads.
  * Tests: tests/test_backend.c (finite differences, and against the guarded backend). */
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "tensor/cpu/model_ops.h"
 
@@ -34,8 +37,14 @@ void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, in
     }
 }
 
-void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float *pos, int B,
-                    int N, int NC, int D)
+/* The position row of token j (after the NC class tokens) of clip b. */
+static int pos_row(const int32_t *idx, int b, int j, int N, int NC)
+{
+    return NC + (idx ? idx[(size_t)b * N + j] : j);
+}
+
+void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float *pos,
+                    const int32_t *idx, int B, int N, int NC, int D)
 {
     int NT = NC + N;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -47,17 +56,17 @@ void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float
                 memcpy(dst, src, sizeof(float) * (size_t)D);
                 continue;
             }
-            const float *pe = pos + (size_t)t * D;
+            const float *pe = pos + (size_t)(t < NC ? t : pos_row(idx, b, t - NC, N, NC)) * D;
             for (int d = 0; d < D; d++)
                 dst[d] = src[d] + pe[d];
         }
 }
 
-void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx, int B, int N,
-                    int NC, int D)
+void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx,
+                    const int32_t *idx, int B, int N, int NC, int NPOS, int D)
 {
     int NT = NC + N;
-    if (dpos) {
+    if (dpos && !idx) {
         /* Each position's row sums its clips' gradients in clip order. */
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < NT; t++) {
@@ -68,6 +77,27 @@ void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx, i
                 for (int d = 0; d < D; d++)
                     g[d] += row[d];
             }
+        }
+    } else if (dpos) {
+        /* Scattered: rows never kept stay 0; each column range to one thread, the clips and
+         * tokens in order, so the sums do not depend on the threads. */
+        memset(dpos, 0, sizeof(float) * (size_t)NPOS * D);
+#pragma omp parallel
+        {
+#ifdef _OPENMP
+            int th = omp_get_thread_num(), nth = omp_get_num_threads();
+#else
+            int th = 0, nth = 1;
+#endif
+            int d0 = D * th / nth, d1 = D * (th + 1) / nth;
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < NT; t++) {
+                    int r = t < NC ? t : pos_row(idx, b, t - NC, N, NC);
+                    const float *row = dx + ((size_t)b * NT + t) * D;
+                    float *g = dpos + (size_t)r * D;
+                    for (int d = d0; d < d1; d++)
+                        g[d] += row[d];
+                }
         }
     }
     if (dcls)
@@ -83,6 +113,17 @@ void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx, i
         for (int b = 0; b < B; b++)
             memcpy(dtokens + (size_t)b * N * D, dx + ((size_t)b * NT + NC) * D,
                    sizeof(float) * (size_t)N * D);
+}
+
+void tbi_gather_rows(float *dst, const float *src, const int32_t *idx, int B, int N, int NK,
+                     int len)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < NK; j++)
+            memcpy(dst + ((size_t)b * NK + j) * len,
+                   src + ((size_t)b * N + idx[(size_t)b * NK + j]) * len,
+                   sizeof(float) * (size_t)len);
 }
 
 void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D)

@@ -10,10 +10,12 @@
 
 void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, int T, int H,
                    int W, const float mean[3], const float std[3]);
-void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float *pos, int B,
-                    int N, int NC, int D);
-void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx, int B, int N,
-                    int NC, int D);
+void tbi_tokens_fwd(float *x, const float *tokens, const float *cls, const float *pos,
+                    const int32_t *idx, int B, int N, int NC, int D);
+void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx,
+                    const int32_t *idx, int B, int N, int NC, int NPOS, int D);
+void tbi_gather_rows(float *dst, const float *src, const int32_t *idx, int B, int N, int NK,
+                     int len);
 void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D);
 void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D);
 
