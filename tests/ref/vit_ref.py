@@ -8,9 +8,13 @@ PyTorch 2.x; only numpy and torch are needed (safetensors is read and written he
     python3 tests/ref/vit_ref.py MODEL-FLAGS [--steps N --lr ...] --weights W --batch X --out O
     python3 tests/ref/vit_ref.py MODEL-FLAGS --feature-grad --weights W --batch X --out O
 
-MODEL-FLAGS: --dim --depth --heads --patch --tubelet --frames --size HxW --classes --pool cls|mean
---pos learned|sincos. W holds every parameter under its state_dict name (head.* included, in
-both modes), float32, loaded strictly.
+MODEL-FLAGS: --dim --depth --heads --patch --tubelet --frames --size HxW --classes --pool
+cls|mean|none --pos learned|sincos. W holds every parameter under its state_dict name, float32,
+loaded strictly (a tensor of the model missing from W is an error; extra tensors are ignored).
+head.* is a parameter (in both modes) unless --classes 0, which means no head at all and is
+allowed only with --feature-grad. N = (frames/tubelet)(H/patch)(W/patch) is the number of patch
+tokens, in the (t, h, w) order the Conv3d output flattens to; pos_embed (learned: a parameter,
+sincos: VideoMAE's table, not in W) is (1, N+1, dim) for pool cls, (1, N, dim) otherwise.
 
 Step mode (the default): X holds video (B, 3, T, H, W) float32 and label (B) int64; O gets
 logits (B, classes) and grad.<name> of every parameter from the first step, loss (steps), and
@@ -22,7 +26,19 @@ absent and is not read). One forward up to the pooled, normalised features feat 
 head: norm of the class token for pool cls, fc_norm of the token mean for pool mean), one
 backward of L = sum(feat * dfeat), no optimizer step (--steps and the optimizer flags are
 ignored); O gets feat (B, dim) and grad.<name> of every parameter except head.weight and
-head.bias (head takes no part, and they are not written)."""
+head.bias (head takes no part, and they are not written).
+
+--pool none (only with --feature-grad): VideoMAE's pretraining encoder. No class token, no
+pooling: the final LayerNorm (eps 1e-6, parameters norm.weight, norm.bias) applies to every
+token and feat is (B, N, dim); dfeat must be (B, N, dim).
+
+Visible tokens (--feature-grad only): X may hold keep, int64 (B, K) with 1 <= K <= N, each row
+strictly ascending token indices in [0, N). The encoder embeds every patch and adds the
+positions, then keeps x[b, keep[b]] (VideoMAE's x[~mask].reshape(B, -1, C)) and runs the blocks
+and the norm on those K tokens only. pool none: feat and dfeat are (B, K, dim); pool mean:
+fc_norm of the mean over the K kept tokens, feat and dfeat (B, dim); pool cls with keep is
+rejected. A malformed keep (wrong dtype or shape, out of range, not ascending) or dfeat, or a
+flag combination not allowed above, is a one-line message on stderr and exit status 2."""
 import argparse
 import json
 import math
@@ -130,6 +146,7 @@ class VideoViT(nn.Module):
         self.pool = a.pool
         self.patch_embed = PatchEmbed(a.dim, a.tubelet, a.patch)
         n = (a.frames // a.tubelet) * (a.height // a.patch) * (a.width // a.patch)
+        self.n_tokens = n
         n += a.pool == "cls"
         if a.pool == "cls":
             self.cls_token = nn.Parameter(torch.zeros(1, 1, a.dim))
@@ -139,20 +156,29 @@ class VideoViT(nn.Module):
             self.register_buffer("pos_embed", sincos_table(n, a.dim), persistent=False)
         self.blocks = nn.ModuleList([Block(a.dim, a.heads) for _ in range(a.depth)])
         norm = nn.LayerNorm(a.dim, eps=1e-6)
-        if a.pool == "cls":
+        if a.pool in ("cls", "none"):
             self.norm = norm
         else:
             self.fc_norm = norm
-        self.head = nn.Linear(a.dim, a.classes)
+        if a.classes > 0:
+            self.head = nn.Linear(a.dim, a.classes)
 
-    def features(self, video):
-        """The pooled, normalised features: the input to head."""
+    def features(self, video, keep=None):
+        """The pooled, normalised features (the input to head); for pool none the normalised
+        tokens (B, N, dim), or (B, K, dim) of the tokens keep (B, K) names."""
         x = self.patch_embed.proj(video).flatten(2).transpose(1, 2)
         if self.pool == "cls":
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = x + self.pos_embed
+        if keep is not None:
+            # x[b, keep[b]], gathered in x's own memory layout (the (B, dim, N) of the Conv3d
+            # output): with every token kept the blocks then run on the very same tensor.
+            xt = x.transpose(1, 2)
+            x = xt.gather(2, keep[:, None, :].expand(-1, xt.shape[1], -1)).transpose(1, 2)
         for blk in self.blocks:
             x = blk(x)
+        if self.pool == "none":
+            return self.norm(x)
         return self.norm(x)[:, 0] if self.pool == "cls" else self.fc_norm(x.mean(1))
 
     def forward(self, video):
@@ -165,15 +191,34 @@ def feature_grad(model, batch, a):
         print("vit_ref.py: --feature-grad needs a tensor dfeat in %s" % a.batch, file=sys.stderr)
         return 2
     video, dfeat = torch.tensor(batch["video"]), torch.tensor(batch["dfeat"])
-    if tuple(dfeat.shape) != (video.shape[0], a.dim):
-        print("vit_ref.py: dfeat has shape %s, not (%d, %d)" % (tuple(dfeat.shape),
-              video.shape[0], a.dim), file=sys.stderr)
+    B, n, keep = video.shape[0], model.n_tokens, None
+    if "keep" in batch:
+        k = batch["keep"]
+        msg = None
+        if a.pool == "cls":
+            msg = "keep is not supported with --pool cls"
+        elif k.dtype != np.int64:
+            msg = "keep must be int64"
+        elif k.ndim != 2 or k.shape[0] != B or not 1 <= k.shape[1] <= n:
+            msg = "keep has shape %s, not (%d, K) with 1 <= K <= %d" % (tuple(k.shape), B, n)
+        elif k.min() < 0 or k.max() >= n:
+            msg = "keep has an index outside [0, %d)" % n
+        elif k.shape[1] > 1 and not (np.diff(k, axis=1) > 0).all():
+            msg = "keep has a row that is not strictly ascending"
+        if msg:
+            print("vit_ref.py: " + msg, file=sys.stderr)
+            return 2
+        keep = torch.tensor(k)
+    want = (B, a.dim) if a.pool != "none" else (B, n if keep is None else keep.shape[1], a.dim)
+    if tuple(dfeat.shape) != want:
+        print("vit_ref.py: dfeat has shape %s, not %s" % (tuple(dfeat.shape), want),
+              file=sys.stderr)
         return 2
-    feat = model.features(video)
+    feat = model.features(video, keep)
     (feat * dfeat).sum().backward()
     out = {"feat": feat.detach().numpy()}
     for name, prm in model.named_parameters():
-        if name not in ("head.weight", "head.bias"):
+        if not name.startswith("head."):
             out["grad." + name] = prm.grad.detach().numpy().copy()
     st_write(a.out, out)
     return 0
@@ -197,6 +242,18 @@ def main():
         p.add_argument("--" + k, type=float, default=d)
     a = p.parse_args()
     a.height, a.width = (int(v) for v in a.size.split("x"))
+    msg = None
+    if a.pool not in ("cls", "mean", "none"):
+        msg = "--pool must be cls, mean or none"
+    elif a.pos not in ("learned", "sincos"):
+        msg = "--pos must be learned or sincos"
+    elif a.classes < 0 or (a.classes == 0 and not a.feature_grad):
+        msg = "--classes must be positive (0, no head, only with --feature-grad)"
+    elif a.pool == "none" and not a.feature_grad:
+        msg = "--pool none is only valid with --feature-grad"
+    if msg:
+        print("vit_ref.py: " + msg, file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
     model = VideoViT(a)
     weights = st_read(a.weights)
