@@ -71,7 +71,7 @@ static void write_inputs(const struct tb_vit_config *c, int B, const char *wpath
     for (int64_t i = 0; i < nv; i++)
         video[i] = (float)tb_rng_normal(&r);
     for (int b = 0; b < B; b++)
-        label[b] = (int64_t)tb_rng_below(&r, (uint64_t)c->classes);
+        label[b] = c->classes > 0 ? (int64_t)tb_rng_below(&r, (uint64_t)c->classes) : 0;
     for (int64_t i = 0; i < (int64_t)B * c->dim; i++)
         dfeat[i] = (float)tb_rng_normal(&r);
     struct tb_st_tensor bt[3] = {
@@ -252,6 +252,77 @@ static void test_grad_homes(void)
     }
 }
 
+/* The encoder as MAE uses it: kept (visible) tokens only, every token normed (no pooling, no
+ * head), a backward from a gradient on those tokens' features; and mean pooling over kept
+ * tokens. Against vit_ref.py --feature-grad with the batch's 'keep'. */
+static void test_keep(void)
+{
+    struct kv {
+        const char *pool, *pos;
+        int keep;
+    } ks[] = {{"none", "learned", 12}, {"none", "sincos", 0}, {"mean", "learned", 10}};
+    for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+        const struct kv *k = &ks[i];
+        struct tb_vit_config c = {.dim = 64, .depth = 2, .heads = 2, .patch = 8, .tubelet = 2,
+                                  .frames = 4, .height = 32, .width = 32, .classes = 0,
+                                  .pool = strcmp(k->pool, "none") ? TB_POOL_MEAN : TB_POOL_NONE,
+                                  .pos = strcmp(k->pos, "learned") ? TB_POS_SINCOS
+                                                                   : TB_POS_LEARNED};
+        int B = 3, N = 32, K = k->keep ? k->keep : N;
+        char what[128], w[4300], b[4300], o[4300], r[4300], flags[1024], *out = NULL;
+        snprintf(what, sizeof(what), "pool %s, %s positions, %d of %d tokens kept", k->pool,
+                 k->pos, K, N);
+        tbt_case = what;
+        snprintf(w, sizeof(w), "%s/kw%zu.safetensors", tbt_dir(), i);
+        snprintf(b, sizeof(b), "%s/kb%zu.safetensors", tbt_dir(), i);
+        snprintf(o, sizeof(o), "%s/ko%zu.safetensors", tbt_dir(), i);
+        snprintf(r, sizeof(r), "%s/kr%zu.safetensors", tbt_dir(), i);
+        write_inputs(&c, B, w, b, 2000 + i);
+        /* The batch again, with the kept tokens (a different rising subset per clip) and a
+         * feature gradient of their shape. */
+        struct tb_st_file *bf = NULL;
+        CHECK_EQ(tb_st_read(&bf, b), 0);
+        if (!bf)
+            continue;
+        tb_rng g;
+        tb_rng_init_for(&g, 77 + i, TB_RNG_TEST, 0, 0);
+        int64_t *keep = malloc(sizeof(int64_t) * (size_t)B * K);
+        for (int q = 0; q < B; q++)
+            for (int t = 0, j = 0; t < N && j < K; t++)
+                if ((int)tb_rng_below(&g, (uint64_t)(N - t)) < K - j)
+                    keep[q * K + j++] = t;
+        int64_t nf = (int64_t)B * 64 * (c.pool == TB_POOL_NONE ? K : 1);
+        float *dfeat = malloc(sizeof(float) * (size_t)nf);
+        for (int64_t q = 0; q < nf; q++)
+            dfeat[q] = (float)tb_rng_normal(&g);
+        const struct tb_st_tensor *video = tb_st_find(bf, "video");
+        struct tb_st_tensor bt[3] = {
+            *video,
+            {.name = "keep", .dtype = TB_ST_I64, .n_dims = 2, .shape = {B, K},
+             .n = (int64_t)B * K, .data = keep},
+            {.name = "dfeat", .dtype = TB_ST_F32, .n_dims = c.pool == TB_POOL_NONE ? 3 : 2,
+             .shape = {B, c.pool == TB_POOL_NONE ? K : 64, 64}, .n = nf, .data = dfeat},
+        };
+        CHECK_EQ(tb_st_write(b, bt, k->keep ? 3 : 2, NULL), 0);
+        if (!k->keep) /* all kept: no 'keep' tensor, the dfeat goes second */
+            CHECK_EQ(tb_st_write(b, (struct tb_st_tensor[]){bt[0], bt[2]}, 2, NULL), 0);
+        tb_st_free(&bf);
+        free(keep);
+        free(dfeat);
+        snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
+                 "--frames 4 --size 32x32 --classes 0 --pool %s --pos %s --feature-grad "
+                 "--weights %s --batch %s", k->pool, k->pos, w, b);
+        int rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
+        CHECK_MSG(rc == 0, "tubelet step: %s", out);
+        free(out);
+        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR,
+                     flags, r);
+        CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
+        free(out);
+        compare(o, r, what);
+    }
+}
+
 int main(void)
 {
     tbt_begin("vit");
@@ -330,6 +401,8 @@ int main(void)
             compare(o, r, what);
         }
     }
+
+    test_keep();
 
     tbt_case = "bad weights";
     char w[4300], b[4300], *out = NULL;

@@ -2,6 +2,7 @@
  * given batch, writing the losses, the first step's logits and gradients, and the final
  * weights - for checking against PyTorch (tests/ref/vit_ref.py) and for debugging a model.
  * Tests: tests/test_vit.c. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,10 @@ static const struct cli_flag step_flags[] = {
     F("tubelet", CLI_INT, tubelet, "2", "TU", "frames per patch", 1, 64),
     F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 1024),
     F("size", CLI_SIZE, size, "112x112", "HxW", "frame height x width", 1, 8192),
-    F("classes", CLI_INT, classes, "10", "K", "classes", 1, 1000000),
-    F("pool", CLI_STR, pool, "mean", "NAME", "cls (class token, norm) or mean (fc_norm)",
-      CLI_NO_RANGE),
+    F("classes", CLI_INT, classes, "10", "K", "classes (0: no head, with --feature-grad)", 0,
+      1000000),
+    F("pool", CLI_STR, pool, "mean", "NAME", "cls (class token, norm), mean (fc_norm) or none "
+      "(every token normed; with --feature-grad and --classes 0)", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "NAME", "learned or sincos positions", CLI_NO_RANGE),
     F("weights", CLI_STR, weights, NULL, "W.safetensors", "the model's parameters",
       CLI_NO_RANGE),
@@ -81,6 +83,7 @@ static int run_step(void *config, int n_args, char **args)
     struct tb_adamw opt = {0};
     struct tb_st_tensor *outs = NULL;
     float *losses = NULL, *logits = NULL, *grads = NULL, *weights = NULL;
+    int32_t *kept = NULL;
     int rc, status = 1, n_out = 0;
     (void)n_args;
     (void)args;
@@ -92,14 +95,29 @@ static int run_step(void *config, int n_args, char **args)
         .dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
         .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w, .width = c->size.h,
         .classes = c->classes,
-        .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : TB_POOL_MEAN,
+        .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : !strcmp(c->pool, "none") ? TB_POOL_NONE
+                                                                                 : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
         .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->backend,
     };
-    if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean")) ||
-        (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos"))) {
-        fprintf(stderr, "tubelet step: --pool is cls or mean, --pos learned or sincos\n");
+    if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||
+        (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos")) ||
+        (!c->feature_grad && (c->classes < 1 || !strcmp(c->pool, "none")))) {
+        fprintf(stderr, "tubelet step: --pool is cls, mean or none (none and --classes 0 only "
+                "with --feature-grad), --pos learned or sincos\n");
         return 2;
+    }
+    /* Kept tokens (MAE's visible ones), when the batch has them: 'keep' int64 (B, K). */
+    if ((rc = tb_st_read(&bf, c->batch)) < 0)
+        goto fail;
+    const struct tb_st_tensor *keep = tb_st_find(bf, "keep");
+    if (keep) {
+        if (keep->dtype != TB_ST_I64 || keep->n_dims != 2 || keep->shape[1] < 1 ||
+            keep->shape[1] > 1 << 24) {
+            fprintf(stderr, "tubelet step: %s: 'keep' must be int64 (B, K)\n", c->batch);
+            goto end;
+        }
+        vc.keep = (int)keep->shape[1];
     }
     if ((rc = tb_vit_open(&m, &vc)) < 0 || (rc = tb_st_read(&wf, c->weights)) < 0)
         goto fail;
@@ -108,23 +126,28 @@ static int run_step(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
         goto end;
     }
-    if ((rc = tb_st_read(&bf, c->batch)) < 0)
-        goto fail;
     const struct tb_st_tensor *video = tb_st_find(bf, "video"), *label = tb_st_find(bf, "label");
     const struct tb_st_tensor *dfeat = tb_st_find(bf, "dfeat");
     int64_t B0 = video && video->n_dims == 5 ? video->shape[0] : 0;
     int bad_video = !video || video->dtype != TB_ST_F32 || video->n_dims != 5 ||
                     video->shape[1] != 3 || video->shape[2] != c->frames ||
                     video->shape[3] != vc.height || video->shape[4] != vc.width;
+    int64_t feat_floats = B0 * c->dim * (vc.pool == TB_POOL_NONE
+                                             ? (vc.keep ? vc.keep
+                                                        : (int64_t)(c->frames / c->tubelet) *
+                                                              (vc.height / c->patch) *
+                                                              (vc.width / c->patch))
+                                             : 1);
     int bad_target = c->feature_grad
-                         ? !dfeat || dfeat->dtype != TB_ST_F32 || dfeat->n_dims != 2 ||
-                               dfeat->shape[0] != B0 || dfeat->shape[1] != c->dim
+                         ? !dfeat || dfeat->dtype != TB_ST_F32 || dfeat->shape[0] != B0 ||
+                               dfeat->n != feat_floats || (keep && keep->shape[0] != B0)
                          : !label || label->dtype != TB_ST_I64 || label->n_dims != 1 ||
                                label->shape[0] != B0;
     if (bad_video || bad_target || B0 < 1 || B0 > 65536) {
         fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d) and %s\n",
                 c->batch, c->frames, vc.height, vc.width,
-                c->feature_grad ? "'dfeat' float32 (B,D)" : "'label' int64 (B)");
+                c->feature_grad ? "'dfeat' float32 (B,D), or (B,N,D) with --pool none"
+                                : "'label' int64 (B)");
         goto end;
     }
     int B = (int)B0, K = c->classes, np = tb_params_count(params);
@@ -137,7 +160,12 @@ static int run_step(void *config, int n_args, char **args)
     opt.beta2 = (float)c->beta2;
     opt.eps = (float)c->eps;
     losses = malloc(sizeof(float) * (size_t)c->steps);
-    logits = malloc(sizeof(float) * (size_t)B * (K > c->dim ? K : c->dim));
+    logits = malloc(sizeof(float) * (size_t)(K * B > feat_floats ? K * B : feat_floats));
+    kept = keep ? malloc(sizeof(int32_t) * (size_t)keep->n) : NULL;
+    for (int64_t i = 0; kept && i < keep->n; i++) {
+        int64_t v = ((const int64_t *)keep->data)[i];
+        kept[i] = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    }
     grads = malloc(sizeof(float) * (size_t)nf);
     weights = malloc(sizeof(float) * (size_t)nf);
     outs = calloc((size_t)(2 + 2 * np), sizeof(*outs));
@@ -147,13 +175,20 @@ static int run_step(void *config, int n_args, char **args)
     }
     if (c->feature_grad) {
         /* One forward to the features, one backward from the given gradient on them. */
-        if ((rc = tb_vit_forward(m, video->data, B, NULL, 0, NULL)) < 0 ||
-            (rc = tb_vit_features(m, logits)) < 0 ||
+        if ((rc = tb_vit_set_video(m, video->data, B)) < 0 ||
+            (kept && (rc = tb_vit_set_keep(m, kept)) < 0) ||
+            (rc = tb_vit_run(m, NULL, 0, NULL)) < 0 || (rc = tb_vit_features(m, logits)) < 0 ||
             (rc = tb_vit_backward_features(m, dfeat->data)) < 0)
             goto fail;
-        outs[n_out++] = (struct tb_st_tensor){.name = "feat", .dtype = TB_ST_F32, .n_dims = 2,
-                                              .shape = {B, c->dim}, .n = (int64_t)B * c->dim,
-                                              .data = logits};
+        outs[n_out] = (struct tb_st_tensor){.name = "feat", .dtype = TB_ST_F32, .n_dims = 2,
+                                            .shape = {B, c->dim}, .n = feat_floats,
+                                            .data = logits};
+        if (vc.pool == TB_POOL_NONE) {
+            outs[n_out].n_dims = 3;
+            outs[n_out].shape[1] = feat_floats / B / c->dim;
+            outs[n_out].shape[2] = c->dim;
+        }
+        n_out++;
         for (int i = 0; i < np; i++) {
             const struct tb_param *p = tb_params_at(params, i);
             if (!strncmp(p->name, "head.", 5))
@@ -215,6 +250,7 @@ end:
     free(logits);
     free(grads);
     free(weights);
+    free(kept);
     return status;
 }
 
