@@ -6,7 +6,8 @@
  *   device is absent is skipped (the test exits 77 only if no backend but the reference could
  *   run at all).
  * - The guarded backend really guards: reading its memory outside an op kills the process.
- * - The token ops' backwards (tokens, pooling) against finite differences of their forwards. */
+ * - The token ops' backwards (tokens, pooling) against finite differences of their forwards;
+ *   the uint8 normalisation against its formula. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 
 #include "tb_test.h"
 #include "tensor/backend.h"
+#include "tubelet/data.h"
 #include "tubelet/rng.h"
 
 static tb_rng rng;
@@ -557,9 +559,36 @@ static void test_guard(void)
     CHECK_STR_HAS(tb_errmsg(), "no backend 'tpu'");
 }
 
-/* ---- finite differences of the token ops, on the CPU reference ---------------------------- */
-
+/* The CPU reference of normalize against its formula: out[b][c][t][y][x] = (in[b][t][y][x'][c]
+ * - mean[c]) / std[c], x' mirrored where flip[b]. */
 static tbi_backend *cpu;
+
+static void test_normalize(void)
+{
+    tbt_case = "normalize: the formula";
+    enum { NB = 2, NT2 = 3, NH2 = 5, NW2 = 7 };
+    uint8_t in[NB * NT2 * NH2 * NW2 * 3], flip[NB] = {0, 1};
+    float out[NB * 3 * NT2 * NH2 * NW2];
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (uint8_t)tb_rng_below(&rng, 256);
+    CHECK_EQ(cpu->ops->normalize(cpu, out, in, flip, NB, NT2, NH2, NW2, tb_mean_openai,
+                                 tb_std_openai), 0);
+    double worst = 0;
+    for (int b = 0; b < NB; b++)
+        for (int c = 0; c < 3; c++)
+            for (int t = 0; t < NT2; t++)
+                for (int y = 0; y < NH2; y++)
+                    for (int x = 0; x < NW2; x++) {
+                        int xs = flip[b] ? NW2 - 1 - x : x;
+                        double want = ((double)in[(((b * NT2 + t) * NH2 + y) * NW2 + xs) * 3 + c] -
+                                       tb_mean_openai[c]) / tb_std_openai[c];
+                        double got = out[(((b * 3 + c) * NT2 + t) * NH2 + y) * NW2 + x];
+                        worst = fmax(worst, fabs(got - want));
+                    }
+    CHECK_MSG(worst < 1e-5, "worst difference %g", worst);
+}
+
+/* ---- finite differences of the token ops, on the CPU reference ---------------------------- */
 
 /* L = sum(out * w) of tokens_fwd or pool_fwd at inputs x. */
 static const int32_t *fd_idx; /* the kept tokens of the tokens case, or NULL */
@@ -650,6 +679,7 @@ int main(void)
         TBT_EXIT();
     test_coverage();
     test_guard();
+    test_normalize();
     test_token_grads();
     int others = 0;
     for (int b = 0; tbi_backend_names[b]; b++) {

@@ -504,37 +504,9 @@ static void test_timeout(void)
     tb_ann_free(&ann);
 }
 
-static void test_normalize(void)
-{
-    tbt_case = "normalize";
-    enum { NB = 2, NT = 3, NH = 5, NW = 7 };
-    uint8_t in[NB * NT * NH * NW * 3], flip[NB] = {0, 1};
-    float out[NB * 3 * NT * NH * NW];
-    tb_rng r;
-    tb_rng_init(&r, 1, 1);
-    for (size_t i = 0; i < sizeof(in); i++)
-        in[i] = (uint8_t)tb_rng_below(&r, 256);
-    tb_augment_normalize(in, NB, NT, NH, NW, flip, tb_mean_openai, tb_std_openai, out);
-    /* out[b][c][t][y][x] = (in[b][t][y][x'][c] - mean[c]) / std[c], x' mirrored for b = 1. */
-    double worst = 0;
-    for (int b = 0; b < NB; b++)
-        for (int c = 0; c < 3; c++)
-            for (int t = 0; t < NT; t++)
-                for (int y = 0; y < NH; y++)
-                    for (int x = 0; x < NW; x++) {
-                        int xs = flip[b] ? NW - 1 - x : x;
-                        double want = ((double)in[(((b * NT + t) * NH + y) * NW + xs) * 3 + c] -
-                                       tb_mean_openai[c]) / tb_std_openai[c];
-                        double got = out[(((b * 3 + c) * NT + t) * NH + y) * NW + x];
-                        worst = fmax(worst, fabs(got - want));
-                    }
-    CHECK_MSG(worst < 1e-5, "worst difference %g", worst);
-}
-
 int main(void)
 {
     tbt_begin("data");
-    test_normalize();
     if (make_dataset() < 0)
         return 1;
     test_annotations();

@@ -161,11 +161,8 @@ TB_API void tb_loader_close(tb_loader **l);
 extern TB_API const float tb_mean_openai[3], tb_std_openai[3];
 extern TB_API const float tb_mean_imagenet[3], tb_std_imagenet[3];
 
-/* uint8 (B, T, H, W, 3) -> float (B, 3, T, H, W): (x - mean) / std per channel (0-255 scale),
- * clips with flip[b] set mirrored left-right (flip may be NULL). */
-TB_API void tb_augment_normalize(const uint8_t *in, int B, int T, int H, int W,
-                                 const uint8_t *flip, const float mean[3], const float std[3],
-                                 float *out);
+/* Clips are normalised (and laid out as (B, 3, T, H, W)) by the model's backend:
+ * tb_vit_set_clips (model.h). */
 
 #ifdef __cplusplus
 }
