@@ -39,10 +39,13 @@ struct tb_vit {
     int B_plan, B;
     int B_in;                         /* clips in `video`, waiting for tb_vit_run */
     float *acts;
-    float *video;                     /* (B, 3, T, H, W): in the backward's scratch when it
-                                       * fits (dead by then), else its own */
+    float *video;                     /* (B, 3, T, H, W): in the block outputs' space or the
+                                       * backward's scratch when it fits (both dead until the
+                                       * patches are made), else its own */
     float *video_own;
-    uint8_t *clips, *flip;            /* (B, T, H, W, 3), (B): the loader's batch */
+    uint8_t *clips;                   /* (B, T, H, W, 3): the loader's batch, in the patches'
+                                       * space (dead until normalised) */
+    uint8_t *flip;                    /* (B) */
     int32_t *keep;                    /* (B, Nk): the kept tokens, when keep */
     int keep_set;                     /* tb_vit_set_keep since the input */
     float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
@@ -212,7 +215,7 @@ fail:
 
 static void free_acts(tb_vit *m)
 {
-    void *bufs[] = {m->acts, m->video_own, m->clips, m->flip, m->labels, m->grad_own, m->keep,
+    void *bufs[] = {m->acts, m->video_own, m->flip, m->labels, m->grad_own, m->keep,
                     m->cols_all};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i])
@@ -346,14 +349,15 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     n += fc1x_own ? T * F : 0;
     n += (size_t)B * D + FR * D + FR * 2 + (size_t)B * K * 3 + 1;
     n += T * D * 2 + dF + (size_t)B * D + FR * D;                              /* backward */
-    /* The float video lives in the backward's scratch (dres, dD, dF: dead during the
-     * forward's first products) when it fits. */
+    /* The float video lives in the block outputs' space (written only from the patches on)
+     * or the backward's scratch (dres, dD, dF: dead during the forward's first products)
+     * when it fits. */
     size_t video = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
-    int video_own = video > T * D * 2 + dF;
+    size_t x_floats = (size_t)(L + 1) * T * D, scratch = T * D * 2 + dF;
+    int video_own = video > x_floats && video > scratch;
     size_t all_cols = m->c.keep ? (size_t)B * m->Np * m->patch_len : 0;
-    size_t clip_bytes = video, total = sizeof(float) * (n + (video_own ? video : 0) + all_cols) +
-                                       clip_bytes + (size_t)B * (1 + sizeof(int64_t)) +
-                                       (m->c.keep ? sizeof(int32_t) * P : 0);
+    size_t total = sizeof(float) * (n + (video_own ? video : 0) + all_cols) +
+                   (size_t)B * (1 + sizeof(int64_t)) + (m->c.keep ? sizeof(int32_t) * P : 0);
     uint64_t have = machine_bytes();
     if (have && total > have)
         return tbi_err(TB_ENOMEM, "the activations of %d clips need %.2f GB, more than this "
@@ -361,7 +365,6 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
                        lowering_flags(&m->c));
     if ((rc = o->alloc(m->be, sizeof(float) * n, (void **)&m->acts)) < 0 ||
         (video_own && (rc = o->alloc(m->be, sizeof(float) * video, (void **)&m->video_own)) < 0) ||
-        (rc = o->alloc(m->be, clip_bytes, (void **)&m->clips)) < 0 ||
         (rc = o->alloc(m->be, (size_t)B, (void **)&m->flip)) < 0 ||
         (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0 ||
         (m->c.keep && (rc = o->alloc(m->be, sizeof(int32_t) * P, (void **)&m->keep)) < 0) ||
@@ -403,7 +406,9 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     TAKE(m->dfeat, FR * D);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
-    m->video = video_own ? m->video_own : m->dres;
+    m->video = video_own ? m->video_own : video <= x_floats ? m->x : m->dres;
+    /* uint8 clips take a quarter of the floats of the patches they become */
+    m->clips = (uint8_t *)(m->c.keep ? m->cols_all : m->cols);
     if ((rc = place_grads(m)) < 0) {
         free_acts(m);
         return tbi_err_prefix(rc, "the gradients");
