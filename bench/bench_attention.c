@@ -54,8 +54,8 @@ int main(int argc, char **argv)
     static const struct shape shapes[] = {{"ViT-T (8x112x112, batch 8)", 8, 196, 3, 64},
                                           {"ViT-S (16x112x112, batch 4)", 4, 392, 6, 64},
                                           {"ViT-B (16x224x224, batch 2)", 2, 1568, 12, 64}};
-    if (!tbi_gemm_own_available()) {
-        printf("no AVX-512 on this CPU: only the portable path runs here\n");
+    if (!tbi_cpu_avx512()) {
+        printf("no AVX-512 on this CPU (or TUBELET_CPU=portable): only the portable path runs\n");
         return 0;
     }
     printf("| shape | B N NH HS | tiles fwd | AVX-512 fwd | tiles bwd | AVX-512 bwd |\n"

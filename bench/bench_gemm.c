@@ -51,8 +51,8 @@ int main(int argc, char **argv)
         {"ViT-B fc2 dw", 1, 0, 768, 3072, 3136},   {"ViT-B fc2 fwd", 0, 1, 3136, 768, 3072},
         {"ViT-T proj fwd", 0, 1, 1568, 192, 192},
     };
-    if (!tbi_gemm_own_available()) {
-        fprintf(stderr, "bench_gemm: this CPU has no AVX-512\n");
+    if (!tbi_cpu_avx512()) {
+        fprintf(stderr, "bench_gemm: this CPU has no AVX-512 (or TUBELET_CPU=portable)\n");
         return 1;
     }
     size_t big = (size_t)3136 * 3072;

@@ -302,7 +302,7 @@ static void test_gemm(void)
      * degenerate ones (K = 0: C = beta * C). */
     static const int shapes[][3] = {{1, 1, 1},     {12, 32, 256}, {13, 33, 257}, {7, 5, 3},
                                     {100, 70, 300}, {97, 2100, 40}, {200, 31, 520}, {5, 9, 0}};
-    int own = tbi_gemm_own_available();
+    int own = tbi_cpu_avx512();
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         for (int t = 0; t < 4; t++) {
             int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], ta = t & 1, tb = t >> 1;

@@ -341,7 +341,7 @@ static int all_scratch(float **ws, size_t floats, atomic_int *failed)
 int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH,
                              int HS)
 {
-    if (!tbi_gemm_own_available())
+    if (!tbi_cpu_avx512())
         return -1;
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;
@@ -367,7 +367,7 @@ int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, in
 int tbi_attention_bwd_avx512(float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse, int B, int N, int NH, int HS)
 {
-    if (!tbi_gemm_own_available())
+    if (!tbi_cpu_avx512())
         return -1;
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;

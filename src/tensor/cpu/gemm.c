@@ -11,7 +11,8 @@
  * the columns (gemm_own). Inside an OpenMP region (the portable attention's tiles, the
  * backward's pairs of products in matmul.c) it runs on the calling thread alone.
  *
- * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons).
+ * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons);
+ * TUBELET_CPU=portable turns off every AVX-512 path (tbi_cpu_avx512), this kernel's too.
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -352,13 +353,19 @@ float *tbi_scratch(int use, size_t bytes)
     return scratch_buf[use];
 }
 
-int tbi_gemm_own_available(void)
+int tbi_cpu_avx512(void)
 {
     static atomic_int have = -1;
     int h = atomic_load(&have);
     if (h < 0) {
+        /* The whole x86-64-v4 set, not AVX-512F alone: elementwise.c's wrappers are compiled
+         * for it (only the Xeon Phis had F without BW, DQ and VL). libgcc also checks that
+         * the OS saves the zmm registers. */
+        const char *e = getenv("TUBELET_CPU");
         __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx512f") != 0;
+        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("avx512cd") && !(e && !strcmp(e, "portable"));
         atomic_store(&have, h);
     }
     return h;
@@ -370,7 +377,7 @@ static int use_own(void)
     int u = atomic_load(&use);
     if (u < 0) {
         const char *e = getenv("TUBELET_GEMM");
-        u = tbi_gemm_own_available() && !(e && !strcmp(e, "openblas"));
+        u = tbi_cpu_avx512() && !(e && !strcmp(e, "openblas"));
         atomic_store(&use, u);
     }
     return u;
@@ -382,7 +389,7 @@ static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
                      float *sums)
 {
-    if (!tbi_gemm_own_available())
+    if (!tbi_cpu_avx512())
         return -1;
     if (M <= 0 || N <= 0)
         return 0;

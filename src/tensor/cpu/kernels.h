@@ -4,15 +4,24 @@
  * the legend of include/tubelet/tensor.h. Backward functions ACCUMULATE (+=) into their
  * gradient outputs, which the caller zeroes, except the input gradients of matmul and GELU:
  * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
- * the widest activations costs more than it is worth. Tests: tests/test_ops.c. */
+ * the widest activations costs more than it is worth. Where the CPU has AVX-512 some kernels
+ * have a second, faster implementation; tbi_cpu_avx512() chooses, and TUBELET_CPU=portable
+ * forces the portable one everywhere. Tests: tests/test_ops.c. */
 #ifndef TUBELET_TENSOR_CPU_KERNELS_H
 #define TUBELET_TENSOR_CPU_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1 where the CPU has AVX-512 (the x86-64-v4 set: F, BW, CD, DQ, VL; with the OS saving its
+ * registers) and the environment variable TUBELET_CPU is not "portable"; read once. Every
+ * AVX-512 choice of these kernels goes by it (the GEMM's own kernel, the attention's register
+ * tiles, GELU's intrinsics, the elementwise loops' x86-64-v4 copies), so TUBELET_CPU=portable
+ * runs the portable code everywhere, as on a CPU without AVX-512. */
+int tbi_cpu_avx512(void);
+
 /* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
- * semantics; C is not read when beta == 0). Our AVX-512 kernel where the CPU has it, OpenBLAS
+ * semantics; C is not read when beta == 0). Our AVX-512 kernel where tbi_cpu_avx512(), OpenBLAS
  * otherwise or with TUBELET_GEMM=openblas. */
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
@@ -25,10 +34,9 @@ void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda
  * where the AVX-512 kernel runs (its packing adds each row as it goes). */
 void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                          float *C, int ldc, float *colsum);
-/* The AVX-512 kernel itself: -1 where the CPU lacks AVX-512 (or out of memory), else 0. */
+/* The AVX-512 kernel itself: -1 where tbi_cpu_avx512() is 0 (or out of memory), else 0. */
 int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
-int tbi_gemm_own_available(void);
 
 /* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
  * and returns it, or NULL when out of memory. Freed only with its thread. */
@@ -76,8 +84,8 @@ void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, i
 void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
                        const float *lse, int B, int N, int NH, int HS);
 /* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU), and
- * AVX-512 register tiles of its own (attention_avx512.c), used where the CPU has AVX-512;
- * those return -1 (having written nothing) without it or out of memory, else 0. */
+ * AVX-512 register tiles of its own (attention_avx512.c), used where tbi_cpu_avx512(); those
+ * return -1 (having written nothing) without it or out of memory, else 0. */
 void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH,
                              int HS);
 void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
