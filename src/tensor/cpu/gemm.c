@@ -18,6 +18,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,18 +340,51 @@ static void gemm_own(const struct prod *p, float *buf, int nth, int kcm, int ncm
 /* Scratch kept per thread between calls (a fresh allocation of a few MB per product is an
  * mmap and munmap, and a round of page faults, every time): one buffer per use, which only
  * grows (to a few MB on the thread that runs the big products, tens to hundreds of KB on the
- * attention threads) and lives as long as its thread. */
-static _Thread_local float *scratch_buf[TBI_SCRATCH_N];
-static _Thread_local size_t scratch_cap[TBI_SCRATCH_N];
+ * attention threads) and lives as long as its thread. Freed by a thread-specific key's
+ * destructor when the thread ends: OpenMP ends the threads that a smaller team than the last
+ * no longer needs, and a _Thread_local pointer alone would leak their buffers. */
+struct scratch {
+    float *buf[TBI_SCRATCH_N];
+    size_t cap[TBI_SCRATCH_N];
+};
+
+static _Thread_local struct scratch *scratch_mine;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_made;
+
+static void scratch_free(void *p)
+{
+    struct scratch *s = p;
+    for (int u = 0; u < TBI_SCRATCH_N; u++)
+        free(s->buf[u]);
+    free(s);
+}
+
+static void scratch_key_init(void)
+{
+    scratch_key_made = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
 
 float *tbi_scratch(int use, size_t bytes)
 {
-    if (bytes > scratch_cap[use]) {
-        free(scratch_buf[use]);
-        scratch_buf[use] = tbi_alloc_big(bytes);
-        scratch_cap[use] = scratch_buf[use] ? bytes : 0;
+    struct scratch *s = scratch_mine;
+    if (!s) {
+        pthread_once(&scratch_once, scratch_key_init);
+        if (!scratch_key_made || !(s = calloc(1, sizeof(*s))))
+            return NULL;
+        if (pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+        scratch_mine = s;
     }
-    return scratch_buf[use];
+    if (bytes > s->cap[use]) {
+        free(s->buf[use]);
+        s->buf[use] = tbi_alloc_big(bytes);
+        s->cap[use] = s->buf[use] ? bytes : 0;
+    }
+    return s->buf[use];
 }
 
 int tbi_cpu_avx512(void)
