@@ -21,22 +21,37 @@
 int tbi_cpu_avx512(void);
 
 /* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
- * semantics; C is not read when beta == 0). Our AVX-512 kernel where tbi_cpu_avx512(), OpenBLAS
- * otherwise or with TUBELET_GEMM=openblas. */
+ * semantics; C is not read when beta == 0). Which engine:
+ * - inside an OpenMP region (omp_get_level() > 0, a team of one included): our own kernel on
+ *   the calling thread alone, the AVX-512 one where tbi_cpu_avx512(), else the portable one;
+ *   never OpenBLAS;
+ * - outside: the AVX-512 kernel on all threads where tbi_cpu_avx512() and TUBELET_GEMM is
+ *   not "openblas" (tbi_sgemm_uses_own), else OpenBLAS on its threads, but only where its team
+ *   cannot come out smaller than it asks (with OMP_DYNAMIC, OMP_THREAD_LIMIT under the thread
+ *   count, or no active level left, Debian 12's OpenMP build of OpenBLAS 0.3.21 spins in
+ *   sched_yield forever): there our own kernels run on the team we get. */
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 /* C (M, N) = op(A) @ op(B) + bias (N), added to every row (NULL: none); the bias comes with
- * the product's first pass over C, not as a second one. */
+ * the product's first pass over C, not as a second one. Engines as tbi_sgemm. */
 void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                     int ldb, const float *bias, float *C, int ldc);
 /* C (M, N) = A^T @ B (A is K x M) and colsum (M) = the column sums of A, in row order (the
  * bits of tbi_colsum): the weight and bias gradients of a Linear layer in one pass over A
- * where the AVX-512 kernel runs (its packing adds each row as it goes). */
+ * where the AVX-512 kernel runs (its packing adds each row as it goes). Engines as tbi_sgemm. */
 void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                          float *C, int ldc, float *colsum);
-/* The AVX-512 kernel itself: -1 where tbi_cpu_avx512() is 0 (or out of memory), else 0. */
+/* The AVX-512 kernel itself (all threads outside a region, the calling one inside): -1 where
+ * tbi_cpu_avx512() is 0 (or out of memory), else 0. */
 int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
+/* The portable kernel itself: plain C, on the calling thread, any CPU, no allocation; every
+ * element sums over k in order, so its bits do not depend on who calls it. */
+void tbi_sgemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc);
+/* 1 where products outside an OpenMP region run on the AVX-512 kernel (tbi_cpu_avx512() and
+ * not TUBELET_GEMM=openblas): its bits do not depend on the number of threads. */
+int tbi_sgemm_uses_own(void);
 
 /* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
  * and returns it, or NULL when out of memory. Freed only with its thread. */
