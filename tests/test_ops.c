@@ -2,8 +2,8 @@
  * - each backward against central finite differences of L = sum(out * R) for random R;
  * - the GEMM's kernels (AVX-512, portable) and entry points against a double loop, called from
  *   inside OpenMP regions too; the matmul backward on any number of threads against one;
- * - FlashAttention (forward, log-sum-exp, backward) against naive attention in double, for odd
- *   sequence lengths and head sizes 32, 64 and 96;
+ * - FlashAttention (forward, log-sum-exp, backward; both paths; causal and not) against naive
+ *   attention in double, for odd sequence lengths and head sizes 32 to 128;
  * - patchify against the Conv3d definition, cross-entropy with label smoothing against its
  *   formula, AdamW against PyTorch's update written out in double. */
 #include <math.h>
@@ -543,9 +543,10 @@ static void test_xent(void)
 }
 
 /* ---- attention ---- */
-/* Naive attention in double: out (B, N, D), lse (B, NH, N) and, given dout, dqkv. */
+/* Naive attention in double: out (B, N, D), lse (B, NH, N) and, given dout, dqkv; causal:
+ * query i over keys j <= i only (the softmax over those; the others add nothing). */
 static void naive_attention(double *out, double *lse, double *dqkv, const float *qkv,
-                            const float *dout, int B, int N, int NH, int HS)
+                            const float *dout, int B, int N, int NH, int HS, int causal)
 {
     int D = NH * HS;
     double scale = 1.0 / sqrt((double)HS);
@@ -555,18 +556,19 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
         for (int h = 0; h < NH; h++) {
             for (int i = 0; i < N; i++) {
                 double mx = -1e300, sum = 0;
-                for (int j = 0; j < N; j++) {
+                int nj = causal ? i + 1 : N;
+                for (int j = 0; j < nj; j++) {
                     double s = 0;
                     for (int d = 0; d < HS; d++)
                         s += (double)Q(b, i, 0, h, d) * Q(b, j, 1, h, d);
                     p[(size_t)i * N + j] = s * scale;
                     mx = fmax(mx, s * scale);
                 }
-                for (int j = 0; j < N; j++)
+                for (int j = 0; j < nj; j++)
                     sum += exp(p[(size_t)i * N + j] - mx);
                 lse[((size_t)b * NH + h) * N + i] = mx + log(sum);
                 for (int j = 0; j < N; j++)
-                    p[(size_t)i * N + j] = exp(p[(size_t)i * N + j] - mx) / sum;
+                    p[(size_t)i * N + j] = j < nj ? exp(p[(size_t)i * N + j] - mx) / sum : 0;
                 for (int d = 0; d < HS; d++) {
                     double s = 0;
                     for (int j = 0; j < N; j++)
@@ -604,18 +606,18 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
 }
 
 /* One attention path: 0 the dispatching entry points, 1 the portable tiles, 2 AVX-512 (0 when
- * the CPU lacks it: nothing to test). */
+ * tbi_cpu_avx512() is 0: nothing to test). */
 static int run_attention(int path, float *out, float *lse, float *dqkv, const float *dout,
-                         const float *qkv, int B, int N, int NH, int HS)
+                         const float *qkv, int B, int N, int NH, int HS, int causal)
 {
     if (path == 0) {
-        tbi_attention_fwd(out, lse, qkv, B, N, NH, HS);
-        tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+        tbi_attention_fwd(out, lse, qkv, B, N, NH, HS, causal);
+        tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
     } else if (path == 1) {
-        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS);
-        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS);
-    } else if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS) != 0 ||
-               tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS) != 0) {
+        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS, causal);
+        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
+    } else if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS, causal) != 0 ||
+               tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) != 0) {
         return 0;
     }
     return 1;
@@ -625,25 +627,28 @@ static void test_attention(void)
 {
     /* Odd sizes, head sizes 32 to 128 (40: not a whole number of vectors), more than one
      * query tile (BR = 256 in the tiles path) and more than one key block (KB = 256 in the
-     * AVX-512 path). */
-    const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
-                            {65, 64}, {33, 96}, {300, 64}, {600, 48},
-                            {45, 40}, {70, 128}};
+     * AVX-512 path). Causal (the third number): CLIP's text tower's 77 tokens, and lengths
+     * whose diagonal crosses the tiles path's query tiles (BR = 256) and key tiles (BC = 128)
+     * and the AVX-512 path's strips (QS = 192) and key blocks (KB = 256) mid-tile. */
+    const int sizes[][3] = {{1, 32, 0},  {37, 32, 0},  {101, 64, 0}, {130, 96, 0}, {65, 64, 0},
+                            {33, 96, 0}, {300, 64, 0}, {600, 48, 0}, {45, 40, 0},  {70, 128, 0},
+                            {1, 32, 1},  {77, 64, 1},  {37, 32, 1},  {301, 64, 1}, {529, 32, 1}};
     static const char *const paths[] = {"", " tiles", " avx512"};
     for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
-        int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
+        int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], causal = sizes[c][2], D = NH * HS;
         size_t nq = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
         float *qkv = randn(nq, 1), *dout = randn(no, 1);
         double *rout = calloc(no, sizeof(double)), *rlse = calloc((size_t)B * NH * N, 8);
         double *rd = calloc(nq, sizeof(double));
-        naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS);
+        naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS, causal);
         for (int path = 0; path < 3; path++) {
             char name[64];
-            snprintf(name, sizeof(name), "attention%s N=%d HS=%d", paths[path], N, HS);
+            snprintf(name, sizeof(name), "attention%s%s N=%d HS=%d", causal ? " causal" : "",
+                     paths[path], N, HS);
             tbt_case = name;
             /* dqkv starts as garbage: the backward writes it. */
             float *out = zeros(no), *lse = zeros((size_t)B * NH * N), *dqkv = randn(nq, 9);
-            if (run_attention(path, out, lse, dqkv, dout, qkv, B, N, NH, HS)) {
+            if (run_attention(path, out, lse, dqkv, dout, qkv, B, N, NH, HS, causal)) {
                 double eo = 0, el = 0, ed = 0;
                 for (size_t i = 0; i < no; i++)
                     eo = fmax(eo, fabs(out[i] - rout[i]));
@@ -653,7 +658,7 @@ static void test_attention(void)
                     ed = fmax(ed, fabs(dqkv[i] - rd[i]) / (1 + fabs(rd[i])));
                 CHECK_MSG(eo < 2e-5 && el < 2e-5 && ed < 1e-4,
                           "%s: out %.2e, lse %.2e, grads %.2e", name, eo, el, ed);
-                fprintf(stderr, "%-30s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
+                fprintf(stderr, "%-37s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
             }
             free(out), free(lse), free(dqkv);
         }
