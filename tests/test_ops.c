@@ -4,8 +4,8 @@
  *   inside OpenMP regions too; the matmul backward on any number of threads against one;
  * - FlashAttention (forward, log-sum-exp, backward; both paths; causal and not) against naive
  *   attention in double, for odd sequence lengths and head sizes 32 to 128;
- * - patchify against the Conv3d definition, cross-entropy with label smoothing against its
- *   formula, AdamW against PyTorch's update written out in double. */
+ * - GELU and QuickGELU against their formulas, patchify against the Conv3d definition,
+ *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -257,6 +257,60 @@ static void test_gelu(void)
     tbi_gelu_bwd(inplace, x, x, inplace, c.n);
     CHECK_MSG(!memcmp(inplace, dinp, sizeof(float) * c.n) &&
                   !memcmp(x, c.out, sizeof(float) * c.n), "gelu_bwd with out = inp differs");
+    free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2), free(inplace);
+    free(x);
+}
+
+/* ---- QuickGELU ---- */
+static double qg_loss(void *p)
+{
+    struct ge *c = p;
+    tbi_quickgelu_fwd(c->out, c->inp, c->n);
+    return dot(c->out, c->r, c->n);
+}
+
+static void test_quickgelu(void)
+{
+    tbt_case = "quickgelu";
+    /* Wide inputs: sigmoid's saturation on both sides (below -51, e^(-1.702 x) is past
+     * tbi_expf's range) and around zero. */
+    struct ge c = {.n = 517};
+    c.inp = randn(c.n, 4);
+    c.inp[0] = -80, c.inp[1] = 80, c.inp[2] = 0, c.inp[3] = -52, c.inp[4] = 30;
+    c.r = randn(c.n, 1);
+    c.out = zeros(c.n);
+    qg_loss(&c);
+    for (size_t i = 0; i < c.n; i++) {
+        double x = c.inp[i], want = x / (1 + exp(-1.702 * x));
+        CHECK_MSG(fabs(c.out[i] - want) <= 1e-6 * (1 + fabs(want)),
+                  "quickgelu(%.9g) = %.9g, want %.9g", x, c.out[i], want);
+    }
+    float *dinp = randn(c.n, 1e3f); /* written, not accumulated */
+    tbi_quickgelu_bwd(dinp, NULL, c.inp, c.r, c.n);
+    for (size_t i = 0; i < c.n; i++) {
+        double x = c.inp[i], s = 1 / (1 + exp(-1.702 * x));
+        double want = c.r[i] * (s + 1.702 * x * s * (1 - s));
+        CHECK_MSG(fabs(dinp[i] - want) <= 1e-5 * (1 + fabs(want)),
+                  "quickgelu'(%.9g) * %.9g = %.9g, want %.9g", x, c.r[i], dinp[i], want);
+    }
+    /* A smaller step than GELU's: QuickGELU's third derivative is larger, and with h = 1e-2
+     * the differences' own error, h^2 f'(3) / 6, came to 1.4e-5 where f' crosses 0. */
+    fd_check("quickgelu d inp", c.inp, c.n, dinp, qg_loss, &c, 4e-3f, 2e-3);
+    /* With out: the same gradient, and the forward's values. */
+    float *dinp2 = randn(c.n, 1e3f), *out2 = randn(c.n, 1e3f);
+    tbi_quickgelu_bwd(dinp2, out2, c.inp, c.r, c.n);
+    qg_loss(&c);
+    for (size_t i = 0; i < c.n; i++)
+        CHECK_MSG(dinp2[i] == dinp[i] && out2[i] == c.out[i],
+                  "quickgelu_bwd with out at %zu: %g %g, want %g %g", i, dinp2[i], out2[i], dinp[i],
+                  c.out[i]);
+    /* Both in place: dinp = dout, out = inp. */
+    float *x = malloc(sizeof(float) * c.n), *inplace = malloc(sizeof(float) * c.n);
+    memcpy(x, c.inp, sizeof(float) * c.n);
+    memcpy(inplace, c.r, sizeof(float) * c.n);
+    tbi_quickgelu_bwd(inplace, x, x, inplace, c.n);
+    CHECK_MSG(!memcmp(inplace, dinp, sizeof(float) * c.n) && !memcmp(x, c.out, sizeof(float) * c.n),
+              "quickgelu_bwd with dinp = dout and out = inp differs");
     free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2), free(inplace);
     free(x);
 }
@@ -738,6 +792,7 @@ int main(void)
     test_matmul();
     test_layernorm();
     test_gelu();
+    test_quickgelu();
     test_xent();
     test_attention();
     test_patchify_adamw();

@@ -1,7 +1,7 @@
-/* src/tensor/cpu/elementwise.c - LayerNorm, exact GELU, residual adds, AdamW, norms: the
- * per-element and per-row ops, each loop compiled twice (x86-64-v4 and the build's baseline)
+/* src/tensor/cpu/elementwise.c - LayerNorm, exact GELU, QuickGELU, residual adds, AdamW, norms:
+ * the per-element and per-row ops, each loop compiled twice (x86-64-v4 and the build's baseline)
  * and chosen by tbi_cpu_avx512(), never by the CPU alone, so TUBELET_CPU=portable reaches the
- * baseline copies anywhere; GELU has AVX-512 intrinsics of its own instead.
+ * baseline copies anywhere. GELU has AVX-512 intrinsics of its own; QuickGELU only the loops.
  * Tests: tests/test_ops.c (formulas in double, finite differences, PyTorch's AdamW). */
 #include <math.h>
 #include <stdlib.h>
@@ -313,6 +313,69 @@ void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, 
             gelu_bwd16(dinp + lo, out ? out + lo : NULL, inp + lo, dout + lo, hi - lo);
         else
             gelu_bwd_span(dinp + lo, out ? out + lo : NULL, inp + lo, dout + lo, hi - lo);
+    }
+}
+
+/* QuickGELU(x) = x s, s = sigmoid(1.702 x) = 1 / (1 + e^(-1.702 x)); its derivative is
+ * s + 1.702 x s (1 - s). The forward and the backward take x s by the same steps, so their
+ * bits agree. Far below zero tbi_expf saturates at e^88: s comes out ~6e-39 where the true one
+ * is smaller still, both nothing against any x s that matters. */
+#define QUICK_K 1.702f
+
+static inline float quick_sigmoid(float x)
+{
+    return 1.0f / (1.0f + tbi_expf(-QUICK_K * x));
+}
+
+static ALWAYS_INLINE void quickgelu_fwd_span_body(float *out, const float *inp, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x * quick_sigmoid(x);
+    }
+}
+TWO_WAYS(quickgelu_fwd_span, (float *out, const float *inp, size_t n), (out, inp, n))
+
+static ALWAYS_INLINE void quickgelu_bwd_span_body(float *dinp, float *out, const float *inp,
+                                                  const float *dout, size_t n)
+{
+    if (out) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i], s = quick_sigmoid(x);
+            dinp[i] = dout[i] * (s + QUICK_K * x * s * (1.0f - s));
+            out[i] = x * s;
+        }
+        return;
+    }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], s = quick_sigmoid(x);
+        dinp[i] = dout[i] * (s + QUICK_K * x * s * (1.0f - s));
+    }
+}
+TWO_WAYS(quickgelu_bwd_span,
+         (float *dinp, float *out, const float *inp, const float *dout, size_t n),
+         (dinp, out, inp, dout, n))
+
+void tbi_quickgelu_fwd(float *out, const float *inp, size_t n)
+{
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        quickgelu_fwd_span(out + lo, inp + lo, hi - lo);
+    }
+}
+
+void tbi_quickgelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n)
+{
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        quickgelu_bwd_span(dinp + lo, out ? out + lo : NULL, inp + lo, dout + lo, hi - lo);
     }
 }
 

@@ -2,7 +2,7 @@
  * checked against), called through the CPU backend's op table (src/tensor/backend.h) and
  * directly by the op tests and benchmarks. Float32, row-major, shapes in
  * the legend of include/tubelet/tensor.h. Backward functions ACCUMULATE (+=) into their
- * gradient outputs, which the caller zeroes, except the input gradients of matmul and GELU:
+ * gradient outputs, which the caller zeroes, except the input gradients of matmul and (Quick)GELU:
  * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
  * the widest activations costs more than it is worth. Where the CPU has AVX-512 some kernels
  * have a second, faster implementation; tbi_cpu_avx512() chooses, and TUBELET_CPU=portable
@@ -84,6 +84,12 @@ void tbi_gelu_fwd(float *out, const float *inp, size_t n);
  * is not NULL (the backward of a block needs both, and they share the costly part, Phi(inp));
  * out may be inp itself. */
 void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
+
+/* QuickGELU, OpenAI CLIP's: x * sigmoid(1.702 x), elementwise over n. */
+void tbi_quickgelu_fwd(float *out, const float *inp, size_t n);
+/* dinp = dout * QuickGELU'(inp), out = QuickGELU(inp) when not NULL: tbi_gelu_bwd's contract
+ * (dinp written, may be dout itself; out may be inp itself). */
+void tbi_quickgelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
 
 /* out = a + b, elementwise over n (the backward is a copy into both). */
 void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
