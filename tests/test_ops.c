@@ -5,7 +5,9 @@
  * - FlashAttention (forward, log-sum-exp, backward; both paths; causal and not) against naive
  *   attention in double, for odd sequence lengths and head sizes 32 to 128;
  * - GELU and QuickGELU against their formulas, patchify against the Conv3d definition,
- *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update. */
+ *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update.
+ * It runs again under ctest with TUBELET_CPU=portable, TUBELET_GEMM=openblas and other thread
+ * counts (tests/CMakeLists.txt), which steer the kernels to their other paths. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
