@@ -2,7 +2,8 @@
  * training benchmark's ViTs, in this one process (same threads, same inputs): the portable
  * one (tile products through tbi_sgemm) and the AVX-512 register tiles. Forward FLOPs are
  * 4 B NH N^2 HS (Q K^T and P V); the backward is counted as 2.5x that (scores again, dP, and
- * three gradient products). Usage: bench_attention [SECONDS_PER_CASE=1] */
+ * three gradient products). Non-causal only (the ViTs'). Usage: bench_attention
+ * [SECONDS_PER_CASE=1] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,15 +34,15 @@ static double run(int avx512, int bwd, const struct shape *s, struct io *x, doub
     double t0 = now(), t;
     do {
         if (!bwd && avx512)
-            tbi_attention_fwd_avx512(x->out, x->lse, x->qkv, s->B, s->N, s->NH, s->HS);
+            tbi_attention_fwd_avx512(x->out, x->lse, x->qkv, s->B, s->N, s->NH, s->HS, 0);
         else if (!bwd)
-            tbi_attention_fwd_tiles(x->out, x->lse, x->qkv, s->B, s->N, s->NH, s->HS);
+            tbi_attention_fwd_tiles(x->out, x->lse, x->qkv, s->B, s->N, s->NH, s->HS, 0);
         else if (avx512)
-            tbi_attention_bwd_avx512(x->dqkv, x->dout, x->qkv, x->out, x->lse, s->B, s->N,
-                                     s->NH, s->HS);
+            tbi_attention_bwd_avx512(x->dqkv, x->dout, x->qkv, x->out, x->lse, s->B, s->N, s->NH,
+                                     s->HS, 0);
         else
             tbi_attention_bwd_tiles(x->dqkv, x->dout, x->qkv, x->out, x->lse, s->B, s->N, s->NH,
-                                    s->HS);
+                                    s->HS, 0);
         reps++;
         t = now() - t0;
     } while (t < secs);
@@ -54,8 +55,8 @@ int main(int argc, char **argv)
     static const struct shape shapes[] = {{"ViT-T (8x112x112, batch 8)", 8, 196, 3, 64},
                                           {"ViT-S (16x112x112, batch 4)", 4, 392, 6, 64},
                                           {"ViT-B (16x224x224, batch 2)", 2, 1568, 12, 64}};
-    if (!tbi_gemm_own_available()) {
-        printf("no AVX-512 on this CPU: only the portable path runs here\n");
+    if (!tbi_cpu_avx512()) {
+        printf("no AVX-512 on this CPU (or TUBELET_CPU=portable): only the portable path runs\n");
         return 0;
     }
     printf("| shape | B N NH HS | tiles fwd | AVX-512 fwd | tiles bwd | AVX-512 bwd |\n"

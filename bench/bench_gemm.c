@@ -1,5 +1,7 @@
 /* bench/bench_gemm.c - GFLOP/s of tubelet's AVX-512 sgemm against OpenBLAS's cblas_sgemm on
- * the shapes of a ViT training step, both in this one process (same threads, same inputs).
+ * the shapes of a ViT training step, both in this one process (same threads, same inputs);
+ * then, on one thread, the portable kernel against the AVX-512 one on the portable attention's
+ * tile products (where the portable kernel runs: inside OpenMP regions, without AVX-512).
  * OpenBLAS runs whatever kernels OPENBLAS_CORETYPE selects; the script that calls this says
  * which. Usage: bench_gemm [SECONDS_PER_CASE=1] */
 #define _POSIX_C_SOURCE 200809L
@@ -22,6 +24,7 @@ struct shape {
     int ta, tb, M, N, K;
 };
 
+/* GFLOP/s of one engine: 0 OpenBLAS, 1 the AVX-512 kernel, 2 the portable one. */
 static double run(int own, const struct shape *s, const float *A, const float *B, float *C,
                   double secs)
 {
@@ -29,7 +32,9 @@ static double run(int own, const struct shape *s, const float *A, const float *B
     int reps = 0;
     double t0 = now(), t;
     do {
-        if (own)
+        if (own == 2)
+            tbi_sgemm_portable(s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb, 0, C, s->N);
+        else if (own)
             tbi_sgemm_own(s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, B, ldb, 0, C, s->N);
         else
             cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
@@ -51,8 +56,8 @@ int main(int argc, char **argv)
         {"ViT-B fc2 dw", 1, 0, 768, 3072, 3136},   {"ViT-B fc2 fwd", 0, 1, 3136, 768, 3072},
         {"ViT-T proj fwd", 0, 1, 1568, 192, 192},
     };
-    if (!tbi_gemm_own_available()) {
-        fprintf(stderr, "bench_gemm: this CPU has no AVX-512\n");
+    if (!tbi_cpu_avx512()) {
+        fprintf(stderr, "bench_gemm: this CPU has no AVX-512 (or TUBELET_CPU=portable)\n");
         return 1;
     }
     size_t big = (size_t)3136 * 3072;
@@ -71,6 +76,27 @@ int main(int argc, char **argv)
         double ob = run(0, s, A, B, C, secs), own = run(1, s, A, B, C, secs);
         printf("| %s | %d %d %d | %.1f | %.1f | %.2fx |\n", s->what, s->M, s->N, s->K, ob, own,
                own / ob);
+        fflush(stdout);
+    }
+    /* The attention tiles (BR 256 queries, BC 128 keys, head size 64): scores, P V, and the
+     * backward's P^T dO; inside a region of one, where each kernel keeps to its thread. */
+    static const struct shape tiles[] = {{"scores Q K^T", 0, 1, 256, 128, 64},
+                                         {"P V", 0, 0, 256, 64, 128},
+                                         {"P^T dO", 1, 0, 128, 64, 256}};
+    printf("\n| attention tile, one thread | M N K | AVX-512 GFLOP/s | portable GFLOP/s | ratio |\n"
+           "|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++) {
+        const struct shape *s = &tiles[i];
+        double own = 0, port = 0;
+#pragma omp parallel num_threads(1)
+        {
+            run(1, s, A, B, C, 0.1);
+            run(2, s, A, B, C, 0.1);
+            own = run(1, s, A, B, C, secs);
+            port = run(2, s, A, B, C, secs);
+        }
+        printf("| %s | %d %d %d | %.1f | %.1f | %.2fx |\n", s->what, s->M, s->N, s->K, own, port,
+               port / own);
         fflush(stdout);
     }
     free(A);

@@ -1,9 +1,13 @@
 /* tests/test_ops.c - the CPU ops, the specification every backend is checked against.
  * - each backward against central finite differences of L = sum(out * R) for random R;
- * - FlashAttention (forward, log-sum-exp, backward) against naive attention in double, for odd
- *   sequence lengths and head sizes 32, 64 and 96;
- * - patchify against the Conv3d definition, cross-entropy with label smoothing against its
- *   formula, AdamW against PyTorch's update written out in double. */
+ * - the GEMM's kernels (AVX-512, portable) and entry points against a double loop, called from
+ *   inside OpenMP regions too; the matmul backward on any number of threads against one;
+ * - FlashAttention (forward, log-sum-exp, backward; both paths; causal and not) against naive
+ *   attention in double, for odd sequence lengths and head sizes 32 to 128;
+ * - GELU and QuickGELU against their formulas, patchify against the Conv3d definition,
+ *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update.
+ * It runs again under ctest with TUBELET_CPU=portable, TUBELET_GEMM=openblas and other thread
+ * counts (tests/CMakeLists.txt), which steer the kernels to their other paths. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -99,36 +103,69 @@ static void test_matmul(void)
     CHECK_MSG(worst < 1e-4, "matmul forward off by %g", worst);
     free(c.inp), free(c.w), free(c.bias), free(c.r), free(c.out), free(dinp), free(dw), free(db);
 
-    /* Two threads run the input and weight gradients side by side: the same bits as one
-     * thread running them in turn (shapes across K, MC and NC blocks, with and without bias);
-     * and when the team for two comes out as one thread (here: no active levels allowed),
-     * that thread runs both. */
+    /* The backward on 1 thread, on 2 (where the two products run side by side, one a thread),
+     * 3 and 8, on a team of one asked for two (no active levels allowed: the pair's one thread
+     * runs both) and inside a region of one: the same bits as on one thread wherever the
+     * products run on the AVX-512 kernel (every element sums over K in the same order); else
+     * (OpenBLAS outside regions, our portable kernel inside) the same values to rounding.
+     * Shapes across K, MC and NC blocks, with and without bias. */
+    enum { NCONF = 6 };
+    static const char *const conf[NCONF] = {"one thread",
+                                            "two threads",
+                                            "three threads",
+                                            "eight threads",
+                                            "a team of one asked for two",
+                                            "a region of one"};
     static const int shapes[][3] = {{200, 70, 100}, {13, 300, 2100}, {97, 40, 33}};
+    int exact = tbi_sgemm_uses_own();
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-        float *inp = randn((size_t)M * K, 1), *w = randn((size_t)N * K, 0.3f);
+        size_t n[3] = {(size_t)M * K, (size_t)N * K, (size_t)N};
+        float *inp = randn(n[0], 1), *w = randn(n[1], 0.3f);
         float *dout = randn((size_t)M * N, 1);
-        float *g[3][3];
-        for (int t = 0; t < 3; t++) {
-            g[t][0] = randn((size_t)M * K, 1e3f);
-            g[t][1] = randn((size_t)N * K, 1e3f);
-            g[t][2] = s == 1 ? NULL : randn((size_t)N, 1e3f);
+        /* The gradients start as NaN: written, not accumulated, and every element. */
+        float *g[NCONF][3];
+        for (int t = 0; t < NCONF; t++) {
+            for (int x = 0; x < 3; x++) {
+                g[t][x] = x == 2 && s == 1 ? NULL : malloc(sizeof(float) * n[x]);
+                for (size_t i = 0; g[t][x] && i < n[x]; i++)
+                    g[t][x][i] = NAN;
+            }
             int threads = omp_get_max_threads(), levels = omp_get_max_active_levels();
-            omp_set_num_threads(t == 0 ? 1 : 2);
-            if (t == 2)
+            static const int nth[NCONF] = {1, 2, 3, 8, 2, 2};
+            omp_set_num_threads(nth[t]);
+            if (t == 4)
                 omp_set_max_active_levels(0);
-            tbi_matmul_bwd(g[t][0], g[t][1], g[t][2], dout, inp, w, M, K, N);
+            if (t == 5) {
+#pragma omp parallel num_threads(1)
+                tbi_matmul_bwd(g[t][0], g[t][1], g[t][2], dout, inp, w, M, K, N);
+            } else {
+                tbi_matmul_bwd(g[t][0], g[t][1], g[t][2], dout, inp, w, M, K, N);
+            }
             omp_set_num_threads(threads);
             omp_set_max_active_levels(levels);
         }
-        for (int t = 1; t < 3; t++)
-            CHECK_MSG(!memcmp(g[0][0], g[t][0], sizeof(float) * (size_t)M * K) &&
-                          !memcmp(g[0][1], g[t][1], sizeof(float) * (size_t)N * K) &&
-                          (!g[0][2] || !memcmp(g[0][2], g[t][2], sizeof(float) * (size_t)N)),
-                      "matmul backward %dx%dx%d: %s differs from one thread", M, K, N,
-                      t == 1 ? "two threads" : "a team of one asked for two");
+        for (int t = 1; t < NCONF; t++)
+            for (int x = 0; x < 3; x++) {
+                if (!g[0][x])
+                    continue;
+                /* The largest difference, against the largest value (a sum over 2100 terms
+                 * that cancels to near zero is only as exact as its terms). */
+                double most = 0, top = 0;
+                size_t at = 0;
+                for (size_t i = 0; i < n[x]; i++) {
+                    double d = fabs((double)g[t][x][i] - g[0][x][i]);
+                    top = fmax(top, fabs(g[0][x][i]));
+                    if (!(d <= most))
+                        most = d, at = i;
+                }
+                static const char *const what[3] = {"dinp", "dw", "dbias"};
+                CHECK_MSG(exact ? most == 0 : most <= 1e-6 * top,
+                          "matmul backward %dx%dx%d, %s: %s[%zu] %.9g, on one thread %.9g", M, K, N,
+                          conf[t], what[x], at, g[t][x][at], g[0][x][at]);
+            }
         free(inp), free(w), free(dout);
-        for (int t = 0; t < 3; t++)
+        for (int t = 0; t < NCONF; t++)
             free(g[t][0]), free(g[t][1]), free(g[t][2]);
     }
 }
@@ -229,6 +266,60 @@ static void test_gelu(void)
     free(x);
 }
 
+/* ---- QuickGELU ---- */
+static double qg_loss(void *p)
+{
+    struct ge *c = p;
+    tbi_quickgelu_fwd(c->out, c->inp, c->n);
+    return dot(c->out, c->r, c->n);
+}
+
+static void test_quickgelu(void)
+{
+    tbt_case = "quickgelu";
+    /* Wide inputs: sigmoid's saturation on both sides (below -51, e^(-1.702 x) is past
+     * tbi_expf's range) and around zero. */
+    struct ge c = {.n = 517};
+    c.inp = randn(c.n, 4);
+    c.inp[0] = -80, c.inp[1] = 80, c.inp[2] = 0, c.inp[3] = -52, c.inp[4] = 30;
+    c.r = randn(c.n, 1);
+    c.out = zeros(c.n);
+    qg_loss(&c);
+    for (size_t i = 0; i < c.n; i++) {
+        double x = c.inp[i], want = x / (1 + exp(-1.702 * x));
+        CHECK_MSG(fabs(c.out[i] - want) <= 1e-6 * (1 + fabs(want)),
+                  "quickgelu(%.9g) = %.9g, want %.9g", x, c.out[i], want);
+    }
+    float *dinp = randn(c.n, 1e3f); /* written, not accumulated */
+    tbi_quickgelu_bwd(dinp, NULL, c.inp, c.r, c.n);
+    for (size_t i = 0; i < c.n; i++) {
+        double x = c.inp[i], s = 1 / (1 + exp(-1.702 * x));
+        double want = c.r[i] * (s + 1.702 * x * s * (1 - s));
+        CHECK_MSG(fabs(dinp[i] - want) <= 1e-5 * (1 + fabs(want)),
+                  "quickgelu'(%.9g) * %.9g = %.9g, want %.9g", x, c.r[i], dinp[i], want);
+    }
+    /* A smaller step than GELU's: QuickGELU's third derivative is larger, and with h = 1e-2
+     * the differences' own error, h^2 f'(3) / 6, came to 1.4e-5 where f' crosses 0. */
+    fd_check("quickgelu d inp", c.inp, c.n, dinp, qg_loss, &c, 4e-3f, 2e-3);
+    /* With out: the same gradient, and the forward's values. */
+    float *dinp2 = randn(c.n, 1e3f), *out2 = randn(c.n, 1e3f);
+    tbi_quickgelu_bwd(dinp2, out2, c.inp, c.r, c.n);
+    qg_loss(&c);
+    for (size_t i = 0; i < c.n; i++)
+        CHECK_MSG(dinp2[i] == dinp[i] && out2[i] == c.out[i],
+                  "quickgelu_bwd with out at %zu: %g %g, want %g %g", i, dinp2[i], out2[i], dinp[i],
+                  c.out[i]);
+    /* Both in place: dinp = dout, out = inp. */
+    float *x = malloc(sizeof(float) * c.n), *inplace = malloc(sizeof(float) * c.n);
+    memcpy(x, c.inp, sizeof(float) * c.n);
+    memcpy(inplace, c.r, sizeof(float) * c.n);
+    tbi_quickgelu_bwd(inplace, x, x, inplace, c.n);
+    CHECK_MSG(!memcmp(inplace, dinp, sizeof(float) * c.n) && !memcmp(x, c.out, sizeof(float) * c.n),
+              "quickgelu_bwd with dinp = dout and out = inp differs");
+    free(c.inp), free(c.r), free(c.out), free(dinp), free(dinp2), free(out2), free(inplace);
+    free(x);
+}
+
 /* ---- vector exp and erfc against libm in double ---- */
 static void test_vmath(void)
 {
@@ -248,78 +339,142 @@ static void test_vmath(void)
     printf("vmath: expf %.2e, erfcf %.2e relative\n", worst_e, worst_c);
 }
 
-/* ---- sgemm: the AVX-512 kernel and the dispatcher against a double-precision loop ---- */
-/* The worst relative error of one product: path 0 tbi_sgemm, 1 the AVX-512 kernel, 2
- * tbi_sgemm_bias (alpha 1, beta 0, a bias on every row). */
-static double gemm_worst(int path, int ta, int tb, int M, int N, int K, float alpha, float beta,
-                         int pad)
+/* ---- sgemm: the AVX-512 kernel, the portable one and the dispatcher against a double loop ---- */
+/* One product's operands, C as it was (C0), and what it should come to: op(A) @ op(B) in
+ * double and the sum of its terms' magnitudes (computed once, for every path run on it). */
+struct gprod {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    float *A, *B, *C, *C0, *bias;
+    double *dot, *mag;
+};
+
+static int max_i(int a, int b)
 {
-    int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-    float *A = randn((size_t)(ta ? K : M) * lda, 1), *B = randn((size_t)(tb ? N : K) * ldb, 1);
-    float *C = randn((size_t)M * ldc, 1), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
-    memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
-    if (beta == 0) /* C must not be read: poison it */
-        for (size_t i = 0; i < (size_t)M * ldc; i++)
-            C[i] = NAN;
-    float *bias = path == 2 ? randn((size_t)N, 1) : NULL;
+    return a > b ? a : b;
+}
+
+/* C back to C0 for a run with alpha and beta; NaN when beta == 0 (C must not be read). */
+static void gprod_reset(struct gprod *g, float alpha, float beta)
+{
+    g->alpha = alpha, g->beta = beta;
+    for (size_t i = 0; i < (size_t)g->M * g->ldc; i++)
+        g->C[i] = beta == 0 ? NAN : g->C0[i];
+}
+
+/* Random operands, leading dimensions pad past the widths (at least 1, as BLAS asks), C reset
+ * for alpha and beta. */
+static void gprod_init(struct gprod *g, int ta, int tb, int M, int N, int K, float alpha,
+                       float beta, int pad, int with_bias)
+{
+    *g = (struct gprod){.ta = ta, .tb = tb, .M = M, .N = N, .K = K};
+    g->lda = max_i(1, (ta ? M : K) + pad);
+    g->ldb = max_i(1, (tb ? K : N) + pad);
+    g->ldc = max_i(1, N + pad);
+    g->A = randn((size_t)(ta ? K : M) * g->lda, 1);
+    g->B = randn((size_t)(tb ? N : K) * g->ldb, 1);
+    g->C = randn((size_t)M * g->ldc, 1);
+    g->C0 = malloc(sizeof(float) * ((size_t)M * g->ldc + 1));
+    memcpy(g->C0, g->C, sizeof(float) * (size_t)M * g->ldc);
+    gprod_reset(g, alpha, beta);
+    g->bias = with_bias ? randn((size_t)N, 1) : NULL;
+}
+
+static void gprod_free(struct gprod *g)
+{
+    free(g->A), free(g->B), free(g->C), free(g->C0), free(g->bias), free(g->dot), free(g->mag);
+}
+
+/* The product by one path: 0 tbi_sgemm, 1 the AVX-512 kernel (returns its code), 2
+ * tbi_sgemm_bias (alpha 1, beta 0), 3 the portable kernel. */
+static int gprod_run(struct gprod *g, int path)
+{
     if (path == 1)
-        CHECK(tbi_sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0);
-    else if (path == 2)
-        tbi_sgemm_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+        return tbi_sgemm_own(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
+                             g->beta, g->C, g->ldc);
+    if (path == 2)
+        tbi_sgemm_bias(g->ta, g->tb, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, g->bias, g->C,
+                       g->ldc);
+    else if (path == 3)
+        tbi_sgemm_portable(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
+                           g->beta, g->C, g->ldc);
     else
-        tbi_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        tbi_sgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
+                  g->C, g->ldc);
+    return 0;
+}
+
+/* The worst error of C against the double loop, relative to the magnitude of its terms;
+ * infinite where the padding between rows was written. */
+static double gprod_worst(struct gprod *g)
+{
+    if (!g->dot) {
+        g->dot = calloc((size_t)g->M * g->N + 1, sizeof(double));
+        g->mag = calloc((size_t)g->M * g->N + 1, sizeof(double));
+        for (int i = 0; i < g->M; i++)
+            for (int j = 0; j < g->N; j++) {
+                double s = 0, mag = 0;
+                for (int k = 0; k < g->K; k++) {
+                    double a = g->ta ? g->A[(size_t)k * g->lda + i] : g->A[(size_t)i * g->lda + k];
+                    double b = g->tb ? g->B[(size_t)j * g->ldb + k] : g->B[(size_t)k * g->ldb + j];
+                    s += a * b;
+                    mag += fabs(a * b);
+                }
+                g->dot[(size_t)i * g->N + j] = s;
+                g->mag[(size_t)i * g->N + j] = mag;
+            }
+    }
     double worst = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N + pad; j++) {
-            size_t at = (size_t)i * ldc + j;
-            if (j >= N) { /* the padding between rows is never written */
-                if (!(beta == 0 ? isnan(C[at]) : C[at] == C0[at]))
+    for (int i = 0; i < g->M; i++)
+        for (int j = 0; j < g->ldc; j++) {
+            size_t at = (size_t)i * g->ldc + j;
+            if (j >= g->N) {
+                if (!(g->beta == 0 ? isnan(g->C[at]) : g->C[at] == g->C0[at]))
                     worst = INFINITY;
                 continue;
             }
-            double s = 0, mag = 0;
-            for (int k = 0; k < K; k++) {
-                double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-                double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-                s += a * b;
-                mag += fabs(a * b);
-            }
-            double bj = bias ? bias[j] : 0;
-            double want = alpha * s + (beta == 0 ? 0 : beta * C0[at]) + bj;
-            double err = fabs(C[at] - want) /
-                         (fabs(alpha) * mag + fabs(beta * C0[at]) + fabs(bj) + 1e-30);
+            double s = g->dot[(size_t)i * g->N + j], mag = g->mag[(size_t)i * g->N + j];
+            double bj = g->bias ? g->bias[j] : 0;
+            double want = g->alpha * s + (g->beta == 0 ? 0 : g->beta * g->C0[at]) + bj;
+            double err = fabs(g->C[at] - want) /
+                         (fabs(g->alpha) * mag + fabs(g->beta * g->C0[at]) + fabs(bj) + 1e-30);
             if (!(err <= worst))
                 worst = isnan(err) ? INFINITY : err;
         }
-    free(A), free(B), free(C), free(C0), free(bias);
     return worst;
 }
 
 static void test_gemm(void)
 {
     tbt_case = "gemm";
-    /* Shapes that end mid-tile in every dimension, cross the KC, MC and NC blocks, and the
-     * degenerate ones (K = 0: C = beta * C). */
-    static const int shapes[][3] = {{1, 1, 1},     {12, 32, 256}, {13, 33, 257}, {7, 5, 3},
-                                    {100, 70, 300}, {97, 2100, 40}, {200, 31, 520}, {5, 9, 0}};
-    int own = tbi_gemm_own_available();
+    /* Shapes that end mid-tile in every dimension, cross the K, M and N blocks of both kernels
+     * (AVX-512: KC 256, MC 96, NC 2048, tiles 12 x 32; portable: 256 values of k, tiles 4 x
+     * 24), and the degenerate ones (K = 0: C = beta * C; M or N = 0: nothing). */
+    static const int shapes[][3] = {{1, 1, 1},      {12, 32, 256},  {13, 33, 257},  {7, 5, 3},
+                                    {100, 70, 300}, {97, 2100, 40}, {200, 31, 520}, {5, 9, 0},
+                                    {0, 5, 3},      {4, 0, 3},      {6, 25, 600},   {0, 0, 0}};
+    static const char *const names[] = {"sgemm", "AVX-512 sgemm", "sgemm + bias", "portable sgemm"};
+    int own = tbi_cpu_avx512();
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         for (int t = 0; t < 4; t++) {
             int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], ta = t & 1, tb = t >> 1;
             float alpha = i % 2 ? 0.5f : 1.0f, beta = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 1.0f : -0.7f;
-            double e = gemm_worst(0, ta, tb, M, N, K, alpha, beta, (int)(i % 3));
-            CHECK_MSG(e < 1e-5, "sgemm %dx%dx%d ta %d tb %d: relative error %.2e", M, N, K, ta,
-                      tb, e);
-            if (own) {
-                e = gemm_worst(1, ta, tb, M, N, K, alpha, beta, (int)(i % 3));
-                CHECK_MSG(e < 1e-5, "AVX-512 sgemm %dx%dx%d ta %d tb %d: relative error %.2e",
-                          M, N, K, ta, tb, e);
+            struct gprod g;
+            gprod_init(&g, ta, tb, M, N, K, alpha, beta, (int)(i % 3), 1);
+            float *bias = g.bias;
+            /* Every path on the same operands. With a bias (path 2: alpha 1, beta 0): added
+             * once whatever the number of K blocks, at the right columns of every N block. */
+            for (int path = 0; path < 4; path++) {
+                if (path == 1 && !own)
+                    continue;
+                g.bias = path == 2 ? bias : NULL;
+                gprod_reset(&g, path == 2 ? 1.0f : alpha, path == 2 ? 0.0f : beta);
+                double e = gprod_run(&g, path) == 0 ? gprod_worst(&g) : INFINITY;
+                CHECK_MSG(e < 1e-5, "%s %dx%dx%d ta %d tb %d alpha %g beta %g: error %.2e",
+                          names[path], M, N, K, ta, tb, g.alpha, g.beta, e);
             }
-            /* With a bias: added once whatever the number of K blocks, at the right columns
-             * of every N block. */
-            e = gemm_worst(2, ta, tb, M, N, K, 1.0f, 0.0f, (int)(i % 3));
-            CHECK_MSG(e < 1e-5, "sgemm + bias %dx%dx%d ta %d tb %d: relative error %.2e", M, N,
-                      K, ta, tb, e);
+            g.bias = bias;
+            gprod_free(&g);
         }
     if (!own)
         CHECK(tbi_sgemm_own(0, 0, 1, 1, 1, 1, NULL, 1, NULL, 1, 0, NULL, 1) == -1);
@@ -340,6 +495,72 @@ static void test_gemm(void)
                   "sgemm_tn_colsum %dx%dx%d differs from sgemm and colsum", M, N, K);
         free(A), free(B), free(C), free(C2), free(s), free(s2);
     }
+}
+
+/* Products called from inside OpenMP regions (the portable attention's way, and matmul's
+ * pair): right on every thread, whatever TUBELET_GEMM says (OpenBLAS is never called there;
+ * Debian's OpenMP build of it hangs where its own team comes out smaller than it asked, as in
+ * a region of one, and the ctest variant with TUBELET_GEMM=openblas would time out). In a
+ * region of three threads, each taking products in turn, and in a region of one (inactive,
+ * but a region still), whose product takes our own kernel too: the same bits as outside a
+ * region where that is the AVX-512 kernel. */
+static void test_gemm_in_region(void)
+{
+    tbt_case = "gemm in a region";
+    enum { NP = 12 };
+    struct gprod g[NP];
+    float *colsum[NP] = {0}, *want_colsum[NP] = {0};
+    for (int p = 0; p < NP; p++) {
+        int ta = p & 1, tb = p >> 1 & 1, path = p % 3 == 2 ? 2 : 0;
+        int M = 37 + 11 * p, N = 29 + 7 * p, K = 41 + 13 * p;
+        if (p >= NP - 2) /* weight gradients with their column sums: ta, no tb */
+            ta = 1, tb = 0, path = 4;
+        /* Rows padded, but for the weight gradients: their reference, tbi_colsum, takes no
+         * leading dimension. */
+        int pad = path == 4 ? 0 : p % 2;
+        gprod_init(&g[p], ta, tb, M, N, K, path ? 1.0f : 0.5f, path ? 0.0f : -0.7f, pad, path == 2);
+        if (path == 4) {
+            colsum[p] = randn((size_t)M, 1e3f);
+            want_colsum[p] = zeros((size_t)M);
+            tbi_colsum(want_colsum[p], g[p].A, K, M);
+        }
+    }
+#pragma omp parallel for num_threads(3) schedule(dynamic)
+    for (int p = 0; p < NP; p++) {
+        if (colsum[p])
+            tbi_sgemm_tn_colsum(g[p].M, g[p].N, g[p].K, g[p].A, g[p].lda, g[p].B, g[p].ldb, g[p].C,
+                                g[p].ldc, colsum[p]);
+        else
+            gprod_run(&g[p], g[p].bias ? 2 : 0);
+    }
+    for (int p = 0; p < NP; p++) {
+        double e = gprod_worst(&g[p]);
+        CHECK_MSG(e < 1e-5, "product %d (%dx%dx%d ta %d tb %d%s) in a region of 3: error %.2e",
+                  p, g[p].M, g[p].N, g[p].K, g[p].ta, g[p].tb,
+                  colsum[p] ? ", colsum" : g[p].bias ? ", bias" : "", e);
+        if (colsum[p])
+            CHECK_MSG(!memcmp(colsum[p], want_colsum[p], sizeof(float) * (size_t)g[p].M),
+                      "product %d: column sums in a region differ from tbi_colsum's", p);
+        gprod_free(&g[p]);
+        free(colsum[p]), free(want_colsum[p]);
+    }
+
+    struct gprod one;
+    gprod_init(&one, 0, 1, 150, 300, 200, 1.0f, 0.0f, 1, 0);
+    size_t nc = (size_t)one.M * one.ldc;
+    float *outside = malloc(sizeof(float) * nc);
+    memcpy(outside, one.C, sizeof(float) * nc);
+#pragma omp parallel num_threads(1)
+    gprod_run(&one, 0);
+    tbi_sgemm(0, 1, one.M, one.N, one.K, 1.0f, one.A, one.lda, one.B, one.ldb, 0.0f, outside,
+              one.ldc);
+    double e = gprod_worst(&one);
+    CHECK_MSG(e < 1e-5, "a product in a region of one: relative error %.2e", e);
+    if (tbi_sgemm_uses_own())
+        CHECK_MSG(!memcmp(one.C, outside, sizeof(float) * nc),
+                  "the AVX-512 kernel in a region of one differs from it outside");
+    free(outside);
+    gprod_free(&one);
 }
 
 /* ---- cross-entropy ---- */
@@ -394,9 +615,10 @@ static void test_xent(void)
 }
 
 /* ---- attention ---- */
-/* Naive attention in double: out (B, N, D), lse (B, NH, N) and, given dout, dqkv. */
+/* Naive attention in double: out (B, N, D), lse (B, NH, N) and, given dout, dqkv; causal:
+ * query i over keys j <= i only (the softmax over those; the others add nothing). */
 static void naive_attention(double *out, double *lse, double *dqkv, const float *qkv,
-                            const float *dout, int B, int N, int NH, int HS)
+                            const float *dout, int B, int N, int NH, int HS, int causal)
 {
     int D = NH * HS;
     double scale = 1.0 / sqrt((double)HS);
@@ -406,18 +628,19 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
         for (int h = 0; h < NH; h++) {
             for (int i = 0; i < N; i++) {
                 double mx = -1e300, sum = 0;
-                for (int j = 0; j < N; j++) {
+                int nj = causal ? i + 1 : N;
+                for (int j = 0; j < nj; j++) {
                     double s = 0;
                     for (int d = 0; d < HS; d++)
                         s += (double)Q(b, i, 0, h, d) * Q(b, j, 1, h, d);
                     p[(size_t)i * N + j] = s * scale;
                     mx = fmax(mx, s * scale);
                 }
-                for (int j = 0; j < N; j++)
+                for (int j = 0; j < nj; j++)
                     sum += exp(p[(size_t)i * N + j] - mx);
                 lse[((size_t)b * NH + h) * N + i] = mx + log(sum);
                 for (int j = 0; j < N; j++)
-                    p[(size_t)i * N + j] = exp(p[(size_t)i * N + j] - mx) / sum;
+                    p[(size_t)i * N + j] = j < nj ? exp(p[(size_t)i * N + j] - mx) / sum : 0;
                 for (int d = 0; d < HS; d++) {
                     double s = 0;
                     for (int j = 0; j < N; j++)
@@ -455,18 +678,18 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
 }
 
 /* One attention path: 0 the dispatching entry points, 1 the portable tiles, 2 AVX-512 (0 when
- * the CPU lacks it: nothing to test). */
+ * tbi_cpu_avx512() is 0: nothing to test). */
 static int run_attention(int path, float *out, float *lse, float *dqkv, const float *dout,
-                         const float *qkv, int B, int N, int NH, int HS)
+                         const float *qkv, int B, int N, int NH, int HS, int causal)
 {
     if (path == 0) {
-        tbi_attention_fwd(out, lse, qkv, B, N, NH, HS);
-        tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+        tbi_attention_fwd(out, lse, qkv, B, N, NH, HS, causal);
+        tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
     } else if (path == 1) {
-        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS);
-        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS);
-    } else if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS) != 0 ||
-               tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS) != 0) {
+        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS, causal);
+        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
+    } else if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS, causal) != 0 ||
+               tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) != 0) {
         return 0;
     }
     return 1;
@@ -476,25 +699,30 @@ static void test_attention(void)
 {
     /* Odd sizes, head sizes 32 to 128 (40: not a whole number of vectors), more than one
      * query tile (BR = 256 in the tiles path) and more than one key block (KB = 256 in the
-     * AVX-512 path). */
-    const int sizes[][2] = {{1, 32},  {37, 32}, {101, 64}, {130, 96},
-                            {65, 64}, {33, 96}, {300, 64}, {600, 48},
-                            {45, 40}, {70, 128}};
+     * AVX-512 path). Causal (the third number): CLIP's text tower's 77 tokens, and lengths
+     * whose diagonal crosses the tiles path's query tiles (BR = 256) and key tiles (BC = 128)
+     * and the AVX-512 path's strips (QS = 192) and key blocks (KB = 256) mid-tile. */
+    const int sizes[][3] = {{1, 32, 0},  {37, 32, 0},  {101, 64, 0}, {130, 96, 0}, {65, 64, 0},
+                            {33, 96, 0}, {300, 64, 0}, {600, 48, 0}, {45, 40, 0},  {70, 128, 0},
+                            {1, 32, 1},  {77, 64, 1},  {37, 32, 1},  {301, 64, 1}, {529, 32, 1}};
     static const char *const paths[] = {"", " tiles", " avx512"};
     for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
-        int B = 2, NH = 2, N = sizes[c][0], HS = sizes[c][1], D = NH * HS;
+        /* One clip for the causal cases (the batch offsets are the same code either way). */
+        int causal = sizes[c][2], B = causal ? 1 : 2, NH = 2, N = sizes[c][0], HS = sizes[c][1];
+        int D = NH * HS;
         size_t nq = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
         float *qkv = randn(nq, 1), *dout = randn(no, 1);
         double *rout = calloc(no, sizeof(double)), *rlse = calloc((size_t)B * NH * N, 8);
         double *rd = calloc(nq, sizeof(double));
-        naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS);
+        naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS, causal);
         for (int path = 0; path < 3; path++) {
             char name[64];
-            snprintf(name, sizeof(name), "attention%s N=%d HS=%d", paths[path], N, HS);
+            snprintf(name, sizeof(name), "attention%s%s N=%d HS=%d", causal ? " causal" : "",
+                     paths[path], N, HS);
             tbt_case = name;
             /* dqkv starts as garbage: the backward writes it. */
             float *out = zeros(no), *lse = zeros((size_t)B * NH * N), *dqkv = randn(nq, 9);
-            if (run_attention(path, out, lse, dqkv, dout, qkv, B, N, NH, HS)) {
+            if (run_attention(path, out, lse, dqkv, dout, qkv, B, N, NH, HS, causal)) {
                 double eo = 0, el = 0, ed = 0;
                 for (size_t i = 0; i < no; i++)
                     eo = fmax(eo, fabs(out[i] - rout[i]));
@@ -504,7 +732,7 @@ static void test_attention(void)
                     ed = fmax(ed, fabs(dqkv[i] - rd[i]) / (1 + fabs(rd[i])));
                 CHECK_MSG(eo < 2e-5 && el < 2e-5 && ed < 1e-4,
                           "%s: out %.2e, lse %.2e, grads %.2e", name, eo, el, ed);
-                fprintf(stderr, "%-30s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
+                fprintf(stderr, "%-37s out %.1e lse %.1e dqkv %.1e\n", name, eo, el, ed);
             }
             free(out), free(lse), free(dqkv);
         }
@@ -580,9 +808,11 @@ int main(void)
     tb_rng_init(&rng, 123, 0);
     test_vmath();
     test_gemm();
+    test_gemm_in_region();
     test_matmul();
     test_layernorm();
     test_gelu();
+    test_quickgelu();
     test_xent();
     test_attention();
     test_patchify_adamw();

@@ -3,10 +3,14 @@
  * computed online (running max and sum per row), and only the log-sum-exp of each row is
  * kept for the backward, which recomputes the probabilities tile by tile. Nothing N x N is
  * ever allocated. The tile products are small tbi_sgemm calls, each on one thread inside the
- * OpenMP region that spreads the (batch, head) pairs over the cores. This is the portable
- * path; where the CPU has AVX-512, tbi_attention_fwd/bwd run attention_avx512.c instead (the
- * same algorithm on register tiles of its own, 2-4x faster on a ViT's shapes).
- * Tests: tests/test_ops.c (both paths against naive attention). */
+ * OpenMP region that spreads the (batch, head) pairs over the cores (our own kernels there,
+ * never OpenBLAS: gemm.c). Causal attention masks key j > query i: key tiles wholly past a
+ * query tile are skipped, a tile across the diagonal is cut at its last query and its rows'
+ * later keys get probability 0. This is the portable path; where tbi_cpu_avx512(),
+ * tbi_attention_fwd/bwd run attention_avx512.c instead (the same algorithm, causal included,
+ * on register tiles of its own, 2-4x faster on a ViT's shapes). It does not run heads in
+ * parallel within a (batch, head) pair, nor split a long sequence's queries across threads.
+ * Tests: tests/test_ops.c (both paths against naive attention, causal and not). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,12 +58,20 @@ static void fill_head(float *rows, size_t ld, int N, int HS, float v)
 static void scores(float *s, const float *q, size_t ld, const float *k, size_t ldk, int br,
                    int bc, int HS, float scale)
 {
-    tbi_sgemm(0, 1, br, bc, HS, scale, q, (int)ld, k,
-                (int)ldk, 0.0f, s, BC);
+    tbi_sgemm(0, 1, br, bc, HS, scale, q, (int)ld, k, (int)ldk, 0.0f, s, BC);
 }
 
-void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH,
-                             int HS)
+/* Keys of a tile (j0, bc) that query i may see: all of them, or (causal) those j0 + j <= i. */
+static int visible(int causal, int i, int j0, int bc)
+{
+    if (!causal)
+        return bc;
+    int n = i - j0 + 1;
+    return n < 0 ? 0 : n < bc ? n : bc;
+}
+
+void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                             int causal)
 {
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;
@@ -87,20 +99,27 @@ void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, in
                         t.l[r] = 0;
                     }
                     memset(t.acc, 0, sizeof(float) * (size_t)br * HS);
-                    for (int j0 = 0; j0 < N; j0 += BC) {
-                        int bc = N - j0 < BC ? N - j0 : BC;
+                    /* Causal: no query of the tile sees a key past its last one. */
+                    int nkeys = causal ? i0 + br : N;
+                    for (int j0 = 0; j0 < nkeys; j0 += BC) {
+                        int bc = nkeys - j0 < BC ? nkeys - j0 : BC;
                         scores(t.s, q + (size_t)i0 * ld, ld, k + (size_t)j0 * ld, ld, br, bc,
                                HS, scale);
                         for (int r = 0; r < br; r++) {
+                            /* A row that sees none of this tile keeps its max (finite: key
+                             * tile 0, first, has key 0 for every row) and adds nothing. */
                             float *sr = t.s + (size_t)r * BC, mx = t.m[r];
-                            for (int j = 0; j < bc; j++)
+                            int nj = visible(causal, i0 + r, j0, bc);
+                            for (int j = 0; j < nj; j++)
                                 mx = sr[j] > mx ? sr[j] : mx;
                             float corr = tbi_expf(t.m[r] - mx), sum = 0;
 #pragma omp simd reduction(+ : sum)
-                            for (int j = 0; j < bc; j++) {
+                            for (int j = 0; j < nj; j++) {
                                 sr[j] = tbi_expf(sr[j] - mx);
                                 sum += sr[j];
                             }
+                            for (int j = nj; j < bc; j++)
+                                sr[j] = 0;
                             t.l[r] = t.l[r] * corr + sum;
                             t.m[r] = mx;
                             float *a = t.acc + (size_t)r * HS;
@@ -127,7 +146,7 @@ void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, in
 }
 
 void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int N, int NH, int HS)
+                             const float *lse, int B, int N, int NH, int HS, int causal)
 {
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;
@@ -161,17 +180,23 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
                     delta[i] = s;
                 }
                 for (int j0 = 0; j0 < N; j0 += BC) {
-                    int bc = N - j0 < BC ? N - j0 : BC;
-                    for (int i0 = 0; i0 < N; i0 += BR) {
+                    int bcn = N - j0 < BC ? N - j0 : BC;
+                    /* Causal: the query tiles wholly before this key tile see none of it, and
+                     * a tile's queries none of its keys past the last of them. */
+                    for (int i0 = causal ? j0 / BR * BR : 0; i0 < N; i0 += BR) {
                         int br = N - i0 < BR ? N - i0 : BR;
-                        /* P = exp(scale * Q K^T - lse), recomputed. */
+                        int bc = causal && i0 + br - j0 < bcn ? i0 + br - j0 : bcn;
+                        /* P = exp(scale * Q K^T - lse), recomputed; 0 where masked. */
                         scores(t.s, q + (size_t)i0 * ld, ld, k + (size_t)j0 * ld, ld, br, bc, HS,
                                scale);
                         for (int r = 0; r < br; r++) {
                             float *sr = t.s + (size_t)r * BC, li = L[i0 + r];
+                            int nj = visible(causal, i0 + r, j0, bc);
 #pragma omp simd
-                            for (int j = 0; j < bc; j++)
+                            for (int j = 0; j < nj; j++)
                                 sr[j] = tbi_expf(sr[j] - li);
+                            for (int j = nj; j < bc; j++)
+                                sr[j] = 0;
                         }
                         /* dP = dO V^T, then dS = P * (dP - delta). */
                         scores(t.dp, dO + (size_t)i0 * D, (size_t)D, v + (size_t)j0 * ld, ld, br,
@@ -204,15 +229,16 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
     }
 }
 
-void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS)
+void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                       int causal)
 {
-    if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS) != 0)
-        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS);
+    if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS, causal) != 0)
+        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS, causal);
 }
 
 void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
-                       const float *lse, int B, int N, int NH, int HS)
+                       const float *lse, int B, int N, int NH, int HS, int causal)
 {
-    if (tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS) != 0)
-        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+    if (tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) != 0)
+        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
 }

@@ -103,7 +103,7 @@ int tbi_cpu_act_fwd(tbi_backend *be, int act, float *out, const float *inp, size
     if (act == TBI_ACT_GELU)
         tbi_gelu_fwd(out, inp, n);
     else if (act == TBI_ACT_QUICKGELU)
-        return tbi_err(TB_EUNSUPPORTED, "quickgelu"); /* TEMP */
+        tbi_quickgelu_fwd(out, inp, n);
     else
         return bad_act(act);
     return 0;
@@ -116,7 +116,7 @@ int tbi_cpu_act_bwd(tbi_backend *be, int act, float *dinp, float *out, const flo
     if (act == TBI_ACT_GELU)
         tbi_gelu_bwd(dinp, out, inp, dout, n);
     else if (act == TBI_ACT_QUICKGELU)
-        return tbi_err(TB_EUNSUPPORTED, "quickgelu"); /* TEMP */
+        tbi_quickgelu_bwd(dinp, out, inp, dout, n);
     else
         return bad_act(act);
     return 0;
@@ -133,9 +133,7 @@ int tbi_cpu_attention_fwd(tbi_backend *be, float *out, float *lse, const float *
                           int N, int NH, int HS, int causal)
 {
     (void)be;
-    if (causal) /* TEMP: until the kernels branch lands */
-        return tbi_err(TB_EUNSUPPORTED, "causal attention");
-    tbi_attention_fwd(out, lse, qkv, B, N, NH, HS);
+    tbi_attention_fwd(out, lse, qkv, B, N, NH, HS, causal);
     return 0;
 }
 
@@ -144,9 +142,7 @@ int tbi_cpu_attention_bwd(tbi_backend *be, float *dqkv, const float *dout, const
                           int causal)
 {
     (void)be;
-    if (causal) /* TEMP */
-        return tbi_err(TB_EUNSUPPORTED, "causal attention");
-    tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS);
+    tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
     return 0;
 }
 

@@ -1,5 +1,8 @@
-/* src/tensor/cpu/elementwise.c - LayerNorm, exact GELU, residual adds, AdamW, norms: the
- * per-element and per-row ops. Tests: tests/test_ops.c (finite differences, PyTorch). */
+/* src/tensor/cpu/elementwise.c - LayerNorm, exact GELU, QuickGELU, residual adds, AdamW, norms:
+ * the per-element and per-row ops, each loop compiled twice (x86-64-v4 and the build's baseline)
+ * and chosen by tbi_cpu_avx512(), never by the CPU alone, so TUBELET_CPU=portable reaches the
+ * baseline copies anywhere. GELU has AVX-512 intrinsics of its own; QuickGELU only the loops.
+ * Tests: tests/test_ops.c (formulas in double, finite differences, PyTorch's AdamW). */
 #include <math.h>
 #include <stdlib.h>
 #ifdef _OPENMP
@@ -11,13 +14,34 @@
 #include "tensor/cpu/kernels.h"
 
 /* The per-element loops are compiled twice, for AVX-512 (x86-64-v4) and for the build's
- * baseline, and the first call picks what the CPU runs (GCC's target_clones): GELU's erfc is
- * compute-bound, twice the lanes is nearly twice the speed. */
+ * baseline: twice the lanes, and for the compute-bound ones nearly twice the speed. Each loop
+ * is written once, as NAME_body (always inlined), and TWO_WAYS(NAME, (params), (args)) defines
+ * NAME_v4 and NAME_base around it and NAME, which calls the first where tbi_cpu_avx512() and
+ * the second elsewhere. Explicitly, not by GCC's target_clones as before: their ifunc resolver
+ * chose from the CPU alone, so no environment switch could reach the baseline copies on an
+ * AVX-512 machine; the v4 copies are the same code the clones were (same target, same body). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#define V4 __attribute__((target("arch=x86-64-v4")))
 #else
-#define CLONES
+#define V4
 #endif
+
+#define TWO_WAYS(name, params, args)                                                               \
+    V4 static void name##_v4 params                                                                \
+    {                                                                                              \
+        name##_body args;                                                                          \
+    }                                                                                              \
+    static void name##_base params                                                                 \
+    {                                                                                              \
+        name##_body args;                                                                          \
+    }                                                                                              \
+    static void name params                                                                        \
+    {                                                                                              \
+        if (tbi_cpu_avx512())                                                                      \
+            name##_v4 args;                                                                        \
+        else                                                                                       \
+            name##_base args;                                                                      \
+    }
 
 /* This thread's share [*lo, *hi) of n items, in whole blocks of 16. */
 static void share(size_t n, size_t *lo, size_t *hi)
@@ -32,9 +56,9 @@ static void share(size_t n, size_t *lo, size_t *hi)
     *hi = *lo + per < n ? *lo + per : n;
 }
 
-CLONES static void layernorm_fwd_rows(float *out, float *mean, float *rstd, const float *inp,
-                                      const float *w, const float *b, int r0, int r1, int C,
-                                      float eps)
+static ALWAYS_INLINE void layernorm_fwd_rows_body(float *out, float *mean, float *rstd,
+                                                  const float *inp, const float *w, const float *b,
+                                                  int r0, int r1, int C, float eps)
 {
     for (int r = r0; r < r1; r++) {
         const float *x = inp + (size_t)r * C;
@@ -58,6 +82,10 @@ CLONES static void layernorm_fwd_rows(float *out, float *mean, float *rstd, cons
         rstd[r] = s;
     }
 }
+TWO_WAYS(layernorm_fwd_rows,
+         (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+          int r0, int r1, int C, float eps),
+         (out, mean, rstd, inp, w, b, r0, r1, C, eps))
 
 void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
                        const float *b, int R, int C, float eps)
@@ -70,9 +98,9 @@ void tbi_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
-CLONES static void layernorm_bwd_rows(float *dinp, const float *dout, const float *inp,
-                                      const float *w, const float *mean, const float *rstd,
-                                      int r0, int r1, int C)
+static ALWAYS_INLINE void layernorm_bwd_rows_body(float *dinp, const float *dout, const float *inp,
+                                                  const float *w, const float *mean,
+                                                  const float *rstd, int r0, int r1, int C)
 {
     for (int r = r0; r < r1; r++) {
         const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
@@ -94,11 +122,15 @@ CLONES static void layernorm_bwd_rows(float *dinp, const float *dout, const floa
         }
     }
 }
+TWO_WAYS(layernorm_bwd_rows,
+         (float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
+          const float *rstd, int r0, int r1, int C),
+         (dinp, dout, inp, w, mean, rstd, r0, r1, C))
 
 /* dw, db (n columns of rows of stride ld) = the sums over R rows of dout * xhat and dout. */
-CLONES static void layernorm_param_grads(float *dw, float *db, const float *dout,
-                                         const float *inp, const float *mean, const float *rstd,
-                                         int R, size_t ld, size_t n)
+static ALWAYS_INLINE void layernorm_param_grads_body(float *dw, float *db, const float *dout,
+                                                     const float *inp, const float *mean,
+                                                     const float *rstd, int R, size_t ld, size_t n)
 {
     for (size_t c = 0; c < n; c++)
         dw[c] = db[c] = 0;
@@ -112,6 +144,10 @@ CLONES static void layernorm_param_grads(float *dw, float *db, const float *dout
         }
     }
 }
+TWO_WAYS(layernorm_param_grads,
+         (float *dw, float *db, const float *dout, const float *inp, const float *mean,
+          const float *rstd, int R, size_t ld, size_t n),
+         (dw, db, dout, inp, mean, rstd, R, ld, n))
 
 void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, const float *mean, const float *rstd, int R, int C)
@@ -134,7 +170,7 @@ void tbi_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, con
 }
 
 /* sum (n) = the sums over M rows (stride ld) of x, in row order. */
-CLONES static void colsum_span(float *sum, const float *x, int M, size_t ld, size_t n)
+static ALWAYS_INLINE void colsum_span_body(float *sum, const float *x, int M, size_t ld, size_t n)
 {
     for (size_t j = 0; j < n; j++)
         sum[j] = 0;
@@ -145,6 +181,7 @@ CLONES static void colsum_span(float *sum, const float *x, int M, size_t ld, siz
             sum[j] += row[j];
     }
 }
+TWO_WAYS(colsum_span, (float *sum, const float *x, int M, size_t ld, size_t n), (sum, x, M, ld, n))
 
 void tbi_colsum(float *sum, const float *x, int M, int N)
 {
@@ -159,8 +196,9 @@ void tbi_colsum(float *sum, const float *x, int M, int N)
 #define INV_SQRT2 0.70710678118654752440f
 #define INV_SQRT_2PI 0.39894228040143267794f
 
-/* GELU(x) = x * Phi(x) = 0.5 x erfc(-x / sqrt 2); GELU'(x) = Phi(x) + x phi(x). */
-CLONES static void gelu_fwd_span(float *out, const float *inp, size_t n)
+/* GELU(x) = x * Phi(x) = 0.5 x erfc(-x / sqrt 2); GELU'(x) = Phi(x) + x phi(x). These loops
+ * run only where the AVX-512 intrinsics below do not: one copy, the baseline's. */
+static void gelu_fwd_span(float *out, const float *inp, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -176,8 +214,7 @@ static inline float gelu_grad(float x, float e)
     return cdf + x * pdf;
 }
 
-CLONES static void gelu_bwd_span(float *dinp, float *out, const float *inp, const float *dout,
-                                 size_t n)
+static void gelu_bwd_span(float *dinp, float *out, const float *inp, const float *dout, size_t n)
 {
     if (out) {
 #pragma omp simd
@@ -253,7 +290,7 @@ AVX512 static void gelu_bwd16(float *dinp, float *out, const float *inp, const f
 
 void tbi_gelu_fwd(float *out, const float *inp, size_t n)
 {
-    int v = tbi_gemm_own_available();
+    int v = tbi_cpu_avx512();
 #pragma omp parallel
     {
         size_t lo, hi;
@@ -267,7 +304,7 @@ void tbi_gelu_fwd(float *out, const float *inp, size_t n)
 
 void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n)
 {
-    int v = tbi_gemm_own_available();
+    int v = tbi_cpu_avx512();
 #pragma omp parallel
     {
         size_t lo, hi;
@@ -279,6 +316,69 @@ void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, 
     }
 }
 
+/* QuickGELU(x) = x s, s = sigmoid(1.702 x) = 1 / (1 + e^(-1.702 x)); its derivative is
+ * s + 1.702 x s (1 - s). The forward and the backward take x s by the same steps, so their
+ * bits agree. Far below zero tbi_expf saturates at e^88: s comes out ~6e-39 where the true one
+ * is smaller still, both nothing against any x s that matters. */
+#define QUICK_K 1.702f
+
+static inline float quick_sigmoid(float x)
+{
+    return 1.0f / (1.0f + tbi_expf(-QUICK_K * x));
+}
+
+static ALWAYS_INLINE void quickgelu_fwd_span_body(float *out, const float *inp, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x * quick_sigmoid(x);
+    }
+}
+TWO_WAYS(quickgelu_fwd_span, (float *out, const float *inp, size_t n), (out, inp, n))
+
+static ALWAYS_INLINE void quickgelu_bwd_span_body(float *dinp, float *out, const float *inp,
+                                                  const float *dout, size_t n)
+{
+    if (out) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i], s = quick_sigmoid(x);
+            dinp[i] = dout[i] * (s + QUICK_K * x * s * (1.0f - s));
+            out[i] = x * s;
+        }
+        return;
+    }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], s = quick_sigmoid(x);
+        dinp[i] = dout[i] * (s + QUICK_K * x * s * (1.0f - s));
+    }
+}
+TWO_WAYS(quickgelu_bwd_span,
+         (float *dinp, float *out, const float *inp, const float *dout, size_t n),
+         (dinp, out, inp, dout, n))
+
+void tbi_quickgelu_fwd(float *out, const float *inp, size_t n)
+{
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        quickgelu_fwd_span(out + lo, inp + lo, hi - lo);
+    }
+}
+
+void tbi_quickgelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n)
+{
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        quickgelu_bwd_span(dinp + lo, out ? out + lo : NULL, inp + lo, dout + lo, hi - lo);
+    }
+}
+
 void tbi_add_fwd(float *out, const float *a, const float *b, size_t n)
 {
 #pragma omp parallel for schedule(static)
@@ -286,9 +386,9 @@ void tbi_add_fwd(float *out, const float *a, const float *b, size_t n)
         out[i] = a[i] + b[i];
 }
 
-CLONES static void adamw_span(float *p, const float *g, float gs, float *m, float *v, size_t n,
-                              float beta1, float beta2, float eps, float step_size,
-                              float bc2_sqrt, float decay)
+static ALWAYS_INLINE void adamw_span_body(float *p, const float *g, float gs, float *m, float *v,
+                                          size_t n, float beta1, float beta2, float eps,
+                                          float step_size, float bc2_sqrt, float decay)
 {
     /* Vectorised only because the kernels build with -fno-math-errno (CMakeLists.txt): with
      * errno, sqrtf stays a libm call and the loop ran scalar, 2.5x slower. omp simd: the four
@@ -305,6 +405,10 @@ CLONES static void adamw_span(float *p, const float *g, float gs, float *m, floa
         v[i] = vi;
     }
 }
+TWO_WAYS(adamw_span,
+         (float *p, const float *g, float gs, float *m, float *v, size_t n, float beta1,
+          float beta2, float eps, float step_size, float bc2_sqrt, float decay),
+         (p, g, gs, m, v, n, beta1, beta2, eps, step_size, bc2_sqrt, decay))
 
 void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, size_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step)
@@ -321,9 +425,9 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
     }
 }
 
-/* Sixteen running sums side by side (one add chain would wait on its latency each element),
- * added together at the end. */
-CLONES static double sum_squares_span(const float *x, size_t n)
+/* *sum = the sum of squares of x (n): sixteen running sums side by side (one add chain would
+ * wait on its latency each element), added together at the end. */
+static ALWAYS_INLINE void sum_squares_span_body(double *sum, const float *x, size_t n)
 {
     double acc[16] = {0};
     size_t i = 0;
@@ -336,8 +440,9 @@ CLONES static double sum_squares_span(const float *x, size_t n)
     double s = 0;
     for (int j = 0; j < 16; j++)
         s += acc[j];
-    return s;
+    *sum = s;
 }
+TWO_WAYS(sum_squares_span, (double *sum, const float *x, size_t n), (sum, x, n))
 
 double tbi_sum_squares(const float *x, size_t n)
 {
@@ -346,7 +451,9 @@ double tbi_sum_squares(const float *x, size_t n)
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        s += sum_squares_span(x + lo, hi - lo);
+        double part;
+        sum_squares_span(&part, x + lo, hi - lo);
+        s += part;
     }
     return s;
 }

@@ -1,5 +1,6 @@
 /* src/tensor/cpu/gemm.c - single-precision GEMM for the CPU ops: our own AVX-512 kernel where
- * the processor has AVX-512, OpenBLAS (cblas_sgemm) everywhere else.
+ * tbi_cpu_avx512() says so, a portable serial kernel of our own (plain C), and OpenBLAS
+ * (cblas_sgemm) for products outside OpenMP regions on CPUs without AVX-512.
  *
  * Why our own: Debian 12's OpenBLAS 0.3.21 picks its kernels from the CPU model it knows; on
  * processors newer than it (Sapphire/Emerald Rapids) it falls back to SSE3 kernels, and with
@@ -8,15 +9,21 @@
  * of NR columns, A is packed MC x KC into slivers of MR rows (or, for narrow products, read
  * in place by rows), and a MR x NR register tile of C is accumulated over KC with
  * broadcast-FMAs. Threads split the row blocks of one packed B, or, for weight gradients,
- * the columns (gemm_own). Inside an OpenMP region (the portable attention's tiles, the
- * backward's pairs of products in matmul.c) it runs on the calling thread alone.
+ * the columns (gemm_own).
  *
- * TUBELET_GEMM=openblas in the environment selects OpenBLAS everywhere (for comparisons).
+ * Inside an OpenMP region (the portable attention's tiles, the backward's pairs of products in
+ * matmul.c) a product runs on the calling thread alone, on one of our kernels, never on
+ * OpenBLAS; outside, OpenBLAS runs only where its team is sure to come out as large as it asks
+ * (openblas_safe): Debian's OpenMP build of it spins in sched_yield forever when it does not,
+ * as in a region of one. TUBELET_GEMM=openblas in the environment sends the products outside
+ * regions to OpenBLAS; TUBELET_CPU=portable turns off every AVX-512 path (tbi_cpu_avx512). The
+ * portable kernel is tuned no further than its register tile: the fallback, not the fast path.
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,27 +345,66 @@ static void gemm_own(const struct prod *p, float *buf, int nth, int kcm, int ncm
 /* Scratch kept per thread between calls (a fresh allocation of a few MB per product is an
  * mmap and munmap, and a round of page faults, every time): one buffer per use, which only
  * grows (to a few MB on the thread that runs the big products, tens to hundreds of KB on the
- * attention threads) and lives as long as its thread. */
-static _Thread_local float *scratch_buf[TBI_SCRATCH_N];
-static _Thread_local size_t scratch_cap[TBI_SCRATCH_N];
+ * attention threads) and lives as long as its thread. Freed by a thread-specific key's
+ * destructor when the thread ends: OpenMP ends the threads that a smaller team than the last
+ * no longer needs, and a _Thread_local pointer alone would leak their buffers. */
+struct scratch {
+    float *buf[TBI_SCRATCH_N];
+    size_t cap[TBI_SCRATCH_N];
+};
+
+static _Thread_local struct scratch *scratch_mine;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_made;
+
+static void scratch_free(void *p)
+{
+    struct scratch *s = p;
+    for (int u = 0; u < TBI_SCRATCH_N; u++)
+        free(s->buf[u]);
+    free(s);
+}
+
+static void scratch_key_init(void)
+{
+    scratch_key_made = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
 
 float *tbi_scratch(int use, size_t bytes)
 {
-    if (bytes > scratch_cap[use]) {
-        free(scratch_buf[use]);
-        scratch_buf[use] = tbi_alloc_big(bytes);
-        scratch_cap[use] = scratch_buf[use] ? bytes : 0;
+    struct scratch *s = scratch_mine;
+    if (!s) {
+        pthread_once(&scratch_once, scratch_key_init);
+        if (!scratch_key_made || !(s = calloc(1, sizeof(*s))))
+            return NULL;
+        if (pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+        scratch_mine = s;
     }
-    return scratch_buf[use];
+    if (bytes > s->cap[use]) {
+        free(s->buf[use]);
+        s->buf[use] = tbi_alloc_big(bytes);
+        s->cap[use] = s->buf[use] ? bytes : 0;
+    }
+    return s->buf[use];
 }
 
-int tbi_gemm_own_available(void)
+int tbi_cpu_avx512(void)
 {
     static atomic_int have = -1;
     int h = atomic_load(&have);
     if (h < 0) {
+        /* The whole x86-64-v4 set, not AVX-512F alone: elementwise.c's wrappers are compiled
+         * for it (only the Xeon Phis had F without BW, DQ and VL). libgcc also checks that
+         * the OS saves the zmm registers. */
+        const char *e = getenv("TUBELET_CPU");
         __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx512f") != 0;
+        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("avx512cd") && !(e && !strcmp(e, "portable"));
         atomic_store(&have, h);
     }
     return h;
@@ -370,10 +416,23 @@ static int use_own(void)
     int u = atomic_load(&use);
     if (u < 0) {
         const char *e = getenv("TUBELET_GEMM");
-        u = tbi_gemm_own_available() && !(e && !strcmp(e, "openblas"));
+        u = tbi_cpu_avx512() && !(e && !strcmp(e, "openblas"));
         atomic_store(&use, u);
     }
     return u;
+}
+
+int tbi_sgemm_uses_own(void)
+{
+    return use_own();
+}
+
+/* Inside an OpenMP region, active or not: a team of one (OMP_THREAD_LIMIT=1, OMP_DYNAMIC, a
+ * nested region past the active levels) counts too, so that a product there takes the same
+ * kernel, and gives the same bits, whatever size its team came out. */
+static int in_region(void)
+{
+    return omp_get_level() > 0;
 }
 
 /* The AVX-512 path, with an optional bias added to every row of C, and optional sums of op(A)'s
@@ -382,7 +441,7 @@ static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
                      float *sums)
 {
-    if (!tbi_gemm_own_available())
+    if (!tbi_cpu_avx512())
         return -1;
     if (M <= 0 || N <= 0)
         return 0;
@@ -394,7 +453,7 @@ static int sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const flo
             add_bias(C, (size_t)ldc, M, N, bias);
         return 0;
     }
-    int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int nth = in_region() ? 1 : omp_get_max_threads();
     int kcm = min_i(KC, K), ncm = round_up(min_i(NC, N), NR), mcm = round_up(min_i(MC, M), MR);
     int split = nth > 1 && (M + MC - 1) / MC <= SPLIT_N_MAX_ROW_BLOCKS * nth &&
                 N >= 4 * NR * nth;
@@ -419,6 +478,183 @@ int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float 
     return sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
+/* ---- the portable kernel: plain C for the compiler to vectorise, one thread ----
+ * PMR x PNR tiles of C, accumulated in registers over PKC values of k from a packed sliver of
+ * op(B) (PKC x PNR, on the stack: no allocation, so it cannot fail) and A read in place, by
+ * rows or by columns. 4 x 24 is 12 AVX2 accumulators, 3 loads of B and 4 broadcasts per k:
+ * GCC 12 keeps them all in the 16 ymm registers (~95 GFLOP/s on one core here, OpenBLAS's
+ * own level), where it turned 6 x 16, 4 x 16 and 8 x 8 tiles into scalar code or spilled
+ * accumulators (6-8 GFLOP/s). Only B is packed: op(B)'s columns, read along k, are rows of
+ * B^T apart otherwise, and a sliver serves every row tile; A's rows (or columns) are read
+ * in order already. */
+#define PMR 4
+#define PNR 24
+#define PKC 256
+
+/* C (m x n of a tile) = alpha * A (m x kc) @ bp (kc x PNR) + bias + beta * C (not read when
+ * beta == 0); A(r, k) = a[r * ars + k * aks] (rows past m are read as row 0, never stored). */
+static ALWAYS_INLINE void ptile(int kc, const float *a, size_t ars, size_t aks,
+                                const float *restrict bp, float *c, size_t ldc, int m, int n,
+                                float alpha, float beta, const float *bias)
+{
+    const float *ar[PMR];
+    float acc[PMR][PNR];
+    for (int r = 0; r < PMR; r++) {
+        ar[r] = a + (size_t)(r < m ? r : 0) * ars;
+        for (int j = 0; j < PNR; j++)
+            acc[r][j] = 0;
+    }
+    for (int k = 0; k < kc; k++) {
+        const float *bk = bp + (size_t)k * PNR;
+#pragma GCC unroll 4
+        for (int r = 0; r < PMR; r++) {
+            float av = ar[r][(size_t)k * aks];
+            for (int j = 0; j < PNR; j++)
+                acc[r][j] += av * bk[j];
+        }
+    }
+    /* Whole tiles with constant bounds (the loop with m and n in it came out as a tangle of
+     * shuffles that cost more than the products of small kc). */
+    if (m == PMR && n == PNR) {
+#pragma GCC unroll 4
+        for (int r = 0; r < PMR; r++) {
+            float *cr = c + (size_t)r * ldc;
+            if (beta == 0)
+                for (int j = 0; j < PNR; j++)
+                    cr[j] = alpha * acc[r][j] + (bias ? bias[j] : 0.0f);
+            else
+                for (int j = 0; j < PNR; j++)
+                    cr[j] = alpha * acc[r][j] + (bias ? bias[j] : 0.0f) + beta * cr[j];
+        }
+        return;
+    }
+    for (int r = 0; r < m; r++) {
+        float *cr = c + (size_t)r * ldc;
+        for (int j = 0; j < n; j++) {
+            float x = alpha * acc[r][j] + (bias ? bias[j] : 0.0f);
+            cr[j] = beta == 0 ? x : x + beta * cr[j];
+        }
+    }
+}
+
+/* A by rows (A(r, k) = a[r * lda + k]) and by columns (a[k * lda + r]): one copy of the
+ * kernel each, with the strides constant. */
+static void ptile_rows(int kc, const float *a, size_t lda, const float *bp, float *c, size_t ldc,
+                       int m, int n, float alpha, float beta, const float *bias)
+{
+    ptile(kc, a, lda, 1, bp, c, ldc, m, n, alpha, beta, bias);
+}
+
+static void ptile_cols(int kc, const float *a, size_t lda, const float *bp, float *c, size_t ldc,
+                       int m, int n, float alpha, float beta, const float *bias)
+{
+    ptile(kc, a, 1, lda, bp, c, ldc, m, n, alpha, beta, bias);
+}
+
+/* dst (kc x PNR) = op(B)(p0 + k, j0 + j), zero past n columns; B^T read along its rows. */
+static void ppack_b(float *restrict dst, const float *B, size_t ldb, int tb, int p0, int j0, int n,
+                    int kc)
+{
+    if (!tb) {
+        for (int k = 0; k < kc; k++) {
+            const float *src = B + (size_t)(p0 + k) * ldb + j0;
+            float *d = dst + (size_t)k * PNR;
+            for (int j = 0; j < PNR; j++)
+                d[j] = j < n ? src[j] : 0.0f;
+        }
+        return;
+    }
+    for (int j = 0; j < PNR; j++) {
+        const float *src = B + (size_t)(j0 + j) * ldb + p0;
+        for (int k = 0; k < kc; k++)
+            dst[(size_t)k * PNR + j] = j < n ? src[k] : 0.0f;
+    }
+}
+
+/* tbi_sgemm_portable with an optional bias (N) added to every row. */
+static void sgemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                           int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                           const float *bias)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0 || alpha == 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = C + (size_t)i * ldc + j;
+                *c = (beta == 0 ? 0 : beta * *c) + (bias ? bias[j] : 0.0f);
+            }
+        return;
+    }
+    float bp[PKC * PNR] __attribute__((aligned(64)));
+    for (int pc = 0; pc < K; pc += PKC) {
+        int kc = min_i(PKC, K - pc);
+        float bet = pc == 0 ? beta : 1.0f;
+        for (int j0 = 0; j0 < N; j0 += PNR) {
+            int n = min_i(PNR, N - j0);
+            const float *bj = pc == 0 && bias ? bias + j0 : NULL;
+            ppack_b(bp, B, (size_t)ldb, tb, pc, j0, n, kc);
+            for (int i0 = 0; i0 < M; i0 += PMR) {
+                int m = min_i(PMR, M - i0);
+                float *c = C + (size_t)i0 * ldc + j0;
+                if (ta)
+                    ptile_cols(kc, A + (size_t)pc * lda + i0, (size_t)lda, bp, c, (size_t)ldc, m, n,
+                               alpha, bet, bj);
+                else
+                    ptile_rows(kc, A + (size_t)i0 * lda + pc, (size_t)lda, bp, c, (size_t)ldc, m, n,
+                               alpha, bet, bj);
+            }
+        }
+    }
+}
+
+void tbi_sgemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc)
+{
+    sgemm_portable(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+/* The portable kernel on every thread of a team, outside regions where OpenBLAS cannot be
+ * trusted (below): each thread takes whole tiles of rows, or of columns for wide products. The
+ * bits are the serial kernel's whatever the team's size: each element sums over k alone. */
+static void sgemm_portable_team(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                                int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                                const float *bias)
+{
+    if (M <= 0 || N <= 0)
+        return;
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        if (M >= N) {
+            int tiles = (M + PMR - 1) / PMR, i0 = tiles * t / nt * PMR;
+            int i1 = min_i(M, tiles * (t + 1) / nt * PMR);
+            const float *a = ta ? A + i0 : A + (size_t)i0 * lda;
+            sgemm_portable(ta, tb, i1 - i0, N, K, alpha, a, lda, B, ldb, beta, C + (size_t)i0 * ldc,
+                           ldc, bias);
+        } else {
+            int tiles = (N + PNR - 1) / PNR, j0 = tiles * t / nt * PNR;
+            int j1 = min_i(N, tiles * (t + 1) / nt * PNR);
+            const float *b = tb ? B + (size_t)j0 * ldb : B + j0;
+            sgemm_portable(ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc,
+                           bias ? bias + j0 : NULL);
+        }
+    }
+}
+
+/* Whether OpenBLAS may run a product (outside regions): only where the team it asks for, of
+ * omp_get_max_threads(), is sure to come out whole. Debian 12's OpenMP build of 0.3.21 deals
+ * a product out as one job per thread asked for, each waiting for the others' packed panels,
+ * so a team that comes out smaller (OMP_DYNAMIC, OMP_THREAD_LIMIT below the thread count, no
+ * active level left) spins in sched_yield forever (OpenBLAS issue 4418; reproduced here with
+ * each of the three). On one thread it asks for no team. */
+static int openblas_safe(void)
+{
+    int n = omp_get_max_threads();
+    return n == 1 || (!omp_get_dynamic() && omp_get_thread_limit() >= n &&
+                      omp_get_max_active_levels() > omp_get_active_level());
+}
+
 static void cblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -426,32 +662,50 @@ static void cblas(int ta, int tb, int M, int N, int K, float alpha, const float 
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* Every entry point's product, with an optional bias, and the column sums of A (ta, alpha 1,
+ * beta 0 only; NULL: none). The engines:
+ * - inside a region: the AVX-512 kernel on this thread (where tbi_cpu_avx512(), whatever
+ *   TUBELET_GEMM says), else the portable one;
+ * - outside: the AVX-512 kernel on all threads (use_own), else OpenBLAS where openblas_safe();
+ *   where it is not, the AVX-512 kernel after all if the CPU has it, else the portable one on
+ *   all threads.
+ * The AVX-512 kernel fails only for want of scratch memory (or for sums it cannot take: K = 0);
+ * the next engine then runs, and the sums come from tbi_colsum. */
+static void product(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
+                    float *sums)
+{
+    int region = in_region();
+    if ((region || use_own() || !openblas_safe()) &&
+        sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, sums) == 0)
+        return;
+    if (region) {
+        sgemm_portable(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    } else if (openblas_safe()) {
+        cblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (bias)
+            add_bias(C, (size_t)ldc, M, N, bias);
+    } else {
+        sgemm_portable_team(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    }
+    if (sums)
+        tbi_colsum(sums, A, K, M);
+}
+
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (use_own() &&
-        sgemm_own(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL) == 0)
-        return;
-    cblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                     int ldb, const float *bias, float *C, int ldc)
 {
-    if (use_own() &&
-        sgemm_own(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, NULL) == 0)
-        return;
-    cblas(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
-    if (bias)
-        add_bias(C, (size_t)ldc, M, N, bias);
+    product(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias, NULL);
 }
 
 void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                          float *C, int ldc, float *colsum)
 {
-    if (use_own() &&
-        sgemm_own(1, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, NULL, colsum) == 0)
-        return;
-    cblas(1, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
-    tbi_colsum(colsum, A, K, M);
+    product(1, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, NULL, colsum);
 }

@@ -2,33 +2,56 @@
  * checked against), called through the CPU backend's op table (src/tensor/backend.h) and
  * directly by the op tests and benchmarks. Float32, row-major, shapes in
  * the legend of include/tubelet/tensor.h. Backward functions ACCUMULATE (+=) into their
- * gradient outputs, which the caller zeroes, except the input gradients of matmul and GELU:
+ * gradient outputs, which the caller zeroes, except the input gradients of matmul and (Quick)GELU:
  * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
- * the widest activations costs more than it is worth. Tests: tests/test_ops.c. */
+ * the widest activations costs more than it is worth. Where the CPU has AVX-512 some kernels
+ * have a second, faster implementation; tbi_cpu_avx512() chooses, and TUBELET_CPU=portable
+ * forces the portable one everywhere. Tests: tests/test_ops.c. */
 #ifndef TUBELET_TENSOR_CPU_KERNELS_H
 #define TUBELET_TENSOR_CPU_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1 where the CPU has AVX-512 (the x86-64-v4 set: F, BW, CD, DQ, VL; with the OS saving its
+ * registers) and the environment variable TUBELET_CPU is not "portable"; read once. Every
+ * AVX-512 choice of these kernels goes by it (the GEMM's own kernel, the attention's register
+ * tiles, GELU's intrinsics, the elementwise loops' x86-64-v4 copies), so TUBELET_CPU=portable
+ * runs the portable code everywhere, as on a CPU without AVX-512. */
+int tbi_cpu_avx512(void);
+
 /* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
- * semantics; C is not read when beta == 0). Our AVX-512 kernel where the CPU has it, OpenBLAS
- * otherwise or with TUBELET_GEMM=openblas. */
+ * semantics; C is not read when beta == 0). Which engine:
+ * - inside an OpenMP region (omp_get_level() > 0, a team of one included): our own kernel on
+ *   the calling thread alone, the AVX-512 one where tbi_cpu_avx512(), else the portable one;
+ *   never OpenBLAS;
+ * - outside: the AVX-512 kernel on all threads where tbi_cpu_avx512() and TUBELET_GEMM is
+ *   not "openblas" (tbi_sgemm_uses_own), else OpenBLAS on its threads, but only where its team
+ *   cannot come out smaller than it asks (with OMP_DYNAMIC, OMP_THREAD_LIMIT under the thread
+ *   count, or no active level left, Debian 12's OpenMP build of OpenBLAS 0.3.21 spins in
+ *   sched_yield forever): there our own kernels run on the team we get. */
 void tbi_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 /* C (M, N) = op(A) @ op(B) + bias (N), added to every row (NULL: none); the bias comes with
- * the product's first pass over C, not as a second one. */
+ * the product's first pass over C, not as a second one. Engines as tbi_sgemm. */
 void tbi_sgemm_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                     int ldb, const float *bias, float *C, int ldc);
 /* C (M, N) = A^T @ B (A is K x M) and colsum (M) = the column sums of A, in row order (the
  * bits of tbi_colsum): the weight and bias gradients of a Linear layer in one pass over A
- * where the AVX-512 kernel runs (its packing adds each row as it goes). */
+ * where the AVX-512 kernel runs (its packing adds each row as it goes). Engines as tbi_sgemm. */
 void tbi_sgemm_tn_colsum(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                          float *C, int ldc, float *colsum);
-/* The AVX-512 kernel itself: -1 where the CPU lacks AVX-512 (or out of memory), else 0. */
+/* The AVX-512 kernel itself (all threads outside a region, the calling one inside): -1 where
+ * tbi_cpu_avx512() is 0 (or out of memory), else 0. */
 int tbi_sgemm_own(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
-int tbi_gemm_own_available(void);
+/* The portable kernel itself: plain C, on the calling thread, any CPU, no allocation; every
+ * element sums over k in order, so its bits do not depend on who calls it. */
+void tbi_sgemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc);
+/* 1 where products outside an OpenMP region run on the AVX-512 kernel (tbi_cpu_avx512() and
+ * not TUBELET_GEMM=openblas): its bits do not depend on the number of threads. */
+int tbi_sgemm_uses_own(void);
 
 /* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
  * and returns it, or NULL when out of memory. Freed only with its thread. */
@@ -62,6 +85,12 @@ void tbi_gelu_fwd(float *out, const float *inp, size_t n);
  * out may be inp itself. */
 void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
 
+/* QuickGELU, OpenAI CLIP's: x * sigmoid(1.702 x), elementwise over n. */
+void tbi_quickgelu_fwd(float *out, const float *inp, size_t n);
+/* dinp = dout * QuickGELU'(inp), out = QuickGELU(inp) when not NULL: tbi_gelu_bwd's contract
+ * (dinp written, may be dout itself; out may be inp itself). */
+void tbi_quickgelu_bwd(float *dinp, float *out, const float *inp, const float *dout, size_t n);
+
 /* out = a + b, elementwise over n (the backward is a copy into both). */
 void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
 
@@ -69,23 +98,26 @@ void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
  * online softmax; only the log-sum-exp per query row is saved, the backward recomputes the
  * probabilities tile by tile; nothing N x N is ever held.
  * qkv (B, N, 3, NH, HS) as timm's qkv Linear output; out (B, N, NH, HS) = (B, N, D);
- * lse (B, NH, N). Scale HS^-0.5. */
-void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS);
+ * lse (B, NH, N). Scale HS^-0.5. causal != 0: query i attends to keys j <= i only (GPT's and
+ * CLIP's text mask; the later keys get probability 0), in the forward and the backward alike;
+ * tiles of keys wholly past a tile's queries are skipped. */
+void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                       int causal);
 /* dqkv (B, N, 3, NH, HS) = gradients of q, k, v given dout (B, N, D) and the forward's out,
- * lse (written, not accumulated). */
+ * lse (written, not accumulated); causal as the forward's. */
 void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
-                       const float *lse, int B, int N, int NH, int HS);
+                       const float *lse, int B, int N, int NH, int HS, int causal);
 /* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU), and
- * AVX-512 register tiles of its own (attention_avx512.c), used where the CPU has AVX-512;
- * those return -1 (having written nothing) without it or out of memory, else 0. */
-void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH,
-                             int HS);
+ * AVX-512 register tiles of its own (attention_avx512.c), used where tbi_cpu_avx512(); those
+ * return -1 (having written nothing) without it or out of memory, else 0. Both take causal. */
+void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                             int causal);
 void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int N, int NH, int HS);
-int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH,
-                             int HS);
+                             const float *lse, int B, int N, int NH, int HS, int causal);
+int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                             int causal);
 int tbi_attention_bwd_avx512(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int N, int NH, int HS);
+                             const float *lse, int B, int N, int NH, int HS, int causal);
 
 /* Softmax cross-entropy with label smoothing, PyTorch's definition, mean over the batch:
  * logits (B, K), targets (B); returns the loss; probs (B, K) saved for the backward. */

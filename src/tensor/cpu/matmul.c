@@ -1,6 +1,8 @@
 /* src/tensor/cpu/matmul.c - Linear layers through tbi_sgemm (gemm.c); the bias and its gradient
- * by hand (OpenMP), or from the weight gradient's pass over dout. Tests: tests/test_ops.c
- * (finite differences; the two-thread backward against the one-thread one, to the bit). */
+ * by hand (OpenMP), or from the weight gradient's pass over dout. The backward's two products
+ * run side by side only on the AVX-512 kernel with two threads (a tuning for it, not a
+ * general scheme). Tests: tests/test_ops.c (finite differences; the backward on 2, 3 and 8
+ * threads and on a team of one against one thread, to the bit where the kernel promises it). */
 #include <omp.h>
 #include <string.h>
 
@@ -36,11 +38,15 @@ static void dw_of(float *dw, float *dbias, const float *dout, const float *inp, 
  * between two, each waits at two per K block, and for the other's last row block): ViT-S's step
  * 2-4% faster. With more threads each product keeps all of them (two teams would need nested
  * OpenMP regions, and a product's barriers cost less against a bigger team's speed-up). The
- * bits are the same either way: every element sums over K in the same order. */
+ * bits are the same either way: every element sums over K in the same order.
+ * Only where both products run on the AVX-512 kernel (tbi_sgemm_uses_own): a product inside
+ * the pair's region keeps to its thread on our own kernels, so with OpenBLAS outside regions
+ * (TUBELET_GEMM=openblas, or no AVX-512) the pair would swap OpenBLAS's threads for our
+ * portable kernel, slower and with other bits than the same call on one thread. */
 void tbi_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                     const float *w, int M, int K, int N)
 {
-    if (dinp && dw && !omp_in_parallel() && omp_get_max_threads() == 2) {
+    if (dinp && dw && omp_get_level() == 0 && omp_get_max_threads() == 2 && tbi_sgemm_uses_own()) {
 #pragma omp parallel num_threads(2)
         {
             /* The team can come out smaller than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC): then
