@@ -5,6 +5,7 @@
  * gradient simply collects what each block adds; every other gradient is written. Not here:
  * the optimizer and the training loop (src/train). Tests: tests/test_vit.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,6 +333,10 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     int D = m->D, F = m->F, L = m->c.depth, K = m->K > 0 ? m->K : 1, rc;
     if (B < 1)
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
+    /* The ops count rows (tokens of the batch) in int; their elements in size_t. */
+    if ((int64_t)B * m->Nt > INT_MAX / 4 || (int64_t)B * m->Np > INT_MAX / 4)
+        return tbi_err(TB_ENOMEM, "%d clips of %d tokens are more rows than the ops take: %s",
+                       B, m->Nt, lowering_flags(&m->c));
     free_acts(m);
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, n = 0;
     m->F_rows = m->pool < 0 ? (int)T : B;
