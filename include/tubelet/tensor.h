@@ -1,7 +1,7 @@
-/* include/tubelet/tensor.h - the shape legend used in every shape comment, and the numeric
- * types the backends share. Activations and parameters are plain float arrays with their
- * shapes written beside them (llm.c style); the backend op table (src/tensor/ops.h) works on
- * them.
+/* include/tubelet/tensor.h - the shape legend used in every shape comment, and the device
+ * and dtype a model's configuration names. Activations and parameters are plain float arrays
+ * in a backend's memory with their shapes written beside them (llm.c style); the backend op
+ * table (src/tensor/backend.h) works on them.
  *
  *   B  batch (per process)       N   visual tokens per clip
  *   T  frames per clip           S   text tokens per caption

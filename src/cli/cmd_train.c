@@ -1,5 +1,5 @@
 /* src/cli/cmd_train.c - `tubelet train --task cls` and `tubelet eval`: the CLI around
- * tb_train_cls / tb_eval_cls: flags, the run directory's config.txt, a progress bar on a
+ * tb_train (the training loop, --task) / tb_eval_cls: flags, the run directory's config.txt, a progress bar on a
  * terminal (plain lines otherwise), Ctrl-C. Tests: tests/test_train.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
