@@ -57,3 +57,42 @@ def copy_of_root(dataset, tmp_path):
     dst = tmp_path / "chunks"
     shutil.copytree(dataset["root"], dst)
     return str(dst)
+
+
+@pytest.fixture(scope="session")
+def loader_dump():
+    path = os.environ.get("TUBELET_LOADER_DUMP")
+    if not path:
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "build", "tests", "loader_dump")
+    if not os.access(path, os.X_OK):
+        pytest.skip("loader_dump is not built (set TUBELET_LOADER_DUMP)")
+    return path
+
+
+EPIC_HEADER = ("narration_id,participant_id,video_id,narration_timestamp,start_timestamp,"
+               "stop_timestamp,start_frame,stop_frame,narration,verb,verb_class,noun,noun_class,"
+               "all_nouns,all_noun_classes")
+
+
+def stamp(s):
+    return f"{int(s // 3600):02d}:{int(s % 3600 // 60):02d}:{s % 60:05.2f}"
+
+
+def epic_csv(path, videos, n_rows, seed, fps=30, seconds=10):
+    """An EPIC-Kitchens-100 CSV of n_rows actions drawn over videos (ids): random windows of
+    0.3-3 s inside seconds, random verb and noun classes. Returns the path."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    lines = [EPIC_HEADER]
+    for i in range(n_rows):
+        v = videos[i % len(videos)]
+        start = float(rng.uniform(0, seconds - 3.2))
+        stop = start + float(rng.uniform(0.3, 3.0))
+        verb, noun = int(rng.integers(0, 8)), int(rng.integers(0, 16))
+        lines.append(f"{v}_{i},P01,{v},{stamp(start)},{stamp(start)},{stamp(stop)},"
+                     f"{int(start * fps)},{int(stop * fps)},action {i} of {v},verb{verb},{verb},"
+                     f"noun{noun},{noun},\"['noun{noun}']\",\"[{noun}]\"")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return str(path)

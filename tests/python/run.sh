@@ -1,9 +1,9 @@
 #!/bin/sh
 # ctest's test_python: the Python package's pytest suite over the build tree's module.
-#   run.sh PYTHON BUILD_PYTHON_DIR TUBELET_BIN TESTS_DIR SANITIZE(ON|OFF) C_COMPILER
+#   run.sh PYTHON BUILD_PYTHON_DIR TUBELET_BIN TESTS_DIR SANITIZE(ON|OFF) C_COMPILER LOADER_DUMP
 # Exits 77 (skipped) where the module was not built (no Python or NumPy headers) or pytest is
 # missing; pytest's 5 (no tests collected) is a failure, since tests went missing.
-py=$1 pydir=$2 bin=$3 tests=$4 sanitize=$5 cc=$6
+py=$1 pydir=$2 bin=$3 tests=$4 sanitize=$5 cc=$6 dump=$7
 if ! ls "$pydir"/tubelet/_tubelet*.so >/dev/null 2>&1; then
     echo "test_python: the module was not built (python3-dev, python3-numpy): skipped"
     exit 77
@@ -19,7 +19,7 @@ if [ "$sanitize" = ON ]; then
     export LD_PRELOAD="$asan $ubsan"
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 fi
-export PYTHONPATH="$pydir" TUBELET_BIN="$bin" PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$pydir" TUBELET_BIN="$bin" TUBELET_LOADER_DUMP="$dump" PYTHONDONTWRITEBYTECODE=1
 "$py" -m pytest -q -p no:cacheprovider "$tests"
 rc=$?
 [ $rc = 5 ] && { echo "test_python: pytest collected no tests"; exit 1; }
