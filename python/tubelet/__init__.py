@@ -14,8 +14,8 @@ library's message (file, frame, line); a missing file raises tubelet.NotFoundErr
 FileNotFoundError), a refused value tubelet.InvalidError (also a ValueError).
 """
 from ._tubelet import (EDECODE, EFORMAT, EINVAL, ENOENT, ERANGE, Error, InvalidError, Loader,
-                       NotFoundError, PoolBuffer, VideoReader, probe)
+                       NotFoundError, PoolBuffer, VideoReader, prep, probe, synth)
 
 __all__ = ["Error", "NotFoundError", "InvalidError", "VideoReader", "Loader", "PoolBuffer",
-           "probe", "ENOENT", "EDECODE", "EFORMAT", "ERANGE", "EINVAL"]
+           "probe", "prep", "synth", "ENOENT", "EDECODE", "EFORMAT", "ERANGE", "EINVAL"]
 __version__ = "0.1.0"

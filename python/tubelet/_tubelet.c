@@ -10,7 +10,9 @@
 #include <numpy/arrayobject.h>
 #include <pythread.h>
 
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "tubelet/data.h"
 #include "tubelet/prep.h"
@@ -989,12 +991,296 @@ static PyTypeObject LoaderType = {
     .tp_as_sequence = &loader_seq,
 };
 
+/* ---- prep and synth: long jobs that Ctrl-C cancels -------------------------------------- */
+
+/* A job run on a thread of its own while the calling thread waits with the GIL released and
+ * looks for signals every 50 ms: Ctrl-C sets the job's cancel flag (the library stops soon,
+ * keeping finished files) and raises KeyboardInterrupt once the job has stopped. */
+struct job {
+    void (*fn)(struct job *);
+    volatile int cancel;
+    int finished;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int rc;
+    char msg[1024];
+};
+
+static void *job_main(void *arg)
+{
+    struct job *j = arg;
+    j->fn(j);
+    pthread_mutex_lock(&j->mu);
+    j->finished = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* Returns 0 when the job ran to its end (j->rc is its status), -1 with a Python error set. */
+static int job_run(struct job *j)
+{
+    pthread_t t;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->finished = 0;
+    j->cancel = 0;
+    int interrupted = 0;
+    if (pthread_create(&t, NULL, job_main, j) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot start a thread");
+        goto end;
+    }
+    for (;;) {
+        int finished;
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&j->mu);
+        if (!j->finished)
+            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        finished = j->finished;
+        pthread_mutex_unlock(&j->mu);
+        Py_END_ALLOW_THREADS
+        if (finished)
+            break;
+        if (!interrupted && PyErr_CheckSignals() < 0) {
+            interrupted = 1; /* keep the exception; wait for the job to stop */
+            j->cancel = 1;
+        }
+    }
+    pthread_join(t, NULL);
+end:
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    return interrupted || PyErr_Occurred() ? -1 : 0;
+}
+
+/* fps: an int, a float that is whole, or (num, den). */
+static int parse_rate(PyObject *o, int *num, int *den)
+{
+    if (PyLong_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v > 0 && v < 10000) {
+            *num = (int)v;
+            *den = 1;
+            return 0;
+        }
+    } else if (PyTuple_Check(o) && PyArg_ParseTuple(o, "ii", num, den) && *num > 0 &&
+               *den > 0) {
+        return 0;
+    }
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "fps: expected a positive int or (num, den)");
+    return -1;
+}
+
+struct prep_job {
+    struct job j;
+    struct tb_prep_opts o;
+    const char **srcs;
+    int n_srcs, n_jobs;
+    struct tb_prep_result *res;
+    int *status;
+    char (*msgs)[768];
+};
+
+static void prep_done(void *user, int i, const char *src, int status,
+                      const struct tb_prep_result *res, const char *errmsg)
+{
+    struct prep_job *p = user;
+    (void)src;
+    /* Each source is reported once, from its worker: distinct slots, no lock needed. */
+    p->status[i] = status;
+    if (res)
+        p->res[i] = *res;
+    snprintf(p->msgs[i], sizeof(p->msgs[i]), "%s", errmsg ? errmsg : "");
+}
+
+static void prep_fn(struct job *j)
+{
+    struct prep_job *p = (struct prep_job *)j;
+    p->o.cancel = &j->cancel;
+    j->rc = tb_prep_many(&p->o, p->srcs, p->n_srcs, p->n_jobs, prep_done, p);
+    if (j->rc < 0)
+        snprintf(j->msg, sizeof(j->msg), "%s", tb_errmsg());
+}
+
+static PyObject *py_prep(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"sources", "out", "chunk_seconds", "short_side", "fps", "gop", "crf",
+                            "preset", "tune", "ext", "jobs", "threads", "check", NULL};
+    PyObject *sources, *out_b = NULL, *fps = NULL, *seq = NULL, *result = NULL;
+    int chunk_seconds = TB_PREP_DEFAULT_CHUNK_SECONDS, short_side = TB_PREP_DEFAULT_SHORT_SIDE;
+    int gop = TB_PREP_DEFAULT_GOP, crf = TB_PREP_DEFAULT_CRF, jobs = 1, threads = 0, check = 1;
+    const char *preset = TB_PREP_DEFAULT_PRESET, *tune = TB_PREP_DEFAULT_TUNE;
+    const char *ext = TB_PREP_DEFAULT_EXT;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|iiOiisssiip", names, &sources,
+                                     PyUnicode_FSConverter, &out_b, &chunk_seconds, &short_side,
+                                     &fps, &gop, &crf, &preset, &tune, &ext, &jobs, &threads,
+                                     &check))
+        return NULL;
+    struct prep_job p = {.n_jobs = jobs};
+    p.o = (struct tb_prep_opts){.out_root = PyBytes_AS_STRING(out_b),
+                                .chunk_seconds = chunk_seconds, .short_side = short_side,
+                                .fps_num = 30, .fps_den = 1, .gop = gop, .crf = crf,
+                                .preset = preset, .tune = !strcmp(tune, "none") ? "" : tune,
+                                .ext = ext, .n_threads = threads};
+    if (fps && parse_rate(fps, &p.o.fps_num, &p.o.fps_den) < 0)
+        goto end;
+    if (PyUnicode_Check(sources) || PyBytes_Check(sources) || PyObject_CheckBuffer(sources))
+        seq = PyTuple_Pack(1, sources);
+    else
+        seq = PySequence_Tuple(sources);
+    if (!seq)
+        goto end;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (n < 1 || n > INT32_MAX || jobs < 1 || threads < 0) {
+        PyErr_SetString(PyExc_ValueError, "prep: at least one source; jobs >= 1, threads >= 0");
+        goto end;
+    }
+    PyObject *paths = PyTuple_New(n);
+    if (!paths)
+        goto end;
+    p.srcs = calloc((size_t)n, sizeof(*p.srcs));
+    p.res = calloc((size_t)n, sizeof(*p.res));
+    p.status = calloc((size_t)n, sizeof(*p.status));
+    p.msgs = calloc((size_t)n, sizeof(*p.msgs));
+    p.n_srcs = (int)n;
+    if (!p.srcs || !p.res || !p.status || !p.msgs) {
+        PyErr_NoMemory();
+        Py_DECREF(paths);
+        goto end;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(seq, i), &b)) {
+            Py_DECREF(paths);
+            goto end;
+        }
+        PyTuple_SET_ITEM(paths, i, b);
+        p.srcs[i] = PyBytes_AS_STRING(b);
+        p.status[i] = TB_ECANCELED; /* until reported */
+    }
+    p.j.fn = prep_fn;
+    if (job_run(&p.j) < 0) {
+        Py_DECREF(paths);
+        goto end;
+    }
+    if (p.j.rc < 0) {
+        raise_status(p.j.rc, p.j.msg);
+        Py_DECREF(paths);
+        goto end;
+    }
+    int first_bad = -1;
+    result = PyList_New(n);
+    for (Py_ssize_t i = 0; result && i < n; i++) {
+        const struct tb_prep_result *r = &p.res[i];
+        PyObject *err = p.status[i] < 0 ? PyUnicode_FromString(p.msgs[i][0] ? p.msgs[i]
+                                                               : tb_strerror(p.status[i]))
+                                        : (Py_INCREF(Py_None), Py_None);
+        PyObject *d = err ? Py_BuildValue("{s:O,s:s,s:L,s:i,s:i,s:L,s:i,s:i,s:N}", "source",
+                                          PyTuple_GET_ITEM(seq, i), "name", r->name,
+                                          "frames", (long long)r->n_frames, "chunks",
+                                          r->n_chunks, "chunks_skipped", r->n_chunks_skipped,
+                                          "bad_packets", (long long)r->n_bad_packets, "width",
+                                          r->width, "height", r->height, "error", err)
+                          : NULL;
+        if (!d) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, d);
+        if (p.status[i] < 0 && first_bad < 0)
+            first_bad = (int)i;
+    }
+    if (result && check && first_bad >= 0) {
+        Py_CLEAR(result);
+        raise_status(p.status[first_bad], p.msgs[first_bad]);
+    }
+    Py_DECREF(paths);
+end:
+    free(p.srcs);
+    free(p.res);
+    free(p.status);
+    free(p.msgs);
+    Py_XDECREF(seq);
+    Py_XDECREF(out_b);
+    return result;
+}
+
+struct synth_job {
+    struct job j;
+    struct tb_synth_opts o;
+    struct tb_synth_result res;
+};
+
+static void synth_fn(struct job *j)
+{
+    struct synth_job *s = (struct synth_job *)j;
+    s->o.cancel = &j->cancel;
+    j->rc = tb_synth(&s->o, &s->res);
+    if (j->rc < 0)
+        snprintf(j->msg, sizeof(j->msg), "%s", tb_errmsg());
+}
+
+static PyObject *py_synth(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"out", "videos", "seconds", "size", "fps", "actor_scale", "seed",
+                            "crf", "preset", "threads", "jobs", NULL};
+    PyObject *out_b = NULL, *size = NULL, *fps = NULL, *result = NULL;
+    int videos = 8, seconds = 60, crf = 18, threads = 4, jobs = 2, w = 320, h = 240;
+    double actor_scale = 1;
+    unsigned long long seed = 0;
+    const char *preset = "fast";
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|iiOOdKisii", names, PyUnicode_FSConverter,
+                                     &out_b, &videos, &seconds, &size, &fps, &actor_scale, &seed,
+                                     &crf, &preset, &threads, &jobs))
+        return NULL;
+    struct synth_job s = {.o = {.out_dir = PyBytes_AS_STRING(out_b), .n_videos = videos,
+                                .seconds = seconds, .actor_scale = actor_scale, .fps_num = 30,
+                                .fps_den = 1, .seed = seed, .crf = crf, .preset = preset,
+                                .n_threads = threads, .n_jobs = jobs}};
+    if (parse_size(size, &w, &h) < 0 || (fps && parse_rate(fps, &s.o.fps_num, &s.o.fps_den) < 0))
+        goto end;
+    s.o.width = w;
+    s.o.height = h;
+    s.j.fn = synth_fn;
+    if (job_run(&s.j) < 0)
+        goto end;
+    if (s.j.rc < 0) {
+        raise_status(s.j.rc, s.j.msg);
+        goto end;
+    }
+    result = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "videos", s.res.n_videos, "train_videos",
+                           s.res.n_train_videos, "val_videos", s.res.n_val_videos,
+                           "train_actions", s.res.n_train_actions, "val_actions",
+                           s.res.n_val_actions);
+end:
+    Py_XDECREF(out_b);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
     {"probe", (PyCFunction)(void (*)(void))py_probe, METH_VARARGS | METH_KEYWORDS,
      "probe(path, decode=True)\n--\n\nWhat tubelet knows about a video file or a prepared "
      "video directory, as a dict (the fields of `tubelet probe`)."},
+    {"prep", (PyCFunction)(void (*)(void))py_prep, METH_VARARGS | METH_KEYWORDS,
+     "prep(sources, out, chunk_seconds=15, short_side=320, fps=30, gop=30, crf=23, "
+     "preset='medium', tune='fastdecode', ext='mp4', jobs=1, threads=0, check=True)\n--\n\n"
+     "Prepare source videos into chunked ones under out (as `tubelet prep`)."},
+    {"synth", (PyCFunction)(void (*)(void))py_synth, METH_VARARGS | METH_KEYWORDS,
+     "synth(out, videos=8, seconds=60, size=(240, 320), fps=30, actor_scale=1, seed=0, crf=18, "
+     "preset='fast', threads=4, jobs=2)\n--\n\nWrite the synthetic EPIC-style dataset (as "
+     "`tubelet synth`)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,6 +41,28 @@ def probe(path: StrPath, decode: bool = True) -> Dict[str, Any]:
     chunks). decode=False skips decoding a file: frames and keyframes are then None."""
 
 
+def prep(sources: Union[StrPath, Sequence[StrPath]], out: StrPath, chunk_seconds: int = 15,
+         short_side: int = 320, fps: Union[int, Tuple[int, int]] = 30, gop: int = 30,
+         crf: int = 23, preset: str = "medium", tune: str = "fastdecode", ext: str = "mp4",
+         jobs: int = 1, threads: int = 0, check: bool = True) -> List[Dict[str, Any]]:
+    """Prepare sources into out/<stem>.<ext>/ (fixed-length H.264 chunks, constant rate, short
+    side resized, an index per chunk), as `tubelet prep`; a rerun skips finished chunks.
+    Returns one dict per source: source, name, frames, chunks, chunks_skipped, bad_packets,
+    width, height, error (None or the library's message). check=True raises tubelet.Error for
+    the first source that failed (the others are still done). Ctrl-C stops it soon, keeping
+    finished chunks, and raises KeyboardInterrupt. tune="none" for no x264 tune."""
+
+
+def synth(out: StrPath, videos: int = 8, seconds: int = 60, size: Size = (240, 320),
+          fps: Union[int, Tuple[int, int]] = 30, actor_scale: float = 1.0, seed: int = 0,
+          crf: int = 18, preset: str = "fast", threads: int = 4,
+          jobs: int = 2) -> Dict[str, int]:
+    """Write the synthetic EPIC-Kitchens-style dataset (out/videos/*.mp4,
+    out/annotations/EPIC_100_*.csv), as `tubelet synth`: the same seed and threads give the
+    same files. size is (H, W). Returns videos, train_videos, val_videos, train_actions,
+    val_actions. Ctrl-C stops it and raises KeyboardInterrupt."""
+
+
 class VideoReader:
     """The frame-exact fused decode-crop reader over one video: a prepared (chunked) video
     directory or any file FFmpeg reads. One decode at a time per reader (calls from several
