@@ -301,8 +301,8 @@ static int reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
                      "'%s' (threads and cached: >= 0)", scaler);
         return -1;
     }
-    self->path = path_b;
-    if (!(self->lock = PyThread_allocate_lock())) {
+    Py_XSETREF(self->path, path_b); /* a retried __init__ after a failed one */
+    if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
         PyErr_NoMemory();
         return -1;
     }
