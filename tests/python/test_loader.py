@@ -237,3 +237,40 @@ def test_memory_flat_over_5000_clips(dataset, ann):
                 break
     assert clips >= 5000
     assert rss_mb() - rss_early < 8, f"RSS grew from {rss_early:.1f} MB to {rss_mb():.1f} MB"
+
+
+def test_narration_and_kinetics_formats(dataset, loader_dump, tmp_path):
+    ids = [os.path.basename(p).rsplit(".", 1)[0] for p in dataset["prepared"]]
+    rng = np.random.default_rng(3)
+    rows, texts = ["video_id,start_s,end_s,text"], []
+    for i in range(9):
+        s = float(rng.uniform(0, 6))
+        texts.append(f"clip {i} of {ids[i % 2]}")
+        rows.append(f"{ids[i % 2]},{s:.2f},{s + 2:.2f},{texts[-1]}")
+    narr = tmp_path / "narration.csv"
+    narr.write_text("\n".join(rows) + "\n")
+    ref, _ = c_batches(loader_dump, tmp_path, dataset["root"], str(narr), format="narration",
+                       batch=4, workers=2, seed=1)
+    with tubelet.Loader(dataset["root"], str(narr), format="narration", frames=T, size=(H, W),
+                        batch=4, workers=2, seed=1) as loader:
+        got = []
+        for b in loader:
+            assert b["text"] == [texts[i] for i in b["index"]]
+            assert (b["label"] == -1).all()
+            got.append((b["index"], b["label"], b["flip"], b["video"].reshape(-1).copy()))
+    same(got, ref)
+
+    labels = [5, 2, 7, 0, 1, 3]
+    kin = tmp_path / "kinetics.txt"
+    kin.write_text("".join(f"{os.path.basename(dataset['prepared'][i % 2])} 300 {c}\n"
+                           for i, c in enumerate(labels)))
+    ref, _ = c_batches(loader_dump, tmp_path, dataset["root"], str(kin), format="kinetics",
+                       batch=4, workers=2, seed=1)
+    with tubelet.Loader(dataset["root"], str(kin), format="kinetics", frames=T, size=(H, W),
+                        batch=4, workers=2, seed=1) as loader:
+        got = []
+        for b in loader:
+            assert b["label"][:, 0].tolist() == [labels[i] for i in b["index"]]
+            assert b["text"] == [None] * len(b["index"])
+            got.append((b["index"], b["label"], b["flip"], b["video"].reshape(-1).copy()))
+    same(got, ref)
