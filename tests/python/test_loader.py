@@ -274,3 +274,21 @@ def test_narration_and_kinetics_formats(dataset, loader_dump, tmp_path):
             assert b["text"] == [None] * len(b["index"])
             got.append((b["index"], b["label"], b["flip"], b["video"].reshape(-1).copy()))
     same(got, ref)
+
+
+def test_evaluation_views(dataset, ann):
+    def run_eval(workers):
+        with tubelet.Loader(dataset["root"], ann, frames=T, size=(H, W), train=False, views=2,
+                            crops=3, batch=8, workers=workers, shuffle=False) as loader:
+            assert loader.dataset_size == 23 * 2 * 3 and len(loader) == 18
+            return [(b["index"].copy(), b["video"].copy(), b["flip"].copy()) for b in loader]
+
+    one, three = run_eval(1), run_eval(3)
+    assert len(one) == 18
+    for (i1, v1, f1), (i3, v3, f3) in zip(one, three):
+        assert np.array_equal(i1, i3) and np.array_equal(v1, v3)
+        assert not f1.any()  # evaluation never flips
+    # Samples 0-2 are item 0's first view in its three crops (centre, both ends): they differ.
+    assert one[0][0].tolist() == list(range(8))
+    v = one[0][1]
+    assert not np.array_equal(v[0], v[1]) and not np.array_equal(v[1], v[2])
