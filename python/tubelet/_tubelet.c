@@ -465,7 +465,28 @@ static PyMethodDef reader_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PySequenceMethods reader_seq = {.sq_length = (lenfunc)reader_len};
+/* vr[i]: frame i (negative from the end) at its decoded size, (H, W, 3), as decord's vr[i]. */
+static PyObject *reader_item(ReaderObject *self, Py_ssize_t i)
+{
+    if (reader_ready(self) < 0)
+        return NULL;
+    if (i < 0 || i >= self->info.n_frames) {
+        PyErr_Format(PyExc_IndexError, "frame %zd of a video of %lld frames", i,
+                     (long long)self->info.n_frames);
+        return NULL;
+    }
+    PyObject *args = Py_BuildValue("([n])", i);
+    PyObject *batch = args ? reader_get_batch(self, args, NULL) : NULL;
+    Py_XDECREF(args);
+    if (!batch)
+        return NULL;
+    PyObject *frame = PySequence_GetItem(batch, 0);
+    Py_DECREF(batch);
+    return frame;
+}
+
+static PySequenceMethods reader_seq = {.sq_length = (lenfunc)reader_len,
+                                       .sq_item = (ssizeargfunc)reader_item};
 
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tubelet._tubelet.VideoReader",
