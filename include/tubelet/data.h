@@ -152,7 +152,10 @@ TB_API int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first);
 TB_API int tb_loader_next(tb_loader *l, struct tb_batch **batch);
 TB_API void tb_loader_release(tb_loader *l, struct tb_batch *batch);
 TB_API void tb_loader_get_stats(const tb_loader *l, struct tb_loader_stats *stats);
-/* Stops the workers (a worker stuck in a system call is left behind, detached). */
+/* Stops the workers (a worker stuck in a system call is left behind, detached) and frees the
+ * pool. A batch buffer that the caller has taken over - once no worker writes (after
+ * tb_loader_epoch_from(l, e, INT64_MAX) returns, say) it set that batch's video to NULL - is
+ * left to the caller, who frees it with free(): the Python binding's arrays outlive close. */
 TB_API void tb_loader_close(tb_loader **l);
 
 /* ---- augmentation ------------------------------------------------------------------------ */

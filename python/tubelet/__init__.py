@@ -1,0 +1,21 @@
+"""tubelet from Python: the frame-exact fused decode-crop reader, the threaded deterministic
+loader and probe, over tubelet's C library (the extension module ``tubelet._tubelet``).
+
+    import tubelet
+    vr = tubelet.VideoReader("data/chunks/P01_01.mp4")      # a prepared directory or a file
+    clip = vr.get_batch([0, 8, 16, 24], size=(224, 224), crop="center")  # uint8 (T, H, W, 3)
+
+    with tubelet.Loader("data/chunks", "ann/train.csv", frames=16, size=224, batch=32) as loader:
+        for b in loader:            # b["video"]: uint8 (B, T, H, W, 3), a view of the pool
+            ...
+
+docs/PYTHON.md is the walkthrough. Errors raise tubelet.Error (a RuntimeError) carrying the
+library's message (file, frame, line); a missing file raises tubelet.NotFoundError (also a
+FileNotFoundError), a refused value tubelet.InvalidError (also a ValueError).
+"""
+from ._tubelet import (EDECODE, EFORMAT, EINVAL, ENOENT, ERANGE, Error, InvalidError, Loader,
+                       NotFoundError, PoolBuffer, VideoReader, prep, probe, synth)
+
+__all__ = ["Error", "NotFoundError", "InvalidError", "VideoReader", "Loader", "PoolBuffer",
+           "probe", "prep", "synth", "ENOENT", "EDECODE", "EFORMAT", "ERANGE", "EINVAL"]
+__version__ = "0.1.0"
