@@ -1,6 +1,9 @@
 #!/bin/sh
 # The loader against PyTorch DataLoader baselines at equal workers (docs/PERFORMANCE.md):
 #   tubelet bench-load            on tubelet prep's chunks (and, for reference, AVION-style);
+#   python-numpy, python-torch    the same loader from Python (tubelet.Loader's NumPy views,
+#                                 tubelet.torch.Loader's tensors; bench/python_loader.py), on
+#                                 tubelet's chunks, when the build has the module;
 #   pytorch-decord, -torchcodec   AVION's EPIC-Kitchens data path (bench/loader_peers.py:
 #                                 chunked decord/torchcodec reads + torchvision crop and flip)
 #                                 on AVION-style chunks (x264 defaults, keyframe every 250).
@@ -41,6 +44,14 @@ for rep in $(seq "$reps"); do
             run tubelet $d $w "$bin" bench-load --root "$out/$d" --ann "$ann" --workload $w \
                 --workers "$workers" --batch 16 --clips $clips
         done
+        if [ -d "$build/python/tubelet" ]; then
+            for kind in numpy torch; do
+                run python-$kind tubelet $w env PYTHONPATH="$build/python" OMP_NUM_THREADS=1 \
+                    /usr/bin/python3 bench/python_loader.py --child $kind --tubelet "$bin" \
+                    --root "$out/tubelet" --ann "$ann" --workload $w --workers "$workers" \
+                    --batch 16 --clips $clips
+            done
+        fi
         if [ -x "$py" ]; then
             for impl in decord torchcodec; do
                 run pytorch-$impl avion $w "$py" bench/loader_peers.py --impl $impl \
@@ -76,4 +87,9 @@ for w in ("w1", "w2"):
                for p in ("pytorch-decord", "pytorch-torchcodec") if pick(p, "avion", w))
     print(f"\n{w}, {sys.argv[2]} workers: tubelet on its chunks / best baseline ({best[1]}) on "
           f"AVION-style chunks = {t / best[0]:.2f}x")
+    for kind in ("python-numpy", "python-torch"):
+        if pick(kind, "tubelet", w):
+            p = statistics.median(r["clips_per_s"] for r in pick(kind, "tubelet", w))
+            print(f"{w}: {kind} / tubelet bench-load = {p / t:.3f}x; / best baseline = "
+                  f"{p / best[0]:.2f}x")
 PY
