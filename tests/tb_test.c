@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tb_test.h"
+#include "tubelet/safetensors.h"
 
 int tbt_failures;
 const char *tbt_case;
@@ -174,4 +175,45 @@ const char *tbt_opencv_video(const char *name)
     if (!tbt_exists(path) && tbt_run(NULL, 60, "gzip -dc %s > %s", gz, path) != 0)
         return NULL;
     return path;
+}
+
+void tbt_compare_st(const char *ours_path, const char *ref_path, const char *what, double tol,
+                    int (*skip)(const char *name, int64_t k, int64_t n), int require_signal)
+{
+    struct tb_st_file *ours = NULL, *ref = NULL;
+    CHECK_EQ(tb_st_read(&ours, ours_path), 0);
+    CHECK_EQ(tb_st_read(&ref, ref_path), 0);
+    if (!ours || !ref) {
+        tb_st_free(&ours);
+        tb_st_free(&ref);
+        return;
+    }
+    CHECK_EQ(ours->n_tensors, ref->n_tensors);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < ref->n_tensors; i++) {
+        const struct tb_st_tensor *r = &ref->tensors[i], *o = tb_st_find(ours, r->name);
+        CHECK_MSG(o && o->n == r->n, "%s: tensor %s missing or of another size", what, r->name);
+        if (!o || o->n != r->n)
+            continue;
+        double diff = 0, norm = 0;
+        for (int64_t k = 0; k < r->n; k++) {
+            if (skip && skip(r->name, k, r->n))
+                continue;
+            double a = ((const float *)o->data)[k], b = ((const float *)r->data)[k];
+            diff += (a - b) * (a - b);
+            norm += b * b;
+        }
+        double rel = sqrt(diff) / (sqrt(norm) + 1e-12);
+        if (rel > worst || isnan(rel)) {
+            worst = rel;
+            worst_name = r->name;
+        }
+        CHECK_MSG(rel <= tol && (!require_signal || norm > 0), "%s: %s differs from the "
+                  "reference by %.2e (relative L2; tolerance %.0e)", what, r->name, rel, tol);
+    }
+    fprintf(stderr, "%s: %d tensors, worst relative error %.2e (%s)\n", what, ref->n_tensors,
+            worst, worst_name);
+    tb_st_free(&ours);
+    tb_st_free(&ref);
 }

@@ -76,6 +76,13 @@ size_t tbt_yuv_bytes(int w, int h);
 /* Peak signal-to-noise ratio of two buffers (dB, 99 for identical). */
 double tbt_psnr(const uint8_t *a, const uint8_t *b, size_t n);
 
+/* Every tensor of the safetensors file ref_path against the one of the same name in
+ * ours_path (float32, as many of each): relative L2 error within tol; elements for which
+ * skip(name, k, n) is nonzero are left out (skip may be NULL); with require_signal, a
+ * reference tensor that is all zero fails too (it would prove nothing). Prints the worst. */
+void tbt_compare_st(const char *ours_path, const char *ref_path, const char *what, double tol,
+                    int (*skip)(const char *name, int64_t k, int64_t n), int require_signal);
+
 /* 1 if a file exists. */
 int tbt_exists(const char *path);
 

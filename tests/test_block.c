@@ -155,40 +155,6 @@ static void write_input(const struct tbi_block_cfg *c, const char *path, uint64_
     stack_close(&st);
 }
 
-static void compare(const char *ours_path, const char *ref_path, const char *what, double tol)
-{
-    struct tb_st_file *ours = NULL, *ref = NULL;
-    CHECK_EQ(tb_st_read(&ours, ours_path), 0);
-    CHECK_EQ(tb_st_read(&ref, ref_path), 0);
-    if (!ours || !ref)
-        return;
-    CHECK_EQ(ours->n_tensors, ref->n_tensors);
-    double worst = 0;
-    const char *worst_name = "";
-    for (int i = 0; i < ref->n_tensors; i++) {
-        const struct tb_st_tensor *r = &ref->tensors[i], *o = tb_st_find(ours, r->name);
-        CHECK_MSG(o && o->n == r->n, "%s: tensor %s missing or of another size", what, r->name);
-        if (!o || o->n != r->n)
-            continue;
-        double diff = 0, norm = 0;
-        for (int64_t k = 0; k < r->n; k++) {
-            double a = ((const float *)o->data)[k], b = ((const float *)r->data)[k];
-            diff += (a - b) * (a - b);
-            norm += b * b;
-        }
-        double rel = sqrt(diff) / (sqrt(norm) + 1e-12);
-        if (rel > worst || isnan(rel)) {
-            worst = rel;
-            worst_name = r->name;
-        }
-        CHECK_MSG(rel <= tol && norm > 0, "%s: %s differs by %.2e (relative L2; tolerance %.0e)",
-                  what, r->name, rel, tol);
-    }
-    fprintf(stderr, "%s: %d tensors, worst relative error %.2e (%s)\n", what, ref->n_tensors,
-            worst, worst_name);
-    tb_st_free(&ours);
-    tb_st_free(&ref);
-}
 
 int main(void)
 {
@@ -231,9 +197,9 @@ int main(void)
             stack_close(&st);
         }
         tb_st_free(&f);
-        compare(ours, ref, what, 1e-4);
+        tbt_compare_st(ours, ref, what, 1e-4, NULL, 1);
         snprintf(what + strlen(what), sizeof(what) - strlen(what), ", guarded backend");
-        compare(guarded, ours, what, 0);
+        tbt_compare_st(guarded, ours, what, 0, NULL, 1);
     }
     TBT_EXIT();
 }

@@ -43,7 +43,7 @@ static int rank_of(const double *p, int K, int y)
  * the padding a process gets past the epoch's last clip (to even out the shards) skipped. */
 static int accumulate(const struct tb_annotations *ann, const struct tb_batch *b, int batch,
                       const float *logits, int K, int per_item, int64_t n_samples, double *acc,
-                      int32_t *seen, double *ez)
+                      double *seen, double *ez)
 {
     int rank = tb_dist_rank(), world = tb_dist_world();
     for (int j = 0; j < b->n; j++) {
@@ -81,7 +81,7 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     double *acc = NULL, *ez = NULL;
-    int32_t *seen = NULL;
+    double *seen = NULL; /* the views each item got (summed over processes: doubles) */
     float *logits = NULL;
     const float *mean, *std;
     int K = c->classes, rc = 0;
@@ -128,21 +128,15 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
     }
     if ((rc = tb_dist_sum_f64(acc, (size_t)n_items * K)) < 0)
         goto end;
-    double *cnt = ez; /* the views each item got, over all processes, a chunk at a time */
+    if ((rc = tb_dist_sum_f64(seen, (size_t)n_items)) < 0)
+        goto end;
     double top1 = 0, top5 = 0, loss = 0;
-    for (int64_t i0 = 0; i0 < n_items; i0 += K) {
-        int64_t n = n_items - i0 < K ? n_items - i0 : K;
-        for (int64_t i = 0; i < n; i++)
-            cnt[i] = seen[i0 + i];
-        if ((rc = tb_dist_sum_f64(cnt, (size_t)n)) < 0)
+    for (int64_t i = 0; i < n_items; i++)
+        if (seen[i] != per_item) {
+            rc = tbi_err(TB_EINVAL, "%s:%d: the evaluation saw %.0f of the item's %d views",
+                         ann->path, ann->items[i].line, seen[i], per_item);
             goto end;
-        for (int64_t i = 0; i < n; i++)
-            if (cnt[i] != per_item) {
-                rc = tbi_err(TB_EINVAL, "%s:%d: the evaluation saw %.0f of the item's %d views",
-                             ann->path, ann->items[i0 + i].line, cnt[i], per_item);
-                goto end;
-            }
-    }
+        }
     for (int64_t i = 0; i < n_items; i++) {
         int y = tb_item_label(&ann->items[i], label);
         if (y < 0 || y >= K) {
