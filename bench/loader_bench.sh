@@ -3,7 +3,7 @@
 #   tubelet bench-load            on tubelet prep's chunks (and, for reference, AVION-style);
 #   python-numpy, python-torch    the same loader from Python (tubelet.Loader's NumPy views,
 #                                 tubelet.torch.Loader's tensors; bench/python_loader.py), on
-#                                 tubelet's chunks, when the build has the module;
+#                                 both kinds of chunks, when the build has the module;
 #   pytorch-decord, -torchcodec   AVION's EPIC-Kitchens data path (bench/loader_peers.py:
 #                                 chunked decord/torchcodec reads + torchvision crop and flip)
 #                                 on AVION-style chunks (x264 defaults, keyframe every 250).
@@ -45,11 +45,13 @@ for rep in $(seq "$reps"); do
                 --workers "$workers" --batch 16 --clips $clips
         done
         if [ -d "$build/python/tubelet" ]; then
-            for kind in numpy torch; do
-                run python-$kind tubelet $w env PYTHONPATH="$build/python" OMP_NUM_THREADS=1 \
-                    /usr/bin/python3 bench/python_loader.py --child $kind --tubelet "$bin" \
-                    --root "$out/tubelet" --ann "$ann" --workload $w --workers "$workers" \
-                    --batch 16 --clips $clips
+            for d in tubelet avion; do
+                for kind in numpy torch; do
+                    run python-$kind $d $w env PYTHONPATH="$build/python" OMP_NUM_THREADS=1 \
+                        /usr/bin/python3 bench/python_loader.py --child $kind --tubelet "$bin" \
+                        --root "$out/$d" --ann "$ann" --workload $w --workers "$workers" \
+                        --batch 16 --clips $clips
+                done
             done
         fi
         if [ -x "$py" ]; then
@@ -87,9 +89,13 @@ for w in ("w1", "w2"):
                for p in ("pytorch-decord", "pytorch-torchcodec") if pick(p, "avion", w))
     print(f"\n{w}, {sys.argv[2]} workers: tubelet on its chunks / best baseline ({best[1]}) on "
           f"AVION-style chunks = {t / best[0]:.2f}x")
+    ta = statistics.median(r["clips_per_s"] for r in pick("tubelet", "avion", w))
+    print(f"{w}: on the same AVION-style chunks, tubelet bench-load / best baseline = "
+          f"{ta / best[0]:.2f}x")
     for kind in ("python-numpy", "python-torch"):
-        if pick(kind, "tubelet", w):
-            p = statistics.median(r["clips_per_s"] for r in pick(kind, "tubelet", w))
-            print(f"{w}: {kind} / tubelet bench-load = {p / t:.3f}x; / best baseline = "
-                  f"{p / best[0]:.2f}x")
+        for d, ref in (("tubelet", t), ("avion", ta)):
+            if pick(kind, d, w):
+                p = statistics.median(r["clips_per_s"] for r in pick(kind, d, w))
+                print(f"{w}, {d} chunks: {kind} / tubelet bench-load = {p / ref:.3f}x; "
+                      f"/ best baseline on AVION-style chunks = {p / best[0]:.2f}x")
 PY

@@ -394,6 +394,39 @@ static void test_bounded_memory(const struct tb_annotations *ann)
     tb_dataset_close(&ds);
 }
 
+/* A buffer taken from the pool outlives the loader, holding the batch as delivered, while
+ * the workers were busy filling the others; the loader then refuses new epochs. */
+static void test_take(const struct tb_annotations *ann)
+{
+    tbt_case = "a taken batch buffer outlives close";
+    tb_dataset *ds = NULL;
+    struct tb_dataset_opts dopts = ds_opts(root);
+    CHECK_EQ(tb_dataset_open(&ds, ann, &dopts), 0);
+    struct tb_loader_opts o = {.batch_size = B, .n_workers = 3, .prefetch = 3, .seed = 5,
+                               .shuffle = 1, .world = 1, .max_failure_rate = 0.5};
+    struct run ref;
+    run_loader(ds, o, 1, &ref);
+    CHECK_MSG(ref.rc == 0 && ref.n_clips >= 2 * B, "reference run: %s", ref.err);
+    size_t bytes = (size_t)B * T * S * S * 3;
+    tb_loader *l = NULL;
+    CHECK_EQ(tb_loader_open(&l, ds, &o), 0);
+    struct tb_batch *b0 = NULL, *b1 = NULL;
+    uint8_t *kept = NULL;
+    if (l && tb_loader_epoch(l, 0) >= 2 && tb_loader_next(l, &b0) == 0) {
+        tb_loader_release(l, b0);
+        if (tb_loader_next(l, &b1) == 0) {
+            kept = tb_loader_take(l, b1); /* the others are still being filled */
+            CHECK(kept != NULL && b1->video == NULL);
+            CHECK(tb_loader_epoch(l, 1) < 0 && strstr(tb_errmsg(), "taken"));
+        }
+    }
+    tb_loader_close(&l);
+    CHECK(kept && ref.n_clips >= 2 * B && !memcmp(kept, ref.video + bytes, bytes));
+    free(kept);
+    free_run(&ref);
+    tb_dataset_close(&ds);
+}
+
 static void test_failures(const struct tb_annotations *ann)
 {
     tbt_case = "broken and missing chunks";
@@ -519,6 +552,7 @@ int main(void)
     if (train) {
         test_determinism(train);
         test_bounded_memory(train);
+        test_take(train);
         test_failures(train);
     }
     test_timeout();

@@ -152,10 +152,13 @@ TB_API int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first);
 TB_API int tb_loader_next(tb_loader *l, struct tb_batch **batch);
 TB_API void tb_loader_release(tb_loader *l, struct tb_batch *batch);
 TB_API void tb_loader_get_stats(const tb_loader *l, struct tb_loader_stats *stats);
+/* Takes batch's video buffer (a batch of this loader, delivered or not) out of the pool so
+ * that it outlives the loader: ends the epoch, waits until no worker writes, and returns the
+ * buffer, which the caller frees with free(). The loader is then good only for more takes and
+ * tb_loader_close (the Python binding's arrays outlive a closed loader this way). */
+TB_API uint8_t *tb_loader_take(tb_loader *l, struct tb_batch *batch);
 /* Stops the workers (a worker stuck in a system call is left behind, detached) and frees the
- * pool. A batch buffer that the caller has taken over - once no worker writes (after
- * tb_loader_epoch_from(l, e, INT64_MAX) returns, say) it set that batch's video to NULL - is
- * left to the caller, who frees it with free(): the Python binding's arrays outlive close. */
+ * pool. */
 TB_API void tb_loader_close(tb_loader **l);
 
 /* ---- augmentation ------------------------------------------------------------------------ */

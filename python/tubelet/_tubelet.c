@@ -594,23 +594,22 @@ static void loader_shutdown(LoaderObject *self)
     if (self->closed)
         return;
     self->closed = 1;
-    int live = 0;
-    for (int i = 0; i < self->n_blocks; i++)
-        live |= self->blocks[i] != NULL;
-    Py_BEGIN_ALLOW_THREADS
-    if (self->l && live) {
-        /* Arrays still point into the pool: stop every worker's writing (an epoch with nothing
-         * left to hand out waits for writers), then take those buffers out of the pool. */
-        tb_loader_epoch_from(self->l, self->epoch, INT64_MAX);
-    }
-    Py_END_ALLOW_THREADS
+    /* Arrays still pointing into the pool keep their buffers: taken out of it (the workers'
+     * writing stopped first, without the GIL) and freed by their blocks. */
     for (int i = 0; i < self->n_blocks; i++) {
         BlockObject *b = self->blocks[i];
-        if (b && self->l) {
-            b->owned = 1;
-            b->batch->video = NULL; /* tb_loader_close leaves a taken buffer (data.h) */
-            b->batch = NULL;
-        }
+        if (!b || !self->l)
+            continue;
+        struct tb_batch *batch = b->batch;
+        uint8_t *mem;
+        Py_INCREF(b); /* another thread may drop its arrays meanwhile */
+        Py_BEGIN_ALLOW_THREADS
+        mem = tb_loader_take(self->l, batch);
+        Py_END_ALLOW_THREADS
+        b->mem = mem;
+        b->owned = 1;
+        b->batch = NULL;
+        Py_DECREF(b);
     }
     self->held = NULL;
     Py_BEGIN_ALLOW_THREADS

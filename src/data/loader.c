@@ -73,6 +73,7 @@ struct tb_loader {
     uint64_t next_token;
 
     int stop;
+    int taken;                /* a batch buffer was taken (tb_loader_take): no more epochs */
     int failed_rc;            /* the loader gave up: tb_loader_next returns this */
     char failed_msg[768];
     char last_failure[512];
@@ -354,10 +355,9 @@ int64_t tb_loader_epoch(tb_loader *l, int64_t epoch)
     return tb_loader_epoch_from(l, epoch, 0);
 }
 
-int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first)
+/* Ends the epoch under way and waits until no worker writes into a buffer. Locked. */
+static void stop_writes(struct tb_loader *l, int64_t epoch)
 {
-    pthread_mutex_lock(&l->mu);
-    /* Nothing of the old epoch may still be writing into a buffer. */
     l->epoch = -1 - epoch; /* invalidates running tasks */
     l->next_pos = l->n_order;
     l->n_retries = 0;
@@ -369,6 +369,16 @@ int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first)
             break;
         pthread_cond_wait(&l->work, &l->mu);
     }
+}
+
+int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->taken) {
+        pthread_mutex_unlock(&l->mu);
+        return tbi_err(TB_EINVAL, "a batch buffer was taken from this loader: close it");
+    }
+    stop_writes(l, epoch); /* nothing of the old epoch may still be writing */
     int rc = make_order(l, epoch);
     if (rc < 0) {
         pthread_mutex_unlock(&l->mu);
@@ -458,6 +468,18 @@ void tb_loader_release(tb_loader *l, struct tb_batch *batch)
     s->remaining = (int)(left < l->o.batch_size ? (left > 0 ? left : 0) : l->o.batch_size);
     pthread_cond_broadcast(&l->work);
     pthread_mutex_unlock(&l->mu);
+}
+
+uint8_t *tb_loader_take(tb_loader *l, struct tb_batch *batch)
+{
+    pthread_mutex_lock(&l->mu);
+    if (!l->taken)
+        stop_writes(l, l->epoch < 0 ? -1 - l->epoch : l->epoch);
+    l->taken = 1;
+    uint8_t *video = batch->video;
+    batch->video = NULL;
+    pthread_mutex_unlock(&l->mu);
+    return video;
 }
 
 void tb_loader_get_stats(const tb_loader *l, struct tb_loader_stats *st)
