@@ -367,6 +367,92 @@ OP(gather_rows)
     RUN(d->be->ops->gather_rows(d->be, d->out[0], d->in[0], d->idx, B, NP, NK, 5));
 }
 
+OP(scatter_rows)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * NK * 5, 1), add_out(io, (size_t)B * NP * 5);
+        io->idx = kept;
+        io->n_idx = B * NK;
+        return;
+    }
+    RUN(d->be->ops->scatter_rows(d->be, d->out[0], d->in[0], d->idx, B, NP, NK, 5));
+}
+
+/* MAE's decoder tokens: NK encoded rows, then NP - NK mask tokens, at the positions of a
+ * permutation of each clip's NP (kept ones first, as the decoder orders them). */
+enum { NF = NP - NK };
+static int32_t dec_order[B * NP];
+
+static void make_dec_order(void)
+{
+    for (int b = 0; b < B; b++) {
+        int j = 0, f = NK;
+        for (int t = 0; t < NP; t++) {
+            int is_kept = j < NK && kept[b * NK + j] == t;
+            dec_order[b * NP + (is_kept ? j++ : f++)] = t;
+        }
+    }
+}
+
+OP(tokens_fill_fwd)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * NK * D, 1), add_in(io, D, 1), add_in(io, (size_t)NP * D, 1);
+        add_out(io, (size_t)B * NP * D);
+        io->idx = dec_order;
+        io->n_idx = B * NP;
+        return;
+    }
+    RUN(d->be->ops->tokens_fill_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], d->idx, B,
+                                    NK, NF, D));
+}
+
+OP(tokens_fill_bwd)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * NP * D, 1), add_out(io, (size_t)B * NK * D), add_out(io, D);
+        return;
+    }
+    RUN(d->be->ops->tokens_fill_bwd(d->be, d->out[0], d->out[1], d->in[0], B, NK, NF, D));
+}
+
+OP(patch_target)
+{
+    enum { PP = 2 * 4 * 4 };
+    if (prepare) {
+        add_in(io, (size_t)R * 3 * PP, 1), add_out(io, (size_t)R * 3 * PP);
+        add_out(io, (size_t)R * 3 * PP);
+        return;
+    }
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    RUN(d->be->ops->patch_target(d->be, d->out[0], d->in[0], R, 3, PP, mean, std, 1));
+    RUN(d->be->ops->patch_target(d->be, d->out[1], d->in[0], R, 3, PP, mean, std, 0));
+}
+
+/* Weights 0 or 1 (MAE's loss on the encoder-masked decoded tokens), a few of each. */
+static void mse_case(struct io *io, struct dev *d, int prepare, int bwd)
+{
+    if (prepare) {
+        add_in(io, (size_t)R * C, 1), add_in(io, (size_t)R * C, 1), add_in(io, R, 1);
+        for (int r = 0; r < R; r++)
+            io->in[2][r] = r % 3 != 1;
+        add_out(io, bwd ? (size_t)R * C : 1);
+        return;
+    }
+    if (bwd)
+        RUN(d->be->ops->mse_bwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], R, C));
+    else
+        RUN(d->be->ops->mse_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], R, C));
+}
+OP(mse_fwd)
+{
+    mse_case(io, d, prepare, 0);
+}
+OP(mse_bwd)
+{
+    mse_case(io, d, prepare, 1);
+}
+
 OP(pool_fwd)
 {
     if (prepare) {
@@ -402,6 +488,19 @@ OP(adamw)
         RUN(be->ops->copy(be, d->out[i], d->in[i == 0 ? 0 : i + 1], sizeof(float) * 500));
     RUN(be->ops->adamw(be, d->out[0], d->in[1], 0.7f, d->out[1], d->out[2], 500, 1e-3f, 0.9f,
                        0.999f, 1e-8f, 0.05f, 3));
+}
+
+OP(lion)
+{
+    if (prepare) {
+        add_in(io, 500, 1), add_in(io, 500, 1), add_in(io, 500, 0.1f);
+        add_out(io, 500), add_out(io, 500);
+        return;
+    }
+    tbi_backend *be = d->be;
+    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 500));
+    RUN(be->ops->copy(be, d->out[1], d->in[2], sizeof(float) * 500));
+    RUN(be->ops->lion(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-3f, 0.9f, 0.99f, 0.05f));
 }
 
 OP(sum_squares)
@@ -467,9 +566,16 @@ static const struct op_case cases[] = {
     {"tokens_bwd", case_tokens_bwd, 1e-6, "sums over the batch in another order"},
     {"tokens_bwd", case_tokens_bwd_kept, 1e-6, "sums over the batch in another order"},
     {"gather_rows", case_gather_rows, 0, "a gather: exact"},
+    {"scatter_rows", case_scatter_rows, 0, "a scatter: exact"},
+    {"tokens_fill_fwd", case_tokens_fill_fwd, 0, "one add per element"},
+    {"tokens_fill_bwd", case_tokens_fill_bwd, 1e-6, "sums over the batch in another order"},
+    {"patch_target", case_patch_target, 1e-5, "the tube's mean and std summed in another order"},
+    {"mse_fwd", case_mse_fwd, 1e-6, "double sums in another order"},
+    {"mse_bwd", case_mse_bwd, 1e-6, "the weight sum in another order"},
     {"pool_fwd", case_pool_fwd, 1e-6, "the mean summed in another order"},
     {"pool_bwd", case_pool_bwd, 0, "a copy, or one multiply"},
     {"adamw", case_adamw, 1e-6, "sqrt and division rounded differently"},
+    {"lion", case_lion, 1e-6, "a sign flips only where the interpolation rounds to zero"},
     {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
@@ -678,6 +784,7 @@ int main(void)
     tbt_begin("backend");
     tb_rng_init_for(&rng, 11, TB_RNG_TEST, 0, 0);
     make_kept();
+    make_dec_order();
     CHECK_EQ(tbi_backend_open(&cpu, "cpu"), 0);
     if (!cpu)
         TBT_EXIT();

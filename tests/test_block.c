@@ -43,7 +43,8 @@ static void stack_open(struct stack *st, const char *backend, const struct tbi_b
     size_t R = (size_t)Bn * S, D = (size_t)c->D;
     size_t per = tbi_block_acts_floats(c, Bn, S) + R * (size_t)c->F;
     size_t grads = (size_t)st->reg.n_floats;
-    size_t n = L * per + (size_t)(L + 1) * R * D + R * D * 3 + R * tbi_block_dF_floats(c) + grads;
+    size_t n = L * per + (size_t)(L + 1) * R * D + R * D * 3 + R * tbi_block_dF_floats(c) + grads +
+               3 * D;
     CHECK_EQ(st->be->ops->alloc(st->be, sizeof(float) * n, (void **)&st->acts), 0);
     float *p = st->acts;
     for (int l = 0; l < L; l++)
@@ -53,6 +54,7 @@ static void stack_open(struct stack *st, const char *backend, const struct tbi_b
     st->s.ln = p, p += R * D;
     st->s.dD = p, p += R * D;
     st->s.dF = p, p += R * tbi_block_dF_floats(c);
+    st->s.bias3 = p, p += 3 * D;
     for (int s = 0; s < st->reg.n_spans; s++)
         st->reg.home[s] = p + st->reg.off[s];
 }
@@ -74,14 +76,14 @@ static void stack_run(struct stack *st, const struct tb_st_file *in, const char 
     CHECK_EQ(o->to_device(st->be, st->x, x->data, sizeof(float) * R * D), 0);
     for (int l = 0; l < L; l++) {
         struct tbi_block_w w;
-        tbi_block_bind(&st->reg, st->first[l], &w, NULL);
+        tbi_block_bind(&st->reg, st->first[l], &st->c, &w, NULL);
         CHECK_EQ(tbi_block_forward(st->be, &st->c, &w, &st->a[l], &st->s, st->x + l * R * D,
                                    st->x + (l + 1) * R * D, Bn, S, 0), 0);
     }
     CHECK_EQ(o->to_device(st->be, st->dres, dy->data, sizeof(float) * R * D), 0);
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
-        tbi_block_bind(&st->reg, st->first[l], &w, &g);
+        tbi_block_bind(&st->reg, st->first[l], &st->c, &w, &g);
         CHECK_EQ(tbi_block_backward(st->be, &st->c, &w, &g, &st->a[l], &st->s, st->x + l * R * D,
                                     st->dres, Bn, S, 0), 0);
     }

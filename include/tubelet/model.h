@@ -84,6 +84,8 @@ struct tb_vit_config {
                                 * output, 4 of a block's 10 rows per token); the backward
                                 * recomputes it, one product (~0.5% of a step per block). Not
                                 * with recompute. The same numbers either way. */
+    int qv_bias;               /* VideoMAE's attention biases: q and v (attn.q_bias, attn.v_bias),
+                                * no k bias; else timm's attn.qkv.bias */
     int keep;                  /* 0: every patch token; else each clip keeps this many (MAE's
                                 * visible tokens), chosen per batch by tb_vit_set_keep: the
                                 * blocks see only those (memory and time scale with keep) */

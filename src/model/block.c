@@ -10,7 +10,8 @@
 int tbi_block_check(const struct tbi_block_cfg *c)
 {
     if (c->D < 1 || c->NH < 1 || c->D % c->NH || c->F < 1 || !(c->eps > 0) ||
-        (c->act != TBI_ACT_GELU && c->act != TBI_ACT_QUICKGELU))
+        (c->act != TBI_ACT_GELU && c->act != TBI_ACT_QUICKGELU) ||
+        (c->qv_bias && c->names != TBI_NAMES_TIMM))
         return tbi_err(TB_EINVAL, "bad transformer block: width %d, %d heads (must divide the "
                        "width), MLP width %d, eps %g, activation %d", c->D, c->NH, c->F,
                        (double)c->eps, c->act);
@@ -29,28 +30,49 @@ int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_bloc
         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
     const char *const *names = c->names == TBI_NAMES_CLIP ? clip : timm;
     int64_t D = c->D, F = c->F;
-    const int64_t shapes[TBI_BLK_N][2] = {{D}, {D}, {3 * D, D}, {3 * D}, {D, D}, {D},
-                                          {D}, {D}, {F, D},     {F},     {D, F}, {D}};
+    const int64_t shapes[TBI_BLK_N][2] = {{D}, {D}, {3 * D, D}, {c->qv_bias ? D : 3 * D},
+                                          {D, D}, {D}, {D}, {D}, {F, D}, {F}, {D, F}, {D}, {D}};
     int rc = tbi_params_span(r), first = r->n;
-    for (int k = 0; rc >= 0 && k < TBI_BLK_N; k++) {
+    for (int k = 0; rc >= 0 && k < (c->qv_bias ? TBI_BLK_N : TBI_BLK_V_B); k++) {
         int matrix = k == TBI_BLK_QKV_W || k == TBI_BLK_PROJ_W || k == TBI_BLK_FC1_W ||
                      k == TBI_BLK_FC2_W;
         int norm_w = k == TBI_BLK_LN1_W || k == TBI_BLK_LN2_W;
-        rc = tbi_params_add(r, prefix, names[k], matrix,
+        const char *name = !c->qv_bias       ? names[k]
+                           : k == TBI_BLK_QKV_B ? "attn.q_bias"
+                           : k == TBI_BLK_V_B   ? "attn.v_bias"
+                                                : timm[k];
+        rc = tbi_params_add(r, prefix, name, matrix,
                             matrix ? TB_INIT_TRUNC_NORMAL : norm_w ? TB_INIT_ONE : TB_INIT_ZERO,
                             matrix ? 2 : 1, shapes[k]);
     }
     return rc < 0 ? rc : first;
 }
 
-void tbi_block_bind(const struct tb_params *r, int first, struct tbi_block_w *w,
-                    struct tbi_block_w *g)
+void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block_cfg *c,
+                    struct tbi_block_w *w, struct tbi_block_w *g)
 {
     for (int k = 0; k < TBI_BLK_N; k++) {
-        w->p[k] = tbi_param_data(r, first + k);
+        int have = k != TBI_BLK_V_B || c->qv_bias;
+        w->p[k] = have ? tbi_param_data(r, first + k) : NULL;
         if (g)
-            g->p[k] = tbi_param_grad(r, first + k);
+            g->p[k] = have ? tbi_param_grad(r, first + k) : NULL;
     }
+}
+
+/* The qkv bias the product takes: the whole one, or (q, 0, v) assembled in scratch. */
+static int qkv_bias(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
+                    const struct tbi_block_scratch *s, const float **bias)
+{
+    const struct tbi_ops *o = be->ops;
+    size_t row = sizeof(float) * (size_t)c->D;
+    *bias = w->p[TBI_BLK_QKV_B];
+    if (!c->qv_bias)
+        return 0;
+    TBI_TRY(o->copy(be, s->bias3, w->p[TBI_BLK_QKV_B], row));
+    TBI_TRY(o->zero(be, s->bias3 + c->D, row));
+    TBI_TRY(o->copy(be, s->bias3 + 2 * c->D, w->p[TBI_BLK_V_B], row));
+    *bias = s->bias3;
+    return 0;
 }
 
 size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N)
@@ -91,9 +113,11 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     float *const *p = w->p;
     int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
     /* r = x + proj(attention(qkv(norm1(x)))) */
+    const float *bias;
+    TBI_TRY(qkv_bias(be, c, w, s, &bias));
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
                              p[TBI_BLK_LN1_B], R, D, c->eps));
-    TBI_TRY(o->matmul_fwd(be, a->qkv, s->ln, p[TBI_BLK_QKV_W], p[TBI_BLK_QKV_B], R, D, 3 * D));
+    TBI_TRY(o->matmul_fwd(be, a->qkv, s->ln, p[TBI_BLK_QKV_W], bias, R, D, 3 * D));
     TBI_TRY(o->attention_fwd(be, a->att, a->lse, a->qkv, B, N, c->NH, HS, c->causal));
     TBI_TRY(o->matmul_fwd(be, a->res1, a->att, p[TBI_BLK_PROJ_W], p[TBI_BLK_PROJ_B], R, D, D));
     TBI_TRY(o->add(be, a->res1, a->res1, x, (size_t)R * D));
@@ -140,8 +164,13 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
     TBI_TRY(o->attention_bwd(be, d3D, dD, a->qkv, a->att, a->lse, B, N, c->NH, HS, c->causal));
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
                              p[TBI_BLK_LN1_B], R, D, c->eps));
-    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_QKV_W], gp[TBI_BLK_QKV_B], d3D, s->ln,
-                          p[TBI_BLK_QKV_W], R, D, 3 * D));
+    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_QKV_W], c->qv_bias ? s->bias3 : gp[TBI_BLK_QKV_B],
+                          d3D, s->ln, p[TBI_BLK_QKV_W], R, D, 3 * D));
+    if (c->qv_bias) { /* the k bias's gradient is dropped: there is none */
+        size_t row = sizeof(float) * (size_t)D;
+        TBI_TRY(o->copy(be, gp[TBI_BLK_QKV_B], s->bias3, row));
+        TBI_TRY(o->copy(be, gp[TBI_BLK_V_B], s->bias3 + 2 * D, row));
+    }
     return o->layernorm_bwd(be, dres, gp[TBI_BLK_LN1_W], gp[TBI_BLK_LN1_B], dD, x,
                             p[TBI_BLK_LN1_W], a->ln1_mean, a->ln1_rstd, R, D);
 }

@@ -1,7 +1,8 @@
 /* src/model/block.h - the pre-LN transformer block every tower shares (video encoders, MAE's
  * decoder, text towers): y = r + mlp(ln2(r)), r = x + proj(attention(qkv(ln1(x)))), over
  * explicit dimensions, with LayerNorm eps, the MLP's activation (exact GELU, QuickGELU) and
- * causal attention as parameters, its twelve parameters named the timm way or OpenAI CLIP's.
+ * causal attention as parameters, its parameters named the timm way or OpenAI CLIP's, and the
+ * qkv bias either whole (timm, CLIP) or VideoMAE's q and v biases with no k bias.
  * Forward saves what the backward needs (the LayerNorm outputs are recomputed from their
  * statistics, to the bit); backward adds its input gradient into the residual stream's.
  * Tests: tests/test_block.c (against PyTorch's nn.MultiheadAttention stack), tests/test_vit.c. */
@@ -18,16 +19,20 @@ struct tbi_block_cfg {
     int act;                   /* enum tbi_act */
     int causal;                /* key j > query i masked (text towers) */
     int names;                 /* enum tbi_names */
+    int qv_bias;               /* VideoMAE's attn.q_bias and attn.v_bias, no k bias (timm names) */
 };
 
-/* A block's parameters in registry order (one gradient span per block). */
+/* A block's parameters in registry order (one gradient span per block). With qv_bias,
+ * QKV_B is the q bias (D) and V_B the v bias (D); without, QKV_B is the whole (3D) and there
+ * is no V_B. */
 enum {
     TBI_BLK_LN1_W, TBI_BLK_LN1_B, TBI_BLK_QKV_W, TBI_BLK_QKV_B, TBI_BLK_PROJ_W, TBI_BLK_PROJ_B,
     TBI_BLK_LN2_W, TBI_BLK_LN2_B, TBI_BLK_FC1_W, TBI_BLK_FC1_B, TBI_BLK_FC2_W, TBI_BLK_FC2_B,
-    TBI_BLK_N
+    TBI_BLK_V_B, TBI_BLK_N
 };
 
-/* Backend pointers to a block's parameters (or their gradients), by TBI_BLK_*. */
+/* Backend pointers to a block's parameters (or their gradients), by TBI_BLK_* (V_B NULL
+ * without qv_bias). */
 struct tbi_block_w {
     float *p[TBI_BLK_N];
 };
@@ -39,8 +44,8 @@ int tbi_block_check(const struct tbi_block_cfg *c);
 int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_block_cfg *c);
 /* Pointers to the block whose first parameter is `first`: weights, and gradients (g may be
  * NULL; valid once the spans have homes). */
-void tbi_block_bind(const struct tb_params *r, int first, struct tbi_block_w *w,
-                    struct tbi_block_w *g);
+void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block_cfg *c,
+                    struct tbi_block_w *w, struct tbi_block_w *g);
 
 /* What a block keeps for its backward, for R = B * N token rows. */
 struct tbi_block_acts {
@@ -66,6 +71,7 @@ struct tbi_block_scratch {
     float *dD;                    /* (R, D) */
     float *dF;                    /* (R, max(F, 3D)): the forward's act(fc1), the backward's
                                    * fc1 and qkv gradients */
+    float *bias3;                 /* (3D), with qv_bias: (q, 0, v), or its gradient */
 };
 static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
 {

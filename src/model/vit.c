@@ -24,7 +24,11 @@ struct tb_vit {
     struct tb_vit_config c;
     char backend_name[32];
     tbi_backend *be;
-    struct tb_params reg;
+    struct tb_params *reg;            /* own_reg, or a larger model's (MAE's) */
+    struct tb_params own_reg;
+    int owner;                        /* its backend and registry are its own */
+    char prefix[32];                  /* of its parameter names: "" or "encoder." */
+    int span0, span1;                 /* its gradient spans in reg */
     struct tbi_block_cfg bc;
     int D, F, NH, K, patch_len;       /* patch_len = 3 * TU * P * P */
     int Np;                           /* patches of a clip */
@@ -75,7 +79,7 @@ static int add(tb_vit *m, const char *name, int decay, enum tb_init init, int n_
                int64_t d1, int64_t d2, int64_t d3, int64_t d4)
 {
     const int64_t shape[5] = {d0, d1, d2, d3, d4};
-    return tbi_params_add(&m->reg, "", name, decay, init, n_dims, shape);
+    return tbi_params_add(m->reg, m->prefix, name, decay, init, n_dims, shape);
 }
 
 static int check_config(const struct tb_vit_config *c)
@@ -110,7 +114,7 @@ static int add_params(tb_vit *m)
 {
     const struct tb_vit_config *c = &m->c;
     int D = m->D, rc;
-    if ((rc = tbi_params_span(&m->reg)) < 0 ||
+    if ((rc = tbi_params_span(m->reg)) < 0 ||
         (rc = m->i_patch_w = add(m, "patch_embed.proj.weight", 1, TB_INIT_TRUNC_NORMAL, 5, D, 3,
                                  c->tubelet, c->patch, c->patch)) < 0 ||
         (rc = m->i_patch_b = add(m, "patch_embed.proj.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0,
@@ -125,16 +129,16 @@ static int add_params(tb_vit *m)
                              D, 0, 0)) < 0)
         return rc;
     for (int l = 0; l < c->depth; l++) {
-        char prefix[32];
-        snprintf(prefix, sizeof(prefix), "blocks.%d.", l);
-        if ((rc = m->blk_first[l] = tbi_block_add(&m->reg, prefix, &m->bc)) < 0)
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "%sblocks.%d.", m->prefix, l);
+        if ((rc = m->blk_first[l] = tbi_block_add(m->reg, prefix, &m->bc)) < 0)
             return rc;
     }
     const char *norm = m->c.pool == TB_POOL_MEAN ? "fc_norm" : "norm";
     char w[32], b[32];
     snprintf(w, sizeof(w), "%s.weight", norm);
     snprintf(b, sizeof(b), "%s.bias", norm);
-    if ((rc = tbi_params_span(&m->reg)) < 0 ||
+    if ((rc = tbi_params_span(m->reg)) < 0 ||
         (rc = m->i_norm_w = add(m, w, 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
         (rc = m->i_norm_b = add(m, b, 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
         return rc;
@@ -167,7 +171,9 @@ static int make_sincos(tb_vit *m)
     return rc;
 }
 
-int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
+/* The model on be, its parameters added to reg under prefix (not allocated). */
+static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *be,
+                      struct tb_params *reg, const char *prefix)
 {
     *out = NULL;
     int rc = check_config(c);
@@ -177,13 +183,11 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
     m->c = *c;
-    if ((rc = tbi_backend_open(&m->be, c->backend)) < 0) {
-        free(m);
-        return rc;
-    }
-    snprintf(m->backend_name, sizeof(m->backend_name), "%s", m->be->name);
+    m->be = be;
+    m->reg = reg;
+    snprintf(m->prefix, sizeof(m->prefix), "%s", prefix);
+    snprintf(m->backend_name, sizeof(m->backend_name), "%s", be->name);
     m->c.backend = m->backend_name;
-    m->reg.be = m->be;
     m->D = c->dim;
     m->F = MLP_RATIO * c->dim;
     m->NH = c->heads;
@@ -196,22 +200,60 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     m->K = c->classes;
     m->patch_len = 3 * c->tubelet * c->patch * c->patch;
     m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
-                                   .act = TBI_ACT_GELU, .causal = 0, .names = TBI_NAMES_TIMM};
+                                   .act = TBI_ACT_GELU, .causal = 0, .names = TBI_NAMES_TIMM,
+                                   .qv_bias = c->qv_bias};
     m->blk_first = calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = calloc((size_t)c->depth, sizeof(*m->ba));
-    if (!m->blk_first || !m->ba) {
+    m->span0 = reg->n_spans;
+    if (!m->blk_first || !m->ba)
         rc = tbi_err(TB_ENOMEM, "out of memory");
-        goto fail;
+    else
+        rc = add_params(m);
+    m->span1 = reg->n_spans;
+    if (rc < 0) {
+        tb_vit_close(&m);
+        return rc;
     }
-    if ((rc = add_params(m)) < 0 || (rc = tbi_params_alloc(&m->reg)) < 0 ||
-        (rc = m->be->ops->zero(m->be, m->reg.data, sizeof(float) * (size_t)m->reg.n_floats)) < 0 ||
-        (c->pos == TB_POS_SINCOS && (rc = make_sincos(m)) < 0))
-        goto fail;
     *out = m;
     return 0;
-fail:
-    tb_vit_close(&m);
-    return rc;
+}
+
+int tbi_vit_open_in(tb_vit **out, const struct tb_vit_config *c, tbi_backend *be,
+                    struct tb_params *reg, const char *prefix)
+{
+    return vit_create(out, c, be, reg, prefix);
+}
+
+int tbi_vit_ready(tb_vit *m)
+{
+    return m->c.pos == TB_POS_SINCOS && !m->sincos ? make_sincos(m) : 0;
+}
+
+int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
+{
+    *out = NULL;
+    tbi_backend *be = NULL;
+    int rc = check_config(c);
+    if (rc < 0 || (rc = tbi_backend_open(&be, c->backend)) < 0)
+        return rc;
+    tb_vit *m = NULL;
+    struct tb_params tmp = {.be = be};
+    if ((rc = vit_create(&m, c, be, &tmp, "")) < 0) {
+        tbi_params_free(&tmp);
+        tbi_backend_close(&be);
+        return rc;
+    }
+    m->owner = 1;
+    m->own_reg = tmp;
+    m->reg = &m->own_reg;
+    if ((rc = tbi_params_alloc(m->reg)) < 0 ||
+        (rc = be->ops->zero(be, m->reg->data, sizeof(float) * (size_t)m->reg->n_floats)) < 0 ||
+        (rc = tbi_vit_ready(m)) < 0) {
+        tb_vit_close(&m);
+        return rc;
+    }
+    *out = m;
+    return 0;
 }
 
 static void free_acts(tb_vit *m)
@@ -227,8 +269,8 @@ static void free_acts(tb_vit *m)
     m->keep_set = 0;
     m->labels = NULL;
     m->B_plan = m->B_in = m->B = 0;
-    for (int s = 0; s < m->reg.n_spans; s++)
-        m->reg.home[s] = NULL;
+    for (int s = m->span0; s < m->span1; s++)
+        m->reg->home[s] = NULL;
 }
 
 void tb_vit_close(tb_vit **pm)
@@ -240,9 +282,11 @@ void tb_vit_close(tb_vit **pm)
         free_acts(m);
         if (m->sincos)
             m->be->ops->free(m->be, m->sincos);
-        tbi_params_free(&m->reg);
+        if (m->owner)
+            tbi_params_free(m->reg);
     }
-    tbi_backend_close(&m->be);
+    if (m->owner)
+        tbi_backend_close(&m->be);
     free(m->blk_first);
     free(m->ba);
     free(m);
@@ -256,7 +300,7 @@ const struct tb_vit_config *tb_vit_config(const tb_vit *m)
 
 tb_params *tb_vit_params(tb_vit *m)
 {
-    return &m->reg;
+    return m->reg;
 }
 
 const char *tb_vit_backend(const tb_vit *m)
@@ -271,7 +315,7 @@ tbi_backend *tbi_vit_backend(tb_vit *m)
 
 int tb_vit_init(tb_vit *m, uint64_t seed)
 {
-    return tb_params_init(&m->reg, seed);
+    return tb_params_init(m->reg, seed);
 }
 
 /* ---- activations ------------------------------------------------------------------------ */
@@ -289,17 +333,18 @@ static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
  * activations are dead. */
 static int place_grads(tb_vit *m)
 {
-    int L = m->c.depth, n_span = m->reg.n_spans, rc;
+    int L = m->c.depth, rc;
     int64_t own = 0;
     for (int pass = 0; pass < 2; pass++) {
         own = 0;
-        for (int i = 0; i < n_span; i++) {
-            int64_t len = tbi_span_floats(&m->reg, i);
+        for (int i = 0; i < m->span1 - m->span0; i++) {
+            int64_t len = tbi_span_floats(m->reg, m->span0 + i);
             int host = i == 0 ? 0 : i < L ? i : -1; /* the block whose space is free by then */
+            float **home = &m->reg->home[m->span0 + i];
             if (host >= 0 && span_hosted(m, len, m->ba[host].floats))
-                m->reg.home[i] = m->ba[host].ln1_mean;
+                *home = m->ba[host].ln1_mean;
             else {
-                m->reg.home[i] = pass ? m->grad_own + own : NULL;
+                *home = pass ? m->grad_own + own : NULL;
                 own += len;
             }
         }
@@ -348,12 +393,12 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
          (size_t)(n_acts - K_mlp) * T * F;
     n += T * D;
     /* fc1x: after block L - 2's gradients in block L - 1's space when it fits there. */
-    int64_t g_top = tbi_span_floats(&m->reg, L - 1);
+    int64_t g_top = tbi_span_floats(m->reg, m->span0 + L - 1);
     size_t top = per_block + T * F, g_off = span_hosted(m, g_top, top) ? (size_t)g_top : 0;
     int fc1x_own = K_mlp > 0 && top - g_off < T * F;
     n += fc1x_own ? T * F : 0;
     n += (size_t)B * D + FR * D + FR * 2 + (size_t)B * K * 3 + 1;
-    n += T * D * 2 + dF + (size_t)B * D + FR * D;                              /* backward */
+    n += T * D * 2 + dF + (size_t)B * D + FR * D + 3 * (size_t)D;              /* backward */
     /* The float video lives in the block outputs' space (written only from the patches on)
      * or the backward's scratch (dres, dD, dF: dead during the forward's first products)
      * when it fits. */
@@ -406,6 +451,7 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     TAKE(m->dres, T * D);
     TAKE(m->s.dD, T * D);
     TAKE(m->s.dF, dF);
+    TAKE(m->s.bias3, 3 * (size_t)D);
     m->patch_out = m->s.dF; /* P <= T, D <= F */
     TAKE(m->dpool, (size_t)B * D);
     TAKE(m->dfeat, FR * D);
@@ -436,7 +482,7 @@ static int block_forward(tb_vit *m, int l, int for_backward)
 {
     struct tbi_block_w w;
     size_t R = (size_t)m->B * m->Nt;
-    tbi_block_bind(&m->reg, m->blk_first[l], &w, NULL);
+    tbi_block_bind(m->reg, m->blk_first[l], &m->bc, &w, NULL);
     return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s,
                              m->x + (size_t)l * R * m->D, m->x + (size_t)(l + 1) * R * m->D,
                              m->B, m->Nt, for_backward);
@@ -456,7 +502,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     const struct tbi_ops *o = m->be->ops;
     tbi_backend *be = m->be;
     const struct tb_vit_config *c = &m->c;
-    const struct tb_params *r = &m->reg;
+    const struct tb_params *r = m->reg;
     int D = m->D, Nt = m->Nt, L = c->depth;
     m->B = B;
     m->grad_source = 0;
@@ -605,7 +651,7 @@ static int backward(tb_vit *m)
     const struct tbi_ops *o = m->be->ops;
     tbi_backend *be = m->be;
     const struct tb_vit_config *c = &m->c;
-    const struct tb_params *r = &m->reg;
+    const struct tb_params *r = m->reg;
     int B = m->B, D = m->D, Nt = m->Nt, L = c->depth;
     size_t R = (size_t)B * Nt;
     const float *xl = m->x + (size_t)L * R * D;
@@ -621,7 +667,7 @@ static int backward(tb_vit *m)
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
-        tbi_block_bind(r, m->blk_first[l], &w, &g);
+        tbi_block_bind(r, m->blk_first[l], &m->bc, &w, &g);
         if (c->recompute)
             TBI_TRY(block_forward(m, l, 1));
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s,
@@ -647,7 +693,7 @@ static int backward(tb_vit *m)
 int tb_vit_backward(tb_vit *m)
 {
     const struct tbi_ops *o = m->be->ops;
-    const struct tb_params *r = &m->reg;
+    const struct tb_params *r = m->reg;
     if (m->grad_source != 1)
         return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
     /* Loss -> logits -> head -> the features' gradient. */
@@ -664,5 +710,29 @@ int tb_vit_backward_features(tb_vit *m, const float *dfeat)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
     TBI_TRY(m->be->ops->to_device(m->be, m->dfeat, dfeat,
                                   sizeof(float) * (size_t)tb_vit_feature_floats(m)));
+    return backward(m);
+}
+
+/* ---- for a larger model (MAE) ------------------------------------------------------------ */
+
+float *tbi_vit_feat(tb_vit *m)
+{
+    return m->feat;
+}
+
+float *tbi_vit_dfeat(tb_vit *m)
+{
+    return m->dfeat;
+}
+
+const float *tbi_vit_patches(tb_vit *m)
+{
+    return m->c.keep ? m->cols_all : m->cols;
+}
+
+int tbi_vit_backward_dev(tb_vit *m)
+{
+    if (!m->grad_source)
+        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
     return backward(m);
 }

@@ -1,11 +1,26 @@
-/* src/model/vit_internal.h - what the training code needs of a ViT beyond model.h: its
- * backend, for the optimizer's state and the data-parallel reduction. */
+/* src/model/vit_internal.h - what the training code and larger models (MAE: mae.c) need of
+ * a ViT beyond model.h: its backend, a ViT inside another model's registry, and its device
+ * buffers. */
 #ifndef TUBELET_MODEL_VIT_INTERNAL_H
 #define TUBELET_MODEL_VIT_INTERNAL_H
 
+#include "model/params.h"
 #include "tensor/backend.h"
 #include "tubelet/model.h"
 
 tbi_backend *tbi_vit_backend(tb_vit *m);
+
+/* A ViT on be (borrowed) whose parameters join reg (borrowed) under prefix ("encoder."), as
+ * its own gradient spans; the owner allocates reg, then calls tbi_vit_ready. */
+int tbi_vit_open_in(tb_vit **out, const struct tb_vit_config *c, tbi_backend *be,
+                    struct tb_params *reg, const char *prefix);
+int tbi_vit_ready(tb_vit *m);
+/* Device buffers: the features of the last forward, their gradient (for
+ * tbi_vit_backward_dev, which starts from it), and the last forward's patches (B * Np,
+ * 3 TU P P; every patch, in patchify's layout; valid until the next input). */
+float *tbi_vit_feat(tb_vit *m);
+float *tbi_vit_dfeat(tb_vit *m);
+const float *tbi_vit_patches(tb_vit *m);
+int tbi_vit_backward_dev(tb_vit *m);
 
 #endif /* TUBELET_MODEL_VIT_INTERNAL_H */

@@ -110,6 +110,42 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N,       \
        int NK, int len),                                                                       \
       (be, dst, src, idx, B, N, NK, len))                                                      \
+    /* dst (B, N, len): its rows idx (B, NK; int32, each < N) = src (B, NK, len); the other    \
+     * rows untouched (gather_rows' adjoint) */                                                \
+    X(scatter_rows,                                                                            \
+      (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N,       \
+       int NK, int len),                                                                       \
+      (be, dst, src, idx, B, N, NK, len))                                                      \
+    /* x (B, NS + NF, D): row j < NS of clip b = src (B, NS, D)'s, the NF rows after it =      \
+     * fill (D: MAE's mask token); + pos (*, D) row idx[b][j] on every row (idx (B, NS + NF)) */ \
+    X(tokens_fill_fwd,                                                                         \
+      (tbi_backend * be, float *x, const float *src, const float *fill, const float *pos,      \
+       const int32_t *idx, int B, int NS, int NF, int D),                                      \
+      (be, x, src, fill, pos, idx, B, NS, NF, D))                                              \
+    /* its backward: dsrc (B, NS, D), dfill (D) = the fill rows' gradients summed; written,    \
+     * either may be NULL */                                                                   \
+    X(tokens_fill_bwd,                                                                         \
+      (tbi_backend * be, float *dsrc, float *dfill, const float *dx, int B, int NS, int NF,    \
+       int D),                                                                                 \
+      (be, dsrc, dfill, dx, B, NS, NF, D))                                                     \
+    /* MAE targets: rows cols (R, C * PP) in patchify's layout (channel, then the tube's PP    \
+     * pixels) of normalised video -> out (R, PP * C), pixel-major, channel-minor, of          \
+     * u = x * std[c] + mean[c] (host arrays of C); with norm, each channel of a row as        \
+     * (u - mean) / (unbiased std + 1e-6) over its PP values (VideoMAE's target) */           \
+    X(patch_target,                                                                            \
+      (tbi_backend * be, float *out, const float *cols, int R, int C, int PP,                  \
+       const float *host_mean, const float *host_std, int norm),                               \
+      (be, out, cols, R, C, PP, host_mean, host_std, norm))                                    \
+    /* loss (1) = sum_r w[r] mean_c (pred - tgt)^2 / sum_r w[r] over rows (R, C); w (R) >= 0,  \
+     * some > 0. The backward writes dpred */                                                  \
+    X(mse_fwd,                                                                                 \
+      (tbi_backend * be, float *loss, const float *pred, const float *tgt, const float *w,     \
+       int R, int C),                                                                          \
+      (be, loss, pred, tgt, w, R, C))                                                          \
+    X(mse_bwd,                                                                                 \
+      (tbi_backend * be, float *dpred, const float *pred, const float *tgt, const float *w,    \
+       int R, int C),                                                                          \
+      (be, dpred, pred, tgt, w, R, C))                                                         \
     /* pooled (B, D) = x (B, N, D)'s first row or mean over N; the backward writes dx */       \
     X(pool_fwd, (tbi_backend * be, int pool, float *pooled, const float *x, int B, int N, int D), \
       (be, pool, pooled, x, B, N, D))                                                          \
@@ -122,6 +158,12 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
        float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,  \
        int64_t step),                                                                          \
       (be, param, grad, grad_scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step))       \
+    /* Lion (AVION's) on one tensor from g = grad * grad_scale: param = param (1 - lr wd)     \
+     * - lr sign(beta1 m + (1 - beta1) g), then m = beta2 m + (1 - beta2) g */                \
+    X(lion,                                                                                    \
+      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
+       size_t n, float lr, float beta1, float beta2, float weight_decay),                      \
+      (be, param, grad, grad_scale, m, n, lr, beta1, beta2, weight_decay))                     \
     /* *host_out += the sum of squares of x (n), in double */                                  \
     X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
       (be, host_out, x, n))

@@ -206,6 +206,54 @@ int tbi_cpu_gather_rows(tbi_backend *be, float *dst, const float *src, const int
     return 0;
 }
 
+int tbi_cpu_scatter_rows(tbi_backend *be, float *dst, const float *src, const int32_t *idx,
+                         int B, int N, int NK, int len)
+{
+    (void)be;
+    tbi_scatter_rows(dst, src, idx, B, N, NK, len);
+    return 0;
+}
+
+int tbi_cpu_tokens_fill_fwd(tbi_backend *be, float *x, const float *src, const float *fill,
+                            const float *pos, const int32_t *idx, int B, int NS, int NF, int D)
+{
+    (void)be;
+    tbi_tokens_fill_fwd(x, src, fill, pos, idx, B, NS, NF, D);
+    return 0;
+}
+
+int tbi_cpu_tokens_fill_bwd(tbi_backend *be, float *dsrc, float *dfill, const float *dx, int B,
+                            int NS, int NF, int D)
+{
+    (void)be;
+    tbi_tokens_fill_bwd(dsrc, dfill, dx, B, NS, NF, D);
+    return 0;
+}
+
+int tbi_cpu_patch_target(tbi_backend *be, float *out, const float *cols, int R, int C, int PP,
+                         const float *host_mean, const float *host_std, int norm)
+{
+    (void)be;
+    tbi_patch_target(out, cols, R, C, PP, host_mean, host_std, norm);
+    return 0;
+}
+
+int tbi_cpu_mse_fwd(tbi_backend *be, float *loss, const float *pred, const float *tgt,
+                    const float *w, int R, int C)
+{
+    (void)be;
+    *loss = tbi_mse_fwd(pred, tgt, w, R, C);
+    return 0;
+}
+
+int tbi_cpu_mse_bwd(tbi_backend *be, float *dpred, const float *pred, const float *tgt,
+                    const float *w, int R, int C)
+{
+    (void)be;
+    tbi_mse_bwd(dpred, pred, tgt, w, R, C);
+    return 0;
+}
+
 int tbi_cpu_pool_fwd(tbi_backend *be, int pool, float *pooled, const float *x, int B, int N,
                      int D)
 {
@@ -228,6 +276,14 @@ int tbi_cpu_adamw(tbi_backend *be, float *param, const float *grad, float grad_s
 {
     (void)be;
     tbi_adamw(param, grad, grad_scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    return 0;
+}
+
+int tbi_cpu_lion(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
+                 size_t n, float lr, float beta1, float beta2, float weight_decay)
+{
+    (void)be;
+    tbi_lion(param, grad, grad_scale, m, n, lr, beta1, beta2, weight_decay);
     return 0;
 }
 

@@ -425,6 +425,23 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
     }
 }
 
+void tbi_lion(float *p, const float *g, float grad_scale, float *m, size_t n, float lr,
+              float beta1, float beta2, float weight_decay)
+{
+    /* AVION's Lion (lucidrains' lion-pytorch), in its order: p *= 1 - lr * wd; p -= lr *
+     * sign(m beta1 + g (1 - beta1)); m = m beta2 + g (1 - beta2). One plain loop: the compiler
+     * vectorises it for any processor, so it needs no tuned twin. */
+    float decay = 1.0f - lr * weight_decay, a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * grad_scale;
+        float c = m[i] * beta1 + a1 * gi;
+        float u = (float)((c > 0) - (c < 0));
+        p[i] = p[i] * decay - lr * u;
+        m[i] = m[i] * beta2 + a2 * gi;
+    }
+}
+
 /* *sum = the sum of squares of x (n): sixteen running sums side by side (one add chain would
  * wait on its latency each element), added together at the end. */
 static ALWAYS_INLINE void sum_squares_span_body(double *sum, const float *x, size_t n)

@@ -139,6 +139,10 @@ void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, i
 void tbi_adamw(float *param, const float *grad, float grad_scale, float *m, float *v, size_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
 
+/* Lion on one tensor (the op list's contract), from the gradient times grad_scale. */
+void tbi_lion(float *param, const float *grad, float grad_scale, float *m, size_t n, float lr,
+              float beta1, float beta2, float weight_decay);
+
 /* Sum of squares of x (n), accumulated in double. */
 double tbi_sum_squares(const float *x, size_t n);
 

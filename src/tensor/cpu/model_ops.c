@@ -1,8 +1,10 @@
 /* src/tensor/cpu/model_ops.c - the CPU reference of the ops that move tokens rather than
- * multiply them: uint8 clips to normalised float, token assembly (class tokens, positions)
- * and its backward, pooling and its backward. Each element of every sum is added in a fixed
+ * multiply them: uint8 clips to normalised float, token assembly (class tokens, positions,
+ * MAE's mask tokens) and its backward, row gathers and scatters, pooling and its backward,
+ * and MAE's targets and loss. Each element of every sum is added in a fixed
  * order (over clips, in order), so results do not depend on the number of threads.
  * Tests: tests/test_backend.c (finite differences, and against the guarded backend). */
+#include <math.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -161,5 +163,120 @@ void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D
         for (int t = 0; t < N; t++)
             for (int d = 0; d < D; d++)
                 xb[(size_t)t * D + d] = g[d] * inv;
+    }
+}
+
+void tbi_scatter_rows(float *dst, const float *src, const int32_t *idx, int B, int N, int NK,
+                      int len)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < NK; j++)
+            memcpy(dst + ((size_t)b * N + idx[(size_t)b * NK + j]) * len,
+                   src + ((size_t)b * NK + j) * len, sizeof(float) * (size_t)len);
+}
+
+void tbi_tokens_fill_fwd(float *x, const float *src, const float *fill, const float *pos,
+                         const int32_t *idx, int B, int NS, int NF, int D)
+{
+    int NT = NS + NF;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < NT; t++) {
+            float *dst = x + ((size_t)b * NT + t) * D;
+            const float *a = t < NS ? src + ((size_t)b * NS + t) * D : fill;
+            const float *pe = pos + (size_t)idx[(size_t)b * NT + t] * D;
+            for (int d = 0; d < D; d++)
+                dst[d] = a[d] + pe[d];
+        }
+}
+
+void tbi_tokens_fill_bwd(float *dsrc, float *dfill, const float *dx, int B, int NS, int NF,
+                         int D)
+{
+    int NT = NS + NF;
+    if (dsrc)
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < B; b++)
+            memcpy(dsrc + (size_t)b * NS * D, dx + (size_t)b * NT * D,
+                   sizeof(float) * (size_t)NS * D);
+    if (!dfill)
+        return;
+    /* Each column to one thread, the clips and rows in order: the same sums for any
+     * number of threads. */
+#pragma omp parallel for schedule(static)
+    for (int d = 0; d < D; d++) {
+        float acc = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = NS; t < NT; t++)
+                acc += dx[((size_t)b * NT + t) * D + d];
+        dfill[d] = acc;
+    }
+}
+
+void tbi_patch_target(float *out, const float *cols, int R, int C, int PP, const float *mean,
+                      const float *std, int norm)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < R; r++) {
+        const float *row = cols + (size_t)r * C * PP;
+        float *o = out + (size_t)r * PP * C;
+        for (int c = 0; c < C; c++) {
+            const float *x = row + (size_t)c * PP;
+            float m = mean[c], s = std[c];
+            for (int p = 0; p < PP; p++)
+                o[(size_t)p * C + c] = x[p] * s + m;
+            if (!norm)
+                continue;
+            double sum = 0, sq = 0;
+            for (int p = 0; p < PP; p++)
+                sum += o[(size_t)p * C + c];
+            double mu = sum / PP;
+            for (int p = 0; p < PP; p++) {
+                double e = o[(size_t)p * C + c] - mu;
+                sq += e * e;
+            }
+            float fmu = (float)mu, inv = (float)(1.0 / (sqrt(sq / (PP > 1 ? PP - 1 : 1)) + 1e-6));
+            for (int p = 0; p < PP; p++)
+                o[(size_t)p * C + c] = (o[(size_t)p * C + c] - fmu) * inv;
+        }
+    }
+}
+
+/* The weights' sum, in double, in row order. */
+static double weight_sum(const float *w, int R)
+{
+    double s = 0;
+    for (int r = 0; r < R; r++)
+        s += w[r];
+    return s;
+}
+
+float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, int C)
+{
+    double total = 0; /* serial: the same sum for any number of threads (R C is small) */
+    for (int r = 0; r < R; r++) {
+        if (w[r] == 0)
+            continue;
+        const float *p = pred + (size_t)r * C, *t = tgt + (size_t)r * C;
+        double acc = 0;
+        for (int c = 0; c < C; c++) {
+            double e = (double)p[c] - t[c];
+            acc += e * e;
+        }
+        total += w[r] * (acc / C);
+    }
+    return (float)(total / weight_sum(w, R));
+}
+
+void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float *w, int R, int C)
+{
+    double W = weight_sum(w, R);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < R; r++) {
+        const float *p = pred + (size_t)r * C, *t = tgt + (size_t)r * C;
+        float *d = dpred + (size_t)r * C, k = (float)(2.0 * w[r] / ((double)C * W));
+        for (int c = 0; c < C; c++)
+            d[c] = k * (p[c] - t[c]);
     }
 }

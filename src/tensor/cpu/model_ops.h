@@ -16,6 +16,17 @@ void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx,
                     const int32_t *idx, int B, int N, int NC, int NPOS, int D);
 void tbi_gather_rows(float *dst, const float *src, const int32_t *idx, int B, int N, int NK,
                      int len);
+void tbi_scatter_rows(float *dst, const float *src, const int32_t *idx, int B, int N, int NK,
+                      int len);
+void tbi_tokens_fill_fwd(float *x, const float *src, const float *fill, const float *pos,
+                         const int32_t *idx, int B, int NS, int NF, int D);
+void tbi_tokens_fill_bwd(float *dsrc, float *dfill, const float *dx, int B, int NS, int NF,
+                         int D);
+void tbi_patch_target(float *out, const float *cols, int R, int C, int PP, const float *mean,
+                      const float *std, int norm);
+/* The loss (returned) and its gradient. */
+float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, int C);
+void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float *w, int R, int C);
 void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D);
 void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D);
 
