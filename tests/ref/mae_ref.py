@@ -580,7 +580,7 @@ def hand_forward(a, P, video, mask, dmask):
 
     def block(x, pre, nh):
         p = lambda n: P[pre + n]
-        n_tok, d = x.shape[1], x.shape[2]
+        d = x.shape[2]
         hs = d // nh
         h = ln(x, p("norm1.weight"), p("norm1.bias"))
         Wq = p("attn.qkv.weight")
