@@ -40,10 +40,10 @@ int main(int argc, char **argv)
     };
     int B = atoi(argv[6]), steps = argc > 7 ? atoi(argv[7]) : 3;
     tb_vit *m = NULL;
-    struct tb_adamw opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+    struct tb_optim opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                            .weight_decay = 0.05f};
     if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B, NULL) < 0 ||
-        tb_adamw_init(&opt, tb_vit_params(m)) < 0 || tb_vit_init(m, 1) < 0) {
+        tb_optim_init(&opt, tb_vit_params(m)) < 0 || tb_vit_init(m, 1) < 0) {
         fprintf(stderr, "%s\n", tb_errmsg());
         return 1;
     }
@@ -65,7 +65,7 @@ int main(int argc, char **argv)
         if (tb_vit_forward_clips(m, clips, NULL, B, tb_mean_openai, tb_std_openai, labels, 0.1f,
                                  &loss) < 0 ||
             tb_vit_backward(m) < 0 || tb_grad_norm(tb_vit_params(m), &gnorm) < 0 ||
-            tb_adamw_update(&opt, tb_clip_factor(gnorm, 1.0)) < 0) {
+            tb_optim_update(&opt, tb_clip_factor(gnorm, 1.0)) < 0) {
             fprintf(stderr, "%s\n", tb_errmsg());
             return 1;
         }

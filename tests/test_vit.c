@@ -140,7 +140,7 @@ static void test_grad_homes(void)
     enum { N_MODELS = 3 };
     int B = 3; /* 96 tokens: fc1x fits beside the top block's hosted gradients */
     tb_vit *m[N_MODELS] = {NULL};
-    struct tb_adamw opt[N_MODELS] = {{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f,
+    struct tb_optim opt[N_MODELS] = {{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f,
                                       .eps = 1e-8f, .weight_decay = 0.05f}};
     for (int k = 0; k < N_MODELS; k++) {
         opt[k] = opt[0];
@@ -152,7 +152,7 @@ static void test_grad_homes(void)
         int64_t bytes = 0;
         CHECK_EQ(tb_vit_plan(m[k], B, &bytes), 0);
         CHECK(bytes > 0);
-        CHECK_EQ(tb_adamw_init(&opt[k], tb_vit_params(m[k])), 0);
+        CHECK_EQ(tb_optim_init(&opt[k], tb_vit_params(m[k])), 0);
         CHECK_EQ(tb_vit_init(m[k], 7), 0);
     }
     size_t nv = (size_t)B * 3 * 4 * 32 * 32;
@@ -178,7 +178,7 @@ static void test_grad_homes(void)
             double norm = 0;
             CHECK_EQ(tb_grad_norm(tb_vit_params(m[k]), &norm), 0);
             CHECK(norm > 0);
-            CHECK_EQ(tb_adamw_update(&opt[k], tb_clip_factor(norm, 0.5)), 0);
+            CHECK_EQ(tb_optim_update(&opt[k], tb_clip_factor(norm, 0.5)), 0);
             free(g[k]);
         }
     }
@@ -193,7 +193,7 @@ static void test_grad_homes(void)
     CHECK(tb_vit_backward(m[0]) < 0);
     CHECK_STR_HAS(tb_errmsg(), "backward needs a forward with labels");
     for (int k = 0; k < N_MODELS; k++) {
-        tb_adamw_free(&opt[k]);
+        tb_optim_free(&opt[k]);
         tb_vit_close(&m[k]);
     }
     free(video);

@@ -147,6 +147,72 @@ TB_API int tb_vit_backward(tb_vit *m);
  * (MAE, contrastive): gradients of every parameter but the head's (left as they were). */
 TB_API int tb_vit_backward_features(tb_vit *m, const float *dfeat);
 
+/* ---- VideoMAE pretraining ----------------------------------------------------------------
+ *
+ * VideoMAE's PretrainVisionTransformer (and v2's decoder masking), names as VideoMAE's
+ * (encoder.blocks.N.attn.q_bias, decoder.head.weight, encoder_to_decoder.weight, mask_token).
+ * The encoder: the ViT above with q/v attention biases, fixed sin-cos positions added to every
+ * patch, then only the visible patches (ascending) through the blocks and encoder.norm; no
+ * class token, no head - it holds activations for the visible tokens only. The decoder:
+ * encoder_to_decoder (no bias), tokens [visible + pos..., mask_token + pos...] with a sin-cos
+ * table of its width, its blocks, decoder.norm and decoder.head on the decoded tokens only,
+ * predicting each tube's 3 TU P P values, pixel-major, channel-minor. Target: the decoded
+ * tubes' pixels with the input normalisation undone (0-1), each channel normalised over the
+ * tube (mean, unbiased std + 1e-6) unless norm_target is 0. Loss: the mean over values of the
+ * squared error, averaged over the decoded tokens the encoder did not see.
+ * Tests: tests/test_mae.c (against tests/ref/mae_ref.py). */
+
+enum tb_decoder_mask {
+    TB_DECODER_MASK_NONE,         /* the decoder decodes every masked token (VideoMAE) */
+    TB_DECODER_MASK_RUNNING_CELL, /* VideoMAE v2: of each 2x2 cell of positions the decoder
+                                   * drops a rotating set, shifting with each temporal slice */
+};
+
+struct tb_mae_config {
+    struct tb_vit_config enc;  /* the encoder: width, depth, heads, patch, tubelet, clip shape,
+                                * recompute, backend (its pool, classes, positions, q/v bias
+                                * and keep are the MAE's to set) */
+    double mask_ratio;         /* tube masking: int(ratio * HW) of each temporal slice's HW
+                                * positions masked, the same in every slice (0.9) */
+    enum tb_decoder_mask decoder_mask;
+    double decoder_ratio;      /* running cell: int(4 * ratio) of each cell's 4 dropped (0.5) */
+    int dec_dim, dec_depth, dec_heads; /* 384, 4, 6 */
+    int norm_target;           /* 1: VideoMAE's normalised target (its default) */
+};
+
+typedef struct tb_mae tb_mae;
+
+/* Check the config (a mask ratio that leaves no visible or no masked token, or a running
+ * cell over an odd grid, is an error naming it), open its backend, allocate the parameters. */
+TB_API int tb_mae_open(tb_mae **out, const struct tb_mae_config *c);
+TB_API void tb_mae_close(tb_mae **m);
+TB_API const struct tb_mae_config *tb_mae_config(const tb_mae *m);
+TB_API tb_params *tb_mae_params(tb_mae *m);
+/* Per clip: patch tokens N, visible tokens (the encoder's), decoded tokens (the decoder's
+ * queries), and values of one prediction (3 TU P P). */
+TB_API void tb_mae_sizes(const tb_mae *m, int *tokens, int *visible, int *decoded, int *values);
+/* Truncated normal (std 0.02) weights and mask token, zero biases, LayerNorm 1/0. */
+TB_API int tb_mae_init(tb_mae *m, uint64_t seed);
+TB_API int tb_mae_plan(tb_mae *m, int B, int64_t *bytes);
+/* The input (as tb_vit_set_video / _set_clips; mean and std on the 0-255 scale are the
+ * normalisation applied, undone for the target), then its masks (host, (B, N) each, 1 =
+ * masked from the encoder; drop 1 = not decoded, NULL without decoder masking), then run. */
+TB_API int tb_mae_set_video(tb_mae *m, const float *video, int B, const float mean[3],
+                            const float std[3]);
+TB_API int tb_mae_set_clips(tb_mae *m, const uint8_t *clips, const uint8_t *flip, int B,
+                            const float mean[3], const float std[3]);
+TB_API int tb_mae_set_mask(tb_mae *m, const uint8_t *mask, const uint8_t *drop);
+TB_API int tb_mae_run(tb_mae *m, float *loss);
+/* The last forward's predictions (B, decoded, values) into host memory. */
+TB_API int tb_mae_pred(tb_mae *m, float *host);
+/* Backward of the last forward: gradients of every parameter. Once per forward. */
+TB_API int tb_mae_backward(tb_mae *m);
+/* The masks of dataset sample `index` in `epoch`, from (seed, TB_RNG_MASK, epoch, index)
+ * alone - the same for any number of workers or ranks: mask (N) the tube mask, drop (N; may
+ * be NULL without decoder masking) the running cell's. */
+TB_API void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
+                             uint8_t *mask, uint8_t *drop);
+
 #ifdef __cplusplus
 }
 #endif

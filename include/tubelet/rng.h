@@ -31,7 +31,7 @@ enum tb_rng_purpose {
                                 in the epoch, c = attempt (1, 2, ...) */
     TB_RNG_INIT = 4,         /* weight initialisation, every parameter in registry order from
                                 one stream: a = 0, b = 0 */
-    TB_RNG_MASK = 5,         /* MAE tube masks (coming): a = epoch, b = sample index */
+    TB_RNG_MASK = 5,         /* MAE masks (tb_mae_make_mask): a = epoch, b = sample index */
     TB_RNG_MIXUP = 6,        /* mixup / cutmix (coming): a = epoch, b = batch index in the
                                 epoch */
     TB_RNG_DROP_PATH = 7,    /* stochastic depth (coming): a = epoch, b = sample index; one

@@ -15,19 +15,31 @@
 extern "C" {
 #endif
 
-struct tb_adamw {
-    float lr, beta1, beta2, eps, weight_decay;
-    int64_t step;           /* updates done */
-    tb_params *params;      /* borrowed */
-    float *m, *v;           /* backend memory: the moments, in the parameters' layout */
+enum tb_optimizer {
+    TB_OPT_ADAMW,           /* PyTorch's AdamW */
+    TB_OPT_LION,            /* AVION's Lion: the sign of an interpolated momentum, decoupled
+                             * weight decay (lr about a tenth of AdamW's, decay ten times) */
 };
 
-/* Allocate zero moments for r's parameters. Hyper-parameters are the caller's to set. */
-TB_API int tb_adamw_init(struct tb_adamw *opt, tb_params *r);
-TB_API void tb_adamw_free(struct tb_adamw *opt);
+struct tb_optim {
+    enum tb_optimizer kind;
+    float lr, beta1, beta2, eps, weight_decay; /* eps: AdamW's only */
+    int64_t step;           /* updates done */
+    tb_params *params;      /* borrowed */
+    float *m, *v;           /* backend memory: the moments, in the parameters' layout (v:
+                             * AdamW's only) */
+};
+
+/* Allocate zero moments for r's parameters; opt->kind is read (the caller sets it first, as
+ * every hyper-parameter). */
+TB_API int tb_optim_init(struct tb_optim *opt, tb_params *r);
+TB_API void tb_optim_free(struct tb_optim *opt);
 /* One update of every parameter from its gradient times grad_scale (1, or tb_clip_factor's:
  * clipping folded into the update, PyTorch's clip_grad_norm_ + step to the bit), at opt->lr. */
-TB_API int tb_adamw_update(struct tb_adamw *opt, float grad_scale);
+TB_API int tb_optim_update(struct tb_optim *opt, float grad_scale);
+/* "adamw" or "lion", and back (-1 for an unknown name). */
+TB_API const char *tb_optimizer_name(enum tb_optimizer kind);
+TB_API int tb_optimizer_parse(const char *name);
 
 /* The global L2 norm of r's gradients, into *norm. */
 TB_API int tb_grad_norm(tb_params *r, double *norm);
@@ -74,11 +86,11 @@ struct tb_train_pos {
  * pairs, or NULL: the run's settings) as metadata, in one safetensors file written
  * atomically. PyTorch loads the model with
  * {k: v for k, v in f.items() if not k.startswith("optimizer.")}. */
-TB_API int tb_ckpt_save(const char *path, tb_params *r, const struct tb_adamw *opt,
+TB_API int tb_ckpt_save(const char *path, tb_params *r, const struct tb_optim *opt,
                         const struct tb_train_pos *pos, const char *meta);
 /* Load parameters (and, when opt is not NULL, the moments and step) and the position (pos may
  * be NULL). */
-TB_API int tb_ckpt_load(const char *path, tb_params *r, struct tb_adamw *opt,
+TB_API int tb_ckpt_load(const char *path, tb_params *r, struct tb_optim *opt,
                         struct tb_train_pos *pos);
 
 /* ---- the training loop ------------------------------------------------------------------- */

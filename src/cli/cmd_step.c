@@ -1,7 +1,8 @@
-/* src/cli/cmd_step.c - `tubelet step`: training steps of a video ViT on given weights and a
- * given batch, writing the losses, the first step's logits and gradients, and the final
- * weights - for checking against PyTorch (tests/ref/vit_ref.py) and for debugging a model.
- * Tests: tests/test_vit.c. */
+/* src/cli/cmd_step.c - `tubelet step`: training steps of a video ViT (--task cls) or of
+ * VideoMAE pretraining (--task mae) on given weights and a given batch, writing the losses,
+ * the first step's logits or predictions and gradients, and the final weights - for checking
+ * against PyTorch (tests/ref/vit_ref.py, tests/ref/mae_ref.py) and for debugging a model.
+ * Tests: tests/test_vit.c, tests/test_mae.c. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,9 @@ struct step_config {
     char *weights, *batch, *out, *backend;
     int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
+    char *task, *optim, *decoder_mask;
+    int dec_dim, dec_depth, dec_heads, norm_target;
+    double mask_ratio, decoder_ratio;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -60,6 +64,21 @@ static const struct cli_flag step_flags[] = {
     F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 1),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 0, 1),
+    F("task", CLI_STR, task, "cls", "NAME", "cls (a classifier) or mae (VideoMAE pretraining: "
+      "the batch holds 'video' and 'mask' int64 (B,N), 1 = masked; 'dmask' (B,N), 1 = not "
+      "decoded, with --decoder-mask running-cell)", CLI_NO_RANGE),
+    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw or lion", CLI_NO_RANGE),
+    F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R",
+      "mae: the masked share of each frame's positions (the batch's masks must match it)", 0, 1),
+    F("decoder-mask", CLI_STR, decoder_mask, "none", "NAME", "mae: none or running-cell",
+      CLI_NO_RANGE),
+    F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R",
+      "mae: the share of each 2x2 cell the running cell drops", 0, 1),
+    F("dec-dim", CLI_INT, dec_dim, "384", "D", "mae: decoder width", 1, 65536),
+    F("dec-depth", CLI_INT, dec_depth, "4", "L", "mae: decoder blocks", 1, 1024),
+    F("dec-heads", CLI_INT, dec_heads, "6", "NH", "mae: decoder heads", 1, 1024),
+    F("norm-target", CLI_BOOL, norm_target, "true", "",
+      "mae: each tube's target pixels normalised per channel (VideoMAE's)", CLI_NO_RANGE),
 };
 #undef F
 
@@ -75,12 +94,153 @@ static void out_tensor(struct tb_st_tensor *t, const char *prefix, const struct 
     t->data = data;
 }
 
+/* The batch's int64 (B, N) 0/1 mask called name as bytes, or NULL (with a message) when it
+ * is absent or malformed. */
+static uint8_t *batch_mask(const struct tb_st_file *bf, const char *path, const char *name,
+                           int B, int N)
+{
+    const struct tb_st_tensor *t = tb_st_find(bf, name);
+    if (!t || t->dtype != TB_ST_I64 || t->n_dims != 2 || t->shape[0] != B || t->shape[1] != N) {
+        fprintf(stderr, "tubelet step: %s: '%s' must be int64 (%d, %d)\n", path, name, B, N);
+        return NULL;
+    }
+    uint8_t *m = malloc((size_t)B * N);
+    for (int64_t i = 0; m && i < t->n; i++) {
+        int64_t v = ((const int64_t *)t->data)[i];
+        if (v != 0 && v != 1) {
+            fprintf(stderr, "tubelet step: %s: '%s' holds %lld at %lld: 0 or 1 only\n", path,
+                    name, (long long)v, (long long)i);
+            free(m);
+            return NULL;
+        }
+        m[i] = (uint8_t)v;
+    }
+    return m;
+}
+
+/* --task mae: S steps of VideoMAE pretraining on the batch with its masks. */
+static int run_mae(struct step_config *c)
+{
+    struct tb_st_file *wf = NULL, *bf = NULL;
+    tb_mae *m = NULL;
+    struct tb_optim opt = {0};
+    struct tb_st_tensor *outs = NULL;
+    float *losses = NULL, *pred = NULL, *grads = NULL, *weights = NULL;
+    uint8_t *mask = NULL, *drop = NULL;
+    int rc, status = 1, n_out = 0, kind = tb_optimizer_parse(c->optim);
+    int running = !strcmp(c->decoder_mask, "running-cell");
+    if (kind < 0 || (!running && strcmp(c->decoder_mask, "none"))) {
+        fprintf(stderr, "tubelet step: --optim is adamw or lion, --decoder-mask none or "
+                "running-cell\n");
+        return 2;
+    }
+    struct tb_mae_config mc = {
+        .enc = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
+                .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w,
+                .width = c->size.h, .recompute = c->recompute,
+                .recompute_mlp = c->recompute_mlp, .backend = c->backend},
+        .mask_ratio = c->mask_ratio,
+        .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
+        .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim, .dec_depth = c->dec_depth,
+        .dec_heads = c->dec_heads, .norm_target = c->norm_target,
+    };
+    if ((rc = tb_mae_open(&m, &mc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
+        (rc = tb_st_read(&wf, c->weights)) < 0)
+        goto fail;
+    tb_params *params = tb_mae_params(m);
+    if ((rc = tb_params_load(params, wf)) < 0) {
+        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+        goto end;
+    }
+    int N, Nq, V;
+    tb_mae_sizes(m, &N, NULL, &Nq, &V);
+    const struct tb_st_tensor *video = tb_st_find(bf, "video");
+    if (!video || video->dtype != TB_ST_F32 || video->n_dims != 5 || video->shape[0] < 1 ||
+        video->shape[0] > 65536 || video->shape[1] != 3 || video->shape[2] != c->frames ||
+        video->shape[3] != mc.enc.height || video->shape[4] != mc.enc.width) {
+        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d)\n", c->batch,
+                c->frames, mc.enc.height, mc.enc.width);
+        goto end;
+    }
+    int B = (int)video->shape[0], np = tb_params_count(params);
+    if (!(mask = batch_mask(bf, c->batch, "mask", B, N)) ||
+        (running && !(drop = batch_mask(bf, c->batch, "dmask", B, N))))
+        goto end;
+    int64_t nf = tb_params_floats(params);
+    opt.kind = (enum tb_optimizer)kind;
+    if ((rc = tb_mae_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
+        goto fail;
+    opt.lr = (float)c->lr;
+    opt.weight_decay = (float)c->wd;
+    opt.beta1 = (float)c->beta1;
+    opt.beta2 = (float)c->beta2;
+    opt.eps = (float)c->eps;
+    losses = malloc(sizeof(float) * (size_t)c->steps);
+    pred = malloc(sizeof(float) * (size_t)B * Nq * V);
+    grads = malloc(sizeof(float) * (size_t)nf);
+    weights = malloc(sizeof(float) * (size_t)nf);
+    outs = calloc((size_t)(2 + 2 * np), sizeof(*outs));
+    if (!losses || !pred || !grads || !weights || !outs) {
+        fprintf(stderr, "tubelet step: out of memory\n");
+        goto end;
+    }
+    for (int s = 0; s < c->steps; s++) {
+        if ((rc = tb_mae_set_video(m, video->data, B, tb_mean_imagenet, tb_std_imagenet)) < 0 ||
+            (rc = tb_mae_set_mask(m, mask, drop)) < 0 || (rc = tb_mae_run(m, &losses[s])) < 0 ||
+            (rc = tb_mae_backward(m)) < 0)
+            goto fail;
+        if (s == 0) {
+            if ((rc = tb_mae_pred(m, pred)) < 0)
+                goto fail;
+            for (int i = 0; i < np; i++)
+                if ((rc = tb_params_read_grad(params, i, grads + tb_params_at(params, i)->offset)) <
+                    0)
+                    goto fail;
+        }
+        if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
+            goto fail;
+    }
+    outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
+                                          .shape = {c->steps}, .n = c->steps, .data = losses};
+    outs[n_out++] = (struct tb_st_tensor){.name = "pred", .dtype = TB_ST_F32, .n_dims = 3,
+                                          .shape = {B, Nq, V}, .n = (int64_t)B * Nq * V,
+                                          .data = pred};
+    for (int i = 0; i < np; i++) {
+        const struct tb_param *p = tb_params_at(params, i);
+        if ((rc = tb_params_read(params, i, weights + p->offset)) < 0)
+            goto fail;
+        out_tensor(&outs[n_out++], "grad.", p, grads + p->offset);
+        out_tensor(&outs[n_out++], "", p, weights + p->offset);
+    }
+    if ((rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
+        goto fail;
+    printf("step: %d %s steps of MAE pretraining on %d clips, loss %.6f -> %.6f, wrote %s\n",
+           c->steps, c->optim, B, losses[0], losses[c->steps - 1], c->out);
+    status = 0;
+    goto end;
+fail:
+    cli_report("step", rc);
+end:
+    tb_optim_free(&opt);
+    tb_mae_close(&m);
+    tb_st_free(&wf);
+    tb_st_free(&bf);
+    free(outs);
+    free(losses);
+    free(pred);
+    free(grads);
+    free(weights);
+    free(mask);
+    free(drop);
+    return status;
+}
+
 static int run_step(void *config, int n_args, char **args)
 {
     struct step_config *c = config;
     struct tb_st_file *wf = NULL, *bf = NULL;
     tb_vit *m = NULL;
-    struct tb_adamw opt = {0};
+    struct tb_optim opt = {0};
     struct tb_st_tensor *outs = NULL;
     float *losses = NULL, *logits = NULL, *grads = NULL, *weights = NULL;
     int32_t *kept = NULL;
@@ -91,6 +251,14 @@ static int run_step(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet step: --weights, --batch and --out are required\n");
         return 2;
     }
+    if (!strcmp(c->task, "mae"))
+        return run_mae(c);
+    int kind = tb_optimizer_parse(c->optim);
+    if (strcmp(c->task, "cls") || kind < 0) {
+        fprintf(stderr, "tubelet step: --task is cls or mae, --optim adamw or lion\n");
+        return 2;
+    }
+    opt.kind = (enum tb_optimizer)kind;
     struct tb_vit_config vc = {
         .dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
         .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w, .width = c->size.h,
@@ -152,7 +320,7 @@ static int run_step(void *config, int n_args, char **args)
     }
     int B = (int)B0, K = c->classes, np = tb_params_count(params);
     int64_t nf = tb_params_floats(params);
-    if ((rc = tb_vit_plan(m, B, NULL)) < 0 || (rc = tb_adamw_init(&opt, params)) < 0)
+    if ((rc = tb_vit_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
         goto fail;
     opt.lr = (float)c->lr;
     opt.weight_decay = (float)c->wd;
@@ -211,7 +379,7 @@ static int run_step(void *config, int n_args, char **args)
                                                   grads + tb_params_at(params, i)->offset)) < 0)
                         goto fail;
             }
-            if ((rc = tb_adamw_update(&opt, 1.0f)) < 0)
+            if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
                 goto fail;
         }
         outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
@@ -241,7 +409,7 @@ static int run_step(void *config, int n_args, char **args)
 fail:
     cli_report("step", rc);
 end:
-    tb_adamw_free(&opt);
+    tb_optim_free(&opt);
     tb_vit_close(&m);
     tb_st_free(&wf);
     tb_st_free(&bf);
@@ -257,11 +425,13 @@ end:
 const struct cli_command cli_cmd_step = {
     .name = "step",
     .args = "",
-    .summary = "run training steps of a video ViT on given weights and batch (for checking)",
-    .details = "Writes to --out: 'loss' (S), the first step's 'logits' (B,K) and 'grad.<name>'\n"
-               "for every parameter, and the weights after S AdamW steps under their own names\n"
-               "(PyTorch's AdamW; no decay on biases, norms, pos/cls embeddings). --size is\n"
-               "height x width.",
+    .summary = "run training steps of a video ViT or of VideoMAE pretraining on given weights "
+               "and batch (for checking)",
+    .details = "Writes to --out: 'loss' (S), the first step's 'logits' (B,K) or, with --task\n"
+               "mae, 'pred' (B,Nq,3*TU*P*P) and 'grad.<name>' for every parameter, and the\n"
+               "weights after S optimizer steps under their own names (PyTorch's AdamW or\n"
+               "AVION's Lion; no decay on biases, norms, pos/cls embeddings, the mask token).\n"
+               "The MAE target undoes ImageNet's normalisation. --size is height x width.",
     .flags = step_flags,
     .n_flags = (int)(sizeof(step_flags) / sizeof(step_flags[0])),
     .config_size = sizeof(struct step_config),

@@ -302,13 +302,21 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const struct cli_flag *f = find_flag(cmd, name, len);
+        int negated = 0; /* --no-FLAG: a boolean FLAG false */
+        if (!f && !eq && len > 3 && !strncmp(name, "no-", 3)) {
+            f = find_flag(cmd, name + 3, len - 3);
+            negated = f && f->type == CLI_BOOL;
+            f = negated ? f : NULL;
+        }
         if (!f) {
             fprintf(stderr, "tubelet %s: unknown flag '--%.*s' (see 'tubelet help %s')\n",
                     cmd->name, (int)len, name, cmd->name);
             goto fail;
         }
         const char *val;
-        if (eq)
+        if (negated)
+            val = "false";
+        else if (eq)
             val = eq + 1;
         else if (f->type == CLI_BOOL) {
             /* "--flag" alone is true; "--flag false" reads the next word when it is one. */

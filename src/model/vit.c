@@ -151,24 +151,34 @@ static int add_params(tb_vit *m)
     return 0;
 }
 
-/* VideoMAE's get_sinusoid_encoding_table: angle = p / 10000^(2 (j / 2) / D), sine on even j,
- * cosine on odd j; one row per token (the class token is position 0). */
-static int make_sincos(tb_vit *m)
+void tbi_sincos_table(float *host, int n, int D)
 {
-    int D = m->D, rc, n = m->Np + m->has_cls;
-    float *host = malloc(sizeof(float) * (size_t)n * D);
-    if (!host)
-        return tbi_err(TB_ENOMEM, "out of memory");
     for (int p = 0; p < n; p++)
         for (int j = 0; j < D; j++) {
             double angle = p / pow(10000.0, 2.0 * (j / 2) / D);
             host[(size_t)p * D + j] = (float)(j % 2 ? cos(angle) : sin(angle));
         }
+}
+
+int tbi_sincos_upload(tbi_backend *be, float **out, int n, int D)
+{
     size_t bytes = sizeof(float) * (size_t)n * D;
-    if ((rc = m->be->ops->alloc(m->be, bytes, (void **)&m->sincos)) == 0)
-        rc = m->be->ops->to_device(m->be, m->sincos, host, bytes);
+    float *host = malloc(bytes);
+    int rc;
+    *out = NULL;
+    if (!host)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    tbi_sincos_table(host, n, D);
+    if ((rc = be->ops->alloc(be, bytes, (void **)out)) == 0)
+        rc = be->ops->to_device(be, *out, host, bytes);
     free(host);
     return rc;
+}
+
+/* Fixed positions, one row per token (the class token is position 0). */
+static int make_sincos(tb_vit *m)
+{
+    return tbi_sincos_upload(m->be, &m->sincos, m->Np + m->has_cls, m->D);
 }
 
 /* The model on be, its parameters added to reg under prefix (not allocated). */

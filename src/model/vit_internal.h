@@ -23,4 +23,9 @@ float *tbi_vit_dfeat(tb_vit *m);
 const float *tbi_vit_patches(tb_vit *m);
 int tbi_vit_backward_dev(tb_vit *m);
 
+/* VideoMAE's get_sinusoid_encoding_table (n, D): angle = p / 10000^(2 (j / 2) / D), sine on
+ * even j, cosine on odd j; into host memory, or into new backend memory (*out). */
+void tbi_sincos_table(float *host, int n, int D);
+int tbi_sincos_upload(tbi_backend *be, float **out, int n, int D);
+
 #endif /* TUBELET_MODEL_VIT_INTERNAL_H */

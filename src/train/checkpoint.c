@@ -41,7 +41,7 @@ static int meta_i64(const char *meta, const char *key, int64_t *out)
 
 struct fill_ctx {
     tb_params *r;
-    const struct tb_adamw *opt;
+    const struct tb_optim *opt;
 };
 
 /* Tensor i of the file: parameter i % n, from the parameters or a moment. */
@@ -56,7 +56,7 @@ static int fill(void *user, int i, void *dst)
     return r->be->ops->to_host(r->be, dst, src, sizeof(float) * (size_t)p->n);
 }
 
-int tb_ckpt_save(const char *path, tb_params *r, const struct tb_adamw *opt,
+int tb_ckpt_save(const char *path, tb_params *r, const struct tb_optim *opt,
                  const struct tb_train_pos *pos, const char *meta_extra)
 {
     int np = r->n, n = 0;
@@ -64,7 +64,7 @@ int tb_ckpt_save(const char *path, tb_params *r, const struct tb_adamw *opt,
     struct tbi_sb meta = {0};
     if (!ts)
         return tbi_err(TB_ENOMEM, "out of memory");
-    for (int k = 0; k < (opt ? 3 : 1); k++)
+    for (int k = 0; k < (!opt ? 1 : opt->kind == TB_OPT_LION ? 2 : 3); k++)
         for (int i = 0; i < np; i++) {
             const struct tb_param *p = &r->p[i];
             struct tb_st_tensor *t = &ts[n++];
@@ -78,8 +78,9 @@ int tb_ckpt_save(const char *path, tb_params *r, const struct tb_adamw *opt,
         }
     tbi_sb_printf(&meta, "{\"format\":\"tubelet-checkpoint\",\"version\":\"1\",\"epoch\":\"%"
                   PRId64 "\",\"batch\":\"%" PRId64 "\",\"step\":\"%" PRId64 "\",\"adam_step\":\"%"
-                  PRId64 "\"%s%s}", pos ? pos->epoch : 0, pos ? pos->batch : 0,
+                  PRId64 "\",\"optimizer\":\"%s\"%s%s}", pos ? pos->epoch : 0, pos ? pos->batch : 0,
                   pos ? pos->step : 0, opt ? opt->step : 0,
+                  tb_optimizer_name(opt ? opt->kind : TB_OPT_ADAMW),
                   meta_extra && meta_extra[0] ? "," : "", meta_extra ? meta_extra : "");
     struct fill_ctx fc = {r, opt};
     int rc = meta.failed ? tbi_err(TB_ENOMEM, "out of memory")
@@ -138,7 +139,7 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
     return 0;
 }
 
-int tb_ckpt_load(const char *path, tb_params *r, struct tb_adamw *opt, struct tb_train_pos *pos)
+int tb_ckpt_load(const char *path, tb_params *r, struct tb_optim *opt, struct tb_train_pos *pos)
 {
     struct tb_st_file *f = NULL;
     int rc = tb_st_read(&f, path);
@@ -159,9 +160,16 @@ int tb_ckpt_load(const char *path, tb_params *r, struct tb_adamw *opt, struct tb
             rc = tbi_err(TB_EFORMAT, "%s: no optimizer step in its metadata", path);
             goto end;
         }
+        char kind[16] = "adamw"; /* checkpoints from before Lion were AdamW's */
+        meta_get(f->metadata, "optimizer", kind, sizeof(kind));
+        if (strcmp(kind, tb_optimizer_name(opt->kind))) {
+            rc = tbi_err(TB_EINVAL, "%s: its optimizer state is %s's, this run's optimizer is "
+                         "%s", path, kind, tb_optimizer_name(opt->kind));
+            goto end;
+        }
         for (int i = 0; i < r->n; i++) {
             const struct tb_param *p = &r->p[i];
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < (opt->kind == TB_OPT_LION ? 1 : 2); k++) {
                 char name[300];
                 snprintf(name, sizeof(name), "optimizer.%s.%s", k ? "exp_avg_sq" : "exp_avg",
                          p->name);

@@ -75,7 +75,7 @@ static int any_failed(int rc, int64_t step)
 }
 
 static int save(const char *path, const struct tbi_task *t, void *st,
-                const struct tb_train_opts *o, const struct tb_adamw *opt,
+                const struct tb_train_opts *o, const struct tb_optim *opt,
                 const struct tb_train_pos *pos)
 {
     struct tbi_sb meta = {0};
@@ -91,7 +91,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
 {
     const struct tbi_task *task = NULL;
     void *st = NULL;
-    struct tb_adamw opt = {0};
+    struct tb_optim opt = {0};
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     float *stage = NULL;
@@ -117,7 +117,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if ((rc = task->open(&st, o)) < 0)
         return rc;
     tb_params *params = task->params(st);
-    if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = tb_adamw_init(&opt, params)) < 0)
+    if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
     opt.beta1 = (float)o->beta1;
     opt.beta2 = (float)o->beta2;
@@ -191,7 +191,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 goto end;
             }
             opt.lr = lr;
-            if ((rc = tb_adamw_update(&opt, tb_clip_factor(gnorm, o->clip_grad))) < 0)
+            if ((rc = tb_optim_update(&opt, tb_clip_factor(gnorm, o->clip_grad))) < 0)
                 goto end;
             pos.step++;
             clips_log += (int64_t)B * world;
@@ -251,7 +251,7 @@ end:
         fclose(metrics);
     tb_loader_close(&l);
     tb_dataset_close(&ds);
-    tb_adamw_free(&opt);
+    tb_optim_free(&opt);
     task->close(&st);
     free(stage);
     return rc;

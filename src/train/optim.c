@@ -1,7 +1,8 @@
-/* src/train/optim.c - AdamW, the gradient norm, clipping and the learning-rate schedule
+/* src/train/optim.c - AdamW and Lion, the gradient norm, clipping and the learning-rate schedule
  * (train.h), over a parameter registry: the optimizer's moments live on the model's backend
  * and every update and norm is a backend op. Tests: tests/test_vit.c (three AdamW steps
- * against PyTorch's). */
+ * against PyTorch's), tests/test_mae.c (AdamW and Lion). */
+#include <string.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -9,7 +10,7 @@
 #include "model/params.h"
 #include "tubelet/train.h"
 
-int tb_adamw_init(struct tb_adamw *opt, tb_params *r)
+int tb_optim_init(struct tb_optim *opt, tb_params *r)
 {
     tbi_backend *be = r->be;
     size_t bytes = sizeof(float) * (size_t)r->n_floats;
@@ -17,16 +18,18 @@ int tb_adamw_init(struct tb_adamw *opt, tb_params *r)
     opt->params = r;
     opt->step = 0;
     opt->m = opt->v = NULL;
+    int adam = opt->kind == TB_OPT_ADAMW;
     if ((rc = be->ops->alloc(be, bytes, (void **)&opt->m)) < 0 ||
-        (rc = be->ops->alloc(be, bytes, (void **)&opt->v)) < 0 ||
-        (rc = be->ops->zero(be, opt->m, bytes)) < 0 || (rc = be->ops->zero(be, opt->v, bytes)) < 0) {
-        tb_adamw_free(opt);
+        (adam && (rc = be->ops->alloc(be, bytes, (void **)&opt->v)) < 0) ||
+        (rc = be->ops->zero(be, opt->m, bytes)) < 0 ||
+        (adam && (rc = be->ops->zero(be, opt->v, bytes)) < 0)) {
+        tb_optim_free(opt);
         return tbi_err_prefix(rc, "the optimizer state");
     }
     return 0;
 }
 
-void tb_adamw_free(struct tb_adamw *opt)
+void tb_optim_free(struct tb_optim *opt)
 {
     if (opt->params) {
         tbi_backend *be = opt->params->be;
@@ -38,21 +41,36 @@ void tb_adamw_free(struct tb_adamw *opt)
     opt->m = opt->v = NULL;
 }
 
-int tb_adamw_update(struct tb_adamw *opt, float grad_scale)
+int tb_optim_update(struct tb_optim *opt, float grad_scale)
 {
     tb_params *r = opt->params;
     tbi_backend *be = r->be;
     opt->step++;
     for (int i = 0; i < r->n; i++) {
         const struct tb_param *p = &r->p[i];
-        int rc = be->ops->adamw(be, tbi_param_data(r, i), tbi_param_grad(r, i), grad_scale,
-                                opt->m + p->offset, opt->v + p->offset, (size_t)p->n, opt->lr,
-                                opt->beta1, opt->beta2, opt->eps,
-                                p->decay ? opt->weight_decay : 0.0f, opt->step);
+        float wd = p->decay ? opt->weight_decay : 0.0f;
+        int rc = opt->kind == TB_OPT_LION
+                     ? be->ops->lion(be, tbi_param_data(r, i), tbi_param_grad(r, i), grad_scale,
+                                     opt->m + p->offset, (size_t)p->n, opt->lr, opt->beta1,
+                                     opt->beta2, wd)
+                     : be->ops->adamw(be, tbi_param_data(r, i), tbi_param_grad(r, i),
+                                      grad_scale, opt->m + p->offset, opt->v + p->offset,
+                                      (size_t)p->n, opt->lr, opt->beta1, opt->beta2, opt->eps,
+                                      wd, opt->step);
         if (rc < 0)
             return rc;
     }
     return 0;
+}
+
+const char *tb_optimizer_name(enum tb_optimizer kind)
+{
+    return kind == TB_OPT_LION ? "lion" : "adamw";
+}
+
+int tb_optimizer_parse(const char *name)
+{
+    return !strcmp(name, "adamw") ? TB_OPT_ADAMW : !strcmp(name, "lion") ? TB_OPT_LION : -1;
 }
 
 int tb_grad_norm(tb_params *r, double *norm)

@@ -1,0 +1,295 @@
+/* tests/test_mae.c - VideoMAE pretraining (src/model/mae.c).
+ * - Against PyTorch (tests/ref/mae_ref.py, VideoMAE's model and loss): the loss, the decoder's
+ *   predictions, every gradient and the weights after 3 steps of AdamW and of Lion agree to a
+ *   relative error of 1e-4 per tensor (float32), for mask ratios 0.9 and 0.75, with and
+ *   without v2's running-cell decoder masking, tubelet 2 and 1, non-square frames, and the
+ *   raw-pixel target; the guarded backend gives the same bits.
+ * - The masks: tube masks mask int(ratio HW) positions of every slice alike, are a function
+ *   of (seed, epoch, index) alone and cover the positions evenly; the running cell drops k of
+ *   every 2x2 cell, rotating one step a slice.
+ * - Bad settings and inputs: clear errors. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+
+#include "tb_test.h"
+#include "tubelet/model.h"
+#include "tubelet/rng.h"
+#include "tubelet/safetensors.h"
+
+#ifndef PYTHON
+#define PYTHON "/usr/bin/python3"
+#endif
+
+enum { DIM = 64, DEPTH = 2, HEADS = 2, PATCH = 8, FRAMES = 4, DEC_DIM = 32, DEC_DEPTH = 2,
+       DEC_HEADS = 2, B = 3 };
+
+struct variant {
+    double ratio;
+    int running_cell, tubelet, height, width, norm_target;
+    const char *optim;
+};
+
+static struct tb_mae_config config(const struct variant *v)
+{
+    struct tb_mae_config c = {
+        .enc = {.dim = DIM, .depth = DEPTH, .heads = HEADS, .patch = PATCH,
+                .tubelet = v->tubelet, .frames = FRAMES, .height = v->height,
+                .width = v->width},
+        .mask_ratio = v->ratio,
+        .decoder_mask = v->running_cell ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
+        .decoder_ratio = 0.5, .dec_dim = DEC_DIM, .dec_depth = DEC_DEPTH, .dec_heads = DEC_HEADS,
+        .norm_target = v->norm_target,
+    };
+    return c;
+}
+
+static struct tb_st_tensor tensor(const char *name, enum tb_st_dtype dtype, int n_dims,
+                                  const int64_t *shape, void *data)
+{
+    struct tb_st_tensor t = {.dtype = dtype, .n_dims = n_dims, .n = 1, .data = data};
+    snprintf(t.name, sizeof(t.name), "%s", name);
+    for (int i = 0; i < n_dims; i++)
+        t.n *= (t.shape[i] = shape[i]);
+    return t;
+}
+
+/* Weights (the initialisation, perturbed so every tensor carries signal) and a batch: random
+ * normalised video, the masks of samples 0..B-1 of epoch 3. */
+static void write_inputs(const struct tb_mae_config *c, const char *wpath, const char *bpath,
+                         uint64_t seed)
+{
+    tb_mae *m = NULL;
+    CHECK_EQ(tb_mae_open(&m, c), 0);
+    if (!m)
+        return;
+    CHECK_EQ(tb_mae_init(m, seed), 0);
+    tb_params *reg = tb_mae_params(m);
+    int np = tb_params_count(reg);
+    struct tb_st_tensor *ts = calloc((size_t)np, sizeof(*ts));
+    float *host = malloc(sizeof(float) * (size_t)tb_params_floats(reg));
+    tb_rng r;
+    tb_rng_init_for(&r, seed, TB_RNG_TEST, 1, 0);
+    for (int i = 0; i < np; i++) {
+        const struct tb_param *p = tb_params_at(reg, i);
+        float *data = host + p->offset;
+        CHECK_EQ(tb_params_read(reg, i, data), 0);
+        for (int64_t k = 0; k < p->n; k++)
+            data[k] += (float)tb_rng_normal(&r) * 0.02f;
+        ts[i] = tensor(p->name, TB_ST_F32, p->n_dims, p->shape, data);
+    }
+    CHECK_EQ(tb_st_write(wpath, ts, np, "{\"made_by\":\"test_mae\"}"), 0);
+    free(ts);
+    free(host);
+
+    int N;
+    tb_mae_sizes(m, &N, NULL, NULL, NULL);
+    const struct tb_vit_config *e = &c->enc;
+    int64_t nv = (int64_t)B * 3 * e->frames * e->height * e->width;
+    float *video = malloc(sizeof(float) * (size_t)nv);
+    uint8_t *mask = malloc((size_t)N), *drop = malloc((size_t)N);
+    int64_t *mask64 = malloc(sizeof(int64_t) * (size_t)B * N);
+    int64_t *drop64 = malloc(sizeof(int64_t) * (size_t)B * N);
+    for (int64_t i = 0; i < nv; i++)
+        video[i] = (float)tb_rng_normal(&r);
+    for (int b = 0; b < B; b++) {
+        tb_mae_make_mask(m, seed, 3, b, mask, drop);
+        for (int t = 0; t < N; t++) {
+            mask64[(size_t)b * N + t] = mask[t];
+            drop64[(size_t)b * N + t] = drop[t];
+        }
+    }
+    const int64_t vshape[5] = {B, 3, e->frames, e->height, e->width}, mshape[2] = {B, N};
+    struct tb_st_tensor bt[3] = {
+        tensor("video", TB_ST_F32, 5, vshape, video),
+        tensor("mask", TB_ST_I64, 2, mshape, mask64),
+        tensor("dmask", TB_ST_I64, 2, mshape, drop64),
+    };
+    CHECK_EQ(tb_st_write(bpath, bt, c->decoder_mask ? 3 : 2, NULL), 0);
+    free(video);
+    free(mask);
+    free(drop);
+    free(mask64);
+    free(drop64);
+    tb_mae_close(&m);
+}
+
+static void test_against_pytorch(void)
+{
+    const struct variant vs[] = {
+        {0.9, 0, 2, 32, 48, 1, "adamw"},
+        {0.75, 0, 2, 48, 32, 1, "lion"},
+        {0.9, 1, 2, 32, 48, 1, "lion"},
+        {0.75, 1, 1, 32, 32, 1, "adamw"},
+        {0.75, 0, 2, 32, 48, 0, "adamw"},
+    };
+    for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
+        const struct variant *v = &vs[i];
+        struct tb_mae_config c = config(v);
+        char what[160], w[4300], b[4300], o[4300], r[4300], g[4300], flags[1400], *out = NULL;
+        snprintf(what, sizeof(what), "ratio %.2f, %s decoder, tubelet %d, %dx%d, %s target, %s",
+                 v->ratio, v->running_cell ? "running-cell" : "full", v->tubelet, v->height,
+                 v->width, v->norm_target ? "normalised" : "raw", v->optim);
+        tbt_case = what;
+        snprintf(w, sizeof(w), "%s/w%zu.safetensors", tbt_dir(), i);
+        snprintf(b, sizeof(b), "%s/b%zu.safetensors", tbt_dir(), i);
+        snprintf(o, sizeof(o), "%s/o%zu.safetensors", tbt_dir(), i);
+        snprintf(r, sizeof(r), "%s/r%zu.safetensors", tbt_dir(), i);
+        snprintf(g, sizeof(g), "%s/g%zu.safetensors", tbt_dir(), i);
+        write_inputs(&c, w, b, 500 + i);
+        const char *model = "--dim 64 --depth 2 --heads 2 --patch 8 --frames 4 --dec-dim 32 "
+                            "--dec-depth 2 --dec-heads 2";
+        snprintf(flags, sizeof(flags), "%s --tubelet %d --size %dx%d %s --optim %s --steps 3 "
+                 "--lr 0.001 --wd 0.05 --beta1 0.9 --beta2 0.95 --weights %s --batch %s", model,
+                 v->tubelet, v->height, v->width, v->norm_target ? "" : "--no-norm-target",
+                 v->optim, w, b);
+        int rc = tbt_run(&out, 120, "%s step --task mae %s --mask-ratio %g %s --out %s",
+                         tbt_tubelet(), flags, v->ratio,
+                         v->running_cell ? "--decoder-mask running-cell" : "", o);
+        CHECK_MSG(rc == 0, "tubelet step --task mae: %s", out);
+        free(out);
+        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/mae_ref.py %s --out %s", TB_SOURCE_DIR,
+                     flags, r);
+        CHECK_MSG(rc == 0, "mae_ref.py: %s", out);
+        free(out);
+        tbt_compare_st(o, r, what, 1e-4, NULL, 1);
+        if (i == 0 || i == 2) { /* the guarded backend: memory unreadable outside its ops */
+            rc = tbt_run(&out, 120, "%s step --task mae %s --mask-ratio %g %s --backend "
+                         "cpu-guarded --out %s", tbt_tubelet(), flags, v->ratio,
+                         v->running_cell ? "--decoder-mask running-cell" : "", g);
+            CHECK_MSG(rc == 0, "tubelet step --backend cpu-guarded: %s", out);
+            free(out);
+            tbt_compare_st(o, g, what, 0, NULL, 1);
+        }
+    }
+}
+
+static void test_masks(void)
+{
+    tbt_case = "tube masks";
+    const struct variant v = {0.75, 1, 2, 32, 48, 1, "adamw"};
+    struct tb_mae_config c = config(&v);
+    tb_mae *m = NULL;
+    CHECK_EQ(tb_mae_open(&m, &c), 0);
+    if (!m)
+        return;
+    int N, Nv, Nq;
+    tb_mae_sizes(m, &N, &Nv, &Nq, NULL);
+    const int Tp = FRAMES / 2, hw = N / Tp, masked = (int)(0.75 * hw);
+    CHECK_EQ(Nv, Tp * (hw - masked));
+    CHECK_EQ(Nq, N / 2); /* 2 of each cell's 4 decoded */
+    uint8_t mask[64], drop[64], again[64], again_drop[64];
+    int *hits = calloc((size_t)hw, sizeof(int)), differ = 0, draws = 3000;
+    uint8_t first[64];
+    for (int s = 0; s < draws; s++) {
+        int64_t epoch = s % 7, index = s / 7;
+        tb_mae_make_mask(m, 11, epoch, index, mask, drop);
+        tb_mae_make_mask(m, 11, epoch, index, again, again_drop);
+        CHECK(!memcmp(mask, again, (size_t)N) && !memcmp(drop, again_drop, (size_t)N));
+        int count = 0;
+        for (int p = 0; p < hw; p++) {
+            count += mask[p];
+            hits[p] += mask[p];
+            for (int t = 1; t < Tp; t++)
+                CHECK(mask[t * hw + p] == mask[p]);
+        }
+        CHECK_EQ(count, masked);
+        if (s == 0)
+            memcpy(first, mask, (size_t)N);
+        else
+            differ += memcmp(first, mask, (size_t)N) != 0;
+        /* Running cell: 2 of every 2x2 cell dropped; the next slice's cell is this one's read
+         * one step further round the queue [1, 1, 0, 0]. */
+        int Hp = 32 / PATCH, Wp = 48 / PATCH;
+        for (int t = 0; t < Tp; t++)
+            for (int y = 0; y < Hp; y += 2)
+                for (int x = 0; x < Wp; x += 2) {
+                    const uint8_t *d = drop + ((size_t)t * Hp + y) * Wp + x;
+                    CHECK_EQ(d[0] + d[1] + d[Wp] + d[Wp + 1], 2);
+                    if (t + 1 < Tp) {
+                        const uint8_t *n = d + (size_t)Hp * Wp;
+                        /* cell position i reads queue[(i + ptr) % 4]: position i of the next
+                         * slice holds what position i + 1 held */
+                        const uint8_t cur[4] = {d[0], d[1], d[Wp], d[Wp + 1]};
+                        const uint8_t nxt[4] = {n[0], n[1], n[Wp], n[Wp + 1]};
+                        for (int k = 0; k < 3; k++)
+                            CHECK(nxt[k] == cur[k + 1]);
+                        CHECK(nxt[3] == cur[0]);
+                    }
+                }
+    }
+    CHECK_MSG(differ > draws * 9 / 10, "only %d of %d masks differ from the first", differ,
+              draws);
+    /* Each position is masked with probability masked / hw: within 5 standard deviations. */
+    double p = (double)masked / hw, sd = sqrt(draws * p * (1 - p));
+    for (int q = 0; q < hw; q++)
+        CHECK_MSG(fabs(hits[q] - draws * p) < 5 * sd, "position %d masked %d times of %d "
+                  "(expected %.0f)", q, hits[q], draws, draws * p);
+    free(hits);
+    tb_mae_close(&m);
+}
+
+static void expect_open_error(const struct tb_mae_config *c, const char *needle)
+{
+    tb_mae *m = NULL;
+    int rc = tb_mae_open(&m, c);
+    CHECK_MSG(rc < 0 && strstr(tb_errmsg(), needle), "open: rc %d, message '%s' (want '%s')", rc,
+              rc < 0 ? tb_errmsg() : "", needle);
+    tb_mae_close(&m);
+}
+
+static void test_bad_input(void)
+{
+    tbt_case = "bad settings and inputs";
+    const struct variant v = {0.9, 0, 2, 32, 48, 1, "adamw"};
+    struct tb_mae_config c = config(&v);
+    c.mask_ratio = 1.0;
+    expect_open_error(&c, "mask ratio 1 masks 24 of the 24 positions");
+    c.mask_ratio = 0.02;
+    expect_open_error(&c, "mask ratio 0.02 masks 0 of the 24");
+    c = config(&v);
+    c.enc.height = c.enc.width = 40; /* a 5x5 grid */
+    c.decoder_mask = TB_DECODER_MASK_RUNNING_CELL;
+    expect_open_error(&c, "5x5 grid of patches: it must be even");
+    c = config(&v);
+    c.decoder_mask = TB_DECODER_MASK_RUNNING_CELL;
+    c.decoder_ratio = 0.1;
+    expect_open_error(&c, "drops 0 of a cell's 4");
+    /* A batch whose masks do not match the model's ratio, and one without its mask. */
+    char w[4300], b[4300], o[4300], *out = NULL;
+    c = config(&v);
+    snprintf(w, sizeof(w), "%s/bad_w.safetensors", tbt_dir());
+    snprintf(b, sizeof(b), "%s/bad_b.safetensors", tbt_dir());
+    snprintf(o, sizeof(o), "%s/bad_o.safetensors", tbt_dir());
+    write_inputs(&c, w, b, 7);
+    const char *model = "--dim 64 --depth 2 --heads 2 --patch 8 --frames 4 --tubelet 2 --size "
+                        "32x48 --dec-dim 32 --dec-depth 2 --dec-heads 2";
+    int rc = tbt_run(&out, 60, "%s step --task mae %s --mask-ratio 0.75 --weights %s --batch %s "
+                     "--out %s", tbt_tubelet(), model, w, b, o);
+    CHECK_MSG(rc != 0 && out && strstr(out, "clip 0: its mask leaves 6 of 48 tokens visible"),
+              "a mask of another ratio: rc %d: %s", rc, out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s step --task mae %s --decoder-mask running-cell --weights %s "
+                 "--batch %s --out %s", tbt_tubelet(), model, w, b, o);
+    CHECK_MSG(rc != 0 && out && strstr(out, "'dmask' must be int64 (3, 48)"),
+              "no decoder mask: rc %d: %s", rc, out);
+    free(out);
+    /* Weights of a classifier are not an MAE's. */
+    rc = tbt_run(&out, 60, "%s step --task mae %s --weights %s --batch %s --out %s",
+                 tbt_tubelet(), model, b, b, o);
+    CHECK_MSG(rc != 0 && out && strstr(out, "bad_b.safetensors") && strstr(out, "encoder."),
+              "weights without the MAE's tensors: rc %d: %s", rc, out);
+    free(out);
+}
+
+int main(void)
+{
+    tbt_begin("mae");
+    test_masks();
+    test_bad_input();
+    if (tbt_run(NULL, 60, PYTHON " -c 'import torch, numpy'") != 0) {
+        fprintf(stderr, "skip: %s cannot import torch and numpy (python3-torch)\n", PYTHON);
+        return tbt_failures ? 1 : TBT_SKIP;
+    }
+    test_against_pytorch();
+    TBT_EXIT();
+}
