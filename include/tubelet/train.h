@@ -47,10 +47,11 @@ TB_API int tb_grad_norm(tb_params *r, double *norm);
  * 1e-6) when norm > max_norm > 0, else 1. */
 TB_API float tb_clip_factor(double norm, double max_norm);
 
-/* Learning rate at step (0-based) of total: linear warmup from 0 over warmup steps, then
+/* Learning rate at step (0-based) of total: a linear warmup over warmup steps, from
+ * warmup_lr toward base_lr (step s: warmup_lr + (base_lr - warmup_lr) (s + 1) / warmup), then
  * cosine decay to min_lr. */
-TB_API float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float base_lr,
-                            float min_lr);
+TB_API float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float warmup_lr,
+                            float base_lr, float min_lr);
 
 /* ---- settings a run stores in its checkpoint ---------------------------------------------- */
 
@@ -111,7 +112,7 @@ struct tb_eval_result {
 };
 
 struct tb_train_opts {
-    const char *task;                   /* "cls" (NULL: cls) */
+    const char *task;                   /* "cls" (NULL: cls) or "mae" */
     struct tb_vit_config model;         /* frames/height/width are the clips' */
     const struct tb_annotations *train_ann, *val_ann; /* val may be NULL */
     enum tb_label_kind label;
@@ -120,7 +121,11 @@ struct tb_train_opts {
     int batch, workers, prefetch;       /* batch: clips per process and step */
     int64_t epochs;
     double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
-    double beta1, beta2, adam_eps;      /* AdamW */
+    double beta1, beta2, adam_eps;      /* the optimizer's (eps: AdamW's) */
+    enum tb_optimizer optimizer;
+    double warmup_lr;                   /* the warmup starts here (VideoMAE: 1e-6) */
+    struct tb_mae_config mae;           /* --task mae: masks, decoder, target (its enc is
+                                         * ignored: the encoder is model) */
     uint64_t seed;
     int eval_every;                     /* epochs; 0: only at the end */
     int val_views, val_crops;

@@ -1,6 +1,6 @@
-/* src/cli/cmd_train.c - `tubelet train --task cls` and `tubelet eval`: the CLI around
- * tb_train (the training loop, --task) / tb_eval_cls: flags, the run directory's config.txt, a progress bar on a
- * terminal (plain lines otherwise), Ctrl-C. Tests: tests/test_train.c. */
+/* src/cli/cmd_train.c - `tubelet train --task cls|mae` and `tubelet eval`: the CLI around
+ * tb_train (the training loop, --task) / tb_eval_cls: flags, the run directory's config.txt,
+ * a progress bar on a terminal (plain lines otherwise), Ctrl-C. Tests: tests/test_train.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
@@ -20,12 +20,16 @@ struct train_config {
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
+    char *optim, *crop, *decoder_mask;
+    double blr, warmup_lr, mask_ratio, decoder_ratio;
+    int dec_dim, dec_depth, dec_heads, norm_target;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag train_flags[] = {
-    F("task", CLI_STR, task, "cls", "NAME", "cls: supervised classification", CLI_NO_RANGE),
+    F("task", CLI_STR, task, "cls", "NAME", "cls (supervised classification) or mae (VideoMAE "
+      "pretraining)", CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend: slow)",
       CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "ROOT", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
@@ -47,8 +51,10 @@ static const struct cli_flag train_flags[] = {
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
     F("pool", CLI_STR, pool, "mean", "NAME", "mean (fc_norm) or cls", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "NAME", "sincos or learned positions", CLI_NO_RANGE),
-    F("sampler", CLI_STR, sampler, "segments", "NAME", "segments (AVION) or dense (VideoMAE)",
-      CLI_NO_RANGE),
+    F("sampler", CLI_STR, sampler, "auto", "NAME", "segments (AVION), dense (VideoMAE) or auto "
+      "(cls: segments, mae: dense)", CLI_NO_RANGE),
+    F("crop", CLI_STR, crop, "auto", "NAME", "rrc (random resized crop), multiscale "
+      "(VideoMAE's) or auto (cls: rrc, mae: multiscale)", CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
     F("norm", CLI_STR, norm, "openai", "NAME", "normalisation: openai (AVION's, CLIP's) or "
       "imagenet", CLI_NO_RANGE),
@@ -63,12 +69,19 @@ static const struct cli_flag train_flags[] = {
     F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
     F("batch", CLI_INT, batch, "8", "B", "clips per step", 1, 65536),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),
+    F("blr", CLI_DOUBLE, blr, "0", "X", "base learning rate per 256 clips: when set, the peak "
+      "is X * global batch / 256 (VideoMAE's, AVION's rule)", 0, 10),
+    F("warmup-lr", CLI_DOUBLE, warmup_lr, "0", "X", "where the warmup starts (VideoMAE: 1e-6)",
+      0, 10),
+    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, or lion (AVION's for MAE: lr ~1/10, "
+      "wd ~10x AdamW's)", CLI_NO_RANGE),
     F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
       10),
     F("warmup-epochs", CLI_DOUBLE, warmup_epochs, "1", "N", "linear warmup", 0, 1000000),
     F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay", 0, 10),
-    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 0.999999),
-    F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 0.999999),
+    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW / Lion beta1", 0, 0.999999),
+    F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW / Lion beta2 (VideoMAE, AVION: 0.95)", 0,
+      0.999999),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 1e-30, 1),
     F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
     F("clip-grad", CLI_DOUBLE, clip_grad, "1", "N", "gradient norm limit (0: none)", 0, 1e9),
@@ -80,6 +93,17 @@ static const struct cli_flag train_flags[] = {
     F("val-views", CLI_INT, val_views, "1", "N", "temporal views per validation clip", 1, 64),
     F("val-crops", CLI_INT, val_crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     F("log-every", CLI_INT, log_every, "10", "N", "steps between metrics lines", 1, 1000000),
+    F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R", "mae: tube masking's share of each "
+      "frame's positions", 0, 1),
+    F("decoder-mask", CLI_STR, decoder_mask, "none", "NAME", "mae: none, or running-cell "
+      "(VideoMAE v2: the decoder decodes half the tokens)", CLI_NO_RANGE),
+    F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R", "mae: the running cell's dropped "
+      "share", 0, 1),
+    F("dec-dim", CLI_INT, dec_dim, "384", "D", "mae: decoder width", 8, 65536),
+    F("dec-depth", CLI_INT, dec_depth, "4", "L", "mae: decoder blocks", 1, 1024),
+    F("dec-heads", CLI_INT, dec_heads, "6", "NH", "mae: decoder heads", 1, 1024),
+    F("norm-target", CLI_BOOL, norm_target, "true", "", "mae: each tube's pixels normalised "
+      "per channel (VideoMAE's target)", CLI_NO_RANGE),
 };
 #undef F
 
@@ -158,15 +182,21 @@ static int run_train(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet train: --data, --train and --out are required\n");
         return 2;
     }
+    int mae = !strcmp(c->task, "mae"), optim = tb_optimizer_parse(c->optim);
     if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
         (strcmp(c->pool, "mean") && strcmp(c->pool, "cls")) ||
         (strcmp(c->pos, "sincos") && strcmp(c->pos, "learned")) ||
-        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense")) ||
-        (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2) {
-        fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler, --norm "
-                "or --val-crops (see tubelet help train)\n");
+        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense") &&
+         strcmp(c->sampler, "auto")) ||
+        (strcmp(c->crop, "rrc") && strcmp(c->crop, "multiscale") && strcmp(c->crop, "auto")) ||
+        (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2 ||
+        optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell"))) {
+        fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler, --crop, "
+                "--norm, --val-crops, --optim or --decoder-mask (see tubelet help train)\n");
         return 2;
     }
+    int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
+    int multiscale = !strcmp(c->crop, "multiscale") || (mae && !strcmp(c->crop, "auto"));
     /* Under mpirun: one process per rank, batches of --batch each (global: world x batch). */
     if ((rc = tb_dist_init(NULL, NULL)) < 0)
         goto fail;
@@ -179,7 +209,9 @@ static int run_train(void *config, int n_args, char **args)
         tb_ann_map_actions(sets, val ? 2 : 1);
     }
     int classes = c->classes;
-    if (classes == 0) {
+    if (mae) {
+        classes = 0; /* no head: the decoder predicts pixels */
+    } else if (classes == 0) {
         int a = max_label(train, label), b = max_label(val, label);
         classes = (a > b ? a : b) + 1;
     }
@@ -206,19 +238,30 @@ static int run_train(void *config, int n_args, char **args)
         .train_ann = train, .val_ann = val, .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
-                 .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,
+                 .sampler = dense ? TB_SAMPLE_DENSE : TB_SAMPLE_SEGMENTS,
                  .stride = c->stride,
-                 .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = c->scale_min,
-                          .scale_max = 1, .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3,
+                 .crop = {.mode = multiscale ? TB_CROP_MULTISCALE : TB_CROP_RANDOM_RESIZED,
+                          .scale_min = c->scale_min, .scale_max = 1, .ratio_min = 3.0 / 4,
+                          .ratio_max = 4.0 / 3,
                           .flip = c->flip ? TB_FLIP_RANDOM : TB_FLIP_NEVER}},
         .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
         .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
         .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
+        .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
+        .mae = {.mask_ratio = c->mask_ratio,
+                .decoder_mask = strcmp(c->decoder_mask, "running-cell")
+                                    ? TB_DECODER_MASK_NONE
+                                    : TB_DECODER_MASK_RUNNING_CELL,
+                .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim,
+                .dec_depth = c->dec_depth, .dec_heads = c->dec_heads,
+                .norm_target = c->norm_target},
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
+    if (c->blr > 0)
+        o.lr = c->blr * c->batch * tb_dist_world() / 256.0;
     tty = lead && isatty(2);
     struct tb_eval_result res = {0};
     double t0 = cli_now();
@@ -251,8 +294,10 @@ end:
 const struct cli_command cli_cmd_train = {
     .name = "train",
     .args = "",
-    .summary = "train a video ViT on prepared videos (--task cls)",
-    .details = "Loader -> normalisation -> ViT -> cross-entropy -> AdamW with warmup and cosine\n"
+    .summary = "train a video ViT on prepared videos (--task cls), or pretrain one as VideoMAE "
+               "(--task mae)",
+    .details = "Loader -> normalisation -> ViT -> cross-entropy (cls) or tube masking, decoder\n"
+               "and pixel reconstruction (mae) -> AdamW or Lion with warmup and cosine\n"
                "decay. Every epoch: a checkpoint (DIR/last.safetensors, atomic), an evaluation\n"
                "(top-1/top-5, views x crops averaged), lines in DIR/metrics.jsonl. Run the same\n"
                "command again to resume exactly; Ctrl-C saves and stops.",

@@ -30,7 +30,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const struct tbi_task *const tasks[] = {&tbi_task_cls};
+static const struct tbi_task *const tasks[] = {&tbi_task_cls, &tbi_task_mae};
 
 static void metrics_line(FILE *f, const char *fmt, ...) TB_PRINTF(2, 3);
 static void metrics_line(FILE *f, const char *fmt, ...)
@@ -108,7 +108,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         if (!strcmp(tasks[i]->name, name))
             task = tasks[i];
     if (!task)
-        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (cls is built)", name);
+        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (cls and mae are built)", name);
 
     if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
         (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
@@ -117,6 +117,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if ((rc = task->open(&st, o)) < 0)
         return rc;
     tb_params *params = task->params(st);
+    opt.kind = o->optimizer;
     if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
     opt.beta1 = (float)o->beta1;
@@ -170,7 +171,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             }
             if ((rc = any_failed(rc, pos.step)) < 0)
                 goto end;
-            float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->lr, (float)o->min_lr);
+            float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
+                                      (float)o->min_lr);
             float loss = 0;
             rc = task->step(st, o, &loss);
             if ((rc = any_failed(rc, pos.step)) < 0 || (rc = tb_dist_mean_f32(&loss, 1)) < 0)
@@ -232,7 +234,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
             goto end;
         int last = e + 1 == o->epochs;
-        if (o->val_ann && (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
+        if (o->val_ann && task->evaluate &&
+            (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
             struct tb_eval_result r;
             if ((rc = task->evaluate(st, o, &r)) < 0)
                 goto end;

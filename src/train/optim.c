@@ -92,10 +92,11 @@ float tb_clip_factor(double norm, double max_norm)
     return max_norm > 0 && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
 }
 
-float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float base_lr, float min_lr)
+float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float warmup_lr, float base_lr,
+                     float min_lr)
 {
     if (warmup > 0 && step < warmup)
-        return base_lr * (float)(step + 1) / (float)warmup;
+        return warmup_lr + (base_lr - warmup_lr) * (float)(step + 1) / (float)warmup;
     int64_t span = total - warmup;
     if (span <= 0)
         return base_lr;

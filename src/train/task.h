@@ -1,4 +1,4 @@
-/* src/train/task.h - the task table: what a training task (cls now; mae and clip next) gives
+/* src/train/task.h - the task table: what a training task (cls, mae; clip next) gives
  * the one training loop (loop.c), which owns everything else - the schedule, clipping,
  * logging and progress, Ctrl-C, the non-finite stop, checkpoints and exact resume, the
  * data-parallel reduction. A task owns its model and what it computes from a batch. */
@@ -22,10 +22,11 @@ struct tbi_task {
      * backward: the mean loss of this process's clips, gradients of every parameter. */
     int (*load)(void *state, const struct tb_train_opts *o, const struct tb_batch *b);
     int (*step)(void *state, const struct tb_train_opts *o, float *loss);
-    /* Evaluate on o->val_ann (every process runs it: it is sharded and reduced inside). */
+    /* Evaluate on o->val_ann (every process runs it: it is sharded and reduced inside); NULL
+     * for a task without an evaluation of its own (mae: its measure is the fine-tuning). */
     int (*evaluate)(void *state, const struct tb_train_opts *o, struct tb_eval_result *r);
 };
 
-extern const struct tbi_task tbi_task_cls;
+extern const struct tbi_task tbi_task_cls, tbi_task_mae;
 
 #endif /* TUBELET_TRAIN_TASK_H */

@@ -1,0 +1,120 @@
+/* src/train/mae_task.c - VideoMAE pretraining (`--task mae`) on the training loop: the task
+ * table's entries over the MAE model (model.h's tb_mae). Each clip's masks come from its own
+ * generator, keyed by (seed, epoch, the sample the loader delivered), so they are the same for
+ * any number of workers or processes. No evaluation of its own: a pretrained encoder is
+ * measured by fine-tuning it (`--task cls --init`). Tests: tests/test_train.c,
+ * tests/test_dist.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "train/task.h"
+
+struct mae {
+    tb_mae *m;
+    uint8_t *mask, *drop; /* (B, N) of the loaded batch */
+    int N;
+};
+
+static void mae_close(void **state)
+{
+    struct mae *t = *state;
+    if (!t)
+        return;
+    tb_mae_close(&t->m);
+    free(t->mask);
+    free(t->drop);
+    free(t);
+    *state = NULL;
+}
+
+static int mae_open(void **state, const struct tb_train_opts *o)
+{
+    struct mae *t = calloc(1, sizeof(*t));
+    int rc;
+    *state = NULL;
+    if (!t)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    struct tb_mae_config c = o->mae;
+    c.enc = o->model;
+    int64_t bytes = 0;
+    if ((rc = tb_mae_open(&t->m, &c)) == 0) {
+        tb_mae_sizes(t->m, &t->N, NULL, NULL, NULL);
+        rc = tb_mae_plan(t->m, o->batch, &bytes);
+    }
+    size_t n = (size_t)o->batch * (size_t)t->N;
+    if (rc == 0 && (!(t->mask = malloc(n)) || !(t->drop = malloc(n))))
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+    if (rc < 0) {
+        void *p = t;
+        mae_close(&p);
+        return rc;
+    }
+    int visible, decoded;
+    tb_mae_sizes(t->m, NULL, &visible, &decoded, NULL);
+    tbi_log(TB_LOG_INFO, "MAE: %lld parameters; %d of %d tokens visible, %d decoded; "
+            "activations of %d clips: %.1f MB",
+            (long long)tb_params_floats(tb_mae_params(t->m)), visible, t->N, decoded, o->batch,
+            bytes / 1e6);
+    *state = t;
+    return 0;
+}
+
+static tb_params *mae_params(void *state)
+{
+    return tb_mae_params(((struct mae *)state)->m);
+}
+
+static int mae_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *sb)
+{
+    const struct tb_mae_config *c = tb_mae_config(((struct mae *)state)->m);
+    const struct tb_vit_config *e = &c->enc;
+    tbi_sb_printf(sb, "\"task\":\"mae\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
+                  "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
+                  "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"none\",\"pos\":\"sincos\","
+                  "\"qv_bias\":\"1\",\"mask_ratio\":\"%g\",\"decoder_mask\":\"%s\","
+                  "\"decoder_ratio\":\"%g\",\"dec_dim\":\"%d\",\"dec_depth\":\"%d\","
+                  "\"dec_heads\":\"%d\",\"norm_target\":\"%d\",\"sampler\":\"%s\","
+                  "\"stride\":\"%d\",\"norm\":\"%s\"",
+                  e->dim, e->depth, e->heads, e->patch, e->tubelet, e->frames, e->height,
+                  e->width, c->mask_ratio,
+                  c->decoder_mask == TB_DECODER_MASK_RUNNING_CELL ? "running-cell" : "none",
+                  c->decoder_ratio, c->dec_dim, c->dec_depth, c->dec_heads, c->norm_target,
+                  o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
+                  o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
+    return 0;
+}
+
+static int mae_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)
+{
+    struct mae *t = state;
+    const float *mean, *std;
+    int running = tb_mae_config(t->m)->decoder_mask != TB_DECODER_MASK_NONE;
+    tb_norm_values(o->norm, &mean, &std);
+    TBI_TRY(tb_mae_set_clips(t->m, b->video, NULL, b->n, mean, std));
+    for (int j = 0; j < b->n; j++)
+        tb_mae_make_mask(t->m, o->seed, b->epoch, b->index[j], t->mask + (size_t)j * t->N,
+                         t->drop + (size_t)j * t->N);
+    return tb_mae_set_mask(t->m, t->mask, running ? t->drop : NULL);
+}
+
+static int mae_step(void *state, const struct tb_train_opts *o, float *loss)
+{
+    struct mae *t = state;
+    (void)o;
+    int rc = tb_mae_run(t->m, loss);
+    return rc < 0 ? rc : tb_mae_backward(t->m);
+}
+
+const struct tbi_task tbi_task_mae = {
+    .name = "mae",
+    .open = mae_open,
+    .close = mae_close,
+    .params = mae_params,
+    .meta = mae_meta,
+    .load = mae_load,
+    .step = mae_step,
+    .evaluate = NULL,
+};
