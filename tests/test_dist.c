@@ -1,5 +1,5 @@
 /* tests/test_dist.c - data parallelism on the CPU: `mpirun -np 2 tubelet train --batch 2`
- * against `tubelet train --batch 4` on the same data and seed:
+ * against `tubelet train --batch 4` on the same data and seed, for --task cls and mae:
  * - every step's loss (the mean over the global batch) agrees within float tolerance, and the
  *   gradient norms too;
  * - the final weights agree (both processes hold the same ones; rank 0 wrote the checkpoint);
@@ -34,6 +34,81 @@ static int read_field(const char *run, const char *key, double *v, int cap)
     return n;
 }
 
+/* `mpirun -np 2 tubelet train TASK --batch 2` against `tubelet train TASK --batch 4`: the
+ * same losses and gradient norms step by step, the same final weights. For mae this is also
+ * the masks' determinism: each clip's come from (seed, epoch, sample) whichever process reads
+ * it; masks that depended on the process would change the losses far beyond the tolerance. */
+static void compare_runs(const char *name, const char *task_flags, char *ckpt, size_t size)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char *out = NULL, flags[4096], case_one[128], case_two[128], case_w[128];
+    snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
+             "--val %s/syn/annotations/EPIC_100_validation.csv --dim 32 --depth 2 --heads 2 "
+             "--patch 16 --tubelet 2 --frames 4 --input-size 32 --workers 1 --flip false "
+             "--log-every 1 --eval-every 0 --epochs 3 --seed 5 %s", d, d, d, task_flags);
+    snprintf(case_one, sizeof(case_one), "%s: one process, batch 4", name);
+    snprintf(case_two, sizeof(case_two), "%s: two processes, batch 2 each", name);
+    snprintf(case_w, sizeof(case_w), "%s: final weights", name);
+    tbt_case = case_one;
+    int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/%s-one", t,
+                     flags, d, name);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+
+    tbt_case = case_two;
+    rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
+                 "%s train %s --batch 2 --out %s/%s-two", t, flags, d, name);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "(2 processes, 4 clips per step)");
+    const char *first = out ? strstr(out, "train: ") : NULL;
+    CHECK_MSG(first && !strstr(first + 1, "train: "), "the summary is printed once: %s", out);
+    free(out);
+
+    char one[4300], two[4300];
+    snprintf(one, sizeof(one), "%s/%s-one", d, name);
+    snprintf(two, sizeof(two), "%s/%s-two", d, name);
+    double la[256], lb[256], ga[256], gb[256];
+    int na = read_field(one, "loss", la, 256), nb = read_field(two, "loss", lb, 256);
+    CHECK_MSG(na > 5 && na == nb, "%d steps on one process, %d on two", na, nb);
+    CHECK_EQ(read_field(one, "grad_norm", ga, 256), na);
+    CHECK_EQ(read_field(two, "grad_norm", gb, 256), nb);
+    for (int i = 0; i < na && i < nb; i++) {
+        CHECK_MSG(fabs(la[i] - lb[i]) <= 1e-4 * fabs(la[i]), "step %d: loss %.6f vs %.6f",
+                  i + 1, la[i], lb[i]);
+        CHECK_MSG(fabs(ga[i] - gb[i]) <= 1e-3 * fabs(ga[i]), "step %d: grad norm %.4f vs %.4f",
+                  i + 1, ga[i], gb[i]);
+    }
+
+    tbt_case = case_w;
+    char pb[4400];
+    snprintf(ckpt, size, "%s/last.safetensors", one);
+    snprintf(pb, sizeof(pb), "%s/last.safetensors", two);
+    struct tb_st_file *fa = NULL, *fb = NULL;
+    CHECK_EQ(tb_st_read(&fa, ckpt), 0);
+    CHECK_EQ(tb_st_read(&fb, pb), 0);
+    int compared = 0;
+    for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
+        const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
+        if (!b || a->dtype != TB_ST_F32)
+            continue;
+        CHECK_MSG(b->n == a->n, "%s: sizes differ", a->name);
+        if (b->n != a->n)
+            continue;
+        const float *x = a->data, *y = b->data;
+        double diff = 0, mag = 0;
+        for (int64_t k = 0; k < a->n; k++) {
+            diff = fmax(diff, fabs((double)x[k] - y[k]));
+            mag = fmax(mag, fabs((double)x[k]));
+        }
+        CHECK_MSG(diff <= 1e-4 * (mag + 1e-6), "%s: off by %.3g (largest %.3g)", a->name, diff,
+                  mag);
+        compared++;
+    }
+    CHECK_MSG(compared > 10, "%d tensors compared", compared);
+    tb_st_free(&fa);
+    tb_st_free(&fb);
+}
+
 int main(void)
 {
     tbt_begin("dist");
@@ -59,68 +134,10 @@ int main(void)
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
 
-    char flags[4096];
-    snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
-             "--val %s/syn/annotations/EPIC_100_validation.csv --dim 32 --depth 2 --heads 2 "
-             "--patch 16 --tubelet 2 --frames 4 --input-size 32 --workers 1 --flip false "
-             "--log-every 1 --eval-every 0 --epochs 3 --seed 5", d, d, d);
-    tbt_case = "one process, batch 4";
-    rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/one", t, flags, d);
-    CHECK_MSG(rc == 0, "%s", out);
-    free(out);
-
-    tbt_case = "two processes, batch 2 each";
-    rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
-                 "%s train %s --batch 2 --out %s/two", t, flags, d);
-    CHECK_MSG(rc == 0, "%s", out);
-    CHECK_STR_HAS(out, "(2 processes, 4 clips per step)");
-    const char *first = out ? strstr(out, "train: ") : NULL;
-    CHECK_MSG(first && !strstr(first + 1, "train: "), "the summary is printed once: %s", out);
-    free(out);
-
-    char one[4300], two[4300];
-    snprintf(one, sizeof(one), "%s/one", d);
-    snprintf(two, sizeof(two), "%s/two", d);
-    double la[256], lb[256], ga[256], gb[256];
-    int na = read_field(one, "loss", la, 256), nb = read_field(two, "loss", lb, 256);
-    CHECK_MSG(na > 5 && na == nb, "%d steps on one process, %d on two", na, nb);
-    CHECK_EQ(read_field(one, "grad_norm", ga, 256), na);
-    CHECK_EQ(read_field(two, "grad_norm", gb, 256), nb);
-    for (int i = 0; i < na && i < nb; i++) {
-        CHECK_MSG(fabs(la[i] - lb[i]) <= 1e-4 * fabs(la[i]), "step %d: loss %.6f vs %.6f",
-                  i + 1, la[i], lb[i]);
-        CHECK_MSG(fabs(ga[i] - gb[i]) <= 1e-3 * fabs(ga[i]), "step %d: grad norm %.4f vs %.4f",
-                  i + 1, ga[i], gb[i]);
-    }
-
-    tbt_case = "final weights";
-    char pa[4400], pb[4400];
-    snprintf(pa, sizeof(pa), "%s/last.safetensors", one);
-    snprintf(pb, sizeof(pb), "%s/last.safetensors", two);
-    struct tb_st_file *fa = NULL, *fb = NULL;
-    CHECK_EQ(tb_st_read(&fa, pa), 0);
-    CHECK_EQ(tb_st_read(&fb, pb), 0);
-    int compared = 0;
-    for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
-        const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
-        if (!b || a->dtype != TB_ST_F32)
-            continue;
-        CHECK_MSG(b->n == a->n, "%s: sizes differ", a->name);
-        if (b->n != a->n)
-            continue;
-        const float *x = a->data, *y = b->data;
-        double diff = 0, mag = 0;
-        for (int64_t k = 0; k < a->n; k++) {
-            diff = fmax(diff, fabs((double)x[k] - y[k]));
-            mag = fmax(mag, fabs((double)x[k]));
-        }
-        CHECK_MSG(diff <= 1e-4 * (mag + 1e-6), "%s: off by %.3g (largest %.3g)", a->name, diff,
-                  mag);
-        compared++;
-    }
-    CHECK_MSG(compared > 10, "%d tensors compared", compared);
-    tb_st_free(&fa);
-    tb_st_free(&fb);
+    char pa[4400], pm[4400];
+    compare_runs("cls", "", pa, sizeof(pa));
+    compare_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
+                 "--beta2 0.95", pm, sizeof(pm));
 
     /* Evaluation under mpirun: each process takes its share of the clips (the shards padded
      * to equal length, the padding not counted), and the result is one process's. */

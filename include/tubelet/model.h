@@ -42,6 +42,8 @@ struct tb_param {
     int64_t offset;            /* floats before it in the parameter block */
     int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
     enum tb_init init;
+    float lr_scale;            /* its learning rate's factor (1; layer decay sets it) */
+    int loaded;                /* set by tb_params_load_from */
 };
 
 typedef struct tb_params tb_params;
@@ -59,6 +61,15 @@ TB_API int tb_params_write(tb_params *r, int i, const float *host);
 TB_API int tb_params_read_grad(tb_params *r, int i, float *host);
 /* Every parameter from its tensor of the same name and shape in f (extra tensors ignored). */
 TB_API int tb_params_load(tb_params *r, const struct tb_st_file *f);
+/* Initialisation from another model's file (fine-tuning): each parameter found under its
+ * name, or under "encoder." + its name (a pretraining checkpoint's encoder: VideoMAE's,
+ * tubelet's --task mae), with its shape, is loaded and marked loaded; the others are left as
+ * they were. A tensor of the right name and another shape is an error naming both shapes.
+ * *loaded gets the count. */
+TB_API int tb_params_load_from(tb_params *r, const struct tb_st_file *f, int *loaded);
+/* Layer-wise learning-rate decay (BEiT, VideoMAE): lr_scale = decay^(depth + 1 - layer),
+ * layer 0 the patch embedding and positions, N + 1 block N, depth + 1 the rest. */
+TB_API void tb_params_layer_decay(tb_params *r, int depth, double decay);
 /* Every parameter by its init kind, from one generator keyed by seed. */
 TB_API int tb_params_init(tb_params *r, uint64_t seed);
 

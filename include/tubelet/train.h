@@ -124,6 +124,9 @@ struct tb_train_opts {
     double beta1, beta2, adam_eps;      /* the optimizer's (eps: AdamW's) */
     enum tb_optimizer optimizer;
     double warmup_lr;                   /* the warmup starts here (VideoMAE: 1e-6) */
+    const char *init;                   /* fine-tuning: weights to start from (tb_params_load_from:
+                                         * a checkpoint, or its encoder); NULL: none */
+    double layer_decay;                 /* cls: layer-wise lr decay (0 or 1: none; VideoMAE 0.75) */
     struct tb_mae_config mae;           /* --task mae: masks, decoder, target (its enc is
                                          * ignored: the encoder is model) */
     uint64_t seed;

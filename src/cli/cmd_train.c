@@ -20,7 +20,8 @@ struct train_config {
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
-    char *optim, *crop, *decoder_mask;
+    char *optim, *crop, *decoder_mask, *init, *qv_bias;
+    double layer_decay;
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
 };
@@ -73,6 +74,13 @@ static const struct cli_flag train_flags[] = {
       "is X * global batch / 256 (VideoMAE's, AVION's rule)", 0, 10),
     F("warmup-lr", CLI_DOUBLE, warmup_lr, "0", "X", "where the warmup starts (VideoMAE: 1e-6)",
       0, 10),
+    F("init", CLI_STR, init, "", "CKPT", "fine-tune from these weights: a checkpoint, or a "
+      "pretraining one's encoder (--task mae's, VideoMAE's in safetensors); the rest (head, "
+      "fc_norm) starts new", CLI_NO_RANGE),
+    F("qv-bias", CLI_STR, qv_bias, "auto", "NAME", "VideoMAE's q/v attention biases: true, false "
+      "or auto (as --init's weights have them; mae: always)", CLI_NO_RANGE),
+    F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (VideoMAE "
+      "fine-tuning: 0.75; 1: none)", 0.01, 1),
     F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, or lion (AVION's for MAE: lr ~1/10, "
       "wd ~10x AdamW's)", CLI_NO_RANGE),
     F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
@@ -196,6 +204,11 @@ static int run_train(void *config, int n_args, char **args)
         return 2;
     }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
+    int qv_bias = !strcmp(c->qv_bias, "true");
+    if (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false") && strcmp(c->qv_bias, "auto")) {
+        fprintf(stderr, "tubelet train: --qv-bias is true, false or auto\n");
+        return 2;
+    }
     int multiscale = !strcmp(c->crop, "multiscale") || (mae && !strcmp(c->crop, "auto"));
     /* Under mpirun: one process per rank, batches of --batch each (global: world x batch). */
     if ((rc = tb_dist_init(NULL, NULL)) < 0)
@@ -207,6 +220,13 @@ static int run_train(void *config, int n_args, char **args)
     if (label == TB_LABEL_ACTION) {
         struct tb_annotations *sets[2] = {train, val};
         tb_ann_map_actions(sets, val ? 2 : 1);
+    }
+    if (c->init[0] && !strcmp(c->qv_bias, "auto")) {
+        struct tb_st_file *f = NULL;
+        if ((rc = tb_st_read(&f, c->init)) < 0)
+            goto fail;
+        qv_bias = tb_st_find(f, "blocks.0.attn.q_bias") || tb_st_find(f, "encoder.blocks.0.attn.q_bias");
+        tb_st_free(&f);
     }
     int classes = c->classes;
     if (mae) {
@@ -234,7 +254,7 @@ static int run_train(void *config, int n_args, char **args)
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->backend},
+                  .backend = c->backend, .qv_bias = qv_bias},
         .train_ann = train, .val_ann = val, .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
@@ -249,6 +269,7 @@ static int run_train(void *config, int n_args, char **args)
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
         .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
         .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
+        .init = c->init, .layer_decay = c->layer_decay,
         .mae = {.mask_ratio = c->mask_ratio,
                 .decoder_mask = strcmp(c->decoder_mask, "running-cell")
                                     ? TB_DECODER_MASK_NONE
@@ -387,6 +408,12 @@ static int run_eval(void *config, int n_args, char **args)
      * normalisation, frames and size (from the checkpoint). */
     if ((rc = tb_ckpt_info(c->ckpt, &info)) < 0)
         goto fail;
+    if (strcmp(info.task, "cls")) {
+        fprintf(stderr, "tubelet eval: %s is a --task %s checkpoint, without a classifier: "
+                "fine-tune it first (tubelet train --task cls --init %s)\n", c->ckpt, info.task,
+                c->ckpt);
+        goto end;
+    }
     if (!c->label[0])
         label = info.label;
     info.model.backend = c->backend;

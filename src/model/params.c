@@ -2,6 +2,7 @@
  * the backend, initialisation and loading through host staging, and gradient spans. Not
  * here: where a model puts its gradient spans (the model decides). Tests: tests/test_vit.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,7 @@ int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, in
     p->offset = r->n_floats;
     p->decay = decay;
     p->init = init;
+    p->lr_scale = 1;
     r->n_floats += p->n;
     r->n++;
     r->first[r->n_spans] = r->n;
@@ -183,6 +185,29 @@ int tb_params_init(tb_params *r, uint64_t seed)
     return rc;
 }
 
+/* Whether t has p's dtype and shape; else a message naming both shapes. */
+static int check_shape(const struct tb_param *p, const struct tb_st_tensor *t, const char *name)
+{
+    int same = t->dtype == TB_ST_F32 && t->n_dims == p->n_dims;
+    for (int d = 0; same && d < p->n_dims; d++)
+        same = t->shape[d] == p->shape[d];
+    if (same)
+        return 0;
+    char want[96] = "", got[96] = "";
+    for (int d = 0; d < p->n_dims; d++)
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld", d ? "," : "",
+                 (long long)p->shape[d]);
+    for (int d = 0; d < t->n_dims; d++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%lld", d ? "," : "",
+                 (long long)t->shape[d]);
+    return tbi_err(TB_EFORMAT, "tensor '%s' has shape (%s)%s, the model needs (%s)%s", name, got,
+                   t->dtype == TB_ST_F32 ? "" : " and is not float32", want,
+                   !strcmp(p->name + strlen(p->name) - (strlen(p->name) > 9 ? 9 : 0), "pos_embed")
+                       ? ": learned positions are not interpolated to another clip shape (use "
+                         "sin-cos positions, --pos sincos)"
+                       : "");
+}
+
 int tb_params_load(tb_params *r, const struct tb_st_file *f)
 {
     for (int i = 0; i < r->n; i++) {
@@ -190,23 +215,51 @@ int tb_params_load(tb_params *r, const struct tb_st_file *f)
         const struct tb_st_tensor *t = tb_st_find(f, p->name);
         if (!t)
             return tbi_err(TB_EFORMAT, "tensor '%s' is missing", p->name);
-        int same = t->dtype == TB_ST_F32 && t->n_dims == p->n_dims;
-        for (int d = 0; same && d < p->n_dims; d++)
-            same = t->shape[d] == p->shape[d];
-        if (!same) {
-            char want[96] = "", got[96] = "";
-            for (int d = 0; d < p->n_dims; d++)
-                snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld",
-                         d ? "," : "", (long long)p->shape[d]);
-            for (int d = 0; d < t->n_dims; d++)
-                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%lld", d ? "," : "",
-                         (long long)t->shape[d]);
-            return tbi_err(TB_EFORMAT, "tensor '%s' has shape (%s), the model needs (%s)",
-                           p->name, got, want);
-        }
-        int rc = tb_params_write(r, i, t->data);
-        if (rc < 0)
+        int rc = check_shape(p, t, p->name);
+        if (rc < 0 || (rc = tb_params_write(r, i, t->data)) < 0)
             return rc;
     }
     return 0;
+}
+
+int tb_params_load_from(tb_params *r, const struct tb_st_file *f, int *loaded)
+{
+    int n = 0;
+    for (int i = 0; i < r->n; i++) {
+        const struct tb_param *p = &r->p[i];
+        char name[300];
+        const struct tb_st_tensor *t = tb_st_find(f, p->name);
+        snprintf(name, sizeof(name), "%s", p->name);
+        if (!t) { /* a pretraining checkpoint's encoder (VideoMAE's, tubelet's --task mae) */
+            snprintf(name, sizeof(name), "encoder.%s", p->name);
+            t = tb_st_find(f, name);
+        }
+        if (!t)
+            continue;
+        int rc = check_shape(p, t, name);
+        if (rc < 0 || (rc = tb_params_write(r, i, t->data)) < 0)
+            return rc;
+        r->p[i].loaded = 1;
+        n++;
+    }
+    if (loaded)
+        *loaded = n;
+    return 0;
+}
+
+void tb_params_layer_decay(tb_params *r, int depth, double decay)
+{
+    for (int i = 0; i < r->n; i++) {
+        struct tb_param *p = &r->p[i];
+        /* BEiT's and VideoMAE's layer ids: the embeddings 0, block N N + 1, the rest (norms,
+         * head) depth + 1; parameter scale decay^(depth + 1 - id). */
+        const char *b = strstr(p->name, "blocks.");
+        int id = depth + 1;
+        if (strstr(p->name, "patch_embed") || strstr(p->name, "cls_token") ||
+            strstr(p->name, "pos_embed"))
+            id = 0;
+        else if (b && (b == p->name || b[-1] == '.'))
+            id = atoi(b + 7) + 1;
+        p->lr_scale = (float)pow(decay, depth + 1 - id);
+    }
 }

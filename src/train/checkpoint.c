@@ -119,7 +119,9 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
         .pos = strcmp(pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
     };
     /* Settings a checkpoint from before they were stored lacks: what evaluation used then. */
-    int64_t stride = 4;
+    int64_t stride = 4, qv_bias = 0;
+    meta_i64(f->metadata, "qv_bias", &qv_bias);
+    info->model.qv_bias = qv_bias == 1;
     snprintf(info->task, sizeof(info->task), "%.15s",
              meta_get(f->metadata, "task", s, sizeof(s)) ? "cls" : s);
     info->sampler = !meta_get(f->metadata, "sampler", s, sizeof(s)) && !strcmp(s, "dense")

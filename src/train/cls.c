@@ -226,11 +226,12 @@ static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
     tbi_sb_printf(sb, "\"task\":\"cls\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
                   "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
                   "\"width\":\"%d\",\"classes\":\"%d\",\"pool\":\"%s\",\"pos\":\"%s\","
-                  "\"sampler\":\"%s\",\"stride\":\"%d\",\"norm\":\"%s\",\"label\":\"%s\"",
+                  "\"qv_bias\":\"%d\",\"sampler\":\"%s\",\"stride\":\"%d\",\"norm\":\"%s\","
+                  "\"label\":\"%s\"",
                   c->dim, c->depth, c->heads, c->patch, c->tubelet, c->frames, c->height,
                   c->width, c->classes,
                   c->pool == TB_POOL_CLS ? "cls" : c->pool == TB_POOL_NONE ? "none" : "mean",
-                  c->pos == TB_POS_LEARNED ? "learned" : "sincos",
+                  c->pos == TB_POS_LEARNED ? "learned" : "sincos", c->qv_bias,
                   o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai", label_names[o->label]);
     return 0;

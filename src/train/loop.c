@@ -87,6 +87,36 @@ static int save(const char *path, const struct tbi_task *t, void *st,
     return rc;
 }
 
+/* Fine-tuning's start: the weights of o->init that the model has (by name, or its
+ * encoder's); the rest keep their initialisation. A file with none of them is an error. */
+static int init_from(const struct tb_train_opts *o, tb_params *r)
+{
+    if (!o->init || !o->init[0])
+        return 0;
+    struct tb_st_file *f = NULL;
+    int loaded = 0, rc = tb_st_read(&f, o->init);
+    if (rc < 0)
+        return rc;
+    rc = tb_params_load_from(r, f, &loaded);
+    tb_st_free(&f);
+    if (rc < 0)
+        return tbi_err_prefix(rc, "%s", o->init);
+    int n = tb_params_count(r), blocks = 0;
+    for (int i = 0; i < n; i++)
+        blocks += tb_params_at(r, i)->loaded && strstr(tb_params_at(r, i)->name, "blocks.");
+    if (!blocks)
+        return tbi_err(TB_EFORMAT, "%s holds none of this model's block weights (blocks.N.* or "
+                       "encoder.blocks.N.*): a checkpoint of another model?", o->init);
+    struct tbi_sb fresh = {0};
+    for (int i = 0; i < n; i++)
+        if (!tb_params_at(r, i)->loaded)
+            tbi_sb_printf(&fresh, "%s%s", fresh.len ? ", " : "", tb_params_at(r, i)->name);
+    tbi_log(TB_LOG_INFO, "init: %d of %d tensors from %s; new: %s", loaded, n, o->init,
+            fresh.len ? fresh.buf : "none");
+    tbi_sb_free(&fresh);
+    return 0;
+}
+
 int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
 {
     const struct tbi_task *task = NULL;
@@ -118,8 +148,17 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         return rc;
     tb_params *params = task->params(st);
     opt.kind = o->optimizer;
-    if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
+    if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
+        (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
+    if (o->layer_decay > 0 && o->layer_decay < 1) {
+        if (strcmp(task->name, "cls")) {
+            rc = tbi_err(TB_EINVAL, "layer-wise lr decay (%g) is for fine-tuning a classifier "
+                         "(--task cls), not --task %s", o->layer_decay, task->name);
+            goto end;
+        }
+        tb_params_layer_decay(params, o->model.depth, o->layer_decay);
+    }
     opt.beta1 = (float)o->beta1;
     opt.beta2 = (float)o->beta2;
     opt.eps = (float)o->adam_eps;

@@ -48,15 +48,15 @@ int tb_optim_update(struct tb_optim *opt, float grad_scale)
     opt->step++;
     for (int i = 0; i < r->n; i++) {
         const struct tb_param *p = &r->p[i];
-        float wd = p->decay ? opt->weight_decay : 0.0f;
+        float wd = p->decay ? opt->weight_decay : 0.0f, lr = opt->lr * p->lr_scale;
         int rc = opt->kind == TB_OPT_LION
                      ? be->ops->lion(be, tbi_param_data(r, i), tbi_param_grad(r, i), grad_scale,
-                                     opt->m + p->offset, (size_t)p->n, opt->lr, opt->beta1,
+                                     opt->m + p->offset, (size_t)p->n, lr, opt->beta1,
                                      opt->beta2, wd)
                      : be->ops->adamw(be, tbi_param_data(r, i), tbi_param_grad(r, i),
                                       grad_scale, opt->m + p->offset, opt->v + p->offset,
-                                      (size_t)p->n, opt->lr, opt->beta1, opt->beta2, opt->eps,
-                                      wd, opt->step);
+                                      (size_t)p->n, lr, opt->beta1, opt->beta2, opt->eps, wd,
+                                      opt->step);
         if (rc < 0)
             return rc;
     }
