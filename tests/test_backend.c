@@ -367,6 +367,17 @@ OP(gather_rows)
     RUN(d->be->ops->gather_rows(d->be, d->out[0], d->in[0], d->idx, B, NP, NK, 5));
 }
 
+OP(scale_add)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * 500, 1), add_in(io, (size_t)B * 500, 1), add_in(io, B, 1);
+        add_out(io, (size_t)B * 500), add_out(io, (size_t)B * 500);
+        return;
+    }
+    RUN(d->be->ops->scale_add(d->be, d->out[0], d->in[0], d->in[1], d->in[2], B, 500));
+    RUN(d->be->ops->scale_add(d->be, d->out[1], NULL, d->in[1], d->in[2], B, 500));
+}
+
 OP(scatter_rows)
 {
     if (prepare) {
@@ -567,6 +578,7 @@ static const struct op_case cases[] = {
     {"tokens_bwd", case_tokens_bwd_kept, 1e-6, "sums over the batch in another order"},
     {"gather_rows", case_gather_rows, 0, "a gather: exact"},
     {"scatter_rows", case_scatter_rows, 0, "a scatter: exact"},
+    {"scale_add", case_scale_add, 0, "one multiply and add"},
     {"tokens_fill_fwd", case_tokens_fill_fwd, 0, "one add per element"},
     {"tokens_fill_bwd", case_tokens_fill_bwd, 1e-6, "sums over the batch in another order"},
     {"patch_target", case_patch_target, 1e-5, "the tube's mean and std summed in another order"},

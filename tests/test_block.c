@@ -77,14 +77,14 @@ static void stack_run(struct stack *st, const struct tb_st_file *in, const char 
     for (int l = 0; l < L; l++) {
         struct tbi_block_w w;
         tbi_block_bind(&st->reg, st->first[l], &st->c, &w, NULL);
-        CHECK_EQ(tbi_block_forward(st->be, &st->c, &w, &st->a[l], &st->s, st->x + l * R * D,
+        CHECK_EQ(tbi_block_forward(st->be, &st->c, &w, &st->a[l], &st->s, NULL, st->x + l * R * D,
                                    st->x + (l + 1) * R * D, Bn, S, 0), 0);
     }
     CHECK_EQ(o->to_device(st->be, st->dres, dy->data, sizeof(float) * R * D), 0);
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
         tbi_block_bind(&st->reg, st->first[l], &st->c, &w, &g);
-        CHECK_EQ(tbi_block_backward(st->be, &st->c, &w, &g, &st->a[l], &st->s, st->x + l * R * D,
+        CHECK_EQ(tbi_block_backward(st->be, &st->c, &w, &g, &st->a[l], &st->s, NULL, st->x + l * R * D,
                                     st->dres, Bn, S, 0), 0);
     }
     int np = tb_params_count(&st->reg);

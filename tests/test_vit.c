@@ -35,7 +35,7 @@ static float *read_all(tb_vit *m, int grads)
 }
 
 static void write_inputs(const struct tb_vit_config *c, int B, const char *wpath,
-                         const char *bpath, uint64_t seed)
+                         const char *bpath, uint64_t seed, const float *drop)
 {
     tb_vit *m = NULL;
     CHECK_EQ(tb_vit_open(&m, c), 0);
@@ -74,14 +74,16 @@ static void write_inputs(const struct tb_vit_config *c, int B, const char *wpath
         label[b] = c->classes > 0 ? (int64_t)tb_rng_below(&r, (uint64_t)c->classes) : 0;
     for (int64_t i = 0; i < (int64_t)B * c->dim; i++)
         dfeat[i] = (float)tb_rng_normal(&r);
-    struct tb_st_tensor bt[3] = {
+    struct tb_st_tensor bt[4] = {
         {.name = "video", .dtype = TB_ST_F32, .n_dims = 5,
          .shape = {B, 3, c->frames, c->height, c->width}, .n = nv, .data = video},
         {.name = "label", .dtype = TB_ST_I64, .n_dims = 1, .shape = {B}, .n = B, .data = label},
         {.name = "dfeat", .dtype = TB_ST_F32, .n_dims = 2, .shape = {B, c->dim},
          .n = (int64_t)B * c->dim, .data = dfeat},
+        {.name = "drop", .dtype = TB_ST_F32, .n_dims = 3, .shape = {c->depth, 2, B},
+         .n = (int64_t)c->depth * 2 * B, .data = (float *)drop},
     };
-    CHECK_EQ(tb_st_write(bpath, bt, 3, NULL), 0);
+    CHECK_EQ(tb_st_write(bpath, bt, drop ? 4 : 3, NULL), 0);
     free(video);
     free(label);
     free(dfeat);
@@ -249,7 +251,7 @@ static void test_keep(void)
         snprintf(b, sizeof(b), "%s/kb%zu.safetensors", tbt_dir(), i);
         snprintf(o, sizeof(o), "%s/ko%zu.safetensors", tbt_dir(), i);
         snprintf(r, sizeof(r), "%s/kr%zu.safetensors", tbt_dir(), i);
-        write_inputs(&c, B, w, b, 2000 + i);
+        write_inputs(&c, B, w, b, 2000 + i, NULL);
         /* The batch again, with the kept tokens (a different rising subset per clip) and a
          * feature gradient of their shape. */
         struct tb_st_file *bf = NULL;
@@ -295,6 +297,62 @@ static void test_keep(void)
     }
 }
 
+/* Fine-tuning's settings against PyTorch: VideoMAE's q/v attention biases, layer-wise lr
+ * decay 0.75 and drop path (branches of some clips dropped, the others scaled by 1 / keep),
+ * three AdamW steps; and the drop path draws: VideoMAE's rates by block, a function of
+ * (seed, epoch, sample) alone. */
+static void test_finetune(void)
+{
+    tbt_case = "q/v biases, layer decay, drop path";
+    struct tb_vit_config c = {.dim = 64, .depth = 2, .heads = 2, .patch = 8, .tubelet = 2,
+                              .frames = 4, .height = 32, .width = 48, .classes = 5,
+                              .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS, .qv_bias = 1};
+    /* (L, 2, B): block 1 drops clip 0's attention and clip 2's MLP; keep 0.7 elsewhere */
+    const float k = 1 / 0.7f;
+    const float drop[12] = {1, 1, 1, 1, 1, 1, 0, k, k, k, k, 0};
+    char w[4300], b[4300], o[4300], r[4300], flags[1024], *out = NULL;
+    snprintf(w, sizeof(w), "%s/ft_w.safetensors", tbt_dir());
+    snprintf(b, sizeof(b), "%s/ft_b.safetensors", tbt_dir());
+    snprintf(o, sizeof(o), "%s/ft_o.safetensors", tbt_dir());
+    snprintf(r, sizeof(r), "%s/ft_r.safetensors", tbt_dir());
+    write_inputs(&c, 3, w, b, 77, drop);
+    snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
+             "--frames 4 --size 32x48 --classes 5 --pool mean --pos sincos --qv-bias "
+             "--layer-decay 0.75 --steps 3 --lr 0.01 --weights %s --batch %s", w, b);
+    int rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
+    CHECK_MSG(rc == 0, "tubelet step: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR, flags,
+                 r);
+    CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
+    free(out);
+    compare(o, r, "q/v biases, layer decay 0.75, drop path");
+
+    tbt_case = "drop path draws";
+    enum { L = 5, NB = 400 };
+    static float s1[L * 2 * NB], s2[L * 2 * NB], s3[L * 2 * NB];
+    int64_t index[NB];
+    for (int i = 0; i < NB; i++)
+        index[i] = 1000 + i;
+    tb_vit_drop_path_draw(s1, L, NB, 0.4, 9, 2, index);
+    tb_vit_drop_path_draw(s2, L, NB, 0.4, 9, 2, index);
+    tb_vit_drop_path_draw(s3, L, NB, 0.4, 9, 3, index);
+    CHECK(!memcmp(s1, s2, sizeof(s1)));
+    CHECK(memcmp(s1, s3, sizeof(s1)) != 0);
+    for (int l = 0; l < L; l++) {
+        double p = 0.4 * l / (L - 1), dropped = 0;
+        for (int j = 0; j < 2 * NB; j++) {
+            float v = s1[(size_t)l * 2 * NB + j];
+            CHECK_MSG(v == 0 || fabsf(v - (float)(1 / (1 - p))) < 1e-6f, "block %d: factor %g",
+                      l, (double)v);
+            dropped += v == 0;
+        }
+        double sd = sqrt(2 * NB * p * (1 - p)) + 1e-9;
+        CHECK_MSG(fabs(dropped - 2 * NB * p) <= 5 * sd, "block %d: %.0f of %d branches dropped "
+                  "(expected %.0f)", l, dropped, 2 * NB, 2 * NB * p);
+    }
+}
+
 int main(void)
 {
     tbt_begin("vit");
@@ -325,7 +383,7 @@ int main(void)
         snprintf(b, sizeof(b), "%s/b%zu.safetensors", tbt_dir(), i);
         snprintf(o, sizeof(o), "%s/o%zu.safetensors", tbt_dir(), i);
         snprintf(r, sizeof(r), "%s/r%zu.safetensors", tbt_dir(), i);
-        write_inputs(&c, 3, w, b, 1000 + i);
+        write_inputs(&c, 3, w, b, 1000 + i, NULL);
         snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet %d "
                  "--frames 4 --size %dx%d --classes 5 --pool %s --pos %s --steps 3 --lr 0.01 "
                  "--weights %s --batch %s", v->tubelet, v->height, v->width, v->pool, v->pos, w,
@@ -375,6 +433,7 @@ int main(void)
     }
 
     test_keep();
+    test_finetune();
 
     tbt_case = "bad weights";
     char w[4300], b[4300], *out = NULL;

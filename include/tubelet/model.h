@@ -136,6 +136,14 @@ TB_API int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip
 /* The patch tokens each clip keeps (config keep > 0): idx (B, keep; host), each row strictly
  * ascending token indices (t, h, w order) below (T/TU)(H/P)(W/P). Once per input, after it. */
 TB_API int tb_vit_set_keep(tb_vit *m, const int32_t *idx);
+/* Drop path (stochastic depth) for the next forward: scale (L, 2, B; host) each block's
+ * attention and MLP branch factor per clip - 0 (dropped) or 1 / keep probability. Once per
+ * input, after it; a forward without it drops nothing. tb_vit_drop_path_draw fills scale for
+ * clips that are dataset samples index (B) of epoch: VideoMAE's rates (linspace(0, rate, L)
+ * over the blocks), each clip's draws from (seed, TB_RNG_DROP_PATH, epoch, index) alone. */
+TB_API int tb_vit_set_drop_path(tb_vit *m, const float *scale);
+TB_API void tb_vit_drop_path_draw(float *scale, int L, int B, double rate, uint64_t seed,
+                                  int64_t epoch, const int64_t *index);
 /* Forward the input set: with labels (B, host), also the mean cross-entropy with label
  * smoothing, in *loss. */
 TB_API int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss);

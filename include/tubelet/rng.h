@@ -34,8 +34,8 @@ enum tb_rng_purpose {
     TB_RNG_MASK = 5,         /* MAE masks (tb_mae_make_mask): a = epoch, b = sample index */
     TB_RNG_MIXUP = 6,        /* mixup / cutmix (coming): a = epoch, b = batch index in the
                                 epoch */
-    TB_RNG_DROP_PATH = 7,    /* stochastic depth (coming): a = epoch, b = sample index; one
-                                draw per block, in block order */
+    TB_RNG_DROP_PATH = 7,    /* stochastic depth (tb_vit_drop_path_draw): a = epoch, b =
+                                sample index; two draws per block, in block order */
     TB_RNG_SYNTH_VIDEO = 8,  /* tubelet synth, one video's plan: a = video index, b = 0 */
     TB_RNG_SYNTH_SPLIT = 9,  /* tubelet synth, the validation split: a = 0, b = 0 */
     TB_RNG_FRAMES = 10,      /* tubelet frames, its random crop modes: a = 0, b = 0 */

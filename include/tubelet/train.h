@@ -127,6 +127,7 @@ struct tb_train_opts {
     const char *init;                   /* fine-tuning: weights to start from (tb_params_load_from:
                                          * a checkpoint, or its encoder); NULL: none */
     double layer_decay;                 /* cls: layer-wise lr decay (0 or 1: none; VideoMAE 0.75) */
+    double drop_path;                   /* cls: stochastic depth's top rate (VideoMAE 0.1) */
     struct tb_mae_config mae;           /* --task mae: masks, decoder, target (its enc is
                                          * ignored: the encoder is model) */
     uint64_t seed;

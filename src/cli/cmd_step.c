@@ -22,8 +22,8 @@ struct step_config {
     int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
     char *task, *optim, *decoder_mask;
-    int dec_dim, dec_depth, dec_heads, norm_target;
-    double mask_ratio, decoder_ratio;
+    int dec_dim, dec_depth, dec_heads, norm_target, qv_bias;
+    double mask_ratio, decoder_ratio, layer_decay;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -68,6 +68,10 @@ static const struct cli_flag step_flags[] = {
       "the batch holds 'video' and 'mask' int64 (B,N), 1 = masked; 'dmask' (B,N), 1 = not "
       "decoded, with --decoder-mask running-cell)", CLI_NO_RANGE),
     F("optim", CLI_STR, optim, "adamw", "NAME", "adamw or lion", CLI_NO_RANGE),
+    F("qv-bias", CLI_BOOL, qv_bias, "false", "", "cls: VideoMAE's q/v attention biases",
+      CLI_NO_RANGE),
+    F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (1: none)",
+      0.01, 1),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R",
       "mae: the masked share of each frame's positions (the batch's masks must match it)", 0, 1),
     F("decoder-mask", CLI_STR, decoder_mask, "none", "NAME", "mae: none or running-cell",
@@ -267,6 +271,7 @@ static int run_step(void *config, int n_args, char **args)
                                                                                  : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
         .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->backend,
+        .qv_bias = c->qv_bias,
     };
     if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||
         (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos")) ||
@@ -318,6 +323,16 @@ static int run_step(void *config, int n_args, char **args)
                                 : "'label' int64 (B)");
         goto end;
     }
+    /* Drop path's factors, when the batch has them: 'drop' float32 (L, 2, B). */
+    const struct tb_st_tensor *drop = tb_st_find(bf, "drop");
+    if (drop && (drop->dtype != TB_ST_F32 || drop->n_dims != 3 || drop->shape[0] != c->depth ||
+                 drop->shape[1] != 2 || drop->shape[2] != B0 || c->feature_grad)) {
+        fprintf(stderr, "tubelet step: %s: 'drop' must be float32 (%d, 2, B), not with "
+                "--feature-grad\n", c->batch, c->depth);
+        goto end;
+    }
+    if (c->layer_decay < 1)
+        tb_params_layer_decay(params, c->depth, c->layer_decay);
     int B = (int)B0, K = c->classes, np = tb_params_count(params);
     int64_t nf = tb_params_floats(params);
     if ((rc = tb_vit_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
@@ -367,8 +382,9 @@ static int run_step(void *config, int n_args, char **args)
         }
     } else {
         for (int s = 0; s < c->steps; s++) {
-            if ((rc = tb_vit_forward(m, video->data, B, label->data, (float)c->smoothing,
-                                     &losses[s])) < 0 ||
+            if ((rc = tb_vit_set_video(m, video->data, B)) < 0 ||
+                (drop && (rc = tb_vit_set_drop_path(m, drop->data)) < 0) ||
+                (rc = tb_vit_run(m, label->data, (float)c->smoothing, &losses[s])) < 0 ||
                 (rc = tb_vit_backward(m)) < 0)
                 goto fail;
             if (s == 0) {

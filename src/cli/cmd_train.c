@@ -21,7 +21,7 @@ struct train_config {
     int log_every, flip, recompute, recompute_mlp;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
-    double layer_decay;
+    double layer_decay, drop_path;
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
 };
@@ -81,6 +81,8 @@ static const struct cli_flag train_flags[] = {
       "or auto (as --init's weights have them; mae: always)", CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (VideoMAE "
       "fine-tuning: 0.75; 1: none)", 0.01, 1),
+    F("drop-path", CLI_DOUBLE, drop_path, "0", "R", "cls: stochastic depth, rate R at the top "
+      "block (0 at the first; VideoMAE fine-tuning: 0.1), per clip", 0, 0.99),
     F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, or lion (AVION's for MAE: lr ~1/10, "
       "wd ~10x AdamW's)", CLI_NO_RANGE),
     F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
@@ -269,7 +271,7 @@ static int run_train(void *config, int n_args, char **args)
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
         .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
         .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
-        .init = c->init, .layer_decay = c->layer_decay,
+        .init = c->init, .layer_decay = c->layer_decay, .drop_path = c->drop_path,
         .mae = {.mask_ratio = c->mask_ratio,
                 .decoder_mask = strcmp(c->decoder_mask, "running-cell")
                                     ? TB_DECODER_MASK_NONE

@@ -107,7 +107,8 @@ float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi
 
 int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                       const struct tbi_block_acts *a, const struct tbi_block_scratch *s,
-                      const float *x, float *y, int B, int N, int for_backward)
+                      const float *drop, const float *x, float *y, int B, int N,
+                      int for_backward)
 {
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p;
@@ -120,7 +121,10 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     TBI_TRY(o->matmul_fwd(be, a->qkv, s->ln, p[TBI_BLK_QKV_W], bias, R, D, 3 * D));
     TBI_TRY(o->attention_fwd(be, a->att, a->lse, a->qkv, B, N, c->NH, HS, c->causal));
     TBI_TRY(o->matmul_fwd(be, a->res1, a->att, p[TBI_BLK_PROJ_W], p[TBI_BLK_PROJ_B], R, D, D));
-    TBI_TRY(o->add(be, a->res1, a->res1, x, (size_t)R * D));
+    if (drop)
+        TBI_TRY(o->scale_add(be, a->res1, x, a->res1, drop, B, (size_t)N * D));
+    else
+        TBI_TRY(o->add(be, a->res1, a->res1, x, (size_t)R * D));
     /* y = r + fc2(act(fc1(norm2(r)))) */
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
                              p[TBI_BLK_LN2_B], R, D, c->eps));
@@ -129,13 +133,15 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
         return 0;
     TBI_TRY(o->act_fwd(be, c->act, s->dF, a->fc1, (size_t)R * F));
     TBI_TRY(o->matmul_fwd(be, y, s->dF, p[TBI_BLK_FC2_W], p[TBI_BLK_FC2_B], R, F, D));
+    if (drop)
+        return o->scale_add(be, y, a->res1, y, drop + B, B, (size_t)N * D);
     return o->add(be, y, y, a->res1, (size_t)R * D);
 }
 
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                        const struct tbi_block_w *g, const struct tbi_block_acts *a,
-                       const struct tbi_block_scratch *s, const float *x, float *dres, int B,
-                       int N, int recompute_fc1)
+                       const struct tbi_block_scratch *s, const float *drop, const float *x,
+                       float *dres, int B, int N, int recompute_fc1)
 {
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p, *const *gp = g->p;
@@ -150,16 +156,29 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
     /* MLP branch. fc2's input gradient first: the activation's backward then also gives
      * act(fc1) again, in place of fc1 (not needed after it), for fc2's weight gradient: one
      * pass instead of two, and no buffer of its own. */
-    TBI_TRY(o->matmul_bwd(be, dF, NULL, NULL, dres, a->fc1, p[TBI_BLK_FC2_W], R, F, D));
+    /* With drop path, the branch's output gradient is dres times its factors: in dD until
+     * fc1's backward writes dD. */
+    const float *dmlp = dres;
+    if (drop) {
+        TBI_TRY(o->scale_add(be, dD, NULL, dres, drop + B, B, (size_t)N * D));
+        dmlp = dD;
+    }
+    TBI_TRY(o->matmul_bwd(be, dF, NULL, NULL, dmlp, a->fc1, p[TBI_BLK_FC2_W], R, F, D));
     TBI_TRY(o->act_bwd(be, c->act, dF, a->fc1, a->fc1, dF, (size_t)R * F));
-    TBI_TRY(o->matmul_bwd(be, NULL, gp[TBI_BLK_FC2_W], gp[TBI_BLK_FC2_B], dres, a->fc1,
+    TBI_TRY(o->matmul_bwd(be, NULL, gp[TBI_BLK_FC2_W], gp[TBI_BLK_FC2_B], dmlp, a->fc1,
                           p[TBI_BLK_FC2_W], R, F, D));
     TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_FC1_W], gp[TBI_BLK_FC1_B], dF, s->ln,
                           p[TBI_BLK_FC1_W], R, D, F));
     TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, a->res1,
                              p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
-    /* Attention branch. */
-    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_PROJ_W], gp[TBI_BLK_PROJ_B], dres, a->att,
+    /* Attention branch (its scaled output gradient in ln: norm1's output is recomputed
+     * after). */
+    const float *datt = dres;
+    if (drop) {
+        TBI_TRY(o->scale_add(be, s->ln, NULL, dres, drop, B, (size_t)N * D));
+        datt = s->ln;
+    }
+    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_PROJ_W], gp[TBI_BLK_PROJ_B], datt, a->att,
                           p[TBI_BLK_PROJ_W], R, D, D));
     TBI_TRY(o->attention_bwd(be, d3D, dD, a->qkv, a->att, a->lse, B, N, c->NH, HS, c->causal));
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],

@@ -78,15 +78,19 @@ static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
     return (size_t)(c->F > 3 * c->D ? c->F : 3 * c->D);
 }
 
-/* x (R, D) -> y (R, D), saving into a; for_backward (recomputation): only up to fc1. */
+/* x (R, D) -> y (R, D), saving into a; for_backward (recomputation): only up to fc1. drop
+ * (backend, (2, B), or NULL): drop path's factors of each clip's attention and MLP branches
+ * (0, or 1 / keep probability), multiplied into them before the residual adds. */
 int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                       const struct tbi_block_acts *a, const struct tbi_block_scratch *s,
-                      const float *x, float *y, int B, int N, int for_backward);
+                      const float *drop, const float *x, float *y, int B, int N,
+                      int for_backward);
 /* dres (R, D): the output's gradient in, the input's out; the parameter gradients into g
- * (written). fc1 is computed again first when recompute_fc1 (it was not kept). */
+ * (written). fc1 is computed again first when recompute_fc1 (it was not kept). drop: the
+ * forward's. */
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                        const struct tbi_block_w *g, const struct tbi_block_acts *a,
-                       const struct tbi_block_scratch *s, const float *x, float *dres, int B,
-                       int N, int recompute_fc1);
+                       const struct tbi_block_scratch *s, const float *drop, const float *x,
+                       float *dres, int B, int N, int recompute_fc1);
 
 #endif /* TUBELET_MODEL_BLOCK_H */

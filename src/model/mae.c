@@ -493,7 +493,7 @@ int tb_mae_run(tb_mae *m, float *loss)
     for (int l = 0; l < m->Ld; l++) {
         struct tbi_block_w w;
         block_w(m, l, &w, NULL);
-        TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, m->x + (size_t)l * Rd * Dd,
+        TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, NULL, m->x + (size_t)l * Rd * Dd,
                                   m->x + (size_t)(l + 1) * Rd * Dd, B, Nd, 0));
     }
     TBI_TRY(o->gather_rows(be, m->qx, m->x + (size_t)m->Ld * Rd * Dd, m->q_rows, B, Nd, Nq, Dd));
@@ -548,7 +548,7 @@ int tb_mae_backward(tb_mae *m)
     for (int l = m->Ld - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
         block_w(m, l, &w, &g);
-        TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, &m->ba[l], &m->s,
+        TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, &m->ba[l], &m->s, NULL,
                                    m->x + (size_t)l * Rd * Dd, m->dres, B, Nd, 0));
     }
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */

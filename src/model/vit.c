@@ -15,6 +15,7 @@
 #include "core/internal.h"
 #include "model/block.h"
 #include "model/vit_internal.h"
+#include "tubelet/rng.h"
 
 #define LN_EPS 1e-6f
 #define MLP_RATIO 4
@@ -52,6 +53,8 @@ struct tb_vit {
                                        * space (dead until normalised) */
     uint8_t *flip;                    /* (B) */
     int32_t *keep;                    /* (B, Nk): the kept tokens, when keep */
+    float *drop;                      /* (L, 2, B): drop path's branch factors */
+    int drop_set, drop_on;            /* set for the next forward; used by the last one */
     int keep_set;                     /* tb_vit_set_keep since the input */
     float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
     int64_t *labels;                  /* (B) */
@@ -269,14 +272,15 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
 static void free_acts(tb_vit *m)
 {
     void *bufs[] = {m->acts, m->video_own, m->flip, m->labels, m->grad_own, m->keep,
-                    m->cols_all};
+                    m->cols_all, m->drop};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i])
             m->be->ops->free(m->be, bufs[i]);
     m->acts = m->video_own = m->grad_own = m->cols_all = NULL;
     m->clips = m->flip = NULL;
     m->keep = NULL;
-    m->keep_set = 0;
+    m->drop = NULL;
+    m->keep_set = m->drop_set = m->drop_on = 0;
     m->labels = NULL;
     m->B_plan = m->B_in = m->B = 0;
     for (int s = m->span0; s < m->span1; s++)
@@ -427,6 +431,7 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
         (video_own && (rc = o->alloc(m->be, sizeof(float) * video, (void **)&m->video_own)) < 0) ||
         (rc = o->alloc(m->be, (size_t)B, (void **)&m->flip)) < 0 ||
         (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0 ||
+        (rc = o->alloc(m->be, sizeof(float) * 2 * (size_t)L * B, (void **)&m->drop)) < 0 ||
         (m->c.keep && (rc = o->alloc(m->be, sizeof(int32_t) * P, (void **)&m->keep)) < 0) ||
         (m->c.keep && (rc = o->alloc(m->be, sizeof(float) * all_cols, (void **)&m->cols_all)) < 0)) {
         free_acts(m);
@@ -488,12 +493,18 @@ static const struct tbi_block_acts *acts_of(const tb_vit *m, int l)
     return &m->ba[m->c.recompute ? 0 : l];
 }
 
+/* Block l's drop path factors in the last forward (2, B), or NULL. */
+static const float *drop_of(const tb_vit *m, int l)
+{
+    return m->drop_on ? m->drop + (size_t)l * 2 * m->B : NULL;
+}
+
 static int block_forward(tb_vit *m, int l, int for_backward)
 {
     struct tbi_block_w w;
     size_t R = (size_t)m->B * m->Nt;
     tbi_block_bind(m->reg, m->blk_first[l], &m->bc, &w, NULL);
-    return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s,
+    return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s, drop_of(m, l),
                              m->x + (size_t)l * R * m->D, m->x + (size_t)(l + 1) * R * m->D,
                              m->B, m->Nt, for_backward);
 }
@@ -526,6 +537,8 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     if (c->keep)
         TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
     m->keep_set = 0;
+    m->drop_on = m->drop_set;
+    m->drop_set = 0;
     TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, tbi_param_data(r, m->i_patch_w),
                           tbi_param_data(r, m->i_patch_b), B * m->Nk, m->patch_len, D));
     TBI_TRY(o->tokens_fwd(be, m->x, m->patch_out, m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
@@ -606,6 +619,38 @@ int tb_vit_set_keep(tb_vit *m, const int32_t *idx)
     return 0;
 }
 
+int tb_vit_set_drop_path(tb_vit *m, const float *scale)
+{
+    if (!m->B_in)
+        return tbi_err(TB_EINVAL, "no input: set the video or clips first");
+    size_t n = 2 * (size_t)m->c.depth * m->B_in;
+    for (size_t i = 0; i < n; i++)
+        if (!(scale[i] >= 0) || scale[i] > 1e6f)
+            return tbi_err(TB_EINVAL, "drop path factor %zu is %g: 0, or 1 / keep probability",
+                           i, (double)scale[i]);
+    /* (L, 2, B_in) as given; a forward of B clips reads block l's at l * 2 * B. */
+    TBI_TRY(m->be->ops->to_device(m->be, m->drop, scale, sizeof(float) * n));
+    m->drop_set = 1;
+    return 0;
+}
+
+void tb_vit_drop_path_draw(float *scale, int L, int B, double rate, uint64_t seed,
+                           int64_t epoch, const int64_t *index)
+{
+    for (int b = 0; b < B; b++) {
+        tb_rng r;
+        tb_rng_init_for(&r, seed, TB_RNG_DROP_PATH, (uint64_t)epoch, (uint64_t)index[b]);
+        for (int l = 0; l < L; l++) {
+            /* VideoMAE's rates: linspace(0, rate, L) over the blocks */
+            double p = L > 1 ? rate * l / (L - 1) : 0, keep = 1 - p;
+            for (int k = 0; k < 2; k++) {
+                double u = tb_rng_uniform(&r);
+                scale[((size_t)l * 2 + k) * B + b] = u < keep ? (float)(1.0 / keep) : 0.0f;
+            }
+        }
+    }
+}
+
 int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss)
 {
     if (!m->B_in)
@@ -680,7 +725,7 @@ static int backward(tb_vit *m)
         tbi_block_bind(r, m->blk_first[l], &m->bc, &w, &g);
         if (c->recompute)
             TBI_TRY(block_forward(m, l, 1));
-        TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s,
+        TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s, drop_of(m, l),
                                    m->x + (size_t)l * R * D, m->dres, B, Nt,
                                    l < c->recompute_mlp));
     }

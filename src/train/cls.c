@@ -175,6 +175,7 @@ end:
 struct cls {
     tb_vit *m;
     int64_t *labels;    /* (B) of the loaded batch */
+    float *drop;        /* (L, 2, B): its drop path factors */
     int n;
 };
 
@@ -185,6 +186,7 @@ static void cls_close(void **state)
         return;
     tb_vit_close(&t->m);
     free(t->labels);
+    free(t->drop);
     free(t);
     *state = NULL;
 }
@@ -202,7 +204,8 @@ static int cls_open(void **state, const struct tb_train_opts *o)
     }
     int64_t bytes = 0;
     if ((rc = tb_vit_open(&t->m, &o->model)) < 0 || (rc = tb_vit_plan(t->m, o->batch, &bytes)) < 0 ||
-        !(t->labels = malloc(sizeof(*t->labels) * (size_t)o->batch))) {
+        !(t->labels = malloc(sizeof(*t->labels) * (size_t)o->batch)) ||
+        !(t->drop = malloc(sizeof(float) * 2 * (size_t)o->model.depth * o->batch))) {
         if (rc == 0)
             rc = tbi_err(TB_ENOMEM, "out of memory");
         void *p = t;
@@ -246,8 +249,13 @@ static int cls_load(void *state, const struct tb_train_opts *o, const struct tb_
         t->labels[j] = b->label[j * 3 + o->label];
     t->n = b->n;
     /* The clips go to the model's input now (the loader gets its buffer back); the forward
-     * runs from there in step. */
-    return tb_vit_set_clips(t->m, b->video, NULL, b->n, mean, std);
+     * runs from there in step. Drop path's draws are the clips' own, like their crops. */
+    TBI_TRY(tb_vit_set_clips(t->m, b->video, NULL, b->n, mean, std));
+    if (!(o->drop_path > 0))
+        return 0;
+    tb_vit_drop_path_draw(t->drop, o->model.depth, b->n, o->drop_path, o->seed, b->epoch,
+                          b->index);
+    return tb_vit_set_drop_path(t->m, t->drop);
 }
 
 static int cls_step(void *state, const struct tb_train_opts *o, float *loss)

@@ -151,6 +151,11 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
         (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
+    if (o->drop_path > 0 && strcmp(task->name, "cls")) {
+        rc = tbi_err(TB_EINVAL, "drop path (%g) is for fine-tuning a classifier (--task cls), "
+                     "not --task %s", o->drop_path, task->name);
+        goto end;
+    }
     if (o->layer_decay > 0 && o->layer_decay < 1) {
         if (strcmp(task->name, "cls")) {
             rc = tbi_err(TB_EINVAL, "layer-wise lr decay (%g) is for fine-tuning a classifier "

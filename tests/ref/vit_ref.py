@@ -16,9 +16,13 @@ allowed only with --feature-grad. N = (frames/tubelet)(H/patch)(W/patch) is the 
 tokens, in the (t, h, w) order the Conv3d output flattens to; pos_embed (learned: a parameter,
 sincos: VideoMAE's table, not in W) is (1, N+1, dim) for pool cls, (1, N, dim) otherwise.
 
-Step mode (the default): X holds video (B, 3, T, H, W) float32 and label (B) int64; O gets
+Step mode (the default): X holds video (B, 3, T, H, W) float32 and label (B) int64, and
+optionally drop float32 (depth, 2, B): drop path's factors (0 or 1 / keep probability) of
+each block's attention and MLP branch outputs per clip, the same in every step; O gets
 logits (B, classes) and grad.<name> of every parameter from the first step, loss (steps), and
-every parameter <name> after the last AdamW step.
+every parameter <name> after the last AdamW step (one parameter group each; --layer-decay
+scales the lr by layers as VideoMAE's fine-tuning does). --qv-bias: VideoMAE's attention
+biases (q_bias, v_bias parameters; no k bias) in place of qkv.bias.
 
 --feature-grad (for C tests that put another loss on the encoder's features, the gradient on
 them given): X holds video (B, 3, T, H, W) float32 and dfeat (B, dim) float32 (label may be
@@ -93,16 +97,25 @@ def sincos_table(n, d):
 
 
 class Attention(nn.Module):
-    def __init__(self, dim, heads):
+    def __init__(self, dim, heads, qv_bias=False):
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
+        self.qv_bias = qv_bias
+        self.qkv = nn.Linear(dim, 3 * dim, bias=not qv_bias)
+        if qv_bias:  # VideoMAE's: q and v biases, no k bias
+            self.q_bias = nn.Parameter(torch.zeros(dim))
+            self.v_bias = nn.Parameter(torch.zeros(dim))
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x):
         B, N, C = x.shape
         hs = C // self.heads
-        qkv = self.qkv(x).reshape(B, N, 3, self.heads, hs).permute(2, 0, 3, 1, 4)
+        if self.qv_bias:
+            bias = torch.cat([self.q_bias, torch.zeros_like(self.v_bias), self.v_bias])
+            qkv = F.linear(x, self.qkv.weight, bias)
+        else:
+            qkv = self.qkv(x)
+        qkv = qkv.reshape(B, N, 3, self.heads, hs).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
         x = (attn.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, N, C)
@@ -121,16 +134,19 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads):
+    def __init__(self, dim, heads, qv_bias=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, heads)
+        self.attn = Attention(dim, heads, qv_bias)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = Mlp(dim, 4 * dim)
 
-    def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+    def forward(self, x, drop=None):
+        """drop (2, B): drop path's factors of the attention and MLP branches per clip."""
+        a = self.attn(self.norm1(x))
+        x = x + (a if drop is None else a * drop[0][:, None, None])
+        m = self.mlp(self.norm2(x))
+        return x + (m if drop is None else m * drop[1][:, None, None])
 
 
 class PatchEmbed(nn.Module):
@@ -154,7 +170,7 @@ class VideoViT(nn.Module):
             self.pos_embed = nn.Parameter(torch.zeros(1, n, a.dim))
         else:
             self.register_buffer("pos_embed", sincos_table(n, a.dim), persistent=False)
-        self.blocks = nn.ModuleList([Block(a.dim, a.heads) for _ in range(a.depth)])
+        self.blocks = nn.ModuleList([Block(a.dim, a.heads, a.qv_bias) for _ in range(a.depth)])
         norm = nn.LayerNorm(a.dim, eps=1e-6)
         if a.pool in ("cls", "none"):
             self.norm = norm
@@ -163,7 +179,7 @@ class VideoViT(nn.Module):
         if a.classes > 0:
             self.head = nn.Linear(a.dim, a.classes)
 
-    def features(self, video, keep=None):
+    def features(self, video, keep=None, drop=None):
         """The pooled, normalised features (the input to head); for pool none the normalised
         tokens (B, N, dim), or (B, K, dim) of the tokens keep (B, K) names."""
         x = self.patch_embed.proj(video).flatten(2).transpose(1, 2)
@@ -175,14 +191,14 @@ class VideoViT(nn.Module):
             # output): with every token kept the blocks then run on the very same tensor.
             xt = x.transpose(1, 2)
             x = xt.gather(2, keep[:, None, :].expand(-1, xt.shape[1], -1)).transpose(1, 2)
-        for blk in self.blocks:
-            x = blk(x)
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, None if drop is None else drop[i])
         if self.pool == "none":
             return self.norm(x)
         return self.norm(x)[:, 0] if self.pool == "cls" else self.fc_norm(x.mean(1))
 
-    def forward(self, video):
-        return self.head(self.features(video))
+    def forward(self, video, drop=None):
+        return self.head(self.features(video, drop=drop))
 
 
 def feature_grad(model, batch, a):
@@ -235,6 +251,11 @@ def main():
     p.add_argument("--weights", required=True)
     p.add_argument("--batch", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--qv-bias", action="store_true",
+                   help="VideoMAE's attention biases: attn.q_bias, attn.v_bias, no qkv bias")
+    p.add_argument("--layer-decay", type=float, default=1.0,
+                   help="layer-wise lr decay: block i's lr x decay^(depth - i), embeddings' "
+                        "x decay^(depth + 1), the rest x 1")
     p.add_argument("--feature-grad", action="store_true",
                    help="one backward of sum(feat * dfeat) from the batch's dfeat; no step")
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("label-smoothing", 0.1), ("beta1", 0.9),
@@ -263,16 +284,30 @@ def main():
     if a.feature_grad:
         return feature_grad(model, batch, a)
     video, label = torch.tensor(batch["video"]), torch.tensor(batch["label"])
-    decay, no_decay = [], []
+    drop = None
+    if "drop" in batch:
+        d = batch["drop"]
+        if d.dtype != np.float32 or d.shape != (a.depth, 2, video.shape[0]):
+            print("vit_ref.py: drop must be float32 (%d, 2, %d)" % (a.depth, video.shape[0]),
+                  file=sys.stderr)
+            return 2
+        drop = torch.tensor(d)
+    groups = []
     for name, prm in model.named_parameters():
-        (decay if prm.ndim >= 2 and name not in ("pos_embed", "cls_token") else no_decay).append(prm)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+        wd = a.wd if prm.ndim >= 2 and name not in ("pos_embed", "cls_token") else 0.0
+        # BEiT's / VideoMAE's layer ids: embeddings 0, blocks.i i + 1, the rest depth + 1
+        layer = a.depth + 1
+        if name.startswith(("patch_embed", "cls_token", "pos_embed")):
+            layer = 0
+        elif name.startswith("blocks."):
+            layer = int(name.split(".")[1]) + 1
+        groups.append({"params": [prm], "weight_decay": wd,
+                       "lr": a.lr * a.layer_decay ** (a.depth + 1 - layer)})
+    opt = torch.optim.AdamW(groups, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
     out, losses = {}, []
     for s in range(a.steps):
         opt.zero_grad()
-        logits = model(video)
+        logits = model(video, drop)
         loss = F.cross_entropy(logits, label, label_smoothing=a.label_smoothing)
         loss.backward()
         losses.append(loss.item())

@@ -206,6 +206,14 @@ int tbi_cpu_gather_rows(tbi_backend *be, float *dst, const float *src, const int
     return 0;
 }
 
+int tbi_cpu_scale_add(tbi_backend *be, float *out, const float *a, const float *x,
+                      const float *scale, int B, size_t n)
+{
+    (void)be;
+    tbi_scale_add(out, a, x, scale, B, n);
+    return 0;
+}
+
 int tbi_cpu_scatter_rows(tbi_backend *be, float *dst, const float *src, const int32_t *idx,
                          int B, int N, int NK, int len)
 {

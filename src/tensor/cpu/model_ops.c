@@ -280,3 +280,16 @@ void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float 
             d[c] = k * (p[c] - t[c]);
     }
 }
+
+void tbi_scale_add(float *out, const float *a, const float *x, const float *scale, int B,
+                   size_t n)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (size_t i0 = 0; i0 < n; i0 += 4096) {
+            size_t i1 = i0 + 4096 < n ? i0 + 4096 : n, o = (size_t)b * n;
+            float s = scale[b];
+            for (size_t i = i0; i < i1; i++)
+                out[o + i] = (a ? a[o + i] : 0.0f) + s * x[o + i];
+        }
+}

@@ -27,6 +27,8 @@ void tbi_patch_target(float *out, const float *cols, int R, int C, int PP, const
 /* The loss (returned) and its gradient. */
 float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, int C);
 void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float *w, int R, int C);
+void tbi_scale_add(float *out, const float *a, const float *x, const float *scale, int B,
+                   size_t n);
 void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D);
 void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D);
 
