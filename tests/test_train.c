@@ -10,7 +10,9 @@
  *   error naming the clip;
  * - `tubelet eval` makes clips the way the run did (sampler, stride, normalisation from the
  *   checkpoint);
- * - the guarded backend (memory unreadable outside its ops) trains to the same bits. */
+ * - the guarded backend (memory unreadable outside its ops) trains to the same bits;
+ * - --task mae: the same checkpoint for 1, 2 and 4 workers, an exact resume with Lion's
+ *   state, fine-tuning from it (--init, --layer-decay, --drop-path), bad settings. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -41,6 +43,125 @@ static int read_losses(const char *run, double *loss, int cap)
     }
     free(text);
     return n;
+}
+
+/* Two checkpoints hold the same tensors to the bit. */
+static void same_ckpt(const char *run_a, const char *run_b, const char *what)
+{
+    char pa[4400], pb[4400];
+    snprintf(pa, sizeof(pa), "%s/last.safetensors", run_a);
+    snprintf(pb, sizeof(pb), "%s/last.safetensors", run_b);
+    struct tb_st_file *fa = NULL, *fb = NULL;
+    CHECK_EQ(tb_st_read(&fa, pa), 0);
+    CHECK_EQ(tb_st_read(&fb, pb), 0);
+    int n = 0;
+    for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
+        const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
+        CHECK_MSG(b && b->n == a->n && !memcmp(a->data, b->data, sizeof(float) * (size_t)a->n),
+                  "%s: %s differs", what, a->name);
+        n++;
+    }
+    CHECK_MSG(n > 20, "%s: %d tensors", what, n);
+    tb_st_free(&fa);
+    tb_st_free(&fb);
+}
+
+/* --task mae: the same run for 1, 2 and 4 workers (masks and all); Lion's state through an
+ * interruption; fine-tuning from it; bad settings. */
+static void test_mae(const char *t, const char *d)
+{
+    char mae_flags[3000], run[3][4300], *out = NULL;
+    snprintf(mae_flags, sizeof(mae_flags), "--task mae --data %s --train %s --dim 32 --depth 2 "
+             "--heads 2 --patch 16 --tubelet 2 --frames 4 --input-size 32 --batch 4 "
+             "--dec-dim 32 --dec-depth 1 --dec-heads 2 --mask-ratio 0.75 --flip false "
+             "--log-every 1 --optim lion --lr 1e-4 --beta2 0.95 --wd 0.5 --epochs 6", data,
+             train_csv);
+    const int workers[3] = {1, 2, 4};
+    static double l1[4096], l2[4096];
+    for (int i = 0; i < 3; i++) {
+        tbt_case = "mae: 1, 2 and 4 workers";
+        snprintf(run[i], sizeof(run[i]), "%s/mae_w%d", d, workers[i]);
+        int rc = tbt_run(&out, 600, "%s train %s --workers %d --out %s", t, mae_flags,
+                         workers[i], run[i]);
+        CHECK_MSG(rc == 0, "%s", out);
+        if (i == 0)
+            CHECK_STR_HAS(out, "2 of 8 tokens visible, 6 decoded");
+        free(out);
+        if (i > 0)
+            same_ckpt(run[0], run[i], "mae workers");
+    }
+    int n1 = read_losses(run[0], l1, 4096);
+    CHECK_MSG(n1 > 10 && l1[n1 - 1] < l1[0], "mae: %d steps, loss %.4f -> %.4f", n1, l1[0],
+              n1 ? l1[n1 - 1] : 0);
+
+    tbt_case = "mae: interrupted and resumed (Lion)";
+    char run_i[4300];
+    snprintf(run_i, sizeof(run_i), "%s/mae_int", d);
+    int rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s > %s/m1.log 2>&1 & pid=$!; "
+                     "while [ \"$(cat %s/metrics.jsonl 2>/dev/null | grep -c step)\" -lt 4 ]; do "
+                     "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -INT $pid; "
+                     "wait $pid; echo status=$?", t, mae_flags, run_i, d, run_i);
+    CHECK_STR_HAS(out, "status=1");
+    free(out);
+    rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s", t, mae_flags, run_i);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "resuming from");
+    free(out);
+    int n2 = read_losses(run_i, l2, 4096);
+    CHECK_EQ(n2, n1);
+    for (int i = 0; i < n1 && i < n2; i++)
+        CHECK_MSG(l1[i] == l2[i], "step %d: loss %.6f uninterrupted, %.6f resumed", i + 1, l1[i],
+                  l2[i]);
+    same_ckpt(run[0], run_i, "mae resumed");
+    rc = tbt_run(&out, 600, "%s train %s --optim adamw --epochs 7 --out %s", t, mae_flags,
+                 run_i);
+    CHECK_MSG(rc != 0 && out && strstr(out, "its optimizer state is lion's, this run's "
+                                             "optimizer is adamw"), "another optimizer: %s", out);
+    free(out);
+
+    tbt_case = "fine-tuning from mae";
+    char ft[4300], cls_flags[3000];
+    snprintf(ft, sizeof(ft), "%s/mae_ft", d);
+    snprintf(cls_flags, sizeof(cls_flags), "--data %s --train %s --val %s %s --epochs 2", data,
+             train_csv, val_csv, model_flags);
+    rc = tbt_run(&out, 600, "%s train %s --init %s/last.safetensors --layer-decay 0.75 "
+                 "--drop-path 0.1 --out %s", t, cls_flags, run[0], ft);
+    CHECK_MSG(rc == 0, "%s", out);
+    /* the encoder's 2 x 13 block tensors and the patch embedding's 2; new: fc_norm, head */
+    CHECK_STR_HAS(out, "init: 28 of 32 tensors from");
+    CHECK_STR_HAS(out, "new: fc_norm.weight, fc_norm.bias, head.weight, head.bias");
+    CHECK_STR_HAS(out, "validation top-1");
+    free(out);
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s", t, ft, data,
+                 val_csv);
+    CHECK_MSG(rc == 0, "eval of the fine-tuned model: %s", out);
+    free(out);
+
+    tbt_case = "mae: bad settings";
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s", t, run[0],
+                 data, val_csv);
+    CHECK_MSG(rc != 0 && out && strstr(out, "is a --task mae checkpoint, without a classifier"),
+              "eval of an mae checkpoint: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train %s --mask-ratio 0.2 --out %s/mae_bad", t, mae_flags, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "mask ratio 0.2 masks 0 of the 4 positions"),
+              "a mask ratio masking nothing: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train %s --drop-path 0.1 --out %s/mae_bad2", t, mae_flags, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "drop path (0.1) is for fine-tuning"),
+              "drop path in pretraining: %s", out);
+    free(out);
+    /* A checkpoint of another model: the fine-tuned ViT-tiny's weights into a wider model. */
+    rc = tbt_run(&out, 300, "%s train %s --dim 64 --init %s/last.safetensors --out %s/ft_bad", t,
+                 cls_flags, run[0], d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "mae_w1/last.safetensors") &&
+                  strstr(out, "has shape (32,3,2,16,16), the model needs (64,3,2,16,16)"),
+              "init from another model: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train %s --init %s/syn/annotations/EPIC_100_train.csv --out "
+                 "%s/ft_bad2", t, cls_flags, d, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "EPIC_100_train.csv"), "init from a CSV: %s", out);
+    free(out);
 }
 
 int main(void)
@@ -262,5 +383,6 @@ int main(void)
     }
     tb_st_free(&fp);
     tb_st_free(&fg);
+    test_mae(t, d);
     TBT_EXIT();
 }
