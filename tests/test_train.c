@@ -158,6 +158,23 @@ static void test_mae(const char *t, const char *d)
                   strstr(out, "has shape (32,3,2,16,16), the model needs (64,3,2,16,16)"),
               "init from another model: %s", out);
     free(out);
+    /* Another clip shape: sin-cos positions are made for it; learned ones do not fit. */
+    rc = tbt_run(&out, 600, "%s train %s --frames 8 --epochs 1 --init %s/last.safetensors --out "
+                 "%s/ft_frames8", t, cls_flags, run[0], d);
+    CHECK_MSG(rc == 0 && out && strstr(out, "init: 28 of 32"), "fine-tuning on 8 frames from "
+              "4: %s", out);
+    free(out);
+    rc = tbt_run(&out, 600, "%s train %s --pos learned --epochs 1 --out %s/cls_learned", t,
+                 cls_flags, d);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train %s --pos learned --frames 8 --init "
+                 "%s/cls_learned/last.safetensors --out %s/ft_bad3", t, cls_flags, d, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "tensor 'pos_embed' has shape (1,8,32), the model "
+                                             "needs (1,16,32): learned positions are not "
+                                             "interpolated"), "learned positions of another "
+              "clip shape: %s", out);
+    free(out);
     rc = tbt_run(&out, 300, "%s train %s --init %s/syn/annotations/EPIC_100_train.csv --out "
                  "%s/ft_bad2", t, cls_flags, d, d);
     CHECK_MSG(rc != 0 && out && strstr(out, "EPIC_100_train.csv"), "init from a CSV: %s", out);

@@ -185,6 +185,12 @@ int tb_params_init(tb_params *r, uint64_t seed)
     return rc;
 }
 
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
 /* Whether t has p's dtype and shape; else a message naming both shapes. */
 static int check_shape(const struct tb_param *p, const struct tb_st_tensor *t, const char *name)
 {
@@ -202,7 +208,7 @@ static int check_shape(const struct tb_param *p, const struct tb_st_tensor *t, c
                  (long long)t->shape[d]);
     return tbi_err(TB_EFORMAT, "tensor '%s' has shape (%s)%s, the model needs (%s)%s", name, got,
                    t->dtype == TB_ST_F32 ? "" : " and is not float32", want,
-                   !strcmp(p->name + strlen(p->name) - (strlen(p->name) > 9 ? 9 : 0), "pos_embed")
+                   ends_with(p->name, "pos_embed")
                        ? ": learned positions are not interpolated to another clip shape (use "
                          "sin-cos positions, --pos sincos)"
                        : "");
