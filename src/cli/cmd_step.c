@@ -98,6 +98,43 @@ static void out_tensor(struct tb_st_tensor *t, const char *prefix, const struct 
     t->data = data;
 }
 
+/* The optimizer's hyper-parameters from the flags (its kind is set before tb_optim_init). */
+static void set_hyper(struct tb_optim *opt, const struct step_config *c)
+{
+    opt->lr = (float)c->lr;
+    opt->weight_decay = (float)c->wd;
+    opt->beta1 = (float)c->beta1;
+    opt->beta2 = (float)c->beta2;
+    opt->eps = (float)c->eps;
+}
+
+/* Every parameter's gradient into grads (the registry's layout). */
+static int read_grads(tb_params *params, float *grads)
+{
+    for (int i = 0; i < tb_params_count(params); i++) {
+        int rc = tb_params_read_grad(params, i, grads + tb_params_at(params, i)->offset);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* grad.<name> (from grads) and <name> (the weights now, read into weights) of every
+ * parameter, appended to outs. */
+static int add_weights(struct tb_st_tensor *outs, int *n_out, tb_params *params, float *grads,
+                       float *weights)
+{
+    for (int i = 0; i < tb_params_count(params); i++) {
+        const struct tb_param *p = tb_params_at(params, i);
+        int rc = tb_params_read(params, i, weights + p->offset);
+        if (rc < 0)
+            return rc;
+        out_tensor(&outs[(*n_out)++], "grad.", p, grads + p->offset);
+        out_tensor(&outs[(*n_out)++], "", p, weights + p->offset);
+    }
+    return 0;
+}
+
 /* The batch's int64 (B, N) 0/1 mask called name as bytes, or NULL (with a message) when it
  * is absent or malformed. */
 static uint8_t *batch_mask(const struct tb_st_file *bf, const char *path, const char *name,
@@ -174,11 +211,7 @@ static int run_mae(struct step_config *c)
     opt.kind = (enum tb_optimizer)kind;
     if ((rc = tb_mae_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
         goto fail;
-    opt.lr = (float)c->lr;
-    opt.weight_decay = (float)c->wd;
-    opt.beta1 = (float)c->beta1;
-    opt.beta2 = (float)c->beta2;
-    opt.eps = (float)c->eps;
+    set_hyper(&opt, c);
     losses = malloc(sizeof(float) * (size_t)c->steps);
     pred = malloc(sizeof(float) * (size_t)B * Nq * V);
     grads = malloc(sizeof(float) * (size_t)nf);
@@ -193,14 +226,8 @@ static int run_mae(struct step_config *c)
             (rc = tb_mae_set_mask(m, mask, drop)) < 0 || (rc = tb_mae_run(m, &losses[s])) < 0 ||
             (rc = tb_mae_backward(m)) < 0)
             goto fail;
-        if (s == 0) {
-            if ((rc = tb_mae_pred(m, pred)) < 0)
-                goto fail;
-            for (int i = 0; i < np; i++)
-                if ((rc = tb_params_read_grad(params, i, grads + tb_params_at(params, i)->offset)) <
-                    0)
-                    goto fail;
-        }
+        if (s == 0 && ((rc = tb_mae_pred(m, pred)) < 0 || (rc = read_grads(params, grads)) < 0))
+            goto fail;
         if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
             goto fail;
     }
@@ -209,14 +236,8 @@ static int run_mae(struct step_config *c)
     outs[n_out++] = (struct tb_st_tensor){.name = "pred", .dtype = TB_ST_F32, .n_dims = 3,
                                           .shape = {B, Nq, V}, .n = (int64_t)B * Nq * V,
                                           .data = pred};
-    for (int i = 0; i < np; i++) {
-        const struct tb_param *p = tb_params_at(params, i);
-        if ((rc = tb_params_read(params, i, weights + p->offset)) < 0)
-            goto fail;
-        out_tensor(&outs[n_out++], "grad.", p, grads + p->offset);
-        out_tensor(&outs[n_out++], "", p, weights + p->offset);
-    }
-    if ((rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
+    if ((rc = add_weights(outs, &n_out, params, grads, weights)) < 0 ||
+        (rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
         goto fail;
     printf("step: %d %s steps of MAE pretraining on %d clips, loss %.6f -> %.6f, wrote %s\n",
            c->steps, c->optim, B, losses[0], losses[c->steps - 1], c->out);
@@ -337,11 +358,7 @@ static int run_step(void *config, int n_args, char **args)
     int64_t nf = tb_params_floats(params);
     if ((rc = tb_vit_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
         goto fail;
-    opt.lr = (float)c->lr;
-    opt.weight_decay = (float)c->wd;
-    opt.beta1 = (float)c->beta1;
-    opt.beta2 = (float)c->beta2;
-    opt.eps = (float)c->eps;
+    set_hyper(&opt, c);
     losses = malloc(sizeof(float) * (size_t)c->steps);
     logits = malloc(sizeof(float) * (size_t)(K * B > feat_floats ? K * B : feat_floats));
     kept = keep ? malloc(sizeof(int32_t) * (size_t)keep->n) : NULL;
@@ -387,14 +404,9 @@ static int run_step(void *config, int n_args, char **args)
                 (rc = tb_vit_run(m, label->data, (float)c->smoothing, &losses[s])) < 0 ||
                 (rc = tb_vit_backward(m)) < 0)
                 goto fail;
-            if (s == 0) {
-                if ((rc = tb_vit_logits(m, logits)) < 0)
-                    goto fail;
-                for (int i = 0; i < np; i++)
-                    if ((rc = tb_params_read_grad(params, i,
-                                                  grads + tb_params_at(params, i)->offset)) < 0)
-                        goto fail;
-            }
+            if (s == 0 && ((rc = tb_vit_logits(m, logits)) < 0 ||
+                           (rc = read_grads(params, grads)) < 0))
+                goto fail;
             if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
                 goto fail;
         }
@@ -404,13 +416,8 @@ static int run_step(void *config, int n_args, char **args)
         outs[n_out++] = (struct tb_st_tensor){.name = "logits", .dtype = TB_ST_F32,
                                               .n_dims = 2, .shape = {B, K},
                                               .n = (int64_t)B * K, .data = logits};
-        for (int i = 0; i < np; i++) {
-            const struct tb_param *p = tb_params_at(params, i);
-            if ((rc = tb_params_read(params, i, weights + p->offset)) < 0)
-                goto fail;
-            out_tensor(&outs[n_out++], "grad.", p, grads + p->offset);
-            out_tensor(&outs[n_out++], "", p, weights + p->offset);
-        }
+        if ((rc = add_weights(outs, &n_out, params, grads, weights)) < 0)
+            goto fail;
     }
     if ((rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
         goto fail;
