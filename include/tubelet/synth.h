@@ -38,8 +38,6 @@ struct tb_synth_opts {
     int crf;                    /* x264 quality of the videos */
     const char *preset;         /* x264 preset */
     int n_threads;              /* encoder threads per video; 0 = FFmpeg's choice */
-    int no_grain;               /* 1: backgrounds without their static grain (smooth: every
-                                 * part of a frame predictable from its surroundings) */
     int n_jobs;                 /* videos made in parallel (at least 1) */
     const volatile int *cancel; /* borrowed, may be NULL: stop soon with TB_ECANCELED */
 };

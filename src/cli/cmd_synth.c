@@ -12,7 +12,6 @@ struct synth_config {
     struct cli_size size;
     struct cli_rate fps;
     double actor_scale;
-    int grain;
     int seed;
     int crf;
     char *preset;
@@ -35,8 +34,6 @@ static const struct cli_flag synth_flags[] = {
       "frame rate", 1, 240),
     F("actor-scale", CLI_DOUBLE, actor_scale, "1", "X",
       "size of the acting shapes, times the usual 16-20% of the short side", 0.5, 2.5),
-    F("grain", CLI_BOOL, grain, "true", "",
-      "the backgrounds' static grain (--no-grain: smooth backgrounds)", CLI_NO_RANGE),
     F("seed", CLI_INT, seed, "0", "K",
       "random seed; same seed, same dataset", 0, 2147483647),
     F("crf", CLI_INT, crf, "18", "Q",
@@ -63,7 +60,7 @@ static int run_synth(void *config, int n_args, char **args)
     }
     struct tb_synth_opts o = {
         .out_dir = c->out, .n_videos = c->videos, .seconds = c->seconds, .width = c->size.w,
-        .height = c->size.h, .actor_scale = c->actor_scale, .no_grain = !c->grain, .fps_num = c->fps.num,
+        .height = c->size.h, .actor_scale = c->actor_scale, .fps_num = c->fps.num,
         .fps_den = c->fps.den, .seed = (uint64_t)c->seed, .crf = c->crf, .preset = c->preset,
         .n_threads = c->threads, .n_jobs = c->jobs, .cancel = &cli_cancel,
     };

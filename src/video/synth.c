@@ -215,10 +215,6 @@ static int plan_video(struct video_plan *v, const struct synth *s, int video)
         return TB_ENOMEM;
     /* Grain: white noise smoothed along rows, so it reads as texture, not sensor noise. */
     double prev = 0;
-    if (s->o->no_grain) {
-        memset(v->texture, 0, n_px);
-        return 0;
-    }
     for (size_t i = 0; i < n_px; i++) {
         double g = uniform(&r, -18, 18);
         prev = (i % (size_t)s->w) ? 0.55 * prev + 0.45 * g : g;
