@@ -6,7 +6,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build build-asan test test-fast test-asan demo bench-prep bench-reader clean
+.PHONY: all setup build build-asan test test-fast test-asan demo demo-mae bench-prep bench-reader clean
 
 all: build
 
@@ -34,6 +34,10 @@ test-asan: build-asan
 demo: build
 	@sh scripts/demo.sh $(BUILD)/tubelet demo
 
+# VideoMAE pretraining then fine-tuning on a quarter of the labels, against scratch, 2 seeds.
+demo-mae: build
+	@sh scripts/demo_mae.sh $(BUILD)/tubelet demo-mae
+
 bench-prep: build
 	@sh bench/prep_table.sh $(BUILD)
 
@@ -43,4 +47,4 @@ bench-reader: build
 	@sh bench/reader_bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) demo
+	rm -rf $(BUILD) $(BUILD_ASAN) demo demo-mae
