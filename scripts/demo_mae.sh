@@ -21,7 +21,7 @@ echo "== 1/3 synth and prep: 64 videos of 60 s at 128x128 (shapes 1.6x), 15 s ch
         --preset ultrafast
 [ -d "$out/chunks" ] ||
     "$bin" prep "$out"/data/videos/*.mp4 --out "$out/chunks" --short-side 80 \
-        --preset ultrafast --jobs 2
+        --preset ultrafast --jobs 2 > "$out/prep.log"
 ann=$out/data/annotations
 # The labelled quarter: every fourth training action.
 awk 'NR == 1 || NR % 4 == 2' "$ann/EPIC_100_train.csv" > "$out/train_quarter.csv"
