@@ -33,7 +33,7 @@ struct tb_mae {
     float mean01[3], std01[3];        /* the input's normalisation, 0-1 scale */
 
     int B_plan, B, B_in, mask_set, fwd_done;
-    int32_t *h_keep, *h_idx, *h_rows; /* host: (B, Nv), (B, Nd), (B, Nq) */
+    int32_t *h_keep, *h_idx, *h_rows, *h_tok; /* host: (B, Nv), (B, Nd), (B, Nq) x2 */
     float *h_w;                       /* host (B, Nq) */
     int32_t *idx;                     /* (B, Nd): positions, visible then decoded */
     int32_t *q_tok;                   /* (B, Nq): the decoded tokens (= idx[b][Nv:]) */
@@ -183,8 +183,9 @@ static void free_acts(tb_mae *m)
     free(m->h_keep);
     free(m->h_idx);
     free(m->h_rows);
+    free(m->h_tok);
     free(m->h_w);
-    m->h_keep = m->h_idx = m->h_rows = NULL;
+    m->h_keep = m->h_idx = m->h_rows = m->h_tok = NULL;
     m->h_w = NULL;
     m->B_plan = m->B = m->B_in = m->mask_set = m->fwd_done = 0;
     for (int s = m->span0; s < m->reg.n_spans; s++)
@@ -292,7 +293,8 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
         (rc = o->alloc(m->be, sizeof(int32_t) * Rq, (void **)&m->q_rows)) < 0 ||
         (rc = o->alloc(m->be, sizeof(float) * Rq, (void **)&m->w)) < 0 ||
         !(m->h_keep = malloc(sizeof(int32_t) * Rv)) || !(m->h_idx = malloc(sizeof(int32_t) * Rd)) ||
-        !(m->h_rows = malloc(sizeof(int32_t) * Rq)) || !(m->h_w = malloc(sizeof(float) * Rq))) {
+        !(m->h_rows = malloc(sizeof(int32_t) * Rq)) || !(m->h_tok = malloc(sizeof(int32_t) * Rq)) ||
+        !(m->h_w = malloc(sizeof(float) * Rq))) {
         free_acts(m);
         return tbi_err(rc < 0 ? rc : TB_ENOMEM, "out of memory for the MAE decoder's "
                        "activations of %d clips (%.2f GB): lower --batch", B, total / 1e9);
@@ -411,12 +413,9 @@ int tb_mae_set_mask(tb_mae *m, const uint8_t *mask, const uint8_t *drop)
     size_t Rq = (size_t)B * Nq;
     TBI_TRY(tb_vit_set_keep(m->enc, m->h_keep));
     TBI_TRY(o->to_device(m->be, m->idx, m->h_idx, sizeof(int32_t) * (size_t)B * Nd));
-    for (int b = 0; b < B; b++)
-        memcpy(m->h_rows + (size_t)b * Nq, m->h_idx + (size_t)b * Nd + Nv, sizeof(int32_t) * Nq);
-    TBI_TRY(o->to_device(m->be, m->q_tok, m->h_rows, sizeof(int32_t) * Rq));
-    for (int b = 0; b < B; b++) /* h_rows back to what plan made it */
-        for (int j = 0; j < Nq; j++)
-            m->h_rows[(size_t)b * Nq + j] = Nv + j;
+    for (int b = 0; b < B; b++) /* the decoded tokens: the tail of each clip's positions */
+        memcpy(m->h_tok + (size_t)b * Nq, m->h_idx + (size_t)b * Nd + Nv, sizeof(int32_t) * Nq);
+    TBI_TRY(o->to_device(m->be, m->q_tok, m->h_tok, sizeof(int32_t) * Rq));
     TBI_TRY(o->to_device(m->be, m->w, m->h_w, sizeof(float) * Rq));
     m->mask_set = 1;
     return 0;
