@@ -59,6 +59,32 @@ void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block
     }
 }
 
+int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
+                          const struct tbi_block_acts *a, int L, int shared, float **own)
+{
+    int64_t n_own = 0;
+    *own = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        n_own = 0;
+        for (int i = 0; i < s1 - s0; i++) {
+            int64_t len = tbi_span_floats(r, s0 + i);
+            if (i < L && !shared && (size_t)len <= a[i].floats) {
+                r->home[s0 + i] = a[i].ln1_mean;
+            } else {
+                r->home[s0 + i] = pass ? *own + n_own : NULL;
+                n_own += len;
+            }
+        }
+        if (pass == 0) {
+            int rc = be->ops->alloc(be, sizeof(float) * (size_t)(n_own ? n_own : 1),
+                                    (void **)own);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* The qkv bias the product takes: the whole one, or (q, 0, v) assembled in scratch. */
 static int qkv_bias(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                     const struct tbi_block_scratch *s, const float **bias)

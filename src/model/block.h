@@ -65,6 +65,14 @@ size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N);
 float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
                             int B, int N, int with_fc1);
 
+/* Homes for a tower's gradient spans [s0, s1) of r, whose span s0 is written after block
+ * 0's backward and span s0 + 1 + l by block l's: span s0 + i (i < L) in block i's saved
+ * activations a[i] - dead by then - when it fits and the sets are the blocks' own (not one
+ * shared by recomputing blocks), every other span in one new allocation *own (the caller
+ * frees it). */
+int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
+                          const struct tbi_block_acts *a, int L, int shared, float **own);
+
 /* Scratch shared by all blocks of a tower. */
 struct tbi_block_scratch {
     float *ln;                    /* (R, D): a LayerNorm output */

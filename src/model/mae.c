@@ -240,32 +240,13 @@ int tb_mae_init(tb_mae *m, uint64_t seed)
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
-/* Homes of the decoder's gradient spans: block l's in block l + 1's activations (dead when
- * block l's backward writes them), the mapping's and mask token's in block 0's (written after
- * it), the last block's and the norm's and head's (written first) in memory of their own. */
+/* Homes of the decoder's gradient spans (span0: the mapping and mask token, written after
+ * block 0's backward; then one per block; the norm's and head's, written first): as the
+ * encoder's, in the blocks' dead activations where they fit. */
 static int place_grads(tb_mae *m)
 {
-    int n = m->reg.n_spans - m->span0, rc;
-    int64_t own = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        own = 0;
-        for (int i = 0; i < n; i++) {
-            int64_t len = tbi_span_floats(&m->reg, m->span0 + i);
-            /* span 0: mapping + mask token; 1 + l: block l; n - 1: norm + head */
-            int host = i == 0 ? 0 : i < m->Ld ? i : -1;
-            float **home = &m->reg.home[m->span0 + i];
-            if (host >= 0 && !m->c.enc.recompute && (size_t)len <= m->ba[host].floats)
-                *home = m->ba[host].ln1_mean;
-            else {
-                *home = pass ? m->grad_own + own : NULL;
-                own += len;
-            }
-        }
-        if (pass == 0 && (rc = m->be->ops->alloc(m->be, sizeof(float) * (size_t)(own ? own : 1),
-                                                 (void **)&m->grad_own)) < 0)
-            return rc;
-    }
-    return 0;
+    return tbi_block_place_grads(m->be, &m->reg, m->span0, m->reg.n_spans, m->ba, m->Ld, 0,
+                                 &m->grad_own);
 }
 
 int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)

@@ -334,39 +334,22 @@ int tb_vit_init(tb_vit *m, uint64_t seed)
 
 /* ---- activations ------------------------------------------------------------------------ */
 
-/* Whether a gradient span of len floats goes into a block's saved activations of `floats`:
- * when they are that block's own (not one set shared by recomputed blocks) and large enough. */
+/* Whether a gradient span of len floats goes into a block's saved activations of `floats`
+ * (tbi_block_place_grads' rule): when they are that block's own (not one set shared by
+ * recomputed blocks) and large enough. */
 static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
 {
     return !m->c.recompute && (size_t)len <= floats;
 }
 
 /* Give each gradient span a home: block l's (span 1 + l) in the activations of block l + 1,
- * the token embedding's (span 0) in block 0's, where span_hosted; the rest in one allocation
- * of their own. Block l's gradients are written when its backward runs, after block l + 1's
+ * the token embedding's (span 0) in block 0's, where they fit; the rest in one allocation of
+ * their own. Block l's gradients are written when its backward runs, after block l + 1's
  * activations are dead. */
 static int place_grads(tb_vit *m)
 {
-    int L = m->c.depth, rc;
-    int64_t own = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        own = 0;
-        for (int i = 0; i < m->span1 - m->span0; i++) {
-            int64_t len = tbi_span_floats(m->reg, m->span0 + i);
-            int host = i == 0 ? 0 : i < L ? i : -1; /* the block whose space is free by then */
-            float **home = &m->reg->home[m->span0 + i];
-            if (host >= 0 && span_hosted(m, len, m->ba[host].floats))
-                *home = m->ba[host].ln1_mean;
-            else {
-                *home = pass ? m->grad_own + own : NULL;
-                own += len;
-            }
-        }
-        if (pass == 0 && (rc = m->be->ops->alloc(m->be, sizeof(float) * (size_t)own,
-                                                 (void **)&m->grad_own)) < 0)
-            return rc;
-    }
-    return 0;
+    return tbi_block_place_grads(m->be, m->reg, m->span0, m->span1, m->ba, m->c.depth,
+                                 m->c.recompute, &m->grad_own);
 }
 
 /* Bytes of memory this machine has, or 0 when it cannot tell. */
