@@ -227,7 +227,8 @@ static int run_train(void *config, int n_args, char **args)
         struct tb_st_file *f = NULL;
         if ((rc = tb_st_read(&f, c->init)) < 0)
             goto fail;
-        qv_bias = tb_st_find(f, "blocks.0.attn.q_bias") || tb_st_find(f, "encoder.blocks.0.attn.q_bias");
+        qv_bias = tb_st_find(f, "blocks.0.attn.q_bias") ||
+                  tb_st_find(f, "encoder.blocks.0.attn.q_bias");
         tb_st_free(&f);
     }
     int classes = c->classes;

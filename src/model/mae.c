@@ -473,8 +473,9 @@ int tb_mae_run(tb_mae *m, float *loss)
     for (int l = 0; l < m->Ld; l++) {
         struct tbi_block_w w;
         block_w(m, l, &w, NULL);
-        TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, NULL, m->x + (size_t)l * Rd * Dd,
-                                  m->x + (size_t)(l + 1) * Rd * Dd, B, Nd, 0));
+        TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, NULL,
+                                  m->x + (size_t)l * Rd * Dd, m->x + (size_t)(l + 1) * Rd * Dd,
+                                  B, Nd, 0));
     }
     TBI_TRY(o->gather_rows(be, m->qx, m->x + (size_t)m->Ld * Rd * Dd, m->q_rows, B, Nd, Nq, Dd));
     TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, m->qx,
