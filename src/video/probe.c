@@ -131,8 +131,12 @@ int tb_probe(struct tb_probe **out, const char *path, int decode)
     else if (in.fmt->duration != AV_NOPTS_VALUE)
         p->duration = (double)in.fmt->duration / AV_TIME_BASE;
     p->n_frames_declared = st->nb_frames;
-    if (decode)
-        rc = decode_all(p, &in, path);
+    if (p->width <= 0 || p->height <= 0)
+        rc = tbi_err(TB_EDECODE, "%s: %s stream without a frame size (corrupt, or not a video)",
+                     path, p->codec);
+    else if (decode && (rc = decode_all(p, &in, path)) == 0 && p->n_frames == 0)
+        rc = tbi_err(TB_EDECODE, "%s: no decodable frame (%lld bad packets)", path,
+                     (long long)p->n_bad_packets);
     tbi_input_close(&in);
 end:
     if (rc < 0)
