@@ -138,6 +138,23 @@ int tbt_exists(const char *path)
     return access(path, F_OK) == 0;
 }
 
+int tbt_write_noise(const char *path, long offset, size_t n, uint64_t seed)
+{
+    FILE *f = fopen(path, offset < 0 ? "wb" : "r+b");
+    if (!f)
+        return -1;
+    if (offset > 0 && fseek(f, offset, SEEK_SET) != 0) {
+        fclose(f);
+        return -1;
+    }
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1; /* xorshift64*, never zero */
+    for (size_t i = 0; i < n; i++) {
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        fputc((int)((x * 0x2545F4914F6CDD1Dull) >> 56), f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 char *tbt_read(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -85,6 +85,9 @@ void tbt_compare_st(const char *ours_path, const char *ref_path, const char *wha
 
 /* 1 if a file exists. */
 int tbt_exists(const char *path);
+/* Writes n bytes of seeded noise (the same bytes on every run) into path: a new file when
+ * offset < 0, else over the existing file's bytes from offset on. 0 or -1. */
+int tbt_write_noise(const char *path, long offset, size_t n, uint64_t seed);
 
 /* Read a whole file (malloc'ed, NUL-terminated) or NULL. */
 char *tbt_read(const char *path, size_t *len);

@@ -433,11 +433,13 @@ static void test_failures(const struct tb_annotations *ann)
     char broken[4300], *out = NULL;
     snprintf(broken, sizeof(broken), "%s/broken", tbt_dir());
     /* A copy of the data with a chunk deleted and another overwritten with noise. */
-    int rc = tbt_run(&out, 60, "rm -rf %s && cp -r %s %s && rm %s/P01_01.mp4/5.mp4 && "
-                     "head -c 20000 /dev/urandom > %s/P01_02.mp4/10.mp4", broken, root, broken,
-                     broken, broken);
+    int rc = tbt_run(&out, 60, "rm -rf %s && cp -r %s %s && rm %s/P01_01.mp4/5.mp4", broken,
+                     root, broken, broken);
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
+    char noisy[4400];
+    snprintf(noisy, sizeof(noisy), "%s/P01_02.mp4/10.mp4", broken);
+    CHECK_EQ(tbt_write_noise(noisy, -1, 20000, 10), 0);
     tb_dataset *ds = NULL;
     struct tb_dataset_opts dopts = ds_opts(broken);
     CHECK_EQ(tb_dataset_open(&ds, ann, &dopts), 0);

@@ -493,21 +493,6 @@ static void test_interrupt(void)
     CHECK_EQ(count_files(dir, ".part"), 0);
 }
 
-/* n bytes of seeded noise (xorshift64*): the same file on every run. */
-static void write_noise(const char *path, uint64_t seed, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-        fputc((int)((x * 0x2545F4914F6CDD1Dull) >> 56), f);
-    }
-    fclose(f);
-}
-
 /* Noise is never a video: ffmpeg finds a stream (often raw h263, whose start code is 22 bits
  * of random chance) in a few of these, without a frame size or any decodable frame; probe and
  * prep must refuse every one, never report a 0x0 video. */
@@ -520,7 +505,7 @@ static void test_noise(void)
     snprintf(root, sizeof(root), "%s/noise_out", d);
     tbt_case = "noise";
     for (int seed = 1; seed <= n_seeds; seed++) {
-        write_noise(path, (uint64_t)seed, 300000);
+        CHECK_EQ(tbt_write_noise(path, -1, 300000, (uint64_t)seed), 0);
         int rc = tbt_run(&out, 60, "%s probe %s", tbt_tubelet(), path);
         CHECK_MSG(rc == 1, "seed %d: probe exit status %d (want 1): %s", seed, rc, out);
         CHECK_STR_HAS(out, "noise.avi: ");
