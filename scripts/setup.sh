@@ -7,7 +7,7 @@ set -eu
 pkgs="build-essential cmake pkg-config
 libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libx264-dev
 libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin
-ffmpeg opencv-doc python3 python3-dev python3-numpy python3-pytest python3-torch"
+ffmpeg opencv-doc python3 python3-dev python3-numpy python3-pytest python3-torch python3-regex"
 
 missing=""
 for p in $pkgs; do
