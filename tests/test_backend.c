@@ -484,6 +484,55 @@ OP(pool_bwd)
     RUN(d->be->ops->pool_bwd(d->be, TBI_POOL_MEAN, d->out[1], d->in[0], B, NT, D));
 }
 
+/* CLIP's tiled positions: T frames of S spatial positions. */
+enum { PT = 3, PS = 6 };
+OP(pos_tile_fwd)
+{
+    if (prepare) {
+        add_in(io, (1 + PS) * D, 1), add_in(io, PT * D, 1);
+        add_out(io, (1 + PT * PS) * D), add_out(io, (1 + PT * PS) * D);
+        return;
+    }
+    RUN(d->be->ops->pos_tile_fwd(d->be, d->out[0], d->in[0], d->in[1], PT, PS, D));
+    RUN(d->be->ops->pos_tile_fwd(d->be, d->out[1], d->in[0], NULL, PT, PS, D));
+}
+
+OP(pos_tile_bwd)
+{
+    if (prepare) {
+        add_in(io, (1 + PT * PS) * D, 1);
+        add_out(io, (1 + PS) * D), add_out(io, PT * D), add_out(io, (1 + PS) * D);
+        return;
+    }
+    RUN(d->be->ops->pos_tile_bwd(d->be, d->out[0], d->out[1], d->in[0], PT, PS, D));
+    RUN(d->be->ops->pos_tile_bwd(d->be, d->out[2], NULL, d->in[0], PT, PS, D));
+}
+
+/* Token ids with repeats (a caption's padding): R rows of a table of V. */
+enum { EV = 11, ER = 40 };
+static int32_t embed_ids[ER];
+OP(embed_bwd)
+{
+    if (prepare) {
+        for (int r = 0; r < ER; r++)
+            embed_ids[r] = r % 3 ? (int32_t)((r * 7) % EV) : 0;
+        add_in(io, (size_t)ER * D, 1), add_out(io, (size_t)EV * D);
+        io->idx = embed_ids;
+        io->n_idx = ER;
+        return;
+    }
+    RUN(d->be->ops->embed_bwd(d->be, d->out[0], d->in[0], d->idx, ER, EV, D));
+}
+
+OP(transpose)
+{
+    if (prepare) {
+        add_in(io, (size_t)M * 70, 1), add_out(io, (size_t)M * 70);
+        return;
+    }
+    RUN(d->be->ops->transpose(d->be, d->out[0], d->in[0], M, 70));
+}
+
 OP(adamw)
 {
     if (prepare) {
@@ -584,6 +633,10 @@ static const struct op_case cases[] = {
     {"patch_target", case_patch_target, 1e-5, "the tube's mean and std summed in another order"},
     {"mse_fwd", case_mse_fwd, 1e-6, "double sums in another order"},
     {"mse_bwd", case_mse_bwd, 1e-6, "the weight sum in another order"},
+    {"pos_tile_fwd", case_pos_tile_fwd, 0, "one add per element"},
+    {"pos_tile_bwd", case_pos_tile_bwd, 1e-6, "sums over frames and positions in another order"},
+    {"embed_bwd", case_embed_bwd, 1e-6, "sums over repeated ids in another order"},
+    {"transpose", case_transpose, 0, "a copy: exact"},
     {"pool_fwd", case_pool_fwd, 1e-6, "the mean summed in another order"},
     {"pool_bwd", case_pool_bwd, 0, "a copy, or one multiply"},
     {"adamw", case_adamw, 1e-6, "sqrt and division rounded differently"},
@@ -791,6 +844,52 @@ static void test_token_grads(void)
     free(tokens), free(cls), free(pos), free(w), free(dt), free(dc), free(dp), free(x);
 }
 
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+/* The linear ops' backwards are their adjoints: <fwd(x), w> = <x, bwd(w)>; transpose moves
+ * every element where it belongs. */
+static void test_adjoints(void)
+{
+    tbt_case = "pos_tile, embed_bwd, transpose: adjoints";
+    size_t np = (size_t)(1 + PT * PS) * D;
+    float *sp = randn((1 + PS) * D, 1), *te = randn(PT * D, 1), *w = randn(np, 1);
+    float *pos = malloc(sizeof(float) * np), *dsp = malloc(sizeof(float) * (1 + PS) * D);
+    float *dte = malloc(sizeof(float) * PT * D);
+    CHECK_EQ(cpu->ops->pos_tile_fwd(cpu, pos, sp, te, PT, PS, D), 0);
+    CHECK_EQ(cpu->ops->pos_tile_bwd(cpu, dsp, dte, w, PT, PS, D), 0);
+    double lhs = dot(pos, w, np), rhs = dot(sp, dsp, (1 + PS) * D) + dot(te, dte, PT * D);
+    CHECK_MSG(fabs(lhs - rhs) <= 1e-5 * (fabs(lhs) + 1), "pos_tile: %.9g vs %.9g", lhs, rhs);
+
+    int32_t ids[ER];
+    for (int r = 0; r < ER; r++)
+        ids[r] = (int32_t)tb_rng_below(&rng, EV);
+    float *table = randn((size_t)EV * D, 1), *rows = malloc(sizeof(float) * ER * D);
+    float *wr = randn((size_t)ER * D, 1), *dtab = malloc(sizeof(float) * EV * D);
+    CHECK_EQ(cpu->ops->gather_rows(cpu, rows, table, ids, 1, EV, ER, D), 0);
+    CHECK_EQ(cpu->ops->embed_bwd(cpu, dtab, wr, ids, ER, EV, D), 0);
+    lhs = dot(rows, wr, (size_t)ER * D), rhs = dot(table, dtab, (size_t)EV * D);
+    CHECK_MSG(fabs(lhs - rhs) <= 1e-5 * (fabs(lhs) + 1), "embed: %.9g vs %.9g", lhs, rhs);
+    ids[3] = EV;
+    CHECK(cpu->ops->embed_bwd(cpu, dtab, wr, ids, ER, EV, D) < 0);
+    CHECK_STR_HAS(tb_errmsg(), "id 11");
+
+    float *src = randn((size_t)M * 70, 1), *tr = malloc(sizeof(float) * M * 70);
+    CHECK_EQ(cpu->ops->transpose(cpu, tr, src, M, 70), 0);
+    int moved = 1;
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < 70; c++)
+            moved &= tr[c * M + r] == src[r * 70 + c];
+    CHECK(moved);
+    free(sp), free(te), free(w), free(pos), free(dsp), free(dte), free(table), free(rows);
+    free(wr), free(dtab), free(src), free(tr);
+}
+
 int main(void)
 {
     tbt_begin("backend");
@@ -804,6 +903,7 @@ int main(void)
     test_guard();
     test_normalize();
     test_token_grads();
+    test_adjoints();
     int others = 0;
     for (int b = 0; tbi_backend_names[b]; b++) {
         if (!strcmp(tbi_backend_names[b], "cpu"))

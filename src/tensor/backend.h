@@ -152,6 +152,26 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (tbi_backend * be, float *dpred, const float *pred, const float *tgt, const float *w,    \
        int R, int C),                                                                          \
       (be, dpred, pred, tgt, w, R, C))                                                         \
+    /* CLIP's video positions: pos (1 + T S, D), row 0 = spatial's row 0, row 1 + t S + s =   \
+     * spatial (1 + S, D)'s row 1 + s + temporal (T, D)'s row t (temporal NULL: none) */        \
+    X(pos_tile_fwd,                                                                            \
+      (tbi_backend * be, float *pos, const float *spatial, const float *temporal, int T,       \
+       int S, int D),                                                                          \
+      (be, pos, spatial, temporal, T, S, D))                                                   \
+    /* its backward from dpos: dspatial and dtemporal (may be NULL) written */                \
+    X(pos_tile_bwd,                                                                            \
+      (tbi_backend * be, float *dspatial, float *dtemporal, const float *dpos, int T, int S,   \
+       int D),                                                                                 \
+      (be, dspatial, dtemporal, dpos, T, S, D))                                                \
+    /* an embedding's backward: dtable (V, D) written, row v = the sum of the rows r of dx     \
+     * (R, D) whose ids[r] (int32, each < V) is v, in row order */                             \
+    X(embed_bwd,                                                                               \
+      (tbi_backend * be, float *dtable, const float *dx, const int32_t *ids, int R, int V,     \
+       int D),                                                                                 \
+      (be, dtable, dx, ids, R, V, D))                                                          \
+    /* out (C, R) = in (R, C) transposed (a CLIP projection's x @ proj as a matmul) */         \
+    X(transpose, (tbi_backend * be, float *out, const float *in, int R, int C),               \
+      (be, out, in, R, C))                                                                     \
     /* pooled (B, D) = x (B, N, D)'s first row or mean over N; the backward writes dx */       \
     X(pool_fwd, (tbi_backend * be, int pool, float *pooled, const float *x, int B, int N, int D), \
       (be, pool, pooled, x, B, N, D))                                                          \

@@ -222,6 +222,41 @@ int tbi_cpu_scatter_rows(tbi_backend *be, float *dst, const float *src, const in
     return 0;
 }
 
+int tbi_cpu_pos_tile_fwd(tbi_backend *be, float *pos, const float *spatial,
+                         const float *temporal, int T, int S, int D)
+{
+    (void)be;
+    tbi_pos_tile_fwd(pos, spatial, temporal, T, S, D);
+    return 0;
+}
+
+int tbi_cpu_pos_tile_bwd(tbi_backend *be, float *dspatial, float *dtemporal, const float *dpos,
+                         int T, int S, int D)
+{
+    (void)be;
+    tbi_pos_tile_bwd(dspatial, dtemporal, dpos, T, S, D);
+    return 0;
+}
+
+int tbi_cpu_embed_bwd(tbi_backend *be, float *dtable, const float *dx, const int32_t *ids, int R,
+                      int V, int D)
+{
+    (void)be;
+    for (int r = 0; r < R; r++)
+        if (ids[r] < 0 || ids[r] >= V)
+            return tbi_err(TB_EINVAL, "embedding row %d: id %d outside the table's %d", r,
+                           (int)ids[r], V);
+    tbi_embed_bwd(dtable, dx, ids, R, V, D);
+    return 0;
+}
+
+int tbi_cpu_transpose(tbi_backend *be, float *out, const float *in, int R, int C)
+{
+    (void)be;
+    tbi_transpose(out, in, R, C);
+    return 0;
+}
+
 int tbi_cpu_tokens_fill_fwd(tbi_backend *be, float *x, const float *src, const float *fill,
                             const float *pos, const int32_t *idx, int B, int NS, int NF, int D)
 {

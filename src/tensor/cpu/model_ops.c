@@ -293,3 +293,79 @@ void tbi_scale_add(float *out, const float *a, const float *x, const float *scal
                 out[o + i] = (a ? a[o + i] : 0.0f) + s * x[o + i];
         }
 }
+
+void tbi_pos_tile_fwd(float *pos, const float *spatial, const float *temporal, int T, int S,
+                      int D)
+{
+    memcpy(pos, spatial, sizeof(float) * (size_t)D);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int t = 0; t < T; t++)
+        for (int s = 0; s < S; s++) {
+            float *dst = pos + (1 + (size_t)t * S + s) * D;
+            const float *sp = spatial + (1 + (size_t)s) * D;
+            const float *te = temporal ? temporal + (size_t)t * D : NULL;
+            for (int d = 0; d < D; d++)
+                dst[d] = te ? sp[d] + te[d] : sp[d];
+        }
+}
+
+void tbi_pos_tile_bwd(float *dspatial, float *dtemporal, const float *dpos, int T, int S, int D)
+{
+    memcpy(dspatial, dpos, sizeof(float) * (size_t)D);
+    /* Each spatial row sums its T rows in frame order; each temporal row its S in order. */
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < S; s++) {
+        float *g = dspatial + (1 + (size_t)s) * D;
+        memset(g, 0, sizeof(float) * (size_t)D);
+        for (int t = 0; t < T; t++) {
+            const float *row = dpos + (1 + (size_t)t * S + s) * D;
+            for (int d = 0; d < D; d++)
+                g[d] += row[d];
+        }
+    }
+    if (dtemporal)
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; t++) {
+            float *g = dtemporal + (size_t)t * D;
+            memset(g, 0, sizeof(float) * (size_t)D);
+            for (int s = 0; s < S; s++) {
+                const float *row = dpos + (1 + (size_t)t * S + s) * D;
+                for (int d = 0; d < D; d++)
+                    g[d] += row[d];
+            }
+        }
+}
+
+void tbi_embed_bwd(float *dtable, const float *dx, const int32_t *ids, int R, int V, int D)
+{
+    memset(dtable, 0, sizeof(float) * (size_t)V * D);
+    /* Each thread a range of columns over every row in order: sums independent of threads. */
+#pragma omp parallel
+    {
+#ifdef _OPENMP
+        int th = omp_get_thread_num(), nth = omp_get_num_threads();
+#else
+        int th = 0, nth = 1;
+#endif
+        int d0 = D * th / nth, d1 = D * (th + 1) / nth;
+        for (int r = 0; r < R; r++) {
+            const float *row = dx + (size_t)r * D;
+            float *g = dtable + (size_t)ids[r] * D;
+            for (int d = d0; d < d1; d++)
+                g[d] += row[d];
+        }
+    }
+}
+
+void tbi_transpose(float *out, const float *in, int R, int C)
+{
+    enum { TILE = 32 };
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int r0 = 0; r0 < R; r0 += TILE)
+        for (int c0 = 0; c0 < C; c0 += TILE) {
+            int r1 = r0 + TILE < R ? r0 + TILE : R, c1 = c0 + TILE < C ? c0 + TILE : C;
+            for (int r = r0; r < r1; r++)
+                for (int c = c0; c < c1; c++)
+                    out[(size_t)c * R + r] = in[(size_t)r * C + c];
+        }
+}

@@ -29,6 +29,11 @@ float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, in
 void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float *w, int R, int C);
 void tbi_scale_add(float *out, const float *a, const float *x, const float *scale, int B,
                    size_t n);
+void tbi_pos_tile_fwd(float *pos, const float *spatial, const float *temporal, int T, int S,
+                      int D);
+void tbi_pos_tile_bwd(float *dspatial, float *dtemporal, const float *dpos, int T, int S, int D);
+void tbi_embed_bwd(float *dtable, const float *dx, const int32_t *ids, int R, int V, int D);
+void tbi_transpose(float *out, const float *in, int R, int C);
 void tbi_pool_fwd(int pool, float *pooled, const float *x, int B, int N, int D);
 void tbi_pool_bwd(int pool, float *dx, const float *dpooled, int B, int N, int D);
 
