@@ -31,7 +31,8 @@ extern "C" {
 enum tb_init {
     TB_INIT_ZERO,
     TB_INIT_ONE,
-    TB_INIT_TRUNC_NORMAL, /* timm's trunc_normal_(std=.02): N(0, 0.02) cut at 2 std */
+    TB_INIT_TRUNC_NORMAL, /* timm's trunc_normal_(std=.02): N(0, std) cut at 2 std */
+    TB_INIT_NORMAL,       /* N(0, std) (CLIP's embeddings and projections) */
 };
 
 struct tb_param {
@@ -42,6 +43,7 @@ struct tb_param {
     int64_t offset;            /* floats before it in the parameter block */
     int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
     enum tb_init init;
+    float init_std;            /* the (truncated) normal's std: 0.02 unless the model sets it */
     float lr_scale;            /* its learning rate's factor (1; layer decay sets it) */
     int loaded;                /* set by tb_params_load_from */
 };
@@ -81,6 +83,12 @@ enum tb_pool {
     TB_POOL_NONE,              /* every token normed (`norm`): features (B, N, D); no head */
 };
 enum tb_pos { TB_POS_LEARNED, TB_POS_SINCOS };
+/* Parameter layout and token embedding: timm's / VideoMAE's, or AVION's CLIP video tower in
+ * OpenAI CLIP's names (visual.conv1 over each frame's 3 P P patches, no bias; a class
+ * embedding; positional_embedding (1 + HW, D) tiled over the frames plus temporal_embedding
+ * (T, D; zeros at init, none for one frame), the class token getting spatial row 0 only;
+ * ln_pre; transformer.resblocks.N; ln_post on the class token; x @ proj (D, E)). */
+enum tb_layout { TB_LAYOUT_TIMM, TB_LAYOUT_CLIP };
 
 struct tb_vit_config {
     int dim, depth, heads;     /* D, L, NH */
@@ -100,6 +108,8 @@ struct tb_vit_config {
     int keep;                  /* 0: every patch token; else each clip keeps this many (MAE's
                                 * visible tokens), chosen per batch by tb_vit_set_keep: the
                                 * blocks see only those (memory and time scale with keep) */
+    enum tb_layout layout;     /* CLIP: tubelet 1, pool cls, learned positions, no head */
+    int embed;                 /* CLIP: E, the projection's width; the features are (B, E) */
     const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
                                 * (a test backend: see tests/test_backend.c); borrowed */
     enum tb_dtype dtype;       /* TB_DTYPE_F32 (bf16 comes with the CUDA backend) */
@@ -231,6 +241,55 @@ TB_API int tb_mae_backward(tb_mae *m);
  * be NULL without decoder masking) the running cell's. */
 TB_API void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
                              uint8_t *mask, uint8_t *drop);
+
+/* ---- the video-text dual encoder ---------------------------------------------------------
+ *
+ * LaViLa's dual encoder with AVION's towers, OpenAI CLIP's names: the video ViT in its CLIP
+ * layout under "visual." (above), and the text tower - token_embedding.weight (V, D),
+ * positional_embedding (ctx, D), transformer.resblocks.N (causal, LayerNorm eps 1e-5, exact
+ * GELU), ln_final on the end token's row (the first position of the row's largest id, as
+ * PyTorch's text.argmax(-1)), x @ text_projection (D, E). Both give unnormalised (B, E)
+ * features; tb_clip_infonce is the loss on them. Initialisation as AVION's (the text blocks'
+ * N(0, std) matrices with CLIP's stds, the projections N(0, D^-0.5); biases zero).
+ * Tests: tests/test_clip.c (against tests/ref/clip_ref.py). */
+
+struct tb_clip_config {
+    struct tb_vit_config video; /* width, depth, heads, patch, frames, height, width, recompute,
+                                 * backend (the layout, pooling, positions are CLIP's) */
+    int embed;                  /* E: both projections' width (LaViLa: 256) */
+    int vocab, ctx;             /* 49408, 77 */
+    int text_width, text_heads, text_layers; /* 512, 8, 12 */
+    int text_causal;            /* 1 (LaViLa's; 0: bidirectional) */
+};
+
+typedef struct tb_clip tb_clip;
+
+TB_API int tb_clip_open(tb_clip **out, const struct tb_clip_config *c);
+TB_API void tb_clip_close(tb_clip **m);
+TB_API const struct tb_clip_config *tb_clip_config(const tb_clip *m);
+TB_API tb_params *tb_clip_params(tb_clip *m);
+TB_API int tb_clip_init(tb_clip *m, uint64_t seed);
+/* Activations for up to B clips and B captions. */
+TB_API int tb_clip_plan(tb_clip *m, int B, int64_t *bytes);
+/* The video input (as tb_vit_set_video / _set_clips), then its features (B, E; host). */
+TB_API int tb_clip_set_video(tb_clip *m, const float *video, int B);
+TB_API int tb_clip_set_clips(tb_clip *m, const uint8_t *clips, const uint8_t *flip, int B,
+                             const float mean[3], const float std[3]);
+TB_API int tb_clip_encode_video(tb_clip *m, float *host);
+/* Captions as token ids (B, ctx; host; each below vocab), to their features (B, E; host). */
+TB_API int tb_clip_encode_text(tb_clip *m, const int32_t *ids, int B, float *host);
+/* Backward of the last encodings from the gradients on their features (host, (B, E) each;
+ * either NULL: that tower is left out): every gradient of the towers it reaches, written. */
+TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext);
+
+/* The symmetric InfoNCE loss (CLIP's, LaViLa's) of N video and N text features (E wide, not
+ * normalised; pair i matches): features L2-normalised (norms floored at 1e-12), logits =
+ * scale x cosine similarity, the mean of the video->text and text->video cross-entropies
+ * over the N rows. Returns the loss; dv, dt (N, E; may be NULL) get its gradients. Computed
+ * in double. Under data parallelism every process passes all N pairs (gathered) and takes
+ * the rows of its own. */
+TB_API double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale,
+                              float *dv, float *dt);
 
 #ifdef __cplusplus
 }

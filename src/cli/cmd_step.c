@@ -1,8 +1,9 @@
-/* src/cli/cmd_step.c - `tubelet step`: training steps of a video ViT (--task cls) or of
- * VideoMAE pretraining (--task mae) on given weights and a given batch, writing the losses,
- * the first step's logits or predictions and gradients, and the final weights - for checking
- * against PyTorch (tests/ref/vit_ref.py, tests/ref/mae_ref.py) and for debugging a model.
- * Tests: tests/test_vit.c, tests/test_mae.c. */
+/* src/cli/cmd_step.c - `tubelet step`: training steps of a video ViT (--task cls), of
+ * VideoMAE pretraining (--task mae) or of the video-text dual encoder (--task clip) on given
+ * weights and a given batch, writing the losses, the first step's logits, predictions or
+ * features and gradients, and the final weights - for checking against PyTorch
+ * (tests/ref/vit_ref.py, mae_ref.py, clip_ref.py) and for debugging a model.
+ * Tests: tests/test_vit.c, tests/test_mae.c, tests/test_clip.c. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@ struct step_config {
     char *task, *optim, *decoder_mask;
     int dec_dim, dec_depth, dec_heads, norm_target, qv_bias;
     double mask_ratio, decoder_ratio, layer_decay;
+    int embed, vocab, ctx, text_width, text_heads, text_layers;
+    double temperature;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -64,9 +67,10 @@ static const struct cli_flag step_flags[] = {
     F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 1),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 0, 1),
-    F("task", CLI_STR, task, "cls", "NAME", "cls (a classifier) or mae (VideoMAE pretraining: "
+    F("task", CLI_STR, task, "cls", "NAME", "cls (a classifier), mae (VideoMAE pretraining: "
       "the batch holds 'video' and 'mask' int64 (B,N), 1 = masked; 'dmask' (B,N), 1 = not "
-      "decoded, with --decoder-mask running-cell)", CLI_NO_RANGE),
+      "decoded, with --decoder-mask running-cell) or clip (the video-text dual encoder: "
+      "'video' and 'text' int64 (B,ctx) token ids; the tubelet is 1)", CLI_NO_RANGE),
     F("optim", CLI_STR, optim, "adamw", "NAME", "adamw or lion", CLI_NO_RANGE),
     F("qv-bias", CLI_BOOL, qv_bias, "false", "", "cls: VideoMAE's q/v attention biases",
       CLI_NO_RANGE),
@@ -83,6 +87,14 @@ static const struct cli_flag step_flags[] = {
     F("dec-heads", CLI_INT, dec_heads, "6", "NH", "mae: decoder heads", 1, 1024),
     F("norm-target", CLI_BOOL, norm_target, "true", "",
       "mae: each tube's target pixels normalised per channel (VideoMAE's)", CLI_NO_RANGE),
+    F("embed", CLI_INT, embed, "256", "E", "clip: the projections' width", 1, 65536),
+    F("vocab", CLI_INT, vocab, "49408", "V", "clip: token ids", 2, 1 << 24),
+    F("context", CLI_INT, ctx, "77", "N", "clip: tokens a caption", 2, 4096),
+    F("text-width", CLI_INT, text_width, "512", "D", "clip: text tower width", 1, 65536),
+    F("text-heads", CLI_INT, text_heads, "8", "NH", "clip: text tower heads", 1, 1024),
+    F("text-depth", CLI_INT, text_layers, "12", "L", "clip: text tower blocks", 1, 1024),
+    F("temperature", CLI_DOUBLE, temperature, "0.07", "X",
+      "clip: InfoNCE's temperature (logits = cosine / X)", 1e-4, 100),
 };
 #undef F
 
@@ -260,6 +272,125 @@ end:
     return status;
 }
 
+/* The batch's int64 (B, ctx) token ids called 'text' as int32, or NULL with a message. */
+static int32_t *batch_ids(const struct tb_st_file *bf, const char *path, int B, int ctx)
+{
+    const struct tb_st_tensor *t = tb_st_find(bf, "text");
+    if (!t || t->dtype != TB_ST_I64 || t->n_dims != 2 || t->shape[0] != B || t->shape[1] != ctx) {
+        fprintf(stderr, "tubelet step: %s: 'text' must be int64 (%d, %d) token ids\n", path, B,
+                ctx);
+        return NULL;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)t->n);
+    for (int64_t i = 0; ids && i < t->n; i++) {
+        int64_t v = ((const int64_t *)t->data)[i];
+        ids[i] = v < INT32_MIN || v > INT32_MAX ? -1 : (int32_t)v;
+    }
+    return ids;
+}
+
+/* --task clip: S steps of the dual encoder's InfoNCE on the batch's clips and captions. */
+static int run_clip(struct step_config *c)
+{
+    struct tb_st_file *wf = NULL, *bf = NULL;
+    tb_clip *m = NULL;
+    struct tb_optim opt = {0};
+    struct tb_st_tensor *outs = NULL;
+    float *losses = NULL, *emb = NULL, *grads = NULL, *weights = NULL;
+    int32_t *ids = NULL;
+    int rc, status = 1, n_out = 0, kind = tb_optimizer_parse(c->optim);
+    if (kind < 0) {
+        fprintf(stderr, "tubelet step: --optim is adamw or lion\n");
+        return 2;
+    }
+    struct tb_clip_config cc = {
+        .video = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
+                  .frames = c->frames, .height = c->size.w, .width = c->size.h,
+                  .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
+                  .backend = c->backend},
+        .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
+        .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
+    };
+    if ((rc = tb_clip_open(&m, &cc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
+        (rc = tb_st_read(&wf, c->weights)) < 0)
+        goto fail;
+    tb_params *params = tb_clip_params(m);
+    if ((rc = tb_params_load(params, wf)) < 0) {
+        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+        goto end;
+    }
+    const struct tb_st_tensor *video = tb_st_find(bf, "video");
+    if (!video || video->dtype != TB_ST_F32 || video->n_dims != 5 || video->shape[0] < 1 ||
+        video->shape[0] > 65536 || video->shape[1] != 3 || video->shape[2] != c->frames ||
+        video->shape[3] != cc.video.height || video->shape[4] != cc.video.width) {
+        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d)\n", c->batch,
+                c->frames, cc.video.height, cc.video.width);
+        goto end;
+    }
+    int B = (int)video->shape[0], E = c->embed, np = tb_params_count(params);
+    if (!(ids = batch_ids(bf, c->batch, B, c->ctx)))
+        goto end;
+    int64_t nf = tb_params_floats(params);
+    opt.kind = (enum tb_optimizer)kind;
+    if ((rc = tb_clip_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
+        goto fail;
+    set_hyper(&opt, c);
+    losses = malloc(sizeof(float) * (size_t)c->steps);
+    emb = malloc(sizeof(float) * (size_t)B * E * 6); /* first and later features, gradients */
+    grads = malloc(sizeof(float) * (size_t)nf);
+    weights = malloc(sizeof(float) * (size_t)nf);
+    outs = calloc((size_t)(3 + 2 * np), sizeof(*outs));
+    if (!losses || !emb || !grads || !weights || !outs) {
+        fprintf(stderr, "tubelet step: out of memory\n");
+        goto end;
+    }
+    size_t be = (size_t)B * E;
+    float *ve = emb, *te = ve + be, *dv = te + be, *dt = dv + be, *v = dt + be, *t = v + be;
+    for (int s = 0; s < c->steps; s++) {
+        if ((rc = tb_clip_set_video(m, video->data, B)) < 0 ||
+            (rc = tb_clip_encode_video(m, v)) < 0 || (rc = tb_clip_encode_text(m, ids, B, t)) < 0)
+            goto fail;
+        if (s == 0) {
+            memcpy(ve, v, sizeof(float) * be);
+            memcpy(te, t, sizeof(float) * be);
+        }
+        losses[s] = (float)tb_clip_infonce(v, t, B, E, 1.0 / c->temperature, dv, dt);
+        if ((rc = tb_clip_backward(m, dv, dt)) < 0)
+            goto fail;
+        if (s == 0 && (rc = read_grads(params, grads)) < 0)
+            goto fail;
+        if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
+            goto fail;
+    }
+    outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
+                                          .shape = {c->steps}, .n = c->steps, .data = losses};
+    outs[n_out++] = (struct tb_st_tensor){.name = "video_emb", .dtype = TB_ST_F32, .n_dims = 2,
+                                          .shape = {B, E}, .n = (int64_t)B * E, .data = ve};
+    outs[n_out++] = (struct tb_st_tensor){.name = "text_emb", .dtype = TB_ST_F32, .n_dims = 2,
+                                          .shape = {B, E}, .n = (int64_t)B * E, .data = te};
+    if ((rc = add_weights(outs, &n_out, params, grads, weights)) < 0 ||
+        (rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
+        goto fail;
+    printf("step: %d %s steps of video-text contrastive training on %d pairs, loss %.6f -> "
+           "%.6f, wrote %s\n", c->steps, c->optim, B, losses[0], losses[c->steps - 1], c->out);
+    status = 0;
+    goto end;
+fail:
+    cli_report("step", rc);
+end:
+    tb_optim_free(&opt);
+    tb_clip_close(&m);
+    tb_st_free(&wf);
+    tb_st_free(&bf);
+    free(outs);
+    free(losses);
+    free(emb);
+    free(grads);
+    free(weights);
+    free(ids);
+    return status;
+}
+
 static int run_step(void *config, int n_args, char **args)
 {
     struct step_config *c = config;
@@ -278,9 +409,11 @@ static int run_step(void *config, int n_args, char **args)
     }
     if (!strcmp(c->task, "mae"))
         return run_mae(c);
+    if (!strcmp(c->task, "clip"))
+        return run_clip(c);
     int kind = tb_optimizer_parse(c->optim);
     if (strcmp(c->task, "cls") || kind < 0) {
-        fprintf(stderr, "tubelet step: --task is cls or mae, --optim adamw or lion\n");
+        fprintf(stderr, "tubelet step: --task is cls, mae or clip, --optim adamw or lion\n");
         return 2;
     }
     opt.kind = (enum tb_optimizer)kind;

@@ -66,6 +66,7 @@ int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, in
     p->offset = r->n_floats;
     p->decay = decay;
     p->init = init;
+    p->init_std = 0.02f;
     p->lr_scale = 1;
     r->n_floats += p->n;
     r->n++;
@@ -176,9 +177,10 @@ int tb_params_init(tb_params *r, uint64_t seed)
     for (int i = 0; i < r->n && rc == 0; i++) {
         const struct tb_param *p = &r->p[i];
         for (int64_t k = 0; k < p->n; k++)
-            host[k] = p->init == TB_INIT_ONE ? 1.0f
-                      : p->init == TB_INIT_TRUNC_NORMAL ? trunc_normal(&g, 0.02f)
-                                                        : 0.0f;
+            host[k] = p->init == TB_INIT_ONE            ? 1.0f
+                      : p->init == TB_INIT_TRUNC_NORMAL ? trunc_normal(&g, p->init_std)
+                      : p->init == TB_INIT_NORMAL ? (float)(tb_rng_normal(&g) * p->init_std)
+                                                  : 0.0f;
         rc = tb_params_write(r, i, host);
     }
     free(host);

@@ -36,8 +36,10 @@ struct tb_vit {
     int Nk;                           /* patch tokens the blocks see: keep, or Np */
     int Nt;                           /* tokens the blocks see: Nk + has_cls */
     int has_cls, pool;                /* pool: TBI_POOL_*, or -1 (none) */
-    /* parameter indices */
+    int clip, E, S;                   /* CLIP layout; its projection's width; positions a frame */
+    /* parameter indices (-1: absent) */
     int i_patch_w, i_patch_b, i_cls, i_pos, i_norm_w, i_norm_b, i_head_w, i_head_b;
+    int i_temporal, i_pre_w, i_pre_b, i_proj;
     int *blk_first;                   /* L: each block's first parameter */
     float *sincos;                    /* backend (Nt, D): fixed positions, when pos = sincos */
 
@@ -75,6 +77,10 @@ struct tb_vit {
     int grad_source;                  /* what a backward may start from: 0 nothing, 1 labels
                                        * (the model's loss) or features */
     float *dres, *dpool, *dfeat;      /* (B*Nt, D), (B, D), (F_rows, D) */
+    /* CLIP: the tiled positions and their gradient (Nt, D), the tokens before ln_pre and its
+     * statistics (B*Nt, D), (B*Nt); proj transposed and its gradient (E, D); the projected
+     * features and their gradient (B, E) */
+    float *pos_eff, *dpos_eff, *x_pre, *pre_mean, *pre_rstd, *projT, *dprojT, *emb, *demb;
     float *grad_own;                  /* the gradient spans that no activation space hosts */
 };
 
@@ -106,8 +112,57 @@ static int check_config(const struct tb_vit_config *c)
     if (c->pool == TB_POOL_NONE && c->classes)
         return tbi_err(TB_EINVAL, "no pooling, so no head: classes must be 0 (is %d)",
                        c->classes);
+    if (c->layout == TB_LAYOUT_CLIP &&
+        (c->tubelet != 1 || c->pool != TB_POOL_CLS || c->pos != TB_POS_LEARNED || c->classes ||
+         c->qv_bias || c->keep || c->embed < 1))
+        return tbi_err(TB_EINVAL, "CLIP's video tower: tubelet 1 (is %d), a class token, learned "
+                       "positions, no head (%d classes), no q/v biases, every token kept, and "
+                       "a projection width (is %d)", c->tubelet, c->classes, c->embed);
+    if (c->layout != TB_LAYOUT_CLIP && c->embed)
+        return tbi_err(TB_EINVAL, "a projection (width %d) is CLIP's layout's", c->embed);
     if (c->dtype != TB_DTYPE_F32)
         return tbi_err(TB_EUNSUPPORTED, "bf16 needs the CUDA backend, which this build lacks");
+    return 0;
+}
+
+static int add_blocks(tb_vit *m, const char *stem)
+{
+    for (int l = 0; l < m->c.depth; l++) {
+        char prefix[96];
+        snprintf(prefix, sizeof(prefix), "%s%s%d.", m->prefix, stem, l);
+        int rc = m->blk_first[l] = tbi_block_add(m->reg, prefix, &m->bc);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* AVION's CLIP video tower, in OpenAI CLIP's names and order, as gradient spans: the token
+ * embedding's (with ln_pre), one per block, ln_post's and the projection's. Initialised as
+ * AVION's: N(0, 0.02) class and positional embeddings, truncated N(0, 0.02) weights, zero
+ * temporal embedding, N(0, D^-0.5) projection. Weight decay as AVION's pretraining gives it:
+ * on every tensor of 2 or more dimensions but the norms (its 2-D embeddings too). */
+static int add_clip_params(tb_vit *m)
+{
+    const struct tb_vit_config *c = &m->c;
+    int D = m->D, P = c->patch, rc;
+    m->i_patch_b = m->i_temporal = m->i_head_w = m->i_head_b = -1;
+    if ((rc = tbi_params_span(m->reg)) < 0 ||
+        (rc = m->i_patch_w = add(m, "conv1.weight", 1, TB_INIT_TRUNC_NORMAL, 4, D, 3, P, P, 0)) < 0 ||
+        (rc = m->i_cls = add(m, "class_embedding", 0, TB_INIT_NORMAL, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_pos = add(m, "positional_embedding", 1, TB_INIT_NORMAL, 2, m->S + 1, D, 0, 0,
+                             0)) < 0 ||
+        (c->frames > 1 &&
+         (rc = m->i_temporal = add(m, "temporal_embedding", 1, TB_INIT_ZERO, 2, c->frames, D, 0,
+                                   0, 0)) < 0) ||
+        (rc = m->i_pre_w = add(m, "ln_pre.weight", 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_pre_b = add(m, "ln_pre.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = add_blocks(m, "transformer.resblocks.")) < 0 || (rc = tbi_params_span(m->reg)) < 0 ||
+        (rc = m->i_norm_w = add(m, "ln_post.weight", 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_norm_b = add(m, "ln_post.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_proj = add(m, "proj", 1, TB_INIT_NORMAL, 2, D, m->E, 0, 0, 0)) < 0)
+        return rc;
+    m->reg->p[m->i_proj].init_std = 1.0f / sqrtf((float)D);
     return 0;
 }
 
@@ -115,6 +170,8 @@ static int check_config(const struct tb_vit_config *c)
  * the final norm's and head's. */
 static int add_params(tb_vit *m)
 {
+    if (m->clip)
+        return add_clip_params(m);
     const struct tb_vit_config *c = &m->c;
     int D = m->D, rc;
     if ((rc = tbi_params_span(m->reg)) < 0 ||
@@ -131,12 +188,9 @@ static int add_params(tb_vit *m)
         (rc = m->i_pos = add(m, "pos_embed", 0, TB_INIT_TRUNC_NORMAL, 3, 1, m->Np + m->has_cls,
                              D, 0, 0)) < 0)
         return rc;
-    for (int l = 0; l < c->depth; l++) {
-        char prefix[64];
-        snprintf(prefix, sizeof(prefix), "%sblocks.%d.", m->prefix, l);
-        if ((rc = m->blk_first[l] = tbi_block_add(m->reg, prefix, &m->bc)) < 0)
-            return rc;
-    }
+    m->i_temporal = m->i_pre_w = m->i_pre_b = m->i_proj = -1;
+    if ((rc = add_blocks(m, "blocks.")) < 0)
+        return rc;
     const char *norm = m->c.pool == TB_POOL_MEAN ? "fc_norm" : "norm";
     char w[32], b[32];
     snprintf(w, sizeof(w), "%s.weight", norm);
@@ -212,8 +266,12 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
     m->Nt = m->Nk + m->has_cls;
     m->K = c->classes;
     m->patch_len = 3 * c->tubelet * c->patch * c->patch;
+    m->clip = c->layout == TB_LAYOUT_CLIP;
+    m->E = c->embed;
+    m->S = (c->height / c->patch) * (c->width / c->patch);
     m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
-                                   .act = TBI_ACT_GELU, .causal = 0, .names = TBI_NAMES_TIMM,
+                                   .act = TBI_ACT_GELU, .causal = 0,
+                                   .names = m->clip ? TBI_NAMES_CLIP : TBI_NAMES_TIMM,
                                    .qv_bias = c->qv_bias};
     m->blk_first = calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = calloc((size_t)c->depth, sizeof(*m->ba));
@@ -396,6 +454,8 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     n += fc1x_own ? T * F : 0;
     n += (size_t)B * D + FR * D + FR * 2 + (size_t)B * K * 3 + 1;
     n += T * D * 2 + dF + (size_t)B * D + FR * D + 3 * (size_t)D;              /* backward */
+    size_t E = (size_t)m->E, NtD = (size_t)m->Nt * D;
+    n += m->clip ? 2 * NtD + T * D + 2 * T + 2 * E * D + 2 * (size_t)B * E : 0; /* CLIP */
     /* The float video lives in the block outputs' space (written only from the patches on)
      * or the backward's scratch (dres, dD, dF: dead during the forward's first products)
      * when it fits. */
@@ -453,6 +513,17 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     m->patch_out = m->s.dF; /* P <= T, D <= F */
     TAKE(m->dpool, (size_t)B * D);
     TAKE(m->dfeat, FR * D);
+    if (m->clip) {
+        TAKE(m->pos_eff, NtD);
+        TAKE(m->dpos_eff, NtD);
+        TAKE(m->x_pre, T * D);
+        TAKE(m->pre_mean, T);
+        TAKE(m->pre_rstd, T);
+        TAKE(m->projT, E * D);
+        TAKE(m->dprojT, E * D);
+        TAKE(m->emb, (size_t)B * E);
+        TAKE(m->demb, (size_t)B * E);
+    }
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
     m->video = video_own ? m->video_own : video <= x_floats ? m->x : m->dres;
@@ -523,10 +594,24 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     m->drop_on = m->drop_set;
     m->drop_set = 0;
     TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, tbi_param_data(r, m->i_patch_w),
-                          tbi_param_data(r, m->i_patch_b), B * m->Nk, m->patch_len, D));
-    TBI_TRY(o->tokens_fwd(be, m->x, m->patch_out, m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
-                          c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
-                          c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D));
+                          m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL, B * m->Nk,
+                          m->patch_len, D));
+    if (m->clip) {
+        /* CLIP: tiled positions, then ln_pre into the first block's input. */
+        TBI_TRY(o->pos_tile_fwd(be, m->pos_eff, tbi_param_data(r, m->i_pos),
+                                m->i_temporal >= 0 ? tbi_param_data(r, m->i_temporal) : NULL,
+                                c->frames, m->S, D));
+        TBI_TRY(o->tokens_fwd(be, m->x_pre, m->patch_out, tbi_param_data(r, m->i_cls),
+                              m->pos_eff, NULL, B, m->Nk, 1, D));
+        TBI_TRY(o->layernorm_fwd(be, m->x, m->pre_mean, m->pre_rstd, m->x_pre,
+                                 tbi_param_data(r, m->i_pre_w), tbi_param_data(r, m->i_pre_b),
+                                 B * Nt, D, LN_EPS));
+    } else {
+        TBI_TRY(o->tokens_fwd(be, m->x, m->patch_out,
+                              m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
+                              c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
+                              c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D));
+    }
     for (int l = 0; l < L; l++)
         TBI_TRY(block_forward(m, l, 0));
     /* Pooling: the class token, or the mean of all tokens, or none; then the norm (of the
@@ -542,6 +627,11 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     if (m->K > 0)
         TBI_TRY(o->matmul_fwd(be, m->logits, m->feat, tbi_param_data(r, m->i_head_w),
                               tbi_param_data(r, m->i_head_b), B, D, m->K));
+    if (m->clip) {
+        /* feat @ proj (D, E), as a product with its transpose */
+        TBI_TRY(o->transpose(be, m->projT, tbi_param_data(r, m->i_proj), D, m->E));
+        TBI_TRY(o->matmul_fwd(be, m->emb, m->feat, m->projT, NULL, B, D, m->E));
+    }
     m->grad_source = 2;
     if (!labels)
         return 0;
@@ -670,12 +760,14 @@ int tb_vit_features(tb_vit *m, float *host)
 {
     if (!m->B)
         return tbi_err(TB_EINVAL, "no features: no forward since planning");
-    return m->be->ops->to_host(m->be, host, m->feat,
+    return m->be->ops->to_host(m->be, host, m->clip ? m->emb : m->feat,
                                sizeof(float) * (size_t)tb_vit_feature_floats(m));
 }
 
 int64_t tb_vit_feature_floats(const tb_vit *m)
 {
+    if (m->clip)
+        return (int64_t)m->B * m->E;
     return (int64_t)(m->pool >= 0 ? m->B : m->B * m->Nt) * m->D;
 }
 
@@ -693,6 +785,12 @@ static int backward(tb_vit *m)
     int B = m->B, D = m->D, Nt = m->Nt, L = c->depth;
     size_t R = (size_t)B * Nt;
     const float *xl = m->x + (size_t)L * R * D;
+    if (m->clip) {
+        /* the projection: dfeat from the features' gradient, proj's gradient transposed */
+        TBI_TRY(o->matmul_bwd(be, m->dfeat, m->dprojT, NULL, m->demb, m->feat, m->projT, B, D,
+                              m->E));
+        TBI_TRY(o->transpose(be, tbi_param_grad(r, m->i_proj), m->dprojT, m->E, D));
+    }
     float *dnorm = m->pool >= 0 ? m->dpool : m->dres; /* the norm's input gradient: added to */
     TBI_TRY(o->zero(be, dnorm, sizeof(float) * (size_t)m->F_rows * D));
     TBI_TRY(o->layernorm_bwd(be, dnorm, tbi_param_grad(r, m->i_norm_w),
@@ -715,13 +813,29 @@ static int backward(tb_vit *m)
     /* Tokens: positions, class token, patch embedding (the video needs no gradient); the
      * patch rows gathered contiguous (B*Np, D) for the weight gradient. */
     float *dpatch = m->s.dD;
-    TBI_TRY(o->tokens_bwd(be, dpatch, m->has_cls ? tbi_param_grad(r, m->i_cls) : NULL,
-                          c->pos == TB_POS_LEARNED ? tbi_param_grad(r, m->i_pos) : NULL, m->dres,
-                          c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, m->Np + m->has_cls,
-                          D));
+    if (m->clip) {
+        /* ln_pre (its input gradient into the block scratch's dF, free now), the tokens, the
+         * tiled positions */
+        float *dpre = m->s.dF;
+        TBI_TRY(o->zero(be, dpre, sizeof(float) * R * D));
+        TBI_TRY(o->layernorm_bwd(be, dpre, tbi_param_grad(r, m->i_pre_w),
+                                 tbi_param_grad(r, m->i_pre_b), m->dres, m->x_pre,
+                                 tbi_param_data(r, m->i_pre_w), m->pre_mean, m->pre_rstd,
+                                 (int)R, D));
+        TBI_TRY(o->tokens_bwd(be, dpatch, tbi_param_grad(r, m->i_cls), m->dpos_eff, dpre, NULL,
+                              B, m->Nk, 1, Nt, D));
+        TBI_TRY(o->pos_tile_bwd(be, tbi_param_grad(r, m->i_pos),
+                                m->i_temporal >= 0 ? tbi_param_grad(r, m->i_temporal) : NULL,
+                                m->dpos_eff, c->frames, m->S, D));
+    } else {
+        TBI_TRY(o->tokens_bwd(be, dpatch, m->has_cls ? tbi_param_grad(r, m->i_cls) : NULL,
+                              c->pos == TB_POS_LEARNED ? tbi_param_grad(r, m->i_pos) : NULL,
+                              m->dres, c->keep ? m->keep : NULL, B, m->Nk, m->has_cls,
+                              m->Np + m->has_cls, D));
+    }
     TBI_TRY(o->matmul_bwd(be, NULL, tbi_param_grad(r, m->i_patch_w),
-                          tbi_param_grad(r, m->i_patch_b), dpatch, m->cols,
-                          tbi_param_data(r, m->i_patch_w), B * m->Nk, m->patch_len, D));
+                          m->i_patch_b >= 0 ? tbi_param_grad(r, m->i_patch_b) : NULL, dpatch,
+                          m->cols, tbi_param_data(r, m->i_patch_w), B * m->Nk, m->patch_len, D));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
     m->grad_source = 0;
@@ -746,7 +860,7 @@ int tb_vit_backward_features(tb_vit *m, const float *dfeat)
 {
     if (!m->grad_source)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
-    TBI_TRY(m->be->ops->to_device(m->be, m->dfeat, dfeat,
+    TBI_TRY(m->be->ops->to_device(m->be, m->clip ? m->demb : m->dfeat, dfeat,
                                   sizeof(float) * (size_t)tb_vit_feature_floats(m)));
     return backward(m);
 }

@@ -1,0 +1,239 @@
+/* src/model/clip.c - the video-text dual encoder (contract in model.h): one backend and one
+ * parameter registry holding the video ViT in its CLIP layout ("visual.") and the text tower
+ * (text.c), and the symmetric InfoNCE loss on their features, in double on the host (its
+ * inputs are N x E floats; under MPI they are gathered from every process first).
+ * Tests: tests/test_clip.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "model/text.h"
+#include "model/vit_internal.h"
+
+#define TEXT_EPS 1e-5f
+
+struct tb_clip {
+    struct tb_clip_config c;
+    tbi_backend *be;
+    struct tb_params reg;
+    tb_vit *video;
+    struct tbi_text *text;
+    int B_plan;
+    int video_ready, text_ready;      /* an encoding waits for its backward */
+};
+
+int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
+{
+    *out = NULL;
+    struct tb_vit_config vc = c->video;
+    vc.layout = TB_LAYOUT_CLIP;
+    vc.tubelet = 1;
+    vc.pool = TB_POOL_CLS;
+    vc.pos = TB_POS_LEARNED;
+    vc.classes = 0;
+    vc.embed = c->embed;
+    struct tbi_text_config tc = {.vocab = c->vocab, .ctx = c->ctx, .width = c->text_width,
+                                 .heads = c->text_heads, .layers = c->text_layers,
+                                 .embed = c->embed, .eps = TEXT_EPS, .act = TBI_ACT_GELU,
+                                 .causal = c->text_causal};
+    tb_clip *m = calloc(1, sizeof(*m));
+    if (!m)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    m->c = *c;
+    int rc = tbi_backend_open(&m->be, c->video.backend);
+    m->reg.be = m->be;
+    if (rc == 0 && (rc = tbi_vit_open_in(&m->video, &vc, m->be, &m->reg, "visual.")) == 0 &&
+        (rc = tbi_text_open_in(&m->text, &tc, m->be, &m->reg, "")) == 0 &&
+        (rc = tbi_params_alloc(&m->reg)) == 0 &&
+        (rc = m->be->ops->zero(m->be, m->reg.data, sizeof(float) * (size_t)m->reg.n_floats)) == 0)
+        rc = tbi_vit_ready(m->video);
+    if (rc < 0) {
+        tb_clip_close(&m);
+        return rc;
+    }
+    m->c.video = *tb_vit_config(m->video);
+    *out = m;
+    return 0;
+}
+
+void tb_clip_close(tb_clip **pm)
+{
+    if (!pm || !*pm)
+        return;
+    tb_clip *m = *pm;
+    tb_vit_close(&m->video);
+    tbi_text_close(&m->text);
+    if (m->be)
+        tbi_params_free(&m->reg);
+    tbi_backend_close(&m->be);
+    free(m);
+    *pm = NULL;
+}
+
+const struct tb_clip_config *tb_clip_config(const tb_clip *m)
+{
+    return &m->c;
+}
+
+tb_params *tb_clip_params(tb_clip *m)
+{
+    return &m->reg;
+}
+
+int tb_clip_init(tb_clip *m, uint64_t seed)
+{
+    return tb_params_init(&m->reg, seed);
+}
+
+int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
+{
+    int64_t bv = 0, bt = 0;
+    m->B_plan = 0;
+    TBI_TRY(tb_vit_plan(m->video, B, &bv));
+    TBI_TRY(tbi_text_plan(m->text, B, &bt));
+    m->B_plan = B;
+    m->video_ready = m->text_ready = 0;
+    if (bytes)
+        *bytes = bv + bt;
+    return 0;
+}
+
+int tb_clip_set_video(tb_clip *m, const float *video, int B)
+{
+    return tb_vit_set_video(m->video, video, B);
+}
+
+int tb_clip_set_clips(tb_clip *m, const uint8_t *clips, const uint8_t *flip, int B,
+                      const float mean[3], const float std[3])
+{
+    return tb_vit_set_clips(m->video, clips, flip, B, mean, std);
+}
+
+int tb_clip_encode_video(tb_clip *m, float *host)
+{
+    m->video_ready = 0;
+    TBI_TRY(tb_vit_run(m->video, NULL, 0, NULL));
+    m->video_ready = 1;
+    return host ? tb_vit_features(m->video, host) : 0;
+}
+
+int tb_clip_encode_text(tb_clip *m, const int32_t *ids, int B, float *host)
+{
+    m->text_ready = 0;
+    TBI_TRY(tbi_text_forward(m->text, ids, B));
+    m->text_ready = 1;
+    return host ? m->be->ops->to_host(m->be, host, tbi_text_emb(m->text),
+                                      sizeof(float) * (size_t)B * m->c.embed)
+                : 0;
+}
+
+int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext)
+{
+    if ((dvideo && !m->video_ready) || (dtext && !m->text_ready))
+        return tbi_err(TB_EINVAL, "a backward needs the %s encoding first",
+                       dvideo && !m->video_ready ? "video" : "text");
+    if (dvideo) {
+        m->video_ready = 0;
+        TBI_TRY(tb_vit_backward_features(m->video, dvideo));
+    }
+    if (dtext) {
+        m->text_ready = 0;
+        /* the gradient of the last forward's captions */
+        TBI_TRY(m->be->ops->to_device(m->be, tbi_text_demb(m->text), dtext,
+                                      sizeof(float) * (size_t)tbi_text_batch(m->text) *
+                                          m->c.embed));
+        TBI_TRY(tbi_text_backward(m->text));
+    }
+    return 0;
+}
+
+/* ---- the loss ---------------------------------------------------------------------------- */
+
+/* Rows of x (N, E) normalised into u (double), their norms (floored) into norm. */
+static void l2_normalise(const float *x, int N, int E, double *u, double *norm)
+{
+    for (int i = 0; i < N; i++) {
+        double s = 0;
+        for (int e = 0; e < E; e++)
+            s += (double)x[(size_t)i * E + e] * x[(size_t)i * E + e];
+        norm[i] = fmax(sqrt(s), 1e-12);
+        for (int e = 0; e < E; e++)
+            u[(size_t)i * E + e] = x[(size_t)i * E + e] / norm[i];
+    }
+}
+
+/* dx from du through u = x / max(|x|, 1e-12): (du - u (u . du)) / |x| above the floor. */
+static void l2_backward(float *dx, const double *du, const double *u, const double *norm, int N,
+                        int E)
+{
+    for (int i = 0; i < N; i++) {
+        const double *ui = u + (size_t)i * E, *gi = du + (size_t)i * E;
+        double dot = 0;
+        for (int e = 0; e < E; e++)
+            dot += ui[e] * gi[e];
+        int floored = norm[i] <= 1e-12;
+        for (int e = 0; e < E; e++)
+            dx[(size_t)i * E + e] = (float)((gi[e] - (floored ? 0 : ui[e] * dot)) / norm[i]);
+    }
+}
+
+/* Mean cross-entropy of the rows of s (N, N; logits, row i's target i) taken along rows
+ * (stride_r, stride_c pick rows or columns); g += its gradient / 2. */
+static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c, double *g)
+{
+    double loss = 0;
+    for (int i = 0; i < N; i++) {
+        double mx = -INFINITY, z = 0;
+        for (int j = 0; j < N; j++)
+            mx = fmax(mx, s[i * stride_r + j * stride_c]);
+        for (int j = 0; j < N; j++)
+            z += exp(s[i * stride_r + j * stride_c] - mx);
+        double lse = mx + log(z);
+        loss += lse - s[i * stride_r + i * stride_c];
+        for (int j = 0; j < N; j++) {
+            double p = exp(s[i * stride_r + j * stride_c] - lse);
+            g[i * stride_r + j * stride_c] += (p - (i == j)) / (2.0 * N);
+        }
+    }
+    return loss / N;
+}
+
+double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale, float *dv,
+                       float *dt)
+{
+    size_t ne = (size_t)N * E, nn = (size_t)N * N;
+    double *buf = calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
+    if (!buf)
+        return NAN;
+    double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *s = dw + ne, *g = s + nn;
+    double *nu = g + nn, *nw = nu + N;
+    l2_normalise(v, N, E, u, nu);
+    l2_normalise(t, N, E, w, nw);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double d = 0;
+            for (int e = 0; e < E; e++)
+                d += u[(size_t)i * E + e] * w[(size_t)j * E + e];
+            s[(size_t)i * N + j] = scale * d;
+        }
+    /* video -> text along rows, text -> video along columns */
+    double loss = (xent_diag(s, N, N, 1, g) + xent_diag(s, N, 1, N, g)) / 2;
+    if (dv || dt) {
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) {
+                double gij = scale * g[(size_t)i * N + j];
+                for (int e = 0; e < E; e++) {
+                    du[(size_t)i * E + e] += gij * w[(size_t)j * E + e];
+                    dw[(size_t)j * E + e] += gij * u[(size_t)i * E + e];
+                }
+            }
+        if (dv)
+            l2_backward(dv, du, u, nu, N, E);
+        if (dt)
+            l2_backward(dt, dw, w, nw, N, E);
+    }
+    free(buf);
+    return loss;
+}

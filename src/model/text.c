@@ -1,0 +1,306 @@
+/* src/model/text.c - the text tower of the video-text dual encoder (LaViLa's and AVION's
+ * TextTransformer, OpenAI CLIP's names): token and positional embeddings, causal pre-LN
+ * blocks (text.h), ln_final on the end token's row (the position of the largest id, as
+ * text.argmax(-1)), x @ text_projection. Forward and backward through the backend's ops;
+ * activations planned from the batch size. Tests: tests/test_clip.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+#include "model/block.h"
+#include "model/text.h"
+
+struct tbi_text {
+    struct tbi_text_config c;
+    tbi_backend *be;
+    struct tb_params *reg;            /* borrowed: the dual encoder's */
+    int span0, span1;
+    struct tbi_block_cfg bc;
+    int i_tok, i_pos, i_ln_w, i_ln_b, i_proj;
+    int *blk_first;
+    /* activations (backend), for up to B_plan captions of ctx tokens; R = B * ctx rows */
+    int B_plan, B, ready;             /* ready: a forward's activations wait for a backward */
+    float *acts;
+    int32_t *ids, *eot;               /* (R), (B) */
+    float *x;                         /* (L + 1, R, D) */
+    struct tbi_block_acts *ba;        /* L */
+    struct tbi_block_scratch s;
+    float *dres;                      /* (R, D) */
+    float *sel, *feat, *mean, *rstd;  /* (B, D) x2, (B) x2: the end tokens, ln_final's */
+    float *dsel, *dfeat;              /* (B, D) */
+    float *projT, *dprojT;            /* (E, D) */
+    float *emb, *demb;                /* (B, E) */
+    float *grad_own;
+};
+
+static int add(struct tbi_text *t, const char *prefix, const char *name, int decay,
+               enum tb_init init, float std, int n_dims, int64_t d0, int64_t d1)
+{
+    const int64_t shape[2] = {d0, d1};
+    int i = tbi_params_add(t->reg, prefix, name, decay, init, n_dims, shape);
+    if (i >= 0)
+        t->reg->p[i].init_std = std;
+    return i;
+}
+
+/* AVION's initialisation of a block's matrices: N(0, std) with attention D^-0.5, output
+ * projections D^-0.5 (2L)^-0.5, c_fc (2D)^-0.5; its biases zero. */
+static void init_block(struct tbi_text *t, int first)
+{
+    float D = (float)t->c.width, L = (float)t->c.layers;
+    const int k[4] = {TBI_BLK_QKV_W, TBI_BLK_PROJ_W, TBI_BLK_FC1_W, TBI_BLK_FC2_W};
+    const float std[4] = {1 / sqrtf(D), 1 / sqrtf(D) / sqrtf(2 * L), 1 / sqrtf(2 * D),
+                          1 / sqrtf(D) / sqrtf(2 * L)};
+    for (int j = 0; j < 4; j++) {
+        t->reg->p[first + k[j]].init = TB_INIT_NORMAL;
+        t->reg->p[first + k[j]].init_std = std[j];
+    }
+}
+
+/* The parameters as gradient spans: the embeddings', one per block, ln_final's and the
+ * projection's. Weight decay as AVION's pretraining: every 2-D tensor but the norms. */
+static int add_params(struct tbi_text *t, const char *prefix)
+{
+    const struct tbi_text_config *c = &t->c;
+    int D = c->width, rc;
+    if ((rc = tbi_params_span(t->reg)) < 0 ||
+        (rc = t->i_tok = add(t, prefix, "token_embedding.weight", 1, TB_INIT_NORMAL, 0.02f, 2,
+                             c->vocab, D)) < 0 ||
+        (rc = t->i_pos = add(t, prefix, "positional_embedding", 1, TB_INIT_NORMAL, 0.01f, 2,
+                             c->ctx, D)) < 0)
+        return rc;
+    for (int l = 0; l < c->layers; l++) {
+        char name[96];
+        snprintf(name, sizeof(name), "%stransformer.resblocks.%d.", prefix, l);
+        if ((rc = t->blk_first[l] = tbi_block_add(t->reg, name, &t->bc)) < 0)
+            return rc;
+        init_block(t, rc);
+    }
+    if ((rc = tbi_params_span(t->reg)) < 0 ||
+        (rc = t->i_ln_w = add(t, prefix, "ln_final.weight", 0, TB_INIT_ONE, 0, 1, D, 0)) < 0 ||
+        (rc = t->i_ln_b = add(t, prefix, "ln_final.bias", 0, TB_INIT_ZERO, 0, 1, D, 0)) < 0 ||
+        (rc = t->i_proj = add(t, prefix, "text_projection", 1, TB_INIT_NORMAL, 1 / sqrtf(D), 2,
+                              D, c->embed)) < 0)
+        return rc;
+    return 0;
+}
+
+int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi_backend *be,
+                     struct tb_params *reg, const char *prefix)
+{
+    *out = NULL;
+    if (c->vocab < 1 || c->ctx < 2 || c->layers < 1 || c->embed < 1)
+        return tbi_err(TB_EINVAL, "bad text tower: vocabulary %d, context %d, %d blocks, "
+                       "projection width %d", c->vocab, c->ctx, c->layers, c->embed);
+    struct tbi_block_cfg bc = {.D = c->width, .NH = c->heads, .F = 4 * c->width, .eps = c->eps,
+                               .act = c->act, .causal = c->causal, .names = TBI_NAMES_CLIP};
+    TBI_TRY(tbi_block_check(&bc));
+    struct tbi_text *t = calloc(1, sizeof(*t));
+    if (!t)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    t->c = *c;
+    t->be = be;
+    t->reg = reg;
+    t->bc = bc;
+    t->blk_first = calloc((size_t)c->layers, sizeof(*t->blk_first));
+    t->ba = calloc((size_t)c->layers, sizeof(*t->ba));
+    t->span0 = reg->n_spans;
+    int rc = !t->blk_first || !t->ba ? tbi_err(TB_ENOMEM, "out of memory") : add_params(t, prefix);
+    t->span1 = reg->n_spans;
+    if (rc < 0) {
+        tbi_text_close(&t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+static void free_acts(struct tbi_text *t)
+{
+    void *bufs[] = {t->acts, t->ids, t->eot, t->grad_own};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i])
+            t->be->ops->free(t->be, bufs[i]);
+    t->acts = t->grad_own = NULL;
+    t->ids = t->eot = NULL;
+    t->B_plan = t->B = t->ready = 0;
+    for (int s = t->span0; s < t->span1; s++)
+        t->reg->home[s] = NULL;
+}
+
+void tbi_text_close(struct tbi_text **pt)
+{
+    if (!pt || !*pt)
+        return;
+    struct tbi_text *t = *pt;
+    free_acts(t);
+    free(t->blk_first);
+    free(t->ba);
+    free(t);
+    *pt = NULL;
+}
+
+int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes)
+{
+    const struct tbi_ops *o = t->be->ops;
+    int D = t->c.width, F = t->bc.F, L = t->c.layers, N = t->c.ctx, E = t->c.embed, rc;
+    if (B < 1 || (int64_t)B * N > INT_MAX / 4)
+        return tbi_err(TB_EINVAL, "a plan for %d captions of %d tokens", B, N);
+    free_acts(t);
+    size_t R = (size_t)B * N, per_block = tbi_block_acts_floats(&t->bc, B, N) + R * F;
+    size_t n = (size_t)(L + 1) * R * D + (size_t)L * per_block;
+    n += R * D * 3 + R * tbi_block_dF_floats(&t->bc) + 3 * (size_t)D;  /* scratch, dres */
+    n += (size_t)B * D * 4 + 2 * (size_t)B + 2 * (size_t)E * D + 2 * (size_t)B * E;
+    if ((rc = o->alloc(t->be, sizeof(float) * n, (void **)&t->acts)) < 0 ||
+        (rc = o->alloc(t->be, sizeof(int32_t) * R, (void **)&t->ids)) < 0 ||
+        (rc = o->alloc(t->be, sizeof(int32_t) * (size_t)B, (void **)&t->eot)) < 0) {
+        free_acts(t);
+        return tbi_err(rc, "out of memory for the text tower's activations of %d captions "
+                       "(%.2f GB): lower --batch", B, sizeof(float) * n / 1e9);
+    }
+    float *p = t->acts;
+#define TAKE(ptr, count)                                                                       \
+    do {                                                                                       \
+        ptr = p;                                                                               \
+        p += (count);                                                                          \
+    } while (0)
+    TAKE(t->x, (size_t)(L + 1) * R * D);
+    for (int l = 0; l < L; l++)
+        p = tbi_block_acts_carve(&t->ba[l], p, &t->bc, B, N, 1);
+    TAKE(t->s.ln, R * D);
+    TAKE(t->s.dD, R * D);
+    TAKE(t->s.dF, R * tbi_block_dF_floats(&t->bc));
+    TAKE(t->s.bias3, 3 * (size_t)D);
+    TAKE(t->dres, R * D);
+    TAKE(t->sel, (size_t)B * D);
+    TAKE(t->feat, (size_t)B * D);
+    TAKE(t->dsel, (size_t)B * D);
+    TAKE(t->dfeat, (size_t)B * D);
+    TAKE(t->mean, (size_t)B);
+    TAKE(t->rstd, (size_t)B);
+    TAKE(t->projT, (size_t)E * D);
+    TAKE(t->dprojT, (size_t)E * D);
+    TAKE(t->emb, (size_t)B * E);
+    TAKE(t->demb, (size_t)B * E);
+#undef TAKE
+    TB_ASSERT((size_t)(p - t->acts) <= n);
+    if ((rc = tbi_block_place_grads(t->be, t->reg, t->span0, t->span1, t->ba, L, 0,
+                                    &t->grad_own)) < 0) {
+        free_acts(t);
+        return tbi_err_prefix(rc, "the text tower's gradients");
+    }
+    t->B_plan = B;
+    if (bytes)
+        *bytes = (int64_t)(sizeof(float) * n + sizeof(int32_t) * (R + (size_t)B));
+    return 0;
+}
+
+int tbi_text_check_ids(const struct tbi_text_config *c, const int32_t *ids, int B, int *eot)
+{
+    for (int b = 0; b < B; b++) {
+        const int32_t *row = ids + (size_t)b * c->ctx;
+        int best = 0;
+        for (int j = 0; j < c->ctx; j++) {
+            if (row[j] < 0 || row[j] >= c->vocab)
+                return tbi_err(TB_EINVAL, "caption %d, token %d: id %d outside the vocabulary "
+                               "of %d", b, j, (int)row[j], c->vocab);
+            best = row[j] > row[best] ? j : best; /* the first largest, as argmax */
+        }
+        if (eot)
+            eot[b] = best;
+    }
+    return 0;
+}
+
+int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
+{
+    const struct tbi_ops *o = t->be->ops;
+    tbi_backend *be = t->be;
+    const struct tb_params *r = t->reg;
+    int D = t->c.width, N = t->c.ctx, L = t->c.layers, E = t->c.embed;
+    if (B < 1 || B > t->B_plan)
+        return tbi_err(TB_EINVAL, "%d captions, but the text tower is planned for %d", B,
+                       t->B_plan);
+    int *eot = malloc(sizeof(int) * (size_t)B);
+    int32_t *eot32 = malloc(sizeof(int32_t) * (size_t)B);
+    int rc = !eot || !eot32 ? tbi_err(TB_ENOMEM, "out of memory")
+                            : tbi_text_check_ids(&t->c, ids, B, eot);
+    for (int b = 0; rc == 0 && b < B; b++)
+        eot32[b] = eot[b];
+    if (rc == 0)
+        rc = o->to_device(be, t->eot, eot32, sizeof(int32_t) * (size_t)B);
+    free(eot);
+    free(eot32);
+    TBI_TRY(rc);
+    size_t R = (size_t)B * N;
+    t->B = B;
+    t->ready = 0;
+    TBI_TRY(o->to_device(be, t->ids, ids, sizeof(int32_t) * R));
+    /* token rows (into the scratch), + positions -> x0 */
+    TBI_TRY(o->gather_rows(be, t->s.ln, tbi_param_data(r, t->i_tok), t->ids, 1, t->c.vocab,
+                           (int)R, D));
+    TBI_TRY(o->tokens_fwd(be, t->x, t->s.ln, NULL, tbi_param_data(r, t->i_pos), NULL, B, N, 0,
+                          D));
+    for (int l = 0; l < L; l++) {
+        struct tbi_block_w w;
+        tbi_block_bind(r, t->blk_first[l], &t->bc, &w, NULL);
+        TBI_TRY(tbi_block_forward(be, &t->bc, &w, &t->ba[l], &t->s, NULL, t->x + l * R * D,
+                                  t->x + (l + 1) * R * D, B, N, 0));
+    }
+    /* the end token's row, ln_final, the projection */
+    TBI_TRY(o->gather_rows(be, t->sel, t->x + (size_t)L * R * D, t->eot, B, N, 1, D));
+    TBI_TRY(o->layernorm_fwd(be, t->feat, t->mean, t->rstd, t->sel, tbi_param_data(r, t->i_ln_w),
+                             tbi_param_data(r, t->i_ln_b), B, D, t->c.eps));
+    TBI_TRY(o->transpose(be, t->projT, tbi_param_data(r, t->i_proj), D, E));
+    TBI_TRY(o->matmul_fwd(be, t->emb, t->feat, t->projT, NULL, B, D, E));
+    t->ready = 1;
+    return 0;
+}
+
+float *tbi_text_emb(struct tbi_text *t)
+{
+    return t->emb;
+}
+
+int tbi_text_batch(const struct tbi_text *t)
+{
+    return t->B;
+}
+
+float *tbi_text_demb(struct tbi_text *t)
+{
+    return t->demb;
+}
+
+int tbi_text_backward(struct tbi_text *t)
+{
+    const struct tbi_ops *o = t->be->ops;
+    tbi_backend *be = t->be;
+    const struct tb_params *r = t->reg;
+    int B = t->B, D = t->c.width, N = t->c.ctx, L = t->c.layers, E = t->c.embed;
+    size_t R = (size_t)B * N;
+    if (!t->ready)
+        return tbi_err(TB_EINVAL, "the text tower's backward needs a forward since the last one");
+    t->ready = 0;
+    TBI_TRY(o->matmul_bwd(be, t->dfeat, t->dprojT, NULL, t->demb, t->feat, t->projT, B, D, E));
+    TBI_TRY(o->transpose(be, tbi_param_grad(r, t->i_proj), t->dprojT, E, D));
+    TBI_TRY(o->zero(be, t->dsel, sizeof(float) * (size_t)B * D));
+    TBI_TRY(o->layernorm_bwd(be, t->dsel, tbi_param_grad(r, t->i_ln_w),
+                             tbi_param_grad(r, t->i_ln_b), t->dfeat, t->sel,
+                             tbi_param_data(r, t->i_ln_w), t->mean, t->rstd, B, D));
+    /* only the end tokens' rows have a gradient from above */
+    TBI_TRY(o->zero(be, t->dres, sizeof(float) * R * D));
+    TBI_TRY(o->scatter_rows(be, t->dres, t->dsel, t->eot, B, N, 1, D));
+    for (int l = L - 1; l >= 0; l--) {
+        struct tbi_block_w w, g;
+        tbi_block_bind(r, t->blk_first[l], &t->bc, &w, &g);
+        TBI_TRY(tbi_block_backward(be, &t->bc, &w, &g, &t->ba[l], &t->s, NULL, t->x + l * R * D,
+                                   t->dres, B, N, 0));
+    }
+    TBI_TRY(o->tokens_bwd(be, t->s.dD, NULL, tbi_param_grad(r, t->i_pos), t->dres, NULL, B, N, 0,
+                          N, D));
+    return o->embed_bwd(be, tbi_param_grad(r, t->i_tok), t->s.dD, t->ids, (int)R, t->c.vocab, D);
+}

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""tests/ref/clip_ref.py - the PyTorch twin of `tubelet step --task clip`: LaViLa's video-text
+dual encoder with AVION's towers (avion/models/transformer.py VisionTransformer and
+TextTransformer, the non-flash path: nn.MultiheadAttention) from the same safetensors weights,
+AVION's ClipLoss on one process, the same optimizer steps on the same batch; writes the losses,
+the first step's features and gradients and the final weights in the layout of mae_ref.py.
+Runs on Debian's python3-torch (1.13) or any PyTorch 2.x; only numpy and torch are needed.
+
+    python3 tests/ref/clip_ref.py MODEL-FLAGS [OPTIM-FLAGS] [--double] --weights W --batch X --out O
+    python3 tests/ref/clip_ref.py --self-test
+
+MODEL-FLAGS: --dim D --depth L --heads NH --patch P --frames T --size HxW --embed E --vocab V
+--context N --text-width DT --text-heads NHT --text-depth LT. OPTIM-FLAGS: --optim adamw|lion
+--steps S --lr --wd --beta1 --beta2 --eps --temperature (0.07).
+
+The video tower (OpenAI CLIP names under visual.): conv1 = Conv2d(3, D, P, stride P, no bias)
+on every frame, tokens (t, h, w); class_embedding (D) first; positional_embedding (1 + HW, D):
+the class token gets row 0, token (t, s) row 1 + s plus temporal_embedding[t] (T > 1 only);
+ln_pre; blocks (ln_1, attn = nn.MultiheadAttention in_proj/out_proj, ln_2, mlp.c_fc, exact
+GELU, mlp.c_proj; LayerNorm eps 1e-6); ln_post of the class token; @ proj (D, E). The text
+tower: token_embedding (V, DT) + positional_embedding (N, DT), the same blocks with a causal
+mask and eps 1e-5, ln_final, the row at text.argmax(-1), @ text_projection (DT, E).
+Loss (ClipLoss, world 1): F.normalize both, logits = v @ t.T / temperature, the mean of the
+two cross-entropies with targets arange(B). Weight decay as AVION's main_lavila_pretrain.py:
+none where p.ndim < 2 or 'bias' or 'ln' is in the name.
+
+Batch: 'video' float32 (B, 3, T, H, W), 'text' int64 (B, N) ids below V. Weights: every
+parameter by name, float32, strictly (missing or misshapen: exit status 2)."""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mae_ref import BadInput, Lion, st_read, st_write  # noqa: E402
+
+PROG = "clip_ref.py"
+
+
+class Block(nn.Module):
+    """AVION's ResidualAttentionBlock without flash attention, layer scale or drop path."""
+
+    def __init__(self, d, heads, eps):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d, eps=eps)
+        self.attn = nn.MultiheadAttention(d, heads)
+        self.ln_2 = nn.LayerNorm(d, eps=eps)
+        self.mlp = nn.Sequential()
+        self.mlp.add_module("c_fc", nn.Linear(d, 4 * d))
+        self.mlp.add_module("gelu", nn.GELU())
+        self.mlp.add_module("c_proj", nn.Linear(4 * d, d))
+
+    def forward(self, x, mask=None):  # x (N, B, D): MultiheadAttention's layout
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h, need_weights=False, attn_mask=mask)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class Blocks(nn.Module):
+    def __init__(self, d, layers, heads, eps):
+        super().__init__()
+        self.resblocks = nn.ModuleList([Block(d, heads, eps) for _ in range(layers)])
+
+    def forward(self, x, mask=None):
+        x = x.permute(1, 0, 2)
+        for b in self.resblocks:
+            x = b(x, mask)
+        return x.permute(1, 0, 2)
+
+
+class Visual(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        d, s = a.dim, (a.height // a.patch) * (a.width // a.patch)
+        self.a, self.s = a, s
+        self.conv1 = nn.Conv2d(3, d, a.patch, stride=a.patch, bias=False)
+        self.class_embedding = nn.Parameter(torch.zeros(d))
+        self.positional_embedding = nn.Parameter(torch.zeros(s + 1, d))
+        if a.frames > 1:
+            self.temporal_embedding = nn.Parameter(torch.zeros(a.frames, d))
+        self.ln_pre = nn.LayerNorm(d, eps=1e-6)
+        self.transformer = Blocks(d, a.depth, a.heads, 1e-6)
+        self.ln_post = nn.LayerNorm(d, eps=1e-6)
+        self.proj = nn.Parameter(torch.zeros(d, a.embed))
+
+    def forward(self, x):
+        B, C, T, H, W = x.shape
+        x = x.permute(0, 2, 1, 3, 4).reshape(B * T, C, H, W)
+        x = self.conv1(x).flatten(2).transpose(2, 1).reshape(B, T * self.s, -1)
+        cls = self.class_embedding + torch.zeros(B, 1, x.shape[-1], dtype=x.dtype)
+        x = torch.cat([cls, x], 1)
+        pos = self.positional_embedding[1:].repeat(T, 1)
+        if T > 1:
+            pos = pos + self.temporal_embedding.repeat_interleave(self.s, 0)
+        x = x + torch.cat([self.positional_embedding[:1], pos])[None]
+        x = self.transformer(self.ln_pre(x))
+        return self.ln_post(x[:, 0]) @ self.proj
+
+
+class DualEncoder(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.visual = Visual(a)
+        d = a.text_width
+        self.token_embedding = nn.Embedding(a.vocab, d)
+        self.positional_embedding = nn.Parameter(torch.zeros(a.context, d))
+        self.transformer = Blocks(d, a.text_depth, a.text_heads, 1e-5)
+        self.ln_final = nn.LayerNorm(d, eps=1e-5)
+        self.text_projection = nn.Parameter(torch.zeros(d, a.embed))
+        mask = torch.full((a.context, a.context), float("-inf")).triu_(1)
+        self.register_buffer("attn_mask", mask, persistent=False)
+
+    def encode_text(self, ids):
+        x = self.token_embedding(ids) + self.positional_embedding
+        x = self.ln_final(self.transformer(x, self.attn_mask.to(x.dtype)))
+        return x[torch.arange(x.shape[0]), ids.argmax(-1)] @ self.text_projection
+
+    def forward(self, video, ids):
+        return self.visual(video), self.encode_text(ids)
+
+
+def clip_loss(v, t, temperature):
+    v, t = F.normalize(v, dim=-1), F.normalize(t, dim=-1)
+    logits = v @ t.T / temperature
+    labels = torch.arange(v.shape[0])
+    return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
+
+
+def decays(name, prm):
+    """AVION's main_lavila_pretrain.py rule."""
+    return not (prm.ndim < 2 or "bias" in name or "ln" in name)
+
+
+def make_optimizer(model, a):
+    groups = [{"params": [p for n, p in model.named_parameters() if decays(n, p)],
+               "weight_decay": a.wd},
+              {"params": [p for n, p in model.named_parameters() if not decays(n, p)],
+               "weight_decay": 0.0}]
+    if a.optim == "lion":
+        return Lion(groups, lr=a.lr, betas=(a.beta1, a.beta2))
+    return torch.optim.AdamW(groups, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+
+
+def load_weights(model, path, dtype):
+    w = st_read(path)
+    state = {}
+    for name, prm in model.state_dict().items():
+        if name not in w:
+            raise BadInput("%s: tensor '%s' missing" % (path, name))
+        if w[name].dtype != np.float32 or tuple(w[name].shape) != tuple(prm.shape):
+            raise BadInput("%s: '%s' is %s %s, want float32 %s" % (
+                path, name, w[name].dtype, list(w[name].shape), list(prm.shape)))
+        state[name] = torch.tensor(w[name])
+    model.load_state_dict(state, strict=True)
+    return model.to(dtype)
+
+
+def read_batch(path, a):
+    b = st_read(path)
+    v, t = b.get("video"), b.get("text")
+    if v is None or v.dtype != np.float32 or v.shape[1:] != (3, a.frames, a.height, a.width):
+        raise BadInput("%s: 'video' must be float32 (B, 3, %d, %d, %d)" % (
+            path, a.frames, a.height, a.width))
+    if t is None or t.dtype != np.int64 or t.shape != (v.shape[0], a.context) or \
+            t.min() < 0 or t.max() >= a.vocab:
+        raise BadInput("%s: 'text' must be int64 (B, %d) ids below %d" % (path, a.context, a.vocab))
+    return torch.tensor(v), torch.tensor(t)
+
+
+def run_steps(a):
+    dtype = torch.float64 if a.double else torch.float32
+    model = load_weights(DualEncoder(a), a.weights, dtype)
+    video, ids = read_batch(a.batch, a)
+    video = video.to(dtype)
+    opt = make_optimizer(model, a)
+    out, losses = {}, []
+    for s in range(a.steps):
+        opt.zero_grad()
+        v, t = model(video, ids)
+        loss = clip_loss(v, t, a.temperature)
+        loss.backward()
+        losses.append(loss.item())
+        if s == 0:
+            out["video_emb"] = v.detach().numpy()
+            out["text_emb"] = t.detach().numpy()
+            for n, p in model.named_parameters():
+                out["grad." + n] = p.grad.numpy().copy()
+        opt.step()
+    out["loss"] = np.array(losses)
+    for n, p in model.named_parameters():
+        out[n] = p.detach().numpy()
+    st_write(a.out, {k: np.asarray(v, np.float32) for k, v in out.items()})
+
+
+def parser():
+    p = argparse.ArgumentParser(description="PyTorch twin of tubelet step --task clip")
+    for k, d in [("dim", 64), ("depth", 2), ("heads", 2), ("patch", 8), ("frames", 4),
+                 ("embed", 32), ("vocab", 49408), ("context", 77), ("text-width", 32),
+                 ("text-heads", 2), ("text-depth", 2), ("steps", 1)]:
+        p.add_argument("--" + k, type=int, default=d)
+    p.add_argument("--size", default="32x32")
+    p.add_argument("--optim", default="adamw", choices=("adamw", "lion"))
+    for k, d in [("lr", 1e-3), ("wd", 0.05), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8),
+                 ("temperature", 0.07)]:
+        p.add_argument("--" + k, type=float, default=d)
+    p.add_argument("--weights")
+    p.add_argument("--batch")
+    p.add_argument("--out")
+    p.add_argument("--double", action="store_true", help="run in float64, write float32")
+    p.add_argument("--self-test", action="store_true")
+    return p
+
+
+def finish(a):
+    a.height, a.width = (int(x) for x in a.size.split("x"))
+    if a.height % a.patch or a.width % a.patch or a.dim % a.heads or \
+            a.text_width % a.text_heads:
+        raise BadInput("bad model flags")
+    return a
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
+    if a.self_test:
+        return self_test()
+    try:
+        finish(a)
+        if not (a.weights and a.batch and a.out):
+            raise BadInput("--weights, --batch and --out are required")
+        torch.set_num_threads(1)
+        run_steps(a)
+    except BadInput as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        return 2
+    return 0
+
+
+# ---- self-test --------------------------------------------------------------------------------
+
+
+def numpy_infonce(v, t, temperature):
+    """The loss written out in float64 numpy, independently of F.cross_entropy."""
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    t = t / np.linalg.norm(t, axis=1, keepdims=True)
+    s = v @ t.T / temperature
+
+    def xent(m):
+        mx = m.max(1, keepdims=True)
+        lse = (mx + np.log(np.exp(m - mx).sum(1, keepdims=True)))[:, 0]
+        return float(np.mean(lse - np.diag(m)))
+    return (xent(s) + xent(s.T)) / 2
+
+
+def self_test():
+    torch.set_num_threads(1)
+    failures = []
+
+    def check(what, err, tol):
+        ok = err <= tol
+        print("%s %-66s %.2e (<= %.0e)" % ("ok  " if ok else "FAIL", what, err, tol))
+        if not ok:
+            failures.append(what)
+
+    base = ["--dim", "16", "--depth", "2", "--heads", "2", "--patch", "4", "--frames", "3",
+            "--size", "8x12", "--embed", "8", "--vocab", "20", "--context", "6",
+            "--text-width", "12", "--text-depth", "2", "--text-heads", "3"]
+    a = finish(parser().parse_args(base))
+    g = np.random.default_rng(3)
+    model = DualEncoder(a).to(torch.float64)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.tensor(g.standard_normal(p.shape) * 0.3))
+    B = 4
+    video = torch.tensor(g.standard_normal((B, 3, a.frames, a.height, a.width)))
+    ids = torch.tensor(g.integers(1, a.vocab - 1, (B, a.context)))
+    for b in range(B):
+        ids[b, 2 + b % 3] = a.vocab - 1
+    v, t = model(video, ids)
+    loss = clip_loss(v, t, 0.07)
+    check("loss vs numpy's InfoNCE (float64)",
+          abs(loss.item() - numpy_infonce(v.detach().numpy(), t.detach().numpy(), 0.07)), 1e-12)
+    loss.backward()
+    # the causal mask: a caption's features do not depend on tokens after its end token
+    ids2 = ids.clone()
+    ids2[0, -1] = (ids2[0, -1] + 1) % (a.vocab - 1)
+    t2 = model.encode_text(ids2)
+    check("causal: a token after the end token changes nothing",
+          float((t2[0] - t[0]).abs().max()), 1e-12)
+    probes = [("visual.conv1.weight", (3, 1, 2, 0)), ("visual.temporal_embedding", (2, 5)),
+              ("visual.positional_embedding", (0, 3)), ("visual.class_embedding", (7,)),
+              ("visual.transformer.resblocks.1.attn.in_proj_weight", (20, 3)),
+              ("visual.proj", (4, 2)), ("token_embedding.weight", (int(ids[1, 0]), 1)),
+              ("positional_embedding", (3, 4)), ("transformer.resblocks.0.mlp.c_fc.bias", (9,)),
+              ("text_projection", (5, 6)), ("ln_final.weight", (2,))]
+    prms = dict(model.named_parameters())
+    worst = 0.0
+    for name, idx in probes:
+        ten, h = prms[name].data, 1e-5
+        old = float(ten[idx])
+        with torch.no_grad():
+            ten[idx] = old + h
+            lp = clip_loss(*model(video, ids), 0.07).item()
+            ten[idx] = old - h
+            lm = clip_loss(*model(video, ids), 0.07).item()
+            ten[idx] = old
+        fd = (lp - lm) / (2 * h)
+        gg = float(prms[name].grad[idx])
+        worst = max(worst, abs(fd - gg) / max(abs(gg), 1e-3))
+    check("finite differences, %d entries (worst)" % len(probes), worst, 1e-6)
+    # through the files, and bad inputs
+    d = tempfile.mkdtemp(prefix="clip_ref_")
+    wp, xp, op = (os.path.join(d, f) for f in ("w.safetensors", "x.safetensors", "o.safetensors"))
+    st_write(wp, {n: p.detach().numpy().astype(np.float32) for n, p in model.named_parameters()})
+    st_write(xp, {"video": video.numpy().astype(np.float32), "text": ids.numpy()})
+    rc = main(base + ["--double", "--weights", wp, "--batch", xp, "--out", op])
+    o = st_read(op)
+    err = max([rel(o["grad." + n], p.grad.numpy()) for n, p in prms.items()] +
+              [abs(o["loss"][0] - loss.item()) / loss.item()]) if rc == 0 else 1.0
+    check("via files --double vs in memory", err, 1e-6)
+    bad = {"video": video.numpy().astype(np.float32), "text": ids.numpy() + a.vocab}
+    st_write(xp, bad)
+    stderr, sys.stderr = sys.stderr, open(os.devnull, "w")
+    try:
+        rc = main(base + ["--weights", wp, "--batch", xp, "--out", op])
+    finally:
+        sys.stderr.close()
+        sys.stderr = stderr
+    check("bad input: ids outside the vocabulary -> exit status %d" % rc, float(rc != 2), 0)
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    os.rmdir(d)
+    if failures:
+        print("self-test: %d FAILED" % len(failures))
+        return 1
+    print("self-test: OK")
+    return 0
+
+
+def rel(x, y):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    return float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-30))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
