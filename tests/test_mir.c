@@ -180,6 +180,31 @@ static void test_noun_sets(void)
 
 /* ---- sentences and relevancy --------------------------------------------------------------- */
 
+/* Relevancy files for the 11 x 8 split of small.csv that must fail, and how. */
+#define GOOD_DICT(shape) "{'descr': '<f4', 'fortran_order': False, 'shape': " shape ", }"
+static const struct {
+    const char *dict;
+    int n_floats, extra;
+    const char *want;
+} bad_files[] = {
+    {GOOD_DICT("(88,)"), 88, 0, "shape (88) (1-D), but the split has 11 clips"},
+    {"{'descr': '<i4', 'fortran_order': False, 'shape': (11, 8), }", 88, 0,
+     "rel.npy: dtype '<i4': only float32 and float64 are read"},
+    {GOOD_DICT("(11, 8)"), 87, 0, "88 elements of <f4 need 480 (truncated)"},
+    {GOOD_DICT("(11, 8)"), 88, 1, "(extra bytes)"},
+    {"{'descr': '<f4', 'fortran_order': True, 'shape': (11, 8), }", 88, 0, "Fortran order"},
+    {"{'descr': '<f4', 'shape': (11, 8), }", 88, 0,
+     "'descr', 'fortran_order' or 'shape' is missing"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (11, 8), 'x': 1}", 88, 0,
+     "a key other than"},
+    {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (11, 8), }", 88, 0,
+     "not a simple dtype string"},
+    {GOOD_DICT("(11, 'x')"), 88, 0, "'shape' holds something other than integers"},
+    {GOOD_DICT("(11 8)"), 88, 0, "'shape' is not a tuple of integers"},
+    {GOOD_DICT("(99999999999999, 8)"), 88, 0, "a dimension over 2^40"},
+    {GOOD_DICT("(11, 8)") " junk", 88, 0, "text after the closing '}'"},
+};
+
 static void test_relevancy(int have_numpy)
 {
     struct tb_annotations *a = load_small();
@@ -226,31 +251,16 @@ static void test_relevancy(int have_numpy)
     CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "rel.npy: relevancy of shape (11, 7), but the split has 11 clips "
                                "and 8 sentences: expected (11, 8)");
-    write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (88,), }", rel, 88 * 4);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "shape (88) (1-D), but the split has 11 clips");
-    write_npy(path, "{'descr': '<i4', 'fortran_order': False, 'shape': (11, 8), }", rel, 88 * 4);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "rel.npy: dtype '<i4': only float32 and float64 are read");
-    write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (11, 8), }", rel, 87 * 4);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "88 elements of <f4 need 480 (truncated)");
-    write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (11, 8), }", rel, 88 * 4);
-    FILE *f = fopen(path, "ab");
-    fputc(0, f);
-    fclose(f);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "(extra bytes)");
-    write_npy(path, "{'descr': '<f4', 'fortran_order': True, 'shape': (11, 8), }", rel, 88 * 4);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "Fortran order");
-    write_npy(path, "{'descr': '<f4', 'shape': (11, 8), }", rel, 88 * 4);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "'descr', 'fortran_order' or 'shape' is missing");
-    write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (11, 8), 'x': 1}", rel,
-              88 * 4);
-    CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
-    CHECK_STR_HAS(tb_errmsg(), "a key other than");
+    for (size_t i = 0; i < sizeof(bad_files) / sizeof(bad_files[0]); i++) {
+        write_npy(path, bad_files[i].dict, rel, sizeof(float) * (size_t)bad_files[i].n_floats);
+        if (bad_files[i].extra) {
+            FILE *f = fopen(path, "ab");
+            fputc(0, f);
+            fclose(f);
+        }
+        CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
+        CHECK_STR_HAS(tb_errmsg(), bad_files[i].want);
+    }
     write_bytes(path, "\x93NUMPY\x01\x00\xff\x7f{'descr'", 17);
     CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "the .npy header claims 32767 bytes; the file has 17");

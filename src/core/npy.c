@@ -67,6 +67,17 @@ static int word(struct scan *s, const char *w)
     return 0;
 }
 
+/* After an entry of a tuple or dict: 0 past a ',', 1 at the closing character, else -1. */
+static int next_entry(struct scan *s, char close)
+{
+    skip_space(s);
+    if (s->p < s->end && *s->p == ',') {
+        s->p++;
+        return 0;
+    }
+    return s->p < s->end && *s->p == close ? 1 : -1;
+}
+
 /* "(a, b, ...)" with an optional trailing comma; "()" is a 0-d array. */
 static int shape_tuple(struct scan *s, struct tbi_npy *h, const char **why)
 {
@@ -90,10 +101,7 @@ static int shape_tuple(struct scan *s, struct tbi_npy *h, const char **why)
         if (v && h->n > INT64_MAX / 16 / v)
             return *why = "the shape's product overflows", -1;
         h->n *= v;
-        skip_space(s);
-        if (s->p < s->end && *s->p == ',')
-            s->p++;
-        else if (s->p >= s->end || *s->p != ')')
+        if (next_entry(s, ')') < 0)
             return *why = "'shape' is not a tuple of integers", -1;
     }
     s->p++;
@@ -136,10 +144,7 @@ static int parse_header(struct scan *s, struct tbi_npy *h, const char **why)
         } else {
             return *why = "a key other than 'descr', 'fortran_order', 'shape' (or one twice)", -1;
         }
-        skip_space(s);
-        if (s->p < s->end && *s->p == ',')
-            s->p++;
-        else if (s->p >= s->end || *s->p != '}')
+        if (next_entry(s, '}') < 0)
             return *why = "entries are not separated by ','", -1;
     }
     s->p++;
