@@ -36,6 +36,11 @@ struct tb_ann_item {
     int action;           /* EPIC: id of "verb:noun" (tb_ann_map_actions), else -1 */
     char *text;           /* EPIC narration or narration text; NULL for Kinetics */
     int line;             /* 1-based line of the file */
+    char *id;             /* EPIC: the narration_id column; NULL where the file has none */
+    int *nouns;           /* EPIC: the all_noun_classes column as a set (ascending, repeats
+                             dropped), or {noun} where the file has no such column; NULL
+                             for the other formats */
+    int n_nouns;
 };
 
 struct tb_annotations {
@@ -51,7 +56,8 @@ struct tb_ann_opts {
     int skip_bad_rows;    /* 1: skip and count rows that do not parse; 0: fail on the first */
 };
 
-/* Load an annotation file. Errors name the file, line and column. */
+/* Load an annotation file. Errors name the file, line and column (a malformed
+ * all_noun_classes list too: "[2, 15]", one class or more). */
 TB_API int tb_ann_load(struct tb_annotations **out, const char *path,
                        const struct tb_ann_opts *opts);
 TB_API void tb_ann_free(struct tb_annotations **a);

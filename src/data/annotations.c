@@ -1,7 +1,8 @@
 /* src/data/annotations.c - annotation files: EPIC-Kitchens-100 CSVs (columns found by name in
- * the header), Kinetics/VideoMAE lists and narration CSVs. Every row is validated; an error
- * names the file, the line and the column. With skip_bad_rows the bad rows are counted and
- * the first message kept. EPIC action ids: tb_ann_map_actions. Tests: tests/test_data.c. */
+ * the header; all_noun_classes as a set of classes), Kinetics/VideoMAE lists and narration
+ * CSVs. Every row is validated; an error names the file, the line and the column. With
+ * skip_bad_rows the bad rows are counted and the first message kept. EPIC action ids:
+ * tb_ann_map_actions. Tests: tests/test_data.c, tests/test_mir.c (the noun sets). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -10,13 +11,13 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "data/csv.h"
 #include "tubelet/data.h"
 
 #define MAX_FIELDS 64
 #define ANN_MAX_BYTES (1u << 30)
 
-/* Split a CSV line in place. Double quotes protect commas; "" inside quotes is a quote. */
-static int split_csv(char *line, char **fields, int max)
+int tbi_csv_split(char *line, char **fields, int max)
 {
     int n = 0;
     char *p = line;
@@ -95,7 +96,7 @@ static int parse_seconds(const char *s, double *out)
     return 0;
 }
 
-static char *trim(char *s)
+char *tbi_csv_trim(char *s)
 {
     while (*s == ' ' || *s == '\t')
         s++;
@@ -110,12 +111,74 @@ struct parser {
     const struct tb_ann_opts *o;
     const char *path;
     int cap;
-    int col[8];            /* EPIC: column of each needed field */
+    int col[8];            /* EPIC: column of each field, -1 for an absent optional one */
 };
 
-enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_NARRATION };
-static const char *const epic_names[] = {"video_id", "start_timestamp", "stop_timestamp",
-                                         "verb_class", "noun_class", "narration"};
+/* EPIC columns: the first five are required. */
+enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_NARRATION, C_NOUNS, C_ID, N_EPIC_COLS };
+static const char *const epic_names[N_EPIC_COLS] = {
+    "video_id", "start_timestamp", "stop_timestamp", "verb_class",
+    "noun_class", "narration", "all_noun_classes", "narration_id"};
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* all_noun_classes: a Python list of one class number or more, "[2, 15]", as EPIC writes it.
+ * Returns the number of distinct classes with them in *out (malloc'ed, ascending: EPIC's
+ * relevancy takes the list as a set), -1 for a malformed list with *at the offending
+ * character's offset, or TB_ENOMEM. */
+static int parse_noun_list(const char *s, int **out, int *at)
+{
+    const char *p = s;
+    int n = 0, cap = 0, *v = NULL;
+    while (*p == ' ')
+        p++;
+    if (*p != '[')
+        goto bad;
+    for (p++;; p++) {
+        while (*p == ' ')
+            p++;
+        if (*p < '0' || *p > '9')
+            goto bad;
+        int64_t x = 0;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if ((x = x * 10 + (*p - '0')) > 1000000)
+                goto bad;
+        if (n == cap) {
+            int *g = realloc(v, sizeof(*g) * (size_t)(cap = cap ? 2 * cap : 4));
+            if (!g) {
+                free(v);
+                return TB_ENOMEM;
+            }
+            v = g;
+        }
+        v[n++] = (int)x;
+        while (*p == ' ')
+            p++;
+        if (*p == ']')
+            break;
+        if (*p != ',')
+            goto bad;
+    }
+    for (p++; *p == ' '; p++)
+        ;
+    if (*p)
+        goto bad;
+    qsort(v, (size_t)n, sizeof(*v), cmp_int);
+    int k = 1;
+    for (int i = 1; i < n; i++)
+        if (v[i] != v[k - 1])
+            v[k++] = v[i];
+    *out = v;
+    return k;
+bad:
+    *at = (int)(p - s);
+    free(v);
+    return -1;
+}
 
 static struct tb_ann_item *add_item(struct parser *ps)
 {
@@ -134,6 +197,33 @@ static struct tb_ann_item *add_item(struct parser *ps)
     return it;
 }
 
+/* The row's noun set: its all_noun_classes list, or {noun_class} where the file has no such
+ * column. */
+static int row_nouns(struct parser *ps, char **f, int n, int line_no, struct tb_ann_item *it)
+{
+    int c = ps->col[C_NOUNS], at = 0;
+    if (c < 0) {
+        if (!(it->nouns = malloc(sizeof(*it->nouns))))
+            return tbi_err(TB_ENOMEM, "%s: out of memory", ps->path);
+        it->nouns[0] = it->noun;
+        it->n_nouns = 1;
+        return 0;
+    }
+    if (c >= n)
+        return tbi_err(TB_EFORMAT, "%s:%d: %d fields, column 'all_noun_classes' missing",
+                       ps->path, line_no, n);
+    const char *s = tbi_csv_trim(f[c]);
+    int k = parse_noun_list(s, &it->nouns, &at);
+    if (k == TB_ENOMEM)
+        return tbi_err(TB_ENOMEM, "%s: out of memory", ps->path);
+    if (k < 0)
+        return tbi_err(TB_EFORMAT, "%s:%d: column 'all_noun_classes': '%.80s' is not a list of "
+                       "class numbers such as [2, 15] (at character %d)", ps->path, line_no, s,
+                       at + 1);
+    it->n_nouns = k;
+    return 0;
+}
+
 /* Parse one data row into a new item. Returns 0, or TB_EFORMAT with the message set. */
 static int parse_row(struct parser *ps, char *line, int line_no)
 {
@@ -143,7 +233,8 @@ static int parse_row(struct parser *ps, char *line, int line_no)
     int64_t v;
     tmp.verb = tmp.noun = tmp.action = -1;
     tmp.line = line_no;
-    const char *video = NULL, *text = NULL;
+    const char *video = NULL, *text = NULL, *id = NULL;
+    int n_fields = 0, rc;
 
     if (ps->o->format == TB_ANN_KINETICS) {
         /* "path num_frames label" or "path label", split from the right, so the path may
@@ -160,7 +251,7 @@ static int parse_row(struct parser *ps, char *line, int line_no)
             return tbi_err(TB_EFORMAT, "%s:%d: column 'label': '%s' is not a class number",
                            path, line_no, label);
         tmp.verb = (int)v;
-        char *rest = trim(line), *count = strrchr(rest, ' ');
+        char *rest = tbi_csv_trim(line), *count = strrchr(rest, ' ');
         tab = strrchr(rest, '\t');
         if (tab > count)
             count = tab;
@@ -170,7 +261,7 @@ static int parse_row(struct parser *ps, char *line, int line_no)
         }
         video = rest;
     } else {
-        int n = split_csv(line, f, MAX_FIELDS);
+        int n = tbi_csv_split(line, f, MAX_FIELDS);
         if (n < 0)
             return tbi_err(TB_EFORMAT, "%s:%d: malformed CSV (unbalanced quotes or too many "
                            "fields)", path, line_no);
@@ -196,15 +287,19 @@ static int parse_row(struct parser *ps, char *line, int line_no)
             tmp.noun = (int)v;
             if (ps->col[C_NARRATION] >= 0 && ps->col[C_NARRATION] < n)
                 text = f[ps->col[C_NARRATION]];
+            if (ps->col[C_ID] >= 0 && ps->col[C_ID] < n &&
+                *(id = tbi_csv_trim(f[ps->col[C_ID]])) == '\0')
+                id = NULL;
+            n_fields = n;
         } else {
             if (n < 4)
                 return tbi_err(TB_EFORMAT, "%s:%d: expected 'video_id,start_s,end_s,text', got "
                                "%d fields", path, line_no, n);
             video = f[0];
-            if (parse_seconds(trim(f[1]), &tmp.start_s) < 0)
+            if (parse_seconds(tbi_csv_trim(f[1]), &tmp.start_s) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'start_s': '%s' is not a time in "
                                "seconds", path, line_no, f[1]);
-            if (parse_seconds(trim(f[2]), &tmp.end_s) < 0)
+            if (parse_seconds(tbi_csv_trim(f[2]), &tmp.end_s) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'end_s': '%s' is not a time in "
                                "seconds", path, line_no, f[2]);
             text = f[3];
@@ -213,12 +308,17 @@ static int parse_row(struct parser *ps, char *line, int line_no)
             return tbi_err(TB_EFORMAT, "%s:%d: the action ends (%.2f s) before it starts "
                            "(%.2f s)", path, line_no, tmp.end_s, tmp.start_s);
     }
-    video = trim((char *)video);
+    video = tbi_csv_trim((char *)video);
     if (!video[0])
         return tbi_err(TB_EFORMAT, "%s:%d: empty video name", path, line_no);
+    if (ps->o->format == TB_ANN_EPIC && (rc = row_nouns(ps, f, n_fields, line_no, &tmp)) < 0)
+        return rc;
     struct tb_ann_item *it = add_item(ps);
-    if (!it || !(tmp.video = strdup(video)) || (text && !(tmp.text = strdup(text)))) {
+    if (!it || !(tmp.video = strdup(video)) || (text && !(tmp.text = strdup(text))) ||
+        (id && !(tmp.id = strdup(id)))) {
         free(tmp.video);
+        free(tmp.text);
+        free(tmp.nouns);
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     }
     *it = tmp;
@@ -229,11 +329,11 @@ static int parse_row(struct parser *ps, char *line, int line_no)
 static int parse_header(struct parser *ps, char *line)
 {
     char *f[MAX_FIELDS];
-    int n = split_csv(line, f, MAX_FIELDS);
-    for (int k = 0; k < 6; k++) {
+    int n = tbi_csv_split(line, f, MAX_FIELDS);
+    for (int k = 0; k < N_EPIC_COLS; k++) {
         ps->col[k] = -1;
         for (int i = 0; i < n; i++)
-            if (!strcmp(trim(f[i]), epic_names[k]))
+            if (!strcmp(tbi_csv_trim(f[i]), epic_names[k]))
                 ps->col[k] = i;
         if (ps->col[k] < 0 && k < C_NARRATION)
             return tbi_err(TB_EFORMAT, "%s:1: no '%s' column in the header (an "
@@ -251,6 +351,8 @@ void tb_ann_free(struct tb_annotations **pa)
     for (int i = 0; i < a->n_items; i++) {
         free(a->items[i].video);
         free(a->items[i].text);
+        free(a->items[i].id);
+        free(a->items[i].nouns);
     }
     free(a->items);
     free(a);
@@ -282,7 +384,7 @@ int tb_ann_load(struct tb_annotations **out, const char *path, const struct tb_a
         size_t len = strlen(line);
         if (len && line[len - 1] == '\r')
             line[len - 1] = '\0';
-        char *t = trim(line);
+        char *t = tbi_csv_trim(line);
         int header = line_no == 1 && (o->format == TB_ANN_EPIC ||
                                       (o->format == TB_ANN_NARRATION &&
                                        !strncmp(t, "video_id", 8)));

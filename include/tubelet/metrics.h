@@ -1,0 +1,92 @@
+/* include/tubelet/metrics.h - EPIC-Kitchens-100 multi-instance retrieval (MIR): mAP and nDCG
+ * from a similarity and a relevancy matrix, in both directions; the sentence list and the
+ * relevancy of a split built from its EPIC annotations; the relevancy file (.npy).
+ * docs/METRICS.md gives the definitions, where they were read, the tie rule and how it departs
+ * from the official code; docs/FORMATS.md the files. Tests: tests/test_mir.c (against
+ * tests/ref/mir_ref.py). */
+#ifndef TUBELET_METRICS_H
+#define TUBELET_METRICS_H
+
+#include "tubelet/base.h"
+#include "tubelet/data.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- scores ------------------------------------------------------------------------------ */
+
+enum tb_mir_dir {
+    TB_MIR_V2T, /* each video ranks the texts (a row of the matrices) */
+    TB_MIR_T2V, /* each text ranks the videos (a column) */
+    TB_MIR_AVG, /* the mean of the two */
+};
+
+struct tb_mir_scores {
+    double map[3];      /* mean average precision, indexed by enum tb_mir_dir */
+    double ndcg[3];     /* normalised discounted cumulative gain */
+    int64_t n_map[2];   /* queries in the mAP mean: those with an item of relevancy exactly 1 */
+    int64_t n_ndcg[2];  /* queries in the nDCG mean: those with an item of relevancy > 0 */
+};
+
+/* Score the similarities sim against the relevancies rel, both (n_video, n_text) row-major;
+ * sim must be finite and rel in [0, 1]. EPIC-Kitchens-100's definitions: average precision
+ * counts the items of relevancy 1 and accumulates graded relevancy into its precisions; nDCG
+ * keeps the first K ranks, K being the query's items of relevancy > 0. Items of equal
+ * similarity score the mean over every order of them, so a constant matrix scores the
+ * expected value of a random ranking. A query with no item of relevancy 1 (mAP) or > 0
+ * (nDCG) is left out of that mean and the counts say how many stayed in; a direction left
+ * with none is TB_EINVAL. Scratch memory is O(n_video + n_text) per thread; rows and columns
+ * are scored in parallel, with the same result for any number of threads. Errors name the
+ * offending element. */
+TB_API int tb_mir_evaluate(const float *sim, const float *rel, int64_t n_video, int64_t n_text,
+                           struct tb_mir_scores *out);
+
+/* ---- sentences and relevancy from annotations -------------------------------------------- */
+
+struct tb_mir_sentences {
+    int n;              /* sentences */
+    int *item;          /* (n) the annotation item whose narration, verb class and noun set
+                           the sentence carries */
+    const char **text;  /* (n) that item's narration: borrowed from the annotations */
+};
+
+/* The sentences of a split as EPIC-Kitchens-100 builds them (JPoSE's create_sentence_df,
+ * which made EPIC_100_retrieval_test_sentence.csv): the distinct narrations in order of first
+ * appearance, each carrying its first clip; then, for every action class (verb_class,
+ * noun_class) no sentence carries yet, the narration of the first clip of that class, in order
+ * of that clip (EK-100 appends these in Python's set order, which no program can reproduce:
+ * docs/METRICS.md). ann must be EPIC annotations with a narration on every item; it must
+ * outlive the list. */
+TB_API int tb_mir_sentences_build(struct tb_mir_sentences **out,
+                                  const struct tb_annotations *ann);
+
+/* The sentences of a sentence CSV, in its order (EPIC_100_retrieval_test_sentence.csv: a
+ * header naming a `narration_id` column, each row naming a clip of ann by it). A sentence is
+ * its clip's narration and classes, as AVION and LaViLa take it; a `narration` column that
+ * says otherwise is logged as a warning (EK-100's test file pairs its last 7 ids with the
+ * previous row's narration). Use it with the relevancy EK-100 ships, whose columns are in
+ * that file's order. Errors name the file and line. */
+TB_API int tb_mir_sentences_load(struct tb_mir_sentences **out, const char *path,
+                                 const struct tb_annotations *ann);
+
+TB_API void tb_mir_sentences_free(struct tb_mir_sentences **s);
+
+/* Rows first .. first + n_rows - 1 of the split's relevancy (ann->n_items, s->n) into rel
+ * (n_rows, s->n): for clip i and sentence j, the mean of the verb IoU (1 if the verb classes
+ * are equal, else 0) and the IoU of the clip's noun set with the sentence's (struct
+ * tb_ann_item's nouns), as EK-100's caption relevancy (JPoSE's create_relevancy_files). */
+TB_API int tb_mir_relevancy(const struct tb_annotations *ann, const struct tb_mir_sentences *s,
+                            int64_t first, int64_t n_rows, float *rel);
+
+/* Read the relevancy file at path into rel (ann->n_items, s->n): a .npy file, 2-D float32 or
+ * float64 in C order, whose shape must be the split's (the error names the file, the shape
+ * found and the shape expected), every value in [0, 1], and every sentence's own clip at
+ * relevancy 1 with it (else its columns are in another sentence order). */
+TB_API int tb_mir_relevancy_load(const char *path, const struct tb_annotations *ann,
+                                 const struct tb_mir_sentences *s, float *rel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TUBELET_METRICS_H */
