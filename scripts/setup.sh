@@ -6,7 +6,7 @@ set -eu
 
 pkgs="build-essential cmake pkg-config
 libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libx264-dev
-libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin
+libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin zlib1g-dev
 ffmpeg opencv-doc python3 python3-dev python3-numpy python3-pytest python3-torch python3-regex"
 
 missing=""

@@ -279,6 +279,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
     int only_pos = 0;
     for (int i = 0; i < argc; i++) {
         char *a = argv[i];
+        if (!only_pos && !strcmp(a, "--")) { /* the rest are arguments, even "-x" */
+            only_pos = 1;
+            continue;
+        }
         if (only_pos || !is_flag(a)) {
             if (!only_pos && a[0] == '-' && a[1] && strcmp(a, "-")) {
                 fprintf(stderr, "tubelet %s: unknown option '%s' (flags are --long-names; see "
@@ -286,10 +290,6 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
                 goto fail;
             }
             pos[n_pos++] = a;
-            continue;
-        }
-        if (!strcmp(a, "--")) {
-            only_pos = 1;
             continue;
         }
         if (!strcmp(a, "--print-config"))
