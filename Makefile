@@ -6,7 +6,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build build-asan test test-fast test-asan demo demo-mae bench-prep bench-reader clean
+.PHONY: all setup build build-asan test test-fast test-asan demo demo-mae demo-clip bench-prep bench-reader clean
 
 all: build
 
@@ -38,6 +38,10 @@ demo: build
 demo-mae: build
 	@sh scripts/demo_mae.sh $(BUILD)/tubelet demo-mae
 
+# Video-text contrastive pretraining from scratch, then zero-shot retrieval and classification.
+demo-clip: build
+	@sh scripts/demo_clip.sh $(BUILD)/tubelet demo-clip
+
 bench-prep: build
 	@sh bench/prep_table.sh $(BUILD)
 
@@ -47,4 +51,4 @@ bench-reader: build
 	@sh bench/reader_bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) demo demo-mae
+	rm -rf $(BUILD) $(BUILD_ASAN) demo demo-mae demo-clip

@@ -25,6 +25,9 @@ TB_API int tb_dist_world(void);
 TB_API int tb_dist_mean_f32(float *x, size_t n);
 /* x (n) = the sum of x over all processes, in place. */
 TB_API int tb_dist_sum_f64(double *x, size_t n);
+/* all (world n) = every process's x (n), in rank order (all may not be x; one process: a
+ * copy). n below 2^31. */
+TB_API int tb_dist_gather_f32(const float *x, size_t n, float *all);
 /* The largest flag of all processes (so all stop at the same step). */
 TB_API int tb_dist_max_int(int flag);
 

@@ -40,6 +40,8 @@ enum tb_rng_purpose {
     TB_RNG_SYNTH_SPLIT = 9,  /* tubelet synth, the validation split: a = 0, b = 0 */
     TB_RNG_FRAMES = 10,      /* tubelet frames, its random crop modes: a = 0, b = 0 */
     TB_RNG_TEST = 11,        /* tests, free keys */
+    TB_RNG_BASELINE = 12,    /* a metric's random-ranking baseline (the retrieval evaluation's
+                                random similarities): a = epoch, b = 0 */
     TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
 };
 

@@ -10,6 +10,7 @@
 
 #include "tubelet/data.h"
 #include "tubelet/model.h"
+#include "tubelet/text.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,12 +108,20 @@ struct tb_train_progress {
 struct tb_eval_result {
     int64_t epoch;
     int64_t n_items;
-    double top1, top5;                  /* fractions, views and crops averaged */
+    double top1, top5;                  /* fractions, views and crops averaged (clip: zero-shot
+                                         * classification by class-name prompts) */
     double loss;                        /* mean cross-entropy of the averaged prediction */
+    /* --task clip: zero-shot multi-instance retrieval over the split's sentences (EK-100's
+     * definitions, metrics.h), and the same code on random similarities (the baseline a
+     * model must beat) */
+    int retrieval, zeroshot;            /* 1: the retrieval fields, top1/top5 are set */
+    int64_t n_sentences;
+    double map[3], ndcg[3];             /* video->text, text->video, their mean */
+    double map_random, ndcg_random;     /* the means, for random similarities */
 };
 
 struct tb_train_opts {
-    const char *task;                   /* "cls" (NULL: cls) or "mae" */
+    const char *task;                   /* "cls" (NULL: cls), "mae" or "clip" */
     struct tb_vit_config model;         /* frames/height/width are the clips' */
     const struct tb_annotations *train_ann, *val_ann; /* val may be NULL */
     enum tb_label_kind label;
@@ -130,6 +139,15 @@ struct tb_train_opts {
     double drop_path;                   /* cls: stochastic depth's top rate (VideoMAE 0.1) */
     struct tb_mae_config mae;           /* --task mae: masks, decoder, target (its enc is
                                          * ignored: the encoder is model) */
+    struct tb_clip_config clip;         /* --task clip: the text tower and projections (its
+                                         * video is ignored: the video tower is model) */
+    double temperature;                 /* clip: InfoNCE's (0.07) */
+    const char *class_names;            /* clip: a classes CSV (id,key,...: EK-100's
+                                         * EPIC_100_verb_classes.csv) for zero-shot
+                                         * classification of the label; NULL or "": none */
+    const char *prompt;                 /* clip: its template, "{}" the class name ("{}") */
+    const char *relevancy;              /* clip: the validation split's relevancy (.npy);
+                                         * NULL or "": computed from its classes */
     uint64_t seed;
     int eval_every;                     /* epochs; 0: only at the end */
     int val_views, val_crops;
@@ -156,6 +174,17 @@ TB_API int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann,
                        const struct tb_dataset_opts *data, enum tb_label_kind label,
                        enum tb_norm norm, int views, int crops, int batch, int workers,
                        struct tb_eval_result *res, int *predicted);
+
+/* Zero-shot evaluation of a dual encoder on EPIC annotations with narrations: each item's
+ * video features (views x crops of normalised features averaged; sharded over processes),
+ * the split's sentences (tb_mir_sentences_build) through the text tower, cosine
+ * similarities, EK-100's mAP and nDCG against the relevancy (o->relevancy's file, or
+ * computed), and the same on random similarities; with o->class_names, zero-shot
+ * classification of o->label by the prompt's text features (top-1/top-5, argmax's tie rule).
+ * Uses o's data, norm, batch, workers, val_views, val_crops, seed, tokenized with tok's
+ * context (m's). */
+TB_API int tb_eval_clip(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann,
+                        const struct tb_train_opts *o, int64_t epoch, struct tb_eval_result *res);
 
 #ifdef __cplusplus
 }

@@ -24,13 +24,16 @@ struct train_config {
     double layer_decay, drop_path;
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
+    int embed, ctx, text_width, text_heads, text_depth;
+    double temperature;
+    char *class_names, *prompt, *relevancy;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag train_flags[] = {
-    F("task", CLI_STR, task, "cls", "NAME", "cls (supervised classification) or mae (VideoMAE "
-      "pretraining)", CLI_NO_RANGE),
+    F("task", CLI_STR, task, "cls", "NAME", "cls (supervised classification), mae (VideoMAE "
+      "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend: slow)",
       CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "ROOT", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
@@ -114,6 +117,22 @@ static const struct cli_flag train_flags[] = {
     F("dec-heads", CLI_INT, dec_heads, "6", "NH", "mae: decoder heads", 1, 1024),
     F("norm-target", CLI_BOOL, norm_target, "true", "", "mae: each tube's pixels normalised "
       "per channel (VideoMAE's target)", CLI_NO_RANGE),
+    F("embed", CLI_INT, embed, "256", "E", "clip: the towers' projection width (LaViLa: 256)", 1,
+      65536),
+    F("context", CLI_INT, ctx, "77", "N", "clip: tokens a caption (longer ones are cut)", 2,
+      4096),
+    F("text-width", CLI_INT, text_width, "512", "D", "clip: text tower width", 8, 65536),
+    F("text-heads", CLI_INT, text_heads, "8", "NH", "clip: text tower heads", 1, 1024),
+    F("text-depth", CLI_INT, text_depth, "12", "L", "clip: text tower blocks", 1, 1024),
+    F("temperature", CLI_DOUBLE, temperature, "0.07", "X", "clip: InfoNCE's temperature "
+      "(frozen)", 1e-4, 100),
+    F("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...: "
+      "EPIC_100_verb_classes.csv) for zero-shot classification of --label at evaluation",
+      CLI_NO_RANGE),
+    F("prompt", CLI_STR, prompt, "{}", "TEXT", "clip: the zero-shot prompt, {} the class name",
+      CLI_NO_RANGE),
+    F("relevancy", CLI_STR, relevancy, "", "FILE.npy", "clip: the validation split's relevancy "
+      "(default: computed from its verb and noun classes, as EK-100's)", CLI_NO_RANGE),
 };
 #undef F
 
@@ -151,6 +170,17 @@ static void on_step(void *user, const struct tb_train_progress *p)
 static void on_eval(void *user, const struct tb_eval_result *r)
 {
     (void)user;
+    if (r->retrieval) {
+        fprintf(stderr, "%seval after epoch %lld: retrieval mAP %.2f (v->t %.2f, t->v %.2f), "
+                "nDCG %.2f on %lld clips x %lld sentences; random ranking: mAP %.2f, nDCG "
+                "%.2f\n", tty ? "\n" : "", (long long)r->epoch, 100 * r->map[2],
+                100 * r->map[0], 100 * r->map[1], 100 * r->ndcg[2], (long long)r->n_items,
+                (long long)r->n_sentences, 100 * r->map_random, 100 * r->ndcg_random);
+        if (r->zeroshot)
+            fprintf(stderr, "  zero-shot classification: top-1 %.2f%%, top-5 %.2f%%\n",
+                    100 * r->top1, 100 * r->top5);
+        return;
+    }
     fprintf(stderr, "%seval after epoch %lld: top-1 %.2f%%, top-5 %.2f%% on %lld clips (loss "
             "%.4f)\n", tty ? "\n" : "", (long long)r->epoch, 100 * r->top1, 100 * r->top5,
             (long long)r->n_items, r->loss);
@@ -192,7 +222,8 @@ static int run_train(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet train: --data, --train and --out are required\n");
         return 2;
     }
-    int mae = !strcmp(c->task, "mae"), optim = tb_optimizer_parse(c->optim);
+    int mae = !strcmp(c->task, "mae"), clip = !strcmp(c->task, "clip");
+    int optim = tb_optimizer_parse(c->optim);
     if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
         (strcmp(c->pool, "mean") && strcmp(c->pool, "cls")) ||
         (strcmp(c->pos, "sincos") && strcmp(c->pos, "learned")) ||
@@ -232,8 +263,8 @@ static int run_train(void *config, int n_args, char **args)
         tb_st_free(&f);
     }
     int classes = c->classes;
-    if (mae) {
-        classes = 0; /* no head: the decoder predicts pixels */
+    if (mae || clip) {
+        classes = 0; /* no head: the decoder predicts pixels, or the towers project */
     } else if (classes == 0) {
         int a = max_label(train, label), b = max_label(val, label);
         classes = (a > b ? a : b) + 1;
@@ -280,12 +311,25 @@ static int run_train(void *config, int n_args, char **args)
                 .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim,
                 .dec_depth = c->dec_depth, .dec_heads = c->dec_heads,
                 .norm_target = c->norm_target},
+        .clip = {.embed = c->embed, .vocab = TB_TOKEN_VOCAB, .ctx = c->ctx,
+                 .text_width = c->text_width, .text_heads = c->text_heads,
+                 .text_layers = c->text_depth, .text_causal = 1},
+        .temperature = c->temperature, .class_names = c->class_names, .prompt = c->prompt,
+        .relevancy = c->relevancy,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
     if (c->blr > 0)
         o.lr = c->blr * c->batch * tb_dist_world() / 256.0;
+    if (clip) {
+        /* AVION's video tower: frame patches, a class token, learned positions; its
+         * pretraining crops without flips (a mirrored clip would contradict "left") */
+        o.model.tubelet = 1;
+        o.model.pool = TB_POOL_CLS;
+        o.model.pos = TB_POS_LEARNED;
+        o.data.crop.flip = TB_FLIP_NEVER;
+    }
     tty = lead && isatty(2);
     struct tb_eval_result res = {0};
     double t0 = cli_now();
@@ -299,7 +343,13 @@ static int run_train(void *config, int n_args, char **args)
         if (tb_dist_world() > 1)
             printf(" (%d processes, %d clips per step)", tb_dist_world(),
                    tb_dist_world() * c->batch);
-        if (res.n_items)
+        if (res.retrieval)
+            printf("; validation retrieval mAP %.2f, nDCG %.2f (random ranking: %.2f, %.2f)",
+                   100 * res.map[2], 100 * res.ndcg[2], 100 * res.map_random,
+                   100 * res.ndcg_random);
+        if (res.retrieval && res.zeroshot)
+            printf("; zero-shot top-1 %.2f%%, top-5 %.2f%%", 100 * res.top1, 100 * res.top5);
+        else if (res.n_items && !res.retrieval)
             printf("; validation top-1 %.2f%%, top-5 %.2f%% on %lld clips", 100 * res.top1,
                    100 * res.top5, (long long)res.n_items);
         printf("\n");
@@ -318,13 +368,16 @@ end:
 const struct cli_command cli_cmd_train = {
     .name = "train",
     .args = "",
-    .summary = "train a video ViT on prepared videos (--task cls), or pretrain one as VideoMAE "
-               "(--task mae)",
-    .details = "Loader -> normalisation -> ViT -> cross-entropy (cls) or tube masking, decoder\n"
-               "and pixel reconstruction (mae) -> AdamW or Lion with warmup and cosine\n"
-               "decay. Every epoch: a checkpoint (DIR/last.safetensors, atomic), an evaluation\n"
-               "(top-1/top-5, views x crops averaged), lines in DIR/metrics.jsonl. Run the same\n"
-               "command again to resume exactly; Ctrl-C saves and stops.",
+    .summary = "train a video ViT on prepared videos (--task cls), pretrain one as VideoMAE "
+               "(--task mae) or with narrations as a video-text dual encoder (--task clip)",
+    .details = "Loader -> normalisation -> ViT -> cross-entropy (cls), tube masking, decoder\n"
+               "and pixel reconstruction (mae), or the text tower on the narrations and\n"
+               "InfoNCE over every process's pairs (clip) -> AdamW or Lion with warmup and\n"
+               "cosine decay. Every epoch: a checkpoint (DIR/last.safetensors, atomic), an\n"
+               "evaluation (top-1/top-5, views x crops averaged; clip: zero-shot EK-100\n"
+               "retrieval mAP/nDCG beside a random ranking's, and zero-shot classification\n"
+               "with --class-names), lines in DIR/metrics.jsonl. Run the same command again\n"
+               "to resume exactly; Ctrl-C saves and stops.",
     .flags = train_flags,
     .n_flags = (int)(sizeof(train_flags) / sizeof(train_flags[0])),
     .config_size = sizeof(struct train_config),

@@ -4,6 +4,7 @@
  * Tests: tests/test_dist.c. */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/internal.h"
 #include "tubelet/dist.h"
@@ -102,6 +103,22 @@ int tb_dist_sum_f64(double *x, size_t n)
     (void)x;
     (void)n;
 #endif
+    return 0;
+}
+
+int tb_dist_gather_f32(const float *x, size_t n, float *all)
+{
+    if (n >= (size_t)INT_MAX)
+        return tbi_err(TB_EINVAL, "gathering %zu floats a process: more than MPI's count", n);
+#ifdef TB_HAVE_MPI
+    if (world_ > 1) {
+        if (MPI_Allgather(x, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, MPI_COMM_WORLD) !=
+            MPI_SUCCESS)
+            return tbi_err(TB_EDIST, "MPI_Allgather of %zu floats failed", n);
+        return 0;
+    }
+#endif
+    memcpy(all, x, sizeof(float) * n);
     return 0;
 }
 

@@ -30,7 +30,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const struct tbi_task *const tasks[] = {&tbi_task_cls, &tbi_task_mae};
+static const struct tbi_task *const tasks[] = {&tbi_task_cls, &tbi_task_mae, &tbi_task_clip};
 
 static void metrics_line(FILE *f, const char *fmt, ...) TB_PRINTF(2, 3);
 static void metrics_line(FILE *f, const char *fmt, ...)
@@ -284,9 +284,19 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             if ((rc = task->evaluate(st, o, &r)) < 0)
                 goto end;
             r.epoch = e + 1;
-            metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": %.4f, "
-                         "\"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch, r.top1, r.top5,
-                         r.loss, r.n_items);
+            if (r.retrieval)
+                metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"map\": %.4f, \"ndcg\": "
+                             "%.4f, \"map_v2t\": %.4f, \"map_t2v\": %.4f, \"ndcg_v2t\": %.4f, "
+                             "\"ndcg_t2v\": %.4f, \"map_random\": %.4f, \"ndcg_random\": %.4f, "
+                             "\"zeroshot_top1\": %.4f, \"zeroshot_top5\": %.4f, \"items\": %"
+                             PRId64 ", \"sentences\": %" PRId64 "}", r.epoch, r.map[2], r.ndcg[2],
+                             r.map[0], r.map[1], r.ndcg[0], r.ndcg[1], r.map_random,
+                             r.ndcg_random, r.zeroshot ? r.top1 : -1.0,
+                             r.zeroshot ? r.top5 : -1.0, r.n_items, r.n_sentences);
+            else
+                metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": "
+                             "%.4f, \"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch,
+                             r.top1, r.top5, r.loss, r.n_items);
             if (lead && o->on_eval)
                 o->on_eval(o->user, &r);
             if (final_eval)

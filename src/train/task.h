@@ -1,4 +1,4 @@
-/* src/train/task.h - the task table: what a training task (cls, mae; clip next) gives
+/* src/train/task.h - the task table: what a training task (cls, mae, clip) gives
  * the one training loop (loop.c), which owns everything else - the schedule, clipping,
  * logging and progress, Ctrl-C, the non-finite stop, checkpoints and exact resume, the
  * data-parallel reduction. A task owns its model and what it computes from a batch. */
@@ -27,6 +27,6 @@ struct tbi_task {
     int (*evaluate)(void *state, const struct tb_train_opts *o, struct tb_eval_result *r);
 };
 
-extern const struct tbi_task tbi_task_cls, tbi_task_mae;
+extern const struct tbi_task tbi_task_cls, tbi_task_mae, tbi_task_clip;
 
 #endif /* TUBELET_TRAIN_TASK_H */

@@ -1,0 +1,468 @@
+/* src/train/clip_task.c - video-text contrastive pretraining (`--task clip`, LaViLa's dual
+ * encoder with AVION's towers) on the training loop, and its zero-shot evaluation
+ * (train.h's tb_eval_clip): EK-100 multi-instance retrieval and classification by prompts.
+ * Every caption of the training split is tokenized once, at the start (bad text is an error
+ * naming its CSV line; captions cut to the context are counted in the log). A step encodes
+ * the batch's clips and captions, gathers both towers' features from every process, computes
+ * the symmetric InfoNCE over all of them (the same loss on every process) and backpropagates
+ * each process's own rows: the loop's mean of the gradients then equals the gradient of one
+ * process with the whole batch. Tests: tests/test_train.c, tests/test_dist.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "train/task.h"
+#include "tubelet/dist.h"
+#include "tubelet/metrics.h"
+#include "tubelet/rng.h"
+
+struct clip {
+    tb_clip *m;
+    tb_tokenizer *tok;
+    int B, E, ctx, world;
+    int32_t *item_ids;        /* (items, ctx): every training caption, tokenized */
+    int32_t *ids;             /* (B, ctx) of the loaded batch */
+    int n;                    /* its clips */
+    float *v, *t;             /* (B, E): this process's features */
+    float *all_v, *all_t;     /* (world B, E) */
+    float *dv_all, *dt_all;   /* (world B, E) */
+};
+
+static void clip_close(void **state)
+{
+    struct clip *t = *state;
+    if (!t)
+        return;
+    tb_clip_close(&t->m);
+    tb_tokenizer_close(&t->tok);
+    void *bufs[] = {t->item_ids, t->ids, t->v, t->t, t->all_v, t->all_t, t->dv_all, t->dt_all};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        free(bufs[i]);
+    free(t);
+    *state = NULL;
+}
+
+/* Every caption of ann into ids (n_items, ctx); an empty one, or one that is not UTF-8, is
+ * an error naming its line; *n_cut counts those longer than the context. */
+static int tokenize_split(tb_tokenizer *tok, const struct tb_annotations *ann, int ctx,
+                          int32_t *ids, int *n_cut)
+{
+    *n_cut = 0;
+    for (int i = 0; i < ann->n_items; i++) {
+        const struct tb_ann_item *it = &ann->items[i];
+        const char *s = it->text ? it->text : "";
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s)
+            return tbi_err(TB_EFORMAT, "%s:%d: empty caption (video-text training needs the "
+                           "narration of every clip)", ann->path, it->line);
+        int n = 0, rc = tb_tokenize(tok, it->text, ids + (size_t)i * ctx, ctx, &n);
+        if (rc < 0)
+            return tbi_err_prefix(rc, "%s:%d: the narration", ann->path, it->line);
+        *n_cut += n > ctx;
+    }
+    return 0;
+}
+
+static int clip_open(void **state, const struct tb_train_opts *o)
+{
+    struct clip *t = calloc(1, sizeof(*t));
+    int rc, n_cut = 0;
+    *state = NULL;
+    if (!t)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    struct tb_clip_config c = o->clip;
+    c.video = o->model;
+    t->B = o->batch;
+    t->E = c.embed;
+    t->ctx = c.ctx;
+    t->world = tb_dist_world();
+    size_t be = (size_t)t->B * t->E, all = be * (size_t)t->world;
+    int64_t bytes = 0;
+    if ((rc = tb_clip_open(&t->m, &c)) == 0 && (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
+        (rc = tb_tokenizer_open(&t->tok, NULL)) == 0) {
+        t->item_ids = malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx + 1);
+        t->ids = malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);
+        t->v = malloc(sizeof(float) * be), t->t = malloc(sizeof(float) * be);
+        t->all_v = malloc(sizeof(float) * all), t->all_t = malloc(sizeof(float) * all);
+        t->dv_all = malloc(sizeof(float) * all), t->dt_all = malloc(sizeof(float) * all);
+        if (!t->item_ids || !t->ids || !t->v || !t->t || !t->all_v || !t->all_t || !t->dv_all ||
+            !t->dt_all)
+            rc = tbi_err(TB_ENOMEM, "out of memory");
+        else
+            rc = tokenize_split(t->tok, o->train_ann, t->ctx, t->item_ids, &n_cut);
+    }
+    if (rc < 0) {
+        void *p = t;
+        clip_close(&p);
+        return rc;
+    }
+    tbi_log(TB_LOG_INFO, "clip: %lld parameters; activations of %d clips and captions: %.1f "
+            "MB; %d of %d captions longer than %d tokens, cut", (long long)tb_params_floats(
+            tb_clip_params(t->m)), t->B, bytes / 1e6, n_cut, o->train_ann->n_items, t->ctx);
+    *state = t;
+    return 0;
+}
+
+static tb_params *clip_params(void *state)
+{
+    return tb_clip_params(((struct clip *)state)->m);
+}
+
+static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *sb)
+{
+    const struct tb_clip_config *c = tb_clip_config(((struct clip *)state)->m);
+    const struct tb_vit_config *v = &c->video;
+    tbi_sb_printf(sb, "\"task\":\"clip\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
+                  "\"patch\":\"%d\",\"tubelet\":\"1\",\"frames\":\"%d\",\"height\":\"%d\","
+                  "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"cls\",\"pos\":\"learned\","
+                  "\"layout\":\"clip\",\"embed\":\"%d\",\"vocab\":\"%d\",\"context\":\"%d\","
+                  "\"text_width\":\"%d\",\"text_heads\":\"%d\",\"text_depth\":\"%d\","
+                  "\"text_causal\":\"%d\",\"temperature\":\"%g\",\"sampler\":\"%s\","
+                  "\"stride\":\"%d\",\"norm\":\"%s\"",
+                  v->dim, v->depth, v->heads, v->patch, v->frames, v->height, v->width,
+                  c->embed, c->vocab, c->ctx, c->text_width, c->text_heads, c->text_layers,
+                  c->text_causal, o->temperature,
+                  o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
+                  o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
+    return 0;
+}
+
+static int clip_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)
+{
+    struct clip *t = state;
+    const float *mean, *std;
+    tb_norm_values(o->norm, &mean, &std);
+    if (b->n != t->B)
+        return tbi_err(TB_EINVAL, "a batch of %d clips, the step takes %d", b->n, t->B);
+    /* training samples are items, one view each */
+    for (int j = 0; j < b->n; j++)
+        memcpy(t->ids + (size_t)j * t->ctx, t->item_ids + (size_t)b->index[j] * t->ctx,
+               sizeof(int32_t) * (size_t)t->ctx);
+    t->n = b->n;
+    return tb_clip_set_clips(t->m, b->video, NULL, b->n, mean, std);
+}
+
+static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
+{
+    struct clip *t = state;
+    size_t be = (size_t)t->B * t->E;
+    int N = t->B * t->world, rank = tb_dist_rank();
+    TBI_TRY(tb_clip_encode_video(t->m, t->v));
+    TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, t->t));
+    TBI_TRY(tb_dist_gather_f32(t->v, be, t->all_v));
+    TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
+    double l = tb_clip_infonce(t->all_v, t->all_t, N, t->E, 1.0 / o->temperature, t->dv_all,
+                               t->dt_all);
+    if (isnan(l))
+        return tbi_err(TB_ENOMEM, "out of memory for the loss");
+    *loss = (float)l;
+    /* this process's rows, times the processes: the loop averages the gradients */
+    float *dv = t->dv_all + (size_t)rank * be, *dt = t->dt_all + (size_t)rank * be;
+    for (size_t i = 0; i < be; i++) {
+        dv[i] *= (float)t->world;
+        dt[i] *= (float)t->world;
+    }
+    return tb_clip_backward(t->m, dv, dt);
+}
+
+static int clip_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)
+{
+    struct clip *t = state;
+    return tb_eval_clip(t->m, t->tok, o->val_ann, o, 0, r);
+}
+
+const struct tbi_task tbi_task_clip = {
+    .name = "clip",
+    .open = clip_open,
+    .close = clip_close,
+    .params = clip_params,
+    .meta = clip_meta,
+    .load = clip_load,
+    .step = clip_step,
+    .evaluate = clip_evaluate,
+};
+
+/* ---- zero-shot evaluation ----------------------------------------------------------------- */
+
+static void normalise_rows(float *x, int64_t n, int E)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *row = x + (size_t)i * E;
+        double s = 0;
+        for (int e = 0; e < E; e++)
+            s += (double)row[e] * row[e];
+        double inv = 1 / fmax(sqrt(s), 1e-12);
+        for (int e = 0; e < E; e++)
+            row[e] = (float)(row[e] * inv);
+    }
+}
+
+/* Each item's mean normalised video features (n_items, E), views and crops averaged, every
+ * process its share of the clips, summed over processes. */
+static int video_features(tb_clip *m, const struct tb_annotations *ann,
+                          const struct tb_train_opts *o, float *feat)
+{
+    const struct tb_clip_config *c = tb_clip_config(m);
+    int E = c->embed, B = o->batch, rc = 0;
+    int per_item = o->val_views * (o->val_crops == 3 ? 3 : 1);
+    struct tb_dataset_opts d = o->data;
+    d.train = 0;
+    d.n_views = o->val_views;
+    d.n_crops = o->val_crops;
+    d.n_frames = c->video.frames;
+    d.width = c->video.width;
+    d.height = c->video.height;
+    struct tb_loader_opts lo = {.batch_size = B, .n_workers = o->workers, .prefetch = 2,
+                                .rank = tb_dist_rank(), .world = tb_dist_world(),
+                                .max_failure_rate = 0.05};
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    const float *mean, *std;
+    tb_norm_values(o->norm, &mean, &std);
+    double *acc = calloc((size_t)ann->n_items * E, sizeof(double));
+    float *v = malloc(sizeof(float) * (size_t)B * E);
+    if (!acc || !v) {
+        rc = tbi_err(TB_ENOMEM, "out of memory for the evaluation");
+        goto end;
+    }
+    if ((rc = tb_dataset_open(&ds, ann, &d)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
+        goto end;
+    int64_t nb = tb_loader_epoch(l, 0), n_samples = tb_dataset_size(ds);
+    int rank = tb_dist_rank(), world = tb_dist_world();
+    for (int64_t k = 0; k < nb && rc == 0; k++) {
+        struct tb_batch *b = NULL;
+        if ((rc = tb_loader_next(l, &b)) < 0)
+            break;
+        if ((rc = tb_clip_set_clips(m, b->video, NULL, b->n, mean, std)) == 0)
+            rc = tb_clip_encode_video(m, v);
+        for (int j = 0; rc == 0 && j < b->n; j++) {
+            /* the padding past the epoch's last clip (evening out the shards) skipped */
+            int64_t position = rank + (b->number * (int64_t)B + j) * world;
+            float *row = v + (size_t)j * E;
+            for (int e = 0; e < E; e++)
+                if (!isfinite(row[e]))
+                    rc = tbi_err(TB_ERANGE, "%s:%d: clip %" PRId64 " has features that are "
+                                 "not finite: the model is broken", ann->path,
+                                 ann->items[b->index[j] / per_item].line, b->index[j]);
+            if (rc < 0 || position >= n_samples)
+                continue;
+            normalise_rows(row, 1, E);
+            double *a = acc + (size_t)(b->index[j] / per_item) * E;
+            for (int e = 0; e < E; e++)
+                a[e] += row[e] / per_item;
+        }
+        tb_loader_release(l, b);
+    }
+    if (tb_dist_max_int(rc < 0)) {
+        if (rc == 0)
+            rc = tbi_err(TB_EDIST, "another process failed in the evaluation");
+        goto end;
+    }
+    if ((rc = tb_dist_sum_f64(acc, (size_t)ann->n_items * E)) < 0)
+        goto end;
+    for (size_t i = 0; i < (size_t)ann->n_items * E; i++)
+        feat[i] = (float)acc[i];
+    normalise_rows(feat, ann->n_items, E);
+end:
+    tb_loader_close(&l);
+    tb_dataset_close(&ds);
+    free(acc);
+    free(v);
+    return rc;
+}
+
+/* Normalised text features (n, E) of n texts, in batches of the model's plan. */
+static int text_features(tb_clip *m, tb_tokenizer *tok, const char *const *texts, int n, int B,
+                         float *feat)
+{
+    const struct tb_clip_config *c = tb_clip_config(m);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * c->ctx);
+    int rc = ids ? 0 : tbi_err(TB_ENOMEM, "out of memory");
+    for (int i0 = 0; rc == 0 && i0 < n; i0 += B) {
+        int k = n - i0 < B ? n - i0 : B;
+        for (int j = 0; rc == 0 && j < k; j++)
+            if ((rc = tb_tokenize(tok, texts[i0 + j], ids + (size_t)j * c->ctx, c->ctx, NULL)) < 0)
+                rc = tbi_err_prefix(rc, "text '%.60s'", texts[i0 + j]);
+        if (rc == 0)
+            rc = tb_clip_encode_text(m, ids, k, feat + (size_t)i0 * c->embed);
+    }
+    free(ids);
+    if (rc == 0)
+        normalise_rows(feat, n, c->embed);
+    return rc;
+}
+
+/* sim (nv, nt) = cosine similarities of normalised rows. */
+static void similarities(const float *v, int64_t nv, const float *t, int64_t nt, int E,
+                         float *sim)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nv; i++)
+        for (int64_t j = 0; j < nt; j++) {
+            double d = 0;
+            for (int e = 0; e < E; e++)
+                d += (double)v[(size_t)i * E + e] * t[(size_t)j * E + e];
+            sim[(size_t)i * nt + j] = (float)d;
+        }
+}
+
+/* The class names of a classes CSV (a header, then id,key,...: row k names class k; '-' and
+ * '_' in the key read as spaces) through the prompt ("{}" the name) into texts (n). */
+static int class_prompts(const char *path, const char *prompt, char ***texts, int *n)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int cap = 0, rc = 0, line_no = 0;
+    *texts = NULL;
+    *n = 0;
+    if (!f)
+        return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: cannot open: %s", path,
+                       strerror(errno));
+    const char *slot = strstr(prompt, "{}");
+    if (!slot) {
+        fclose(f);
+        return tbi_err(TB_EINVAL, "prompt '%s' has no {} for the class name", prompt);
+    }
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        if (++line_no == 1)
+            continue; /* the header */
+        char *comma = strchr(line, ','), *end = NULL;
+        long id = strtol(line, &end, 10);
+        if (!comma || end != comma || id != *n) {
+            rc = tbi_err(TB_EFORMAT, "%s:%d: expected 'id,key,...' with id %d (the classes in "
+                         "order)", path, line_no, *n);
+            break;
+        }
+        char *key = comma + 1, *stop = key + strcspn(key, ",\r\n");
+        *stop = '\0';
+        for (char *p = key; *p; p++)
+            *p = *p == '-' || *p == '_' ? ' ' : *p;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **g = realloc(*texts, sizeof(*g) * (size_t)cap);
+            if (!g) {
+                rc = tbi_err(TB_ENOMEM, "out of memory");
+                break;
+            }
+            *texts = g;
+        }
+        size_t len = strlen(prompt) + strlen(key) + 1;
+        if (!((*texts)[*n] = malloc(len))) {
+            rc = tbi_err(TB_ENOMEM, "out of memory");
+            break;
+        }
+        snprintf((*texts)[*n], len, "%.*s%s%s", (int)(slot - prompt), prompt, key, slot + 2);
+        (*n)++;
+    }
+    fclose(f);
+    if (rc == 0 && *n == 0)
+        rc = tbi_err(TB_EFORMAT, "%s: no classes", path);
+    return rc;
+}
+
+/* Zero-shot classification: each item's label against the classes' prompt features. */
+static int zeroshot(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann,
+                    const struct tb_train_opts *o, const float *vfeat, struct tb_eval_result *r)
+{
+    char **texts = NULL;
+    int K = 0, E = tb_clip_config(m)->embed;
+    int rc = class_prompts(o->class_names, o->prompt && o->prompt[0] ? o->prompt : "{}", &texts,
+                           &K);
+    float *cf = rc == 0 ? malloc(sizeof(float) * (size_t)K * E) : NULL;
+    float *sim = rc == 0 ? malloc(sizeof(float) * (size_t)K) : NULL;
+    if (rc == 0 && (!cf || !sim))
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = text_features(m, tok, (const char *const *)texts, K, o->batch, cf);
+    int64_t top1 = 0, top5 = 0;
+    for (int i = 0; rc == 0 && i < ann->n_items; i++) {
+        int y = tb_item_label(&ann->items[i], o->label);
+        if (y < 0 || y >= K) {
+            rc = tbi_err(TB_EINVAL, "%s:%d: class %d, but %s names %d classes", ann->path,
+                         ann->items[i].line, y, o->class_names, K);
+            break;
+        }
+        similarities(vfeat + (size_t)i * E, 1, cf, K, E, sim);
+        int rank = 0; /* how many beat y; a tie goes to the lower class, as argmax */
+        for (int q = 0; q < K; q++)
+            rank += sim[q] > sim[y] || (sim[q] == sim[y] && q < y);
+        top1 += rank < 1;
+        top5 += rank < 5;
+    }
+    if (rc == 0) {
+        r->zeroshot = 1;
+        r->top1 = (double)top1 / ann->n_items;
+        r->top5 = (double)top5 / ann->n_items;
+    }
+    for (int k = 0; k < K; k++)
+        free(texts[k]);
+    free(texts);
+    free(cf);
+    free(sim);
+    return rc;
+}
+
+int tb_eval_clip(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann,
+                 const struct tb_train_opts *o, int64_t epoch, struct tb_eval_result *res)
+{
+    int E = tb_clip_config(m)->embed, rc;
+    struct tb_mir_sentences *s = NULL;
+    struct tb_mir_scores sc, rnd;
+    float *vf = NULL, *tf = NULL, *sim = NULL, *rel = NULL;
+    memset(res, 0, sizeof(*res));
+    res->epoch = epoch;
+    int64_t nv = ann->n_items;
+    if ((rc = tb_mir_sentences_build(&s, ann)) < 0)
+        return rc;
+    int64_t nt = s->n;
+    vf = malloc(sizeof(float) * (size_t)nv * E);
+    tf = malloc(sizeof(float) * (size_t)nt * E);
+    sim = malloc(sizeof(float) * (size_t)nv * nt);
+    rel = malloc(sizeof(float) * (size_t)nv * nt);
+    if (!vf || !tf || !sim || !rel) {
+        rc = tbi_err(TB_ENOMEM, "out of memory for the %lld x %lld retrieval matrices",
+                     (long long)nv, (long long)nt);
+        goto end;
+    }
+    if ((rc = video_features(m, ann, o, vf)) < 0 ||
+        (rc = text_features(m, tok, s->text, (int)nt, o->batch, tf)) < 0)
+        goto end;
+    if (o->relevancy && o->relevancy[0])
+        rc = tb_mir_relevancy_load(o->relevancy, ann, s, rel);
+    else
+        rc = tb_mir_relevancy(ann, s, 0, nv, rel);
+    if (rc < 0)
+        goto end;
+    similarities(vf, nv, tf, nt, E, sim);
+    if ((rc = tb_mir_evaluate(sim, rel, nv, nt, &sc)) < 0)
+        goto end;
+    /* the baseline: the same scoring of random similarities */
+    tb_rng g;
+    tb_rng_init_for(&g, o->seed, TB_RNG_BASELINE, (uint64_t)epoch, 0);
+    for (size_t i = 0; i < (size_t)nv * nt; i++)
+        sim[i] = (float)tb_rng_uniform(&g);
+    if ((rc = tb_mir_evaluate(sim, rel, nv, nt, &rnd)) < 0)
+        goto end;
+    res->retrieval = 1;
+    res->n_items = nv;
+    res->n_sentences = nt;
+    memcpy(res->map, sc.map, sizeof(res->map));
+    memcpy(res->ndcg, sc.ndcg, sizeof(res->ndcg));
+    res->map_random = rnd.map[TB_MIR_AVG];
+    res->ndcg_random = rnd.ndcg[TB_MIR_AVG];
+    if (o->class_names && o->class_names[0])
+        rc = zeroshot(m, tok, ann, o, vf, res);
+end:
+    tb_mir_sentences_free(&s);
+    free(vf);
+    free(tf);
+    free(sim);
+    free(rel);
+    return rc;
+}
