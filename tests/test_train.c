@@ -12,7 +12,9 @@
  *   checkpoint);
  * - the guarded backend (memory unreadable outside its ops) trains to the same bits;
  * - --task mae: the same checkpoint for 1, 2 and 4 workers, an exact resume with Lion's
- *   state, fine-tuning from it (--init, --layer-decay, --drop-path), bad settings. */
+ *   state, fine-tuning from it (--init, --layer-decay, --drop-path), bad settings;
+ * - --task clip: the same checkpoint for 1 and 3 workers, an exact resume, the zero-shot
+ *   evaluation and its random baseline in metrics.jsonl, bad captions naming their lines. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -178,6 +180,74 @@ static void test_mae(const char *t, const char *d)
     rc = tbt_run(&out, 300, "%s train %s --init %s/syn/annotations/EPIC_100_train.csv --out "
                  "%s/ft_bad2", t, cls_flags, d, d);
     CHECK_MSG(rc != 0 && out && strstr(out, "EPIC_100_train.csv"), "init from a CSV: %s", out);
+    free(out);
+}
+
+/* --task clip: the same run for 1 and 3 workers, an exact resume, the zero-shot evaluation
+ * beside its random baseline, bad captions naming their lines. */
+static void test_clip(const char *t, const char *d)
+{
+    char flags[3000], run[2][4300], *out = NULL;
+    snprintf(flags, sizeof(flags), "--task clip --data %s --train %s --val %s --dim 32 --depth 2 "
+             "--heads 2 --patch 16 --frames 2 --input-size 32 --batch 4 --embed 16 "
+             "--text-width 32 --text-heads 2 --text-depth 1 --context 12 --log-every 1 "
+             "--eval-every 0 --epochs 4 --lr 1e-3 --warmup-epochs 0", data, train_csv, val_csv);
+    const int workers[2] = {1, 3};
+    static double l1[4096], l2[4096];
+    for (int i = 0; i < 2; i++) {
+        tbt_case = "clip: 1 and 3 workers";
+        snprintf(run[i], sizeof(run[i]), "%s/clip_w%d", d, workers[i]);
+        int rc = tbt_run(&out, 600, "%s train %s --workers %d --out %s", t, flags, workers[i],
+                         run[i]);
+        CHECK_MSG(rc == 0, "%s", out);
+        CHECK_STR_HAS(out, "validation retrieval mAP");
+        CHECK_STR_HAS(out, "random ranking");
+        free(out);
+        if (i > 0)
+            same_ckpt(run[0], run[i], "clip workers");
+    }
+    int n1 = read_losses(run[0], l1, 4096);
+    CHECK_MSG(n1 > 10 && l1[n1 - 1] < l1[0], "clip: %d steps, loss %.4f -> %.4f", n1, l1[0],
+              n1 ? l1[n1 - 1] : 0);
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run[0]);
+    char *m = tbt_read(path, NULL);
+    CHECK_MSG(m && strstr(m, "\"map_random\": ") && strstr(m, "\"sentences\": "), "%s", m);
+    free(m);
+
+    tbt_case = "clip: interrupted and resumed";
+    char run_i[4300];
+    snprintf(run_i, sizeof(run_i), "%s/clip_int", d);
+    int rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s > %s/c1.log 2>&1 & pid=$!; "
+                     "while [ \"$(cat %s/metrics.jsonl 2>/dev/null | grep -c step)\" -lt 4 ]; do "
+                     "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -INT $pid; "
+                     "wait $pid; echo status=$?", t, flags, run_i, d, run_i);
+    CHECK_STR_HAS(out, "status=1");
+    free(out);
+    rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s", t, flags, run_i);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "resuming from");
+    free(out);
+    int n2 = read_losses(run_i, l2, 4096);
+    CHECK_EQ(n2, n1);
+    for (int i = 0; i < n1 && i < n2; i++)
+        CHECK_MSG(l1[i] == l2[i], "step %d: loss %.6f uninterrupted, %.6f resumed", i + 1, l1[i],
+                  l2[i]);
+    same_ckpt(run[0], run_i, "clip resumed");
+
+    /* Captions: an empty one, and one that is not UTF-8, each named by its line. */
+    tbt_case = "clip: bad captions";
+    char bad[4400];
+    snprintf(bad, sizeof(bad), "%s/bad_captions.csv", d);
+    tbt_run(NULL, 30, "awk -F, 'BEGIN{OFS=\",\"} NR == 3 {$9 = \"\"} {print}' %s > %s", train_csv,
+            bad);
+    rc = tbt_run(&out, 120, "%s train %s --train %s --out %s/clip_bad", t, flags, bad, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "bad_captions.csv:3: empty caption"), "%s", out);
+    free(out);
+    tbt_run(NULL, 30, "awk -F, 'BEGIN{OFS=\",\"} NR == 4 {$9 = \"caf\\351\"} {print}' %s > %s",
+            train_csv, bad);
+    rc = tbt_run(&out, 120, "%s train %s --train %s --out %s/clip_bad2", t, flags, bad, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "bad_captions.csv:4: the narration"), "%s", out);
     free(out);
 }
 
@@ -401,5 +471,6 @@ int main(void)
     tb_st_free(&fp);
     tb_st_free(&fg);
     test_mae(t, d);
+    test_clip(t, d);
     TBT_EXIT();
 }
