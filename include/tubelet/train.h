@@ -72,6 +72,8 @@ struct tb_ckpt_info {
     int stride;
     enum tb_norm norm;
     enum tb_label_kind label;
+    struct tb_clip_config clip;  /* task clip: the text tower and projections (video: none) */
+    double temperature;          /* task clip */
 };
 TB_API int tb_ckpt_info(const char *path, struct tb_ckpt_info *info);
 
@@ -148,6 +150,8 @@ struct tb_train_opts {
     const char *prompt;                 /* clip: its template, "{}" the class name ("{}") */
     const char *relevancy;              /* clip: the validation split's relevancy (.npy);
                                          * NULL or "": computed from its classes */
+    const char *similarity;             /* clip evaluation: also write the (clips, sentences)
+                                         * similarity matrix here (.npy, float32); NULL: no */
     uint64_t seed;
     int eval_every;                     /* epochs; 0: only at the end */
     int val_views, val_crops;

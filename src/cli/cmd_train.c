@@ -391,6 +391,7 @@ const struct cli_command cli_cmd_train = {
 struct eval_config {
     char *ckpt, *data, *ext, *val, *format, *label, *predictions, *backend;
     int views, crops, batch, workers;
+    char *class_names, *prompt, *relevancy, *similarity;
 };
 
 #define E(name, type, field, def, meta, help, ...)                                            \
@@ -412,8 +413,62 @@ static const struct cli_flag eval_flags[] = {
     E("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     E("predictions", CLI_STR, predictions, "", "FILE.csv",
       "also write each item's line, label and top-1 class", CLI_NO_RANGE),
+    E("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...) for "
+      "zero-shot classification of --label", CLI_NO_RANGE),
+    E("prompt", CLI_STR, prompt, "{}", "TEXT", "clip: the zero-shot prompt, {} the class name",
+      CLI_NO_RANGE),
+    E("relevancy", CLI_STR, relevancy, "", "FILE.npy", "clip: the split's relevancy (default: "
+      "computed from its verb and noun classes)", CLI_NO_RANGE),
+    E("similarity", CLI_STR, similarity, "", "FILE.npy", "clip: also write the (clips, "
+      "sentences) similarity matrix", CLI_NO_RANGE),
 };
 #undef E
+
+/* A --task clip checkpoint: zero-shot retrieval (and classification with --class-names) on
+ * --val, as the run's own evaluation. Returns the exit status. */
+static int eval_clip(const struct eval_config *c, struct tb_ckpt_info *info,
+                     enum tb_label_kind label, const struct tb_ann_opts *ao)
+{
+    struct tb_annotations *val = NULL;
+    tb_clip *m = NULL;
+    tb_tokenizer *tok = NULL;
+    struct tb_eval_result r;
+    struct tb_clip_config cc = info->clip;
+    cc.video = info->model;
+    cc.video.backend = c->backend;
+    int rc;
+    if ((rc = tb_clip_open(&m, &cc)) < 0 ||
+        (rc = tb_ckpt_load(c->ckpt, tb_clip_params(m), NULL, NULL)) < 0 ||
+        (rc = tb_clip_plan(m, c->batch, NULL)) < 0 || (rc = tb_tokenizer_open(&tok, NULL)) < 0 ||
+        (rc = tb_ann_load(&val, c->val, ao)) < 0)
+        goto end;
+    struct tb_train_opts o = {
+        .label = label, .data = {.root = c->data, .ext = c->ext, .sampler = info->sampler,
+                                 .stride = info->stride},
+        .norm = info->norm, .batch = c->batch, .workers = c->workers, .val_views = c->views,
+        .val_crops = c->crops, .class_names = c->class_names, .prompt = c->prompt,
+        .relevancy = c->relevancy, .similarity = c->similarity,
+    };
+    if ((rc = tb_eval_clip(m, tok, val, &o, 0, &r)) < 0)
+        goto end;
+    if (tb_dist_rank() == 0) {
+        printf("{\"ckpt\": \"%s\", \"items\": %lld, \"sentences\": %lld, \"map\": %.4f, "
+               "\"ndcg\": %.4f, \"map_v2t\": %.4f, \"map_t2v\": %.4f, \"ndcg_v2t\": %.4f, "
+               "\"ndcg_t2v\": %.4f, \"map_random\": %.4f, \"ndcg_random\": %.4f", c->ckpt,
+               (long long)r.n_items, (long long)r.n_sentences, r.map[2], r.ndcg[2], r.map[0],
+               r.map[1], r.ndcg[0], r.ndcg[1], r.map_random, r.ndcg_random);
+        if (r.zeroshot)
+            printf(", \"zeroshot_top1\": %.4f, \"zeroshot_top5\": %.4f", r.top1, r.top5);
+        printf("}\n");
+    }
+end:
+    if (rc < 0)
+        cli_report("eval", rc);
+    tb_tokenizer_close(&tok);
+    tb_clip_close(&m);
+    tb_ann_free(&val);
+    return rc < 0 ? 1 : 0;
+}
 
 /* line,label,predicted per annotation item: the confusion matrix is one awk away. */
 static int write_predictions(const char *path, const struct tb_annotations *a,
@@ -464,14 +519,18 @@ static int run_eval(void *config, int n_args, char **args)
      * normalisation, frames and size (from the checkpoint). */
     if ((rc = tb_ckpt_info(c->ckpt, &info)) < 0)
         goto fail;
+    if (!c->label[0])
+        label = info.label;
+    if (!strcmp(info.task, "clip")) {
+        status = eval_clip(c, &info, label, &ao);
+        goto end;
+    }
     if (strcmp(info.task, "cls")) {
         fprintf(stderr, "tubelet eval: %s is a --task %s checkpoint, without a classifier: "
                 "fine-tune it first (tubelet train --task cls --init %s)\n", c->ckpt, info.task,
                 c->ckpt);
         goto end;
     }
-    if (!c->label[0])
-        label = info.label;
     info.model.backend = c->backend;
     if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
@@ -509,7 +568,8 @@ end:
 const struct cli_command cli_cmd_eval = {
     .name = "eval",
     .args = "",
-    .summary = "evaluate a checkpoint: top-1/top-5 with views x crops averaged",
+    .summary = "evaluate a checkpoint: top-1/top-5 with views x crops averaged; for a --task "
+               "clip one, zero-shot retrieval (mAP, nDCG) and classification",
     .details = NULL,
     .flags = eval_flags,
     .n_flags = (int)(sizeof(eval_flags) / sizeof(eval_flags[0])),

@@ -132,6 +132,29 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
     info->norm = !meta_get(f->metadata, "norm", s, sizeof(s)) && !strcmp(s, "imagenet")
                      ? TB_NORM_IMAGENET
                      : TB_NORM_OPENAI;
+    if (!strcmp(info->task, "clip")) {
+        /* the dual encoder's text tower and projections */
+        int64_t w[7] = {0};
+        const char *ck[7] = {"embed", "vocab", "context", "text_width", "text_heads",
+                             "text_depth", "text_causal"};
+        for (int i = 0; i < 7; i++)
+            if (meta_i64(f->metadata, ck[i], &w[i]) || w[i] < 0 || w[i] > (1 << 24))
+                rc = tbi_err(TB_EFORMAT, "%s: a --task clip checkpoint without '%s' in its "
+                             "metadata", path, ck[i]);
+        info->model.layout = TB_LAYOUT_CLIP;
+        info->model.embed = (int)w[0];
+        info->clip = (struct tb_clip_config){.embed = (int)w[0], .vocab = (int)w[1],
+                                             .ctx = (int)w[2], .text_width = (int)w[3],
+                                             .text_heads = (int)w[4], .text_layers = (int)w[5],
+                                             .text_causal = (int)w[6]};
+        info->temperature = 0.07;
+        if (!meta_get(f->metadata, "temperature", s, sizeof(s)))
+            info->temperature = atof(s);
+        if (rc < 0) {
+            tb_st_free(&f);
+            return rc;
+        }
+    }
     info->label = TB_LABEL_VERB;
     if (!meta_get(f->metadata, "label", s, sizeof(s)))
         info->label = !strcmp(s, "noun") ? TB_LABEL_NOUN

@@ -236,6 +236,9 @@ static int video_features(tb_clip *m, const struct tb_annotations *ann,
     int64_t nb = tb_loader_epoch(l, 0), n_samples = tb_dataset_size(ds);
     int rank = tb_dist_rank(), world = tb_dist_world();
     for (int64_t k = 0; k < nb && rc == 0; k++) {
+        if (rank == 0 && nb >= 20 && k % (nb / 10) == 0 && k)
+            tbi_log(TB_LOG_INFO, "evaluation: %lld of %lld batches of clips", (long long)k,
+                    (long long)nb);
         struct tb_batch *b = NULL;
         if ((rc = tb_loader_next(l, &b)) < 0)
             break;
@@ -295,6 +298,29 @@ static int text_features(tb_clip *m, tb_tokenizer *tok, const char *const *texts
     free(ids);
     if (rc == 0)
         normalise_rows(feat, n, c->embed);
+    return rc;
+}
+
+/* A (rows, cols) float32 matrix as a .npy file (version 1.0, C order), written atomically. */
+static int write_npy(const char *path, const float *x, int64_t rows, int64_t cols)
+{
+    char header[128];
+    int n = snprintf(header, sizeof(header), "{'descr': '<f4', 'fortran_order': False, "
+                     "'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
+    int pad = 64 - (10 + n + 1) % 64; /* magic, version, length, header, newline: 64-aligned */
+    size_t hlen = (size_t)n + (size_t)pad + 1, body = sizeof(float) * (size_t)rows * cols;
+    uint8_t *buf = malloc(10 + hlen + body);
+    if (!buf)
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)(hlen & 0xff);
+    buf[9] = (uint8_t)(hlen >> 8);
+    memcpy(buf + 10, header, (size_t)n);
+    memset(buf + 10 + n, ' ', (size_t)pad);
+    buf[10 + hlen - 1] = '\n';
+    memcpy(buf + 10 + hlen, x, body); /* x86 and arm64 are little-endian, as '<f4' says */
+    int rc = tbi_write_file_atomic(path, buf, 10 + hlen + body);
+    free(buf);
     return rc;
 }
 
@@ -441,6 +467,9 @@ int tb_eval_clip(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann
         goto end;
     similarities(vf, nv, tf, nt, E, sim);
     if ((rc = tb_mir_evaluate(sim, rel, nv, nt, &sc)) < 0)
+        goto end;
+    if (o->similarity && o->similarity[0] && tb_dist_rank() == 0 &&
+        (rc = write_npy(o->similarity, sim, nv, nt)) < 0)
         goto end;
     /* the baseline: the same scoring of random similarities */
     tb_rng g;
