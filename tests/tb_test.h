@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tubelet/model.h"
+#include "tubelet/safetensors.h"
+
 #define TBT_SKIP 77
 
 extern int tbt_failures;
@@ -78,10 +81,18 @@ double tbt_psnr(const uint8_t *a, const uint8_t *b, size_t n);
 
 /* Every tensor of the safetensors file ref_path against the one of the same name in
  * ours_path (float32, as many of each): relative L2 error within tol; elements for which
- * skip(name, k, n) is nonzero are left out (skip may be NULL); with require_signal, a
- * reference tensor that is all zero fails too (it would prove nothing). Prints the worst. */
+ * skip(name, k, n) is nonzero are left out (skip may be NULL; a tensor left out whole is not
+ * compared); with require_signal, a reference tensor that is all zero fails too (it would
+ * prove nothing). Prints the worst. */
 void tbt_compare_st(const char *ours_path, const char *ref_path, const char *what, double tol,
                     int (*skip)(const char *name, int64_t k, int64_t n), int require_signal);
+
+/* A tensor record over data (for tb_st_write). */
+struct tb_st_tensor tbt_tensor(const char *name, enum tb_st_dtype dtype, int n_dims,
+                               const int64_t *shape, void *data);
+/* Every parameter of reg as it is now, perturbed (N(0, 0.02) from seed, so zero-initialised
+ * ones carry signal too), into a safetensors file (made_by in its metadata). */
+void tbt_write_weights(tb_params *reg, const char *path, uint64_t seed, const char *made_by);
 
 /* 1 if a file exists. */
 int tbt_exists(const char *path);

@@ -2,9 +2,9 @@
  * layout).
  * - Against PyTorch (tests/ref/clip_ref.py: AVION's towers on nn.MultiheadAttention and its
  *   ClipLoss): the loss, both towers' features, every gradient and the weights after 3 steps
- *   of AdamW and of Lion agree to a relative error of 1e-4 per tensor (float32), for several
- *   frames and one (no temporal embedding), non-square frames; the guarded backend gives
- *   the same bits. The reference's own self-test (finite differences, an independent loss,
+ *   of AdamW agree to a relative error of 1e-4 per tensor (float32), for several frames and
+ *   one (no temporal embedding), non-square frames; with Lion the losses of 3 steps, the
+ *   features and gradients; the guarded backend gives the same bits. The reference's own self-test (finite differences, an independent loss,
  *   the causal mask) runs first.
  * - The loss alone: tb_clip_infonce against finite differences, and its value for perfectly
  *   aligned and for swapped pairs.
@@ -40,16 +40,6 @@ static struct tb_clip_config config(const struct variant *v)
     return c;
 }
 
-static struct tb_st_tensor tensor(const char *name, enum tb_st_dtype dtype, int n_dims,
-                                  const int64_t *shape, void *data)
-{
-    struct tb_st_tensor t = {.dtype = dtype, .n_dims = n_dims, .n = 1, .data = data};
-    snprintf(t.name, sizeof(t.name), "%s", name);
-    for (int i = 0; i < n_dims; i++)
-        t.n *= (t.shape[i] = shape[i]);
-    return t;
-}
-
 /* Captions as the tokenizer lays them out: start, words, the end token (the largest id) at a
  * position of each row's own, zero padding after it. */
 static void make_ids(int64_t *ids, tb_rng *r)
@@ -74,23 +64,9 @@ static void write_inputs(const struct tb_clip_config *c, const char *wpath, cons
     if (!m)
         return;
     CHECK_EQ(tb_clip_init(m, seed), 0);
-    tb_params *reg = tb_clip_params(m);
-    int np = tb_params_count(reg);
-    struct tb_st_tensor *ts = calloc((size_t)np, sizeof(*ts));
-    float *host = malloc(sizeof(float) * (size_t)tb_params_floats(reg));
+    tbt_write_weights(tb_clip_params(m), wpath, seed, "test_clip");
     tb_rng r;
-    tb_rng_init_for(&r, seed, TB_RNG_TEST, 1, 0);
-    for (int i = 0; i < np; i++) {
-        const struct tb_param *p = tb_params_at(reg, i);
-        float *data = host + p->offset;
-        CHECK_EQ(tb_params_read(reg, i, data), 0);
-        for (int64_t k = 0; k < p->n; k++)
-            data[k] += (float)tb_rng_normal(&r) * 0.02f;
-        ts[i] = tensor(p->name, TB_ST_F32, p->n_dims, p->shape, data);
-    }
-    CHECK_EQ(tb_st_write(wpath, ts, np, "{\"made_by\":\"test_clip\"}"), 0);
-    free(ts);
-    free(host);
+    tb_rng_init_for(&r, seed, TB_RNG_TEST, 2, 0);
     const struct tb_vit_config *v = &c->video;
     int64_t nv = (int64_t)B * 3 * v->frames * v->height * v->width;
     float *video = malloc(sizeof(float) * (size_t)nv);
@@ -99,8 +75,8 @@ static void write_inputs(const struct tb_clip_config *c, const char *wpath, cons
         video[i] = (float)tb_rng_normal(&r);
     make_ids(ids, &r);
     const int64_t vshape[5] = {B, 3, v->frames, v->height, v->width}, tshape[2] = {B, CTX};
-    struct tb_st_tensor bt[2] = {tensor("video", TB_ST_F32, 5, vshape, video),
-                                 tensor("text", TB_ST_I64, 2, tshape, ids)};
+    struct tb_st_tensor bt[2] = {tbt_tensor("video", TB_ST_F32, 5, vshape, video),
+                                 tbt_tensor("text", TB_ST_I64, 2, tshape, ids)};
     CHECK_EQ(tb_st_write(bpath, bt, 2, NULL), 0);
     free(video);
     tb_clip_close(&m);
@@ -115,6 +91,17 @@ static int skip_key_bias(const char *name, int64_t k, int64_t n)
     size_t len = strlen(name), k_len = sizeof(tail) - 1;
     return len > k_len && !strcmp(name + len - k_len, tail) &&
            strncmp(name, "grad.", 5) && k >= n / 3 && k < 2 * (n / 3);
+}
+
+/* Lion's update is the sign of a momentum: where rounding leaves it within float noise of zero
+ * (a gradient element near zero in the first step) either sign is right, and one element's
+ * flip moves a tensor by 2 lr. With Lion only the losses of all steps (which such a flip
+ * moves by far less than the tolerance), the features and the first step's gradients are
+ * compared; Lion's update itself is checked in tests/test_backend.c and tests/test_mae.c. */
+static int skip_lion_weights(const char *name, int64_t k, int64_t n)
+{
+    return strncmp(name, "grad.", 5) && strcmp(name, "loss") && strcmp(name, "video_emb") &&
+           strcmp(name, "text_emb") ? 1 : skip_key_bias(name, k, n);
 }
 
 static void test_reference_self_test(void)
@@ -159,7 +146,8 @@ static void test_against_pytorch(void)
                      flags, r);
         CHECK_MSG(rc == 0, "clip_ref.py: %s", out);
         free(out);
-        tbt_compare_st(o, r, what, 1e-4, skip_key_bias, 1);
+        tbt_compare_st(o, r, what, 1e-4,
+                       strcmp(v->optim, "lion") ? skip_key_bias : skip_lion_weights, 1);
         if (i == 0) { /* the guarded backend: memory unreadable outside its ops */
             rc = tbt_run(&out, 120, "%s step --task clip %s --backend cpu-guarded --out %s",
                          tbt_tubelet(), flags, g);
@@ -252,7 +240,7 @@ static void test_bad_input(void)
     snprintf(o, sizeof(o), "%s/bad_out.safetensors", tbt_dir());
     float video[B * 3 * 4 * 32 * 48] = {0};
     const int64_t vshape[5] = {B, 3, 4, 32, 48};
-    struct tb_st_tensor bt = tensor("video", TB_ST_F32, 5, vshape, video);
+    struct tb_st_tensor bt = tbt_tensor("video", TB_ST_F32, 5, vshape, video);
     CHECK_EQ(tb_st_write(b, &bt, 1, NULL), 0);
     int rc = tbt_run(&out, 60, "%s step --task clip --dim %d --depth %d --heads %d --patch %d "
                      "--frames 4 --size 32x48 --embed %d --vocab %d --context %d --text-width %d "

@@ -43,16 +43,6 @@ static struct tb_mae_config config(const struct variant *v)
     return c;
 }
 
-static struct tb_st_tensor tensor(const char *name, enum tb_st_dtype dtype, int n_dims,
-                                  const int64_t *shape, void *data)
-{
-    struct tb_st_tensor t = {.dtype = dtype, .n_dims = n_dims, .n = 1, .data = data};
-    snprintf(t.name, sizeof(t.name), "%s", name);
-    for (int i = 0; i < n_dims; i++)
-        t.n *= (t.shape[i] = shape[i]);
-    return t;
-}
-
 /* Weights (the initialisation, perturbed so every tensor carries signal) and a batch: random
  * normalised video, the masks of samples 0..B-1 of epoch 3. */
 static void write_inputs(const struct tb_mae_config *c, const char *wpath, const char *bpath,
@@ -63,23 +53,9 @@ static void write_inputs(const struct tb_mae_config *c, const char *wpath, const
     if (!m)
         return;
     CHECK_EQ(tb_mae_init(m, seed), 0);
-    tb_params *reg = tb_mae_params(m);
-    int np = tb_params_count(reg);
-    struct tb_st_tensor *ts = calloc((size_t)np, sizeof(*ts));
-    float *host = malloc(sizeof(float) * (size_t)tb_params_floats(reg));
+    tbt_write_weights(tb_mae_params(m), wpath, seed, "test_mae");
     tb_rng r;
-    tb_rng_init_for(&r, seed, TB_RNG_TEST, 1, 0);
-    for (int i = 0; i < np; i++) {
-        const struct tb_param *p = tb_params_at(reg, i);
-        float *data = host + p->offset;
-        CHECK_EQ(tb_params_read(reg, i, data), 0);
-        for (int64_t k = 0; k < p->n; k++)
-            data[k] += (float)tb_rng_normal(&r) * 0.02f;
-        ts[i] = tensor(p->name, TB_ST_F32, p->n_dims, p->shape, data);
-    }
-    CHECK_EQ(tb_st_write(wpath, ts, np, "{\"made_by\":\"test_mae\"}"), 0);
-    free(ts);
-    free(host);
+    tb_rng_init_for(&r, seed, TB_RNG_TEST, 2, 0);
 
     int N;
     tb_mae_sizes(m, &N, NULL, NULL, NULL);
@@ -100,9 +76,9 @@ static void write_inputs(const struct tb_mae_config *c, const char *wpath, const
     }
     const int64_t vshape[5] = {B, 3, e->frames, e->height, e->width}, mshape[2] = {B, N};
     struct tb_st_tensor bt[3] = {
-        tensor("video", TB_ST_F32, 5, vshape, video),
-        tensor("mask", TB_ST_I64, 2, mshape, mask64),
-        tensor("dmask", TB_ST_I64, 2, mshape, drop64),
+        tbt_tensor("video", TB_ST_F32, 5, vshape, video),
+        tbt_tensor("mask", TB_ST_I64, 2, mshape, mask64),
+        tbt_tensor("dmask", TB_ST_I64, 2, mshape, drop64),
     };
     CHECK_EQ(tb_st_write(bpath, bt, c->decoder_mask ? 3 : 2, NULL), 0);
     free(video);

@@ -68,6 +68,30 @@ static void same_ckpt(const char *run_a, const char *run_b, const char *what)
     tb_st_free(&fb);
 }
 
+/* A run of flags stopped by Ctrl-C after 4 logged steps, then the same command again: it
+ * resumes, and every step's loss equals the uninterrupted run's (want, n_want steps). */
+static void interrupted_run(const char *t, const char *flags, const char *run, const double *want,
+                            int n_want)
+{
+    static double got[4096];
+    char *out = NULL;
+    tbt_run(&out, 600, "%s train %s --workers 2 --out %s > %s.log 2>&1 & pid=$!; "
+            "while [ \"$(cat %s/metrics.jsonl 2>/dev/null | grep -c step)\" -lt 4 ]; do "
+            "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -INT $pid; "
+            "wait $pid; echo status=$?", t, flags, run, run, run);
+    CHECK_STR_HAS(out, "status=1");
+    free(out);
+    int rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s", t, flags, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "resuming from");
+    free(out);
+    int n = read_losses(run, got, 4096);
+    CHECK_EQ(n, n_want);
+    for (int i = 0; i < n && i < n_want; i++)
+        CHECK_MSG(want[i] == got[i], "step %d: loss %.6f uninterrupted, %.6f resumed", i + 1,
+                  want[i], got[i]);
+}
+
 /* --task mae: the same run for 1, 2 and 4 workers (masks and all); Lion's state through an
  * interruption; fine-tuning from it; bad settings. */
 static void test_mae(const char *t, const char *d)
@@ -79,7 +103,7 @@ static void test_mae(const char *t, const char *d)
              "--log-every 1 --optim lion --lr 1e-4 --beta2 0.95 --wd 0.5 --epochs 6", data,
              train_csv);
     const int workers[3] = {1, 2, 4};
-    static double l1[4096], l2[4096];
+    static double l1[4096];
     for (int i = 0; i < 3; i++) {
         tbt_case = "mae: 1, 2 and 4 workers";
         snprintf(run[i], sizeof(run[i]), "%s/mae_w%d", d, workers[i]);
@@ -99,23 +123,9 @@ static void test_mae(const char *t, const char *d)
     tbt_case = "mae: interrupted and resumed (Lion)";
     char run_i[4300];
     snprintf(run_i, sizeof(run_i), "%s/mae_int", d);
-    int rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s > %s/m1.log 2>&1 & pid=$!; "
-                     "while [ \"$(cat %s/metrics.jsonl 2>/dev/null | grep -c step)\" -lt 4 ]; do "
-                     "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -INT $pid; "
-                     "wait $pid; echo status=$?", t, mae_flags, run_i, d, run_i);
-    CHECK_STR_HAS(out, "status=1");
-    free(out);
-    rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s", t, mae_flags, run_i);
-    CHECK_MSG(rc == 0, "%s", out);
-    CHECK_STR_HAS(out, "resuming from");
-    free(out);
-    int n2 = read_losses(run_i, l2, 4096);
-    CHECK_EQ(n2, n1);
-    for (int i = 0; i < n1 && i < n2; i++)
-        CHECK_MSG(l1[i] == l2[i], "step %d: loss %.6f uninterrupted, %.6f resumed", i + 1, l1[i],
-                  l2[i]);
+    interrupted_run(t, mae_flags, run_i, l1, n1);
     same_ckpt(run[0], run_i, "mae resumed");
-    rc = tbt_run(&out, 600, "%s train %s --optim adamw --epochs 7 --out %s", t, mae_flags,
+    int rc = tbt_run(&out, 600, "%s train %s --optim adamw --epochs 7 --out %s", t, mae_flags,
                  run_i);
     CHECK_MSG(rc != 0 && out && strstr(out, "its optimizer state is lion's, this run's "
                                              "optimizer is adamw"), "another optimizer: %s", out);
@@ -193,12 +203,12 @@ static void test_clip(const char *t, const char *d)
              "--text-width 32 --text-heads 2 --text-depth 1 --context 12 --log-every 1 "
              "--eval-every 0 --epochs 4 --lr 1e-3 --warmup-epochs 0", data, train_csv, val_csv);
     const int workers[2] = {1, 3};
-    static double l1[4096], l2[4096];
+    int rc;
+    static double l1[4096];
     for (int i = 0; i < 2; i++) {
         tbt_case = "clip: 1 and 3 workers";
         snprintf(run[i], sizeof(run[i]), "%s/clip_w%d", d, workers[i]);
-        int rc = tbt_run(&out, 600, "%s train %s --workers %d --out %s", t, flags, workers[i],
-                         run[i]);
+        rc = tbt_run(&out, 600, "%s train %s --workers %d --out %s", t, flags, workers[i], run[i]);
         CHECK_MSG(rc == 0, "%s", out);
         CHECK_STR_HAS(out, "validation retrieval mAP");
         CHECK_STR_HAS(out, "random ranking");
@@ -218,21 +228,7 @@ static void test_clip(const char *t, const char *d)
     tbt_case = "clip: interrupted and resumed";
     char run_i[4300];
     snprintf(run_i, sizeof(run_i), "%s/clip_int", d);
-    int rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s > %s/c1.log 2>&1 & pid=$!; "
-                     "while [ \"$(cat %s/metrics.jsonl 2>/dev/null | grep -c step)\" -lt 4 ]; do "
-                     "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -INT $pid; "
-                     "wait $pid; echo status=$?", t, flags, run_i, d, run_i);
-    CHECK_STR_HAS(out, "status=1");
-    free(out);
-    rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s", t, flags, run_i);
-    CHECK_MSG(rc == 0, "%s", out);
-    CHECK_STR_HAS(out, "resuming from");
-    free(out);
-    int n2 = read_losses(run_i, l2, 4096);
-    CHECK_EQ(n2, n1);
-    for (int i = 0; i < n1 && i < n2; i++)
-        CHECK_MSG(l1[i] == l2[i], "step %d: loss %.6f uninterrupted, %.6f resumed", i + 1, l1[i],
-                  l2[i]);
+    interrupted_run(t, flags, run_i, l1, n1);
     same_ckpt(run[0], run_i, "clip resumed");
 
     /* Captions: an empty one, and one that is not UTF-8, each named by its line. */

@@ -39,6 +39,19 @@ void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, in
     }
 }
 
+/* This thread's share [d0, d1) of D columns, inside a parallel region: a sum over rows taken
+ * column-wise, each column by one thread in row order, does not depend on the threads. */
+static void thread_columns(int D, int *d0, int *d1)
+{
+#ifdef _OPENMP
+    int th = omp_get_thread_num(), nth = omp_get_num_threads();
+#else
+    int th = 0, nth = 1;
+#endif
+    *d0 = D * th / nth;
+    *d1 = D * (th + 1) / nth;
+}
+
 /* The position row of token j (after the NC class tokens) of clip b. */
 static int pos_row(const int32_t *idx, int b, int j, int N, int NC)
 {
@@ -86,12 +99,8 @@ void tbi_tokens_bwd(float *dtokens, float *dcls, float *dpos, const float *dx,
         memset(dpos, 0, sizeof(float) * (size_t)NPOS * D);
 #pragma omp parallel
         {
-#ifdef _OPENMP
-            int th = omp_get_thread_num(), nth = omp_get_num_threads();
-#else
-            int th = 0, nth = 1;
-#endif
-            int d0 = D * th / nth, d1 = D * (th + 1) / nth;
+            int d0, d1;
+            thread_columns(D, &d0, &d1);
             for (int b = 0; b < B; b++)
                 for (int t = 0; t < NT; t++) {
                     int r = t < NC ? t : pos_row(idx, b, t - NC, N, NC);
@@ -342,12 +351,8 @@ void tbi_embed_bwd(float *dtable, const float *dx, const int32_t *ids, int R, in
     /* Each thread a range of columns over every row in order: sums independent of threads. */
 #pragma omp parallel
     {
-#ifdef _OPENMP
-        int th = omp_get_thread_num(), nth = omp_get_num_threads();
-#else
-        int th = 0, nth = 1;
-#endif
-        int d0 = D * th / nth, d1 = D * (th + 1) / nth;
+        int d0, d1;
+        thread_columns(D, &d0, &d1);
         for (int r = 0; r < R; r++) {
             const float *row = dx + (size_t)r * D;
             float *g = dtable + (size_t)ids[r] * D;
