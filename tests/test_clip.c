@@ -3,8 +3,9 @@
  * - Against PyTorch (tests/ref/clip_ref.py: AVION's towers on nn.MultiheadAttention and its
  *   ClipLoss): the loss, both towers' features, every gradient and the weights after 3 steps
  *   of AdamW agree to a relative error of 1e-4 per tensor (float32), for several frames and
- *   one (no temporal embedding), non-square frames; with Lion the losses of 3 steps, the
- *   features and gradients; the guarded backend gives the same bits. The reference's own self-test (finite differences, an independent loss,
+ *   one (no temporal embedding), non-square frames, and AVION's max-margin loss; with Lion
+ *   and max-margin the losses of 3 steps, the features and gradients; the guarded backend
+ *   gives the same bits. The reference's own self-test (finite differences, an independent loss,
  *   the causal mask) runs first.
  * - The loss alone: tb_clip_infonce against finite differences, and its value for perfectly
  *   aligned and for swapped pairs.
@@ -26,7 +27,7 @@ enum { DIM = 64, DEPTH = 2, HEADS = 2, PATCH = 8, EMBED = 32, VOCAB = 1000, CTX 
 
 struct variant {
     int frames, height, width;
-    const char *optim;
+    const char *optim, *loss;
 };
 
 static struct tb_clip_config config(const struct variant *v)
@@ -93,12 +94,13 @@ static int skip_key_bias(const char *name, int64_t k, int64_t n)
            strncmp(name, "grad.", 5) && k >= n / 3 && k < 2 * (n / 3);
 }
 
-/* Lion's update is the sign of a momentum: where rounding leaves it within float noise of zero
- * (a gradient element near zero in the first step) either sign is right, and one element's
- * flip moves a tensor by 2 lr. With Lion only the losses of all steps (which such a flip
- * moves by far less than the tolerance), the features and the first step's gradients are
- * compared; Lion's update itself is checked in tests/test_backend.c and tests/test_mae.c. */
-static int skip_lion_weights(const char *name, int64_t k, int64_t n)
+/* Lion's update is the sign of a momentum, and AdamW's first one the sign of the gradient:
+ * where rounding leaves an element within float noise of zero either sign is right, and one
+ * element's flip moves a tensor by 2 lr. With Lion, and with the max-margin loss (whose
+ * hinges leave many small gradients), only the losses of all steps (which such a flip moves
+ * far less than the tolerance), the features and the first step's gradients are compared;
+ * the updates themselves are checked with InfoNCE here and in tests/test_backend.c. */
+static int skip_weights(const char *name, int64_t k, int64_t n)
 {
     return strncmp(name, "grad.", 5) && strcmp(name, "loss") && strcmp(name, "video_emb") &&
            strcmp(name, "text_emb") ? 1 : skip_key_bias(name, k, n);
@@ -117,16 +119,17 @@ static void test_reference_self_test(void)
 static void test_against_pytorch(void)
 {
     const struct variant vs[] = {
-        {4, 32, 48, "adamw"},
-        {1, 48, 32, "lion"},
-        {2, 32, 32, "adamw"},
+        {4, 32, 48, "adamw", "infonce"},
+        {1, 48, 32, "lion", "infonce"},
+        {2, 32, 32, "adamw", "infonce"},
+        {2, 32, 48, "adamw", "max-margin"},
     };
     for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
         const struct variant *v = &vs[i];
         struct tb_clip_config c = config(v);
         char what[160], w[4300], b[4300], o[4300], r[4300], g[4300], flags[1400], *out = NULL;
-        snprintf(what, sizeof(what), "%d frames of %dx%d, %s", v->frames, v->height, v->width,
-                 v->optim);
+        snprintf(what, sizeof(what), "%d frames of %dx%d, %s, %s", v->frames, v->height,
+                 v->width, v->optim, v->loss);
         tbt_case = what;
         snprintf(w, sizeof(w), "%s/w%zu.safetensors", tbt_dir(), i);
         snprintf(b, sizeof(b), "%s/b%zu.safetensors", tbt_dir(), i);
@@ -137,8 +140,9 @@ static void test_against_pytorch(void)
         snprintf(flags, sizeof(flags), "--dim %d --depth %d --heads %d --patch %d --frames %d "
                  "--size %dx%d --embed %d --vocab %d --context %d --text-width %d "
                  "--text-heads %d --text-depth %d --optim %s --steps 3 --lr 0.001 --wd 0.05 "
-                 "--beta1 0.9 --beta2 0.98 --weights %s --batch %s", DIM, DEPTH, HEADS, PATCH,
-                 v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW, TH, TL, v->optim, w, b);
+                 "--beta1 0.9 --beta2 0.98 --loss %s --weights %s --batch %s", DIM, DEPTH, HEADS,
+                 PATCH, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW, TH, TL, v->optim,
+                 v->loss, w, b);
         int rc = tbt_run(&out, 120, "%s step --task clip %s --out %s", tbt_tubelet(), flags, o);
         CHECK_MSG(rc == 0, "tubelet step --task clip: %s", out);
         free(out);
@@ -146,8 +150,8 @@ static void test_against_pytorch(void)
                      flags, r);
         CHECK_MSG(rc == 0, "clip_ref.py: %s", out);
         free(out);
-        tbt_compare_st(o, r, what, 1e-4,
-                       strcmp(v->optim, "lion") ? skip_key_bias : skip_lion_weights, 1);
+        int sign_like = !strcmp(v->optim, "lion") || !strcmp(v->loss, "max-margin");
+        tbt_compare_st(o, r, what, 1e-4, sign_like ? skip_weights : skip_key_bias, 1);
         if (i == 0) { /* the guarded backend: memory unreadable outside its ops */
             rc = tbt_run(&out, 120, "%s step --task clip %s --backend cpu-guarded --out %s",
                          tbt_tubelet(), flags, g);
@@ -199,7 +203,7 @@ static void test_infonce(void)
 static void test_bad_input(void)
 {
     tbt_case = "bad settings and inputs";
-    struct variant v = {4, 32, 48, "adamw"};
+    struct variant v = {4, 32, 48, "adamw", "infonce"};
     struct tb_clip_config c = config(&v);
     tb_clip *m = NULL;
     c.embed = 0;

@@ -290,6 +290,11 @@ TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext)
  * the rows of its own. */
 TB_API double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale,
                               float *dv, float *dt);
+/* AVION's max-margin ranking loss (its EK-100 MIR fine-tuning; MaxMarginRankingLoss with
+ * fix_norm): x = cosine(text i, video j); over i != j, relu(margin - (x_ii - x_ij)) and
+ * relu(margin - (x_ii - x_ji)), averaged. N >= 2; the rest as tb_clip_infonce. */
+TB_API double tb_clip_max_margin(const float *v, const float *t, int N, int E, double margin,
+                                 float *dv, float *dt);
 
 #ifdef __cplusplus
 }

@@ -144,6 +144,9 @@ struct tb_train_opts {
     struct tb_clip_config clip;         /* --task clip: the text tower and projections (its
                                          * video is ignored: the video tower is model) */
     double temperature;                 /* clip: InfoNCE's (0.07) */
+    int max_margin;                     /* clip: AVION's max-margin ranking loss (its MIR
+                                         * fine-tuning) instead of InfoNCE */
+    double margin;                      /* its margin (0.2) */
     const char *class_names;            /* clip: a classes CSV (id,key,...: EK-100's
                                          * EPIC_100_verb_classes.csv) for zero-shot
                                          * classification of the label; NULL or "": none */

@@ -26,7 +26,8 @@ struct step_config {
     int dec_dim, dec_depth, dec_heads, norm_target, qv_bias;
     double mask_ratio, decoder_ratio, layer_decay;
     int embed, vocab, ctx, text_width, text_heads, text_layers;
-    double temperature;
+    double temperature, margin;
+    char *loss;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -95,6 +96,9 @@ static const struct cli_flag step_flags[] = {
     F("text-depth", CLI_INT, text_layers, "12", "L", "clip: text tower blocks", 1, 1024),
     F("temperature", CLI_DOUBLE, temperature, "0.07", "X",
       "clip: InfoNCE's temperature (logits = cosine / X)", 1e-4, 100),
+    F("loss", CLI_STR, loss, "infonce", "NAME", "clip: infonce or max-margin (AVION's MIR "
+      "fine-tuning)", CLI_NO_RANGE),
+    F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
 };
 #undef F
 
@@ -299,8 +303,9 @@ static int run_clip(struct step_config *c)
     float *losses = NULL, *emb = NULL, *grads = NULL, *weights = NULL;
     int32_t *ids = NULL;
     int rc, status = 1, n_out = 0, kind = tb_optimizer_parse(c->optim);
-    if (kind < 0) {
-        fprintf(stderr, "tubelet step: --optim is adamw or lion\n");
+    int max_margin = !strcmp(c->loss, "max-margin");
+    if (kind < 0 || (!max_margin && strcmp(c->loss, "infonce"))) {
+        fprintf(stderr, "tubelet step: --optim is adamw or lion, --loss infonce or max-margin\n");
         return 2;
     }
     struct tb_clip_config cc = {
@@ -354,7 +359,9 @@ static int run_clip(struct step_config *c)
             memcpy(ve, v, sizeof(float) * be);
             memcpy(te, t, sizeof(float) * be);
         }
-        losses[s] = (float)tb_clip_infonce(v, t, B, E, 1.0 / c->temperature, dv, dt);
+        losses[s] = (float)(max_margin ? tb_clip_max_margin(v, t, B, E, c->margin, dv, dt)
+                                       : tb_clip_infonce(v, t, B, E, 1.0 / c->temperature, dv,
+                                                         dt));
         if ((rc = tb_clip_backward(m, dv, dt)) < 0)
             goto fail;
         if (s == 0 && (rc = read_grads(params, grads)) < 0)

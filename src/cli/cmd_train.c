@@ -25,8 +25,8 @@ struct train_config {
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
     int embed, ctx, text_width, text_heads, text_depth;
-    double temperature;
-    char *class_names, *prompt, *relevancy;
+    double temperature, margin;
+    char *class_names, *prompt, *relevancy, *loss;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -126,6 +126,9 @@ static const struct cli_flag train_flags[] = {
     F("text-depth", CLI_INT, text_depth, "12", "L", "clip: text tower blocks", 1, 1024),
     F("temperature", CLI_DOUBLE, temperature, "0.07", "X", "clip: InfoNCE's temperature "
       "(frozen)", 1e-4, 100),
+    F("loss", CLI_STR, loss, "infonce", "NAME", "clip: infonce (LaViLa's pretraining) or "
+      "max-margin (AVION's EK-100 MIR fine-tuning)", CLI_NO_RANGE),
+    F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
     F("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...: "
       "EPIC_100_verb_classes.csv) for zero-shot classification of --label at evaluation",
       CLI_NO_RANGE),
@@ -231,9 +234,11 @@ static int run_train(void *config, int n_args, char **args)
          strcmp(c->sampler, "auto")) ||
         (strcmp(c->crop, "rrc") && strcmp(c->crop, "multiscale") && strcmp(c->crop, "auto")) ||
         (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2 ||
-        optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell"))) {
+        optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell")) ||
+        (strcmp(c->loss, "infonce") && strcmp(c->loss, "max-margin"))) {
         fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler, --crop, "
-                "--norm, --val-crops, --optim or --decoder-mask (see tubelet help train)\n");
+                "--norm, --val-crops, --optim, --decoder-mask or --loss (see tubelet help "
+                "train)\n");
         return 2;
     }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
@@ -314,7 +319,8 @@ static int run_train(void *config, int n_args, char **args)
         .clip = {.embed = c->embed, .vocab = TB_TOKEN_VOCAB, .ctx = c->ctx,
                  .text_width = c->text_width, .text_heads = c->text_heads,
                  .text_layers = c->text_depth, .text_causal = 1},
-        .temperature = c->temperature, .class_names = c->class_names, .prompt = c->prompt,
+        .temperature = c->temperature, .max_margin = !strcmp(c->loss, "max-margin"),
+        .margin = c->margin, .class_names = c->class_names, .prompt = c->prompt,
         .relevancy = c->relevancy,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,

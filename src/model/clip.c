@@ -237,3 +237,61 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
     free(buf);
     return loss;
 }
+
+double tb_clip_max_margin(const float *v, const float *t, int N, int E, double margin, float *dv,
+                          float *dt)
+{
+    size_t ne = (size_t)N * E, nn = (size_t)N * N;
+    double *buf = calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
+    if (!buf || N < 2) {
+        free(buf);
+        return NAN;
+    }
+    double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *x = dw + ne, *g = x + nn;
+    double *nu = g + nn, *nw = nu + N;
+    l2_normalise(v, N, E, u, nu);
+    l2_normalise(t, N, E, w, nw);
+    /* x[i][j] = cos(text i, video j), as AVION's sim_matrix(text, video) */
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double d = 0;
+            for (int e = 0; e < E; e++)
+                d += w[(size_t)i * E + e] * u[(size_t)j * E + e];
+            x[(size_t)i * N + j] = d;
+        }
+    /* relu(margin - (x_ii - x_ij)) and relu(margin - (x_ii - x_ji)) over i != j, averaged */
+    double loss = 0, inv = 1.0 / (2.0 * N * (N - 1));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            if (i == j)
+                continue;
+            double a = margin - (x[(size_t)i * N + i] - x[(size_t)i * N + j]);
+            double b = margin - (x[(size_t)i * N + i] - x[(size_t)j * N + i]);
+            if (a > 0) {
+                loss += a;
+                g[(size_t)i * N + i] -= inv, g[(size_t)i * N + j] += inv;
+            }
+            if (b > 0) {
+                loss += b;
+                g[(size_t)i * N + i] -= inv, g[(size_t)j * N + i] += inv;
+            }
+        }
+    if (dv || dt) {
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) {
+                double gij = g[(size_t)i * N + j];
+                if (gij == 0)
+                    continue;
+                for (int e = 0; e < E; e++) {
+                    dw[(size_t)i * E + e] += gij * u[(size_t)j * E + e];
+                    du[(size_t)j * E + e] += gij * w[(size_t)i * E + e];
+                }
+            }
+        if (dv)
+            l2_backward(dv, du, u, nu, N, E);
+        if (dt)
+            l2_backward(dt, dw, w, nw, N, E);
+    }
+    free(buf);
+    return loss * inv;
+}

@@ -123,11 +123,13 @@ static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *
                   "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"cls\",\"pos\":\"learned\","
                   "\"layout\":\"clip\",\"embed\":\"%d\",\"vocab\":\"%d\",\"context\":\"%d\","
                   "\"text_width\":\"%d\",\"text_heads\":\"%d\",\"text_depth\":\"%d\","
-                  "\"text_causal\":\"%d\",\"temperature\":\"%g\",\"sampler\":\"%s\","
+                  "\"text_causal\":\"%d\",\"temperature\":\"%g\",\"loss\":\"%s\","
+                  "\"margin\":\"%g\",\"sampler\":\"%s\","
                   "\"stride\":\"%d\",\"norm\":\"%s\"",
                   v->dim, v->depth, v->heads, v->patch, v->frames, v->height, v->width,
                   c->embed, c->vocab, c->ctx, c->text_width, c->text_heads, c->text_layers,
-                  c->text_causal, o->temperature,
+                  c->text_causal, o->temperature, o->max_margin ? "max-margin" : "infonce",
+                  o->margin,
                   o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
     return 0;
@@ -157,8 +159,10 @@ static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
     TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, t->t));
     TBI_TRY(tb_dist_gather_f32(t->v, be, t->all_v));
     TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
-    double l = tb_clip_infonce(t->all_v, t->all_t, N, t->E, 1.0 / o->temperature, t->dv_all,
-                               t->dt_all);
+    double l = o->max_margin ? tb_clip_max_margin(t->all_v, t->all_t, N, t->E, o->margin,
+                                                  t->dv_all, t->dt_all)
+                             : tb_clip_infonce(t->all_v, t->all_t, N, t->E, 1.0 / o->temperature,
+                                               t->dv_all, t->dt_all);
     if (isnan(l))
         return tbi_err(TB_ENOMEM, "out of memory for the loss");
     *loss = (float)l;

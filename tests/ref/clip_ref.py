@@ -11,7 +11,8 @@ Runs on Debian's python3-torch (1.13) or any PyTorch 2.x; only numpy and torch a
 
 MODEL-FLAGS: --dim D --depth L --heads NH --patch P --frames T --size HxW --embed E --vocab V
 --context N --text-width DT --text-heads NHT --text-depth LT. OPTIM-FLAGS: --optim adamw|lion
---steps S --lr --wd --beta1 --beta2 --eps --temperature (0.07).
+--steps S --lr --wd --beta1 --beta2 --eps --temperature (0.07) --loss infonce|max-margin
+--margin (0.2).
 
 The video tower (OpenAI CLIP names under visual.): conv1 = Conv2d(3, D, P, stride P, no bias)
 on every frame, tokens (t, h, w); class_embedding (D) first; positional_embedding (1 + HW, D):
@@ -21,7 +22,8 @@ GELU, mlp.c_proj; LayerNorm eps 1e-6); ln_post of the class token; @ proj (D, E)
 tower: token_embedding (V, DT) + positional_embedding (N, DT), the same blocks with a causal
 mask and eps 1e-5, ln_final, the row at text.argmax(-1), @ text_projection (DT, E).
 Loss (ClipLoss, world 1): F.normalize both, logits = v @ t.T / temperature, the mean of the
-two cross-entropies with targets arange(B). Weight decay as AVION's main_lavila_pretrain.py:
+two cross-entropies with targets arange(B); or AVION's MaxMarginRankingLoss (--loss
+max-margin, its EK-100 MIR fine-tuning). Weight decay as AVION's main_lavila_pretrain.py:
 none where p.ndim < 2 or 'bias' or 'ln' is in the name.
 
 Batch: 'video' float32 (B, 3, T, H, W), 'text' int64 (B, N) ids below V. Weights: every
@@ -131,6 +133,18 @@ def clip_loss(v, t, temperature):
     return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
 
 
+def max_margin_loss(v, t, margin):
+    """AVION's MaxMarginRankingLoss(margin, fix_norm=True) on one process, written out: x =
+    sim_matrix(text, video) (its norms floored at 1e-8, F.normalize's at 1e-12: the same for
+    any feature not near zero)."""
+    x = F.normalize(t, dim=-1) @ F.normalize(v, dim=-1).T
+    n = x.shape[0]
+    diag = torch.diag(x)[:, None].expand(n, n)
+    off = ~torch.eye(n, dtype=torch.bool)
+    terms = torch.cat([F.relu(margin - (diag - x))[off], F.relu(margin - (diag - x.T))[off]])
+    return terms.mean()
+
+
 def decays(name, prm):
     """AVION's main_lavila_pretrain.py rule."""
     return not (prm.ndim < 2 or "bias" in name or "ln" in name)
@@ -182,7 +196,8 @@ def run_steps(a):
     for s in range(a.steps):
         opt.zero_grad()
         v, t = model(video, ids)
-        loss = clip_loss(v, t, a.temperature)
+        loss = max_margin_loss(v, t, a.margin) if a.loss == "max-margin" else \
+            clip_loss(v, t, a.temperature)
         loss.backward()
         losses.append(loss.item())
         if s == 0:
@@ -205,8 +220,9 @@ def parser():
         p.add_argument("--" + k, type=int, default=d)
     p.add_argument("--size", default="32x32")
     p.add_argument("--optim", default="adamw", choices=("adamw", "lion"))
+    p.add_argument("--loss", default="infonce", choices=("infonce", "max-margin"))
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8),
-                 ("temperature", 0.07)]:
+                 ("temperature", 0.07), ("margin", 0.2)]:
         p.add_argument("--" + k, type=float, default=d)
     p.add_argument("--weights")
     p.add_argument("--batch")
@@ -285,6 +301,15 @@ def self_test():
     check("loss vs numpy's InfoNCE (float64)",
           abs(loss.item() - numpy_infonce(v.detach().numpy(), t.detach().numpy(), 0.07)), 1e-12)
     loss.backward()
+    vn, tn = v.detach().numpy(), t.detach().numpy()
+    vn, tn = vn / np.linalg.norm(vn, axis=1, keepdims=True), tn / np.linalg.norm(tn, axis=1, keepdims=True)
+    x, terms = tn @ vn.T, []
+    for i in range(B):
+        for j in range(B):
+            if i != j:
+                terms += [max(0.0, 0.2 - (x[i, i] - x[i, j])), max(0.0, 0.2 - (x[i, i] - x[j, i]))]
+    check("max-margin loss vs a loop over the pairs (float64)",
+          abs(max_margin_loss(v, t, 0.2).item() - np.mean(terms)), 1e-12)
     # the causal mask: a caption's features do not depend on tokens after its end token
     ids2 = ids.clone()
     ids2[0, -1] = (ids2[0, -1] + 1) % (a.vocab - 1)
