@@ -223,6 +223,33 @@ static void test_clip(const char *t, const char *d)
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run[0]);
     char *m = tbt_read(path, NULL);
     CHECK_MSG(m && strstr(m, "\"map_random\": ") && strstr(m, "\"sentences\": "), "%s", m);
+
+    /* tubelet eval on the checkpoint: the run's own final scores; the similarity matrix as a
+     * .npy of (clips, sentences); a relevancy file of another shape refused */
+    tbt_case = "clip: tubelet eval --task mir";
+    char *p_map = m ? strstr(m, "\"map\": ") : NULL;
+    double run_map = p_map ? atof(p_map + 7) : -1;
+    char sim[4400], relf[4400];
+    snprintf(sim, sizeof(sim), "%s/sim.npy", d);
+    rc = tbt_run(&out, 300, "%s eval --task mir --ckpt %s/last.safetensors --data %s --val %s "
+                 "--batch 4 --similarity %s", t, run[0], data, val_csv, sim);
+    CHECK_MSG(rc == 0, "%s", out);
+    char *e_map = out ? strstr(out, "\"map\": ") : NULL;
+    CHECK_MSG(e_map && fabs(atof(e_map + 7) - run_map) < 1e-4, "eval mAP vs the run's %.4f: %s",
+              run_map, out);
+    free(out);
+    size_t len = 0;
+    char *npy = tbt_read(sim, &len);
+    CHECK_MSG(npy && len > 128 && !memcmp(npy, "\x93NUMPY", 6) && strstr(npy + 10, "'<f4'"),
+              "similarity file: %zu bytes", len);
+    free(npy);
+    snprintf(relf, sizeof(relf), "%s/rel_bad.npy", d);
+    rc = tbt_run(&out, 60, "cp %s %s && %s eval --task mir --ckpt %s/last.safetensors --data %s "
+                 "--val %s --batch 4 --relevancy %s", sim, relf, t, run[0], data, train_csv,
+                 relf);
+    CHECK_MSG(rc != 0 && out && strstr(out, "rel_bad.npy"), "a relevancy of another split: %s",
+              out);
+    free(out);
     free(m);
 
     tbt_case = "clip: interrupted and resumed";

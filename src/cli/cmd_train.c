@@ -397,13 +397,17 @@ const struct cli_command cli_cmd_train = {
 struct eval_config {
     char *ckpt, *data, *ext, *val, *format, *label, *predictions, *backend;
     int views, crops, batch, workers;
-    char *class_names, *prompt, *relevancy, *similarity;
+    char *class_names, *prompt, *relevancy, *similarity, *task;
 };
 
 #define E(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct eval_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag eval_flags[] = {
     E("ckpt", CLI_STR, ckpt, NULL, "FILE", "checkpoint (tubelet train's last.safetensors)",
+      CLI_NO_RANGE),
+    E("task", CLI_STR, task, "auto", "NAME", "cls (top-1/top-5 of a classifier), mir (zero-shot "
+      "multi-instance retrieval of a --task clip model; with --class-names also zero-shot "
+      "classification), zeroshot (mir, --class-names required) or auto (the checkpoint's)",
       CLI_NO_RANGE),
     E("data", CLI_STR, data, NULL, "ROOT", "prepared videos", CLI_NO_RANGE),
     E("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
@@ -514,8 +518,10 @@ static int run_eval(void *config, int n_args, char **args)
         return 2;
     }
     if (cli_ann_format(c->format, &ao.format) < 0 ||
-        (c->label[0] && parse_label(c->label, &label) < 0) || c->crops == 2) {
-        fprintf(stderr, "tubelet eval: bad --format, --label or --crops\n");
+        (c->label[0] && parse_label(c->label, &label) < 0) || c->crops == 2 ||
+        (strcmp(c->task, "auto") && strcmp(c->task, "cls") && strcmp(c->task, "mir") &&
+         strcmp(c->task, "zeroshot"))) {
+        fprintf(stderr, "tubelet eval: bad --format, --label, --crops or --task\n");
         return 2;
     }
     /* Under mpirun each process evaluates its share of the clips. */
@@ -527,6 +533,17 @@ static int run_eval(void *config, int n_args, char **args)
         goto fail;
     if (!c->label[0])
         label = info.label;
+    int want_clip = !strcmp(c->task, "mir") || !strcmp(c->task, "zeroshot");
+    if ((want_clip || !strcmp(c->task, "cls")) && want_clip != !strcmp(info.task, "clip")) {
+        fprintf(stderr, "tubelet eval: --task %s, but %s is a --task %s checkpoint\n", c->task,
+                c->ckpt, info.task);
+        goto end;
+    }
+    if (!strcmp(c->task, "zeroshot") && !c->class_names[0]) {
+        fprintf(stderr, "tubelet eval: --task zeroshot needs --class-names FILE (id,key,... "
+                "lines: EPIC_100_verb_classes.csv)\n");
+        goto end;
+    }
     if (!strcmp(info.task, "clip")) {
         status = eval_clip(c, &info, label, &ao);
         goto end;
