@@ -26,7 +26,7 @@ enum { DIM = 64, DEPTH = 2, HEADS = 2, PATCH = 8, EMBED = 32, VOCAB = 1000, CTX 
        TW = 32, TH = 2, TL = 2, B = 3 };
 
 struct variant {
-    int frames, height, width;
+    int frames, tubelet, height, width;
     const char *optim, *loss;
 };
 
@@ -34,7 +34,8 @@ static struct tb_clip_config config(const struct variant *v)
 {
     struct tb_clip_config c = {
         .video = {.dim = DIM, .depth = DEPTH, .heads = HEADS, .patch = PATCH,
-                  .frames = v->frames, .height = v->height, .width = v->width},
+                  .tubelet = v->tubelet, .frames = v->frames, .height = v->height,
+                  .width = v->width},
         .embed = EMBED, .vocab = VOCAB, .ctx = CTX, .text_width = TW, .text_heads = TH,
         .text_layers = TL, .text_causal = 1,
     };
@@ -119,17 +120,18 @@ static void test_reference_self_test(void)
 static void test_against_pytorch(void)
 {
     const struct variant vs[] = {
-        {4, 32, 48, "adamw", "infonce"},
-        {1, 48, 32, "lion", "infonce"},
-        {2, 32, 32, "adamw", "infonce"},
-        {2, 32, 48, "adamw", "max-margin"},
+        {4, 1, 32, 48, "adamw", "infonce"},
+        {1, 1, 48, 32, "lion", "infonce"},
+        {2, 1, 32, 32, "adamw", "infonce"},
+        {2, 1, 32, 48, "adamw", "max-margin"},
+        {4, 2, 32, 48, "adamw", "infonce"},
     };
     for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
         const struct variant *v = &vs[i];
         struct tb_clip_config c = config(v);
         char what[160], w[4300], b[4300], o[4300], r[4300], g[4300], flags[1400], *out = NULL;
-        snprintf(what, sizeof(what), "%d frames of %dx%d, %s, %s", v->frames, v->height,
-                 v->width, v->optim, v->loss);
+        snprintf(what, sizeof(what), "%d frames of %dx%d, tubelet %d, %s, %s", v->frames,
+                 v->height, v->width, v->tubelet, v->optim, v->loss);
         tbt_case = what;
         snprintf(w, sizeof(w), "%s/w%zu.safetensors", tbt_dir(), i);
         snprintf(b, sizeof(b), "%s/b%zu.safetensors", tbt_dir(), i);
@@ -137,11 +139,12 @@ static void test_against_pytorch(void)
         snprintf(r, sizeof(r), "%s/r%zu.safetensors", tbt_dir(), i);
         snprintf(g, sizeof(g), "%s/g%zu.safetensors", tbt_dir(), i);
         write_inputs(&c, w, b, 700 + i);
-        snprintf(flags, sizeof(flags), "--dim %d --depth %d --heads %d --patch %d --frames %d "
+        snprintf(flags, sizeof(flags), "--dim %d --depth %d --heads %d --patch %d --tubelet %d "
+                 "--frames %d "
                  "--size %dx%d --embed %d --vocab %d --context %d --text-width %d "
                  "--text-heads %d --text-depth %d --optim %s --steps 3 --lr 0.001 --wd 0.05 "
                  "--beta1 0.9 --beta2 0.98 --loss %s --weights %s --batch %s", DIM, DEPTH, HEADS,
-                 PATCH, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW, TH, TL, v->optim,
+                 PATCH, v->tubelet, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW, TH, TL, v->optim,
                  v->loss, w, b);
         int rc = tbt_run(&out, 120, "%s step --task clip %s --out %s", tbt_tubelet(), flags, o);
         CHECK_MSG(rc == 0, "tubelet step --task clip: %s", out);
@@ -203,7 +206,7 @@ static void test_infonce(void)
 static void test_bad_input(void)
 {
     tbt_case = "bad settings and inputs";
-    struct variant v = {4, 32, 48, "adamw", "infonce"};
+    struct variant v = {4, 1, 32, 48, "adamw", "infonce"};
     struct tb_clip_config c = config(&v);
     tb_clip *m = NULL;
     c.embed = 0;

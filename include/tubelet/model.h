@@ -84,10 +84,11 @@ enum tb_pool {
 };
 enum tb_pos { TB_POS_LEARNED, TB_POS_SINCOS };
 /* Parameter layout and token embedding: timm's / VideoMAE's, or AVION's CLIP video tower in
- * OpenAI CLIP's names (visual.conv1 over each frame's 3 P P patches, no bias; a class
- * embedding; positional_embedding (1 + HW, D) tiled over the frames plus temporal_embedding
- * (T, D; zeros at init, none for one frame), the class token getting spatial row 0 only;
- * ln_pre; transformer.resblocks.N; ln_post on the class token; x @ proj (D, E)). */
+ * OpenAI CLIP's names (visual.conv1 over each frame's 3 P P patches, no bias - or, with
+ * tubelet TU > 1, over 3 TU P P tubes; a class embedding; positional_embedding (1 + HW, D)
+ * tiled over the T / TU slices plus temporal_embedding (T / TU, D; zeros at init, none for
+ * one slice), the class token getting spatial row 0 only; ln_pre; transformer.resblocks.N;
+ * ln_post on the class token; x @ proj (D, E)). */
 enum tb_layout { TB_LAYOUT_TIMM, TB_LAYOUT_CLIP };
 
 struct tb_vit_config {
@@ -108,7 +109,8 @@ struct tb_vit_config {
     int keep;                  /* 0: every patch token; else each clip keeps this many (MAE's
                                 * visible tokens), chosen per batch by tb_vit_set_keep: the
                                 * blocks see only those (memory and time scale with keep) */
-    enum tb_layout layout;     /* CLIP: tubelet 1, pool cls, learned positions, no head */
+    enum tb_layout layout;     /* CLIP: pool cls, learned positions, no head; tubelet 1 is
+                                * AVION's (and loads OpenAI's weights) */
     int embed;                 /* CLIP: E, the projection's width; the features are (B, E) */
     const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
                                 * (a test backend: see tests/test_backend.c); borrowed */
@@ -254,8 +256,9 @@ TB_API void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int6
  * Tests: tests/test_clip.c (against tests/ref/clip_ref.py). */
 
 struct tb_clip_config {
-    struct tb_vit_config video; /* width, depth, heads, patch, frames, height, width, recompute,
-                                 * backend (the layout, pooling, positions are CLIP's) */
+    struct tb_vit_config video; /* width, depth, heads, patch, tubelet (0: 1, AVION's), frames,
+                                 * height, width, recompute, backend (the layout, pooling and
+                                 * positions are CLIP's) */
     int embed;                  /* E: both projections' width (LaViLa: 256) */
     int vocab, ctx;             /* 49408, 77 */
     int text_width, text_heads, text_layers; /* 512, 8, 12 */

@@ -37,7 +37,7 @@ static const struct cli_flag step_flags[] = {
     F("depth", CLI_INT, depth, "12", "L", "blocks", 1, 1024),
     F("heads", CLI_INT, heads, "3", "NH", "attention heads", 1, 1024),
     F("patch", CLI_INT, patch, "16", "P", "patch size (pixels)", 1, 1024),
-    F("tubelet", CLI_INT, tubelet, "2", "TU", "frames per patch", 1, 64),
+    F("tubelet", CLI_INT, tubelet, "0", "TU", "frames per patch (0: 2; clip: 1, CLIP's)", 0, 64),
     F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 1024),
     F("size", CLI_SIZE, size, "112x112", "HxW", "frame height x width", 1, 8192),
     F("classes", CLI_INT, classes, "10", "K", "classes (0: no head, with --feature-grad)", 0,
@@ -193,8 +193,8 @@ static int run_mae(struct step_config *c)
     }
     struct tb_mae_config mc = {
         .enc = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-                .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w,
-                .width = c->size.h, .recompute = c->recompute,
+                .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames,
+                .height = c->size.w, .width = c->size.h, .recompute = c->recompute,
                 .recompute_mlp = c->recompute_mlp, .backend = c->backend},
         .mask_ratio = c->mask_ratio,
         .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
@@ -310,7 +310,8 @@ static int run_clip(struct step_config *c)
     }
     struct tb_clip_config cc = {
         .video = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-                  .frames = c->frames, .height = c->size.w, .width = c->size.h,
+                  .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w,
+                  .width = c->size.h,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
                   .backend = c->backend},
         .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
@@ -426,8 +427,8 @@ static int run_step(void *config, int n_args, char **args)
     opt.kind = (enum tb_optimizer)kind;
     struct tb_vit_config vc = {
         .dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-        .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w, .width = c->size.h,
-        .classes = c->classes,
+        .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames, .height = c->size.w,
+        .width = c->size.h, .classes = c->classes,
         .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : !strcmp(c->pool, "none") ? TB_POOL_NONE
                                                                                  : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
@@ -468,7 +469,7 @@ static int run_step(void *config, int n_args, char **args)
                     video->shape[3] != vc.height || video->shape[4] != vc.width;
     int64_t feat_floats = B0 * c->dim * (vc.pool == TB_POOL_NONE
                                              ? (vc.keep ? vc.keep
-                                                        : (int64_t)(c->frames / c->tubelet) *
+                                                        : (int64_t)(c->frames / vc.tubelet) *
                                                               (vc.height / c->patch) *
                                                               (vc.width / c->patch))
                                              : 1);

@@ -49,7 +49,8 @@ static const struct cli_flag train_flags[] = {
     F("depth", CLI_INT, depth, "12", "L", "blocks", 1, 1024),
     F("heads", CLI_INT, heads, "3", "NH", "attention heads", 1, 1024),
     F("patch", CLI_INT, patch, "16", "P", "patch size", 1, 1024),
-    F("tubelet", CLI_INT, tubelet, "2", "TU", "frames per patch", 1, 64),
+    F("tubelet", CLI_INT, tubelet, "0", "TU", "frames per patch (0: 2; clip: 1, AVION's "
+      "per-frame patches)", 0, 64),
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
     F("input-size", CLI_INT, input_size, "224", "PX", "clip frame size (square)", 8, 4096),
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
@@ -288,7 +289,8 @@ static int run_train(void *config, int n_args, char **args)
     struct tb_train_opts o = {
         .task = c->task,
         .model = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-                  .tubelet = c->tubelet, .frames = c->frames, .height = c->input_size,
+                  .tubelet = c->tubelet ? c->tubelet : clip ? 1 : 2, .frames = c->frames,
+                  .height = c->input_size,
                   .width = c->input_size, .classes = classes,
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
@@ -329,9 +331,8 @@ static int run_train(void *config, int n_args, char **args)
     if (c->blr > 0)
         o.lr = c->blr * c->batch * tb_dist_world() / 256.0;
     if (clip) {
-        /* AVION's video tower: frame patches, a class token, learned positions; its
-         * pretraining crops without flips (a mirrored clip would contradict "left") */
-        o.model.tubelet = 1;
+        /* AVION's video tower: a class token, learned positions; its pretraining crops
+         * without flips (a mirrored clip would contradict "left") */
         o.model.pool = TB_POOL_CLS;
         o.model.pos = TB_POS_LEARNED;
         o.data.crop.flip = TB_FLIP_NEVER;

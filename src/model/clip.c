@@ -29,7 +29,7 @@ int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
     *out = NULL;
     struct tb_vit_config vc = c->video;
     vc.layout = TB_LAYOUT_CLIP;
-    vc.tubelet = 1;
+    vc.tubelet = vc.tubelet ? vc.tubelet : 1;
     vc.pool = TB_POOL_CLS;
     vc.pos = TB_POS_LEARNED;
     vc.classes = 0;

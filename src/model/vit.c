@@ -113,11 +113,11 @@ static int check_config(const struct tb_vit_config *c)
         return tbi_err(TB_EINVAL, "no pooling, so no head: classes must be 0 (is %d)",
                        c->classes);
     if (c->layout == TB_LAYOUT_CLIP &&
-        (c->tubelet != 1 || c->pool != TB_POOL_CLS || c->pos != TB_POS_LEARNED || c->classes ||
-         c->qv_bias || c->keep || c->embed < 1))
-        return tbi_err(TB_EINVAL, "CLIP's video tower: tubelet 1 (is %d), a class token, learned "
-                       "positions, no head (%d classes), no q/v biases, every token kept, and "
-                       "a projection width (is %d)", c->tubelet, c->classes, c->embed);
+        (c->pool != TB_POOL_CLS || c->pos != TB_POS_LEARNED || c->classes || c->qv_bias ||
+         c->keep || c->embed < 1))
+        return tbi_err(TB_EINVAL, "CLIP's video tower: a class token, learned positions, no "
+                       "head (%d classes), no q/v biases, every token kept, and a projection "
+                       "width (is %d)", c->classes, c->embed);
     if (c->layout != TB_LAYOUT_CLIP && c->embed)
         return tbi_err(TB_EINVAL, "a projection (width %d) is CLIP's layout's", c->embed);
     if (c->dtype != TB_DTYPE_F32)
@@ -138,23 +138,29 @@ static int add_blocks(tb_vit *m, const char *stem)
 }
 
 /* AVION's CLIP video tower, in OpenAI CLIP's names and order, as gradient spans: the token
- * embedding's (with ln_pre), one per block, ln_post's and the projection's. Initialised as
+ * embedding's (with ln_pre), one per block, ln_post's and the projection's. conv1 covers one
+ * frame (D, 3, P, P) as CLIP's, or with tubelet TU > 1 TU frames (D, 3, TU, P, P; ViViT's
+ * tubelet embedding, whose tokens see motion directly), the temporal embedding one row per
+ * T / TU. Initialised as
  * AVION's: N(0, 0.02) class and positional embeddings, truncated N(0, 0.02) weights, zero
  * temporal embedding, N(0, D^-0.5) projection. Weight decay as AVION's pretraining gives it:
  * on every tensor of 2 or more dimensions but the norms (its 2-D embeddings too). */
 static int add_clip_params(tb_vit *m)
 {
     const struct tb_vit_config *c = &m->c;
-    int D = m->D, P = c->patch, rc;
+    int D = m->D, P = c->patch, TU = c->tubelet, Tt = c->frames / TU, rc;
     m->i_patch_b = m->i_temporal = m->i_head_w = m->i_head_b = -1;
     if ((rc = tbi_params_span(m->reg)) < 0 ||
-        (rc = m->i_patch_w = add(m, "conv1.weight", 1, TB_INIT_TRUNC_NORMAL, 4, D, 3, P, P, 0)) < 0 ||
+        (rc = m->i_patch_w = TU == 1 ? add(m, "conv1.weight", 1, TB_INIT_TRUNC_NORMAL, 4, D, 3, P,
+                                           P, 0)
+                                     : add(m, "conv1.weight", 1, TB_INIT_TRUNC_NORMAL, 5, D, 3,
+                                           TU, P, P)) < 0 ||
         (rc = m->i_cls = add(m, "class_embedding", 0, TB_INIT_NORMAL, 1, D, 0, 0, 0, 0)) < 0 ||
         (rc = m->i_pos = add(m, "positional_embedding", 1, TB_INIT_NORMAL, 2, m->S + 1, D, 0, 0,
                              0)) < 0 ||
-        (c->frames > 1 &&
-         (rc = m->i_temporal = add(m, "temporal_embedding", 1, TB_INIT_ZERO, 2, c->frames, D, 0,
-                                   0, 0)) < 0) ||
+        (Tt > 1 &&
+         (rc = m->i_temporal = add(m, "temporal_embedding", 1, TB_INIT_ZERO, 2, Tt, D, 0, 0,
+                                   0)) < 0) ||
         (rc = m->i_pre_w = add(m, "ln_pre.weight", 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
         (rc = m->i_pre_b = add(m, "ln_pre.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
         (rc = add_blocks(m, "transformer.resblocks.")) < 0 || (rc = tbi_params_span(m->reg)) < 0 ||
@@ -600,7 +606,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
         /* CLIP: tiled positions, then ln_pre into the first block's input. */
         TBI_TRY(o->pos_tile_fwd(be, m->pos_eff, tbi_param_data(r, m->i_pos),
                                 m->i_temporal >= 0 ? tbi_param_data(r, m->i_temporal) : NULL,
-                                c->frames, m->S, D));
+                                c->frames / c->tubelet, m->S, D));
         TBI_TRY(o->tokens_fwd(be, m->x_pre, m->patch_out, tbi_param_data(r, m->i_cls),
                               m->pos_eff, NULL, B, m->Nk, 1, D));
         TBI_TRY(o->layernorm_fwd(be, m->x, m->pre_mean, m->pre_rstd, m->x_pre,
@@ -826,7 +832,7 @@ static int backward(tb_vit *m)
                               B, m->Nk, 1, Nt, D));
         TBI_TRY(o->pos_tile_bwd(be, tbi_param_grad(r, m->i_pos),
                                 m->i_temporal >= 0 ? tbi_param_grad(r, m->i_temporal) : NULL,
-                                m->dpos_eff, c->frames, m->S, D));
+                                m->dpos_eff, c->frames / c->tubelet, m->S, D));
     } else {
         TBI_TRY(o->tokens_bwd(be, dpatch, m->has_cls ? tbi_param_grad(r, m->i_cls) : NULL,
                               c->pos == TB_POS_LEARNED ? tbi_param_grad(r, m->i_pos) : NULL,

@@ -119,15 +119,15 @@ static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *
     const struct tb_clip_config *c = tb_clip_config(((struct clip *)state)->m);
     const struct tb_vit_config *v = &c->video;
     tbi_sb_printf(sb, "\"task\":\"clip\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
-                  "\"patch\":\"%d\",\"tubelet\":\"1\",\"frames\":\"%d\",\"height\":\"%d\","
+                  "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
                   "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"cls\",\"pos\":\"learned\","
                   "\"layout\":\"clip\",\"embed\":\"%d\",\"vocab\":\"%d\",\"context\":\"%d\","
                   "\"text_width\":\"%d\",\"text_heads\":\"%d\",\"text_depth\":\"%d\","
                   "\"text_causal\":\"%d\",\"temperature\":\"%g\",\"loss\":\"%s\","
                   "\"margin\":\"%g\",\"sampler\":\"%s\","
                   "\"stride\":\"%d\",\"norm\":\"%s\"",
-                  v->dim, v->depth, v->heads, v->patch, v->frames, v->height, v->width,
-                  c->embed, c->vocab, c->ctx, c->text_width, c->text_heads, c->text_layers,
+                  v->dim, v->depth, v->heads, v->patch, v->tubelet, v->frames, v->height,
+                  v->width, c->embed, c->vocab, c->ctx, c->text_width, c->text_heads, c->text_layers,
                   c->text_causal, o->temperature, o->max_margin ? "max-margin" : "infonce",
                   o->margin,
                   o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,

@@ -9,14 +9,15 @@ Runs on Debian's python3-torch (1.13) or any PyTorch 2.x; only numpy and torch a
     python3 tests/ref/clip_ref.py MODEL-FLAGS [OPTIM-FLAGS] [--double] --weights W --batch X --out O
     python3 tests/ref/clip_ref.py --self-test
 
-MODEL-FLAGS: --dim D --depth L --heads NH --patch P --frames T --size HxW --embed E --vocab V
+MODEL-FLAGS: --dim D --depth L --heads NH --patch P [--tubelet TU] --frames T --size HxW --embed E --vocab V
 --context N --text-width DT --text-heads NHT --text-depth LT. OPTIM-FLAGS: --optim adamw|lion
 --steps S --lr --wd --beta1 --beta2 --eps --temperature (0.07) --loss infonce|max-margin
 --margin (0.2).
 
 The video tower (OpenAI CLIP names under visual.): conv1 = Conv2d(3, D, P, stride P, no bias)
-on every frame, tokens (t, h, w); class_embedding (D) first; positional_embedding (1 + HW, D):
-the class token gets row 0, token (t, s) row 1 + s plus temporal_embedding[t] (T > 1 only);
+on every frame (with --tubelet TU > 1 a Conv3d over (TU, P, P) tubes), tokens (t, h, w);
+class_embedding (D) first; positional_embedding (1 + HW, D): the class token gets row 0, token
+(t, s) row 1 + s plus temporal_embedding[t] (T / TU > 1 only);
 ln_pre; blocks (ln_1, attn = nn.MultiheadAttention in_proj/out_proj, ln_2, mlp.c_fc, exact
 GELU, mlp.c_proj; LayerNorm eps 1e-6); ln_post of the class token; @ proj (D, E). The text
 tower: token_embedding (V, DT) + positional_embedding (N, DT), the same blocks with a causal
@@ -79,12 +80,16 @@ class Visual(nn.Module):
     def __init__(self, a):
         super().__init__()
         d, s = a.dim, (a.height // a.patch) * (a.width // a.patch)
-        self.a, self.s = a, s
-        self.conv1 = nn.Conv2d(3, d, a.patch, stride=a.patch, bias=False)
+        self.a, self.s, self.tt = a, s, a.frames // a.tubelet
+        if a.tubelet == 1:
+            self.conv1 = nn.Conv2d(3, d, a.patch, stride=a.patch, bias=False)
+        else:  # a tubelet embedding: Conv3d over (TU, P, P) tubes
+            k = (a.tubelet, a.patch, a.patch)
+            self.conv1 = nn.Conv3d(3, d, k, stride=k, bias=False)
         self.class_embedding = nn.Parameter(torch.zeros(d))
         self.positional_embedding = nn.Parameter(torch.zeros(s + 1, d))
-        if a.frames > 1:
-            self.temporal_embedding = nn.Parameter(torch.zeros(a.frames, d))
+        if self.tt > 1:
+            self.temporal_embedding = nn.Parameter(torch.zeros(self.tt, d))
         self.ln_pre = nn.LayerNorm(d, eps=1e-6)
         self.transformer = Blocks(d, a.depth, a.heads, 1e-6)
         self.ln_post = nn.LayerNorm(d, eps=1e-6)
@@ -92,12 +97,15 @@ class Visual(nn.Module):
 
     def forward(self, x):
         B, C, T, H, W = x.shape
-        x = x.permute(0, 2, 1, 3, 4).reshape(B * T, C, H, W)
-        x = self.conv1(x).flatten(2).transpose(2, 1).reshape(B, T * self.s, -1)
+        if self.a.tubelet == 1:
+            x = x.permute(0, 2, 1, 3, 4).reshape(B * T, C, H, W)
+            x = self.conv1(x).flatten(2).transpose(2, 1).reshape(B, T * self.s, -1)
+        else:  # tokens (t, h, w), as the Conv3d output flattens
+            x = self.conv1(x).flatten(2).transpose(2, 1)
         cls = self.class_embedding + torch.zeros(B, 1, x.shape[-1], dtype=x.dtype)
         x = torch.cat([cls, x], 1)
-        pos = self.positional_embedding[1:].repeat(T, 1)
-        if T > 1:
+        pos = self.positional_embedding[1:].repeat(self.tt, 1)
+        if self.tt > 1:
             pos = pos + self.temporal_embedding.repeat_interleave(self.s, 0)
         x = x + torch.cat([self.positional_embedding[:1], pos])[None]
         x = self.transformer(self.ln_pre(x))
@@ -215,6 +223,7 @@ def run_steps(a):
 def parser():
     p = argparse.ArgumentParser(description="PyTorch twin of tubelet step --task clip")
     for k, d in [("dim", 64), ("depth", 2), ("heads", 2), ("patch", 8), ("frames", 4),
+                 ("tubelet", 1),
                  ("embed", 32), ("vocab", 49408), ("context", 77), ("text-width", 32),
                  ("text-heads", 2), ("text-depth", 2), ("steps", 1)]:
         p.add_argument("--" + k, type=int, default=d)
@@ -235,7 +244,7 @@ def parser():
 def finish(a):
     a.height, a.width = (int(x) for x in a.size.split("x"))
     if a.height % a.patch or a.width % a.patch or a.dim % a.heads or \
-            a.text_width % a.text_heads:
+            a.text_width % a.text_heads or a.tubelet < 1 or a.frames % a.tubelet:
         raise BadInput("bad model flags")
     return a
 
