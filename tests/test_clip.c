@@ -28,6 +28,7 @@ enum { DIM = 64, DEPTH = 2, HEADS = 2, PATCH = 8, EMBED = 32, VOCAB = 1000, CTX 
 struct variant {
     int frames, tubelet, height, width;
     const char *optim, *loss;
+    int learn_temperature;
 };
 
 static struct tb_clip_config config(const struct variant *v)
@@ -37,7 +38,8 @@ static struct tb_clip_config config(const struct variant *v)
                   .tubelet = v->tubelet, .frames = v->frames, .height = v->height,
                   .width = v->width},
         .embed = EMBED, .vocab = VOCAB, .ctx = CTX, .text_width = TW, .text_heads = TH,
-        .text_layers = TL, .text_causal = 1,
+        .text_layers = TL, .text_causal = 1, .temperature = 0.07,
+        .learn_temperature = v->learn_temperature,
     };
     return c;
 }
@@ -125,13 +127,15 @@ static void test_against_pytorch(void)
         {2, 1, 32, 32, "adamw", "infonce"},
         {2, 1, 32, 48, "adamw", "max-margin"},
         {4, 2, 32, 48, "adamw", "infonce"},
+        {2, 1, 32, 32, "adamw", "infonce", 1},
     };
     for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
         const struct variant *v = &vs[i];
         struct tb_clip_config c = config(v);
         char what[160], w[4300], b[4300], o[4300], r[4300], g[4300], flags[1400], *out = NULL;
-        snprintf(what, sizeof(what), "%d frames of %dx%d, tubelet %d, %s, %s", v->frames,
-                 v->height, v->width, v->tubelet, v->optim, v->loss);
+        snprintf(what, sizeof(what), "%d frames of %dx%d, tubelet %d, %s, %s%s", v->frames,
+                 v->height, v->width, v->tubelet, v->optim, v->loss,
+                 v->learn_temperature ? ", learned temperature" : "");
         tbt_case = what;
         snprintf(w, sizeof(w), "%s/w%zu.safetensors", tbt_dir(), i);
         snprintf(b, sizeof(b), "%s/b%zu.safetensors", tbt_dir(), i);
@@ -143,9 +147,10 @@ static void test_against_pytorch(void)
                  "--frames %d "
                  "--size %dx%d --embed %d --vocab %d --context %d --text-width %d "
                  "--text-heads %d --text-depth %d --optim %s --steps 3 --lr 0.001 --wd 0.05 "
-                 "--beta1 0.9 --beta2 0.98 --loss %s --weights %s --batch %s", DIM, DEPTH, HEADS,
-                 PATCH, v->tubelet, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW, TH, TL, v->optim,
-                 v->loss, w, b);
+                 "--beta1 0.9 --beta2 0.98 --loss %s %s --weights %s --batch %s", DIM, DEPTH,
+                 HEADS, PATCH, v->tubelet, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW,
+                 TH, TL, v->optim, v->loss, v->learn_temperature ? "--learn-temperature" : "", w,
+                 b);
         int rc = tbt_run(&out, 120, "%s step --task clip %s --out %s", tbt_tubelet(), flags, o);
         CHECK_MSG(rc == 0, "tubelet step --task clip: %s", out);
         free(out);
@@ -175,20 +180,25 @@ static void test_infonce(void)
     float v[N * E], t[N * E], dv[N * E], dt[N * E];
     for (int i = 0; i < N * E; i++)
         v[i] = (float)tb_rng_normal(&r), t[i] = (float)tb_rng_normal(&r);
-    double scale = 1 / 0.07, l0 = tb_clip_infonce(v, t, N, E, scale, dv, dt), worst = 0;
+    double scale = 1 / 0.07, ds = 0;
+    double l0 = tb_clip_infonce(v, t, N, E, scale, dv, dt, &ds), worst = 0;
     CHECK(isfinite(l0) && l0 > 0);
     for (int k = 0; k < 2 * N * E; k += 3) {
         float *x = k < N * E ? &v[k] : &t[k - N * E], saved = *x, h = 1e-3f;
         *x = saved + h;
-        double lp = tb_clip_infonce(v, t, N, E, scale, NULL, NULL);
+        double lp = tb_clip_infonce(v, t, N, E, scale, NULL, NULL, NULL);
         *x = saved - h;
-        double lm = tb_clip_infonce(v, t, N, E, scale, NULL, NULL);
+        double lm = tb_clip_infonce(v, t, N, E, scale, NULL, NULL, NULL);
         *x = saved;
         double num = (lp - lm) / (2.0 * ((double)(saved + h) - saved));
         double got = k < N * E ? dv[k] : dt[k - N * E];
         worst = fmax(worst, fabs(num - got) / (fabs(got) + 1e-2));
     }
     CHECK_MSG(worst < 1e-3, "finite differences: worst relative error %.3g", worst);
+    double h = 1e-4, num = (tb_clip_infonce(v, t, N, E, scale + h, NULL, NULL, NULL) -
+                            tb_clip_infonce(v, t, N, E, scale - h, NULL, NULL, NULL)) / (2 * h);
+    CHECK_MSG(fabs(num - ds) <= 1e-6 * (fabs(ds) + 1e-3), "d loss / d scale %.9g, numeric %.9g",
+              ds, num);
     /* Orthonormal pairs that match: the loss is log(1 + (N - 1) e^-scale); paired with the
      * wrong caption (a cyclic shift), scale more than that. */
     float a[N * E] = {0}, s[N * E] = {0};
@@ -197,9 +207,9 @@ static void test_infonce(void)
         s[((i + 1) % N) * E + i] = 0.5f;
     }
     double want = log(1 + (N - 1) * exp(-scale));
-    double got = tb_clip_infonce(a, a, N, E, scale, NULL, NULL);
+    double got = tb_clip_infonce(a, a, N, E, scale, NULL, NULL, NULL);
     CHECK_MSG(fabs(got - want) < 1e-9, "aligned: %.12g, want %.12g", got, want);
-    got = tb_clip_infonce(a, s, N, E, scale, NULL, NULL);
+    got = tb_clip_infonce(a, s, N, E, scale, NULL, NULL, NULL);
     CHECK_MSG(fabs(got - (want + scale)) < 1e-9, "shifted: %.12g, want %.12g", got, want + scale);
 }
 
@@ -234,11 +244,11 @@ static void test_bad_input(void)
     ids[CTX + 5] = 7;
     CHECK(tb_clip_encode_text(m, ids, B + 1, emb) < 0);
     CHECK_STR_HAS(tb_errmsg(), "planned for 3");
-    CHECK(tb_clip_backward(m, NULL, emb) < 0);
+    CHECK(tb_clip_backward(m, NULL, emb, 0) < 0);
     CHECK_STR_HAS(tb_errmsg(), "text encoding first");
     CHECK_EQ(tb_clip_encode_text(m, ids, B, emb), 0);
-    CHECK_EQ(tb_clip_backward(m, NULL, emb), 0);
-    CHECK(tb_clip_backward(m, NULL, emb) < 0); /* once per encoding */
+    CHECK_EQ(tb_clip_backward(m, NULL, emb, 0), 0);
+    CHECK(tb_clip_backward(m, NULL, emb, 0) < 0); /* once per encoding */
     tb_clip_close(&m);
     /* the CLI: a batch without captions, ids outside the vocabulary */
     char w[4300], b[4300], o[4300], *out = NULL;

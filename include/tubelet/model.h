@@ -33,6 +33,7 @@ enum tb_init {
     TB_INIT_ONE,
     TB_INIT_TRUNC_NORMAL, /* timm's trunc_normal_(std=.02): N(0, std) cut at 2 std */
     TB_INIT_NORMAL,       /* N(0, std) (CLIP's embeddings and projections) */
+    TB_INIT_CONST,        /* init_std's value (CLIP's logit_scale: log(1 / 0.07)) */
 };
 
 struct tb_param {
@@ -43,7 +44,8 @@ struct tb_param {
     int64_t offset;            /* floats before it in the parameter block */
     int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
     enum tb_init init;
-    float init_std;            /* the (truncated) normal's std: 0.02 unless the model sets it */
+    float init_std;            /* the (truncated) normal's std: 0.02 unless the model sets it;
+                                * TB_INIT_CONST's value */
     float lr_scale;            /* its learning rate's factor (1; layer decay sets it) */
     int loaded;                /* set by tb_params_load_from */
 };
@@ -263,6 +265,10 @@ struct tb_clip_config {
     int vocab, ctx;             /* 49408, 77 */
     int text_width, text_heads, text_layers; /* 512, 8, 12 */
     int text_causal;            /* 1 (LaViLa's; 0: bidirectional) */
+    double temperature;         /* InfoNCE's (0.07): logits = cosine / temperature */
+    int learn_temperature;      /* 1: CLIP's logit_scale (a 0-dim parameter, log(1 /
+                                 * temperature) at init, no decay, clamped to [0, ln 100] as
+                                 * LaViLa and AVION do) is learned; 0: frozen */
 };
 
 typedef struct tb_clip tb_clip;
@@ -281,18 +287,23 @@ TB_API int tb_clip_set_clips(tb_clip *m, const uint8_t *clips, const uint8_t *fl
 TB_API int tb_clip_encode_video(tb_clip *m, float *host);
 /* Captions as token ids (B, ctx; host; each below vocab), to their features (B, E; host). */
 TB_API int tb_clip_encode_text(tb_clip *m, const int32_t *ids, int B, float *host);
+/* The logit scale of the next loss: 1 / temperature, or exp(logit_scale) (clamped first, in
+ * place, to [0, ln 100]) when it is learned. */
+TB_API int tb_clip_logit_scale(tb_clip *m, double *scale);
 /* Backward of the last encodings from the gradients on their features (host, (B, E) each;
- * either NULL: that tower is left out): every gradient of the towers it reaches, written. */
-TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext);
+ * either NULL: that tower is left out) and on the logit scale (used when it is learned): every
+ * gradient of what they reach, written. */
+TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double dscale);
 
 /* The symmetric InfoNCE loss (CLIP's, LaViLa's) of N video and N text features (E wide, not
  * normalised; pair i matches): features L2-normalised (norms floored at 1e-12), logits =
  * scale x cosine similarity, the mean of the video->text and text->video cross-entropies
- * over the N rows. Returns the loss; dv, dt (N, E; may be NULL) get its gradients. Computed
+ * over the N rows. Returns the loss; dv, dt (N, E) and dscale (may each be NULL) get its
+ * gradients. Computed
  * in double. Under data parallelism every process passes all N pairs (gathered) and takes
  * the rows of its own. */
 TB_API double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale,
-                              float *dv, float *dt);
+                              float *dv, float *dt, double *dscale);
 /* AVION's max-margin ranking loss (its EK-100 MIR fine-tuning; MaxMarginRankingLoss with
  * fix_norm): x = cosine(text i, video j); over i != j, relu(margin - (x_ii - x_ij)) and
  * relu(margin - (x_ii - x_ji)), averaged. N >= 2; the rest as tb_clip_infonce. */

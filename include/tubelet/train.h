@@ -72,8 +72,7 @@ struct tb_ckpt_info {
     int stride;
     enum tb_norm norm;
     enum tb_label_kind label;
-    struct tb_clip_config clip;  /* task clip: the text tower and projections (video: none) */
-    double temperature;          /* task clip */
+    struct tb_clip_config clip;  /* task clip: the text tower, projections, temperature */
 };
 TB_API int tb_ckpt_info(const char *path, struct tb_ckpt_info *info);
 
@@ -143,7 +142,6 @@ struct tb_train_opts {
                                          * ignored: the encoder is model) */
     struct tb_clip_config clip;         /* --task clip: the text tower and projections (its
                                          * video is ignored: the video tower is model) */
-    double temperature;                 /* clip: InfoNCE's (0.07) */
     int max_margin;                     /* clip: AVION's max-margin ranking loss (its MIR
                                          * fine-tuning) instead of InfoNCE */
     double margin;                      /* its margin (0.2) */

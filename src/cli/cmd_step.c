@@ -28,6 +28,7 @@ struct step_config {
     int embed, vocab, ctx, text_width, text_heads, text_layers;
     double temperature, margin;
     char *loss;
+    int learn_temperature;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -96,6 +97,8 @@ static const struct cli_flag step_flags[] = {
     F("text-depth", CLI_INT, text_layers, "12", "L", "clip: text tower blocks", 1, 1024),
     F("temperature", CLI_DOUBLE, temperature, "0.07", "X",
       "clip: InfoNCE's temperature (logits = cosine / X)", 1e-4, 100),
+    F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn the "
+      "logit_scale (a parameter; the weights need it)", CLI_NO_RANGE),
     F("loss", CLI_STR, loss, "infonce", "NAME", "clip: infonce or max-margin (AVION's MIR "
       "fine-tuning)", CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
@@ -316,6 +319,7 @@ static int run_clip(struct step_config *c)
                   .backend = c->backend},
         .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
         .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
+        .temperature = c->temperature, .learn_temperature = c->learn_temperature,
     };
     if ((rc = tb_clip_open(&m, &cc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
         (rc = tb_st_read(&wf, c->weights)) < 0)
@@ -360,10 +364,12 @@ static int run_clip(struct step_config *c)
             memcpy(ve, v, sizeof(float) * be);
             memcpy(te, t, sizeof(float) * be);
         }
+        double scale = 0, dscale = 0;
+        if ((rc = tb_clip_logit_scale(m, &scale)) < 0)
+            goto fail;
         losses[s] = (float)(max_margin ? tb_clip_max_margin(v, t, B, E, c->margin, dv, dt)
-                                       : tb_clip_infonce(v, t, B, E, 1.0 / c->temperature, dv,
-                                                         dt));
-        if ((rc = tb_clip_backward(m, dv, dt)) < 0)
+                                       : tb_clip_infonce(v, t, B, E, scale, dv, dt, &dscale));
+        if ((rc = tb_clip_backward(m, dv, dt, dscale)) < 0)
             goto fail;
         if (s == 0 && (rc = read_grads(params, grads)) < 0)
             goto fail;

@@ -27,6 +27,7 @@ struct train_config {
     int embed, ctx, text_width, text_heads, text_depth;
     double temperature, margin;
     char *class_names, *prompt, *relevancy, *loss;
+    int learn_temperature;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -127,6 +128,9 @@ static const struct cli_flag train_flags[] = {
     F("text-depth", CLI_INT, text_depth, "12", "L", "clip: text tower blocks", 1, 1024),
     F("temperature", CLI_DOUBLE, temperature, "0.07", "X", "clip: InfoNCE's temperature "
       "(frozen)", 1e-4, 100),
+    F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn CLIP's "
+      "logit_scale (from --temperature, clamped at 100), as AVION's pretraining does by "
+      "default; else it stays frozen", CLI_NO_RANGE),
     F("loss", CLI_STR, loss, "infonce", "NAME", "clip: infonce (LaViLa's pretraining) or "
       "max-margin (AVION's EK-100 MIR fine-tuning)", CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
@@ -320,8 +324,9 @@ static int run_train(void *config, int n_args, char **args)
                 .norm_target = c->norm_target},
         .clip = {.embed = c->embed, .vocab = TB_TOKEN_VOCAB, .ctx = c->ctx,
                  .text_width = c->text_width, .text_heads = c->text_heads,
-                 .text_layers = c->text_depth, .text_causal = 1},
-        .temperature = c->temperature, .max_margin = !strcmp(c->loss, "max-margin"),
+                 .text_layers = c->text_depth, .text_causal = 1,
+                 .temperature = c->temperature, .learn_temperature = c->learn_temperature},
+        .max_margin = !strcmp(c->loss, "max-margin"),
         .margin = c->margin, .class_names = c->class_names, .prompt = c->prompt,
         .relevancy = c->relevancy,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,

@@ -22,7 +22,26 @@ struct tb_clip {
     struct tbi_text *text;
     int B_plan;
     int video_ready, text_ready;      /* an encoding waits for its backward */
+    int i_scale, span_scale;          /* logit_scale, learned: its index and gradient span */
+    float *dscale;                    /* its gradient's home (backend, 1) */
 };
+
+/* CLIP's logit_scale, when learned: a gradient span of its own, after the towers'. */
+static int add_logit_scale(tb_clip *m)
+{
+    m->i_scale = m->span_scale = -1;
+    if (!m->c.learn_temperature)
+        return 0;
+    if (!(m->c.temperature > 0))
+        return tbi_err(TB_EINVAL, "temperature %g: it must be above 0", m->c.temperature);
+    m->span_scale = m->reg.n_spans;
+    int rc = tbi_params_span(&m->reg);
+    if (rc < 0 || (rc = tbi_params_add(&m->reg, "", "logit_scale", 0, TB_INIT_CONST, 0, NULL)) < 0)
+        return rc;
+    m->i_scale = rc;
+    m->reg.p[rc].init_std = (float)log(1 / m->c.temperature);
+    return 0;
+}
 
 int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
 {
@@ -46,7 +65,7 @@ int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
     m->reg.be = m->be;
     if (rc == 0 && (rc = tbi_vit_open_in(&m->video, &vc, m->be, &m->reg, "visual.")) == 0 &&
         (rc = tbi_text_open_in(&m->text, &tc, m->be, &m->reg, "")) == 0 &&
-        (rc = tbi_params_alloc(&m->reg)) == 0 &&
+        (rc = add_logit_scale(m)) == 0 && (rc = tbi_params_alloc(&m->reg)) == 0 &&
         (rc = m->be->ops->zero(m->be, m->reg.data, sizeof(float) * (size_t)m->reg.n_floats)) == 0)
         rc = tbi_vit_ready(m->video);
     if (rc < 0) {
@@ -65,6 +84,8 @@ void tb_clip_close(tb_clip **pm)
     tb_clip *m = *pm;
     tb_vit_close(&m->video);
     tbi_text_close(&m->text);
+    if (m->be && m->dscale)
+        m->be->ops->free(m->be, m->dscale);
     if (m->be)
         tbi_params_free(&m->reg);
     tbi_backend_close(&m->be);
@@ -93,6 +114,11 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
     m->B_plan = 0;
     TBI_TRY(tb_vit_plan(m->video, B, &bv));
     TBI_TRY(tbi_text_plan(m->text, B, &bt));
+    if (m->span_scale >= 0) {
+        if (!m->dscale)
+            TBI_TRY(m->be->ops->alloc(m->be, sizeof(float), (void **)&m->dscale));
+        m->reg.home[m->span_scale] = m->dscale;
+    }
     m->B_plan = B;
     m->video_ready = m->text_ready = 0;
     if (bytes)
@@ -129,7 +155,22 @@ int tb_clip_encode_text(tb_clip *m, const int32_t *ids, int B, float *host)
                 : 0;
 }
 
-int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext)
+int tb_clip_logit_scale(tb_clip *m, double *scale)
+{
+    if (m->i_scale < 0) {
+        *scale = 1 / m->c.temperature;
+        return 0;
+    }
+    float ls;
+    TBI_TRY(tb_params_read(&m->reg, m->i_scale, &ls));
+    float clamped = ls < 0 ? 0 : ls > 4.6052f ? 4.6052f : ls; /* LaViLa's clamp_(0, 4.6052) */
+    if (clamped != ls)
+        TBI_TRY(tb_params_write(&m->reg, m->i_scale, &clamped));
+    *scale = exp((double)clamped);
+    return 0;
+}
+
+int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double dscale)
 {
     if ((dvideo && !m->video_ready) || (dtext && !m->text_ready))
         return tbi_err(TB_EINVAL, "a backward needs the %s encoding first",
@@ -145,6 +186,13 @@ int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext)
                                       sizeof(float) * (size_t)tbi_text_batch(m->text) *
                                           m->c.embed));
         TBI_TRY(tbi_text_backward(m->text));
+    }
+    if (m->i_scale >= 0) {
+        /* d loss / d logit_scale = d loss / d scale x scale */
+        double scale;
+        TBI_TRY(tb_clip_logit_scale(m, &scale));
+        float g = (float)(dscale * scale);
+        TBI_TRY(m->be->ops->to_device(m->be, m->dscale, &g, sizeof(float)));
     }
     return 0;
 }
@@ -201,7 +249,7 @@ static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c
 }
 
 double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale, float *dv,
-                       float *dt)
+                       float *dt, double *dscale)
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
     double *buf = calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
@@ -220,6 +268,13 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
         }
     /* video -> text along rows, text -> video along columns */
     double loss = (xent_diag(s, N, N, 1, g) + xent_diag(s, N, 1, N, g)) / 2;
+    if (dscale) {
+        /* logits = scale x cosine: d loss / d scale = sum g_ij cosine_ij */
+        double d = 0;
+        for (size_t k = 0; k < nn; k++)
+            d += g[k] * s[k] / scale;
+        *dscale = d;
+    }
     if (dv || dt) {
         for (int i = 0; i < N; i++)
             for (int j = 0; j < N; j++) {

@@ -40,7 +40,7 @@ int tbi_params_span(struct tb_params *r)
 int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, int decay,
                    enum tb_init init, int n_dims, const int64_t *shape)
 {
-    TB_ASSERT(r->n_spans > 0 && n_dims >= 1 && n_dims <= 5);
+    TB_ASSERT(r->n_spans > 0 && n_dims >= 0 && n_dims <= 5);
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 64;
         struct tb_param *p = realloc(r->p, sizeof(*p) * (size_t)cap);
@@ -180,6 +180,7 @@ int tb_params_init(tb_params *r, uint64_t seed)
             host[k] = p->init == TB_INIT_ONE            ? 1.0f
                       : p->init == TB_INIT_TRUNC_NORMAL ? trunc_normal(&g, p->init_std)
                       : p->init == TB_INIT_NORMAL ? (float)(tb_rng_normal(&g) * p->init_std)
+                      : p->init == TB_INIT_CONST  ? p->init_std
                                                   : 0.0f;
         rc = tb_params_write(r, i, host);
     }

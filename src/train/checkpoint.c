@@ -147,9 +147,12 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
                                              .ctx = (int)w[2], .text_width = (int)w[3],
                                              .text_heads = (int)w[4], .text_layers = (int)w[5],
                                              .text_causal = (int)w[6]};
-        info->temperature = 0.07;
+        info->clip.temperature = 0.07;
         if (!meta_get(f->metadata, "temperature", s, sizeof(s)))
-            info->temperature = atof(s);
+            info->clip.temperature = atof(s);
+        int64_t learn = 0;
+        meta_i64(f->metadata, "learn_temperature", &learn);
+        info->clip.learn_temperature = learn == 1;
         if (rc < 0) {
             tb_st_free(&f);
             return rc;

@@ -123,12 +123,14 @@ static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *
                   "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"cls\",\"pos\":\"learned\","
                   "\"layout\":\"clip\",\"embed\":\"%d\",\"vocab\":\"%d\",\"context\":\"%d\","
                   "\"text_width\":\"%d\",\"text_heads\":\"%d\",\"text_depth\":\"%d\","
-                  "\"text_causal\":\"%d\",\"temperature\":\"%g\",\"loss\":\"%s\","
+                  "\"text_causal\":\"%d\",\"temperature\":\"%g\","
+                  "\"learn_temperature\":\"%d\",\"loss\":\"%s\","
                   "\"margin\":\"%g\",\"sampler\":\"%s\","
                   "\"stride\":\"%d\",\"norm\":\"%s\"",
                   v->dim, v->depth, v->heads, v->patch, v->tubelet, v->frames, v->height,
                   v->width, c->embed, c->vocab, c->ctx, c->text_width, c->text_heads, c->text_layers,
-                  c->text_causal, o->temperature, o->max_margin ? "max-margin" : "infonce",
+                  c->text_causal, c->temperature, c->learn_temperature,
+                  o->max_margin ? "max-margin" : "infonce",
                   o->margin,
                   o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
@@ -159,10 +161,12 @@ static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
     TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, t->t));
     TBI_TRY(tb_dist_gather_f32(t->v, be, t->all_v));
     TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
+    double scale = 0, dscale = 0;
+    TBI_TRY(tb_clip_logit_scale(t->m, &scale));
     double l = o->max_margin ? tb_clip_max_margin(t->all_v, t->all_t, N, t->E, o->margin,
                                                   t->dv_all, t->dt_all)
-                             : tb_clip_infonce(t->all_v, t->all_t, N, t->E, 1.0 / o->temperature,
-                                               t->dv_all, t->dt_all);
+                             : tb_clip_infonce(t->all_v, t->all_t, N, t->E, scale, t->dv_all,
+                                               t->dt_all, &dscale);
     if (isnan(l))
         return tbi_err(TB_ENOMEM, "out of memory for the loss");
     *loss = (float)l;
@@ -172,7 +176,8 @@ static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
         dv[i] *= (float)t->world;
         dt[i] *= (float)t->world;
     }
-    return tb_clip_backward(t->m, dv, dt);
+    /* the logit scale's gradient is the whole loss's on every process already */
+    return tb_clip_backward(t->m, dv, dt, dscale);
 }
 
 static int clip_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)

@@ -122,6 +122,8 @@ class DualEncoder(nn.Module):
         self.transformer = Blocks(d, a.text_depth, a.text_heads, 1e-5)
         self.ln_final = nn.LayerNorm(d, eps=1e-5)
         self.text_projection = nn.Parameter(torch.zeros(d, a.embed))
+        if a.learn_temperature:  # CLIP's logit_scale, a 0-dim parameter
+            self.logit_scale = nn.Parameter(torch.tensor(float(np.log(1 / a.temperature))))
         mask = torch.full((a.context, a.context), float("-inf")).triu_(1)
         self.register_buffer("attn_mask", mask, persistent=False)
 
@@ -134,9 +136,9 @@ class DualEncoder(nn.Module):
         return self.visual(video), self.encode_text(ids)
 
 
-def clip_loss(v, t, temperature):
+def clip_loss(v, t, temperature, logit_scale=None):
     v, t = F.normalize(v, dim=-1), F.normalize(t, dim=-1)
-    logits = v @ t.T / temperature
+    logits = v @ t.T * logit_scale.exp() if logit_scale is not None else v @ t.T / temperature
     labels = torch.arange(v.shape[0])
     return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
 
@@ -205,7 +207,7 @@ def run_steps(a):
         opt.zero_grad()
         v, t = model(video, ids)
         loss = max_margin_loss(v, t, a.margin) if a.loss == "max-margin" else \
-            clip_loss(v, t, a.temperature)
+            clip_loss(v, t, a.temperature, getattr(model, "logit_scale", None))
         loss.backward()
         losses.append(loss.item())
         if s == 0:
@@ -230,6 +232,8 @@ def parser():
     p.add_argument("--size", default="32x32")
     p.add_argument("--optim", default="adamw", choices=("adamw", "lion"))
     p.add_argument("--loss", default="infonce", choices=("infonce", "max-margin"))
+    p.add_argument("--learn-temperature", action="store_true",
+                   help="CLIP's logit_scale as a parameter, log(1 / temperature) in the weights")
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8),
                  ("temperature", 0.07), ("margin", 0.2)]:
         p.add_argument("--" + k, type=float, default=d)
