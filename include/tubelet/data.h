@@ -43,12 +43,23 @@ struct tb_ann_item {
     int n_nouns;
 };
 
+/* A skipped row: its line and why. */
+struct tb_ann_bad_row {
+    int line;
+    char message[512];
+};
+#define TB_ANN_BAD_KEPT 4
+
 struct tb_annotations {
     struct tb_ann_item *items;
     int n_items;
     int n_skipped;        /* bad rows skipped (skip_bad_rows) */
     char first_error[512];/* the first skipped row's message */
     char path[1024];
+    enum tb_ann_format format;
+    int n_untimed;        /* of the skipped rows, those with an empty start or end time */
+    int n_bad_kept;       /* min(n_skipped, TB_ANN_BAD_KEPT) */
+    struct tb_ann_bad_row bad[TB_ANN_BAD_KEPT]; /* the first skipped rows, in file order */
 };
 
 struct tb_ann_opts {
