@@ -1,7 +1,8 @@
 /* include/tubelet/data.h - from annotation files to batches of clips.
  *
  * annotations  EPIC-Kitchens-100 CSVs, Kinetics/VideoMAE lists (`path num_frames label`) and
- *              narration CSVs (`video_id,start_s,end_s,text`), validated row by row;
+ *              narration CSVs (`video_id,start_s,end_s,text`), validated row by row, and
+ *              their statistics (tb_ann_stats_compute);
  * dataset      annotations + a prepared-video root + sampler + crop + output size;
  * loader       worker threads decode clips into a fixed pool of batch buffers and hand the
  *              batches out in order. Deterministic: every random choice for sample i of epoch e
@@ -9,7 +10,7 @@
  *              are the same for any number of workers. A clip that fails is replaced by another
  *              sample chosen the same way (TB_RNG_SUBSTITUTE); past a failure rate the loader
  *              stops.
- * Tests: tests/test_data.c. */
+ * Tests: tests/test_data.c, tests/test_ann_stats.c. */
 #ifndef TUBELET_DATA_H
 #define TUBELET_DATA_H
 
@@ -43,12 +44,23 @@ struct tb_ann_item {
     int n_nouns;
 };
 
+/* A skipped row: its line and why. */
+struct tb_ann_bad_row {
+    int line;
+    char message[512];
+};
+#define TB_ANN_BAD_KEPT 4
+
 struct tb_annotations {
     struct tb_ann_item *items;
     int n_items;
     int n_skipped;        /* bad rows skipped (skip_bad_rows) */
     char first_error[512];/* the first skipped row's message */
     char path[1024];
+    enum tb_ann_format format;
+    int n_untimed;        /* of the skipped rows, those with an empty start or end time */
+    int n_bad_kept;       /* min(n_skipped, TB_ANN_BAD_KEPT) */
+    struct tb_ann_bad_row bad[TB_ANN_BAD_KEPT]; /* the first skipped rows, in file order */
 };
 
 struct tb_ann_opts {
@@ -66,6 +78,71 @@ TB_API void tb_ann_free(struct tb_annotations **a);
  * as strings, numbered in that order (AVION's mapping over train + val). Returns the number
  * of actions. */
 TB_API int tb_ann_map_actions(struct tb_annotations **sets, int n_sets);
+
+/* ---- annotation statistics --------------------------------------------------------------- */
+
+/* What `tubelet ann stats` reports about a loaded file: how many rows, videos and classes,
+ * how long the clips are, which clips are shorter than the sampler's span, and which rows'
+ * videos a prepared root lacks. */
+struct tb_ann_stats_opts {
+    const char *root;      /* prepared videos: rows whose video is not there are counted and a
+                              prepared video's own rate and length are used; NULL or "": no
+                              root */
+    const char *ext;       /* their suffix ("mp4" when NULL or "") */
+    int64_t span_frames;   /* frames the sampler spans (segments: T; dense: (T - 1) * stride
+                              + 1); clips holding fewer are counted; 0: none counted */
+    int fps_num, fps_den;  /* the rate windows map to frames at where no prepared video gives
+                              its own (30/1 when 0) */
+};
+
+struct tb_ann_class_count {
+    int id;
+    int64_t count;
+    int verb, noun;        /* an action's pair; -1 in the verb and noun histograms */
+};
+
+struct tb_ann_hist {
+    struct tb_ann_class_count *classes; /* most frequent first; ties: the smaller id first */
+    int n_classes;         /* distinct classes */
+    int64_t n_rows;        /* rows with a class (>= 0) */
+};
+
+struct tb_ann_missing {
+    char *video;           /* the name as the file writes it */
+    int64_t n_rows;        /* rows naming it */
+    int first_line;
+};
+
+struct tb_ann_stats {
+    int64_t n_rows;          /* items (the rows loaded) */
+    int64_t n_videos;        /* distinct videos */
+    int64_t n_timed;         /* rows with a duration: EPIC and narration rows (the window);
+                                Kinetics rows whose frame count is known (the prepared video's,
+                                else the num_frames column), at the rate */
+    double total_s, min_s, median_s, max_s; /* of those durations; 0 when n_timed is 0 */
+    int64_t n_counted;       /* rows whose frame count is known (every EPIC/narration row) */
+    int64_t n_short;         /* of those, clips holding fewer than span_frames frames */
+    int first_short_line;    /* 0 when none */
+    int64_t n_outside;       /* windows holding no frame of their prepared video (past its
+                                end), counted in n_short too */
+    int first_outside_line;
+    struct tb_ann_hist verb;   /* Kinetics: the label */
+    struct tb_ann_hist noun;
+    struct tb_ann_hist action; /* rows with an action id (tb_ann_map_actions) */
+    int root_checked;        /* 1 when opts had a root */
+    int64_t n_prepared;      /* distinct videos found under root: prepared (with an index) */
+    int64_t n_plain;         /* ... or plain files the reader indexes when it opens them */
+    int64_t n_missing_rows;  /* rows whose video is neither */
+    int n_missing;           /* distinct videos missing */
+    struct tb_ann_missing *missing; /* all of them, by name */
+};
+
+/* The statistics of a into *out (tb_ann_stats_free). Memory grows with the number of rows
+ * only. With a root, each distinct video is looked up once and a prepared one's index read
+ * (a broken index counts as missing). Errors: TB_EINVAL (bad opts), TB_ENOMEM. */
+TB_API int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations *a,
+                                const struct tb_ann_stats_opts *opts);
+TB_API void tb_ann_stats_free(struct tb_ann_stats **s);
 
 /* ---- dataset ----------------------------------------------------------------------------- */
 

@@ -21,6 +21,7 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_probe,
     &cli_cmd_frames,
     &cli_cmd_bench_load,
+    &cli_cmd_ann,
     &cli_cmd_peek,
     &cli_cmd_step,
     &cli_cmd_train,

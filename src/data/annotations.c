@@ -1,8 +1,9 @@
 /* src/data/annotations.c - annotation files: EPIC-Kitchens-100 CSVs (columns found by name in
  * the header; all_noun_classes as a set of classes), Kinetics/VideoMAE lists and narration
  * CSVs. Every row is validated; an error names the file, the line and the column. With
- * skip_bad_rows the bad rows are counted and the first message kept. EPIC action ids:
- * tb_ann_map_actions. Tests: tests/test_data.c, tests/test_mir.c (the noun sets). */
+ * skip_bad_rows the bad rows are counted (those without a start or end time apart) and the
+ * first few kept with their messages. EPIC action ids: tb_ann_map_actions.
+ * Tests: tests/test_data.c, tests/test_mir.c (the noun sets), tests/test_ann_stats.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -112,7 +113,19 @@ struct parser {
     const char *path;
     int cap;
     int col[8];            /* EPIC: column of each field, -1 for an absent optional one */
+    int untimed;           /* set by parse_row: the row failed for an empty start or end */
 };
+
+/* An empty time column fails apart from a malformed one: EK-100-shaped files from other tools
+ * leave times out, and tb_ann_stats counts those rows on their own. */
+static int empty_time(struct parser *ps, char *field, const char *column, int line_no)
+{
+    if (*tbi_csv_trim(field))
+        return 0;
+    ps->untimed = 1;
+    return tbi_err(TB_EFORMAT, "%s:%d: column '%s' is empty: the row has no time window",
+                   ps->path, line_no, column);
+}
 
 /* EPIC columns: the first five are required. */
 enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_NARRATION, C_NOUNS, C_ID, N_EPIC_COLS };
@@ -271,6 +284,9 @@ static int parse_row(struct parser *ps, char *line, int line_no)
                     return tbi_err(TB_EFORMAT, "%s:%d: %d fields, column '%s' missing", path,
                                    line_no, n, epic_names[k]);
             video = f[ps->col[C_VIDEO]];
+            if ((rc = empty_time(ps, f[ps->col[C_START]], "start_timestamp", line_no)) < 0 ||
+                (rc = empty_time(ps, f[ps->col[C_STOP]], "stop_timestamp", line_no)) < 0)
+                return rc;
             if ((tmp.start_s = parse_timestamp(f[ps->col[C_START]])) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'start_timestamp': '%s' is not "
                                "HH:MM:SS.ff", path, line_no, f[ps->col[C_START]]);
@@ -296,6 +312,9 @@ static int parse_row(struct parser *ps, char *line, int line_no)
                 return tbi_err(TB_EFORMAT, "%s:%d: expected 'video_id,start_s,end_s,text', got "
                                "%d fields", path, line_no, n);
             video = f[0];
+            if ((rc = empty_time(ps, f[1], "start_s", line_no)) < 0 ||
+                (rc = empty_time(ps, f[2], "end_s", line_no)) < 0)
+                return rc;
             if (parse_seconds(tbi_csv_trim(f[1]), &tmp.start_s) < 0)
                 return tbi_err(TB_EFORMAT, "%s:%d: column 'start_s': '%s' is not a time in "
                                "seconds", path, line_no, f[1]);
@@ -372,6 +391,7 @@ int tb_ann_load(struct tb_annotations **out, const char *path, const struct tb_a
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     }
     snprintf(ps.a->path, sizeof(ps.a->path), "%s", path);
+    ps.a->format = o->format;
     /* strtok_r would fold empty lines away and lose the numbering, so walk by hand. */
     int line_no = 0;
     char *line = text;
@@ -394,14 +414,22 @@ int tb_ann_load(struct tb_annotations **out, const char *path, const struct tb_a
             if ((rc = parse_header(&ps, t)) < 0)
                 goto fail;
         } else if (!header) {
+            ps.untimed = 0;
             rc = parse_row(&ps, t, line_no);
             if (rc == TB_ENOMEM)
                 goto fail;
             if (rc < 0) {
                 if (!o->skip_bad_rows)
                     goto fail;
-                if (!ps.a->n_skipped++)
-                    snprintf(ps.a->first_error, sizeof(ps.a->first_error), "%s", tb_errmsg());
+                struct tb_annotations *a = ps.a;
+                if (!a->n_skipped++)
+                    snprintf(a->first_error, sizeof(a->first_error), "%s", tb_errmsg());
+                if (a->n_bad_kept < TB_ANN_BAD_KEPT) {
+                    struct tb_ann_bad_row *b = &a->bad[a->n_bad_kept++];
+                    b->line = line_no;
+                    snprintf(b->message, sizeof(b->message), "%s", tb_errmsg());
+                }
+                a->n_untimed += ps.untimed;
                 tb_errclear();
             }
         }

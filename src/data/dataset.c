@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "data/ann_internal.h"
 #include "tubelet/data.h"
 #include "tubelet/sample.h"
 
@@ -66,13 +67,13 @@ size_t tb_dataset_sample_bytes(const tb_dataset *ds)
     return (size_t)ds->o.n_frames * ds->o.width * ds->o.height * 3;
 }
 
-static int video_path(const tb_dataset *ds, const struct tb_ann_item *it, char *buf, size_t size)
+int tbi_ann_video_path(char *buf, size_t size, const char *root, const char *ext, int kinetics,
+                       const char *video)
 {
-    if (ds->kind == TB_ANN_KINETICS)
-        return ds->root[0] && it->video[0] != '/'
-                   ? tbi_fmt(buf, size, "%s/%s", ds->root, it->video)
-                   : tbi_fmt(buf, size, "%s", it->video);
-    return tbi_fmt(buf, size, "%s/%s.%s", ds->root, it->video, ds->ext);
+    if (kinetics)
+        return root[0] && video[0] != '/' ? tbi_fmt(buf, size, "%s/%s", root, video)
+                                          : tbi_fmt(buf, size, "%s", video);
+    return tbi_fmt(buf, size, "%s/%s.%s", root, video, ext);
 }
 
 int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t epoch, int64_t i,
@@ -99,7 +100,8 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
     info->label[1] = it->noun;
     info->label[2] = it->action;
     info->text = it->text;
-    if ((rc = video_path(ds, it, path, sizeof(path))) < 0)
+    if ((rc = tbi_ann_video_path(path, sizeof(path), ds->root, ds->ext,
+                                 ds->kind == TB_ANN_KINETICS, it->video)) < 0)
         return rc;
 
     struct tb_video_info vi;

@@ -1,0 +1,236 @@
+/* src/data/ann_stats.c - the statistics of a loaded annotation file (tb_ann_stats_compute):
+ * rows, distinct videos, clip durations, per-class counts, clips shorter than the sampler's
+ * span and rows whose video a prepared root lacks. It reads no video data, only a prepared
+ * video's index; it prints nothing (`tubelet ann stats`, src/cli/cmd_ann.c, does).
+ * Tests: tests/test_ann_stats.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "data/ann_internal.h"
+#include "tubelet/data.h"
+#include "tubelet/sample.h"
+
+/* An item in name order: the video, then file order, so each video's rows are a run whose
+ * first entry is its first line. */
+struct by_video {
+    const char *video;
+    int item;
+};
+
+static int cmp_by_video(const void *pa, const void *pb)
+{
+    const struct by_video *a = pa, *b = pb;
+    int c = strcmp(a->video, b->video);
+    return c ? c : (a->item > b->item) - (a->item < b->item);
+}
+
+static int cmp_double(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+static int cmp_class_id(const void *pa, const void *pb)
+{
+    const struct tb_ann_class_count *a = pa, *b = pb;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int cmp_class_count(const void *pa, const void *pb)
+{
+    const struct tb_ann_class_count *a = pa, *b = pb;
+    if (a->count != b->count)
+        return a->count < b->count ? 1 : -1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+enum which { W_VERB, W_NOUN, W_ACTION };
+
+/* One histogram: the rows' classes sorted and counted in runs, then ordered by count. */
+static int build_hist(const struct tb_annotations *a, enum which w, struct tb_ann_hist *h)
+{
+    struct tb_ann_class_count *v = malloc(sizeof(*v) * (size_t)(a->n_items ? a->n_items : 1));
+    if (!v)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    int n = 0;
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        int id = w == W_VERB ? it->verb : w == W_NOUN ? it->noun : it->action;
+        if (id < 0)
+            continue;
+        v[n++] = (struct tb_ann_class_count){.id = id, .count = 1,
+                                             .verb = w == W_ACTION ? it->verb : -1,
+                                             .noun = w == W_ACTION ? it->noun : -1};
+    }
+    h->n_rows = n;
+    qsort(v, (size_t)n, sizeof(*v), cmp_class_id);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k && v[k - 1].id == v[i].id)
+            v[k - 1].count++;
+        else
+            v[k++] = v[i];
+    }
+    qsort(v, (size_t)k, sizeof(*v), cmp_class_count);
+    h->classes = v;
+    h->n_classes = k;
+    return 0;
+}
+
+/* What the root holds for one video: 0 missing, 1 prepared (rate and length set), 2 a plain
+ * file. A path too long or an index that does not load counts as missing. */
+static int look_up(const char *root, const char *ext, int kinetics, const char *video,
+                   int *fps_num, int *fps_den, int64_t *n_frames)
+{
+    char path[4096];
+    int found = 0;
+    if (tbi_ann_video_path(path, sizeof(path), root, ext, kinetics, video) == 0) {
+        struct tb_video_index *idx = NULL;
+        if (tb_index_exists(path) && tb_index_load(&idx, path) == 0 && idx->fps_num > 0 &&
+            idx->fps_den > 0) {
+            *fps_num = idx->fps_num;
+            *fps_den = idx->fps_den;
+            *n_frames = idx->n_frames;
+            found = 1;
+        } else if (tbi_is_file(path)) {
+            found = 2;
+        }
+        tb_index_free(&idx);
+    }
+    tb_errclear();
+    return found;
+}
+
+int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations *a,
+                         const struct tb_ann_stats_opts *opts)
+{
+    static const struct tb_ann_stats_opts defaults = {0};
+    const struct tb_ann_stats_opts *o = opts ? opts : &defaults;
+    struct by_video *order = NULL;
+    double *dur = NULL;
+    struct tb_ann_stats *s = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    if (!a || a->n_items < 0)
+        return tbi_err(TB_EINVAL, "statistics need loaded annotations");
+    if (o->span_frames < 0 || o->fps_num < 0 || o->fps_den < 0 || (o->fps_num && !o->fps_den))
+        return tbi_err(TB_EINVAL, "bad statistics options: span %lld frames at %d/%d fps",
+                       (long long)o->span_frames, o->fps_num, o->fps_den);
+    const char *root = o->root ? o->root : "", *ext = o->ext && o->ext[0] ? o->ext : "mp4";
+    int def_num = o->fps_num ? o->fps_num : 30, def_den = o->fps_num ? o->fps_den : 1;
+    int kinetics = a->format == TB_ANN_KINETICS, n = a->n_items;
+    size_t cap = (size_t)(n ? n : 1);
+
+    if (!(s = calloc(1, sizeof(*s))) || !(order = malloc(sizeof(*order) * cap)) ||
+        !(dur = malloc(sizeof(*dur) * cap))) {
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+        goto fail;
+    }
+    s->n_rows = n;
+    s->root_checked = root[0] != '\0';
+    for (int i = 0; i < n; i++)
+        order[i] = (struct by_video){a->items[i].video, i};
+    qsort(order, (size_t)n, sizeof(*order), cmp_by_video);
+
+    for (int g = 0, g_end; g < n; g = g_end) {
+        for (g_end = g + 1; g_end < n && !strcmp(order[g_end].video, order[g].video); g_end++)
+            ;
+        s->n_videos++;
+        int fps_num = def_num, fps_den = def_den, found = 0;
+        int64_t video_frames = -1;
+        if (s->root_checked) {
+            found = look_up(root, ext, kinetics, order[g].video, &fps_num, &fps_den,
+                            &video_frames);
+            s->n_prepared += found == 1;
+            s->n_plain += found == 2;
+        }
+        if (s->root_checked && !found) {
+            struct tb_ann_missing *m = realloc(s->missing, sizeof(*m) * (size_t)(s->n_missing + 1));
+            if (!m) {
+                rc = tbi_err(TB_ENOMEM, "out of memory");
+                goto fail;
+            }
+            s->missing = m;
+            m += s->n_missing;
+            if (!(m->video = strdup(order[g].video))) {
+                rc = tbi_err(TB_ENOMEM, "out of memory");
+                goto fail;
+            }
+            m->n_rows = g_end - g;
+            m->first_line = a->items[order[g].item].line;
+            s->n_missing++;
+            s->n_missing_rows += g_end - g;
+        }
+        for (int k = g; k < g_end; k++) {
+            const struct tb_ann_item *it = &a->items[order[k].item];
+            int64_t frames = -1;
+            if (kinetics) {
+                frames = video_frames >= 0 ? video_frames : it->n_frames > 0 ? it->n_frames : -1;
+                if (frames >= 0)
+                    dur[s->n_timed++] = (double)frames * fps_den / fps_num;
+            } else {
+                int64_t first, end;
+                tb_seconds_to_frames(it->start_s, it->end_s, fps_num, fps_den,
+                                     video_frames >= 0 ? video_frames : INT64_MAX / 4, &first,
+                                     &end);
+                frames = end > first ? end - first : 0;
+                dur[s->n_timed++] = it->end_s - it->start_s;
+                if (video_frames >= 0 && frames == 0) {
+                    s->n_outside++;
+                    if (!s->first_outside_line || it->line < s->first_outside_line)
+                        s->first_outside_line = it->line;
+                }
+            }
+            if (frames < 0)
+                continue;
+            s->n_counted++;
+            if (frames < o->span_frames) {
+                s->n_short++;
+                if (!s->first_short_line || it->line < s->first_short_line)
+                    s->first_short_line = it->line;
+            }
+        }
+    }
+
+    if (s->n_timed) {
+        qsort(dur, (size_t)s->n_timed, sizeof(*dur), cmp_double);
+        for (int64_t i = 0; i < s->n_timed; i++)
+            s->total_s += dur[i];
+        int64_t m = s->n_timed / 2;
+        s->min_s = dur[0];
+        s->max_s = dur[s->n_timed - 1];
+        s->median_s = s->n_timed % 2 ? dur[m] : 0.5 * (dur[m - 1] + dur[m]);
+    }
+    if ((rc = build_hist(a, W_VERB, &s->verb)) < 0 ||
+        (rc = build_hist(a, W_NOUN, &s->noun)) < 0 ||
+        (rc = build_hist(a, W_ACTION, &s->action)) < 0)
+        goto fail;
+    free(order);
+    free(dur);
+    *out = s;
+    return 0;
+fail:
+    free(order);
+    free(dur);
+    tb_ann_stats_free(&s);
+    return rc;
+}
+
+void tb_ann_stats_free(struct tb_ann_stats **ps)
+{
+    if (!ps || !*ps)
+        return;
+    struct tb_ann_stats *s = *ps;
+    for (int i = 0; i < s->n_missing; i++)
+        free(s->missing[i].video);
+    free(s->missing);
+    free(s->verb.classes);
+    free(s->noun.classes);
+    free(s->action.classes);
+    free(s);
+    *ps = NULL;
+}
