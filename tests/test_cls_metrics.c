@@ -24,22 +24,6 @@
 #define PYTHON "/usr/bin/python3"
 #endif
 
-#define CHECK_NEAR(a, b, tol)                                                                  \
-    do {                                                                                       \
-        double x_ = (a), y_ = (b);                                                             \
-        if (!(fabs(x_ - y_) <= (tol)))                                                         \
-            TBT_FAIL("%s == %s: %.17g != %.17g (tolerance %g)", #a, #b, x_, y_, (double)(tol)); \
-    } while (0)
-
-static const char *scratch(const char *name)
-{
-    static char buf[8][4200];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof(buf[0]), "%s/%s", tbt_dir(), name);
-    return p;
-}
-
 /* ---- an EK-100-shaped pair of CSVs ----------------------------------------------------------- */
 
 #define HEADER "narration_id,participant_id,video_id,narration_timestamp,start_timestamp," \
@@ -92,10 +76,10 @@ static int split_open(struct split *s)
 {
     struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
     memset(s, 0, sizeof(*s));
-    write_csv(scratch("EPIC_100_train.csv"), 400, 1);
-    write_csv(scratch("EPIC_100_validation.csv"), 150, 2);
-    if (tb_ann_load(&s->sets[0], scratch("EPIC_100_train.csv"), &epic) < 0 ||
-        tb_ann_load(&s->sets[1], scratch("EPIC_100_validation.csv"), &epic) < 0) {
+    write_csv(tbt_path("EPIC_100_train.csv"), 400, 1);
+    write_csv(tbt_path("EPIC_100_validation.csv"), 150, 2);
+    if (tb_ann_load(&s->sets[0], tbt_path("EPIC_100_train.csv"), &epic) < 0 ||
+        tb_ann_load(&s->sets[1], tbt_path("EPIC_100_validation.csv"), &epic) < 0) {
         TBT_FAIL("%s", tb_errmsg());
         return -1;
     }
@@ -295,7 +279,7 @@ static void test_split_known(const struct split *s)
 static void *read_raw(const char *name, size_t want)
 {
     size_t len = 0;
-    char *b = tbt_read(scratch(name), &len);
+    char *b = tbt_read(tbt_path(name), &len);
     if (!b || len != want) {
         TBT_FAIL("%s: %zu bytes, %zu expected", name, b ? len : 0, want);
         free(b);
@@ -310,13 +294,13 @@ static void test_reference(const struct split *s)
     int A = s->n_actions, n = s->n;
     tbt_case = "ek100_cls_ref.py cases";
     int rc = tbt_run(&out, 120, PYTHON " %s/tests/ref/ek100_cls_ref.py cases %s %s %s",
-                     TB_SOURCE_DIR, scratch("EPIC_100_train.csv"),
-                     scratch("EPIC_100_validation.csv"), tbt_dir());
+                     TB_SOURCE_DIR, tbt_path("EPIC_100_train.csv"),
+                     tbt_path("EPIC_100_validation.csv"), tbt_dir());
     CHECK_MSG(rc == 0, "ek100_cls_ref.py cases: %s", out);
     free(out);
 
     tbt_case = "AVION's action list";
-    FILE *f = fopen(scratch("actions.txt"), "r");
+    FILE *f = fopen(tbt_path("actions.txt"), "r");
     int k = 0, v, m, mismatch = 0;
     while (f && fscanf(f, "%d %d", &v, &m) == 2) {
         mismatch += k >= A || s->verb[k] != v || s->noun[k] != m;
@@ -326,7 +310,7 @@ static void test_reference(const struct split *s)
         fclose(f);
     CHECK_EQ(k, A);
     CHECK_EQ(mismatch, 0);
-    f = fopen(scratch("targets.txt"), "r");
+    f = fopen(tbt_path("targets.txt"), "r");
     for (k = 0, mismatch = 0; f && fscanf(f, "%d", &v) == 1; k++)
         mismatch += k >= n || s->truth[3 * k + 2] != v;
     if (f)
@@ -334,7 +318,7 @@ static void test_reference(const struct split *s)
     CHECK_EQ(k, n);
     CHECK_EQ(mismatch, 0);
 
-    f = fopen(scratch("expected.txt"), "r");
+    f = fopen(tbt_path("expected.txt"), "r");
     if (!f)
         return;
     char name[64], mode[16];
@@ -473,7 +457,7 @@ static void test_bad_input(const struct split *s)
     /* Validation numbered alone: its ids mean other actions than train's. */
     struct tb_annotations *val = NULL;
     struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
-    CHECK_EQ(tb_ann_load(&val, scratch("EPIC_100_validation.csv"), &epic), 0);
+    CHECK_EQ(tb_ann_load(&val, tbt_path("EPIC_100_validation.csv"), &epic), 0);
     if (val) {
         struct tb_annotations *mixed[2] = {s->sets[0], val};
         int n_val = tb_ann_map_actions(&val, 1);
