@@ -46,6 +46,15 @@ const char *tbt_dir(void)
     return scratch;
 }
 
+const char *tbt_path(const char *name)
+{
+    static char buf[8][4200];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof(buf[0]), "%s/%s", scratch, name);
+    return p;
+}
+
 const char *tbt_tubelet(void)
 {
     const char *b = getenv("TUBELET_BIN");

@@ -7,6 +7,7 @@
 #define TUBELET_TB_TEST_H
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,12 +55,22 @@ extern const char *tbt_case;
             TBT_FAIL("'%s' not found in: %.600s", n_, h_ ? h_ : "(null)");                     \
     } while (0)
 
+#define CHECK_NEAR(a, b, tol)                                                                  \
+    do {                                                                                       \
+        double x_ = (a), y_ = (b);                                                             \
+        if (!(fabs(x_ - y_) <= (tol)))                                                         \
+            TBT_FAIL("%s == %s: %.17g != %.17g (tolerance %g)", #a, #b, x_, y_, (double)(tol)); \
+    } while (0)
+
 #define TBT_EXIT() return tbt_failures ? 1 : 0
 
 /* Start a test program: names it for messages and makes the scratch directory. */
 void tbt_begin(const char *name);
 /* Scratch directory of this test program (removed at exit unless TBT_KEEP is set). */
 const char *tbt_dir(void);
+/* The path of name in the scratch directory, in one of 8 buffers used in turn (so a call's
+ * result stays valid through the next 7). */
+const char *tbt_path(const char *name);
 
 /* Run a shell command, capture stdout+stderr into a malloc'ed string (*out, may be NULL), and
  * return its exit status (or 128+signal). The command runs under `timeout` so nothing hangs. */

@@ -24,13 +24,6 @@
 #define PYTHON "/usr/bin/python3"
 #endif
 
-#define CHECK_NEAR(a, b, tol)                                                                  \
-    do {                                                                                       \
-        double x_ = (a), y_ = (b);                                                             \
-        if (!(fabs(x_ - y_) <= (tol)))                                                         \
-            TBT_FAIL("%s == %s: %.17g != %.17g (tolerance %g)", #a, #b, x_, y_, (double)(tol)); \
-    } while (0)
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -43,15 +36,6 @@ static void write_bytes(const char *path, const void *data, size_t n)
     FILE *f = fopen(path, "wb");
     fwrite(data, 1, n, f);
     fclose(f);
-}
-
-static const char *scratch(const char *name)
-{
-    static char buf[8][4200];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof(buf[0]), "%s/%s", tbt_dir(), name);
-    return p;
 }
 
 /* A .npy file written by hand: a version 1 header from the given dict text, padded to 64
@@ -109,7 +93,7 @@ static struct tb_annotations *load_small(void)
 {
     struct tb_annotations *a = NULL;
     struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
-    const char *path = scratch("small.csv");
+    const char *path = tbt_path("small.csv");
     write_file(path, small_csv);
     CHECK_EQ(tb_ann_load(&a, path, &epic), 0);
     if (!a)
@@ -146,7 +130,7 @@ static void test_noun_sets(void)
     tb_ann_free(&a);
 
     tbt_case = "no all_noun_classes, no narration_id";
-    const char *path = scratch("plain.csv");
+    const char *path = tbt_path("plain.csv");
     write_file(path, "video_id,start_timestamp,stop_timestamp,narration,verb_class,noun_class\n"
                      "P01_01,00:00:01.00,00:00:02.50,take cup,0,7\n");
     CHECK_EQ(tb_ann_load(&a, path, &epic), 0);
@@ -164,7 +148,7 @@ static void test_noun_sets(void)
         snprintf(text, sizeof(text), HEADER "%s%s", ROW("c0", "take plate", 0, 2, "[2]"),
                  "c1,P01,P01_01,00:00:01.00,00:00:01.00,00:00:02.00,1,2,wash,v,2,n,2,x,\"");
         snprintf(text + strlen(text), sizeof(text) - strlen(text), "%s\"\n", bad[i]);
-        path = scratch("bad_nouns.csv");
+        path = tbt_path("bad_nouns.csv");
         write_file(path, text);
         CHECK_EQ(tb_ann_load(&a, path, &epic), TB_EFORMAT);
         snprintf(want, sizeof(want), "bad_nouns.csv:3: column 'all_noun_classes': '%s' is not a "
@@ -172,7 +156,7 @@ static void test_noun_sets(void)
         CHECK_STR_HAS(tb_errmsg(), want);
         CHECK(a == NULL);
     }
-    path = scratch("short_row.csv");
+    path = tbt_path("short_row.csv");
     write_file(path, HEADER "c0,P01,P01_01,00:00:01.00,00:00:01.00,00:00:02.00,1,2,wash,v,2,n,2\n");
     CHECK_EQ(tb_ann_load(&a, path, &epic), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "short_row.csv:2: 13 fields, column 'all_noun_classes' missing");
@@ -243,7 +227,7 @@ static void test_relevancy(int have_numpy)
     CHECK_EQ(tb_mir_relevancy(a, s, 5, 7, rel), TB_EINVAL);
 
     tbt_case = "relevancy file";
-    const char *path = scratch("rel.npy");
+    const char *path = tbt_path("rel.npy");
     write_f32(path, rel, n, m);
     CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), 0);
     CHECK(!memcmp(rel, back, sizeof(float) * (size_t)(n * m)));
@@ -270,7 +254,7 @@ static void test_relevancy(int have_numpy)
     write_file(path, "P5 binary pgm, not numpy");
     CHECK_EQ(tb_mir_relevancy_load(path, a, s, back), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "not a .npy file");
-    CHECK_EQ(tb_mir_relevancy_load(scratch("absent.npy"), a, s, back), TB_ENOENT);
+    CHECK_EQ(tb_mir_relevancy_load(tbt_path("absent.npy"), a, s, back), TB_ENOENT);
     float saved = rel[5];
     rel[5] = 1.5f;
     write_f32(path, rel, n, m);
@@ -286,7 +270,7 @@ static void test_relevancy(int have_numpy)
     tbt_case = "sentence CSV";
     /* The same sentences, the last two swapped and one narration misspelt (kept, logged:
      * the clip's narration is the sentence). */
-    path = scratch("sentences.csv");
+    path = tbt_path("sentences.csv");
     write_file(path, "narration_id,narration\nc0,take plate\nc1,put paper in bin\nc3,wash cup\n"
                      "c5,stir\nc8,open drawer\nc10,close drawer\nc7,take plate\nc6,stirr\n");
     CHECK_EQ(tb_mir_sentences_load(&l, path, a), 0);
@@ -297,8 +281,8 @@ static void test_relevancy(int have_numpy)
             CHECK(l->item[j] == want_loaded[j]);
         CHECK(!strcmp(l->text[7], "stir"));
         /* The relevancy in the built order does not fit the loaded one. */
-        write_f32(scratch("rel.npy"), rel, n, m);
-        CHECK_EQ(tb_mir_relevancy_load(scratch("rel.npy"), a, l, back), TB_EFORMAT);
+        write_f32(tbt_path("rel.npy"), rel, n, m);
+        CHECK_EQ(tb_mir_relevancy_load(tbt_path("rel.npy"), a, l, back), TB_EFORMAT);
         CHECK_STR_HAS(tb_errmsg(), "sentence 6 ('take plate', the narration of ");
         CHECK_STR_HAS(tb_errmsg(), "small.csv:9) has relevancy 0 with its own clip, not 1: "
                                    "the file's columns are in another sentence order");
@@ -316,10 +300,10 @@ static void test_relevancy(int have_numpy)
     if (have_numpy) {
         tbt_case = "relevancy against mir_ref.py";
         int rc = tbt_run(&out, 120, PYTHON " %s/tests/ref/mir_ref.py relevancy %s %s",
-                         TB_SOURCE_DIR, scratch("small.csv"), tbt_dir());
+                         TB_SOURCE_DIR, tbt_path("small.csv"), tbt_dir());
         CHECK_MSG(rc == 0, "mir_ref.py relevancy: %s", out);
         free(out);
-        char *items = tbt_read(scratch("sentences.txt"), NULL);
+        char *items = tbt_read(tbt_path("sentences.txt"), NULL);
         char *p = items;
         for (int j = 0; p && j < s->n; j++)
             CHECK_EQ(strtol(p, &p, 10), s->item[j]);
@@ -329,7 +313,7 @@ static void test_relevancy(int have_numpy)
         free(items);
         memset(back, 0, sizeof(float) * (size_t)(n * m));
         /* numpy's float64 file, read and rounded to float32: the same bits as ours. */
-        CHECK_EQ(tb_mir_relevancy_load(scratch("rel.npy"), a, s, back), 0);
+        CHECK_EQ(tb_mir_relevancy_load(tbt_path("rel.npy"), a, s, back), 0);
         CHECK(!memcmp(rel, back, sizeof(float) * (size_t)(n * m)));
     }
     free(rel);
@@ -508,7 +492,7 @@ static void test_reference(void)
                      tbt_dir());
     CHECK_MSG(rc == 0, "mir_ref.py cases: %s", out);
     free(out);
-    FILE *f = fopen(scratch("expected.txt"), "r");
+    FILE *f = fopen(tbt_path("expected.txt"), "r");
     if (!f)
         return;
     char name[64];
@@ -522,9 +506,9 @@ static void test_reference(void)
         int64_t r0, c0, r1, c1;
         tbt_case = name;
         snprintf(file, sizeof(file), "%s.sim.npy", name);
-        float *sim = read_npy(scratch(file), &r0, &c0);
+        float *sim = read_npy(tbt_path(file), &r0, &c0);
         snprintf(file, sizeof(file), "%s.rel.npy", name);
-        float *rel = read_npy(scratch(file), &r1, &c1);
+        float *rel = read_npy(tbt_path(file), &r1, &c1);
         CHECK(r0 == nv && c0 == nt && r1 == nv && c1 == nt);
         struct tb_mir_scores sc;
         if (sim && rel && r0 == nv && c0 == nt && r1 == nv && c1 == nt) {
@@ -549,16 +533,16 @@ static void test_reference(void)
         char file[64];
         int64_t r, c;
         snprintf(file, sizeof(file), "reader.%s.npy", good[i]);
-        float *v = read_npy(scratch(file), &r, &c);
+        float *v = read_npy(tbt_path(file), &r, &c);
         CHECK_MSG(v && r == 3 && c == 4, "%s", file);
         for (int k = 0; v && k < 12; k++)
             CHECK_MSG(v[k] == (float)k / 11.0f, "%s[%d] = %.9g", file, k, (double)v[k]);
         free(v);
     }
     struct tbi_npy h;
-    CHECK_EQ(tbi_npy_open(&h, scratch("reader.fortran.npy")), TB_EFORMAT);
+    CHECK_EQ(tbi_npy_open(&h, tbt_path("reader.fortran.npy")), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "Fortran order (save np.ascontiguousarray(a))");
-    CHECK_EQ(tbi_npy_open(&h, scratch("reader.i4.npy")), TB_EFORMAT);
+    CHECK_EQ(tbi_npy_open(&h, tbt_path("reader.i4.npy")), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "dtype '<i4'");
     tbi_npy_close(&h);
 }

@@ -1,9 +1,11 @@
-/* include/tubelet/metrics.h - EPIC-Kitchens-100 multi-instance retrieval (MIR): mAP and nDCG
- * from a similarity and a relevancy matrix, in both directions; the sentence list and the
- * relevancy of a split built from its EPIC annotations; the relevancy file (.npy).
- * docs/METRICS.md gives the definitions, where they were read, the tie rule and how it departs
- * from the official code; docs/FORMATS.md the files. Tests: tests/test_mir.c (against
- * tests/ref/mir_ref.py). */
+/* include/tubelet/metrics.h - EPIC-Kitchens-100 metrics. Multi-instance retrieval (MIR): mAP
+ * and nDCG from a similarity and a relevancy matrix, in both directions; the sentence list and
+ * the relevancy of a split built from its EPIC annotations; the relevancy file (.npy). Action
+ * classification as AVION reports it: views averaged, action top-1/top-5, verb and noun by
+ * marginalising the actions, mean class accuracy. docs/METRICS.md gives the definitions, where
+ * they were read, the tie rules and how they depart from the official code; docs/FORMATS.md
+ * the files. Tests: tests/test_mir.c (against tests/ref/mir_ref.py), tests/test_cls_metrics.c
+ * (against tests/ref/ek100_cls_ref.py). */
 #ifndef TUBELET_METRICS_H
 #define TUBELET_METRICS_H
 
@@ -85,6 +87,58 @@ TB_API int tb_mir_relevancy(const struct tb_annotations *ann, const struct tb_mi
  * relevancy 1 with it (else its columns are in another sentence order). */
 TB_API int tb_mir_relevancy_load(const char *path, const struct tb_annotations *ann,
                                  const struct tb_mir_sentences *s, float *rel);
+
+/* ---- EPIC-Kitchens-100 action classification --------------------------------------------- */
+
+/* How a clip's views (temporal clips x spatial crops) become one score row; AVION reports
+ * both, tb_eval_cls (train.h) uses the second. */
+enum tb_cls_avg {
+    TB_CLS_AVG_LOGITS, /* the views' logits averaged, then one softmax */
+    TB_CLS_AVG_PROBS,  /* a softmax per view, then the probabilities averaged */
+};
+
+/* The per-item probabilities prob (n_items, n_classes) of the logits (n_items, n_views,
+ * n_classes) by mode, in double precision with the maximum subtracted before exp. A
+ * non-finite logit is TB_ERANGE naming its item, view and class. */
+TB_API int tb_cls_average_views(const float *logits, int64_t n_items, int n_views,
+                                int n_classes, enum tb_cls_avg mode, double *prob);
+
+/* The action list of annotation sets numbered by tb_ann_map_actions (give it the same sets):
+ * verb[a] and noun[a] (n_actions each) of every action a, read from the items that carry it.
+ * An item's action outside [0, n_actions), an action no item carries, or two items of one
+ * action with different classes (sets numbered separately) is TB_EINVAL naming the line. */
+TB_API int tb_cls_actions(struct tb_annotations *const *sets, int n_sets, int n_actions,
+                          int *verb, int *noun);
+
+/* One label level's scores; fractions in [0, 1]. */
+struct tb_cls_part {
+    double top1, top5;   /* the true class among the k best, ties as the mean over their
+                            orders (docs/METRICS.md), averaged over the items */
+    double mean_class;   /* per-class recall of the best class (ties to the lower index),
+                            averaged over the classes some item has as truth or as its
+                            prediction; a class only predicted counts 0 (AVION's rule) */
+    int n_classes;       /* columns ranked: the actions; verbs and nouns: the largest class
+                            in the action list + 1 */
+    int n_placeholders;  /* verb or noun columns no action has, each scored as action 0's
+                            probability (AVION's placeholder); 0 for actions */
+    int n_mean_classes;  /* classes in mean_class's mean */
+};
+
+struct tb_cls_scores {
+    struct tb_cls_part verb, noun, action;
+    int64_t n_items;
+};
+
+/* Score the action probabilities prob (n_items, n_actions) row-major (finite and >= 0: a
+ * softmax, e.g. tb_cls_average_views'), AVION's EPIC-Kitchens-100 way: action top-1/top-5
+ * and mean class accuracy on the rows; verbs and nouns the same on the marginals, each verb's
+ * (noun's) column the sum of its actions' probabilities, summed in action order. The action
+ * list is verb[a], noun[a] (n_actions each, classes >= 0, no pair twice: tb_cls_actions');
+ * truth is (n_items, 3): each item's true verb, noun and action (tb_batch's label layout),
+ * its verb and noun those of its action. Scratch memory is O(n_actions + classes). Errors
+ * name the offending item, class or action. */
+TB_API int tb_cls_evaluate(const double *prob, int64_t n_items, int n_actions, const int *verb,
+                           const int *noun, const int *truth, struct tb_cls_scores *out);
 
 #ifdef __cplusplus
 }
