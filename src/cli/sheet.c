@@ -1,6 +1,8 @@
-/* src/cli/sheet.c - contact sheets: clips as rows of frames with a line of text above each,
- * drawn with a built-in 5x7 pixel font (upper case, digits, common punctuation; lower case is
- * drawn as upper case, anything else as a box). Used by `tubelet peek`. */
+/* src/cli/sheet.c - the CLI's pixel drawing into RGB buffers: text in a built-in 5x7 pixel font
+ * (upper case, digits, common punctuation; lower case is drawn as upper case, anything else as
+ * a box), copies, rectangles and lines without anti-aliasing (so a test can find a curve by its
+ * exact colour). Used by `tubelet peek` (contact sheets) and `tubelet plot` (chart.c). Tests:
+ * tests/test_cli_data.c, tests/test_plot.c. */
 #include <string.h>
 
 #include "cli/sheet.h"
@@ -76,8 +78,56 @@ int sheet_text(uint8_t *rgb, int w, int h, int x, int y, const char *text, int s
     return cx - x;
 }
 
+int sheet_text_width(const char *text, int scale)
+{
+    return (int)strlen(text) * 6 * scale;
+}
+
 void sheet_blit(uint8_t *dst, int dst_w, int x, int y, const uint8_t *src, int w, int h)
 {
     for (int r = 0; r < h; r++)
         memcpy(dst + ((size_t)(y + r) * dst_w + x) * 3, src + (size_t)r * w * 3, (size_t)w * 3);
+}
+
+void sheet_fill(uint8_t *rgb, int w, int h, int x, int y, int rw, int rh, const uint8_t colour[3])
+{
+    int xa = x < 0 ? 0 : x, ya = y < 0 ? 0 : y;
+    int xb = x + rw > w ? w : x + rw, yb = y + rh > h ? h : y + rh;
+    for (int r = ya; r < yb; r++)
+        for (int c = xa; c < xb; c++)
+            memcpy(rgb + ((size_t)r * w + c) * 3, colour, 3);
+}
+
+/* One pen stamp: thick x thick pixels centred on (x, y), within the clip and the image. */
+static void stamp(uint8_t *rgb, int w, int h, const struct sheet_clip *clip, int x, int y,
+                  int thick, const uint8_t colour[3])
+{
+    int xa = x - (thick - 1) / 2, ya = y - (thick - 1) / 2;
+    for (int r = ya; r < ya + thick; r++)
+        for (int c = xa; c < xa + thick; c++)
+            if (c >= clip->x0 && c < clip->x1 && r >= clip->y0 && r < clip->y1 && c >= 0 &&
+                r >= 0 && c < w && r < h)
+                memcpy(rgb + ((size_t)r * w + c) * 3, colour, 3);
+}
+
+void sheet_line(uint8_t *rgb, int w, int h, const struct sheet_clip *clip, int x0, int y0, int x1,
+                int y1, int thick, const uint8_t colour[3])
+{
+    /* Bresenham: every step moves one pixel along the longer axis. */
+    int dx = x1 > x0 ? x1 - x0 : x0 - x1, dy = y1 > y0 ? y0 - y1 : y1 - y0;
+    int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
+    for (;;) {
+        stamp(rgb, w, h, clip, x0, y0, thick, colour);
+        if (x0 == x1 && y0 == y1)
+            break;
+        int e2 = 2 * err;
+        if (e2 >= dy) {
+            err += dy;
+            x0 += sx;
+        }
+        if (e2 <= dx) {
+            err += dx;
+            y0 += sy;
+        }
+    }
 }
