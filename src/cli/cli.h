@@ -18,6 +18,7 @@ extern const struct cli_command cli_cmd_train;
 extern const struct cli_command cli_cmd_eval;
 extern const struct cli_command cli_cmd_tokenize;
 extern const struct cli_command cli_cmd_ann;
+extern const struct cli_command cli_cmd_plot;
 
 /* mkdir -p for the CLI; 0 or -1 (message printed). */
 int tbi_cli_mkdir(const char *dir);

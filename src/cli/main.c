@@ -26,6 +26,7 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_step,
     &cli_cmd_train,
     &cli_cmd_eval,
+    &cli_cmd_plot,
     &cli_cmd_tokenize,
 };
 #define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
