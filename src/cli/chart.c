@@ -261,7 +261,8 @@ void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int 
 
     const struct sheet_clip clip = {p->left, p->top, p->right + 1, p->bottom + 1};
     const int mark = 2 * s + 3;
-    for (int k = 0; k < p->n_series; k++) {
+    /* The first series last, on top: it is the panel's main curve (the training loss). */
+    for (int k = p->n_series - 1; k >= 0; k--) {
         const struct chart_series *c = &p->series[k];
         int have = 0, px0 = 0, py0 = 0;
         for (int i = 0; i < c->n; i++) {

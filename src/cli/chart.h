@@ -21,7 +21,7 @@ struct chart_panel {
     double x_min, x_max; /* the x axis (panels of one figure share it) */
     int log_y;           /* 1: y on a log10 axis */
     int legend;          /* 1: name the curves beside the title (always where there are two) */
-    const struct chart_series *series;
+    const struct chart_series *series; /* drawn last to first: the first is on top */
     int n_series;
     /* Set by chart_draw: the plot area (pixels left..right, top..bottom, all included) and
      * the y axis (log10 of the values when log_y). A point (x, y) lies at pixel
