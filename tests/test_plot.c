@@ -398,45 +398,34 @@ static void bad_inputs(void)
     CHECK_STR_HAS(out, "metrics.jsonl: cannot open");
     free(out);
 
-    tbt_case = "empty file";
-    write_text(m, "");
-    rc = tbt_run(&out, 30, "%s plot %s", t, dir);
-    CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "metrics.jsonl: no metrics in it (an empty file");
-    free(out);
-    write_text(m, "\n  \n");
-    rc = tbt_run(&out, 30, "%s plot %s", t, dir);
-    CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "no metrics in it (no complete line");
-    free(out);
-
-    tbt_case = "malformed line";
-    snprintf(text, sizeof(text), "%s{\"step\": 3, \"loss\": }\n", good);
-    write_text(m, text);
-    rc = tbt_run(&out, 30, "%s plot %s", t, dir);
-    CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "metrics.jsonl:3:21: expected a number");
-    CHECK_MSG(!tbt_exists(png), "a plot was written for a malformed file");
-    free(out);
-    snprintf(text, sizeof(text), "%s{\"step\": 0x10}\n", good);
-    write_text(m, text);
-    rc = tbt_run(&out, 30, "%s plot %s", t, dir);
-    CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "metrics.jsonl:3:10: not a finite decimal number");
-    free(out);
-    snprintf(text, sizeof(text), "%s{\"step\": 3} trailing\n", good);
-    write_text(m, text);
-    rc = tbt_run(&out, 30, "%s plot %s", t, dir);
-    CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "metrics.jsonl:3:13: text after the closing '}'");
-    free(out);
-
-    tbt_case = "a line of neither kind";
-    write_text(m, "{\"step\": 1, \"loss\": 2.0}\n{\"foo\": 1}\n");
-    rc = tbt_run(&out, 30, "%s plot %s", t, dir);
-    CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "metrics.jsonl:2: neither \"step\" nor \"eval_epoch\"");
-    free(out);
+    /* Files that are errors: the contents (after the two good lines where asked) and the
+     * message. */
+    static const struct {
+        const char *name;
+        int after_good;
+        const char *text, *message;
+    } bad[] = {
+        {"empty file", 0, "", "metrics.jsonl: no metrics in it (an empty file"},
+        {"blank lines", 0, "\n  \n", "metrics.jsonl: no metrics in it (no complete line"},
+        {"malformed line", 1, "{\"step\": 3, \"loss\": }\n",
+         "metrics.jsonl:3:21: expected a number"},
+        {"hexadecimal", 1, "{\"step\": 0x10}\n",
+         "metrics.jsonl:3:10: not a finite decimal number"},
+        {"trailing text", 1, "{\"step\": 3} trailing\n",
+         "metrics.jsonl:3:13: text after the closing '}'"},
+        {"a line of neither kind", 0, "{\"step\": 1, \"loss\": 2.0}\n{\"foo\": 1}\n",
+         "metrics.jsonl:2: neither \"step\" nor \"eval_epoch\""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        tbt_case = bad[i].name;
+        snprintf(text, sizeof(text), "%s%s", bad[i].after_good ? good : "", bad[i].text);
+        write_text(m, text);
+        rc = tbt_run(&out, 30, "%s plot %s", t, dir);
+        CHECK_EQ(rc, 1);
+        CHECK_STR_HAS(out, bad[i].message);
+        CHECK_MSG(!tbt_exists(png), "a plot was written for a bad file");
+        free(out);
+    }
 
     tbt_case = "bad --out";
     write_text(m, good);
