@@ -401,8 +401,10 @@ static int run_plot(void *config, int n_args, char **args)
     }
 
     /* Every curve's points, x then y, in one allocation. */
-    size_t n_rows = (size_t)(m.n_steps > m.n_evals ? m.n_steps : m.n_evals);
-    if (!(xy = malloc(sizeof(double) * 2 * n_rows * N_CURVES + 1))) {
+    size_t n_points = 0, used = 0;
+    for (int j = 0; j < N_CURVES; j++)
+        n_points += (size_t)(curves[j].eval ? m.n_evals : m.n_steps);
+    if (!(xy = malloc(sizeof(double) * 2 * n_points + 1))) {
         fprintf(stderr, "tubelet plot: out of memory\n");
         goto end;
     }
@@ -416,7 +418,8 @@ static int run_plot(void *config, int n_args, char **args)
                 continue;
             const struct row *rows = cv->eval ? m.evals : m.steps;
             int n = cv->eval ? m.n_evals : m.n_steps, k = 0;
-            double *x = xy + 2 * n_rows * (size_t)j, *y = x + n_rows;
+            double *x = xy + used, *y = x + n;
+            used += 2 * (size_t)n;
             for (int i = 0; i < n; i++) {
                 if (isnan(rows[i].v[cv->key]))
                     continue;
