@@ -29,7 +29,7 @@ struct plot_config {
 static const struct cli_flag plot_flags[] = {
     F("out", CLI_STR, out, NULL, "FILE.png", "the picture (default: RUN_DIR/plot.png)",
       CLI_NO_RANGE),
-    F("size", CLI_SIZE, size, "1200x900", "WxH", "picture size in pixels", 320, 8192),
+    F("size", CLI_SIZE, size, "1200x900", "WxH", "picture size in pixels", 200, 8192),
     F("log-loss", CLI_BOOL, log_loss, "false", "", "the loss panel on a log10 axis",
       CLI_NO_RANGE),
     F("json", CLI_BOOL, json, "false", "",
@@ -290,6 +290,8 @@ static int cmp_evals(const void *a, const void *b) { return cmp_rows(a, b, K_EVA
 static int sort_unique(struct row *r, int n, int key, int *n_repeated)
 {
     int k = 0;
+    if (n == 0)
+        return 0; /* r may be NULL, which qsort may not take */
     qsort(r, (size_t)n, sizeof(*r), key == K_STEP ? cmp_steps : cmp_evals);
     for (int i = 0; i < n; i++) {
         if (k > 0 && r[k - 1].v[key] == r[i].v[key]) {
