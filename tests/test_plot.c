@@ -155,10 +155,10 @@ static char *plot_json(const char *dir, const char *extra)
     return out;
 }
 
-/* The pixels of curve key in panel title lie at the steps and values of its extremes:
- * x within 2 px, the topmost (bottommost) pixel within tol_y px of the value's row. The
- * highest and lowest points are hi_x/hi_y and lo_x/lo_y; any_x lists other steps whose value
- * lies within a pixel of the extreme's (a near tie, in a real run), n_any of them. */
+/* The pixels of curve key in panel title lie at the steps and values of its extremes, the
+ * highest point hi_x/hi_y and the lowest lo_x/lo_y: the mean x of the topmost (bottommost)
+ * row within 2 px of the step's, that row within tol_y px of the value's; and the panel's
+ * frame is drawn around the plot area reported. */
 static void check_extremes(const uint8_t *img, const char *json, const char *title,
                            const char *key, double hi_x, double hi_y, double lo_x, double lo_y,
                            double tol_y)
