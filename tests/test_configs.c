@@ -1,0 +1,258 @@
+/* tests/test_configs.c - configs/, one file per published AVION run: each parses with the
+ * data flags on the command line, and its --print-config fed back prints the same; each runs
+ * 2 steps of its task on a tiny synthetic dataset (model, clip size, batch and epochs cut down
+ * on the command line, which wins over the file), and the run directory's config.txt is that
+ * --print-config. A recipe that needs a setting not built yet is refused with every such
+ * setting named by file and line (taken from the file here), and runs once the command line
+ * switches them off. The fine-tuning recipes start from the pretraining runs' checkpoints. */
+#define _POSIX_C_SOURCE 200809L
+#include "tb_test.h"
+#include "tubelet/data.h"
+
+struct recipe {
+    const char *file;     /* under configs/ */
+    const char *data;     /* --train/--val/--format flags on the synthetic data */
+    const char *tiny;     /* the task's own size flags */
+    const char *init;     /* --init: a run of an earlier recipe (its file), "" none, NULL as is */
+    const char *unbuilt[8]; /* the settings refused, in file order; NULL-terminated */
+    const char *off;      /* those switched off */
+    const char *init_new; /* what the init log names as new, for an --init run */
+};
+
+static char train_csv[4400], val_csv[4400], narr_csv[4400], k400_list[4400];
+
+/* The synthetic EPIC rows as a narration CSV (video_id,start_s,end_s,text), the form
+ * docs/RECIPES.md makes of Ego4D's narrations. */
+static void write_narrations(const char *epic, const char *path)
+{
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&a, epic, &o), 0);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f)
+        fprintf(f, "video_id,start_s,end_s,text\n");
+    for (int i = 0; a && f && i < a->n_items; i++)
+        fprintf(f, "%s,%.2f,%.2f,%s\n", a->items[i].video, a->items[i].start_s,
+                a->items[i].end_s, a->items[i].text);
+    if (f)
+        fclose(f);
+    tb_ann_free(&a);
+}
+
+/* Each prepared video once, labelled 0..3: VideoMAE's list ("path label"). */
+static void write_kinetics(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    for (int i = 0; f && i < 4; i++)
+        fprintf(f, "P01_0%d.mp4 %d\n", i + 1, i);
+    if (f)
+        fclose(f);
+}
+
+/* The line of "key =" in the config file; 0 if absent. */
+static int line_of(const char *path, const char *key)
+{
+    char *text = tbt_read(path, NULL), *p = text;
+    int line = 1, found = 0;
+    size_t k = strlen(key);
+    while (p && *p && !found) {
+        if (!strncmp(p, key, k) && (p[k] == ' ' || p[k] == '='))
+            found = line;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+        line++;
+    }
+    free(text);
+    return found;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void run_recipe(const struct recipe *r, const char *data)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char cfg[4400], flags[6000], run[4400], dump[4400], init[4600] = "", *out = NULL,
+         *out2 = NULL;
+    tbt_case = r->file;
+    snprintf(cfg, sizeof(cfg), "%s/configs/%s", TB_SOURCE_DIR, r->file);
+    snprintf(run, sizeof(run), "%s/run-%s", d, r->file);
+    snprintf(dump, sizeof(dump), "%s/dump-%s", d, r->file);
+    if (r->init && !r->init[0])
+        snprintf(init, sizeof(init), "--init ''");
+    else if (r->init)
+        snprintf(init, sizeof(init), "--init %s/run-%s/last.safetensors", d, r->init);
+    snprintf(flags, sizeof(flags), "--config %s --data %s %s", cfg, data, r->data);
+
+    /* It parses, and what it prints reads back to the same text. */
+    int rc = tbt_run(&out, 30, "%s train %s --print-config", t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "# tubelet train\n");
+    FILE *f = fopen(dump, "w");
+    if (f) {
+        fputs(out ? out : "", f);
+        fclose(f);
+    }
+    rc = tbt_run(&out2, 30, "%s train --config %s --print-config", t, dump);
+    CHECK_MSG(rc == 0 && out && out2 && !strcmp(out, out2), "--print-config of its dump "
+              "differs:\n%s\n---\n%s", out, out2);
+    for (int i = 0; r->unbuilt[i]; i++) {
+        char kv[200];
+        snprintf(kv, sizeof(kv), "\n%s = ", r->unbuilt[i]);
+        CHECK_STR_HAS(out, kv); /* kept, so the dump is refused too */
+    }
+    free(out);
+    free(out2);
+
+    /* A recipe needing what is not built is refused, naming each setting with its line. */
+    int n_unbuilt = 0;
+    while (r->unbuilt[n_unbuilt])
+        n_unbuilt++;
+    if (n_unbuilt) {
+        rc = tbt_run(&out, 30, "%s train %s --out %s", t, flags, run);
+        CHECK_EQ(rc, 2);
+        for (int i = 0; i < n_unbuilt; i++) {
+            char want[4600];
+            int line = line_of(cfg, r->unbuilt[i]);
+            CHECK_MSG(line > 0, "no '%s =' line", r->unbuilt[i]);
+            snprintf(want, sizeof(want), "configs/%s:%d: '%s = ", r->file, line, r->unbuilt[i]);
+            CHECK_STR_HAS(out, want);
+        }
+        CHECK_EQ(count(out, "' is not built yet: "), n_unbuilt);
+        char total[80];
+        snprintf(total, sizeof(total), "not run: %d setting", n_unbuilt);
+        CHECK_STR_HAS(out, total);
+        CHECK_MSG(!tbt_exists(run), "a refused run made %s", run);
+        free(out);
+        rc = tbt_run(&out, 30, "%s train --config %s --data %s --train x --out %s", t, dump,
+                     data, run);
+        CHECK_MSG(rc == 2 && out && strstr(out, "not built yet"), "its dump ran: %s", out);
+        free(out);
+    }
+
+    /* Two steps of the recipe, cut down; the run's config.txt is the resolved config. */
+    char small[3000];
+    snprintf(small, sizeof(small), "--dim 32 --depth 1 --heads 2 --frames 4 --input-size 32 "
+             "--epochs 1 --workers 2 --log-every 1 %s %s %s", r->tiny, init, r->off);
+    rc = tbt_run(&out2, 30, "%s train %s %s --out %s --print-config", t, flags, small, run);
+    CHECK_MSG(rc == 0, "%s", out2);
+    rc = tbt_run(&out, 120, "%s train %s %s --out %s", t, flags, small, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "step 2/2 ");
+    CHECK_STR_HAS(out, "/last.safetensors after");
+    if (r->init_new) {
+        char want[4700];
+        snprintf(want, sizeof(want), "run-%s/last.safetensors; new: %s\n", r->init, r->init_new);
+        CHECK_STR_HAS(out, want);
+    }
+    free(out);
+    char path[4500];
+    snprintf(path, sizeof(path), "%s/config.txt", run);
+    out = tbt_read(path, NULL);
+    CHECK_MSG(out && out2 && !strcmp(out, out2), "config.txt differs from --print-config:\n%s"
+              "\n---\n%s", out, out2);
+    free(out);
+    free(out2);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    out = tbt_read(path, NULL);
+    CHECK_EQ(count(out, "{\"step\": "), 2);
+    free(out);
+}
+
+int main(void)
+{
+    tbt_begin("configs");
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char data[4200], *out = NULL;
+    snprintf(data, sizeof(data), "%s/data", d);
+    snprintf(train_csv, sizeof(train_csv), "%s/syn/annotations/EPIC_100_train.csv", d);
+    snprintf(val_csv, sizeof(val_csv), "%s/syn/annotations/EPIC_100_validation.csv", d);
+    snprintf(narr_csv, sizeof(narr_csv), "%s/narrations.csv", d);
+    snprintf(k400_list, sizeof(k400_list), "%s/k400.txt", d);
+    int rc = tbt_run(&out, 300, "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
+                     "%s prep %s/syn/videos/*.mp4 --out %s --short-side 48 --preset veryfast",
+                     t, d, t, d, data);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    if (rc)
+        TBT_EXIT();
+    write_narrations(train_csv, narr_csv);
+    write_kinetics(k400_list);
+
+    /* 18 training rows (batch 8) or 4 videos (batch 2): 2 steps an epoch. */
+    char epic[9000], narr[4600], k400[9400];
+    snprintf(epic, sizeof(epic), "--train %s --val %s --batch 8", train_csv, val_csv);
+    snprintf(narr, sizeof(narr), "--train %s --batch 8", narr_csv);
+    snprintf(k400, sizeof(k400), "--train %s --val %s --batch 2", k400_list, k400_list);
+    const char *clip = "--embed 16 --text-width 32 --text-heads 2 --text-depth 1 --context 16";
+    const struct recipe recipes[] = {
+        {"avion-lavila-pretrain.cfg", narr, clip, "", {NULL}, "", NULL},
+        {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg",
+         {"inflate-temporal", "relevant-captions", NULL},
+         "--inflate-temporal none --relevant-captions 0", "none"},
+        {"avion-ek100-cls.cfg", epic, "", "",
+         {"cls-backbone", "inflate-temporal", "head-dropout", "mixup", "cutmix", "sgd-momentum",
+          NULL},
+         "--cls-backbone vit --inflate-temporal none --head-dropout 0 --mixup 0 --cutmix 0 "
+         "--sgd-momentum 0", NULL},
+        {"avion-videomae-pretrain.cfg", k400, "--dec-dim 32 --dec-depth 1 --dec-heads 2", NULL,
+         {NULL}, "", NULL},
+        {"avion-videomae-k400-ft.cfg", k400, "", "avion-videomae-pretrain.cfg",
+         {"rand-augment", "random-erase", "mixup", "cutmix", NULL},
+         "--rand-augment none --random-erase 0 --mixup 0 --cutmix 0",
+         "fc_norm.weight, fc_norm.bias, head.weight, head.bias"},
+    };
+    for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++)
+        run_recipe(&recipes[i], data);
+
+    /* Every file in configs/ is one of the above. */
+    tbt_case = "configs/";
+    rc = tbt_run(&out, 10, "ls %s/configs/*.cfg | wc -l", TB_SOURCE_DIR);
+    CHECK_MSG(rc == 0 && out && atoi(out) == (int)(sizeof(recipes) / sizeof(recipes[0])),
+              "configs/ holds %s files", out);
+    free(out);
+
+    /* The settings on the command line: refused when on, "0.0" or empty is off, only
+     * train's, listed by help. */
+    tbt_case = "not built yet, as flags";
+    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --mixup=0.5", t, data, d);
+    CHECK_EQ(rc, 2);
+    CHECK_STR_HAS(out, "--mixup 0.5 is not built yet: mixup (timm's Mixup");
+    CHECK_STR_HAS(out, "give --mixup 0 to run without it");
+    CHECK_STR_HAS(out, "not run: 1 setting above is not built yet");
+    free(out);
+    rc = tbt_run(&out, 10, "%s train --mixup 0.0 --cutmix '' --cls-backbone vit", t);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--data, --train and --out are required"), "%s",
+              out);
+    free(out);
+    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --mixup", t, data, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--mixup needs a value (A)"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 10, "%s prep --out %s/p --mixup 0 a.mp4", t, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "unknown flag '--mixup'"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 10, "%s help train", t);
+    CHECK_STR_HAS(out, "not built yet (a recipe may name them; a run with one on is refused):");
+    CHECK_STR_HAS(out, "--sgd-momentum M");
+    CHECK_STR_HAS(out, "(off: none)");
+    free(out);
+
+    /* CLS's tower: a clip checkpoint's visual.* weights do not fit timm's ViT. */
+    tbt_case = "cls-backbone";
+    rc = tbt_run(&out, 60, "%s train --config %s/configs/avion-ek100-cls.cfg --data %s %s "
+                 "--dim 32 --depth 1 --heads 2 --frames 4 --input-size 32 --epochs 1 "
+                 "--cls-backbone vit --inflate-temporal none --head-dropout 0 --mixup 0 "
+                 "--cutmix 0 --sgd-momentum 0 --init %s/run-avion-lavila-pretrain.cfg/"
+                 "last.safetensors --out %s/cls-from-clip", t, TB_SOURCE_DIR, data, epic, d, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "holds none of this model's block weights"),
+              "%s", out);
+    free(out);
+    TBT_EXIT();
+}
