@@ -286,6 +286,18 @@ static void test_clip(const char *t, const char *d)
     CHECK_STR_HAS(out, "new: visual.temporal_embedding, visual.proj, text_projection");
     free(out);
 
+    /* Pretraining on a narration CSV (video_id,start_s,end_s,text), scored on the EPIC CSV. */
+    tbt_case = "clip: narration CSV, EPIC validation";
+    char narr[4400];
+    snprintf(narr, sizeof(narr), "%s/narrations.csv", d);
+    tbt_run(NULL, 30, "awk -F, 'function s(t, a) { split(t, a, \":\"); return a[1] * 3600 + "
+            "a[2] * 60 + a[3] } NR == 1 { print \"video_id,start_s,end_s,text\"; next } "
+            "{ print $3 \",\" s($5) \",\" s($6) \",\" $9 }' %s > %s", train_csv, narr);
+    rc = tbt_run(&out, 600, "%s train %s --epochs 1 --train %s --format narration --val-format "
+                 "epic --out %s/clip_narr", t, flags, narr, d);
+    CHECK_MSG(rc == 0 && out && strstr(out, "validation retrieval mAP"), "%s", out);
+    free(out);
+
     /* Captions: an empty one, and one that is not UTF-8, each named by its line. */
     tbt_case = "clip: bad captions";
     char bad[4400];

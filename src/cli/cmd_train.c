@@ -14,7 +14,7 @@
 #include "tubelet/train.h"
 
 struct train_config {
-    char *task, *data, *train, *val, *format, *label, *out, *ext;
+    char *task, *data, *train, *val, *format, *val_format, *label, *out, *ext;
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler, *norm, *backend;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
@@ -42,6 +42,8 @@ static const struct cli_flag train_flags[] = {
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
     F("val", CLI_STR, val, "", "FILE", "validation annotations", CLI_NO_RANGE),
     F("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
+    F("val-format", CLI_STR, val_format, "", "NAME", "--val's format, when it differs (clip: "
+      "narration pretraining scored on EPIC CSVs); default: --format's", CLI_NO_RANGE),
     F("label", CLI_STR, label, "verb", "NAME", "the class to learn: verb, noun or action",
       CLI_NO_RANGE),
     F("out", CLI_STR, out, NULL, "DIR", "run directory: config, checkpoints, metrics.jsonl",
@@ -232,7 +234,9 @@ static int run_train(void *config, int n_args, char **args)
     }
     int mae = !strcmp(c->task, "mae"), clip = !strcmp(c->task, "clip");
     int optim = tb_optimizer_parse(c->optim);
+    struct tb_ann_opts vo = ao;
     if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
+        cli_ann_format(c->val_format[0] ? c->val_format : c->format, &vo.format) < 0 ||
         (strcmp(c->pool, "mean") && strcmp(c->pool, "cls")) ||
         (strcmp(c->pos, "sincos") && strcmp(c->pos, "learned")) ||
         (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense") &&
@@ -241,7 +245,8 @@ static int run_train(void *config, int n_args, char **args)
         (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2 ||
         optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell")) ||
         (strcmp(c->loss, "infonce") && strcmp(c->loss, "max-margin"))) {
-        fprintf(stderr, "tubelet train: bad --format, --label, --pool, --pos, --sampler, --crop, "
+        fprintf(stderr, "tubelet train: bad --format, --val-format, --label, --pool, --pos, "
+                "--sampler, --crop, "
                 "--norm, --val-crops, --optim, --decoder-mask or --loss (see tubelet help "
                 "train)\n");
         return 2;
@@ -258,7 +263,7 @@ static int run_train(void *config, int n_args, char **args)
         goto fail;
     int lead = tb_dist_rank() == 0;
     if ((rc = tb_ann_load(&train, c->train, &ao)) < 0 ||
-        (c->val[0] && (rc = tb_ann_load(&val, c->val, &ao)) < 0))
+        (c->val[0] && (rc = tb_ann_load(&val, c->val, &vo)) < 0))
         goto fail;
     if (label == TB_LABEL_ACTION) {
         struct tb_annotations *sets[2] = {train, val};
