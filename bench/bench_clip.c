@@ -6,8 +6,9 @@
  * pretraining). Timed over STEPS steps after one warm-up step; prints one JSON line with
  * clips/s, peak RSS and the seconds each phase took. The PyTorch side is bench/clip_peer.py;
  * bench/clip_pairs.sh runs both (docs/PERFORMANCE.md, section 8).
+ * RECOMPUTE / RECOMPUTE_MLP are the video tower's (model.h's tb_vit_config).
  * Usage: bench_clip DIM DEPTH HEADS PATCH FRAMES SIZE BATCH EMBED TEXT_WIDTH TEXT_HEADS
- *        TEXT_DEPTH [STEPS=3] */
+ *        TEXT_DEPTH [STEPS=3] [RECOMPUTE=0] [RECOMPUTE_MLP=0] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,13 +54,14 @@ int main(int argc, char **argv)
 {
     if (argc < 12) {
         fprintf(stderr, "usage: bench_clip DIM DEPTH HEADS PATCH FRAMES SIZE BATCH EMBED "
-                "TEXT_WIDTH TEXT_HEADS TEXT_DEPTH [STEPS]\n");
+                "TEXT_WIDTH TEXT_HEADS TEXT_DEPTH [STEPS] [RECOMPUTE] [RECOMPUTE_MLP]\n");
         return 2;
     }
     struct tb_clip_config c = {
         .video = {.dim = atoi(argv[1]), .depth = atoi(argv[2]), .heads = atoi(argv[3]),
                   .patch = atoi(argv[4]), .frames = atoi(argv[5]), .height = atoi(argv[6]),
-                  .width = atoi(argv[6])},
+                  .width = atoi(argv[6]), .recompute = argc > 13 ? atoi(argv[13]) : 0,
+                  .recompute_mlp = argc > 14 ? atoi(argv[14]) : 0},
         .embed = atoi(argv[8]), .vocab = VOCAB, .ctx = CTX, .text_width = atoi(argv[9]),
         .text_heads = atoi(argv[10]), .text_layers = atoi(argv[11]), .text_causal = 1,
     };
@@ -131,14 +133,19 @@ int main(int argc, char **argv)
             ph[k] += tk[k + 1] - tk[k];
     }
     double secs = now() - t0;
+    char impl[64] = "tubelet";
+    if (c.video.recompute)
+        snprintf(impl, sizeof(impl), "tubelet-recompute");
+    else if (c.video.recompute_mlp)
+        snprintf(impl, sizeof(impl), "tubelet-recompute-mlp%d", c.video.recompute_mlp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"impl\": \"tubelet\", \"task\": \"clip\", \"dim\": %d, \"depth\": %d, "
+    printf("{\"impl\": \"%s\", \"task\": \"clip\", \"dim\": %d, \"depth\": %d, "
            "\"heads\": %d, \"patch\": %d, \"frames\": %d, \"size\": %d, \"batch\": %d, "
            "\"embed\": %d, \"text_width\": %d, \"text_heads\": %d, \"text_depth\": %d, "
            "\"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.4f, \"peak_rss_mb\": %.1f, "
            "\"params\": %lld, \"plan_mb\": %.1f, \"loss\": %.4f, \"phase_s\": {",
-           c.video.dim, c.video.depth, c.video.heads, c.video.patch, c.video.frames,
+           impl, c.video.dim, c.video.depth, c.video.heads, c.video.patch, c.video.frames,
            c.video.height, B, E, c.text_width, c.text_heads, c.text_layers, steps, secs,
            B * steps / secs, ru.ru_maxrss / 1024.0,
            (long long)tb_params_floats(tb_clip_params(m)), plan_bytes / 1048576.0, loss);
