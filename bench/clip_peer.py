@@ -5,10 +5,11 @@ parameters of tests/ref/clip_ref.py's DualEncoder, name for name - written as Py
 it fastest on the CPU: batch-first blocks, one fused q/k/v product, F.scaled_dot_product_attention
 (is_causal for the text tower) instead of nn.MultiheadAttention's (B, N) transposes and float
 mask, fused AdamW (betas 0.9/0.98, wd 0.01 in AVION's decay groups, lr 3e-5). Random weights
-(AVION's initialisation stds), a random uint8 clip batch (B, T, H, W, 3) normalised with OpenAI
-CLIP's mean/std inside the step (as tubelet's backend does), random 77-token captions laid out
+(AVION's initialisation stds), a random uint8 clip batch (B, T, H, W, 3) normalised with AVION's
+"openai" mean/std inside the step (as tubelet's backend does), random 77-token captions laid out
 as the tokenizer's; each step: both encoders, clip_ref's loss (temperature 0.07), backward,
-AdamW. Times STEPS steps after one warm-up step; prints one JSON line.
+AdamW. Times STEPS steps after one warm-up step; prints one JSON line (with the seconds
+the forward - both towers and the loss -, the backward and the optimizer took per step).
 --mha uses clip_ref's own blocks (nn.MultiheadAttention, (N, B, D), float causal mask);
 --foreach / --for-loop pick AdamW's other implementations; --compile runs the model through
 torch.compile (inductor; its compile time falls in the warm-up step); --check compares this
@@ -200,15 +201,22 @@ groups = [{"params": [q for n, q in model.named_parameters() if ref.decays(n, q)
 kw = {"fused": True} if impl == "fused" else {"foreach": impl == "foreach"}
 opt = torch.optim.AdamW(groups, lr=3e-5, betas=(0.9, 0.98), eps=1e-8, **kw)
 step_model = torch.compile(model) if a.compile else model
-t0 = 0
+t0, phases = 0, {"forward": 0.0, "backward": 0.0, "optim": 0.0}
 for s in range(a.steps + 1):
     if s == 1:
         t0 = time.time()
+        phases = dict.fromkeys(phases, 0.0)
+    tk = [time.time()]
     opt.zero_grad(set_to_none=True)
     v, t = step_model(normalise(clips), ids)
     loss = ref.clip_loss(v, t, 0.07)
+    tk.append(time.time())
     loss.backward()
+    tk.append(time.time())
     opt.step()
+    tk.append(time.time())
+    for k, key in enumerate(phases):
+        phases[key] += tk[k + 1] - tk[k]
 secs = time.time() - t0
 print(json.dumps({"impl": f"pytorch-{torch.__version__}" + ("-mha" if a.mha else "-sdpa") +
                   "-adamw-" + impl + ("-compile" if a.compile else ""),
@@ -219,4 +227,5 @@ print(json.dumps({"impl": f"pytorch-{torch.__version__}" + ("-mha" if a.mha else
                   "clips_per_s": round(a.batch * a.steps / secs, 4),
                   "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                   "params": sum(q.numel() for q in model.parameters()),
-                  "loss": round(loss.item(), 4)}))
+                  "loss": round(loss.item(), 4),
+                  "phase_s": {k: round(x / a.steps, 3) for k, x in phases.items()}}))
