@@ -101,7 +101,7 @@ int main(int argc, char **argv)
             for (int k = 0; k < N_PH; k++)
                 ph[k] = 0;
         }
-        /* The two backward calls do what one tb_clip_backward(m, dv, dt) does, in its order. */
+        /* The two backward calls do what one tb_clip_backward(m, dv, dt, 0) does, in its order. */
         double tk[N_PH + 1];
         tk[0] = now();
         int rc = tb_clip_set_clips(m, clips, NULL, B, tb_mean_openai, tb_std_openai);
@@ -112,15 +112,15 @@ int main(int argc, char **argv)
             rc = tb_clip_encode_text(m, ids, B, t);
         tk[2] = now();
         if (rc >= 0) {
-            loss = tb_clip_infonce(v, t, B, E, 1 / 0.07, dv, dt);
+            loss = tb_clip_infonce(v, t, B, E, 1 / 0.07, dv, dt, NULL);
             rc = loss == loss ? 0 : -1;
         }
         tk[3] = now();
         if (rc >= 0)
-            rc = tb_clip_backward(m, dv, NULL);
+            rc = tb_clip_backward(m, dv, NULL, 0);
         tk[4] = now();
         if (rc >= 0)
-            rc = tb_clip_backward(m, NULL, dt);
+            rc = tb_clip_backward(m, NULL, dt, 0);
         tk[5] = now();
         if (rc >= 0)
             rc = tb_optim_update(&opt, 1.0f);
