@@ -265,7 +265,7 @@ struct tb_clip_config {
     int vocab, ctx;             /* 49408, 77 */
     int text_width, text_heads, text_layers; /* 512, 8, 12 */
     int text_causal;            /* 1 (LaViLa's; 0: bidirectional) */
-    double temperature;         /* InfoNCE's (0.07): logits = cosine / temperature */
+    double temperature;         /* InfoNCE's (0: 0.07): logits = cosine / temperature */
     int learn_temperature;      /* 1: CLIP's logit_scale (a 0-dim parameter, log(1 /
                                  * temperature) at init, no decay, clamped to [0, ln 100] as
                                  * LaViLa and AVION do) is learned; 0: frozen */

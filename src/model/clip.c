@@ -32,8 +32,6 @@ static int add_logit_scale(tb_clip *m)
     m->i_scale = m->span_scale = -1;
     if (!m->c.learn_temperature)
         return 0;
-    if (!(m->c.temperature > 0))
-        return tbi_err(TB_EINVAL, "temperature %g: it must be above 0", m->c.temperature);
     m->span_scale = m->reg.n_spans;
     int rc = tbi_params_span(&m->reg);
     if (rc < 0 || (rc = tbi_params_add(&m->reg, "", "logit_scale", 0, TB_INIT_CONST, 0, NULL)) < 0)
@@ -61,7 +59,11 @@ int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
     m->c = *c;
-    int rc = tbi_backend_open(&m->be, c->video.backend);
+    if (m->c.temperature == 0)
+        m->c.temperature = 0.07;
+    int rc = m->c.temperature > 0 && m->c.temperature < 1e6
+                 ? tbi_backend_open(&m->be, c->video.backend)
+                 : tbi_err(TB_EINVAL, "temperature %g: it must be above 0", c->temperature);
     m->reg.be = m->be;
     if (rc == 0 && (rc = tbi_vit_open_in(&m->video, &vc, m->be, &m->reg, "visual.")) == 0 &&
         (rc = tbi_text_open_in(&m->text, &tc, m->be, &m->reg, "")) == 0 &&
