@@ -5,7 +5,7 @@
  * (temperature 0.07), runs the backward and AdamW (betas 0.9/0.98, wd 0.01, lr 3e-5: AVION's
  * pretraining). Timed over STEPS steps after one warm-up step; prints one JSON line with
  * clips/s, peak RSS and the seconds each phase took. The PyTorch side is bench/clip_peer.py;
- * bench/clip_pairs.sh runs both (docs/PERFORMANCE.md, section 8).
+ * bench/clip_pairs.sh runs both (docs/PERFORMANCE.md, section 9).
  * RECOMPUTE / RECOMPUTE_MLP are the video tower's (model.h's tb_vit_config).
  * Usage: bench_clip DIM DEPTH HEADS PATCH FRAMES SIZE BATCH EMBED TEXT_WIDTH TEXT_HEADS
  *        TEXT_DEPTH [STEPS=3] [RECOMPUTE=0] [RECOMPUTE_MLP=0] */

@@ -2,7 +2,7 @@
 # Interleaved rounds of video-text contrastive training steps on the CPU: a tubelet build's
 # bench_clip and PyTorch 2.x (bench/clip_peer.py: the same dual encoder on SDPA, fused AdamW)
 # on the same model, batch shape and captions, one after the other in every round, so the
-# machine's noise falls on both alike (docs/PERFORMANCE.md, section 8). Prints one JSON line
+# machine's noise falls on both alike (docs/PERFORMANCE.md, section 9). Prints one JSON line
 # per run, then the medians of the per-round ratios: tubelet's clips/s over PyTorch's of the
 # same round, and its peak RSS over PyTorch's. The order within a round alternates (odd rounds
 # tubelet first, even rounds PyTorch first), so neither side always runs on a machine the
