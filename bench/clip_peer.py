@@ -32,9 +32,9 @@ for k in ("dim", "depth", "heads", "patch", "frames", "size", "batch", "embed", 
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--mha", action="store_true")
-g = p.add_mutually_exclusive_group()
-g.add_argument("--foreach", action="store_true")
-g.add_argument("--for-loop", action="store_true")
+adam_impl = p.add_mutually_exclusive_group()
+adam_impl.add_argument("--foreach", action="store_true")
+adam_impl.add_argument("--for-loop", action="store_true")
 p.add_argument("--compile", action="store_true")
 p.add_argument("--check", action="store_true")
 a = p.parse_args()
@@ -225,7 +225,8 @@ print(json.dumps({"impl": f"pytorch-{torch.__version__}" + ("-mha" if a.mha else
                   "embed": a.embed, "text_width": a.text_width, "text_heads": a.text_heads,
                   "text_depth": a.text_depth, "steps": a.steps, "seconds": round(secs, 3),
                   "clips_per_s": round(a.batch * a.steps / secs, 4),
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                  "peak_rss_mb":
+                      round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                   "params": sum(q.numel() for q in model.parameters()),
                   "loss": round(loss.item(), 4),
                   "phase_s": {k: round(x / a.steps, 3) for k, x in phases.items()}}))
