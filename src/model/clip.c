@@ -229,6 +229,31 @@ static void l2_backward(float *dx, const double *du, const double *u, const doub
     }
 }
 
+/* From g (N, N), the loss's gradient on scale x a_i . b_j (a, b: rows normalised, norms na,
+ * nb): into da, db (double scratch, zeroed) and then through the normalisations into the
+ * float gradients xa, xb (either may be NULL). */
+static void pair_backward(const double *g, double scale, const double *a, const double *na,
+                          double *da, float *xa, const double *b, const double *nb, double *db,
+                          float *xb, int N, int E)
+{
+    if (!xa && !xb)
+        return;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double gij = scale * g[(size_t)i * N + j];
+            if (gij == 0)
+                continue;
+            for (int e = 0; e < E; e++) {
+                da[(size_t)i * E + e] += gij * b[(size_t)j * E + e];
+                db[(size_t)j * E + e] += gij * a[(size_t)i * E + e];
+            }
+        }
+    if (xa)
+        l2_backward(xa, da, a, na, N, E);
+    if (xb)
+        l2_backward(xb, db, b, nb, N, E);
+}
+
 /* Mean cross-entropy of the rows of s (N, N; logits, row i's target i) taken along rows
  * (stride_r, stride_c pick rows or columns); g += its gradient / 2. */
 static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c, double *g)
@@ -277,20 +302,7 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
             d += g[k] * s[k] / scale;
         *dscale = d;
     }
-    if (dv || dt) {
-        for (int i = 0; i < N; i++)
-            for (int j = 0; j < N; j++) {
-                double gij = scale * g[(size_t)i * N + j];
-                for (int e = 0; e < E; e++) {
-                    du[(size_t)i * E + e] += gij * w[(size_t)j * E + e];
-                    dw[(size_t)j * E + e] += gij * u[(size_t)i * E + e];
-                }
-            }
-        if (dv)
-            l2_backward(dv, du, u, nu, N, E);
-        if (dt)
-            l2_backward(dt, dw, w, nw, N, E);
-    }
+    pair_backward(g, scale, u, nu, du, dv, w, nw, dw, dt, N, E);
     free(buf);
     return loss;
 }
@@ -333,22 +345,8 @@ double tb_clip_max_margin(const float *v, const float *t, int N, int E, double m
                 g[(size_t)i * N + i] -= inv, g[(size_t)j * N + i] += inv;
             }
         }
-    if (dv || dt) {
-        for (int i = 0; i < N; i++)
-            for (int j = 0; j < N; j++) {
-                double gij = g[(size_t)i * N + j];
-                if (gij == 0)
-                    continue;
-                for (int e = 0; e < E; e++) {
-                    dw[(size_t)i * E + e] += gij * u[(size_t)j * E + e];
-                    du[(size_t)j * E + e] += gij * w[(size_t)i * E + e];
-                }
-            }
-        if (dv)
-            l2_backward(dv, du, u, nu, N, E);
-        if (dt)
-            l2_backward(dt, dw, w, nw, N, E);
-    }
+    /* x's rows are the texts: the same backward with the towers' roles swapped */
+    pair_backward(g, 1, w, nw, dw, dt, u, nu, du, dv, N, E);
     free(buf);
     return loss * inv;
 }
