@@ -272,6 +272,63 @@ OP(xent_bwd)
     xent_case(io, d, prepare, 1);
 }
 
+/* Soft targets: rows of random positive mass (not normalised: the backward's mass term). */
+static void xent_soft_case(struct io *io, struct dev *d, int prepare, int bwd)
+{
+    if (prepare) {
+        add_in(io, B * 7, 2), add_in(io, B * 7, 1), add_out(io, 1), add_out(io, B * 7);
+        for (int i = 0; i < B * 7; i++)
+            io->in[1][i] = io->in[1][i] * io->in[1][i] / 7;
+        if (bwd)
+            add_out(io, B * 7);
+        return;
+    }
+    RUN(d->be->ops->xent_soft_fwd(d->be, d->out[0], d->out[1], d->in[0], d->in[1], B, 7));
+    if (bwd)
+        RUN(d->be->ops->xent_soft_bwd(d->be, d->out[2], d->out[1], d->in[1], B, 7));
+}
+OP(xent_soft_fwd)
+{
+    xent_soft_case(io, d, prepare, 0);
+}
+OP(xent_soft_bwd)
+{
+    xent_soft_case(io, d, prepare, 1);
+}
+
+/* Mixup, then cutmix, on an odd batch (its middle clip mixes with itself). */
+OP(mix_clips)
+{
+    size_t n = (size_t)B * 3 * T * HH * WW;
+    if (prepare) {
+        add_in(io, n, 1), add_out(io, n), add_out(io, n);
+        return;
+    }
+    static const int box[4] = {2, 7, 3, 12};
+    tbi_backend *be = d->be;
+    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * n));
+    RUN(be->ops->mix_clips(be, d->out[0], B, 3 * T, HH, WW, 0.3f, NULL));
+    RUN(be->ops->copy(be, d->out[1], d->in[0], sizeof(float) * n));
+    RUN(be->ops->mix_clips(be, d->out[1], B, 3 * T, HH, WW, 0.3f, box));
+}
+
+OP(erase_boxes)
+{
+    size_t n = (size_t)B * 3 * T * HH * WW;
+    if (prepare) {
+        add_in(io, n, 1), add_out(io, n);
+        return;
+    }
+    int32_t boxes[B * T * 4];
+    for (int i = 0; i < B * T; i++) {
+        int32_t *bx = boxes + i * 4;
+        bx[0] = i % 3 == 1 ? -1 : i % HH / 2, bx[1] = bx[0] + 3, bx[2] = i % 5, bx[3] = WW;
+    }
+    static const uint64_t streams[B] = {11, 12, 13};
+    RUN(d->be->ops->copy(d->be, d->out[0], d->in[0], sizeof(float) * n));
+    RUN(d->be->ops->erase_boxes(d->be, d->out[0], B, 3, T, HH, WW, boxes, 5, streams));
+}
+
 static uint8_t clip_bytes[B * T * HH * WW * 3], flips[B] = {0, 1, 0};
 
 OP(normalize)
@@ -563,6 +620,19 @@ OP(lion)
     RUN(be->ops->lion(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-3f, 0.9f, 0.99f, 0.05f));
 }
 
+OP(sgd)
+{
+    if (prepare) {
+        add_in(io, 500, 1), add_in(io, 500, 1), add_in(io, 500, 0.1f);
+        add_out(io, 500), add_out(io, 500);
+        return;
+    }
+    tbi_backend *be = d->be;
+    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 500));
+    RUN(be->ops->copy(be, d->out[1], d->in[2], sizeof(float) * 500));
+    RUN(be->ops->sgd(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-2f, 0.9f, 4e-5f));
+}
+
 OP(sum_squares)
 {
     if (prepare) {
@@ -619,6 +689,10 @@ static const struct op_case cases[] = {
     {"attention_bwd", case_attention_bwd_causal, 1e-4, "probabilities recomputed, sums over keys"},
     {"xent_fwd", case_xent_fwd, 1e-6, "log-sum-exp in float rather than double"},
     {"xent_bwd", case_xent_bwd, 1e-6, "log-sum-exp in float rather than double"},
+    {"xent_soft_fwd", case_xent_soft_fwd, 1e-6, "log-sum-exp in float rather than double"},
+    {"xent_soft_bwd", case_xent_soft_bwd, 1e-6, "log-sum-exp in float rather than double"},
+    {"mix_clips", case_mix_clips, 1e-7, "a fused multiply-add may round once"},
+    {"erase_boxes", case_erase_boxes, 1e-6, "normals from another log and cosine"},
     {"normalize", case_normalize, 1e-7, "a multiply by 1/std instead of a division"},
     {"patchify", case_patchify, 0, "a gather: exact"},
     {"tokens_fwd", case_tokens_fwd, 0, "one add per element"},
@@ -641,6 +715,7 @@ static const struct op_case cases[] = {
     {"pool_bwd", case_pool_bwd, 0, "a copy, or one multiply"},
     {"adamw", case_adamw, 1e-6, "sqrt and division rounded differently"},
     {"lion", case_lion, 1e-6, "a sign flips only where the interpolation rounds to zero"},
+    {"sgd", case_sgd, 1e-6, "a fused multiply-add may round once"},
     {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))

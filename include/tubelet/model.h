@@ -158,6 +158,22 @@ TB_API int tb_vit_set_keep(tb_vit *m, const int32_t *idx);
 TB_API int tb_vit_set_drop_path(tb_vit *m, const float *scale);
 TB_API void tb_vit_drop_path_draw(float *scale, int L, int B, double rate, uint64_t seed,
                                   int64_t epoch, const int64_t *index);
+/* Batch mixing of the input set, in place (tb_mix_draw draws lam and the box): mixup (box
+ * NULL) makes clip b lam clip b + (1 - lam) clip B-1-b; cutmix (box: rows y0..y1, columns
+ * x0..x1 of the frame, end exclusive) gives clip b that box of clip B-1-b in every frame.
+ * Once per input, after it (and after tb_vit_erase: VideoMAE erases each clip before it
+ * mixes the batch). */
+TB_API int tb_vit_mix(tb_vit *m, float lam, const int box[4]);
+/* Random erasing of the input set, in place: boxes (B, T, 4; host) frame t of clip b's box
+ * (y0, y1, x0, x1; y0 < 0: none), its values normals from the stream (seed, streams[b])
+ * (tb_erase_draw fills both). */
+TB_API int tb_vit_erase(tb_vit *m, const int32_t *boxes, uint64_t seed, const uint64_t *streams);
+/* Dropout before the head for the next forward: mask (B, D; host), each 0 or 1 / (1 - rate)
+ * (tb_dropout_draw). Once per input, after it; a forward without it drops nothing. */
+TB_API int tb_vit_set_head_dropout(tb_vit *m, const float *mask);
+/* Forward the input set with soft targets (B, K; host: mixup's, tb_mix_targets), the mean
+ * soft-target cross-entropy in *loss; tb_vit_backward then follows it. */
+TB_API int tb_vit_run_soft(tb_vit *m, const float *targets, float *loss);
 /* Forward the input set: with labels (B, host), also the mean cross-entropy with label
  * smoothing, in *loss. */
 TB_API int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss);

@@ -32,8 +32,8 @@ enum tb_rng_purpose {
     TB_RNG_INIT = 4,         /* weight initialisation, every parameter in registry order from
                                 one stream: a = 0, b = 0 */
     TB_RNG_MASK = 5,         /* MAE masks (tb_mae_make_mask): a = epoch, b = sample index */
-    TB_RNG_MIXUP = 6,        /* mixup / cutmix (coming): a = epoch, b = batch index in the
-                                epoch */
+    TB_RNG_MIXUP = 6,        /* mixup / cutmix (tb_mix_draw): a = epoch, b = batch index in
+                                the epoch, c = process rank */
     TB_RNG_DROP_PATH = 7,    /* stochastic depth (tb_vit_drop_path_draw): a = epoch, b =
                                 sample index; two draws per block, in block order */
     TB_RNG_SYNTH_VIDEO = 8,  /* tubelet synth, one video's plan: a = video index, b = 0 */
@@ -42,6 +42,10 @@ enum tb_rng_purpose {
     TB_RNG_TEST = 11,        /* tests, free keys */
     TB_RNG_BASELINE = 12,    /* a metric's random-ranking baseline (the retrieval evaluation's
                                 random similarities): a = epoch, b = 0 */
+    TB_RNG_ERASE = 13,       /* random erasing (tb_erase_draw): a = epoch, b = sample index;
+                                c = 0 the boxes, c = 1 the values */
+    TB_RNG_DROPOUT = 14,     /* dropout before the head (tb_dropout_draw): a = epoch, b =
+                                sample index */
     TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
 };
 
@@ -63,6 +67,11 @@ TB_API void tb_rng_init_for(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purp
 TB_API void tb_rng_init_for3(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purpose,
                              uint64_t a, uint64_t b, uint64_t c);
 
+/* The raw stream id tb_rng_init_for3 uses for (purpose, a, b, c): for an op that takes a
+ * stream (tb_rng_init(r, seed, tb_rng_stream_for(p, a, b, c)) is tb_rng_init_for3's). */
+TB_API uint64_t tb_rng_stream_for(enum tb_rng_purpose purpose, uint64_t a, uint64_t b,
+                                  uint64_t c);
+
 /* Start the generator for (seed, stream), a raw stream id: for tests and benchmarks (library
  * code names a purpose). Different streams are independent sequences. */
 TB_API void tb_rng_init(tb_rng *rng, uint64_t seed, uint64_t stream);
@@ -79,6 +88,10 @@ TB_API double tb_rng_uniform(tb_rng *rng);
 TB_API uint64_t tb_rng_below(tb_rng *rng, uint64_t n);
 /* Standard normal (Box-Muller). */
 TB_API double tb_rng_normal(tb_rng *rng);
+/* Gamma(shape, 1), shape > 0 (Marsaglia and Tsang; below 1 by Gamma(shape + 1) U^(1/shape)),
+ * and Beta(a, b) = X / (X + Y) of two of them (mixup's lambda: Beta(alpha, alpha)). */
+TB_API double tb_rng_gamma(tb_rng *rng, double shape);
+TB_API double tb_rng_beta(tb_rng *rng, double a, double b);
 
 #ifdef __cplusplus
 }

@@ -20,15 +20,18 @@ enum tb_optimizer {
     TB_OPT_ADAMW,           /* PyTorch's AdamW */
     TB_OPT_LION,            /* AVION's Lion: the sign of an interpolated momentum, decoupled
                              * weight decay (lr about a tenth of AdamW's, decay ten times) */
+    TB_OPT_SGD,             /* PyTorch's SGD with momentum (beta1) and coupled weight decay:
+                             * AVION's EK-100 classification */
 };
 
 struct tb_optim {
     enum tb_optimizer kind;
-    float lr, beta1, beta2, eps, weight_decay; /* eps: AdamW's only */
+    float lr, beta1, beta2, eps, weight_decay; /* eps: AdamW's only; SGD: beta1 is the
+                                                * momentum, beta2 unused */
     int64_t step;           /* updates done */
     tb_params *params;      /* borrowed */
     float *m, *v;           /* backend memory: the moments, in the parameters' layout (v:
-                             * AdamW's only) */
+                             * AdamW's only; SGD's m: its momentum buffer) */
 };
 
 /* Allocate zero moments for r's parameters; opt->kind is read (the caller sets it first, as
@@ -38,9 +41,13 @@ TB_API void tb_optim_free(struct tb_optim *opt);
 /* One update of every parameter from its gradient times grad_scale (1, or tb_clip_factor's:
  * clipping folded into the update, PyTorch's clip_grad_norm_ + step to the bit), at opt->lr. */
 TB_API int tb_optim_update(struct tb_optim *opt, float grad_scale);
-/* "adamw" or "lion", and back (-1 for an unknown name). */
+/* "adamw", "lion" or "sgd", and back (-1 for an unknown name). */
 TB_API const char *tb_optimizer_name(enum tb_optimizer kind);
 TB_API int tb_optimizer_parse(const char *name);
+/* The optimizer's state tensors a parameter has (AdamW 2, Lion and SGD 1), and state k's name
+ * in a checkpoint ("exp_avg", "exp_avg_sq"; SGD: PyTorch's "momentum_buffer"). */
+TB_API int tb_optimizer_states(enum tb_optimizer kind);
+TB_API const char *tb_optimizer_state_name(enum tb_optimizer kind, int k);
 
 /* The global L2 norm of r's gradients, into *norm. */
 TB_API int tb_grad_norm(tb_params *r, double *norm);
@@ -53,6 +60,57 @@ TB_API float tb_clip_factor(double norm, double max_norm);
  * cosine decay to min_lr. */
 TB_API float tb_lr_schedule(int64_t step, int64_t total, int64_t warmup, float warmup_lr,
                             float base_lr, float min_lr);
+
+/* ---- fine-tuning's batch augmentation and regularisation ----------------------------------
+ *
+ * timm's Mixup in batch mode (one draw per batch: every clip mixed with the batch's reverse),
+ * its soft targets, timm's RandomErasing (VideoMAE's fine-tuning) and dropout before the head;
+ * each draw keyed by the batch or the clip (rng.h's purposes), never by a thread, so any
+ * worker count gives the same batch. Tests: tests/test_mixup.c (tests/ref/mixup_ref.py). */
+
+struct tb_mix_opts {
+    double mixup, cutmix;   /* Beta(alpha, alpha)'s alpha of each; 0: off (both: no mixing) */
+    double prob;            /* a batch is mixed with this probability (timm's mix_prob: 1) */
+    double switch_prob;     /* both on: the share of mixed batches that cutmix (0.5) */
+};
+
+/* One batch's draw: lam 1 is no mixing; cutmix: box (y0, y1, x0, x1, end exclusive). */
+struct tb_mix {
+    float lam;
+    int cutmix;
+    int box[4];
+};
+
+/* Batch `batch` of epoch's draw on process rank, for frames of H x W: timm's
+ * _params_per_batch (mixed with probability prob; both on: cutmix with switch_prob; lam from
+ * Beta(alpha, alpha)), then for cutmix tb_mix_box at a uniform centre. */
+TB_API void tb_mix_draw(struct tb_mix *out, const struct tb_mix_opts *o, uint64_t seed,
+                        int64_t epoch, int64_t batch, int rank, int H, int W);
+/* timm's rand_bbox with correct_lam: a box of sides int(H sqrt(1 - lam)), int(W sqrt(1 -
+ * lam)) centred at (cy, cx), clipped to the frame; *lam_out = 1 - its area / (H W). */
+TB_API void tb_mix_box(int box[4], float *lam_out, double lam, int cy, int cx, int H, int W);
+/* timm's mixup_target: targets (B, K) = lam y(b) + (1 - lam) y(B-1-b), y the one-hot rows
+ * of labels smoothed (off smoothing / K, on 1 - smoothing + off). */
+TB_API void tb_mix_targets(float *targets, const int64_t *labels, int B, int K, float lam,
+                           double smoothing);
+
+enum tb_erase_mode {
+    TB_ERASE_CLIP,          /* VideoMAE's cube: one draw per clip, the box through every frame
+                             * (100 attempts) */
+    TB_ERASE_FRAME,         /* timm's per image: every frame its own draw (10 attempts) */
+};
+
+/* RandomErasing (mode pixel: normal noise; one box, area 0.02-1/3 of the frame, aspect
+ * 0.3-1/0.3) for clips that are dataset samples index (B) of epoch: boxes (B, T, 4) as
+ * tb_vit_erase takes them, a clip (or frame) erased with probability prob; streams (B) the
+ * values' streams. Each clip's draws from (seed, TB_RNG_ERASE, epoch, index) alone. */
+TB_API void tb_erase_draw(int32_t *boxes, uint64_t *streams, int B, int T, int H, int W,
+                          double prob, enum tb_erase_mode mode, uint64_t seed, int64_t epoch,
+                          const int64_t *index);
+/* Dropout masks (B, D) for tb_vit_set_head_dropout: each value 0 with probability rate, else
+ * 1 / (1 - rate); clip b's from (seed, TB_RNG_DROPOUT, epoch, index[b]) alone. */
+TB_API void tb_dropout_draw(float *mask, int B, int D, double rate, uint64_t seed,
+                            int64_t epoch, const int64_t *index);
 
 /* ---- settings a run stores in its checkpoint ---------------------------------------------- */
 
@@ -84,8 +142,8 @@ struct tb_train_pos {
     int64_t epoch, batch, step;
 };
 
-/* Save the parameters under their names, the AdamW moments as "optimizer.exp_avg.<name>" /
- * "optimizer.exp_avg_sq.<name>" (opt may be NULL), the position and meta (more "key":"value"
+/* Save the parameters under their names, the optimizer's state as "optimizer.<state>.<name>"
+ * (tb_optimizer_state_name's; opt may be NULL), the position and meta (more "key":"value"
  * pairs, or NULL: the run's settings) as metadata, in one safetensors file written
  * atomically. PyTorch loads the model with
  * {k: v for k, v in f.items() if not k.startswith("optimizer.")}. */
@@ -138,6 +196,10 @@ struct tb_train_opts {
                                          * a checkpoint, or its encoder); NULL: none */
     double layer_decay;                 /* cls: layer-wise lr decay (0 or 1: none; VideoMAE 0.75) */
     double drop_path;                   /* cls: stochastic depth's top rate (VideoMAE 0.1) */
+    struct tb_mix_opts mix;             /* cls: mixup / cutmix (soft targets with smoothing) */
+    double erase;                       /* cls: random erasing's probability (VideoMAE 0.25) */
+    enum tb_erase_mode erase_mode;
+    double head_dropout;                /* cls: dropout before the head (AVION 0.5) */
     struct tb_mae_config mae;           /* --task mae: masks, decoder, target (its enc is
                                          * ignored: the encoder is model) */
     struct tb_clip_config clip;         /* --task clip: the text tower and projections (its

@@ -22,6 +22,8 @@ struct train_config {
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
     double layer_decay, drop_path;
+    double mixup, cutmix, mixup_prob, mixup_switch_prob, head_dropout, random_erase;
+    char *erase_mode;
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
     int embed, ctx, text_width, text_heads, text_depth;
@@ -90,13 +92,29 @@ static const struct cli_flag train_flags[] = {
       "fine-tuning: 0.75; 1: none)", 0.01, 1),
     F("drop-path", CLI_DOUBLE, drop_path, "0", "R", "cls: stochastic depth, rate R at the top "
       "block (0 at the first; VideoMAE fine-tuning: 0.1), per clip", 0, 0.99),
-    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, or lion (AVION's for MAE: lr ~1/10, "
+    F("mixup", CLI_DOUBLE, mixup, "0", "A", "cls: mixup with the batch's reverse (timm's, one "
+      "draw per batch), lam ~ Beta(A, A), soft targets with --label-smoothing (AVION, "
+      "VideoMAE fine-tuning: 0.8; 0: off)", 0, 100),
+    F("cutmix", CLI_DOUBLE, cutmix, "0", "A", "cls: cutmix, lam ~ Beta(A, A), one box through "
+      "every frame (AVION, VideoMAE fine-tuning: 1.0; 0: off)", 0, 100),
+    F("mixup-prob", CLI_DOUBLE, mixup_prob, "1", "P", "cls: the share of batches mixed", 0, 1),
+    F("mixup-switch-prob", CLI_DOUBLE, mixup_switch_prob, "0.5", "P", "cls: with both on, the "
+      "share of mixed batches that use cutmix", 0, 1),
+    F("head-dropout", CLI_DOUBLE, head_dropout, "0", "P", "cls: dropout before the head, per "
+      "clip (AVION's EK-100 classifier: 0.5)", 0, 0.99),
+    F("random-erase", CLI_DOUBLE, random_erase, "0", "P", "cls: random erasing (normal noise in "
+      "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)", 0, 1),
+    F("erase-mode", CLI_STR, erase_mode, "clip", "NAME", "cls: clip (one box through the clip: "
+      "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
+    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, sgd (momentum --beta1, coupled decay: "
+      "AVION's EK-100 classification) or lion (AVION's for MAE: lr ~1/10, "
       "wd ~10x AdamW's)", CLI_NO_RANGE),
     F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
       10),
     F("warmup-epochs", CLI_DOUBLE, warmup_epochs, "1", "N", "linear warmup", 0, 1000000),
     F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay", 0, 10),
-    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW / Lion beta1", 0, 0.999999),
+    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW / Lion beta1; SGD's momentum", 0,
+      0.999999),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW / Lion beta2 (VideoMAE, AVION: 0.95)", 0,
       0.999999),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 1e-30, 1),
@@ -244,11 +262,11 @@ static int run_train(void *config, int n_args, char **args)
         (strcmp(c->crop, "rrc") && strcmp(c->crop, "multiscale") && strcmp(c->crop, "auto")) ||
         (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2 ||
         optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell")) ||
-        (strcmp(c->loss, "infonce") && strcmp(c->loss, "max-margin"))) {
+        (strcmp(c->loss, "infonce") && strcmp(c->loss, "max-margin")) ||
+        (strcmp(c->erase_mode, "frame") && strcmp(c->erase_mode, "clip"))) {
         fprintf(stderr, "tubelet train: bad --format, --val-format, --label, --pool, --pos, "
-                "--sampler, --crop, "
-                "--norm, --val-crops, --optim, --decoder-mask or --loss (see tubelet help "
-                "train)\n");
+                "--sampler, --crop, --norm, --val-crops, --optim, --decoder-mask, --loss or "
+                "--erase-mode (see tubelet help train)\n");
         return 2;
     }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
@@ -320,6 +338,11 @@ static int run_train(void *config, int n_args, char **args)
         .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
         .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
         .init = c->init, .layer_decay = c->layer_decay, .drop_path = c->drop_path,
+        .mix = {.mixup = c->mixup, .cutmix = c->cutmix, .prob = c->mixup_prob,
+                .switch_prob = c->mixup_switch_prob},
+        .erase = c->random_erase,
+        .erase_mode = strcmp(c->erase_mode, "frame") ? TB_ERASE_CLIP : TB_ERASE_FRAME,
+        .head_dropout = c->head_dropout,
         .mae = {.mask_ratio = c->mask_ratio,
                 .decoder_mask = strcmp(c->decoder_mask, "running-cell")
                                     ? TB_DECODER_MASK_NONE
@@ -346,6 +369,15 @@ static int run_train(void *config, int n_args, char **args)
         o.model.pool = TB_POOL_CLS;
         o.model.pos = TB_POS_LEARNED;
         o.data.crop.flip = TB_FLIP_NEVER;
+    }
+    if (lead) {
+        /* The reproduction gap users hit most: the global batch and the lr it gives. */
+        int world = tb_dist_world(), global = world * c->batch;
+        fprintf(stderr, "train: global batch %d (%d process%s x %d clips); peak lr %g", global,
+                world, world > 1 ? "es" : "", c->batch, o.lr);
+        if (c->blr > 0)
+            fprintf(stderr, " (--blr %g x %d / 256)", c->blr, global);
+        fprintf(stderr, "\n");
     }
     tty = lead && isatty(2);
     struct tb_eval_result res = {0};

@@ -44,18 +44,8 @@ static char *own(const char *s, size_t len)
 static const struct {
     const char *cmd, *name, *metavar, *off, *what;
 } unbuilt[] = {
-    {"train", "mixup", "A", "0", "mixup (timm's Mixup, the value its alpha) with soft-target "
-     "cross-entropy; AVION's EK-100 CLS and VideoMAE fine-tuning use 0.8 (issue 19)"},
-    {"train", "cutmix", "A", "0", "CutMix (the value its alpha), switched with mixup per "
-     "batch; AVION's EK-100 CLS and VideoMAE fine-tuning use 1.0 (issue 19)"},
-    {"train", "head-dropout", "P", "0", "dropout before the classifier (the value its rate); "
-     "AVION's EK-100 CLS uses 0.5 (issue 19)"},
-    {"train", "random-erase", "P", "0", "random erasing (the value its probability per clip); "
-     "VideoMAE fine-tuning uses 0.25 (issue 19)"},
     {"train", "rand-augment", "mM-nN", "none", "RandAugment (magnitude M, N operations per "
      "clip); VideoMAE fine-tuning uses m7-n4"},
-    {"train", "sgd-momentum", "M", "0", "SGD with momentum (the value) in place of --optim; "
-     "AVION's EK-100 CLS uses 0.9 (issue 19)"},
     {"train", "cls-backbone", "NAME", "vit", "a classifier on AVION's CLIP video tower (clip: "
      "the visual.* weights of a --task clip checkpoint); --task cls builds timm's ViT (vit)"},
     {"train", "relevant-captions", "X", "0", "clip: training each clip on a random sentence "

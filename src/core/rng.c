@@ -108,6 +108,11 @@ static uint64_t purpose_stream(enum tb_rng_purpose p, uint64_t a, uint64_t b, ui
     return splitmix64(splitmix64(splitmix64(h ^ a) ^ b) ^ c);
 }
 
+uint64_t tb_rng_stream_for(enum tb_rng_purpose purpose, uint64_t a, uint64_t b, uint64_t c)
+{
+    return purpose_stream(purpose, a, b, c);
+}
+
 void tb_rng_init_for3(tb_rng *rng, uint64_t seed, enum tb_rng_purpose purpose, uint64_t a,
                       uint64_t b, uint64_t c)
 {
@@ -161,4 +166,28 @@ double tb_rng_normal(tb_rng *rng)
     if (u1 < 1e-300)
         u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+double tb_rng_gamma(tb_rng *rng, double shape)
+{
+    if (shape < 1) {
+        double u = tb_rng_uniform(rng);
+        return tb_rng_gamma(rng, shape + 1) * pow(u > 0 ? u : 1e-300, 1.0 / shape);
+    }
+    double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = tb_rng_normal(rng), v = 1 + c * x;
+        if (v <= 0)
+            continue;
+        v = v * v * v;
+        double u = tb_rng_uniform(rng);
+        if (u < 1 - 0.0331 * x * x * x * x || log(u) < 0.5 * x * x + d * (1 - v + log(v)))
+            return d * v;
+    }
+}
+
+double tb_rng_beta(tb_rng *rng, double a, double b)
+{
+    double x = tb_rng_gamma(rng, a), y = tb_rng_gamma(rng, b);
+    return x + y > 0 ? x / (x + y) : 0.5;
 }

@@ -57,6 +57,10 @@ struct tb_vit {
     int32_t *keep;                    /* (B, Nk): the kept tokens, when keep */
     float *drop;                      /* (L, 2, B): drop path's branch factors */
     int drop_set, drop_on;            /* set for the next forward; used by the last one */
+    float *hmask, *feat_drop;         /* (B, D): head dropout's mask, the features it leaves */
+    int hmask_set, hmask_on;          /* as drop_set, drop_on */
+    float *soft;                      /* (B, K): soft targets of the last forward */
+    int soft_on;                      /* the last forward's loss was on soft targets */
     int keep_set;                     /* tb_vit_set_keep since the input */
     float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
     int64_t *labels;                  /* (B) */
@@ -344,7 +348,7 @@ static void free_acts(tb_vit *m)
     m->clips = m->flip = NULL;
     m->keep = NULL;
     m->drop = NULL;
-    m->keep_set = m->drop_set = m->drop_on = 0;
+    m->keep_set = m->drop_set = m->drop_on = m->hmask_set = m->hmask_on = m->soft_on = 0;
     m->labels = NULL;
     m->B_plan = m->B_in = m->B = 0;
     for (int s = m->span0; s < m->span1; s++)
@@ -459,6 +463,7 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     int fc1x_own = K_mlp > 0 && top - g_off < T * F;
     n += fc1x_own ? T * F : 0;
     n += (size_t)B * D + FR * D + FR * 2 + (size_t)B * K * 3 + 1;
+    n += 2 * (size_t)B * D + (size_t)B * K;                    /* head dropout, soft targets */
     n += T * D * 2 + dF + (size_t)B * D + FR * D + 3 * (size_t)D;              /* backward */
     size_t E = (size_t)m->E, NtD = (size_t)m->Nt * D;
     n += m->clip ? 2 * NtD + T * D + 2 * T + 2 * E * D + 2 * (size_t)B * E : 0; /* CLIP */
@@ -512,6 +517,9 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     TAKE(m->probs, (size_t)B * K);
     TAKE(m->dlogits, (size_t)B * K);
     TAKE(m->loss, 1);
+    TAKE(m->hmask, (size_t)B * D);
+    TAKE(m->feat_drop, (size_t)B * D);
+    TAKE(m->soft, (size_t)B * K);
     TAKE(m->dres, T * D);
     TAKE(m->s.dD, T * D);
     TAKE(m->s.dF, dF);
@@ -578,7 +586,8 @@ static int check_batch(const tb_vit *m, int B)
 }
 
 /* From m->video (B, 3, T, H, W) on: tokens, blocks, pooling, norm, head, loss. */
-static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, float *loss)
+static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, float smoothing,
+                   float *loss)
 {
     const struct tbi_ops *o = m->be->ops;
     tbi_backend *be = m->be;
@@ -599,6 +608,8 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     m->keep_set = 0;
     m->drop_on = m->drop_set;
     m->drop_set = 0;
+    m->hmask_on = m->hmask_set;
+    m->hmask_set = 0;
     TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, tbi_param_data(r, m->i_patch_w),
                           m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL, B * m->Nk,
                           m->patch_len, D));
@@ -630,21 +641,32 @@ static int forward(tb_vit *m, int B, const int64_t *labels, float smoothing, flo
     TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, pooled,
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              m->F_rows, D, LN_EPS));
-    if (m->K > 0)
-        TBI_TRY(o->matmul_fwd(be, m->logits, m->feat, tbi_param_data(r, m->i_head_w),
-                              tbi_param_data(r, m->i_head_b), B, D, m->K));
+    if (m->K > 0) {
+        /* head dropout: the features times the mask, as B D segments of one */
+        if (m->hmask_on)
+            TBI_TRY(o->scale_add(be, m->feat_drop, NULL, m->feat, m->hmask, B * D, 1));
+        TBI_TRY(o->matmul_fwd(be, m->logits, m->hmask_on ? m->feat_drop : m->feat,
+                              tbi_param_data(r, m->i_head_w), tbi_param_data(r, m->i_head_b), B,
+                              D, m->K));
+    }
     if (m->clip) {
         /* feat @ proj (D, E), as a product with its transpose */
         TBI_TRY(o->transpose(be, m->projT, tbi_param_data(r, m->i_proj), D, m->E));
         TBI_TRY(o->matmul_fwd(be, m->emb, m->feat, m->projT, NULL, B, D, m->E));
     }
     m->grad_source = 2;
-    if (!labels)
+    if (!labels && !soft)
         return 0;
     if (m->K < 1)
         return tbi_err(TB_EINVAL, "labels for a model without a head");
-    TBI_TRY(o->to_device(be, m->labels, labels, sizeof(int64_t) * (size_t)B));
-    TBI_TRY(o->xent_fwd(be, m->loss, m->probs, m->logits, m->labels, B, m->K, smoothing));
+    m->soft_on = soft != NULL;
+    if (soft) {
+        TBI_TRY(o->to_device(be, m->soft, soft, sizeof(float) * (size_t)B * m->K));
+        TBI_TRY(o->xent_soft_fwd(be, m->loss, m->probs, m->logits, m->soft, B, m->K));
+    } else {
+        TBI_TRY(o->to_device(be, m->labels, labels, sizeof(int64_t) * (size_t)B));
+        TBI_TRY(o->xent_fwd(be, m->loss, m->probs, m->logits, m->labels, B, m->K, smoothing));
+    }
     m->smoothing = smoothing;
     m->grad_source = 1;
     float l_val;
@@ -730,13 +752,64 @@ void tb_vit_drop_path_draw(float *scale, int L, int B, double rate, uint64_t see
     }
 }
 
+static int need_input(const tb_vit *m)
+{
+    return m->B_in ? 0 : tbi_err(TB_EINVAL, "no input: tb_vit_set_video or tb_vit_set_clips "
+                                 "first");
+}
+
+int tb_vit_mix(tb_vit *m, float lam, const int box[4])
+{
+    const struct tb_vit_config *c = &m->c;
+    TBI_TRY(need_input(m));
+    if (!(lam >= 0 && lam <= 1))
+        return tbi_err(TB_EINVAL, "mixing weight %g outside [0, 1]", (double)lam);
+    return m->be->ops->mix_clips(m->be, m->video, m->B_in, 3 * c->frames, c->height, c->width,
+                                 lam, box);
+}
+
+int tb_vit_erase(tb_vit *m, const int32_t *boxes, uint64_t seed, const uint64_t *streams)
+{
+    const struct tb_vit_config *c = &m->c;
+    TBI_TRY(need_input(m));
+    return m->be->ops->erase_boxes(m->be, m->video, m->B_in, 3, c->frames, c->height, c->width,
+                                   boxes, seed, streams);
+}
+
+int tb_vit_set_head_dropout(tb_vit *m, const float *mask)
+{
+    TBI_TRY(need_input(m));
+    if (m->K < 1 || m->pool < 0)
+        return tbi_err(TB_EINVAL, "head dropout needs a head on pooled features");
+    size_t n = (size_t)m->B_in * m->D;
+    for (size_t i = 0; i < n; i++)
+        if (!(mask[i] >= 0) || mask[i] > 1e6f)
+            return tbi_err(TB_EINVAL, "dropout factor %zu is %g: 0, or 1 / (1 - rate)", i,
+                           (double)mask[i]);
+    TBI_TRY(m->be->ops->to_device(m->be, m->hmask, mask, sizeof(float) * n));
+    m->hmask_set = 1;
+    return 0;
+}
+
+/* The input's forward (which overwrites the input's space). */
+static int run(tb_vit *m, const int64_t *labels, const float *soft, float smoothing, float *loss)
+{
+    TBI_TRY(need_input(m));
+    int B = m->B_in;
+    m->B_in = 0;
+    return forward(m, B, labels, soft, smoothing, loss);
+}
+
 int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss)
 {
-    if (!m->B_in)
-        return tbi_err(TB_EINVAL, "no input: tb_vit_set_video or tb_vit_set_clips first");
-    int B = m->B_in;
-    m->B_in = 0; /* the forward's products overwrite the input's space */
-    return forward(m, B, labels, smoothing, loss);
+    return run(m, labels, NULL, smoothing, loss);
+}
+
+int tb_vit_run_soft(tb_vit *m, const float *targets, float *loss)
+{
+    if (!targets)
+        return tbi_err(TB_EINVAL, "no soft targets");
+    return run(m, NULL, targets, 0, loss);
 }
 
 int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels, float smoothing,
@@ -855,10 +928,16 @@ int tb_vit_backward(tb_vit *m)
     if (m->grad_source != 1)
         return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
     /* Loss -> logits -> head -> the features' gradient. */
-    TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
+    if (m->soft_on)
+        TBI_TRY(o->xent_soft_bwd(m->be, m->dlogits, m->probs, m->soft, m->B, m->K));
+    else
+        TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
     TBI_TRY(o->matmul_bwd(m->be, m->dfeat, tbi_param_grad(r, m->i_head_w),
-                          tbi_param_grad(r, m->i_head_b), m->dlogits, m->feat,
-                          tbi_param_data(r, m->i_head_w), m->B, m->D, m->K));
+                          tbi_param_grad(r, m->i_head_b), m->dlogits,
+                          m->hmask_on ? m->feat_drop : m->feat, tbi_param_data(r, m->i_head_w),
+                          m->B, m->D, m->K));
+    if (m->hmask_on)
+        TBI_TRY(o->scale_add(m->be, m->dfeat, NULL, m->dfeat, m->hmask, m->B * m->D, 1));
     return backward(m);
 }
 

@@ -88,6 +88,34 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (tbi_backend * be, float *dlogits, const float *probs, const int64_t *targets, int B,    \
        int K, float smoothing),                                                                \
       (be, dlogits, probs, targets, B, K, smoothing))                                          \
+    /* soft-target cross-entropy: loss (1) = mean over b of sum_k -targets[b][k] log          \
+     * softmax(logits[b])[k] (timm's SoftTargetCrossEntropy), targets (B, K) on the device;     \
+     * probs saved. The backward writes dlogits = (probs * sum_k targets - targets) / B       \
+     * (probs - targets where each row of targets sums to 1, as mixup's do) */                \
+    X(xent_soft_fwd,                                                                           \
+      (tbi_backend * be, float *loss, float *probs, const float *logits,                       \
+       const float *targets, int B, int K),                                                    \
+      (be, loss, probs, logits, targets, B, K))                                                \
+    X(xent_soft_bwd,                                                                           \
+      (tbi_backend * be, float *dlogits, const float *probs, const float *targets, int B,      \
+       int K),                                                                                 \
+      (be, dlogits, probs, targets, B, K))                                                     \
+    /* mixing a batch with its reverse, in place, x (B, C, T, H, W): without a box (mixup),    \
+     * clip b = lam clip b + (1 - lam) clip B-1-b (timm's x * lam + x.flip(0) * (1 - lam));    \
+     * with host_box (y0, y1, x0, x1; 0 <= y0 <= y1 <= H, 0 <= x0 <= x1 <= W: cutmix), that   \
+     * box of every frame and channel of clip b = clip B-1-b's (VideoMAE's video cutmix) */   \
+    X(mix_clips,                                                                               \
+      (tbi_backend * be, float *x, int B, int CT, int H, int W, float lam,                     \
+       const int *host_box),                                                                   \
+      (be, x, B, CT, H, W, lam, host_box))                                                     \
+    /* random erasing in place, x (B, C, T, H, W): host_boxes (B, T, 4) gives frame t of clip  \
+     * b's box (y0, y1, x0, x1; y0 < 0: none); its pixels, in (t, c, y, x) order over the     \
+     * clip's boxes, become the successive tb_rng_normal draws of the stream                  \
+     * tb_rng_init(seed, host_streams[b]) (one Philox block each: counter-addressable) */     \
+    X(erase_boxes,                                                                             \
+      (tbi_backend * be, float *x, int B, int C, int T, int H, int W,                          \
+       const int32_t *host_boxes, uint64_t seed, const uint64_t *host_streams),                \
+      (be, x, B, C, T, H, W, host_boxes, seed, host_streams))                                  \
     /* uint8 clips (B, T, H, W, 3) -> float (B, 3, T, H, W), (x - mean) / std per channel      \
      * (host arrays of 3, 0-255 scale), clip b mirrored where flip (B, or NULL) is set */      \
     X(normalize,                                                                               \
@@ -190,6 +218,13 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
        size_t n, float lr, float beta1, float beta2, float weight_decay),                      \
       (be, param, grad, grad_scale, m, n, lr, beta1, beta2, weight_decay))                     \
+    /* PyTorch's SGD on one tensor (dampening 0, not Nesterov), from g = grad * grad_scale:    \
+     * g += weight_decay param (coupled decay), m = momentum m + g (m starts at 0, so the      \
+     * first step's m is g, as PyTorch's), param -= lr m */                                    \
+    X(sgd,                                                                                     \
+      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
+       size_t n, float lr, float momentum, float weight_decay),                                \
+      (be, param, grad, grad_scale, m, n, lr, momentum, weight_decay))                         \
     /* *host_out += the sum of squares of x (n), in double */                                  \
     X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
       (be, host_out, x, n))

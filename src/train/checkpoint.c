@@ -64,13 +64,15 @@ int tb_ckpt_save(const char *path, tb_params *r, const struct tb_optim *opt,
     struct tbi_sb meta = {0};
     if (!ts)
         return tbi_err(TB_ENOMEM, "out of memory");
-    for (int k = 0; k < (!opt ? 1 : opt->kind == TB_OPT_LION ? 2 : 3); k++)
+    for (int k = 0; k < 1 + (opt ? tb_optimizer_states(opt->kind) : 0); k++)
         for (int i = 0; i < np; i++) {
             const struct tb_param *p = &r->p[i];
             struct tb_st_tensor *t = &ts[n++];
-            snprintf(t->name, sizeof(t->name), "%s%s",
-                     k == 0 ? "" : k == 1 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.",
-                     p->name);
+            if (k == 0)
+                snprintf(t->name, sizeof(t->name), "%s", p->name);
+            else
+                snprintf(t->name, sizeof(t->name), "optimizer.%s.%s",
+                         tb_optimizer_state_name(opt->kind, k - 1), p->name);
             t->dtype = TB_ST_F32;
             t->n_dims = p->n_dims;
             memcpy(t->shape, p->shape, sizeof(p->shape));
@@ -197,10 +199,10 @@ int tb_ckpt_load(const char *path, tb_params *r, struct tb_optim *opt, struct tb
         }
         for (int i = 0; i < r->n; i++) {
             const struct tb_param *p = &r->p[i];
-            for (int k = 0; k < (opt->kind == TB_OPT_LION ? 1 : 2); k++) {
+            for (int k = 0; k < tb_optimizer_states(opt->kind); k++) {
                 char name[300];
-                snprintf(name, sizeof(name), "optimizer.%s.%s", k ? "exp_avg_sq" : "exp_avg",
-                         p->name);
+                snprintf(name, sizeof(name), "optimizer.%s.%s",
+                         tb_optimizer_state_name(opt->kind, k), p->name);
                 const struct tb_st_tensor *t = tb_st_find(f, name);
                 if (!t || t->n != p->n || t->dtype != TB_ST_F32) {
                     rc = tbi_err(TB_EFORMAT, "%s: optimizer state '%s' missing or of another "

@@ -1,6 +1,7 @@
 /* src/train/cls.c - supervised classification (`--task cls`) on the training loop: the task
  * table's entries (a ViT with a head, cross-entropy with label smoothing on the batch's verb,
- * noun or action); its evaluation is cls_eval.c.
+ * noun or action, or on mixup's soft targets; random erasing, drop path, dropout before the
+ * head); its evaluation is cls_eval.c.
  * Tests: tests/test_train.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -32,8 +33,17 @@ struct cls {
     tb_vit *m;
     int64_t *labels;    /* (B) of the loaded batch */
     float *drop;        /* (L, 2, B): its drop path factors */
-    int n;
+    float *soft;        /* (B, K): its mixed targets, when mixing */
+    float *hmask;       /* (B, D): its head dropout masks */
+    int32_t *boxes;     /* (B, T, 4): its erasing boxes */
+    uint64_t *streams;  /* (B): their values' streams */
+    int n, use_soft;
 };
+
+static int mixing(const struct tb_train_opts *o)
+{
+    return o->mix.mixup > 0 || o->mix.cutmix > 0;
+}
 
 static void cls_close(void **state)
 {
@@ -43,6 +53,10 @@ static void cls_close(void **state)
     tb_vit_close(&t->m);
     free(t->labels);
     free(t->drop);
+    free(t->soft);
+    free(t->hmask);
+    free(t->boxes);
+    free(t->streams);
     free(t);
     *state = NULL;
 }
@@ -58,10 +72,20 @@ static int cls_open(void **state, const struct tb_train_opts *o)
         free(t);
         return tbi_err(TB_EINVAL, "--task cls needs classes (%d)", o->model.classes);
     }
+    if (mixing(o) && o->batch % 2) {
+        free(t);
+        return tbi_err(TB_EINVAL, "mixup and cutmix pair each clip with the batch's reverse: "
+                       "the batch (%d) must be even, as timm's", o->batch);
+    }
     int64_t bytes = 0;
+    size_t B = (size_t)o->batch;
     if ((rc = tb_vit_open(&t->m, &o->model)) < 0 || (rc = tb_vit_plan(t->m, o->batch, &bytes)) < 0 ||
-        !(t->labels = malloc(sizeof(*t->labels) * (size_t)o->batch)) ||
-        !(t->drop = malloc(sizeof(float) * 2 * (size_t)o->model.depth * o->batch))) {
+        !(t->labels = malloc(sizeof(*t->labels) * B)) ||
+        !(t->drop = malloc(sizeof(float) * 2 * (size_t)o->model.depth * B)) ||
+        (mixing(o) && !(t->soft = malloc(sizeof(float) * B * (size_t)o->model.classes))) ||
+        (o->head_dropout > 0 && !(t->hmask = malloc(sizeof(float) * B * (size_t)o->model.dim))) ||
+        (o->erase > 0 && !(t->boxes = malloc(sizeof(int32_t) * 4 * B * (size_t)o->model.frames))) ||
+        (o->erase > 0 && !(t->streams = malloc(sizeof(uint64_t) * B)))) {
         if (rc == 0)
             rc = tbi_err(TB_ENOMEM, "out of memory");
         void *p = t;
@@ -105,19 +129,42 @@ static int cls_load(void *state, const struct tb_train_opts *o, const struct tb_
         t->labels[j] = b->label[j * 3 + o->label];
     t->n = b->n;
     /* The clips go to the model's input now (the loader gets its buffer back); the forward
-     * runs from there in step. Drop path's draws are the clips' own, like their crops. */
+     * runs from there in step. Erasing, drop path and dropout draw from the clips' own keys,
+     * like their crops; mixing from the batch's (VideoMAE's order: erase each clip, then mix
+     * the batch). */
+    const struct tb_vit_config *c = &o->model;
     TBI_TRY(tb_vit_set_clips(t->m, b->video, NULL, b->n, mean, std));
-    if (!(o->drop_path > 0))
-        return 0;
-    tb_vit_drop_path_draw(t->drop, o->model.depth, b->n, o->drop_path, o->seed, b->epoch,
-                          b->index);
-    return tb_vit_set_drop_path(t->m, t->drop);
+    if (o->erase > 0) {
+        tb_erase_draw(t->boxes, t->streams, b->n, c->frames, c->height, c->width, o->erase,
+                      o->erase_mode, o->seed, b->epoch, b->index);
+        TBI_TRY(tb_vit_erase(t->m, t->boxes, o->seed, t->streams));
+    }
+    t->use_soft = mixing(o);
+    if (t->use_soft) {
+        struct tb_mix mx;
+        tb_mix_draw(&mx, &o->mix, o->seed, b->epoch, b->number, tb_dist_rank(), c->height,
+                    c->width);
+        if (mx.lam < 1)
+            TBI_TRY(tb_vit_mix(t->m, mx.lam, mx.cutmix ? mx.box : NULL));
+        tb_mix_targets(t->soft, t->labels, b->n, c->classes, mx.lam, o->smoothing);
+    }
+    if (o->drop_path > 0) {
+        tb_vit_drop_path_draw(t->drop, c->depth, b->n, o->drop_path, o->seed, b->epoch,
+                              b->index);
+        TBI_TRY(tb_vit_set_drop_path(t->m, t->drop));
+    }
+    if (o->head_dropout > 0) {
+        tb_dropout_draw(t->hmask, b->n, c->dim, o->head_dropout, o->seed, b->epoch, b->index);
+        TBI_TRY(tb_vit_set_head_dropout(t->m, t->hmask));
+    }
+    return 0;
 }
 
 static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct cls *t = state;
-    int rc = tb_vit_run(t->m, t->labels, (float)o->smoothing, loss);
+    int rc = t->use_soft ? tb_vit_run_soft(t->m, t->soft, loss)
+                         : tb_vit_run(t->m, t->labels, (float)o->smoothing, loss);
     return rc < 0 ? rc : tb_vit_backward(t->m);
 }
 

@@ -151,9 +151,10 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
         (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
-    if (o->drop_path > 0 && strcmp(task->name, "cls")) {
-        rc = tbi_err(TB_EINVAL, "drop path (%g) is for fine-tuning a classifier (--task cls), "
-                     "not --task %s", o->drop_path, task->name);
+    if (strcmp(task->name, "cls") && (o->drop_path > 0 || o->mix.mixup > 0 ||
+                                       o->mix.cutmix > 0 || o->erase > 0 || o->head_dropout > 0)) {
+        rc = tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing and head dropout are "
+                     "for fine-tuning a classifier (--task cls), not --task %s", task->name);
         goto end;
     }
     if (o->layer_decay > 0 && o->layer_decay < 1) {

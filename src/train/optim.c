@@ -1,4 +1,4 @@
-/* src/train/optim.c - AdamW and Lion, the gradient norm, clipping and the learning-rate schedule
+/* src/train/optim.c - AdamW, Lion and SGD, the gradient norm, clipping and the learning-rate schedule
  * (train.h), over a parameter registry: the optimizer's moments live on the model's backend
  * and every update and norm is a backend op. Tests: tests/test_vit.c (three AdamW steps
  * against PyTorch's), tests/test_mae.c (AdamW and Lion). */
@@ -49,14 +49,15 @@ int tb_optim_update(struct tb_optim *opt, float grad_scale)
     for (int i = 0; i < r->n; i++) {
         const struct tb_param *p = &r->p[i];
         float wd = p->decay ? opt->weight_decay : 0.0f, lr = opt->lr * p->lr_scale;
+        float *w = tbi_param_data(r, i), *m = opt->m + p->offset;
+        const float *g = tbi_param_grad(r, i);
+        size_t n = (size_t)p->n;
         int rc = opt->kind == TB_OPT_LION
-                     ? be->ops->lion(be, tbi_param_data(r, i), tbi_param_grad(r, i), grad_scale,
-                                     opt->m + p->offset, (size_t)p->n, lr, opt->beta1,
-                                     opt->beta2, wd)
-                     : be->ops->adamw(be, tbi_param_data(r, i), tbi_param_grad(r, i),
-                                      grad_scale, opt->m + p->offset, opt->v + p->offset,
-                                      (size_t)p->n, lr, opt->beta1, opt->beta2, opt->eps, wd,
-                                      opt->step);
+                     ? be->ops->lion(be, w, g, grad_scale, m, n, lr, opt->beta1, opt->beta2, wd)
+                 : opt->kind == TB_OPT_SGD
+                     ? be->ops->sgd(be, w, g, grad_scale, m, n, lr, opt->beta1, wd)
+                     : be->ops->adamw(be, w, g, grad_scale, m, opt->v + p->offset, n, lr,
+                                      opt->beta1, opt->beta2, opt->eps, wd, opt->step);
         if (rc < 0)
             return rc;
     }
@@ -65,12 +66,23 @@ int tb_optim_update(struct tb_optim *opt, float grad_scale)
 
 const char *tb_optimizer_name(enum tb_optimizer kind)
 {
-    return kind == TB_OPT_LION ? "lion" : "adamw";
+    return kind == TB_OPT_LION ? "lion" : kind == TB_OPT_SGD ? "sgd" : "adamw";
 }
 
 int tb_optimizer_parse(const char *name)
 {
-    return !strcmp(name, "adamw") ? TB_OPT_ADAMW : !strcmp(name, "lion") ? TB_OPT_LION : -1;
+    return !strcmp(name, "adamw") ? TB_OPT_ADAMW : !strcmp(name, "lion") ? TB_OPT_LION
+           : !strcmp(name, "sgd") ? TB_OPT_SGD : -1;
+}
+
+int tb_optimizer_states(enum tb_optimizer kind)
+{
+    return kind == TB_OPT_ADAMW ? 2 : 1;
+}
+
+const char *tb_optimizer_state_name(enum tb_optimizer kind, int k)
+{
+    return kind == TB_OPT_SGD ? "momentum_buffer" : k ? "exp_avg_sq" : "exp_avg";
 }
 
 int tb_grad_norm(tb_params *r, double *norm)

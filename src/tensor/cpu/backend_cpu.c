@@ -166,6 +166,48 @@ int tbi_cpu_xent_bwd(tbi_backend *be, float *dlogits, const float *probs, const 
     return 0;
 }
 
+int tbi_cpu_xent_soft_fwd(tbi_backend *be, float *loss, float *probs, const float *logits,
+                          const float *targets, int B, int K)
+{
+    (void)be;
+    *loss = tbi_xent_soft_fwd(probs, logits, targets, B, K);
+    return 0;
+}
+
+int tbi_cpu_xent_soft_bwd(tbi_backend *be, float *dlogits, const float *probs,
+                          const float *targets, int B, int K)
+{
+    (void)be;
+    tbi_xent_soft_bwd(dlogits, probs, targets, B, K);
+    return 0;
+}
+
+int tbi_cpu_mix_clips(tbi_backend *be, float *x, int B, int CT, int H, int W, float lam,
+                      const int *host_box)
+{
+    (void)be;
+    if (host_box && (host_box[0] < 0 || host_box[0] > host_box[1] || host_box[1] > H ||
+                     host_box[2] < 0 || host_box[2] > host_box[3] || host_box[3] > W))
+        return tbi_err(TB_EINVAL, "cutmix box rows %d-%d, columns %d-%d outside %dx%d",
+                       host_box[0], host_box[1], host_box[2], host_box[3], H, W);
+    tbi_mix_clips(x, B, CT, H, W, lam, host_box);
+    return 0;
+}
+
+int tbi_cpu_erase_boxes(tbi_backend *be, float *x, int B, int C, int T, int H, int W,
+                        const int32_t *host_boxes, uint64_t seed, const uint64_t *host_streams)
+{
+    (void)be;
+    for (int i = 0; i < B * T; i++) {
+        const int32_t *bx = host_boxes + (size_t)i * 4;
+        if (bx[0] >= 0 && (bx[0] > bx[1] || bx[1] > H || bx[2] < 0 || bx[2] > bx[3] || bx[3] > W))
+            return tbi_err(TB_EINVAL, "erasing box of clip %d, frame %d: rows %d-%d, columns "
+                           "%d-%d outside %dx%d", i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
+    }
+    tbi_erase_boxes(x, B, C, T, H, W, host_boxes, seed, host_streams);
+    return 0;
+}
+
 int tbi_cpu_normalize(tbi_backend *be, float *out, const uint8_t *clips, const uint8_t *flip,
                       int B, int T, int H, int W, const float *host_mean, const float *host_std)
 {
@@ -330,6 +372,14 @@ int tbi_cpu_lion(tbi_backend *be, float *param, const float *grad, float grad_sc
     return 0;
 }
 
+int tbi_cpu_sgd(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
+                size_t n, float lr, float momentum, float weight_decay)
+{
+    (void)be;
+    tbi_sgd(param, grad, grad_scale, m, n, lr, momentum, weight_decay);
+    return 0;
+}
+
 int tbi_cpu_sum_squares(tbi_backend *be, double *host_out, const float *x, size_t n)
 {
     (void)be;
@@ -380,3 +430,4 @@ void tbi_backend_close(tbi_backend **pbe)
     free(*pbe);
     *pbe = NULL;
 }
+

@@ -442,6 +442,19 @@ void tbi_lion(float *p, const float *g, float grad_scale, float *m, size_t n, fl
     }
 }
 
+void tbi_sgd(float *p, const float *g, float grad_scale, float *m, size_t n, float lr,
+             float momentum, float weight_decay)
+{
+    /* torch.optim.SGD's step (dampening 0): g = grad + wd p; buf = momentum buf + g (its
+     * first buf is g, which momentum * 0 + g is); p = p - lr buf. A plain loop, as Lion's. */
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * grad_scale + weight_decay * p[i];
+        m[i] = momentum * m[i] + gi;
+        p[i] = p[i] - lr * m[i];
+    }
+}
+
 /* *sum = the sum of squares of x (n): sixteen running sums side by side (one add chain would
  * wait on its latency each element), added together at the end. */
 static ALWAYS_INLINE void sum_squares_span_body(double *sum, const float *x, size_t n)

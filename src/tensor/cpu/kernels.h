@@ -127,6 +127,12 @@ float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, in
 void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
                   float smoothing);
 
+/* Soft-target cross-entropy, mean over the batch of sum_k -targets log softmax: targets
+ * (B, K); returns the loss; probs saved. The backward writes (probs * sum_k targets -
+ * targets) / B. */
+float tbi_xent_soft_fwd(float *probs, const float *logits, const float *targets, int B, int K);
+void tbi_xent_soft_bwd(float *dlogits, const float *probs, const float *targets, int B, int K);
+
 /* Tubelet patches of a video as rows: video (B, C, T, H, W) -> cols (B * N, C * TU * P * P),
  * row n = (t, h, w) token, columns in Conv3d weight order (c, dt, dy, dx). Then the patch
  * embedding is tbi_matmul_fwd with the weight viewed as (D, C * TU * P * P). */
@@ -142,6 +148,10 @@ void tbi_adamw(float *param, const float *grad, float grad_scale, float *m, floa
 /* Lion on one tensor (the op list's contract), from the gradient times grad_scale. */
 void tbi_lion(float *param, const float *grad, float grad_scale, float *m, size_t n, float lr,
               float beta1, float beta2, float weight_decay);
+
+/* PyTorch's SGD with momentum on one tensor (the op list's contract). */
+void tbi_sgd(float *param, const float *grad, float grad_scale, float *m, size_t n, float lr,
+             float momentum, float weight_decay);
 
 /* Sum of squares of x (n), accumulated in double. */
 double tbi_sum_squares(const float *x, size_t n);

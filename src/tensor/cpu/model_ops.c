@@ -11,6 +11,7 @@
 #endif
 
 #include "tensor/cpu/model_ops.h"
+#include "tubelet/rng.h"
 
 void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, int T, int H,
                    int W, const float mean[3], const float std[3])
@@ -287,6 +288,58 @@ void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float 
         float *d = dpred + (size_t)r * C, k = (float)(2.0 * w[r] / ((double)C * W));
         for (int c = 0; c < C; c++)
             d[c] = k * (p[c] - t[c]);
+    }
+}
+
+/* Pairs (b, B-1-b) mixed together in place; the middle clip of an odd batch with itself. */
+void tbi_mix_clips(float *x, int B, int CT, int H, int W, float lam, const int *box)
+{
+    size_t plane = (size_t)H * W, clip = (size_t)CT * plane;
+    float a = lam, c = 1.0f - lam; /* timm's two factors, each rounded to float */
+    for (int b = 0; b < (B + 1) / 2; b++) {
+        float *u = x + (size_t)b * clip, *v = x + (size_t)(B - 1 - b) * clip;
+        if (!box) {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < clip; i++) {
+                float ui = u[i], vi = v[i];
+                u[i] = ui * a + vi * c;
+                v[i] = vi * a + ui * c;
+            }
+            continue;
+        }
+        if (u == v)
+            continue;
+        for (int q = 0; q < CT; q++)
+            for (int y = box[0]; y < box[1]; y++) {
+                float *ur = u + q * plane + (size_t)y * W, *vr = v + q * plane + (size_t)y * W;
+                for (int k = box[2]; k < box[3]; k++) {
+                    float t = ur[k];
+                    ur[k] = vr[k];
+                    vr[k] = t;
+                }
+            }
+    }
+}
+
+void tbi_erase_boxes(float *x, int B, int C, int T, int H, int W, const int32_t *boxes,
+                     uint64_t seed, const uint64_t *streams)
+{
+    size_t plane = (size_t)H * W;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        tb_rng r;
+        tb_rng_init(&r, seed, streams[b]);
+        for (int t = 0; t < T; t++) {
+            const int32_t *bx = boxes + ((size_t)b * T + t) * 4;
+            if (bx[0] < 0)
+                continue;
+            for (int c = 0; c < C; c++) {
+                float *f = x + (((size_t)b * C + c) * T + t) * plane;
+                for (int y = bx[0]; y < bx[1]; y++)
+                    for (int k = bx[2]; k < bx[3]; k++)
+                        f[(size_t)y * W + k] = (float)tb_rng_normal(&r);
+            }
+        }
     }
 }
 

@@ -29,6 +29,9 @@ float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, in
 void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float *w, int R, int C);
 void tbi_scale_add(float *out, const float *a, const float *x, const float *scale, int B,
                    size_t n);
+void tbi_mix_clips(float *x, int B, int CT, int H, int W, float lam, const int *box);
+void tbi_erase_boxes(float *x, int B, int C, int T, int H, int W, const int32_t *boxes,
+                     uint64_t seed, const uint64_t *streams);
 void tbi_pos_tile_fwd(float *pos, const float *spatial, const float *temporal, int T, int S,
                       int D);
 void tbi_pos_tile_bwd(float *dspatial, float *dtemporal, const float *dpos, int T, int S, int D);

@@ -1,5 +1,6 @@
 /* src/tensor/cpu/xent.c - softmax cross-entropy with label smoothing (PyTorch's
- * F.cross_entropy(label_smoothing=e): (1 - e) * NLL + e * mean over classes of -log p), and
+ * F.cross_entropy(label_smoothing=e): (1 - e) * NLL + e * mean over classes of -log p) or
+ * with soft targets (timm's SoftTargetCrossEntropy: mixup's), and
  * the patch-embedding im2col. Tests: tests/test_ops.c, tests/test_vit.c (PyTorch). */
 #include <math.h>
 
@@ -41,6 +42,43 @@ void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, in
             float q = k == targets[b] ? on : off;
             dlogits[(size_t)b * K + k] = (probs[(size_t)b * K + k] - q) * inv_b;
         }
+}
+
+float tbi_xent_soft_fwd(float *probs, const float *logits, const float *targets, int B, int K)
+{
+    double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int b = 0; b < B; b++) {
+        const float *z = logits + (size_t)b * K, *t = targets + (size_t)b * K;
+        float *p = probs + (size_t)b * K;
+        float mx = z[0];
+        for (int k = 1; k < K; k++)
+            mx = z[k] > mx ? z[k] : mx;
+        double sum = 0, row = 0;
+        for (int k = 0; k < K; k++)
+            sum += exp((double)z[k] - mx);
+        double lse = mx + log(sum);
+        for (int k = 0; k < K; k++) {
+            p[k] = (float)exp((double)z[k] - lse);
+            row += t[k] * (lse - z[k]);
+        }
+        total += row;
+    }
+    return (float)(total / B);
+}
+
+void tbi_xent_soft_bwd(float *dlogits, const float *probs, const float *targets, int B, int K)
+{
+    float inv_b = 1.0f / B;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        const float *t = targets + (size_t)b * K, *p = probs + (size_t)b * K;
+        float mass = 0;
+        for (int k = 0; k < K; k++)
+            mass += t[k];
+        for (int k = 0; k < K; k++)
+            dlogits[(size_t)b * K + k] = (p[k] * mass - t[k]) * inv_b;
+    }
 }
 
 void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, int W, int TU,
