@@ -197,16 +197,12 @@ int main(void)
         {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg",
          {"inflate-temporal", "relevant-captions", NULL},
          "--inflate-temporal none --relevant-captions 0", "none"},
-        {"avion-ek100-cls.cfg", epic, "", "",
-         {"cls-backbone", "inflate-temporal", "head-dropout", "mixup", "cutmix", "sgd-momentum",
-          NULL},
-         "--cls-backbone vit --inflate-temporal none --head-dropout 0 --mixup 0 --cutmix 0 "
-         "--sgd-momentum 0", NULL},
+        {"avion-ek100-cls.cfg", epic, "", "", {"cls-backbone", "inflate-temporal", NULL},
+         "--cls-backbone vit --inflate-temporal none", NULL},
         {"avion-videomae-pretrain.cfg", k400, "--dec-dim 32 --dec-depth 1 --dec-heads 2", NULL,
          {NULL}, "", NULL},
         {"avion-videomae-k400-ft.cfg", k400, "", "avion-videomae-pretrain.cfg",
-         {"rand-augment", "random-erase", "mixup", "cutmix", NULL},
-         "--rand-augment none --random-erase 0 --mixup 0 --cutmix 0",
+         {"rand-augment", NULL}, "--rand-augment none",
          "fc_norm.weight, fc_norm.bias, head.weight, head.bias"},
     };
     for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++)
@@ -222,25 +218,28 @@ int main(void)
     /* The settings on the command line: refused when on, "0.0" or empty is off, only
      * train's, listed by help. */
     tbt_case = "not built yet, as flags";
-    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --mixup=0.5", t, data, d);
+    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --relevant-captions=0.5", t,
+                 data, d);
     CHECK_EQ(rc, 2);
-    CHECK_STR_HAS(out, "--mixup 0.5 is not built yet: mixup (timm's Mixup");
-    CHECK_STR_HAS(out, "give --mixup 0 to run without it");
+    CHECK_STR_HAS(out, "--relevant-captions 0.5 is not built yet: clip: training each clip");
+    CHECK_STR_HAS(out, "give --relevant-captions 0 to run without it");
     CHECK_STR_HAS(out, "not run: 1 setting above is not built yet");
     free(out);
-    rc = tbt_run(&out, 10, "%s train --mixup 0.0 --cutmix '' --cls-backbone vit", t);
+    rc = tbt_run(&out, 10, "%s train --relevant-captions 0.0 --inflate-temporal '' "
+                 "--cls-backbone vit", t);
     CHECK_MSG(rc == 2 && out && strstr(out, "--data, --train and --out are required"), "%s",
               out);
     free(out);
-    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --mixup", t, data, d);
-    CHECK_MSG(rc == 2 && out && strstr(out, "--mixup needs a value (A)"), "%s", out);
+    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --relevant-captions", t,
+                 data, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--relevant-captions needs a value (X)"), "%s", out);
     free(out);
-    rc = tbt_run(&out, 10, "%s prep --out %s/p --mixup 0 a.mp4", t, d);
-    CHECK_MSG(rc == 2 && out && strstr(out, "unknown flag '--mixup'"), "%s", out);
+    rc = tbt_run(&out, 10, "%s prep --out %s/p --relevant-captions 0 a.mp4", t, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "unknown flag '--relevant-captions'"), "%s", out);
     free(out);
     rc = tbt_run(&out, 10, "%s help train", t);
     CHECK_STR_HAS(out, "not built yet (a recipe may name them; a run with one on is refused):");
-    CHECK_STR_HAS(out, "--sgd-momentum M");
+    CHECK_STR_HAS(out, "--rand-augment mM-nN");
     CHECK_STR_HAS(out, "(off: none)");
     free(out);
 
@@ -248,8 +247,8 @@ int main(void)
     tbt_case = "cls-backbone";
     rc = tbt_run(&out, 60, "%s train --config %s/configs/avion-ek100-cls.cfg --data %s %s "
                  "--dim 32 --depth 1 --heads 2 --frames 4 --input-size 32 --epochs 1 "
-                 "--cls-backbone vit --inflate-temporal none --head-dropout 0 --mixup 0 "
-                 "--cutmix 0 --sgd-momentum 0 --init %s/run-avion-lavila-pretrain.cfg/"
+                 "--cls-backbone vit --inflate-temporal none --init "
+                 "%s/run-avion-lavila-pretrain.cfg/"
                  "last.safetensors --out %s/cls-from-clip", t, TB_SOURCE_DIR, data, epic, d, d);
     CHECK_MSG(rc != 0 && out && strstr(out, "holds none of this model's block weights"),
               "%s", out);

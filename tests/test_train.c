@@ -13,6 +13,8 @@
  * - the guarded backend (memory unreadable outside its ops) trains to the same bits;
  * - --task mae: the same checkpoint for 1, 2 and 4 workers, an exact resume with Lion's
  *   state, fine-tuning from it (--init, --layer-decay, --drop-path), bad settings;
+ * - fine-tuning's augmentation (mixup, cutmix, erasing, drop path, head dropout) under SGD:
+ *   the same checkpoint for 1 and 4 workers, an exact resume, bad settings;
  * - --task clip: the same checkpoint for 1 and 3 workers, an exact resume, the zero-shot
  *   evaluation and its random baseline in metrics.jsonl, bad captions naming their lines. */
 #define _POSIX_C_SOURCE 200809L
@@ -160,7 +162,7 @@ static void test_mae(const char *t, const char *d)
               "a mask ratio masking nothing: %s", out);
     free(out);
     rc = tbt_run(&out, 300, "%s train %s --drop-path 0.1 --out %s/mae_bad2", t, mae_flags, d);
-    CHECK_MSG(rc != 0 && out && strstr(out, "drop path (0.1) is for fine-tuning"),
+    CHECK_MSG(rc != 0 && out && strstr(out, "are for fine-tuning a classifier (--task cls)"),
               "drop path in pretraining: %s", out);
     free(out);
     /* A checkpoint of another model: the fine-tuned ViT-tiny's weights into a wider model. */
@@ -190,6 +192,61 @@ static void test_mae(const char *t, const char *d)
     rc = tbt_run(&out, 300, "%s train %s --init %s/syn/annotations/EPIC_100_train.csv --out "
                  "%s/ft_bad2", t, cls_flags, d, d);
     CHECK_MSG(rc != 0 && out && strstr(out, "EPIC_100_train.csv"), "init from a CSV: %s", out);
+    free(out);
+}
+
+/* Fine-tuning's augmentation and regularisation together (mixup and cutmix switched per
+ * batch, random erasing, drop path, head dropout) under SGD with momentum: the same
+ * checkpoint for 1 and 4 workers, an exact resume (the momentum buffer restored), the global
+ * batch and lr printed; bad settings. */
+static void test_augment(const char *t, const char *d)
+{
+    char flags[3000], run[2][4300], *out = NULL;
+    snprintf(flags, sizeof(flags), "--data %s --train %s --val %s %s --epochs 6 --mixup 0.8 "
+             "--cutmix 1.0 --random-erase 0.5 --drop-path 0.1 --head-dropout 0.5 --optim sgd "
+             "--lr 0.05 --wd 1e-4 --blr 0.4", data, train_csv, val_csv, model_flags);
+    const int workers[2] = {1, 4};
+    static double l1[4096];
+    for (int i = 0; i < 2; i++) {
+        tbt_case = "augmentation: 1 and 4 workers";
+        snprintf(run[i], sizeof(run[i]), "%s/aug_w%d", d, workers[i]);
+        int rc = tbt_run(&out, 600, "%s train %s --workers %d --out %s", t, flags, workers[i],
+                         run[i]);
+        CHECK_MSG(rc == 0, "%s", out);
+        /* --blr 0.4 per 256 clips at a global batch of 4 */
+        CHECK_STR_HAS(out, "global batch 4 (1 process x 4 clips); peak lr 0.00625 (--blr 0.4 x "
+                      "4 / 256)");
+        free(out);
+        if (i > 0)
+            same_ckpt(run[0], run[i], "augmentation workers");
+    }
+    int n1 = read_losses(run[0], l1, 4096);
+    CHECK_MSG(n1 > 10, "augmentation: %d steps", n1);
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/last.safetensors", run[0]);
+    struct tb_st_file *f = NULL;
+    CHECK_EQ(tb_st_read(&f, path), 0);
+    CHECK(f && tb_st_find(f, "optimizer.momentum_buffer.head.weight") &&
+          !tb_st_find(f, "optimizer.exp_avg.head.weight"));
+    tb_st_free(&f);
+
+    tbt_case = "augmentation: interrupted and resumed (SGD)";
+    char run_i[4300];
+    snprintf(run_i, sizeof(run_i), "%s/aug_int", d);
+    interrupted_run(t, flags, run_i, l1, n1);
+    same_ckpt(run[0], run_i, "augmentation resumed");
+
+    tbt_case = "augmentation: bad settings";
+    int rc = tbt_run(&out, 300, "%s train %s --batch 3 --out %s/aug_bad", t, flags, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "the batch (3) must be even"), "odd batch: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train --task mae --data %s --train %s %s --mixup 0.8 --out "
+                 "%s/aug_bad2", t, data, train_csv, model_flags, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "are for fine-tuning a classifier (--task cls), not "
+                                             "--task mae"), "mixup in pretraining: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train %s --erase-mode cube --out %s/aug_bad3", t, flags, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--erase-mode"), "a bad erase mode: %s", out);
     free(out);
 }
 
@@ -533,6 +590,7 @@ int main(void)
     }
     tb_st_free(&fp);
     tb_st_free(&fg);
+    test_augment(t, d);
     test_mae(t, d);
     test_clip(t, d);
     TBT_EXIT();

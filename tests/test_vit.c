@@ -353,6 +353,91 @@ static void test_finetune(void)
     }
 }
 
+/* Fine-tuning's batch augmentation against timm's definitions (tests/ref/mixup_ref.py, through
+ * vit_ref.py): the same lambda and box given, the same mixed batch, soft targets, loss and
+ * every gradient, over three steps; mixup with head dropout and AdamW, cutmix (a box from
+ * tb_mix_box) with SGD. The box itself against timm's rand_bbox for many centres. */
+static void test_mixup(void)
+{
+    tbt_case = "cutmix boxes: timm's rand_bbox";
+    enum { NBOX = 40 };
+    char cmd[4096], *out = NULL;
+    int n = snprintf(cmd, sizeof(cmd), "%s/tests/ref/mixup_ref.py box 32 48", TB_SOURCE_DIR);
+    int boxes[NBOX][4];
+    float lams[NBOX];
+    tb_rng g;
+    tb_rng_init_for(&g, 5, TB_RNG_TEST, 1, 0);
+    for (int i = 0; i < NBOX; i++) {
+        /* lambdas on a grid that includes 0 (the whole frame) and values near 1 */
+        double lam = i == 0 ? 0 : i == 1 ? 0.999 : tb_rng_uniform(&g);
+        int cy = (int)tb_rng_below(&g, 32), cx = (int)tb_rng_below(&g, 48);
+        tb_mix_box(boxes[i], &lams[i], lam, cy, cx, 32, 48);
+        n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " %.17g %d %d", lam, cy, cx);
+    }
+    int rc = tbt_run(&out, 60, PYTHON " %s", cmd);
+    CHECK_MSG(rc == 0, "mixup_ref.py box: %s", out);
+    const char *p = out;
+    for (int i = 0; i < NBOX && rc == 0; i++) {
+        int b[4], used = 0;
+        float lam;
+        CHECK_EQ(sscanf(p, "%d %d %d %d %f%n", &b[0], &b[1], &b[2], &b[3], &lam, &used), 5);
+        p += used;
+        CHECK_MSG(!memcmp(b, boxes[i], sizeof(b)) && fabsf(lam - lams[i]) < 1e-6f,
+                  "box %d: ours %d-%d x %d-%d lam %g, timm's %d-%d x %d-%d lam %g", i,
+                  boxes[i][0], boxes[i][1], boxes[i][2], boxes[i][3], (double)lams[i], b[0],
+                  b[1], b[2], b[3], (double)lam);
+    }
+    free(out);
+
+    struct tb_vit_config c = {.dim = 64, .depth = 2, .heads = 2, .patch = 8, .tubelet = 2,
+                              .frames = 4, .height = 32, .width = 48, .classes = 5,
+                              .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS};
+    for (int k = 0; k < 2; k++) {
+        const char *what = k ? "cutmix, SGD with momentum" : "mixup, head dropout, AdamW";
+        tbt_case = what;
+        char w[4300], b[4300], o[4300], r[4300], flags[1024];
+        snprintf(w, sizeof(w), "%s/mx_w%d.safetensors", tbt_dir(), k);
+        snprintf(b, sizeof(b), "%s/mx_b%d.safetensors", tbt_dir(), k);
+        snprintf(o, sizeof(o), "%s/mx_o%d.safetensors", tbt_dir(), k);
+        snprintf(r, sizeof(r), "%s/mx_r%d.safetensors", tbt_dir(), k);
+        enum { B = 4 };
+        write_inputs(&c, B, w, b, 300 + k, NULL);
+        struct tb_st_file *bf = NULL;
+        CHECK_EQ(tb_st_read(&bf, b), 0);
+        if (!bf)
+            continue;
+        float mix[5] = {0.37f, -1, -1, -1, -1}, hmask[B * 64];
+        if (k) {
+            int box[4];
+            tb_mix_box(box, &mix[0], 0.55, 20, 9, 32, 48);
+            for (int q = 0; q < 4; q++)
+                mix[1 + q] = (float)box[q];
+        }
+        int64_t index[B] = {3, 1, 4, 1};
+        tb_dropout_draw(hmask, B, 64, 0.5, 7, 0, index);
+        struct tb_st_tensor bt[4] = {
+            *tb_st_find(bf, "video"), *tb_st_find(bf, "label"),
+            {.name = "mix", .dtype = TB_ST_F32, .n_dims = 1, .shape = {5}, .n = 5, .data = mix},
+            {.name = "hmask", .dtype = TB_ST_F32, .n_dims = 2, .shape = {B, 64}, .n = B * 64,
+             .data = hmask},
+        };
+        CHECK_EQ(tb_st_write(b, bt, k ? 3 : 4, NULL), 0);
+        tb_st_free(&bf);
+        snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
+                 "--frames 4 --size 32x48 --classes 5 --pool mean --pos sincos --steps 3 "
+                 "--lr 0.01 --wd 0.05 --optim %s --weights %s --batch %s",
+                 k ? "sgd" : "adamw", w, b);
+        rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
+        CHECK_MSG(rc == 0, "tubelet step: %s", out);
+        free(out);
+        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR,
+                     flags, r);
+        CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
+        free(out);
+        compare(o, r, what);
+    }
+}
+
 int main(void)
 {
     tbt_begin("vit");
@@ -361,6 +446,7 @@ int main(void)
         fprintf(stderr, "skip: %s cannot import torch and numpy (python3-torch)\n", PYTHON);
         return TBT_SKIP;
     }
+    test_mixup();
     const struct variant vs[] = {
         {"cls", "learned", 2, 32, 32},
         {"mean", "sincos", 1, 32, 48},

@@ -73,7 +73,8 @@ static const struct cli_flag step_flags[] = {
       "the batch holds 'video' and 'mask' int64 (B,N), 1 = masked; 'dmask' (B,N), 1 = not "
       "decoded, with --decoder-mask running-cell) or clip (the video-text dual encoder: "
       "'video' and 'text' int64 (B,ctx) token ids; the tubelet is 1)", CLI_NO_RANGE),
-    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw or lion", CLI_NO_RANGE),
+    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, lion or sgd (momentum --beta1; cls "
+      "only)", CLI_NO_RANGE),
     F("qv-bias", CLI_BOOL, qv_bias, "false", "", "cls: VideoMAE's q/v attention biases",
       CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (1: none)",
@@ -412,7 +413,7 @@ static int run_step(void *config, int n_args, char **args)
     tb_vit *m = NULL;
     struct tb_optim opt = {0};
     struct tb_st_tensor *outs = NULL;
-    float *losses = NULL, *logits = NULL, *grads = NULL, *weights = NULL;
+    float *losses = NULL, *logits = NULL, *grads = NULL, *weights = NULL, *soft = NULL;
     int32_t *kept = NULL;
     int rc, status = 1, n_out = 0;
     (void)n_args;
@@ -427,7 +428,8 @@ static int run_step(void *config, int n_args, char **args)
         return run_clip(c);
     int kind = tb_optimizer_parse(c->optim);
     if (strcmp(c->task, "cls") || kind < 0) {
-        fprintf(stderr, "tubelet step: --task is cls, mae or clip, --optim adamw or lion\n");
+        fprintf(stderr, "tubelet step: --task is cls, mae or clip, --optim adamw, lion or "
+                "sgd\n");
         return 2;
     }
     opt.kind = (enum tb_optimizer)kind;
@@ -499,6 +501,27 @@ static int run_step(void *config, int n_args, char **args)
                 "--feature-grad\n", c->batch, c->depth);
         goto end;
     }
+    /* Batch mixing and head dropout, when the batch has them: 'mix' float32 (5): lam, y0, y1,
+     * x0, x1 (y0 < 0: mixup, else cutmix's box), soft targets with --label-smoothing;
+     * 'hmask' float32 (B, D). */
+    const struct tb_st_tensor *mix = tb_st_find(bf, "mix"), *hmask = tb_st_find(bf, "hmask");
+    if ((mix && (mix->dtype != TB_ST_F32 || mix->n != 5 || c->feature_grad)) ||
+        (hmask && (hmask->dtype != TB_ST_F32 || hmask->n != B0 * c->dim || c->feature_grad))) {
+        fprintf(stderr, "tubelet step: %s: 'mix' must be float32 (5), 'hmask' float32 (B, %d), "
+                "neither with --feature-grad\n", c->batch, c->dim);
+        goto end;
+    }
+    int box[4];
+    if (mix) {
+        const float *mv = mix->data;
+        for (int q = 0; q < 4; q++)
+            box[q] = (int)mv[1 + q];
+        if (!(soft = malloc(sizeof(float) * (size_t)B0 * c->classes))) {
+            fprintf(stderr, "tubelet step: out of memory\n");
+            goto end;
+        }
+        tb_mix_targets(soft, label->data, (int)B0, c->classes, mv[0], c->smoothing);
+    }
     if (c->layer_decay < 1)
         tb_params_layer_decay(params, c->depth, c->layer_decay);
     int B = (int)B0, K = c->classes, np = tb_params_count(params);
@@ -546,9 +569,13 @@ static int run_step(void *config, int n_args, char **args)
         }
     } else {
         for (int s = 0; s < c->steps; s++) {
+            const float *mv = mix ? mix->data : NULL;
             if ((rc = tb_vit_set_video(m, video->data, B)) < 0 ||
+                (mv && (rc = tb_vit_mix(m, mv[0], mv[1] < 0 ? NULL : box)) < 0) ||
                 (drop && (rc = tb_vit_set_drop_path(m, drop->data)) < 0) ||
-                (rc = tb_vit_run(m, label->data, (float)c->smoothing, &losses[s])) < 0 ||
+                (hmask && (rc = tb_vit_set_head_dropout(m, hmask->data)) < 0) ||
+                (rc = soft ? tb_vit_run_soft(m, soft, &losses[s])
+                           : tb_vit_run(m, label->data, (float)c->smoothing, &losses[s])) < 0 ||
                 (rc = tb_vit_backward(m)) < 0)
                 goto fail;
             if (s == 0 && ((rc = tb_vit_logits(m, logits)) < 0 ||
@@ -589,6 +616,7 @@ end:
     free(grads);
     free(weights);
     free(kept);
+    free(soft);
     return status;
 }
 

@@ -18,10 +18,13 @@ sincos: VideoMAE's table, not in W) is (1, N+1, dim) for pool cls, (1, N, dim) o
 
 Step mode (the default): X holds video (B, 3, T, H, W) float32 and label (B) int64, and
 optionally drop float32 (depth, 2, B): drop path's factors (0 or 1 / keep probability) of
-each block's attention and MLP branch outputs per clip, the same in every step; O gets
-logits (B, classes) and grad.<name> of every parameter from the first step, loss (steps), and
-every parameter <name> after the last AdamW step (one parameter group each; --layer-decay
-scales the lr by layers as VideoMAE's fine-tuning does). --qv-bias: VideoMAE's attention
+each block's attention and MLP branch outputs per clip, the same in every step; hmask float32
+(B, dim): head dropout's factors on the features; mix float32 (5): lam, y0, y1, x0, x1 (y0 < 0:
+mixup, else cutmix's box), timm's mixing of the batch with its reverse and soft targets with
+--label-smoothing (mixup_ref.py), the same in every step; O gets logits (B, classes) and
+grad.<name> of every parameter from the first step, loss (steps), and every parameter <name>
+after the last step of AdamW, or of SGD with momentum --beta1 (--optim sgd); one parameter
+group each; --layer-decay scales the lr by layers as VideoMAE's fine-tuning does. --qv-bias: VideoMAE's attention
 biases (q_bias, v_bias parameters; no k bias) in place of qkv.bias.
 
 --feature-grad (for C tests that put another loss on the encoder's features, the gradient on
@@ -53,6 +56,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import mixup_ref
 
 DTYPES = {"F32": np.float32, "I64": np.int64}
 
@@ -197,8 +202,9 @@ class VideoViT(nn.Module):
             return self.norm(x)
         return self.norm(x)[:, 0] if self.pool == "cls" else self.fc_norm(x.mean(1))
 
-    def forward(self, video, drop=None):
-        return self.head(self.features(video, drop=drop))
+    def forward(self, video, drop=None, hmask=None):
+        f = self.features(video, drop=drop)
+        return self.head(f if hmask is None else f * hmask)
 
 
 def feature_grad(model, batch, a):
@@ -256,6 +262,7 @@ def main():
     p.add_argument("--layer-decay", type=float, default=1.0,
                    help="layer-wise lr decay: block i's lr x decay^(depth - i), embeddings' "
                         "x decay^(depth + 1), the rest x 1")
+    p.add_argument("--optim", default="adamw", help="adamw, or sgd (momentum --beta1)")
     p.add_argument("--feature-grad", action="store_true",
                    help="one backward of sum(feat * dfeat) from the batch's dfeat; no step")
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("label-smoothing", 0.1), ("beta1", 0.9),
@@ -292,6 +299,15 @@ def main():
                   file=sys.stderr)
             return 2
         drop = torch.tensor(d)
+    B = video.shape[0]
+    hmask = torch.tensor(batch["hmask"]) if "hmask" in batch else None
+    if hmask is not None and tuple(hmask.shape) != (B, a.dim):
+        print("vit_ref.py: hmask must be float32 (%d, %d)" % (B, a.dim), file=sys.stderr)
+        return 2
+    mix = batch.get("mix")
+    if mix is not None and (mix.dtype != np.float32 or mix.shape != (5,)):
+        print("vit_ref.py: mix must be float32 (5): lam, y0, y1, x0, x1", file=sys.stderr)
+        return 2
     groups = []
     for name, prm in model.named_parameters():
         wd = a.wd if prm.ndim >= 2 and name not in ("pos_embed", "cls_token") else 0.0
@@ -303,12 +319,22 @@ def main():
             layer = int(name.split(".")[1]) + 1
         groups.append({"params": [prm], "weight_decay": wd,
                        "lr": a.lr * a.layer_decay ** (a.depth + 1 - layer)})
-    opt = torch.optim.AdamW(groups, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+    if a.optim == "sgd":
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.beta1)
+    else:
+        opt = torch.optim.AdamW(groups, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
     out, losses = {}, []
     for s in range(a.steps):
         opt.zero_grad()
-        logits = model(video, drop)
-        loss = F.cross_entropy(logits, label, label_smoothing=a.label_smoothing)
+        if mix is None:
+            logits = model(video, drop, hmask)
+            loss = F.cross_entropy(logits, label, label_smoothing=a.label_smoothing)
+        else:
+            lam = float(mix[0])
+            box = None if mix[1] < 0 else tuple(int(v) for v in mix[1:])
+            logits = model(mixup_ref.mix_batch(video.clone(), lam, box), drop, hmask)
+            target = mixup_ref.mixup_target(label, a.classes, lam, a.label_smoothing)
+            loss = mixup_ref.soft_target_cross_entropy(logits, target)
         loss.backward()
         losses.append(loss.item())
         if s == 0:
