@@ -438,6 +438,40 @@ static void test_mixup(void)
     }
 }
 
+/* AVION's temporal inflation (inflate_positional_embeds, 'bilinear') against
+ * F.interpolate(mode='bilinear') on (1, 1, T, D): 4 rows to 16 and 7, and 6 cut to 3. */
+static void test_inflate(void)
+{
+    tbt_case = "temporal inflation: F.interpolate";
+    enum { D = 5 };
+    const int cases[3][2] = {{4, 16}, {4, 7}, {6, 3}};
+    for (int k = 0; k < 3; k++) {
+        int t_in = cases[k][0], t_out = cases[k][1];
+        float src[6 * D], dst[16 * D];
+        char cmd[4096], *out = NULL;
+        int n = snprintf(cmd, sizeof(cmd), PYTHON " -c 'import torch, torch.nn.functional as F, "
+                         "sys; v = [float(a) for a in sys.argv[3:]]; x = torch.tensor(v)"
+                         ".view(1, 1, %d, %d); t, d = int(sys.argv[1]), int(sys.argv[2]); "
+                         "y = x[0, 0, :t] if t <= x.shape[2] else F.interpolate(x, (t, d), "
+                         "mode=\"bilinear\")[0, 0]; print(\" \".join(\"%%.9g\" %% a for a "
+                         "in y.flatten().tolist()))' %d %d", t_in, D, t_out, D);
+        for (int i = 0; i < t_in * D; i++) {
+            src[i] = (float)sin(1.7 * i + k);
+            n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " %.9g", (double)src[i]);
+        }
+        tb_inflate_rows(dst, t_out, src, t_in, D);
+        int rc = tbt_run(&out, 60, "%s", cmd);
+        CHECK_MSG(rc == 0, "F.interpolate: %s", out);
+        char *p = out;
+        for (int i = 0; rc == 0 && i < t_out * D; i++) {
+            double want = strtod(p, &p);
+            CHECK_MSG(fabs(dst[i] - want) < 1e-6, "%d -> %d rows, value %d: %g, PyTorch %g",
+                      t_in, t_out, i, (double)dst[i], want);
+        }
+        free(out);
+    }
+}
+
 int main(void)
 {
     tbt_begin("vit");
@@ -447,6 +481,7 @@ int main(void)
         return TBT_SKIP;
     }
     test_mixup();
+    test_inflate();
     const struct variant vs[] = {
         {"cls", "learned", 2, 32, 32},
         {"mean", "sincos", 1, 32, 48},

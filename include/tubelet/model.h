@@ -65,12 +65,25 @@ TB_API int tb_params_write(tb_params *r, int i, const float *host);
 TB_API int tb_params_read_grad(tb_params *r, int i, float *host);
 /* Every parameter from its tensor of the same name and shape in f (extra tensors ignored). */
 TB_API int tb_params_load(tb_params *r, const struct tb_st_file *f);
-/* Initialisation from another model's file (fine-tuning): each parameter found under its
- * name, or under "encoder." + its name (a pretraining checkpoint's encoder: VideoMAE's,
- * tubelet's --task mae), with its shape, is loaded and marked loaded; the others are left as
- * they were. A tensor of the right name and another shape is an error naming both shapes.
- * *loaded gets the count. */
-TB_API int tb_params_load_from(tb_params *r, const struct tb_st_file *f, int *loaded);
+/* How tb_params_load_from fits a CLIP tower's temporal embedding of another frame count. */
+enum tb_inflate {
+    TB_INFLATE_NONE,        /* it must fit */
+    TB_INFLATE_BILINEAR,    /* AVION's inflate_positional_embeds(load_temporal_fix='bilinear'):
+                             * fewer rows interpolated linearly over time (F.interpolate,
+                             * align_corners False), more rows cut to the first ones */
+};
+/* Initialisation from another model's file (fine-tuning): each parameter found under
+ * "visual." + its name (a dual encoder's video tower: tubelet's --task clip, AVION's; first,
+ * since the text tower's names are OpenAI CLIP's top-level ones; not for a model with
+ * visual.* names of its own, a dual encoder), its name, or "encoder." +
+ * its name (a pretraining checkpoint's encoder: VideoMAE's, tubelet's --task mae), with its
+ * shape, is loaded and marked loaded; the others are left as
+ * they were. A tensor of the right name and another shape is an error naming both shapes
+ * (temporal_embedding: unless inflate says how to fit it). *loaded gets the count. */
+TB_API int tb_params_load_from(tb_params *r, const struct tb_st_file *f, enum tb_inflate inflate,
+                               int *loaded);
+/* The temporal fit of tb_params_load_from on host rows: src (t_in, D) -> dst (t_out, D). */
+TB_API void tb_inflate_rows(float *dst, int t_out, const float *src, int t_in, int D);
 /* Layer-wise learning-rate decay (BEiT, VideoMAE): lr_scale = decay^(depth + 1 - layer),
  * layer 0 the patch embedding and positions, N + 1 block N, depth + 1 the rest. */
 TB_API void tb_params_layer_decay(tb_params *r, int depth, double decay);
@@ -111,8 +124,9 @@ struct tb_vit_config {
     int keep;                  /* 0: every patch token; else each clip keeps this many (MAE's
                                 * visible tokens), chosen per batch by tb_vit_set_keep: the
                                 * blocks see only those (memory and time scale with keep) */
-    enum tb_layout layout;     /* CLIP: pool cls, learned positions, no head; tubelet 1 is
-                                * AVION's (and loads OpenAI's weights) */
+    enum tb_layout layout;     /* CLIP: pool cls, learned positions; tubelet 1 is AVION's (and
+                                * loads OpenAI's weights); a projection (embed) or, as AVION's
+                                * VideoClassifier, a head on ln_post (classes) */
     int embed;                 /* CLIP: E, the projection's width; the features are (B, E) */
     const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
                                 * (a test backend: see tests/test_backend.c); borrowed */

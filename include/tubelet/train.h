@@ -194,6 +194,7 @@ struct tb_train_opts {
     double warmup_lr;                   /* the warmup starts here (VideoMAE: 1e-6) */
     const char *init;                   /* fine-tuning: weights to start from (tb_params_load_from:
                                          * a checkpoint, or its encoder); NULL: none */
+    enum tb_inflate inflate;            /* init: fitting a CLIP tower's temporal embedding */
     double layer_decay;                 /* cls: layer-wise lr decay (0 or 1: none; VideoMAE 0.75) */
     double drop_path;                   /* cls: stochastic depth's top rate (VideoMAE 0.1) */
     struct tb_mix_opts mix;             /* cls: mixup / cutmix (soft targets with smoothing) */

@@ -23,7 +23,7 @@ struct train_config {
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
     double layer_decay, drop_path;
     double mixup, cutmix, mixup_prob, mixup_switch_prob, head_dropout, random_erase;
-    char *erase_mode;
+    char *erase_mode, *cls_backbone, *inflate_temporal;
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
     int embed, ctx, text_width, text_heads, text_depth;
@@ -106,6 +106,12 @@ static const struct cli_flag train_flags[] = {
       "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)", 0, 1),
     F("erase-mode", CLI_STR, erase_mode, "clip", "NAME", "cls: clip (one box through the clip: "
       "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
+    F("cls-backbone", CLI_STR, cls_backbone, "vit", "NAME", "cls: vit (timm's ViT, VideoMAE's "
+      "names) or clip (AVION's classifier: the CLIP video tower of a --task clip run, class "
+      "token and ln_post, the head on it; --init takes its visual.* weights)", CLI_NO_RANGE),
+    F("inflate-temporal", CLI_STR, inflate_temporal, "none", "NAME", "--init's temporal "
+      "embedding of another frame count: none (must fit) or bilinear (AVION's: interpolated "
+      "over time, e.g. a 4-frame pretraining fine-tuned at 16)", CLI_NO_RANGE),
     F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, sgd (momentum --beta1, coupled decay: "
       "AVION's EK-100 classification) or lion (AVION's for MAE: lr ~1/10, "
       "wd ~10x AdamW's)", CLI_NO_RANGE),
@@ -263,10 +269,13 @@ static int run_train(void *config, int n_args, char **args)
         (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2 ||
         optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell")) ||
         (strcmp(c->loss, "infonce") && strcmp(c->loss, "max-margin")) ||
-        (strcmp(c->erase_mode, "frame") && strcmp(c->erase_mode, "clip"))) {
+        (strcmp(c->erase_mode, "frame") && strcmp(c->erase_mode, "clip")) ||
+        (strcmp(c->cls_backbone, "vit") && strcmp(c->cls_backbone, "clip")) ||
+        (strcmp(c->inflate_temporal, "none") && strcmp(c->inflate_temporal, "bilinear"))) {
         fprintf(stderr, "tubelet train: bad --format, --val-format, --label, --pool, --pos, "
-                "--sampler, --crop, --norm, --val-crops, --optim, --decoder-mask, --loss or "
-                "--erase-mode (see tubelet help train)\n");
+                "--sampler, --crop, --norm, --val-crops, --optim, --decoder-mask, --loss, "
+                "--erase-mode, --cls-backbone or --inflate-temporal (see tubelet help "
+                "train)\n");
         return 2;
     }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
@@ -343,6 +352,8 @@ static int run_train(void *config, int n_args, char **args)
         .erase = c->random_erase,
         .erase_mode = strcmp(c->erase_mode, "frame") ? TB_ERASE_CLIP : TB_ERASE_FRAME,
         .head_dropout = c->head_dropout,
+        .inflate = strcmp(c->inflate_temporal, "bilinear") ? TB_INFLATE_NONE
+                                                           : TB_INFLATE_BILINEAR,
         .mae = {.mask_ratio = c->mask_ratio,
                 .decoder_mask = strcmp(c->decoder_mask, "running-cell")
                                     ? TB_DECODER_MASK_NONE
@@ -363,6 +374,17 @@ static int run_train(void *config, int n_args, char **args)
     };
     if (c->blr > 0)
         o.lr = c->blr * c->batch * tb_dist_world() / 256.0;
+    if (!mae && !clip && !strcmp(c->cls_backbone, "clip")) {
+        /* AVION's VideoClassifier: its CLIP video tower, per-frame patches by default */
+        o.model.layout = TB_LAYOUT_CLIP;
+        o.model.pool = TB_POOL_CLS;
+        o.model.pos = TB_POS_LEARNED;
+        o.model.tubelet = c->tubelet ? c->tubelet : 1;
+    } else if (strcmp(c->cls_backbone, "vit")) {
+        fprintf(stderr, "tubelet train: --cls-backbone is --task cls's\n");
+        status = 2;
+        goto end;
+    }
     if (clip) {
         /* AVION's video tower: a class token, learned positions; its pretraining crops
          * without flips (a mirrored clip would contradict "left") */

@@ -214,6 +214,9 @@ static int check_shape(const struct tb_param *p, const struct tb_st_tensor *t, c
                    ends_with(p->name, "pos_embed")
                        ? ": learned positions are not interpolated to another clip shape (use "
                          "sin-cos positions, --pos sincos)"
+                   : ends_with(p->name, "temporal_embedding")
+                       ? ": another frame count (--inflate-temporal bilinear fits it, as "
+                         "AVION's fine-tuning)"
                        : "");
 }
 
@@ -231,22 +234,62 @@ int tb_params_load(tb_params *r, const struct tb_st_file *f)
     return 0;
 }
 
-int tb_params_load_from(tb_params *r, const struct tb_st_file *f, int *loaded)
+void tb_inflate_rows(float *dst, int t_out, const float *src, int t_in, int D)
 {
-    int n = 0;
+    double scale = (double)t_in / t_out;
+    for (int t = 0; t < t_out; t++) {
+        if (t_in >= t_out) {
+            memcpy(dst + (size_t)t * D, src + (size_t)t * D, sizeof(float) * (size_t)D);
+            continue;
+        }
+        double x = (t + 0.5) * scale - 0.5;
+        x = x < 0 ? 0 : x;
+        int i0 = (int)x, i1 = i0 + (i0 < t_in - 1);
+        float w1 = (float)(x - i0), w0 = 1.0f - w1;
+        for (int d = 0; d < D; d++)
+            dst[(size_t)t * D + d] = w0 * src[(size_t)i0 * D + d] + w1 * src[(size_t)i1 * D + d];
+    }
+}
+
+/* t (t_in, D) into parameter i of shape (t_out, D), inflated. */
+static int load_inflated(tb_params *r, int i, const struct tb_st_tensor *t)
+{
+    const struct tb_param *p = &r->p[i];
+    float *rows = malloc(sizeof(float) * (size_t)p->n);
+    if (!rows)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    tb_inflate_rows(rows, (int)p->shape[0], t->data, (int)t->shape[0], (int)p->shape[1]);
+    int rc = tb_params_write(r, i, rows);
+    free(rows);
+    return rc;
+}
+
+int tb_params_load_from(tb_params *r, const struct tb_st_file *f, enum tb_inflate inflate,
+                        int *loaded)
+{
+    /* a dual encoder's video tower first (tubelet's --task clip, AVION's: its text tower's
+     * names are OpenAI CLIP's top-level ones, which the video tower's would meet) unless the
+     * model is a dual encoder itself, then the model's own names, then a pretraining
+     * checkpoint's encoder (VideoMAE's, tubelet's --task mae) */
+    static const char *const prefixes[] = {"visual.", "", "encoder."};
+    int n = 0, dual = 0;
+    for (int i = 0; i < r->n; i++)
+        dual |= !strncmp(r->p[i].name, "visual.", 7);
     for (int i = 0; i < r->n; i++) {
         const struct tb_param *p = &r->p[i];
         char name[300];
-        const struct tb_st_tensor *t = tb_st_find(f, p->name);
-        snprintf(name, sizeof(name), "%s", p->name);
-        if (!t) { /* a pretraining checkpoint's encoder (VideoMAE's, tubelet's --task mae) */
-            snprintf(name, sizeof(name), "encoder.%s", p->name);
+        const struct tb_st_tensor *t = NULL;
+        for (size_t k = dual; !t && k < sizeof(prefixes) / sizeof(prefixes[0]); k++) {
+            snprintf(name, sizeof(name), "%s%s", prefixes[k], p->name);
             t = tb_st_find(f, name);
         }
         if (!t)
             continue;
-        int rc = check_shape(p, t, name);
-        if (rc < 0 || (rc = tb_params_write(r, i, t->data)) < 0)
+        int fit = inflate == TB_INFLATE_BILINEAR && ends_with(p->name, "temporal_embedding") &&
+                  t->dtype == TB_ST_F32 && t->n_dims == 2 && p->n_dims == 2 &&
+                  t->shape[1] == p->shape[1] && t->shape[0] >= 1 && t->shape[0] != p->shape[0];
+        int rc = fit ? load_inflated(r, i, t) : check_shape(p, t, name);
+        if (rc < 0 || (!fit && (rc = tb_params_write(r, i, t->data)) < 0))
             return rc;
         r->p[i].loaded = 1;
         n++;

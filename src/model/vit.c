@@ -117,11 +117,11 @@ static int check_config(const struct tb_vit_config *c)
         return tbi_err(TB_EINVAL, "no pooling, so no head: classes must be 0 (is %d)",
                        c->classes);
     if (c->layout == TB_LAYOUT_CLIP &&
-        (c->pool != TB_POOL_CLS || c->pos != TB_POS_LEARNED || c->classes || c->qv_bias ||
-         c->keep || c->embed < 1))
+        (c->pool != TB_POOL_CLS || c->pos != TB_POS_LEARNED || c->qv_bias || c->keep ||
+         c->embed < 0 || (c->classes > 0) == (c->embed > 0)))
         return tbi_err(TB_EINVAL, "CLIP's video tower: a class token, learned positions, no "
-                       "head (%d classes), no q/v biases, every token kept, and a projection "
-                       "width (is %d)", c->classes, c->embed);
+                       "q/v biases, every token kept, and either a projection (width %d) or "
+                       "a head (%d classes: AVION's classifier)", c->embed, c->classes);
     if (c->layout != TB_LAYOUT_CLIP && c->embed)
         return tbi_err(TB_EINVAL, "a projection (width %d) is CLIP's layout's", c->embed);
     if (c->dtype != TB_DTYPE_F32)
@@ -169,10 +169,20 @@ static int add_clip_params(tb_vit *m)
         (rc = m->i_pre_b = add(m, "ln_pre.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
         (rc = add_blocks(m, "transformer.resblocks.")) < 0 || (rc = tbi_params_span(m->reg)) < 0 ||
         (rc = m->i_norm_w = add(m, "ln_post.weight", 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
-        (rc = m->i_norm_b = add(m, "ln_post.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
-        (rc = m->i_proj = add(m, "proj", 1, TB_INIT_NORMAL, 2, D, m->E, 0, 0, 0)) < 0)
+        (rc = m->i_norm_b = add(m, "ln_post.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
         return rc;
-    m->reg->p[m->i_proj].init_std = 1.0f / sqrtf((float)D);
+    m->i_proj = -1;
+    if (m->E > 0) {
+        if ((rc = m->i_proj = add(m, "proj", 1, TB_INIT_NORMAL, 2, D, m->E, 0, 0, 0)) < 0)
+            return rc;
+        m->reg->p[m->i_proj].init_std = 1.0f / sqrtf((float)D);
+        return 0;
+    }
+    /* AVION's VideoClassifier: the tower without its projection, fc_cls N(0, 0.01), bias 0 */
+    if ((rc = m->i_head_w = add(m, "head.weight", 1, TB_INIT_NORMAL, 2, m->K, D, 0, 0, 0)) < 0 ||
+        (rc = m->i_head_b = add(m, "head.bias", 0, TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0)
+        return rc;
+    m->reg->p[m->i_head_w].init_std = 0.01f;
     return 0;
 }
 
@@ -649,7 +659,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
                               tbi_param_data(r, m->i_head_w), tbi_param_data(r, m->i_head_b), B,
                               D, m->K));
     }
-    if (m->clip) {
+    if (m->E > 0) {
         /* feat @ proj (D, E), as a product with its transpose */
         TBI_TRY(o->transpose(be, m->projT, tbi_param_data(r, m->i_proj), D, m->E));
         TBI_TRY(o->matmul_fwd(be, m->emb, m->feat, m->projT, NULL, B, D, m->E));
@@ -839,13 +849,13 @@ int tb_vit_features(tb_vit *m, float *host)
 {
     if (!m->B)
         return tbi_err(TB_EINVAL, "no features: no forward since planning");
-    return m->be->ops->to_host(m->be, host, m->clip ? m->emb : m->feat,
+    return m->be->ops->to_host(m->be, host, m->E > 0 ? m->emb : m->feat,
                                sizeof(float) * (size_t)tb_vit_feature_floats(m));
 }
 
 int64_t tb_vit_feature_floats(const tb_vit *m)
 {
-    if (m->clip)
+    if (m->E > 0)
         return (int64_t)m->B * m->E;
     return (int64_t)(m->pool >= 0 ? m->B : m->B * m->Nt) * m->D;
 }
@@ -864,7 +874,7 @@ static int backward(tb_vit *m)
     int B = m->B, D = m->D, Nt = m->Nt, L = c->depth;
     size_t R = (size_t)B * Nt;
     const float *xl = m->x + (size_t)L * R * D;
-    if (m->clip) {
+    if (m->E > 0) {
         /* the projection: dfeat from the features' gradient, proj's gradient transposed */
         TBI_TRY(o->matmul_bwd(be, m->dfeat, m->dprojT, NULL, m->demb, m->feat, m->projT, B, D,
                               m->E));
@@ -945,7 +955,7 @@ int tb_vit_backward_features(tb_vit *m, const float *dfeat)
 {
     if (!m->grad_source)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
-    TBI_TRY(m->be->ops->to_device(m->be, m->clip ? m->demb : m->dfeat, dfeat,
+    TBI_TRY(m->be->ops->to_device(m->be, m->E > 0 ? m->demb : m->dfeat, dfeat,
                                   sizeof(float) * (size_t)tb_vit_feature_floats(m)));
     return backward(m);
 }

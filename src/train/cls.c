@@ -117,6 +117,8 @@ static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
                   c->pos == TB_POS_LEARNED ? "learned" : "sincos", c->qv_bias,
                   o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai", label_names[o->label]);
+    if (c->layout == TB_LAYOUT_CLIP) /* AVION's classifier on its CLIP video tower */
+        tbi_sb_printf(sb, ",\"layout\":\"clip\"");
     return 0;
 }
 

@@ -97,7 +97,7 @@ static int init_from(const struct tb_train_opts *o, tb_params *r)
     int loaded = 0, rc = tb_st_read(&f, o->init);
     if (rc < 0)
         return rc;
-    rc = tb_params_load_from(r, f, &loaded);
+    rc = tb_params_load_from(r, f, o->inflate, &loaded);
     tb_st_free(&f);
     if (rc < 0)
         return tbi_err_prefix(rc, "%s", o->init);
