@@ -607,7 +607,9 @@ OP(adamw)
                        0.999f, 1e-8f, 0.05f, 3));
 }
 
-OP(lion)
+/* An optimizer with one state tensor (Lion's momentum, SGD's buffer): weights, gradient and
+ * state in; weights and state out. */
+static void one_state_case(struct io *io, struct dev *d, int prepare, int sgd)
 {
     if (prepare) {
         add_in(io, 500, 1), add_in(io, 500, 1), add_in(io, 500, 0.1f);
@@ -617,20 +619,20 @@ OP(lion)
     tbi_backend *be = d->be;
     RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 500));
     RUN(be->ops->copy(be, d->out[1], d->in[2], sizeof(float) * 500));
-    RUN(be->ops->lion(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-3f, 0.9f, 0.99f, 0.05f));
+    if (sgd)
+        RUN(be->ops->sgd(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-2f, 0.9f, 4e-5f));
+    else
+        RUN(be->ops->lion(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-3f, 0.9f, 0.99f,
+                          0.05f));
+}
+OP(lion)
+{
+    one_state_case(io, d, prepare, 0);
 }
 
 OP(sgd)
 {
-    if (prepare) {
-        add_in(io, 500, 1), add_in(io, 500, 1), add_in(io, 500, 0.1f);
-        add_out(io, 500), add_out(io, 500);
-        return;
-    }
-    tbi_backend *be = d->be;
-    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 500));
-    RUN(be->ops->copy(be, d->out[1], d->in[2], sizeof(float) * 500));
-    RUN(be->ops->sgd(be, d->out[0], d->in[1], 0.7f, d->out[1], 500, 1e-2f, 0.9f, 4e-5f));
+    one_state_case(io, d, prepare, 1);
 }
 
 OP(sum_squares)

@@ -128,6 +128,20 @@ static void compare(const char *ours_path, const char *ref_path, const char *wha
     tbt_compare_st(ours_path, ref_path, what, 1e-4, skip_key_bias, 0);
 }
 
+/* `tubelet step` and vit_ref.py on the same flags (weights, batch), into o and r; compared. */
+static void step_vs_ref(const char *flags, const char *o, const char *r, const char *what)
+{
+    char *out = NULL;
+    int rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
+    CHECK_MSG(rc == 0, "tubelet step: %s", out);
+    free(out);
+    rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR, flags,
+                 r);
+    CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
+    free(out);
+    compare(o, r, what);
+}
+
 /* Gradients live in activation space the backward is done with: they must equal, bit for bit,
  * those of the recomputing model (which keeps them apart) and of the one recomputing the MLP
  * hidden layer of its first blocks, two steps running (the second forward overwrites the first
@@ -243,7 +257,7 @@ static void test_keep(void)
                                   .pos = strcmp(k->pos, "learned") ? TB_POS_SINCOS
                                                                    : TB_POS_LEARNED};
         int B = 3, N = 32, K = k->keep ? k->keep : N;
-        char what[128], w[4300], b[4300], o[4300], r[4300], flags[1024], *out = NULL;
+        char what[128], w[4300], b[4300], o[4300], r[4300], flags[1024];
         snprintf(what, sizeof(what), "pool %s, %s positions, %d of %d tokens kept", k->pool,
                  k->pos, K, N);
         tbt_case = what;
@@ -286,14 +300,7 @@ static void test_keep(void)
         snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
                  "--frames 4 --size 32x32 --classes 0 --pool %s --pos %s --feature-grad "
                  "--weights %s --batch %s", k->pool, k->pos, w, b);
-        int rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
-        CHECK_MSG(rc == 0, "tubelet step: %s", out);
-        free(out);
-        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR,
-                     flags, r);
-        CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
-        free(out);
-        compare(o, r, what);
+        step_vs_ref(flags, o, r, what);
     }
 }
 
@@ -310,7 +317,7 @@ static void test_finetune(void)
     /* (L, 2, B): block 1 drops clip 0's attention and clip 2's MLP; keep 0.7 elsewhere */
     const float k = 1 / 0.7f;
     const float drop[12] = {1, 1, 1, 1, 1, 1, 0, k, k, k, k, 0};
-    char w[4300], b[4300], o[4300], r[4300], flags[1024], *out = NULL;
+    char w[4300], b[4300], o[4300], r[4300], flags[1024];
     snprintf(w, sizeof(w), "%s/ft_w.safetensors", tbt_dir());
     snprintf(b, sizeof(b), "%s/ft_b.safetensors", tbt_dir());
     snprintf(o, sizeof(o), "%s/ft_o.safetensors", tbt_dir());
@@ -319,14 +326,7 @@ static void test_finetune(void)
     snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
              "--frames 4 --size 32x48 --classes 5 --pool mean --pos sincos --qv-bias "
              "--layer-decay 0.75 --steps 3 --lr 0.01 --weights %s --batch %s", w, b);
-    int rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
-    CHECK_MSG(rc == 0, "tubelet step: %s", out);
-    free(out);
-    rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR, flags,
-                 r);
-    CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
-    free(out);
-    compare(o, r, "q/v biases, layer decay 0.75, drop path");
+    step_vs_ref(flags, o, r, "q/v biases, layer decay 0.75, drop path");
 
     tbt_case = "drop path draws";
     enum { L = 5, NB = 400 };
@@ -427,14 +427,7 @@ static void test_mixup(void)
                  "--frames 4 --size 32x48 --classes 5 --pool mean --pos sincos --steps 3 "
                  "--lr 0.01 --wd 0.05 --optim %s --weights %s --batch %s",
                  k ? "sgd" : "adamw", w, b);
-        rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
-        CHECK_MSG(rc == 0, "tubelet step: %s", out);
-        free(out);
-        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR,
-                     flags, r);
-        CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
-        free(out);
-        compare(o, r, what);
+        step_vs_ref(flags, o, r, what);
     }
 }
 
@@ -509,19 +502,12 @@ int main(void)
                  "--frames 4 --size %dx%d --classes 5 --pool %s --pos %s --steps 3 --lr 0.01 "
                  "--weights %s --batch %s", v->tubelet, v->height, v->width, v->pool, v->pos, w,
                  b);
-        int rc = tbt_run(&out, 120, "%s step %s --out %s", tbt_tubelet(), flags, o);
-        CHECK_MSG(rc == 0, "tubelet step: %s", out);
-        free(out);
-        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/vit_ref.py %s --out %s", TB_SOURCE_DIR,
-                     flags, r);
-        CHECK_MSG(rc == 0, "vit_ref.py: %s", out);
-        free(out);
-        compare(o, r, what);
+        step_vs_ref(flags, o, r, what);
         /* The guarded backend (memory unreadable outside its ops): the same bits. */
         char g[4300];
         snprintf(g, sizeof(g), "%s/g%zu.safetensors", tbt_dir(), i);
-        rc = tbt_run(&out, 120, "%s step %s --backend cpu-guarded --out %s", tbt_tubelet(),
-                     flags, g);
+        int rc = tbt_run(&out, 120, "%s step %s --backend cpu-guarded --out %s", tbt_tubelet(),
+                         flags, g);
         CHECK_MSG(rc == 0, "tubelet step --backend cpu-guarded: %s", out);
         free(out);
         compare_bits(o, g, what);
