@@ -6,15 +6,16 @@
  *   here (both CRCs of every record, every field) and by tests/ref/tfevents_read.py (the
  *   formats in plain Python): the same floats to the bit, steps and tags, the file version
  *   first, wall times within the writing;
- * - damage: every bit of a small file flipped and the file cut at every length are refused
- *   by the parser here, a sample of them by the Python reader, naming the record;
+ * - damage: every bit of a small file flipped, and the file cut anywhere but between records,
+ *   are refused by the parser here, a sample of them by the Python reader, naming the record;
  * - errors: a write past RLIMIT_FSIZE is TB_EIO naming the file and stays so, bad tags are
  *   TB_EINVAL, a missing directory TB_EIO; writers of one second and process get their own
  *   files;
- * - `tubelet train --tensorboard` (cls; clip with and without zero-shot classes; resumed):
- *   every number metrics.jsonl holds for a scalar is in the run's event files at its step,
- *   equal within the printed precision plus float32 rounding, and nothing else; no event
- *   file without the flag. bench/tfevents_check.py does the same with TensorBoard itself. */
+ * - `tubelet train --tensorboard` (cls; clip with and without zero-shot classes; resumed;
+ *   under `mpirun -np 2`, where mpirun works: rank 0's file only): every number
+ *   metrics.jsonl holds for a scalar is in the run's event files at its step, equal within
+ *   the printed precision plus float32 rounding, and nothing else; no event file without
+ *   the flag. bench/tfevents_check.py does the same with TensorBoard itself. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include "train/tfevents.h"
 
 #define PYTHON "/usr/bin/python3"
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
 #define TAG_CAP (TBI_TFEVENTS_TAG_MAX + 1)
 
 static double wall_now(void)
@@ -611,9 +613,28 @@ static void check_run(const char *run, int n_files, const char *must_have)
     free(all.ev);
 }
 
+/* `cmd flags --out <scratch>/name` succeeds (printing want_out, unless NULL); its event
+ * files, n_files of them (0: none may exist), hold metrics.jsonl's scalars. */
+static void train_run(const char *cmd, const char *flags, const char *name, const char *want_out,
+                      int n_files, const char *must_have)
+{
+    char *out = NULL;
+    const char *run = tbt_path(name);
+    int rc = tbt_run(&out, 300, "%s %s --out %s", cmd, flags, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    if (want_out)
+        CHECK_STR_HAS(out, want_out);
+    free(out);
+    static char names[8][512];
+    if (n_files > 0)
+        check_run(run, n_files, must_have);
+    else
+        CHECK_EQ(event_files(run, names, 8), 0);
+}
+
 static void test_train(const char *t, const char *d)
 {
-    char *out = NULL, data[4200], train[4400], val[4400], cls[8000], clip[8000], run[4300];
+    char *out = NULL, data[4200], train[4400], val[4400], cls[8000], clip[8000], mpi[8200];
     snprintf(data, sizeof(data), "%s/data", d);
     snprintf(train, sizeof(train), "%s/syn/annotations/EPIC_100_train.csv", d);
     snprintf(val, sizeof(val), "%s/syn/annotations/EPIC_100_validation.csv", d);
@@ -632,39 +653,28 @@ static void test_train(const char *t, const char *d)
              train, val);
 
     tbt_case = "train --tensorboard (cls), then resumed";
-    snprintf(run, sizeof(run), "%s/cls", d);
-    rc = tbt_run(&out, 300, "%s --epochs 2 --tensorboard --out %s", cls, run);
-    CHECK_MSG(rc == 0, "%s", out);
-    free(out);
-    check_run(run, 1, "eval/top1");
-    rc = tbt_run(&out, 300, "%s --epochs 3 --log-every 2 --tensorboard --out %s", cls, run);
-    CHECK_MSG(rc == 0, "%s", out);
-    CHECK_STR_HAS(out, "resuming from");
-    free(out);
-    check_run(run, 2, "eval/val_loss");
-
+    train_run(cls, "--epochs 2 --tensorboard", "cls", NULL, 1, "eval/top1");
+    train_run(cls, "--epochs 3 --log-every 2 --tensorboard", "cls", "resuming from", 2,
+              "eval/val_loss");
     tbt_case = "train without --tensorboard";
-    snprintf(run, sizeof(run), "%s/plain", d);
-    rc = tbt_run(&out, 300, "%s --epochs 1 --out %s", cls, run);
-    CHECK_MSG(rc == 0, "%s", out);
-    free(out);
-    static char names[8][512];
-    CHECK_EQ(event_files(run, names, 8), 0);
-
+    train_run(cls, "--epochs 1", "plain", NULL, 0, NULL);
     tbt_case = "train --tensorboard (clip, zero-shot classes)";
-    snprintf(run, sizeof(run), "%s/clip_zs", d);
-    rc = tbt_run(&out, 300, "%s --class-names %s/syn/annotations/EPIC_100_verb_classes.csv "
-                 "--out %s", clip, d, run);
-    CHECK_MSG(rc == 0, "%s", out);
-    free(out);
-    check_run(run, 1, "eval/zeroshot_top5");
-
+    char zs[4400];
+    snprintf(zs, sizeof(zs), "--class-names %s/syn/annotations/EPIC_100_verb_classes.csv", d);
+    train_run(clip, zs, "clip_zs", NULL, 1, "eval/zeroshot_top5");
     tbt_case = "train --tensorboard (clip, retrieval only)";
-    snprintf(run, sizeof(run), "%s/clip", d);
-    rc = tbt_run(&out, 300, "%s --out %s", clip, run);
-    CHECK_MSG(rc == 0, "%s", out);
-    free(out);
-    check_run(run, 1, "eval/map");
+    train_run(clip, "", "clip", NULL, 1, "eval/map");
+
+    /* two processes: rank 0 alone writes, the same numbers as its metrics.jsonl */
+    if (tbt_run(NULL, 60, MPIRUN " -np 2 true") != 0) {
+        fprintf(stderr, "skip: the mpirun case (mpirun cannot start 2 processes here)\n");
+        return;
+    }
+    tbt_case = "mpirun -np 2 train --tensorboard";
+    snprintf(mpi, sizeof(mpi), "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
+             "%s", cls);
+    train_run(mpi, "--epochs 2 --batch 2 --tensorboard", "two",
+              "(2 processes, 4 clips per step)", 1, "eval/top5");
 }
 
 int main(void)

@@ -95,6 +95,16 @@ def fields(buf):
     return out
 
 
+def once(message, what):
+    """The fields of a message, refusing a field number seen twice."""
+    seen = set()
+    for number, wire, value in fields(message):
+        if number in seen:
+            raise Bad("%s field %d twice" % (what, number))
+        seen.add(number)
+        yield number, wire, value
+
+
 def expect(wire, want, what):
     if wire != want:
         raise Bad("%s has wire type %d, not %d" % (what, wire, want))
@@ -106,11 +116,8 @@ def summary_values(buf):
         if number != 1:
             raise Bad("Summary field %d" % number)
         expect(wire, 2, "Summary.value")
-        tag, simple, seen = None, None, set()
-        for n, w, v in fields(value):
-            if n in seen:
-                raise Bad("Summary.Value field %d twice" % n)
-            seen.add(n)
+        tag, simple = None, None
+        for n, w, v in once(value, "Summary.Value"):
             if n == 1:
                 expect(w, 2, "Summary.Value.tag")
                 tag = v.decode("utf-8")
@@ -127,11 +134,8 @@ def summary_values(buf):
 
 def event(buf):
     """The Event's wall time, step, file version (or None) and summary values."""
-    wall, step, version, values, seen = None, 0, None, [], set()
-    for number, wire, value in fields(buf):
-        if number in seen:
-            raise Bad("Event field %d twice" % number)
-        seen.add(number)
+    wall, step, version, values = None, 0, None, []
+    for number, wire, value in once(buf, "Event"):
         if number == 1:
             expect(wire, 1, "Event.wall_time")
             wall = struct.unpack("<d", value)[0]
