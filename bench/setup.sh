@@ -2,8 +2,9 @@
 # bench/setup.sh -- Python environment for the peer baselines (bench/peers.py).
 #
 # Creates bench/venv (gitignored) and installs pinned, mutually compatible
-# versions of torch / torchvision / torchcodec / decord / PyAV / numpy, then
-# checks that each one imports and prints the versions.
+# versions of torch / torchvision / torchcodec / decord / PyAV / numpy, and
+# tensorboard (bench/tfevents_check.py reads `tubelet train --tensorboard` runs
+# with it), then checks that each one imports and prints the versions.
 #
 # Interpreter: Debian's /usr/bin/python3 (3.11.2), chosen explicitly.  The
 # `python3` on PATH on the dev machines is a pyenv 3.11.7 shim; we do NOT use it
@@ -35,7 +36,8 @@ TORCHCODEC_VER=0.17.0       # supports FFmpeg 4..9, torch >= 2.11
 DECORD_VER=0.6.0
 AV_VER=18.1.0               # newest PyAV with Python 3.11 wheels
 NUMPY_VER=2.4.6             # newest numpy with Python 3.11 wheels
-PINS="torch==$TORCH_VER torchvision==$TORCHVISION_VER torchcodec==$TORCHCODEC_VER decord==$DECORD_VER av==$AV_VER numpy==$NUMPY_VER"
+TENSORBOARD_VER=2.21.0      # pure-Python wheel; its event reader needs no TensorFlow
+PINS="torch==$TORCH_VER torchvision==$TORCHVISION_VER torchcodec==$TORCHCODEC_VER decord==$DECORD_VER av==$AV_VER numpy==$NUMPY_VER tensorboard==$TENSORBOARD_VER"
 
 CPU_INDEX=https://download.pytorch.org/whl/cpu
 PYPI_INDEX=https://pypi.org/simple
@@ -91,6 +93,8 @@ try:
     vers["av_ffmpeg"] = av.ffmpeg_version_info
 except AttributeError:
     pass
+import tensorboard; vers["tensorboard"] = tensorboard.__version__
+from tensorboard.backend.event_processing import event_accumulator  # noqa: F401
 for k, v in vers.items():
     print(f"{k:18s} {v}")
 EOF
@@ -134,9 +138,10 @@ else
     $PIP install -q $TORCH_PKGS
 fi
 
-# ---- decoders ----------------------------------------------------------------------
+# ---- decoders, tensorboard -----------------------------------------------------------
 # shellcheck disable=SC2086
 $PIP install -q "decord==$DECORD_VER" "av==$AV_VER" "numpy==$NUMPY_VER"
+$PIP install -q "tensorboard==$TENSORBOARD_VER" "numpy==$NUMPY_VER"
 
 check || die "import check failed"
 printf '%s\n' "$WANT_STAMP" > "$STAMP"

@@ -220,6 +220,8 @@ struct tb_train_opts {
     int eval_every;                     /* epochs; 0: only at the end */
     int val_views, val_crops;
     int log_every;                      /* steps between metrics lines */
+    int tensorboard;                    /* 1: metrics.jsonl's numbers also as TensorBoard
+                                         * scalars, in an event file of out_dir (rank 0) */
     const char *out_dir;                /* checkpoints and metrics.jsonl go here */
     const volatile int *cancel;         /* Ctrl-C: save a checkpoint and return TB_ECANCELED */
     void (*on_step)(void *user, const struct tb_train_progress *p);

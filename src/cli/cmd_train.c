@@ -18,7 +18,7 @@ struct train_config {
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler, *norm, *backend;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
-    int log_every, flip, recompute, recompute_mlp;
+    int log_every, flip, recompute, recompute_mlp, tensorboard;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
     double layer_decay, drop_path;
@@ -134,6 +134,8 @@ static const struct cli_flag train_flags[] = {
     F("val-views", CLI_INT, val_views, "1", "N", "temporal views per validation clip", 1, 64),
     F("val-crops", CLI_INT, val_crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     F("log-every", CLI_INT, log_every, "10", "N", "steps between metrics lines", 1, 1000000),
+    F("tensorboard", CLI_BOOL, tensorboard, "false", "", "also write metrics.jsonl's numbers "
+      "as TensorBoard scalars (DIR/events.out.tfevents.*)", CLI_NO_RANGE),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R", "mae: tube masking's share of each "
       "frame's positions", 0, 1),
     F("decoder-mask", CLI_STR, decoder_mask, "none", "NAME", "mae: none, or running-cell "
@@ -370,6 +372,7 @@ static int run_train(void *config, int n_args, char **args)
         .relevancy = c->relevancy,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
+        .tensorboard = c->tensorboard,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
     if (c->blr > 0)

@@ -1,7 +1,8 @@
 /* src/train/loop.c - the one training loop (train.h's tb_train), behind the task table
  * (task.h): loader -> task step -> data-parallel mean -> non-finite checks -> gradient
  * clipping -> AdamW with warmup + cosine, a checkpoint after every epoch and on Ctrl-C,
- * evaluation at its epochs, metrics.jsonl. Resuming continues with the very batches an
+ * evaluation at its epochs, metrics.jsonl (and, with --tensorboard, the same numbers as
+ * TensorBoard scalars: tfevents.c). Resuming continues with the very batches an
  * uninterrupted run would have seen: the loader is keyed by (seed, epoch, sample) and can
  * start an epoch at any batch. Under mpirun every process runs this loop on its shard; a
  * failure on one stops all of them (no process is left waiting in a reduction).
@@ -10,7 +11,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 #include "core/internal.h"
 #include "model/params.h"
 #include "train/task.h"
+#include "train/tfevents.h"
 #include "tubelet/dist.h"
 
 #define STAGE_FLOATS ((size_t)1 << 20) /* host staging for the gradients' reduction: 4 MB */
@@ -32,17 +33,99 @@ static double now_s(void)
 
 static const struct tbi_task *const tasks[] = {&tbi_task_cls, &tbi_task_mae, &tbi_task_clip};
 
-static void metrics_line(FILE *f, const char *fmt, ...) TB_PRINTF(2, 3);
-static void metrics_line(FILE *f, const char *fmt, ...)
+/* Where a run's numbers go: metrics.jsonl, and with --tensorboard an event file (rank 0's;
+ * both NULL elsewhere). */
+struct run_log {
+    FILE *metrics;
+    tbi_tfevents *events;
+};
+
+/* One field of a metrics line: its key and text in metrics.jsonl (printf's fmt of v, or a
+ * count i when fmt is NULL), and its TensorBoard tag (NULL: not a scalar there). */
+struct field {
+    const char *key, *fmt;
+    double v;
+    int64_t i;
+    const char *tag;
+};
+
+static struct field count(const char *key, int64_t i, const char *tag)
 {
-    va_list ap;
-    if (!f)
+    return (struct field){key, NULL, 0, i, tag};
+}
+
+static struct field num(const char *key, const char *fmt, double v, const char *tag)
+{
+    return (struct field){key, fmt, v, 0, tag};
+}
+
+/* The event file's scalars of a line, flushed; a write error stops the event file (with a
+ * warning naming it), not the run: metrics.jsonl stays the record. */
+static void log_events(struct run_log *lg, int64_t step, const struct field *f, int n)
+{
+    int rc = 0;
+    for (int k = 0; k < n && rc == 0; k++)
+        if (f[k].tag)
+            rc = tbi_tfevents_scalar(lg->events, f[k].tag, step,
+                                     (float)(f[k].fmt ? f[k].v : (double)f[k].i));
+    if (rc == 0)
+        rc = tbi_tfevents_flush(lg->events);
+    if (rc < 0) {
+        tbi_log(TB_LOG_WARN, "%s; no more TensorBoard events in this run", tb_errmsg());
+        tbi_tfevents_close(&lg->events);
+    }
+}
+
+/* One line of n fields into metrics.jsonl, and its scalars into the event file at step. */
+static void log_line(struct run_log *lg, int64_t step, const struct field *f, int n)
+{
+    if (lg->metrics) {
+        for (int k = 0; k < n; k++) {
+            fprintf(lg->metrics, "%s\"%s\": ", k ? ", " : "{", f[k].key);
+            if (f[k].fmt)
+                fprintf(lg->metrics, f[k].fmt, f[k].v);
+            else
+                fprintf(lg->metrics, "%" PRId64, f[k].i);
+        }
+        fputs("}\n", lg->metrics);
+        fflush(lg->metrics);
+    }
+    if (lg->events)
+        log_events(lg, step, f, n);
+}
+
+/* An evaluation's line (retrieval's or classification's) at step. */
+static void log_eval(struct run_log *lg, int64_t step, const struct tb_eval_result *r)
+{
+    if (r->retrieval) {
+        const char *t1 = r->zeroshot ? "eval/zeroshot_top1" : NULL;
+        const char *t5 = r->zeroshot ? "eval/zeroshot_top5" : NULL;
+        const struct field f[] = {
+            count("eval_epoch", r->epoch, "eval/epoch"),
+            num("map", "%.4f", r->map[2], "eval/map"),
+            num("ndcg", "%.4f", r->ndcg[2], "eval/ndcg"),
+            num("map_v2t", "%.4f", r->map[0], "eval/map_v2t"),
+            num("map_t2v", "%.4f", r->map[1], "eval/map_t2v"),
+            num("ndcg_v2t", "%.4f", r->ndcg[0], "eval/ndcg_v2t"),
+            num("ndcg_t2v", "%.4f", r->ndcg[1], "eval/ndcg_t2v"),
+            num("map_random", "%.4f", r->map_random, "eval/map_random"),
+            num("ndcg_random", "%.4f", r->ndcg_random, "eval/ndcg_random"),
+            num("zeroshot_top1", "%.4f", r->zeroshot ? r->top1 : -1.0, t1),
+            num("zeroshot_top5", "%.4f", r->zeroshot ? r->top5 : -1.0, t5),
+            count("items", r->n_items, NULL),
+            count("sentences", r->n_sentences, NULL),
+        };
+        log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
         return;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputc('\n', f);
-    fflush(f);
+    }
+    const struct field f[] = {
+        count("eval_epoch", r->epoch, "eval/epoch"),
+        num("top1", "%.4f", r->top1, "eval/top1"),
+        num("top5", "%.4f", r->top5, "eval/top5"),
+        num("val_loss", "%.6f", r->loss, "eval/val_loss"),
+        count("items", r->n_items, NULL),
+    };
+    log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
 }
 
 /* The mean over processes of every gradient, through host memory a bounded piece at a time
@@ -125,7 +208,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     float *stage = NULL;
-    FILE *metrics = NULL;
+    struct run_log lg = {0};
     char ckpt[4096], mpath[4096];
     struct tb_train_pos pos = {0, 0, 0};
     int rc, B = o->batch;
@@ -198,10 +281,12 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
-    if (lead && !(metrics = fopen(mpath, "a"))) {
+    if (lead && !(lg.metrics = fopen(mpath, "a"))) {
         rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
         goto end;
     }
+    if (lead && o->tensorboard && (rc = tbi_tfevents_open(&lg.events, o->out_dir)) < 0)
+        goto end;
 
     double t_start = now_s(), t_log = t_start;
     int64_t clips_log = 0, step0 = pos.step;
@@ -256,10 +341,15 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 if (o->on_step)
                     o->on_step(o->user, &pr);
                 if (log_now) {
-                    metrics_line(metrics, "{\"step\": %" PRId64 ", \"epoch\": %" PRId64
-                                 ", \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.4f, "
-                                 "\"clips_per_s\": %.2f, \"elapsed_s\": %.1f}", pos.step, e,
-                                 loss, lr, gnorm, rate, t - t_start);
+                    const struct field f[] = {
+                        count("step", pos.step, NULL), count("epoch", e, NULL),
+                        num("loss", "%.6f", loss, "train/loss"),
+                        num("lr", "%.6g", lr, "train/lr"),
+                        num("grad_norm", "%.4f", gnorm, "train/grad_norm"),
+                        num("clips_per_s", "%.2f", rate, "train/clips_per_s"),
+                        num("elapsed_s", "%.1f", t - t_start, NULL),
+                    };
+                    log_line(&lg, pos.step, f, (int)(sizeof(f) / sizeof(f[0])));
                     t_log = t;
                     clips_log = 0;
                 }
@@ -285,19 +375,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             if ((rc = task->evaluate(st, o, &r)) < 0)
                 goto end;
             r.epoch = e + 1;
-            if (r.retrieval)
-                metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"map\": %.4f, \"ndcg\": "
-                             "%.4f, \"map_v2t\": %.4f, \"map_t2v\": %.4f, \"ndcg_v2t\": %.4f, "
-                             "\"ndcg_t2v\": %.4f, \"map_random\": %.4f, \"ndcg_random\": %.4f, "
-                             "\"zeroshot_top1\": %.4f, \"zeroshot_top5\": %.4f, \"items\": %"
-                             PRId64 ", \"sentences\": %" PRId64 "}", r.epoch, r.map[2], r.ndcg[2],
-                             r.map[0], r.map[1], r.ndcg[0], r.ndcg[1], r.map_random,
-                             r.ndcg_random, r.zeroshot ? r.top1 : -1.0,
-                             r.zeroshot ? r.top5 : -1.0, r.n_items, r.n_sentences);
-            else
-                metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": "
-                             "%.4f, \"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch,
-                             r.top1, r.top5, r.loss, r.n_items);
+            log_eval(&lg, pos.step, &r);
             if (lead && o->on_eval)
                 o->on_eval(o->user, &r);
             if (final_eval)
@@ -305,8 +383,9 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         }
     }
 end:
-    if (metrics)
-        fclose(metrics);
+    if (lg.metrics)
+        fclose(lg.metrics);
+    tbi_tfevents_close(&lg.events);
     tb_loader_close(&l);
     tb_dataset_close(&ds);
     tb_optim_free(&opt);
