@@ -19,6 +19,9 @@ top_k_accuracy_score are written out below as AVION calls them.
             case mode n_items n_views n_actions, then for verb, noun and action:
             top1 top5 mean_class n_classes n_placeholders n_mean_classes
         (mode: logits, probs, or given for a probabilities case).
+        Also OUTDIR/level.f64, probabilities (n_items, n_verbs) of verb classes scored as
+        one level (no marginals) against the items' verbs, and OUTDIR/level.txt: its
+        top1 top5 mean_class n_classes n_placeholders n_mean_classes.
     python3 tests/ref/ek100_cls_ref.py deviation TRAIN.csv VAL.csv
         prints how far AVION's own tie handling (sklearn's top_k_accuracy_score, numpy's
         argmax) is from the tie rule on tied scores (docs/METRICS.md quotes it).
@@ -176,6 +179,10 @@ def load(train_csv, val_csv):
     return act_verb, act_noun, target
 
 
+def as_line(vals):
+    return " ".join("%.17g" % float(v) if k % 6 < 3 else "%d" % v for k, v in enumerate(vals))
+
+
 def make_logits(rng, target, n_views, n_actions, scale, boost):
     """Random logits whose true class is raised on about half the items, so that top-1
     and top-5 land away from 0 and 1."""
@@ -196,8 +203,7 @@ def cmd_cases(train_csv, val_csv, outdir):
     lines = []
 
     def put(case, mode, n_views, vals):
-        lines.append("%s %s %d %d %d %s\n" % (case, mode, n, n_views, n_actions, " ".join(
-            "%.17g" % v if isinstance(v, float) else "%d" % v for v in vals)))
+        lines.append("%s %s %d %d %d %s\n" % (case, mode, n, n_views, n_actions, as_line(vals)))
 
     for case, n_views, scale, boost in (("views3", 3, 2.0, 4.0), ("views1", 1, 1.0, 3.0),
                                         ("views4_sharp", 4, 6.0, 9.0)):
@@ -207,8 +213,7 @@ def cmd_cases(train_csv, val_csv, outdir):
             probs = average_views(logits, mode)
             probs.astype("<f8").tofile(os.path.join(outdir, "%s.%s.f64" % (case, mode)))
             vals = evaluate(probs, target, act_verb, act_noun, check_avion=True)
-            put(case, mode, n_views, [float(v) if k % 6 < 3 else int(v)
-                                      for k, v in enumerate(vals)])
+            put(case, mode, n_views, vals)
     # Tied: dyadic probabilities (sums exact in any order), some rows constant, some zero.
     tied = rng.integers(0, 4, (n, n_actions)) / 8.0
     tied[::7] = 1.0 / 16
@@ -218,9 +223,15 @@ def cmd_cases(train_csv, val_csv, outdir):
     for case, probs in (("tied", tied), ("coarse", coarse)):
         probs.astype("<f8").tofile(os.path.join(outdir, case + ".f64"))
         vals = evaluate(probs, target, act_verb, act_noun, check_avion=False)
-        put(case, "given", 1, [float(v) if k % 6 < 3 else int(v) for k, v in enumerate(vals)])
+        put(case, "given", 1, vals)
     with open(os.path.join(outdir, "expected.txt"), "w") as f:
         f.write("".join(lines))
+    # One level alone: verb probabilities straight from a model of verbs, no marginals.
+    n_verbs = act_verb.max() + 1
+    verb_probs = average_views(make_logits(rng, act_verb[target], 2, n_verbs, 2.0, 3.0), "probs")
+    verb_probs.astype("<f8").tofile(os.path.join(outdir, "level.f64"))
+    with open(os.path.join(outdir, "level.txt"), "w") as f:
+        f.write(as_line(level(verb_probs, act_verb[target], 0, check_avion=True)) + "\n")
     return 0
 
 
