@@ -281,6 +281,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         if (o->val_ann && task->evaluate &&
             (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
             struct tb_eval_result r;
+            char cls[1024]; /* the classifier's scores as JSON members */
             if ((rc = task->evaluate(st, o, &r)) < 0)
                 goto end;
             r.epoch = e + 1;
@@ -293,10 +294,13 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                              r.map[0], r.map[1], r.ndcg[0], r.ndcg[1], r.map_random,
                              r.ndcg_random, r.zeroshot ? r.top1 : -1.0,
                              r.zeroshot ? r.top5 : -1.0, r.n_items, r.n_sentences);
+            else if ((rc = tb_eval_cls_json(&r, cls, sizeof(cls))) < 0)
+                goto end;
             else
                 metrics_line(metrics, "{\"eval_epoch\": %" PRId64 ", \"top1\": %.4f, \"top5\": "
-                             "%.4f, \"val_loss\": %.6f, \"items\": %" PRId64 "}", r.epoch,
-                             r.top1, r.top5, r.loss, r.n_items);
+                             "%.4f, \"val_loss\": %.6f, \"val_loss_logits\": %.6f, \"items\": %"
+                             PRId64 "%s}", r.epoch, r.top1, r.top5, r.loss, r.loss_logits,
+                             r.n_items, cls);
             if (lead && o->on_eval)
                 o->on_eval(o->user, &r);
             if (final_eval)
