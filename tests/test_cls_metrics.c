@@ -6,13 +6,18 @@
  *   both averaging modes (probabilities to 1e-12); top-1/top-5/mean class accuracy of verb,
  *   noun and action to 1e-12 and the class counts exactly, also on tied dyadic scores. That
  *   part skips without numpy.
- * - Known answers worked out here: two views averaged both ways; perfect predictions score 1
- *   everywhere, except where the placeholder ties with action 0's verb or noun (its value
- *   derived from the counts); constant scores the tie rule's chance level k / n; a 3-item case
- *   by hand.
+ *   One level alone (tb_cls_evaluate_level) on verb probabilities, to 1e-12.
+ * - Known answers worked out here: two views averaged both ways; Kinetics' 5 temporal x 3
+ *   spatial views, where one view's huge logit decides the logit average but not the
+ *   probability average (and where a right view's does the reverse, down to top-5), each
+ *   class's probability written out in exp and the expected top-1/top-5 and mean class
+ *   accuracy counted from them; perfect predictions score 1 everywhere, except where the
+ *   placeholder ties with action 0's verb or noun (its value derived from the counts);
+ *   constant scores the tie rule's chance level k / n; a 3-item case by hand.
+ * - The action list as one object (tb_cls_action_list_build) equals tb_cls_actions'.
  * - Bad input: truth out of range or disagreeing with the action list, non-finite or negative
  *   scores, non-finite logits, empty sizes, repeated or negative actions, sets numbered
- *   separately or with the wrong action count. */
+ *   separately, not numbered, or with the wrong action count; the same for one level. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -149,6 +154,125 @@ static void test_average_views(void)
     CHECK(q[2] == 0);
 }
 
+/* Kinetics' evaluation: 5 temporal x 3 spatial views of 7 classes, three clips.
+ *   clip 0, truth 1: 14 views with logit 2 on class 1 (0 elsewhere), one with 60 on class 3.
+ *     Logits averaged: class 3 at 60/15 = 4 beats class 1 at 28/15: wrong, class 1 second.
+ *     Probabilities averaged: class 1 keeps 14/15 of e^2 / (e^2 + 6) = 0.515, class 3 gets
+ *     (14 / (e^2 + 6) + 1) / 15 = 0.136: right. One saturated view moves a probability
+ *     average by at most 1/15.
+ *   clip 1, truth 0: 14 views with logit 1 on classes 1-5, one with 40 on class 0.
+ *     Logits: class 0 at 40/15 first. Probabilities: class 0 at (14 / (5e + 2) + 1) / 15 =
+ *     0.127 below classes 1-5 at 14/15 of e / (5e + 2) = 0.163: sixth, outside the top 5.
+ *   clip 2, truth 3: every view (3, 1, 0.5, 2, -1, 0, 2.5): both modes are that softmax,
+ *     class 3 third behind classes 0 and 6.
+ * Each class's probability is written out below; the expected scores are counted from those
+ * rows (no two classes tie in them). */
+enum { KIN_VIEWS = 15, KIN_K = 7 };
+
+/* The softmax of one view kind's logits z (KIN_K), by the formula. */
+static void kin_softmax(const double *z, double *p)
+{
+    double sum = 0;
+    for (int q = 0; q < KIN_K; q++)
+        sum += exp(z[q]);
+    for (int q = 0; q < KIN_K; q++)
+        p[q] = exp(z[q]) / sum;
+}
+
+/* A clip's logits z (KIN_VIEWS, KIN_K): n_a views of za, the others of zb, among them view
+ * `special` (t = 2, c = 1 of 5 x 3) when n_a < 15; and its expected rows: want[TB_CLS_AVG_LOGITS],
+ * the softmax of (n_a za + (15 - n_a) zb) / 15, and want[TB_CLS_AVG_PROBS], n_a / 15 of za's
+ * softmax plus (15 - n_a) / 15 of zb's. */
+static void kin_clip(const double *za, const double *zb, int n_a, float *z, double want[2][KIN_K])
+{
+    const int special = 2 * 3 + 1;
+    double mean[KIN_K], pa[KIN_K], pb[KIN_K];
+    for (int v = 0, k = 0; v < KIN_VIEWS; v++) {
+        const double *src = v == special || k >= n_a ? zb : za;
+        k += src == za;
+        for (int q = 0; q < KIN_K; q++)
+            z[v * KIN_K + q] = (float)src[q];
+    }
+    for (int q = 0; q < KIN_K; q++)
+        mean[q] = (n_a * za[q] + (KIN_VIEWS - n_a) * zb[q]) / KIN_VIEWS;
+    kin_softmax(mean, want[TB_CLS_AVG_LOGITS]);
+    kin_softmax(za, pa);
+    kin_softmax(zb, pb);
+    for (int q = 0; q < KIN_K; q++)
+        want[TB_CLS_AVG_PROBS][q] = (n_a * pa[q] + (KIN_VIEWS - n_a) * pb[q]) / KIN_VIEWS;
+}
+
+static void test_kinetics_views(void)
+{
+    static const double a0[KIN_K] = {0, 2, 0, 0, 0, 0, 0}, b0[KIN_K] = {0, 0, 0, 60, 0, 0, 0};
+    static const double a1[KIN_K] = {0, 1, 1, 1, 1, 1, 0}, b1[KIN_K] = {40, 0, 0, 0, 0, 0, 0};
+    static const double a2[KIN_K] = {3, 1, 0.5, 2, -1, 0, 2.5};
+    static const int truth[3] = {1, 0, 3};
+    static const char *const mode_name[2] = {"logits averaged", "probabilities averaged"};
+    float z[3 * KIN_VIEWS * KIN_K];
+    double want[3][2][KIN_K], p[3 * KIN_K];
+    kin_clip(a0, b0, 14, z, want[0]);
+    kin_clip(a1, b1, 14, z + KIN_VIEWS * KIN_K, want[1]);
+    kin_clip(a2, a2, 15, z + 2 * KIN_VIEWS * KIN_K, want[2]);
+    /* What the comment claims: the best class of each mode. */
+    int best[3][2];
+    for (int c = 0; c < 3; c++)
+        for (int m = 0; m < 2; m++) {
+            best[c][m] = 0;
+            for (int q = 1; q < KIN_K; q++)
+                best[c][m] = want[c][m][q] > want[c][m][best[c][m]] ? q : best[c][m];
+        }
+    tbt_case = "Kinetics 5 x 3 views: the cases";
+    CHECK(best[0][TB_CLS_AVG_LOGITS] == 3 && best[0][TB_CLS_AVG_PROBS] == 1);
+    CHECK(best[1][TB_CLS_AVG_LOGITS] == 0 && best[1][TB_CLS_AVG_PROBS] != 0);
+    CHECK(best[2][TB_CLS_AVG_LOGITS] == 0 && best[2][TB_CLS_AVG_PROBS] == 0);
+    for (int m = 0; m < 2; m++) {
+        tbt_case = mode_name[m];
+        CHECK_EQ(tb_cls_average_views(z, 3, KIN_VIEWS, KIN_K, (enum tb_cls_avg)m, p), 0);
+        double worst = 0;
+        for (int k = 0; k < 3 * KIN_K; k++)
+            worst = fmax(worst, fabs(p[k] - want[k / KIN_K][m][k % KIN_K]));
+        CHECK_MSG(worst <= 1e-12, "probabilities off the formulas by %.3g", worst);
+        /* Top-k from the written-out rows: the classes strictly above the truth. Mean class:
+         * the recall of each class some clip has as truth or as its best. */
+        double top1 = 0, top5 = 0, recall = 0;
+        int n_true[KIN_K] = {0}, n_right[KIN_K] = {0}, n_pred[KIN_K] = {0}, n_mean = 0;
+        for (int c = 0; c < 3; c++) {
+            int above = 0, y = truth[c];
+            for (int q = 0; q < KIN_K; q++) {
+                CHECK(q == y || want[c][m][q] != want[c][m][y]);
+                above += want[c][m][q] > want[c][m][y];
+            }
+            top1 += above < 1;
+            top5 += above < 5;
+            n_true[y]++;
+            n_pred[best[c][m]]++;
+            n_right[y] += best[c][m] == y;
+        }
+        for (int q = 0; q < KIN_K; q++)
+            if (n_true[q] || n_pred[q]) {
+                n_mean++;
+                recall += n_true[q] ? (double)n_right[q] / n_true[q] : 0;
+            }
+        struct tb_cls_part part;
+        CHECK_EQ(tb_cls_evaluate_level(p, 3, KIN_K, truth, &part), 0);
+        check_part(&part, top1 / 3, top5 / 3, recall / n_mean, KIN_K, 0, n_mean, 1e-15,
+                   mode_name[m]);
+    }
+    /* The modes part as designed: clip 0 right only by probabilities, clip 1 right only by
+     * logits (and out of the probabilities' top 5). */
+    struct tb_cls_part pl, pp;
+    CHECK_EQ(tb_cls_average_views(z, 3, KIN_VIEWS, KIN_K, TB_CLS_AVG_LOGITS, p), 0);
+    CHECK_EQ(tb_cls_evaluate_level(p, 3, KIN_K, truth, &pl), 0);
+    CHECK_EQ(tb_cls_average_views(z, 3, KIN_VIEWS, KIN_K, TB_CLS_AVG_PROBS, p), 0);
+    CHECK_EQ(tb_cls_evaluate_level(p, 3, KIN_K, truth, &pp), 0);
+    tbt_case = "Kinetics 5 x 3 views: the modes differ";
+    CHECK_NEAR(pl.top1, 1 / 3., 1e-15);
+    CHECK_NEAR(pp.top1, 1 / 3., 1e-15);
+    CHECK_NEAR(pl.top5, 1, 1e-15);
+    CHECK_NEAR(pp.top5, 2 / 3., 1e-15);
+}
+
 static void test_hand(void)
 {
     struct tb_cls_scores sc;
@@ -220,6 +344,16 @@ static void test_split_known(const struct split *s)
     struct tb_cls_scores sc;
     int A = s->n_actions, n = s->n;
     double *p = calloc((size_t)n * A, sizeof(double));
+
+    tbt_case = "the action list as one object";
+    const struct tb_annotations *read[2] = {s->sets[0], s->sets[1]};
+    struct tb_cls_action_list *list = NULL;
+    CHECK_EQ(tb_cls_action_list_build(&list, read, 2), 0);
+    CHECK(list && list->n_actions == A && !memcmp(list->verb, s->verb, sizeof(int) * (size_t)A) &&
+          !memcmp(list->noun, s->noun, sizeof(int) * (size_t)A));
+    tb_cls_action_list_free(&list);
+    CHECK(list == NULL);
+    tb_cls_action_list_free(&list);
 
     tbt_case = "perfect predictions with placeholders";
     /* One-hot on the truth. Actions score 1. An item of action 0 (0:1) puts 1 on the
@@ -373,6 +507,28 @@ static void test_reference(const struct split *s)
     }
     fclose(f);
     CHECK_EQ(n_lines, 8);
+
+    tbt_case = "one level: verb probabilities";
+    int n_verbs = 0, *yv = malloc(sizeof(int) * (size_t)n);
+    for (int a = 0; a < A; a++)
+        n_verbs = s->verb[a] >= n_verbs ? s->verb[a] + 1 : n_verbs;
+    for (int i = 0; i < n; i++)
+        yv[i] = s->truth[3 * i];
+    double *p = read_raw("level.f64", sizeof(double) * (size_t)n * n_verbs);
+    f = fopen(tbt_path("level.txt"), "r");
+    for (k = 0; f && k < 6 && fscanf(f, "%lf", &w[k]) == 1; k++)
+        ;
+    if (f)
+        fclose(f);
+    CHECK_EQ(k, 6);
+    struct tb_cls_part part;
+    if (p && k == 6) {
+        CHECK_EQ(tb_cls_evaluate_level(p, n, n_verbs, yv, &part), 0);
+        check_part(&part, w[0], w[1], w[2], (int)w[3], (int)w[4], (int)w[5], 1e-12, "verb");
+        CHECK(part.top1 > 0.05 && part.top5 < 0.99);
+    }
+    free(p);
+    free(yv);
 }
 
 /* ---- bad input ------------------------------------------------------------------------------- */
@@ -446,6 +602,24 @@ static void test_bad_input(const struct split *s)
     CHECK_EQ(tb_cls_average_views(z, 2, 3, 2, (enum tb_cls_avg)7, q), TB_EINVAL);
     CHECK_STR_HAS(tb_errmsg(), "mode 7 is neither");
 
+    tbt_case = "one level: bad input";
+    int y2[2] = {4, 1};
+    struct tb_cls_part part;
+    CHECK_EQ(tb_cls_evaluate_level(p, 2, 5, y2, &part), 0);
+    y2[0] = 5;
+    CHECK_EQ(tb_cls_evaluate_level(p, 2, 5, y2, &part), TB_ERANGE);
+    CHECK_STR_HAS(tb_errmsg(), "item 0: class 5 is not one of the 5 classes");
+    CHECK_EQ(part.n_classes, 0);
+    y2[0] = 4;
+    p[6] = NAN;
+    CHECK_EQ(tb_cls_evaluate_level(p, 2, 5, y2, &part), TB_ERANGE);
+    CHECK_STR_HAS(tb_errmsg(), "item 1, class 1: the score is nan");
+    p[6] = 0.1;
+    CHECK_EQ(tb_cls_evaluate_level(p, 0, 5, y2, &part), TB_EINVAL);
+    CHECK_EQ(tb_cls_evaluate_level(p, 2, 0, y2, &part), TB_EINVAL);
+    CHECK_EQ(tb_cls_evaluate_level(p, 2, 5, NULL, &part), TB_EINVAL);
+    CHECK_EQ(tb_cls_evaluate_level(p, 2, 5, y2, NULL), TB_EINVAL);
+
     tbt_case = "sets and the action count";
     int *av = malloc(sizeof(int) * (size_t)(s->n_actions + 1));
     int *an = malloc(sizeof(int) * (size_t)(s->n_actions + 1));
@@ -465,6 +639,22 @@ static void test_bad_input(const struct split *s)
         CHECK_EQ(tb_cls_actions(mixed, 2, s->n_actions, av, an), TB_EINVAL);
         CHECK_STR_HAS(tb_errmsg(), "EPIC_100_validation.csv:");
         CHECK_STR_HAS(tb_errmsg(), "on an earlier item (were the sets numbered separately?)");
+        const struct tb_annotations *read[2] = {s->sets[0], val};
+        struct tb_cls_action_list *list = NULL;
+        CHECK_EQ(tb_cls_action_list_build(&list, read, 2), TB_EINVAL);
+        CHECK_STR_HAS(tb_errmsg(), "on an earlier item (were the sets numbered separately?)");
+        CHECK(list == NULL);
+    }
+    tb_ann_free(&val);
+    /* Loaded, never numbered: no action ids. */
+    CHECK_EQ(tb_ann_load(&val, tbt_path("EPIC_100_validation.csv"), &epic), 0);
+    if (val) {
+        const struct tb_annotations *read[2] = {s->sets[0], val};
+        struct tb_cls_action_list *list = NULL;
+        CHECK_EQ(tb_cls_action_list_build(&list, read, 2), TB_EINVAL);
+        CHECK_STR_HAS(tb_errmsg(), "EPIC_100_validation.csv:2: the item has no action id: "
+                      "number the sets together first");
+        CHECK(list == NULL);
     }
     tb_ann_free(&val);
     free(av);
@@ -477,6 +667,7 @@ int main(void)
     tbt_begin("cls_metrics");
     int have_numpy = tbt_run(NULL, 60, PYTHON " -c 'import numpy'") == 0;
     test_average_views();
+    test_kinetics_views();
     test_hand();
     if (split_open(&s) == 0) {
         test_split_known(&s);

@@ -3,7 +3,10 @@
  * - every step's loss (the mean over the global batch) agrees within float tolerance, and the
  *   gradient norms too;
  * - the final weights agree (both processes hold the same ones; rank 0 wrote the checkpoint);
- * - only rank 0 writes metrics (as many lines as the single run) and prints the summary.
+ * - only rank 0 writes metrics (as many lines as the single run) and prints the summary;
+ * - `mpirun -np 2 tubelet eval` equals one process's, also for --label action with the action
+ *   list (--train): EK-100's verb, noun and action scores of both averaging modes, each
+ *   item's views dealt to both processes (the logits' sums reduced before their softmax).
  * Skipped (77) where mpirun is missing. Under mpirun, ASan's leak check is off for the MPI
  * processes (OpenMPI keeps allocations until exit); the single-process run keeps it. */
 #define _POSIX_C_SOURCE 200809L
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "tb_test.h"
+#include "tubelet/rng.h"
 #include "tubelet/safetensors.h"
 
 /* As root (CI containers) OpenMPI wants both variables; 2 processes may exceed the cores. */
@@ -187,5 +191,66 @@ int main(void)
     CHECK_MSG(once && !strstr(once + 1, "\"ckpt\""), "the result is printed once: %s", e2);
     free(e1);
     free(e2);
+
+    /* --label action, 3 views x 3 crops: the loader deals an item's 9 clips out to both
+     * processes, so each holds part of every item's sums of logits and probabilities; the
+     * softmax of the logits' mean must wait for the reduction. The items: the training ones
+     * but the last (learnt, and an odd number: a padded shard), numbered with the training
+     * set as the run numbered them. Then the same with a random head 10 times the usual
+     * scale, whose views disagree more. (A softmax taken before the reduction moves the
+     * logits' loss and scores of both.) */
+    tbt_case = "sharded evaluation: label action, both modes";
+    char train[4400], ckpt[2][4400];
+    snprintf(train, sizeof(train), "%s/syn/annotations/EPIC_100_train.csv", d);
+    tbt_run(NULL, 30, "head -n $(($(wc -l < %s) - 1)) %s > %s/train_odd.csv", train, train, d);
+    rc = tbt_run(&e1, 600, "OMP_NUM_THREADS=1 %s train --data %s/data --train %s --val "
+                 "%s/train_odd.csv --dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 "
+                 "--input-size 32 --workers 1 --flip false --eval-every 0 --epochs 20 --lr 0.005 "
+                 "--label action --batch 4 --out %s/act-one", t, d, train, d, d);
+    CHECK_MSG(rc == 0, "%s", e1);
+    free(e1);
+    snprintf(ckpt[0], sizeof(ckpt[0]), "%s/act-one/last.safetensors", d);
+    snprintf(ckpt[1], sizeof(ckpt[1]), "%s/act-random-head.safetensors", d);
+    struct tb_st_file *f = NULL;
+    CHECK_EQ(tb_st_read(&f, ckpt[0]), 0);
+    struct tb_st_tensor *head = NULL;
+    for (int i = 0; f && i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, "head.weight"))
+            head = &f->tensors[i];
+    CHECK(head && head->dtype == TB_ST_F32);
+    if (head && head->dtype == TB_ST_F32) {
+        tb_rng g;
+        tb_rng_init(&g, 7, 3);
+        for (int64_t k = 0; k < head->n; k++)
+            ((float *)head->data)[k] = (float)(10 * (tb_rng_uniform(&g) - 0.5));
+        CHECK_EQ(tb_st_write(ckpt[1], f->tensors, f->n_tensors, f->metadata), 0);
+    }
+    tb_st_free(&f);
+    static const char *const level[3] = {"verb", "noun", "action"};
+    static const char *const what[3] = {"\"%s_top1%s\": ", "\"%s_top5%s\": ",
+                                        "\"mean_class_%s%s\": "};
+    for (int h = 0; h < 2; h++) {
+        tbt_case = h ? "sharded evaluation: label action, a random head"
+                     : "sharded evaluation: label action, both modes";
+        snprintf(evflags, sizeof(evflags), "eval --ckpt %s --data %s/data --val %s/train_odd.csv "
+                 "--train %s --batch 3 --views 3 --crops 3 --workers 1", ckpt[h], d, d, train);
+        rc = tbt_run(&e1, 300, "OMP_NUM_THREADS=1 %s %s", t, evflags);
+        CHECK_MSG(rc == 0, "%s", e1);
+        rc = tbt_run(&e2, 300, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
+                     "%s %s", t, evflags);
+        CHECK_MSG(rc == 0, "%s", e2);
+        for (int k = 0; k < 23; k++) {
+            char key[64];
+            if (k < 18)
+                snprintf(key, sizeof(key), what[k % 3], level[k / 3 % 3], k < 9 ? "" : "_logits");
+            else
+                snprintf(key, sizeof(key), "%s", k < 22 ? keys[k - 18] : "\"loss_logits\": ");
+            const char *p1 = e1 ? strstr(e1, key) : NULL, *p2 = e2 ? strstr(e2, key) : NULL;
+            double a = p1 ? atof(p1 + strlen(key)) : NAN, b = p2 ? atof(p2 + strlen(key)) : NAN;
+            CHECK_MSG(fabs(a - b) <= 1e-6, "%s one process %g, two %g", key, a, b);
+        }
+        free(e1);
+        free(e2);
+    }
     TBT_EXIT();
 }

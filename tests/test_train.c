@@ -16,13 +16,25 @@
  * - fine-tuning's augmentation (mixup, cutmix, erasing, drop path, head dropout) under SGD:
  *   the same checkpoint for 1 and 4 workers, an exact resume, bad settings;
  * - --task clip: the same checkpoint for 1 and 3 workers, an exact resume, the zero-shot
- *   evaluation and its random baseline in metrics.jsonl, bad captions naming their lines. */
+ *   evaluation and its random baseline in metrics.jsonl, bad captions naming their lines;
+ * - --label action: EK-100's verb, noun and action scores of both averaging modes in
+ *   metrics.jsonl, and the same from `tubelet eval --train`; without --train a note and action
+ *   scores only; tb_eval_cls over 5 views x 3 crops equal to tb_cls_evaluate on the model's
+ *   own logits, collected clip by clip and averaged by tb_cls_average_views, and to
+ *   tests/ref/ek100_cls_ref.py on them (skipped without numpy). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
 #include "tb_test.h"
 #include "tubelet/data.h"
+#include "tubelet/rng.h"
 #include "tubelet/safetensors.h"
+#include "tubelet/train.h"
+#include "tubelet/video.h"
+
+#ifndef PYTHON
+#define PYTHON "/usr/bin/python3"
+#endif
 
 static char data[4200], train_csv[4400], val_csv[4400];
 
@@ -371,6 +383,338 @@ static void test_clip(const char *t, const char *d)
     free(out);
 }
 
+/* ---- --label action: EK-100's scores ------------------------------------------------------ */
+
+/* The number after "key": in text, or NAN. */
+static double json_num(const char *text, const char *key)
+{
+    char pat[96];
+    snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    const char *p = text ? strstr(text, pat) : NULL;
+    return p ? atof(p + strlen(pat)) : NAN;
+}
+
+/* The classification keys of an eval line with the action list: key k of 18 into buf. */
+static const char *cls_key(int k, char *buf, size_t size)
+{
+    static const char *const level[3] = {"verb", "noun", "action"};
+    static const char *const what[3] = {"%s_top1%s", "%s_top5%s", "mean_class_%s%s"};
+    snprintf(buf, size, what[k % 3], level[k / 3 % 3], k < 9 ? "" : "_logits");
+    return buf;
+}
+
+static void same_part(const struct tb_cls_part *a, const struct tb_cls_part *b, double tol,
+                      const char *what)
+{
+    CHECK_MSG(fabs(a->top1 - b->top1) <= tol && fabs(a->top5 - b->top5) <= tol &&
+              fabs(a->mean_class - b->mean_class) <= tol, "%s: top-1 %.17g / %.17g, top-5 "
+              "%.17g / %.17g, mean class %.17g / %.17g", what, a->top1, b->top1, a->top5,
+              b->top5, a->mean_class, b->mean_class);
+    CHECK_MSG(a->n_classes == b->n_classes && a->n_placeholders == b->n_placeholders &&
+              a->n_mean_classes == b->n_mean_classes, "%s: classes %d / %d, placeholders "
+              "%d / %d, in the mean %d / %d", what, a->n_classes, b->n_classes,
+              a->n_placeholders, b->n_placeholders, a->n_mean_classes, b->n_mean_classes);
+}
+
+static void same_scores(const struct tb_cls_scores *a, const struct tb_cls_scores *b,
+                        double tol, const char *mode)
+{
+    char what[96];
+    const struct tb_cls_part *pa[3] = {&a->verb, &a->noun, &a->action};
+    const struct tb_cls_part *pb[3] = {&b->verb, &b->noun, &b->action};
+    static const char *const level[3] = {"verb", "noun", "action"};
+    for (int v = 0; v < 3; v++) {
+        snprintf(what, sizeof(what), "%s, %s", mode, level[v]);
+        same_part(pa[v], pb[v], tol, what);
+    }
+}
+
+/* The model's logits (n_items, 15, K) for the items of ann, 5 views x 3 crops made by the
+ * dataset clip by clip and forwarded 4 at a time (as the evaluation's batches: the same
+ * clips in each product, so the same bits). */
+static float *own_logits(tb_vit *m, const struct tb_annotations *ann,
+                         const struct tb_dataset_opts *d, enum tb_norm norm)
+{
+    const struct tb_vit_config *c = tb_vit_config(m);
+    struct tb_dataset_opts o = *d;
+    o.train = 0;
+    o.n_views = 5;
+    o.n_crops = 3;
+    o.n_frames = c->frames;
+    o.width = c->width;
+    o.height = c->height;
+    tb_dataset *ds = NULL;
+    tb_reader *rd = NULL;
+    const float *mean, *std;
+    tb_norm_values(norm, &mean, &std);
+    CHECK_EQ(tb_dataset_open(&ds, ann, &o), 0);
+    CHECK_EQ(tb_reader_open(&rd, NULL), 0);
+    if (!ds || !rd) {
+        tb_dataset_close(&ds);
+        return NULL;
+    }
+    int64_t n = tb_dataset_size(ds);
+    size_t bytes = tb_dataset_sample_bytes(ds);
+    CHECK_EQ(n, (int64_t)ann->n_items * 15);
+    uint8_t *clips = malloc(4 * bytes);
+    float *z = malloc(sizeof(float) * (size_t)n * c->classes);
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i += 4) {
+        int b = n - i < 4 ? (int)(n - i) : 4;
+        struct tb_sample_info info;
+        for (int j = 0; j < b && rc == 0; j++)
+            rc = tb_dataset_get(ds, rd, 0, 0, i + j, clips + (size_t)j * bytes, &info);
+        if (rc == 0)
+            rc = tb_vit_forward_clips(m, clips, NULL, b, mean, std, NULL, 0, NULL);
+        if (rc == 0)
+            rc = tb_vit_logits(m, z + (size_t)i * c->classes);
+    }
+    CHECK_MSG(rc == 0, "%s", tb_errmsg());
+    free(clips);
+    tb_reader_close(&rd);
+    tb_dataset_close(&ds);
+    if (rc < 0) {
+        free(z);
+        return NULL;
+    }
+    return z;
+}
+
+/* Whether any score of a differs from b's. */
+static int scores_differ(const struct tb_cls_scores *a, const struct tb_cls_scores *b)
+{
+    const struct tb_cls_part *pa[3] = {&a->verb, &a->noun, &a->action};
+    const struct tb_cls_part *pb[3] = {&b->verb, &b->noun, &b->action};
+    int differ = 0;
+    for (int v = 0; v < 3; v++)
+        differ |= pa[v]->top1 != pb[v]->top1 || pa[v]->top5 != pb[v]->top5 ||
+                  pa[v]->mean_class != pb[v]->mean_class;
+    return differ;
+}
+
+/* tb_eval_cls of m on ann (label action, the list given), 5 views x 3 crops, into *r, against
+ * m's own logits scored independently: tb_cls_average_views and tb_cls_evaluate (to the bit:
+ * one process adds the views in tb_cls_average_views' order), and ek100_cls_ref.py. */
+static void eval_check(tb_vit *m, const struct tb_annotations *ann,
+                       const struct tb_cls_action_list *list, const struct tb_dataset_opts *d,
+                       enum tb_norm norm, int have_numpy, struct tb_eval_result *r)
+{
+    int n = ann->n_items, K = tb_vit_config(m)->classes;
+    int *pred = malloc(sizeof(int) * (size_t)n), *truth = malloc(sizeof(int) * 3 * (size_t)n);
+    double *prob[2] = {malloc(sizeof(double) * (size_t)n * K),
+                       malloc(sizeof(double) * (size_t)n * K)};
+    static const char *const mode_name[2] = {"logits averaged", "probabilities averaged"};
+    float *z = NULL;
+    CHECK_EQ(tb_eval_cls(m, ann, d, TB_LABEL_ACTION, norm, 5, 3, 4, 2, list, r, pred), 0);
+    CHECK_EQ(r->cls_parts, 7);
+    CHECK_EQ(r->n_items, n);
+    if (!(z = own_logits(m, ann, d, norm)))
+        goto end;
+    for (int i = 0; i < n; i++) {
+        truth[3 * i] = ann->items[i].verb;
+        truth[3 * i + 1] = ann->items[i].noun;
+        truth[3 * i + 2] = ann->items[i].action;
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        struct tb_cls_scores sc;
+        CHECK_EQ(tb_cls_average_views(z, n, 15, K, (enum tb_cls_avg)mode, prob[mode]), 0);
+        CHECK_EQ(tb_cls_evaluate(prob[mode], n, K, list->verb, list->noun, truth, &sc), 0);
+        same_scores(&r->cls[mode], &sc, 0, mode_name[mode]);
+    }
+    /* top1/top5 and the predictions: the averaged probabilities under argmax's rule; the
+     * losses: each mode's mean cross-entropy. */
+    int top1 = 0, top5 = 0, pred_ok = 1;
+    double apart = 0, loss[2] = {0, 0};
+    for (int i = 0; i < n; i++) {
+        const double *p = prob[TB_CLS_AVG_PROBS] + (size_t)i * K;
+        int y = truth[3 * i + 2], rank = 0, best = 0;
+        for (int mode = 0; mode < 2; mode++)
+            loss[mode] -= log(fmax(prob[mode][(size_t)i * K + y], 1e-12)) / n;
+        for (int q = 0; q < K; q++) {
+            rank += p[q] > p[y] || (p[q] == p[y] && q < y);
+            best = p[q] > p[best] ? q : best;
+            apart = fmax(apart, fabs(p[q] - prob[TB_CLS_AVG_LOGITS][(size_t)i * K + q]));
+        }
+        top1 += rank < 1;
+        top5 += rank < 5;
+        pred_ok &= pred[i] == best;
+    }
+    CHECK_MSG(r->top1 == (double)top1 / n && r->top5 == (double)top5 / n, "top-1 %g, top-5 %g; "
+              "the probabilities give %d and %d of %d", r->top1, r->top5, top1, top5, n);
+    CHECK(pred_ok);
+    CHECK_MSG(fabs(r->loss - loss[TB_CLS_AVG_PROBS]) <= 1e-12 * loss[TB_CLS_AVG_PROBS] &&
+              fabs(r->loss_logits - loss[TB_CLS_AVG_LOGITS]) <= 1e-12 * loss[TB_CLS_AVG_LOGITS],
+              "losses %.17g, %.17g; the probabilities give %.17g, %.17g", r->loss,
+              r->loss_logits, loss[TB_CLS_AVG_PROBS], loss[TB_CLS_AVG_LOGITS]);
+    CHECK_MSG(apart > 1e-2, "the modes' probabilities differ by %.3g at most", apart);
+    if (!have_numpy)
+        goto end;
+    FILE *f = fopen(tbt_path("own_logits.f32"), "wb");
+    CHECK(f && fwrite(z, sizeof(float), (size_t)n * 15 * K, f) == (size_t)n * 15 * K);
+    if (f)
+        fclose(f);
+    char *out = NULL, mode[16];
+    int rc = tbt_run(&out, 120, PYTHON " %s/tests/ref/ek100_cls_ref.py score %s %s %s %s 15",
+                     TB_SOURCE_DIR, train_csv, val_csv, train_csv, tbt_path("own_logits.f32"));
+    CHECK_MSG(rc == 0, "ek100_cls_ref.py score: %s", out);
+    const char *at = out;
+    int lines = 0, used;
+    double w[18];
+    while (rc == 0 && at && sscanf(at, "%15s%n", mode, &used) == 1) {
+        at += used;
+        int k = 0;
+        for (; k < 18 && sscanf(at, "%lf%n", &w[k], &used) == 1; k++)
+            at += used;
+        CHECK_EQ(k, 18);
+        if (k < 18)
+            break;
+        struct tb_cls_scores want = {.n_items = n};
+        struct tb_cls_part *part[3] = {&want.verb, &want.noun, &want.action};
+        for (int v = 0; v < 3; v++)
+            *part[v] = (struct tb_cls_part){w[6 * v], w[6 * v + 1], w[6 * v + 2],
+                                            (int)w[6 * v + 3], (int)w[6 * v + 4],
+                                            (int)w[6 * v + 5]};
+        int avg = strcmp(mode, "logits") ? TB_CLS_AVG_PROBS : TB_CLS_AVG_LOGITS;
+        same_scores(&r->cls[avg], &want, 1e-12, mode);
+        lines++;
+    }
+    CHECK_EQ(lines, 2);
+    free(out);
+end:
+    free(z);
+    free(pred);
+    free(truth);
+    free(prob[0]);
+    free(prob[1]);
+}
+
+/* The action run's checkpoint on the training items, which it has learnt (scores away from
+ * 0); then with a random head 10 times the usual scale, whose views disagree so that the two
+ * modes score differently (a mix-up of the modes would show). */
+static void eval_against_logits(const char *ckpt)
+{
+    struct tb_ckpt_info info;
+    struct tb_annotations *sets[2] = {NULL, NULL};
+    struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
+    struct tb_cls_action_list *list = NULL;
+    tb_vit *m = NULL;
+    struct tb_eval_result r;
+    int have_numpy = tbt_run(NULL, 60, PYTHON " -c 'import numpy'") == 0;
+    if (!have_numpy)
+        fprintf(stderr, "skip: the comparisons with tests/ref/ek100_cls_ref.py (%s has no "
+                "numpy)\n", PYTHON);
+    CHECK_EQ(tb_ckpt_info(ckpt, &info), 0);
+    info.model.backend = "cpu";
+    CHECK_EQ(tb_vit_open(&m, &info.model), 0);
+    CHECK_EQ(tb_ckpt_load(ckpt, tb_vit_params(m), NULL, NULL), 0);
+    CHECK_EQ(tb_vit_plan(m, 4, NULL), 0);
+    CHECK_EQ(tb_ann_load(&sets[0], train_csv, &epic), 0);
+    CHECK_EQ(tb_ann_load(&sets[1], val_csv, &epic), 0);
+    const struct tb_annotations *read[2] = {sets[0], sets[1]};
+    if (!m || !sets[0] || !sets[1] || tb_ann_map_actions(sets, 2) < 1 ||
+        tb_cls_action_list_build(&list, read, 2) < 0) {
+        TBT_FAIL("%s", tb_errmsg());
+        goto end;
+    }
+    CHECK_EQ(list->n_actions, info.model.classes);
+    struct tb_dataset_opts d = {.root = data, .ext = "mp4", .sampler = info.sampler,
+                                .stride = info.stride};
+    tbt_case = "label action: tb_eval_cls against the model's own logits";
+    eval_check(m, sets[0], list, &d, info.norm, have_numpy, &r);
+    CHECK_MSG(r.cls[TB_CLS_AVG_PROBS].action.top1 > 0.5, "action top-1 %g on the items it "
+              "learnt", r.cls[TB_CLS_AVG_PROBS].action.top1);
+
+    tbt_case = "label action: a random head, where the modes part";
+    tb_params *pr = tb_vit_params(m);
+    int iw = tb_params_find(pr, "head.weight");
+    int64_t nw = iw >= 0 ? tb_params_at(pr, iw)->n : 0;
+    float *h = malloc(sizeof(float) * (size_t)(nw + 1));
+    tb_rng g;
+    tb_rng_init(&g, 7, 3);
+    for (int64_t k = 0; k < nw; k++)
+        h[k] = (float)(10 * (tb_rng_uniform(&g) - 0.5));
+    CHECK_EQ(iw >= 0 ? tb_params_write(pr, iw, h) : -1, 0);
+    free(h);
+    eval_check(m, sets[0], list, &d, info.norm, have_numpy, &r);
+    CHECK_MSG(scores_differ(&r.cls[TB_CLS_AVG_LOGITS], &r.cls[TB_CLS_AVG_PROBS]),
+              "both modes score alike: the case cannot tell them apart");
+
+    tbt_case = "label action: tb_eval_cls refuses a list that does not fit";
+    CHECK_EQ(tb_eval_cls(m, sets[0], &d, TB_LABEL_VERB, info.norm, 1, 1, 4, 2, list, &r, NULL),
+             TB_EINVAL);
+    CHECK_STR_HAS(tb_errmsg(), "an action list scores a model of actions, not of verbs");
+    list->n_actions--;
+    CHECK_EQ(tb_eval_cls(m, sets[0], &d, TB_LABEL_ACTION, info.norm, 1, 1, 4, 2, list, &r, NULL),
+             TB_EINVAL);
+    CHECK_STR_HAS(tb_errmsg(), "the action list has");
+    list->n_actions++;
+end:
+    tb_cls_action_list_free(&list);
+    tb_vit_close(&m);
+    tb_ann_free(&sets[0]);
+    tb_ann_free(&sets[1]);
+}
+
+/* A --label action run: its eval line, tubelet eval with and without the action list. */
+static void test_action(const char *t, const char *d)
+{
+    char run[4300], flags[3000], path[4400], key[64], *out = NULL;
+    tbt_case = "label action: the run's evaluation";
+    snprintf(run, sizeof(run), "%s/run_action", d);
+    snprintf(flags, sizeof(flags), "--data %s --train %s --val %s %s --epochs 40 --lr 0.005 "
+             "--label-smoothing 0 --label action --val-views 2", data, train_csv, val_csv,
+             model_flags);
+    int rc = tbt_run(&out, 600, "%s train %s --out %s", t, flags, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "  probabilities averaged: verb top-1 ");
+    CHECK_STR_HAS(out, "  logits averaged: verb top-1 ");
+    CHECK_STR_HAS(out, "; action top-1 ");
+    free(out);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    char *metrics = tbt_read(path, NULL);
+    const char *line = metrics ? strstr(metrics, "{\"eval_epoch\": 40, ") : NULL;
+    CHECK_MSG(line != NULL, "no final eval line: %s", metrics);
+    for (int k = 0; k < 18; k++)
+        CHECK_MSG(!isnan(json_num(line, cls_key(k, key, sizeof(key)))), "no %s: %s", key, line);
+
+    tbt_case = "label action: tubelet eval --train";
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --train %s "
+                 "--batch 4 --views 2", t, run, data, val_csv, train_csv);
+    CHECK_MSG(rc == 0, "%s", out);
+    for (int k = 0; k < 20; k++) {
+        const char *name = k < 18 ? cls_key(k, key, sizeof(key)) : k == 18 ? "top1" : "top5";
+        double a = json_num(out, name), b = json_num(line, name);
+        CHECK_MSG(a == b, "%s: %g from tubelet eval, %g in the run's metrics", name, a, b);
+    }
+    CHECK_MSG(fabs(json_num(out, "loss") - json_num(line, "val_loss")) < 1e-5 &&
+              fabs(json_num(out, "loss_logits") - json_num(line, "val_loss_logits")) < 1e-5,
+              "losses: %s\nthe run's: %s", out, line);
+    CHECK(!strstr(out, "note:"));
+    free(out);
+
+    tbt_case = "label action: tubelet eval without --train";
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --batch 4", t,
+                 run, data, val_csv);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "note: no action list without --train");
+    CHECK_STR_HAS(out, "\"action_top1\": ");
+    CHECK_STR_HAS(out, "\"mean_class_action_logits\": ");
+    CHECK_MSG(out && !strstr(out, "verb_top1") && !strstr(out, "noun_top1"), "%s", out);
+    free(out);
+
+    tbt_case = "label action: tubelet eval --train of another run";
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --train %s "
+                 "--batch 4", t, run, data, val_csv, val_csv);
+    CHECK_MSG(rc != 0 && out && strstr(out, "the action list has") &&
+              strstr(out, "classes (is it the list of the run's training and validation sets?)"),
+              "%s", out);
+    free(out);
+    free(metrics);
+
+    snprintf(path, sizeof(path), "%s/last.safetensors", run);
+    eval_against_logits(path);
+}
+
 int main(void)
 {
     tbt_begin("train");
@@ -591,6 +935,7 @@ int main(void)
     tb_st_free(&fp);
     tb_st_free(&fg);
     test_augment(t, d);
+    test_action(t, d);
     test_mae(t, d);
     test_clip(t, d);
     TBT_EXIT();

@@ -91,7 +91,7 @@ TB_API int tb_mir_relevancy_load(const char *path, const struct tb_annotations *
 /* ---- EPIC-Kitchens-100 action classification --------------------------------------------- */
 
 /* How a clip's views (temporal clips x spatial crops) become one score row; AVION reports
- * both, tb_eval_cls (train.h) uses the second. */
+ * both, and so does tb_eval_cls (train.h), whose plain top1/top5 are the second's. */
 enum tb_cls_avg {
     TB_CLS_AVG_LOGITS, /* the views' logits averaged, then one softmax */
     TB_CLS_AVG_PROBS,  /* a softmax per view, then the probabilities averaged */
@@ -109,6 +109,21 @@ TB_API int tb_cls_average_views(const float *logits, int64_t n_items, int n_view
  * action with different classes (sets numbered separately) is TB_EINVAL naming the line. */
 TB_API int tb_cls_actions(struct tb_annotations *const *sets, int n_sets, int n_actions,
                           int *verb, int *noun);
+
+/* An action list as one object, for tb_eval_cls (train.h): verb[a], noun[a] of every action
+ * a of 0 .. n_actions - 1. */
+struct tb_cls_action_list {
+    int n_actions;
+    int *verb, *noun; /* (n_actions) */
+};
+
+/* The action list of sets numbered together by tb_ann_map_actions (AVION's: train + val):
+ * n_actions is the largest action id + 1, the rest as tb_cls_actions (whose errors it
+ * returns); an item without an action id (not numbered) is TB_EINVAL naming its line. The sets
+ * are only read. Free with tb_cls_action_list_free (NULL-safe; sets *l to NULL). */
+TB_API int tb_cls_action_list_build(struct tb_cls_action_list **out,
+                                    const struct tb_annotations *const *sets, int n_sets);
+TB_API void tb_cls_action_list_free(struct tb_cls_action_list **l);
 
 /* One label level's scores; fractions in [0, 1]. */
 struct tb_cls_part {
@@ -139,6 +154,12 @@ struct tb_cls_scores {
  * name the offending item, class or action. */
 TB_API int tb_cls_evaluate(const double *prob, int64_t n_items, int n_actions, const int *verb,
                            const int *noun, const int *truth, struct tb_cls_scores *out);
+
+/* One level alone, without marginals: prob (n_items, n_classes) as above scored against truth
+ * (n_items) classes, top-1/top-5 and mean class accuracy by the same rules (n_placeholders 0).
+ * For a model of verbs or nouns, or of Kinetics classes. Errors name the item or class. */
+TB_API int tb_cls_evaluate_level(const double *prob, int64_t n_items, int n_classes,
+                                 const int *truth, struct tb_cls_part *out);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #define TUBELET_TRAIN_H
 
 #include "tubelet/data.h"
+#include "tubelet/metrics.h"
 #include "tubelet/model.h"
 #include "tubelet/text.h"
 
@@ -170,6 +171,14 @@ struct tb_eval_result {
     double top1, top5;                  /* fractions, views and crops averaged (clip: zero-shot
                                          * classification by class-name prompts) */
     double loss;                        /* mean cross-entropy of the averaged prediction */
+    double loss_logits;                 /* cls: the same of the averaged logits' softmax */
+    /* --task cls: the label's scores (metrics.h: top-k ties as the mean over their orders,
+     * mean class accuracy) for each way of averaging the views, indexed by enum tb_cls_avg
+     * (top1/top5 above are cls[TB_CLS_AVG_PROBS]'s views with argmax's tie rule). cls_parts
+     * says which of verb, noun, action are set, bit 1 << enum tb_label_kind: the label's own,
+     * and with an action list (label action) all three, verbs and nouns by marginalisation. */
+    int cls_parts;
+    struct tb_cls_scores cls[2];
     /* --task clip: zero-shot multi-instance retrieval over the split's sentences (EK-100's
      * definitions, metrics.h), and the same code on random similarities (the baseline a
      * model must beat) */
@@ -235,15 +244,29 @@ struct tb_train_opts {
  * failure on any process stops every process with its message. */
 TB_API int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval);
 
-/* Evaluate m on annotations: views x crops per item, probabilities averaged; under mpirun
- * each process takes its share of the clips and the results are reduced. Top-k counts an
- * item right only when its class is strictly among the k best (ties go to the lower class
- * index, as argmax); a logit that is not finite is TB_ERANGE naming the clip. predicted,
- * when not NULL, has ann->n_items places and receives each item's top-1 class. */
+/* Evaluate m on annotations: views x crops per item, averaged both ways (metrics.h's enum
+ * tb_cls_avg: the logits, then one softmax; the views' probabilities); under mpirun each
+ * process takes its share of the clips and the sums are reduced (the logits' softmax taken
+ * after). top1/top5/loss are of the averaged probabilities, top-k counting an item right only
+ * when its class is strictly among the k best (ties go to the lower class index, as argmax);
+ * loss_logits is the cross-entropy of the averaged logits' softmax; res->cls has the label's
+ * scores for both modes. actions, when not NULL, is the action list the label's action ids
+ * come from (label action only, as many actions as m has classes): then res->cls has EK-100's
+ * verb and noun scores too, from the marginals. A logit that is not finite is TB_ERANGE
+ * naming the clip. predicted, when not NULL, has ann->n_items places and receives each item's
+ * top-1 class. Memory: two (n_items, classes) arrays of doubles. */
 TB_API int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann,
                        const struct tb_dataset_opts *data, enum tb_label_kind label,
                        enum tb_norm norm, int views, int crops, int batch, int workers,
-                       struct tb_eval_result *res, int *predicted);
+                       const struct tb_cls_action_list *actions, struct tb_eval_result *res,
+                       int *predicted);
+
+/* res's classification scores as JSON members, each written as `, "key": value` into buf
+ * (size bytes): for each level cls_parts sets, "<level>_top1", "<level>_top5" and
+ * "mean_class_<level>" of the averaged probabilities, then the same keys with "_logits" of
+ * the averaged logits (level: verb, noun, action). "" when none is set. TB_ERANGE when buf is
+ * too small (1024 bytes always suffice). */
+TB_API int tb_eval_cls_json(const struct tb_eval_result *res, char *buf, size_t size);
 
 /* Zero-shot evaluation of a dual encoder on EPIC annotations with narrations: each item's
  * video features (views x crops of normalised features averaged; sharded over processes),

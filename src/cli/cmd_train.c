@@ -203,6 +203,28 @@ static void on_step(void *user, const struct tb_train_progress *p)
     }
 }
 
+/* A classifier's scores (struct tb_eval_result's cls), a line for each averaging mode. */
+static void print_cls_scores(const struct tb_eval_result *r)
+{
+    static const char *const level[3] = {"verb", "noun", "action"}; /* enum tb_label_kind */
+    static const enum tb_cls_avg modes[2] = {TB_CLS_AVG_PROBS, TB_CLS_AVG_LOGITS};
+    for (int k = 0; k < 2 && r->cls_parts; k++) {
+        const struct tb_cls_scores *s = &r->cls[modes[k]];
+        const struct tb_cls_part *part[3] = {&s->verb, &s->noun, &s->action};
+        const char *sep = "";
+        fprintf(stderr, "  %s averaged:", modes[k] == TB_CLS_AVG_PROBS ? "probabilities" :
+                "logits");
+        for (int v = 0; v < 3; v++)
+            if (r->cls_parts & 1 << v) {
+                fprintf(stderr, "%s %s top-1 %.2f%%, top-5 %.2f%%, mean class %.2f%%", sep,
+                        level[v], 100 * part[v]->top1, 100 * part[v]->top5,
+                        100 * part[v]->mean_class);
+                sep = ";";
+            }
+        fputc('\n', stderr);
+    }
+}
+
 static void on_eval(void *user, const struct tb_eval_result *r)
 {
     (void)user;
@@ -220,6 +242,7 @@ static void on_eval(void *user, const struct tb_eval_result *r)
     fprintf(stderr, "%seval after epoch %lld: top-1 %.2f%%, top-5 %.2f%% on %lld clips (loss "
             "%.4f)\n", tty ? "\n" : "", (long long)r->epoch, 100 * r->top1, 100 * r->top5,
             (long long)r->n_items, r->loss);
+    print_cls_scores(r);
 }
 
 static int parse_label(const char *s, enum tb_label_kind *out)
@@ -463,7 +486,7 @@ const struct cli_command cli_cmd_train = {
 /* ---- eval -------------------------------------------------------------------------------- */
 
 struct eval_config {
-    char *ckpt, *data, *ext, *val, *format, *label, *predictions, *backend;
+    char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *backend;
     int views, crops, batch, workers;
     char *class_names, *prompt, *relevancy, *similarity, *task;
 };
@@ -480,6 +503,9 @@ static const struct cli_flag eval_flags[] = {
     E("data", CLI_STR, data, NULL, "ROOT", "prepared videos", CLI_NO_RANGE),
     E("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     E("val", CLI_STR, val, NULL, "FILE", "annotations to evaluate on", CLI_NO_RANGE),
+    E("train", CLI_STR, train, "", "FILE", "label action: the run's training annotations, to "
+      "number the actions over them and --val as the run did (AVION's list) and score verbs "
+      "and nouns from the action probabilities", CLI_NO_RANGE),
     E("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
     E("label", CLI_STR, label, "", "NAME", "verb, noun or action (default: the run's)",
       CLI_NO_RANGE),
@@ -572,12 +598,14 @@ static int write_predictions(const char *path, const struct tb_annotations *a,
 static int run_eval(void *config, int n_args, char **args)
 {
     struct eval_config *c = config;
-    struct tb_annotations *val = NULL;
+    struct tb_annotations *train = NULL, *val = NULL;
+    struct tb_cls_action_list *actions = NULL;
     struct tb_ann_opts ao = {.skip_bad_rows = 1};
     struct tb_ckpt_info info;
-    enum tb_label_kind label;
+    enum tb_label_kind label = TB_LABEL_VERB; /* --label, else the checkpoint's */
     tb_vit *m = NULL;
     struct tb_eval_result r;
+    char scores[1024];
     int *predicted = NULL, rc, status = 1;
     (void)n_args;
     (void)args;
@@ -627,8 +655,25 @@ static int run_eval(void *config, int n_args, char **args)
         (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
         (rc = tb_vit_plan(m, c->batch, NULL)) < 0 || (rc = tb_ann_load(&val, c->val, &ao)) < 0)
         goto fail;
-    if (label == TB_LABEL_ACTION)
-        tb_ann_map_actions(&val, 1);
+    if (label == TB_LABEL_ACTION && c->train[0]) {
+        /* The run numbered the actions over its training and validation sets: so here. */
+        if ((rc = tb_ann_load(&train, c->train, &ao)) < 0)
+            goto fail;
+        struct tb_annotations *sets[2] = {train, val};
+        const struct tb_annotations *read[2] = {train, val};
+        if ((rc = tb_ann_map_actions(sets, 2)) < 0 ||
+            (rc = tb_cls_action_list_build(&actions, read, 2)) < 0)
+            goto fail;
+    } else if (label == TB_LABEL_ACTION) {
+        if ((rc = tb_ann_map_actions(&val, 1)) < 0)
+            goto fail;
+        if (tb_dist_rank() == 0)
+            fprintf(stderr, "tubelet eval: note: no action list without --train: the actions "
+                    "are numbered over --val alone (the run's numbering only where --val has "
+                    "every action of its training set), and only action top-1/top-5 are "
+                    "scored; --train FILE (the run's training CSV) numbers them over both, as "
+                    "the run did, and adds the verb and noun scores\n");
+    }
     struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = info.sampler,
                                 .stride = info.stride};
     if (c->predictions[0] && !(predicted = calloc((size_t)val->n_items + 1, sizeof(int)))) {
@@ -636,13 +681,15 @@ static int run_eval(void *config, int n_args, char **args)
         goto fail;
     }
     if ((rc = tb_eval_cls(m, val, &d, label, info.norm, c->views, c->crops, c->batch, c->workers,
-                          &r, predicted)) < 0)
+                          actions, &r, predicted)) < 0 ||
+        (rc = tb_eval_cls_json(&r, scores, sizeof(scores))) < 0)
         goto fail;
     if (tb_dist_rank() == 0) {
         if (c->predictions[0] && write_predictions(c->predictions, val, label, predicted) < 0)
             goto end;
         printf("{\"ckpt\": \"%s\", \"items\": %lld, \"top1\": %.4f, \"top5\": %.4f, "
-               "\"loss\": %.6f}\n", c->ckpt, (long long)r.n_items, r.top1, r.top5, r.loss);
+               "\"loss\": %.6f, \"loss_logits\": %.6f%s}\n", c->ckpt, (long long)r.n_items,
+               r.top1, r.top5, r.loss, r.loss_logits, scores);
     }
     status = 0;
     goto end;
@@ -651,6 +698,8 @@ fail:
 end:
     free(predicted);
     tb_vit_close(&m);
+    tb_cls_action_list_free(&actions);
+    tb_ann_free(&train);
     tb_ann_free(&val);
     tb_dist_finalize();
     return status;
@@ -659,8 +708,10 @@ end:
 const struct cli_command cli_cmd_eval = {
     .name = "eval",
     .args = "",
-    .summary = "evaluate a checkpoint: top-1/top-5 with views x crops averaged; for a --task "
-               "clip one, zero-shot retrieval (mAP, nDCG) and classification",
+    .summary = "evaluate a checkpoint: top-1/top-5 and mean class accuracy with views x crops "
+               "averaged (probabilities, and logits); EK-100 verb/noun/action with --label "
+               "action --train; for a --task clip one, zero-shot retrieval (mAP, nDCG) and "
+               "classification",
     .details = NULL,
     .flags = eval_flags,
     .n_flags = (int)(sizeof(eval_flags) / sizeof(eval_flags[0])),

@@ -170,10 +170,30 @@ static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
     return rc < 0 ? rc : tb_vit_backward(t->m);
 }
 
+/* With --label action, AVION's action list of the training and validation sets (numbered
+ * together, as the run's labels are), so the evaluation adds EK-100's verb and noun scores.
+ * It is made anew each time: a pass over the annotations, nothing beside the model's forward.
+ * A head of another size than the list (--classes set higher) is scored without it. */
 static int cls_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)
 {
-    return tb_eval_cls(((struct cls *)state)->m, o->val_ann, &o->data, o->label, o->norm,
-                       o->val_views, o->val_crops, o->batch, o->workers, r, NULL);
+    tb_vit *m = ((struct cls *)state)->m;
+    struct tb_cls_action_list *actions = NULL;
+    const struct tb_annotations *sets[2] = {o->train_ann, o->val_ann};
+    int rc;
+    if (o->label == TB_LABEL_ACTION && o->train_ann->format == TB_ANN_EPIC &&
+        o->val_ann->format == TB_ANN_EPIC) {
+        TBI_TRY(tb_cls_action_list_build(&actions, sets, 2));
+        if (actions->n_actions != tb_vit_config(m)->classes) {
+            tbi_log(TB_LOG_WARN, "%d actions in the training and validation sets, %d classes in "
+                    "the model: no verb and noun scores", actions->n_actions,
+                    tb_vit_config(m)->classes);
+            tb_cls_action_list_free(&actions);
+        }
+    }
+    rc = tb_eval_cls(m, o->val_ann, &o->data, o->label, o->norm, o->val_views, o->val_crops,
+                     o->batch, o->workers, actions, r, NULL);
+    tb_cls_action_list_free(&actions);
+    return rc;
 }
 
 const struct tbi_task tbi_task_cls = {

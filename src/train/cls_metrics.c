@@ -1,7 +1,8 @@
 /* src/train/cls_metrics.c - EPIC-Kitchens-100 action classification metrics (see metrics.h):
  * a clip's views averaged into probabilities (logits or probabilities averaged), the action
  * list of numbered annotations, and top-1/top-5 and mean class accuracy of actions and, by
- * marginalising the actions, of verbs and nouns. The definitions were read in AVION
+ * marginalising the actions, of verbs and nouns; or of one label alone (a Kinetics class, a
+ * verb or noun model's). The definitions were read in AVION
  * (avion/utils/evaluation_ek100cls.py, scripts/main_lavila_finetune_cls.py) and LaViLa;
  * docs/METRICS.md states them and the tie rule. It runs no model and reads no file: an
  * evaluation hands it scores. Tests: tests/test_cls_metrics.c. */
@@ -11,12 +12,12 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "train/cls_internal.h"
 #include "tubelet/metrics.h"
 
 /* ---- views ----------------------------------------------------------------------------------- */
 
-/* p (n) = softmax(z (n)), the maximum subtracted so exp cannot overflow. */
-static void softmax(const double *z, int n, double *p)
+void tbi_softmax_f64(const double *z, int n, double *p)
 {
     double mx = z[0], sum = 0;
     for (int q = 1; q < n; q++)
@@ -62,16 +63,14 @@ int tb_cls_average_views(const float *logits, int64_t n_items, int n_views, int 
             }
             for (int q = 0; q < n_classes; q++)
                 z[q] = x[q];
-            softmax(z, n_classes, pv);
+            tbi_softmax_f64(z, n_classes, pv);
             for (int q = 0; q < n_classes; q++)
                 p[q] += pv[q];
         }
         for (int q = 0; q < n_classes; q++)
             p[q] /= n_views;
-        if (mode == TB_CLS_AVG_LOGITS) {
-            memcpy(z, p, sizeof(double) * (size_t)n_classes);
-            softmax(z, n_classes, p);
-        }
+        if (mode == TB_CLS_AVG_LOGITS)
+            tbi_softmax_f64(p, n_classes, p);
     }
     free(z);
     return 0;
@@ -79,8 +78,9 @@ int tb_cls_average_views(const float *logits, int64_t n_items, int n_views, int 
 
 /* ---- the action list ------------------------------------------------------------------------- */
 
-int tb_cls_actions(struct tb_annotations *const *sets, int n_sets, int n_actions, int *verb,
-                   int *noun)
+/* tb_cls_actions on sets that are only read. */
+static int read_actions(const struct tb_annotations *const *sets, int n_sets, int n_actions,
+                        int *verb, int *noun)
 {
     if (!sets || n_sets < 1 || !verb || !noun)
         return tbi_err(TB_EINVAL, "the action list needs annotation sets and two arrays");
@@ -116,6 +116,58 @@ int tb_cls_actions(struct tb_annotations *const *sets, int n_sets, int n_actions
         if (verb[a] < 0)
             return tbi_err(TB_EINVAL, "action %d of %d: no item of the %d sets has it (are these "
                            "the sets tb_ann_map_actions numbered?)", a, n_actions, n_sets);
+    return 0;
+}
+
+int tb_cls_actions(struct tb_annotations *const *sets, int n_sets, int n_actions, int *verb,
+                   int *noun)
+{
+    return read_actions((const struct tb_annotations *const *)sets, n_sets, n_actions, verb,
+                        noun);
+}
+
+void tb_cls_action_list_free(struct tb_cls_action_list **l)
+{
+    if (!*l)
+        return;
+    free((*l)->verb);
+    free((*l)->noun);
+    free(*l);
+    *l = NULL;
+}
+
+int tb_cls_action_list_build(struct tb_cls_action_list **out,
+                             const struct tb_annotations *const *sets, int n_sets)
+{
+    struct tb_cls_action_list *l = NULL;
+    int n = 0, rc;
+    *out = NULL;
+    if (!sets || n_sets < 1)
+        return tbi_err(TB_EINVAL, "the action list needs annotation sets");
+    /* tb_ann_map_actions numbers the pairs 0 .. n - 1, every one carried by some item. */
+    for (int s = 0; s < n_sets; s++)
+        for (int i = 0; sets[s] && i < sets[s]->n_items; i++) {
+            const struct tb_ann_item *it = &sets[s]->items[i];
+            if (it->action < 0)
+                return tbi_err(TB_EINVAL, "%s:%d: the item has no action id: number the sets "
+                               "together first (tb_ann_map_actions over train + val)",
+                               sets[s]->path, it->line);
+            n = it->action >= n ? it->action + 1 : n;
+        }
+    if ((l = calloc(1, sizeof(*l)))) {
+        l->verb = malloc(sizeof(int) * (size_t)(n ? n : 1));
+        l->noun = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    }
+    if (!l || !l->verb || !l->noun) {
+        tb_cls_action_list_free(&l);
+        return tbi_err(TB_ENOMEM, "out of memory for %d actions", n);
+    }
+    l->n_actions = n;
+    if ((rc = read_actions(sets, n_sets, n, l->verb, l->noun)) < 0) {
+        tb_cls_action_list_free(&l);
+        return rc;
+    }
+    *out = l;
     return 0;
 }
 
@@ -259,6 +311,17 @@ static void marginalise(const double *p, int n_actions, const int *cls, const ch
             l->col[c] = p[0];
 }
 
+/* Item i's scores p (n) are finite and >= 0; what names a column in the message. */
+static int check_row(const double *p, int n, int64_t i, const char *what)
+{
+    for (int q = 0; q < n; q++)
+        if (!isfinite(p[q]) || p[q] < 0)
+            return tbi_err(TB_ERANGE, "item %" PRId64 ", %s %d: the score is %g: scores must be "
+                           "finite probabilities >= 0 (a softmax, e.g. tb_cls_average_views)", i,
+                           what, q, p[q]);
+    return 0;
+}
+
 int tb_cls_evaluate(const double *prob, int64_t n_items, int n_actions, const int *verb,
                     const int *noun, const int *truth, struct tb_cls_scores *out)
 {
@@ -299,13 +362,8 @@ int tb_cls_evaluate(const double *prob, int64_t n_items, int n_actions, const in
                          t[1], t[2], verb[t[2]], noun[t[2]]);
             goto end;
         }
-        for (int a = 0; a < n_actions; a++)
-            if (!isfinite(p[a]) || p[a] < 0) {
-                rc = tbi_err(TB_ERANGE, "item %" PRId64 ", action %d: the score is %g: scores "
-                             "must be finite probabilities >= 0 (a softmax, e.g. "
-                             "tb_cls_average_views)", i, a, p[a]);
-                goto end;
-            }
+        if ((rc = check_row(p, n_actions, i, "action")) < 0)
+            goto end;
         marginalise(p, n_actions, verb, has, &lv[0]);
         marginalise(p, n_actions, noun, has + n_verbs, &lv[1]);
         tally(&lv[0], lv[0].col, t[0]);
@@ -323,5 +381,39 @@ end:
     for (int k = 0; k < 3; k++)
         level_free(&lv[k]);
     free(has);
+    return rc;
+}
+
+int tb_cls_evaluate_level(const double *prob, int64_t n_items, int n_classes, const int *truth,
+                          struct tb_cls_part *out)
+{
+    struct level l = {0};
+    int rc = 0;
+    if (!out)
+        return tbi_err(TB_EINVAL, "scoring classification: out must not be NULL");
+    memset(out, 0, sizeof(*out));
+    if (!prob || !truth)
+        return tbi_err(TB_EINVAL, "scoring classification: prob and truth must not be NULL");
+    if (n_items < 1 || n_classes < 1)
+        return tbi_err(TB_EINVAL, "scoring classification: %" PRId64 " items, %d classes: each "
+                       "must be at least 1", n_items, n_classes);
+    if (level_alloc(&l, n_classes, 0) < 0) {
+        rc = tbi_err(TB_ENOMEM, "out of memory for %d classes", n_classes);
+        goto end;
+    }
+    for (int64_t i = 0; i < n_items; i++) {
+        const double *p = prob + (size_t)i * n_classes;
+        if (truth[i] < 0 || truth[i] >= n_classes) {
+            rc = tbi_err(TB_ERANGE, "item %" PRId64 ": class %d is not one of the %d classes", i,
+                         truth[i], n_classes);
+            goto end;
+        }
+        if ((rc = check_row(p, n_classes, i, "class")) < 0)
+            goto end;
+        tally(&l, p, truth[i]);
+    }
+    level_finish(&l, n_items, 0, out);
+end:
+    level_free(&l);
     return rc;
 }

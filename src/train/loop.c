@@ -118,14 +118,41 @@ static void log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resu
         log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
         return;
     }
-    const struct field f[] = {
+    /* The classifier: then its levels' scores for both averagings, in tb_eval_cls_json's
+     * order and names. */
+    enum { N_BASE = 6, N_MAX = N_BASE + 2 * 3 * 3 };
+    static const char *const level[3] = {"verb", "noun", "action"}; /* enum tb_label_kind */
+    static const enum tb_cls_avg modes[2] = {TB_CLS_AVG_PROBS, TB_CLS_AVG_LOGITS};
+    struct field f[N_MAX] = {
         count("eval_epoch", r->epoch, "eval/epoch"),
         num("top1", "%.4f", r->top1, "eval/top1"),
         num("top5", "%.4f", r->top5, "eval/top5"),
         num("val_loss", "%.6f", r->loss, "eval/val_loss"),
+        num("val_loss_logits", "%.6f", r->loss_logits, "eval/val_loss_logits"),
         count("items", r->n_items, NULL),
     };
-    log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
+    char names[N_MAX - N_BASE][2][48];
+    int n = N_BASE;
+    for (int k = 0; k < 2; k++) {
+        const struct tb_cls_scores *sc = &r->cls[modes[k]];
+        const struct tb_cls_part *part[3] = {&sc->verb, &sc->noun, &sc->action};
+        const char *sfx = modes[k] == TB_CLS_AVG_LOGITS ? "_logits" : "";
+        for (int v = 0; v < 3; v++) {
+            if (!(r->cls_parts & 1 << v))
+                continue;
+            const double val[3] = {part[v]->top1, part[v]->top5, part[v]->mean_class};
+            for (int q = 0; q < 3; q++, n++) {
+                char *key = names[n - N_BASE][0], *tag = names[n - N_BASE][1];
+                if (q == 2)
+                    snprintf(key, 48, "mean_class_%s%s", level[v], sfx);
+                else
+                    snprintf(key, 48, "%s_top%d%s", level[v], q ? 5 : 1, sfx);
+                snprintf(tag, 48, "eval/%s", key);
+                f[n] = num(key, "%.4f", val[q], tag);
+            }
+        }
+    }
+    log_line(lg, step, f, n);
 }
 
 /* The mean over processes of every gradient, through host memory a bounded piece at a time

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tests/ref/ek100_cls_ref.py - the numpy twin of EPIC-Kitchens-100 action classification
-metrics (src/train/cls_metrics.c), for tests/test_cls_metrics.c. Written from AVION
+metrics (src/train/cls_metrics.c), for tests/test_cls_metrics.c and (score) tests/test_train.c.
+Written from AVION
 (zhaoyue-zephyrus/AVION: avion/utils/evaluation_ek100cls.py's get_marginal_indexes,
 marginalize and get_mean_accuracy; scripts/main_lavila_finetune_cls.py's main and validate;
 avion/utils/misc.py's generate_label_map) and LaViLa's copies
@@ -19,6 +20,14 @@ top_k_accuracy_score are written out below as AVION calls them.
             case mode n_items n_views n_actions, then for verb, noun and action:
             top1 top5 mean_class n_classes n_placeholders n_mean_classes
         (mode: logits, probs, or given for a probabilities case).
+        Also OUTDIR/level.f64, probabilities (n_items, n_verbs) of verb classes scored as
+        one level (no marginals) against the items' verbs, and OUTDIR/level.txt: its
+        top1 top5 mean_class n_classes n_placeholders n_mean_classes.
+    python3 tests/ref/ek100_cls_ref.py score TRAIN.csv VAL.csv EVAL.csv LOGITS.f32 N_VIEWS
+        scores a model's own logits, float32 (n_items, N_VIEWS, n_actions) raw little-endian
+        for the items of EVAL.csv (numbered with AVION's list over TRAIN + VAL): prints a line
+        per mode (logits, probs): the mode, then for verb, noun and action
+        top1 top5 mean_class n_classes n_placeholders n_mean_classes.
     python3 tests/ref/ek100_cls_ref.py deviation TRAIN.csv VAL.csv
         prints how far AVION's own tie handling (sklearn's top_k_accuracy_score, numpy's
         argmax) is from the tie rule on tied scores (docs/METRICS.md quotes it).
@@ -165,15 +174,21 @@ def evaluate(probs, target, act_verb, act_noun, check_avion):
 
 # ---- cases -------------------------------------------------------------------------------------
 
-def load(train_csv, val_csv):
+def load(train_csv, val_csv, eval_csv=None):
+    """AVION's action list over train + val, and the actions of eval_csv's items (val's by
+    default)."""
     vn2act = generate_label_map(train_csv, val_csv)
     act_verb = np.array([int(vn.split(":")[0]) for vn in vn2act])
     act_noun = np.array([int(vn.split(":")[1]) for vn in vn2act])
-    with open(val_csv) as f:
+    with open(eval_csv or val_csv) as f:
         reader = csv.reader(f)
         next(reader)
         target = np.array([vn2act["{}:{}".format(int(r[10]), int(r[12]))] for r in reader])
     return act_verb, act_noun, target
+
+
+def as_line(vals):
+    return " ".join("%.17g" % float(v) if k % 6 < 3 else "%d" % v for k, v in enumerate(vals))
 
 
 def make_logits(rng, target, n_views, n_actions, scale, boost):
@@ -196,8 +211,7 @@ def cmd_cases(train_csv, val_csv, outdir):
     lines = []
 
     def put(case, mode, n_views, vals):
-        lines.append("%s %s %d %d %d %s\n" % (case, mode, n, n_views, n_actions, " ".join(
-            "%.17g" % v if isinstance(v, float) else "%d" % v for v in vals)))
+        lines.append("%s %s %d %d %d %s\n" % (case, mode, n, n_views, n_actions, as_line(vals)))
 
     for case, n_views, scale, boost in (("views3", 3, 2.0, 4.0), ("views1", 1, 1.0, 3.0),
                                         ("views4_sharp", 4, 6.0, 9.0)):
@@ -207,8 +221,7 @@ def cmd_cases(train_csv, val_csv, outdir):
             probs = average_views(logits, mode)
             probs.astype("<f8").tofile(os.path.join(outdir, "%s.%s.f64" % (case, mode)))
             vals = evaluate(probs, target, act_verb, act_noun, check_avion=True)
-            put(case, mode, n_views, [float(v) if k % 6 < 3 else int(v)
-                                      for k, v in enumerate(vals)])
+            put(case, mode, n_views, vals)
     # Tied: dyadic probabilities (sums exact in any order), some rows constant, some zero.
     tied = rng.integers(0, 4, (n, n_actions)) / 8.0
     tied[::7] = 1.0 / 16
@@ -218,9 +231,25 @@ def cmd_cases(train_csv, val_csv, outdir):
     for case, probs in (("tied", tied), ("coarse", coarse)):
         probs.astype("<f8").tofile(os.path.join(outdir, case + ".f64"))
         vals = evaluate(probs, target, act_verb, act_noun, check_avion=False)
-        put(case, "given", 1, [float(v) if k % 6 < 3 else int(v) for k, v in enumerate(vals)])
+        put(case, "given", 1, vals)
     with open(os.path.join(outdir, "expected.txt"), "w") as f:
         f.write("".join(lines))
+    # One level alone: verb probabilities straight from a model of verbs, no marginals.
+    n_verbs = act_verb.max() + 1
+    verb_probs = average_views(make_logits(rng, act_verb[target], 2, n_verbs, 2.0, 3.0), "probs")
+    verb_probs.astype("<f8").tofile(os.path.join(outdir, "level.f64"))
+    with open(os.path.join(outdir, "level.txt"), "w") as f:
+        f.write(as_line(level(verb_probs, act_verb[target], 0, check_avion=True)) + "\n")
+    return 0
+
+
+def cmd_score(train_csv, val_csv, eval_csv, logits_path, n_views):
+    act_verb, act_noun, target = load(train_csv, val_csv, eval_csv)
+    logits = np.fromfile(logits_path, "<f4").reshape(len(target), n_views, len(act_verb))
+    for mode in ("logits", "probs"):
+        vals = evaluate(average_views(logits, mode), target, act_verb, act_noun,
+                        check_avion=True)
+        print(mode, as_line(vals))
     return 0
 
 
@@ -246,6 +275,8 @@ def cmd_deviation(train_csv, val_csv):
 def main(argv):
     if len(argv) == 5 and argv[1] == "cases":
         return cmd_cases(argv[2], argv[3], argv[4])
+    if len(argv) == 7 and argv[1] == "score":
+        return cmd_score(argv[2], argv[3], argv[4], argv[5], int(argv[6]))
     if len(argv) == 4 and argv[1] == "deviation":
         return cmd_deviation(argv[2], argv[3])
     sys.stderr.write(__doc__)
