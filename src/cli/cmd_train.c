@@ -421,7 +421,8 @@ static int run_train(void *config, int n_args, char **args)
     if (lead) {
         /* The reproduction gap users hit most: the global batch and the lr it gives. */
         int world = tb_dist_world(), global = world * c->batch;
-        fprintf(stderr, "train: global batch %d (%d process%s x %d clips); peak lr %g", global,
+        fprintf(stderr, "tubelet: info: global batch %d (%d process%s x %d clips); peak lr %g",
+                global,
                 world, world > 1 ? "es" : "", c->batch, o.lr);
         if (c->blr > 0)
             fprintf(stderr, " (--blr %g x %d / 256)", c->blr, global);

@@ -120,7 +120,7 @@ static int check_config(const struct tb_vit_config *c)
         (c->pool != TB_POOL_CLS || c->pos != TB_POS_LEARNED || c->qv_bias || c->keep ||
          c->embed < 0 || (c->classes > 0) == (c->embed > 0)))
         return tbi_err(TB_EINVAL, "CLIP's video tower: a class token, learned positions, no "
-                       "q/v biases, every token kept, and either a projection (width %d) or "
+                       "q/v biases, every token kept, and either a projection width (%d) or "
                        "a head (%d classes: AVION's classifier)", c->embed, c->classes);
     if (c->layout != TB_LAYOUT_CLIP && c->embed)
         return tbi_err(TB_EINVAL, "a projection (width %d) is CLIP's layout's", c->embed);
