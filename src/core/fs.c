@@ -51,13 +51,14 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len)
     int rc = tbi_fmt(tmp, sizeof(tmp), "%s.part", path);
     if (rc < 0)
         return rc;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    int fd = tbi_fault(TBI_FAULT_OPEN) ? (errno = EMFILE, -1)
+                                       : open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0)
         return tbi_err(TB_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     const char *p = data;
     size_t left = len;
     while (left > 0) {
-        ssize_t n = write(fd, p, left);
+        ssize_t n = tbi_fault(TBI_FAULT_WRITE) ? (errno = ENOSPC, -1) : write(fd, p, left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -85,12 +86,12 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len)
 int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    FILE *f = tbi_fopen(path, "rb");
     if (!f)
         return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: cannot open: %s", path,
                        strerror(errno));
     size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
+    char *buf = tbi_malloc(cap + 1);
     if (!buf) {
         fclose(f);
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
@@ -106,7 +107,7 @@ int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_byte
             return tbi_err(TB_EFORMAT, "%s: larger than %zu bytes", path, max_bytes);
         }
         cap *= 2;
-        char *grown = realloc(buf, cap + 1);
+        char *grown = tbi_realloc(buf, cap + 1);
         if (!grown) {
             free(buf);
             fclose(f);

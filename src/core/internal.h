@@ -5,6 +5,7 @@
 #define TUBELET_CORE_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tubelet/base.h"
@@ -54,6 +55,29 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len);
 /* Read a whole file into a malloc'ed, NUL-terminated buffer (caller frees). At most max_bytes;
  * a larger file is TB_EFORMAT. */
 int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes);
+
+/* Fault injection (fault.c), for tests: a call site asks tbi_fault(kind) and fails as if out
+ * of memory (TBI_FAULT_ALLOC: every library allocation goes through tbi_malloc and the rest
+ * below), unable to open (TBI_FAULT_OPEN) or out of disk space (TBI_FAULT_WRITE) when it
+ * answers 1. tbi_fault_arm(kind, k) makes the k-th call from now fail, once (k 0: off);
+ * tbi_fault_count(kind) only counts; tbi_fault_calls tells the calls since either. Threads
+ * share the counters. */
+enum tbi_fault { TBI_FAULT_ALLOC, TBI_FAULT_OPEN, TBI_FAULT_WRITE, TBI_FAULT_N };
+void tbi_fault_arm(enum tbi_fault kind, int64_t k);
+void tbi_fault_count(enum tbi_fault kind);
+int64_t tbi_fault_calls(enum tbi_fault kind);
+int tbi_fault(enum tbi_fault kind);
+
+/* fopen and fwrite as fault points: an open fault fails with EMFILE, a write fault writes
+ * nothing and fails with ENOSPC (the disk full). */
+FILE *tbi_fopen(const char *path, const char *mode);
+size_t tbi_fwrite(const void *p, size_t size, size_t n, FILE *f);
+
+/* The library's allocations: malloc, calloc, realloc and strdup, each a fault point. */
+void *tbi_malloc(size_t bytes);
+void *tbi_calloc(size_t n, size_t size);
+void *tbi_realloc(void *p, size_t bytes);
+char *tbi_strdup(const char *s);
 
 /* Big buffers (training state, activations, kernel scratch): from 2 MB on, 2 MB aligned with
  * huge pages requested; smaller, 64-byte aligned. free() them. tbi_calloc_big zeroes. NULL

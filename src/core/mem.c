@@ -13,8 +13,30 @@
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
+void *tbi_malloc(size_t bytes)
+{
+    return tbi_fault(TBI_FAULT_ALLOC) ? NULL : malloc(bytes);
+}
+
+void *tbi_calloc(size_t n, size_t size)
+{
+    return tbi_fault(TBI_FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+
+void *tbi_realloc(void *p, size_t bytes)
+{
+    return tbi_fault(TBI_FAULT_ALLOC) ? NULL : realloc(p, bytes);
+}
+
+char *tbi_strdup(const char *s)
+{
+    return tbi_fault(TBI_FAULT_ALLOC) ? NULL : strdup(s);
+}
+
 void *tbi_alloc_big(size_t bytes)
 {
+    if (tbi_fault(TBI_FAULT_ALLOC))
+        return NULL;
     if (bytes < HUGE_PAGE)
         return aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
     void *p = NULL;

@@ -188,7 +188,7 @@ int tbi_npy_open(struct tbi_npy *h, const char *path)
     struct stat st;
     int rc;
     memset(h, 0, sizeof(*h));
-    FILE *f = fopen(path, "rb");
+    FILE *f = tbi_fopen(path, "rb");
     if (!f)
         return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: cannot open: %s", path,
                        strerror(errno));
@@ -223,7 +223,7 @@ int tbi_npy_open(struct tbi_npy *h, const char *path)
                      "(truncated?)", path, (long long)header_len, (long long)st.st_size);
         goto fail;
     }
-    if (!(text = malloc((size_t)header_len + 1))) {
+    if (!(text = tbi_malloc((size_t)header_len + 1))) {
         rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
@@ -270,7 +270,7 @@ static void swap_bytes(unsigned char *p, int64_t n, int size)
 
 int tbi_npy_read_f32(struct tbi_npy *h, const char *path, float *out)
 {
-    unsigned char *buf = malloc((size_t)CHUNK * 8);
+    unsigned char *buf = tbi_malloc((size_t)CHUNK * 8);
     if (!buf)
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     for (int64_t done = 0; done < h->n;) {

@@ -242,7 +242,7 @@ int tb_st_read(struct tb_st_file **out, const char *path)
     const char *data = buf + 8 + hlen;
     size_t data_len = len - 8 - hlen;
     struct json j = {buf + 8, buf + 8 + hlen, path};
-    if (!(f = calloc(1, sizeof(*f))))
+    if (!(f = tbi_calloc(1, sizeof(*f))))
         goto oom;
     int cap = 0;
     if (expect(&j, '{'))
@@ -265,7 +265,7 @@ int tb_st_read(struct tb_st_file **out, const char *path)
         } else {
             if (f->n_tensors == cap) {
                 cap = cap ? 2 * cap : 64;
-                struct tb_st_tensor *g = realloc(f->tensors, sizeof(*g) * (size_t)cap);
+                struct tb_st_tensor *g = tbi_realloc(f->tensors, sizeof(*g) * (size_t)cap);
                 if (!g)
                     goto oom;
                 f->tensors = g;
@@ -289,7 +289,7 @@ int tb_st_read(struct tb_st_file **out, const char *path)
             }
             int widen = t->dtype == TB_ST_BF16 || t->dtype == TB_ST_F16;
             size_t keep = widen ? (size_t)t->n * 4 : bytes;
-            if (!(t->data = malloc(keep ? keep : 1)))
+            if (!(t->data = tbi_malloc(keep ? keep : 1)))
                 goto oom;
             if (widen) {
                 const uint8_t *src = (const uint8_t *)data + offs[0];
@@ -357,7 +357,7 @@ int tb_st_write_fill(const char *path, const struct tb_st_tensor *ts, int n,
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     }
     size_t total = 8 + h.len + off;
-    char *buf = malloc(total);
+    char *buf = tbi_malloc(total);
     if (!buf) {
         tbi_sb_free(&h);
         return tbi_err(TB_ENOMEM, "%s: out of memory (%zu bytes)", path, total);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/internal.h"
 #include "core/strbuf.h"
 
 void tbi_sb_printf(struct tbi_sb *sb, const char *fmt, ...)
@@ -26,7 +27,7 @@ void tbi_sb_printf(struct tbi_sb *sb, const char *fmt, ...)
         size_t cap = sb->cap ? sb->cap : 256;
         while (cap - sb->len <= (size_t)n)
             cap *= 2;
-        char *grown = realloc(sb->buf, cap);
+        char *grown = tbi_realloc(sb->buf, cap);
         if (!grown) {
             sb->failed = 1;
             return;

@@ -52,7 +52,7 @@ enum which { W_VERB, W_NOUN, W_ACTION };
 /* One histogram: the rows' classes sorted and counted in runs, then ordered by count. */
 static int build_hist(const struct tb_annotations *a, enum which w, struct tb_ann_hist *h)
 {
-    struct tb_ann_class_count *v = malloc(sizeof(*v) * (size_t)(a->n_items ? a->n_items : 1));
+    struct tb_ann_class_count *v = tbi_malloc(sizeof(*v) * (size_t)(a->n_items ? a->n_items : 1));
     if (!v)
         return tbi_err(TB_ENOMEM, "out of memory");
     int n = 0;
@@ -125,8 +125,8 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
     int kinetics = a->format == TB_ANN_KINETICS, n = a->n_items;
     size_t cap = (size_t)(n ? n : 1);
 
-    if (!(s = calloc(1, sizeof(*s))) || !(order = malloc(sizeof(*order) * cap)) ||
-        !(dur = malloc(sizeof(*dur) * cap))) {
+    if (!(s = tbi_calloc(1, sizeof(*s))) || !(order = tbi_malloc(sizeof(*order) * cap)) ||
+        !(dur = tbi_malloc(sizeof(*dur) * cap))) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto fail;
     }
@@ -149,14 +149,14 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
             s->n_plain += found == 2;
         }
         if (s->root_checked && !found) {
-            struct tb_ann_missing *m = realloc(s->missing, sizeof(*m) * (size_t)(s->n_missing + 1));
+            struct tb_ann_missing *m = tbi_realloc(s->missing, sizeof(*m) * (size_t)(s->n_missing + 1));
             if (!m) {
                 rc = tbi_err(TB_ENOMEM, "out of memory");
                 goto fail;
             }
             s->missing = m;
             m += s->n_missing;
-            if (!(m->video = strdup(order[g].video))) {
+            if (!(m->video = tbi_strdup(order[g].video))) {
                 rc = tbi_err(TB_ENOMEM, "out of memory");
                 goto fail;
             }

@@ -161,7 +161,7 @@ static int parse_noun_list(const char *s, int **out, int *at)
             if ((x = x * 10 + (*p - '0')) > 1000000)
                 goto bad;
         if (n == cap) {
-            int *g = realloc(v, sizeof(*g) * (size_t)(cap = cap ? 2 * cap : 4));
+            int *g = tbi_realloc(v, sizeof(*g) * (size_t)(cap = cap ? 2 * cap : 4));
             if (!g) {
                 free(v);
                 return TB_ENOMEM;
@@ -198,7 +198,7 @@ static struct tb_ann_item *add_item(struct parser *ps)
     struct tb_annotations *a = ps->a;
     if (a->n_items == ps->cap) {
         int cap = ps->cap ? 2 * ps->cap : 256;
-        struct tb_ann_item *g = realloc(a->items, sizeof(*g) * (size_t)cap);
+        struct tb_ann_item *g = tbi_realloc(a->items, sizeof(*g) * (size_t)cap);
         if (!g)
             return NULL;
         a->items = g;
@@ -216,7 +216,7 @@ static int row_nouns(struct parser *ps, char **f, int n, int line_no, struct tb_
 {
     int c = ps->col[C_NOUNS], at = 0;
     if (c < 0) {
-        if (!(it->nouns = malloc(sizeof(*it->nouns))))
+        if (!(it->nouns = tbi_malloc(sizeof(*it->nouns))))
             return tbi_err(TB_ENOMEM, "%s: out of memory", ps->path);
         it->nouns[0] = it->noun;
         it->n_nouns = 1;
@@ -333,8 +333,8 @@ static int parse_row(struct parser *ps, char *line, int line_no)
     if (ps->o->format == TB_ANN_EPIC && (rc = row_nouns(ps, f, n_fields, line_no, &tmp)) < 0)
         return rc;
     struct tb_ann_item *it = add_item(ps);
-    if (!it || !(tmp.video = strdup(video)) || (text && !(tmp.text = strdup(text))) ||
-        (id && !(tmp.id = strdup(id)))) {
+    if (!it || !(tmp.video = tbi_strdup(video)) || (text && !(tmp.text = tbi_strdup(text))) ||
+        (id && !(tmp.id = tbi_strdup(id)))) {
         free(tmp.video);
         free(tmp.text);
         free(tmp.nouns);
@@ -386,7 +386,7 @@ int tb_ann_load(struct tb_annotations **out, const char *path, const struct tb_a
     *out = NULL;
     if (rc < 0)
         return rc;
-    if (!(ps.a = calloc(1, sizeof(*ps.a)))) {
+    if (!(ps.a = tbi_calloc(1, sizeof(*ps.a)))) {
         free(text);
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     }
@@ -459,8 +459,8 @@ int tb_ann_map_actions(struct tb_annotations **sets, int n_sets)
     int total = 0, n_keys = 0;
     for (int s = 0; s < n_sets; s++)
         total += sets[s]->n_items;
-    char **keys = malloc(sizeof(*keys) * (size_t)(total ? total : 1));
-    char *buf = malloc((size_t)(total ? total : 1) * 24);
+    char **keys = tbi_malloc(sizeof(*keys) * (size_t)(total ? total : 1));
+    char *buf = tbi_malloc((size_t)(total ? total : 1) * 24);
     if (!keys || !buf) {
         free(keys);
         free(buf);

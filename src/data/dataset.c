@@ -30,7 +30,7 @@ int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
                        o->height);
     if (o->sampler == TB_SAMPLE_DENSE && o->stride < 1)
         return tbi_err(TB_EINVAL, "dense sampling needs a stride of at least 1");
-    tb_dataset *ds = calloc(1, sizeof(*ds));
+    tb_dataset *ds = tbi_calloc(1, sizeof(*ds));
     if (!ds)
         return tbi_err(TB_ENOMEM, "out of memory");
     ds->ann = ann;

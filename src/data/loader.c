@@ -215,12 +215,12 @@ static int start_worker(struct tb_loader *l)
 {
     if (l->n_workers == l->cap_workers)
         return tbi_err(TB_ENOMEM, "too many loader workers");
-    struct worker *w = calloc(1, sizeof(*w));
+    struct worker *w = tbi_calloc(1, sizeof(*w));
     if (!w)
         return tbi_err(TB_ENOMEM, "out of memory");
     w->l = l;
     int rc = tb_reader_open(&w->reader, NULL);
-    if (rc == 0 && !(w->scratch = malloc(l->clip_bytes)))
+    if (rc == 0 && !(w->scratch = tbi_malloc(l->clip_bytes)))
         rc = tbi_err(TB_ENOMEM, "out of memory");
     if (rc == 0 && pthread_create(&w->thread, NULL, worker_main, w) != 0)
         rc = tbi_err(TB_ENOMEM, "cannot start a loader thread");
@@ -266,7 +266,7 @@ int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts 
         return tbi_err(TB_EINVAL, "bad loader settings: batch %d, %d workers, prefetch %d, "
                        "rank %d of %d", o->batch_size, o->n_workers, o->prefetch, o->rank,
                        o->world);
-    struct tb_loader *l = calloc(1, sizeof(*l));
+    struct tb_loader *l = tbi_calloc(1, sizeof(*l));
     if (!l)
         return tbi_err(TB_ENOMEM, "out of memory");
     l->ds = ds;
@@ -279,9 +279,9 @@ int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts 
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->work, NULL);
     pthread_cond_init(&l->done, NULL);
-    l->slots = calloc((size_t)l->n_slots, sizeof(*l->slots));
-    l->workers = calloc((size_t)l->cap_workers, sizeof(*l->workers));
-    l->retries = calloc((size_t)l->cap_retries, sizeof(*l->retries));
+    l->slots = tbi_calloc((size_t)l->n_slots, sizeof(*l->slots));
+    l->workers = tbi_calloc((size_t)l->cap_workers, sizeof(*l->workers));
+    l->retries = tbi_calloc((size_t)l->cap_retries, sizeof(*l->retries));
     int rc = l->slots && l->workers && l->retries ? 0 : tbi_err(TB_ENOMEM, "out of memory");
     for (int i = 0; rc == 0 && i < l->n_slots; i++) {
         struct tb_batch *b = &l->slots[i].batch;
@@ -291,10 +291,10 @@ int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts 
         void *video = NULL;
         if (posix_memalign(&video, 4096, n * l->clip_bytes) == 0)
             b->video = video;
-        b->label = malloc(n * 3 * sizeof(*b->label));
-        b->index = malloc(n * sizeof(*b->index));
-        b->text = malloc(n * sizeof(*b->text));
-        b->flip = malloc(n);
+        b->label = tbi_malloc(n * 3 * sizeof(*b->label));
+        b->index = tbi_malloc(n * sizeof(*b->index));
+        b->text = tbi_malloc(n * sizeof(*b->text));
+        b->flip = tbi_malloc(n);
         if (!b->video || !b->label || !b->index || !b->text || !b->flip)
             rc = tbi_err(TB_ENOMEM, "out of memory for %d batches of %zu MB", l->n_slots,
                          n * l->clip_bytes >> 20);
@@ -318,8 +318,8 @@ static int make_order(struct tb_loader *l, int64_t epoch)
 {
     int64_t n = tb_dataset_size(l->ds), world = l->o.world;
     int64_t total = l->o.drop_last ? n / world * world : (n + world - 1) / world * world;
-    int64_t *perm = malloc(sizeof(*perm) * (size_t)(n ? n : 1));
-    int64_t *mine = malloc(sizeof(*mine) * (size_t)(total / world + 1));
+    int64_t *perm = tbi_malloc(sizeof(*perm) * (size_t)(n ? n : 1));
+    int64_t *mine = tbi_malloc(sizeof(*mine) * (size_t)(total / world + 1));
     if (!perm || !mine) {
         free(perm);
         free(mine);

@@ -19,7 +19,7 @@ static int cps_reserve(struct tbi_cps *c, size_t n)
     size_t cap = c->cap ? c->cap : 64;
     while (cap < n)
         cap *= 2;
-    uint32_t *v = realloc(c->v, cap * sizeof(*v));
+    uint32_t *v = tbi_realloc(c->v, cap * sizeof(*v));
     if (!v)
         return tbi_err(TB_ENOMEM, "tokenizer: out of memory for %zu code points", n);
     c->v = v;
@@ -101,7 +101,7 @@ int tbi_utf8_encode(const uint32_t *cps, size_t n, uint8_t **buf, size_t *cap, s
         size_t c = *cap ? *cap : 256;
         while (c < *len + 4 * n)
             c *= 2;
-        uint8_t *grown = realloc(*buf, c);
+        uint8_t *grown = tbi_realloc(*buf, c);
         if (!grown)
             return tbi_err(TB_ENOMEM, "tokenizer: out of memory for %zu bytes", c);
         *buf = grown;

@@ -125,7 +125,7 @@ static int vocab_add(struct vocab *v, const char *a, size_t na, const char *b, s
 {
     if (v->arena_len + na + nb > v->arena_cap) {
         size_t cap = v->arena_cap ? 2 * v->arena_cap : 1 << 20;
-        char *grown = realloc(v->arena, cap);
+        char *grown = tbi_realloc(v->arena, cap);
         if (!grown)
             return tbi_err(TB_ENOMEM, "tokenizer: out of memory for the token strings");
         v->arena = grown;
@@ -298,8 +298,8 @@ static int load_merges(struct tb_tokenizer *t, const char *path)
     if (rc < 0)
         return rc;
     const size_t buf_bytes = 1 << 16;
-    buf = malloc(buf_bytes);
-    v.slots = malloc(VOCAB_SLOTS * sizeof(*v.slots));
+    buf = tbi_malloc(buf_bytes);
+    v.slots = tbi_malloc(VOCAB_SLOTS * sizeof(*v.slots));
     if (!buf || !v.slots) {
         rc = tbi_err(TB_ENOMEM, "tokenizer: out of memory");
         goto done;
@@ -371,11 +371,11 @@ int tb_tokenizer_open(tb_tokenizer **out, const char *merges)
     if (!out)
         return tbi_err(TB_EINVAL, "tb_tokenizer_open: out is NULL");
     *out = NULL;
-    tb_tokenizer *t = calloc(1, sizeof(*t));
+    tb_tokenizer *t = tbi_calloc(1, sizeof(*t));
     if (!t)
         return tbi_err(TB_ENOMEM, "tokenizer: out of memory");
-    t->pairs = calloc(PAIR_SLOTS, sizeof(*t->pairs));
-    t->cache = calloc(CACHE_SLOTS, sizeof(*t->cache));
+    t->pairs = tbi_calloc(PAIR_SLOTS, sizeof(*t->pairs));
+    t->cache = tbi_calloc(CACHE_SLOTS, sizeof(*t->cache));
     int rc = !t->pairs || !t->cache ? tbi_err(TB_ENOMEM, "tokenizer: out of memory")
                                     : load_merges(t, merges);
     if (rc < 0) {
@@ -458,16 +458,16 @@ static int reserve_bpe(struct tb_tokenizer *t, size_t n)
     size_t cap = t->sym_cap ? t->sym_cap : 64;
     while (cap < n)
         cap *= 2;
-    int32_t *sym = realloc(t->sym, cap * sizeof(*sym));
+    int32_t *sym = tbi_realloc(t->sym, cap * sizeof(*sym));
     if (sym)
         t->sym = sym;
-    int32_t *next = realloc(t->next, cap * sizeof(*next));
+    int32_t *next = tbi_realloc(t->next, cap * sizeof(*next));
     if (next)
         t->next = next;
-    int32_t *prev = realloc(t->prev, cap * sizeof(*prev));
+    int32_t *prev = tbi_realloc(t->prev, cap * sizeof(*prev));
     if (prev)
         t->prev = prev;
-    struct heap_item *heap = realloc(t->heap, 3 * cap * sizeof(*heap));
+    struct heap_item *heap = tbi_realloc(t->heap, 3 * cap * sizeof(*heap));
     if (heap)
         t->heap = heap;
     if (!sym || !next || !prev || !heap)

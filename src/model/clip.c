@@ -55,7 +55,7 @@ int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
                                  .heads = c->text_heads, .layers = c->text_layers,
                                  .embed = c->embed, .eps = TEXT_EPS, .act = TBI_ACT_GELU,
                                  .causal = c->text_causal};
-    tb_clip *m = calloc(1, sizeof(*m));
+    tb_clip *m = tbi_calloc(1, sizeof(*m));
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
     m->c = *c;
@@ -279,7 +279,7 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
                        float *dt, double *dscale)
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
-    double *buf = calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
+    double *buf = tbi_calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
     if (!buf)
         return NAN;
     double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *s = dw + ne, *g = s + nn;
@@ -311,7 +311,7 @@ double tb_clip_max_margin(const float *v, const float *t, int N, int E, double m
                           float *dt)
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
-    double *buf = calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
+    double *buf = tbi_calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
     if (!buf || N < 2) {
         free(buf);
         return NAN;

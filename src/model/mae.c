@@ -124,7 +124,7 @@ int tb_mae_open(tb_mae **out, const struct tb_mae_config *c)
     int Nv = 0, Nq = 0, rc = check_config(c, &Nv, &Nq);
     if (rc < 0)
         return rc;
-    tb_mae *m = calloc(1, sizeof(*m));
+    tb_mae *m = tbi_calloc(1, sizeof(*m));
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
     m->c = *c;
@@ -149,8 +149,8 @@ int tb_mae_open(tb_mae **out, const struct tb_mae_config *c)
     m->bc = (struct tbi_block_cfg){.D = m->Dd, .NH = c->dec_heads, .F = 4 * m->Dd,
                                    .eps = LN_EPS, .act = TBI_ACT_GELU, .names = TBI_NAMES_TIMM,
                                    .qv_bias = 1};
-    m->blk_first = calloc((size_t)m->Ld, sizeof(*m->blk_first));
-    m->ba = calloc((size_t)m->Ld, sizeof(*m->ba));
+    m->blk_first = tbi_calloc((size_t)m->Ld, sizeof(*m->blk_first));
+    m->ba = tbi_calloc((size_t)m->Ld, sizeof(*m->ba));
     if (!m->blk_first || !m->ba) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto fail;
@@ -273,9 +273,9 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
         (rc = o->alloc(m->be, sizeof(int32_t) * Rq, (void **)&m->q_tok)) < 0 ||
         (rc = o->alloc(m->be, sizeof(int32_t) * Rq, (void **)&m->q_rows)) < 0 ||
         (rc = o->alloc(m->be, sizeof(float) * Rq, (void **)&m->w)) < 0 ||
-        !(m->h_keep = malloc(sizeof(int32_t) * Rv)) || !(m->h_idx = malloc(sizeof(int32_t) * Rd)) ||
-        !(m->h_rows = malloc(sizeof(int32_t) * Rq)) || !(m->h_tok = malloc(sizeof(int32_t) * Rq)) ||
-        !(m->h_w = malloc(sizeof(float) * Rq))) {
+        !(m->h_keep = tbi_malloc(sizeof(int32_t) * Rv)) || !(m->h_idx = tbi_malloc(sizeof(int32_t) * Rd)) ||
+        !(m->h_rows = tbi_malloc(sizeof(int32_t) * Rq)) || !(m->h_tok = tbi_malloc(sizeof(int32_t) * Rq)) ||
+        !(m->h_w = tbi_malloc(sizeof(float) * Rq))) {
         free_acts(m);
         return tbi_err(rc < 0 ? rc : TB_ENOMEM, "out of memory for the MAE decoder's "
                        "activations of %d clips (%.2f GB): lower --batch", B, total / 1e9);
@@ -410,7 +410,7 @@ void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t ind
     tb_rng_init_for(&r, seed, TB_RNG_MASK, (uint64_t)epoch, (uint64_t)index);
     /* Tube masking: a uniform choice of `masked` of the hw positions (the first of a
      * Fisher-Yates shuffle), in every temporal slice. */
-    int *perm = (int *)malloc(sizeof(int) * (size_t)hw);
+    int *perm = (int *)tbi_malloc(sizeof(int) * (size_t)hw);
     uint8_t *frame = mask; /* slice 0, copied to the others */
     memset(frame, 0, (size_t)hw);
     if (perm) {

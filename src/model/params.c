@@ -15,13 +15,13 @@ int tbi_params_span(struct tb_params *r)
 {
     if (r->n_spans + 1 >= r->cap_spans) {
         int cap = r->cap_spans ? 2 * r->cap_spans : 16;
-        int *first = realloc(r->first, sizeof(*first) * (size_t)cap);
+        int *first = tbi_realloc(r->first, sizeof(*first) * (size_t)cap);
         if (first)
             r->first = first;
-        int64_t *off = realloc(r->off, sizeof(*off) * (size_t)cap);
+        int64_t *off = tbi_realloc(r->off, sizeof(*off) * (size_t)cap);
         if (off)
             r->off = off;
-        float **home = realloc(r->home, sizeof(*home) * (size_t)cap);
+        float **home = tbi_realloc(r->home, sizeof(*home) * (size_t)cap);
         if (home)
             r->home = home;
         if (!first || !off || !home)
@@ -43,7 +43,7 @@ int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, in
     TB_ASSERT(r->n_spans > 0 && n_dims >= 0 && n_dims <= 5);
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 64;
-        struct tb_param *p = realloc(r->p, sizeof(*p) * (size_t)cap);
+        struct tb_param *p = tbi_realloc(r->p, sizeof(*p) * (size_t)cap);
         if (!p)
             return tbi_err(TB_ENOMEM, "out of memory for the parameter table");
         r->p = p;
@@ -52,7 +52,7 @@ int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, in
     struct tb_param *p = &r->p[r->n];
     memset(p, 0, sizeof(*p));
     size_t len = strlen(prefix) + strlen(name) + 1;
-    char *full = malloc(len);
+    char *full = tbi_malloc(len);
     if (!full)
         return tbi_err(TB_ENOMEM, "out of memory for the parameter table");
     snprintf(full, len, "%s%s", prefix, name);
@@ -167,7 +167,7 @@ static float trunc_normal(tb_rng *g, float std)
 
 int tb_params_init(tb_params *r, uint64_t seed)
 {
-    float *host = malloc(sizeof(float) * (size_t)largest(r));
+    float *host = tbi_malloc(sizeof(float) * (size_t)largest(r));
     if (!host)
         return tbi_err(TB_ENOMEM, "out of memory");
     /* One stream over all parameters in order: the same numbers for the same table. */
@@ -255,7 +255,7 @@ void tb_inflate_rows(float *dst, int t_out, const float *src, int t_in, int D)
 static int load_inflated(tb_params *r, int i, const struct tb_st_tensor *t)
 {
     const struct tb_param *p = &r->p[i];
-    float *rows = malloc(sizeof(float) * (size_t)p->n);
+    float *rows = tbi_malloc(sizeof(float) * (size_t)p->n);
     if (!rows)
         return tbi_err(TB_ENOMEM, "out of memory");
     tb_inflate_rows(rows, (int)p->shape[0], t->data, (int)t->shape[0], (int)p->shape[1]);

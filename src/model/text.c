@@ -98,15 +98,15 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
     struct tbi_block_cfg bc = {.D = c->width, .NH = c->heads, .F = 4 * c->width, .eps = c->eps,
                                .act = c->act, .causal = c->causal, .names = TBI_NAMES_CLIP};
     TBI_TRY(tbi_block_check(&bc));
-    struct tbi_text *t = calloc(1, sizeof(*t));
+    struct tbi_text *t = tbi_calloc(1, sizeof(*t));
     if (!t)
         return tbi_err(TB_ENOMEM, "out of memory");
     t->c = *c;
     t->be = be;
     t->reg = reg;
     t->bc = bc;
-    t->blk_first = calloc((size_t)c->layers, sizeof(*t->blk_first));
-    t->ba = calloc((size_t)c->layers, sizeof(*t->ba));
+    t->blk_first = tbi_calloc((size_t)c->layers, sizeof(*t->blk_first));
+    t->ba = tbi_calloc((size_t)c->layers, sizeof(*t->ba));
     t->span0 = reg->n_spans;
     int rc = !t->blk_first || !t->ba ? tbi_err(TB_ENOMEM, "out of memory") : add_params(t, prefix);
     t->span1 = reg->n_spans;
@@ -224,8 +224,8 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
     if (B < 1 || B > t->B_plan)
         return tbi_err(TB_EINVAL, "%d captions, but the text tower is planned for %d", B,
                        t->B_plan);
-    int *eot = malloc(sizeof(int) * (size_t)B);
-    int32_t *eot32 = malloc(sizeof(int32_t) * (size_t)B);
+    int *eot = tbi_malloc(sizeof(int) * (size_t)B);
+    int32_t *eot32 = tbi_malloc(sizeof(int32_t) * (size_t)B);
     int rc = !eot || !eot32 ? tbi_err(TB_ENOMEM, "out of memory")
                             : tbi_text_check_ids(&t->c, ids, B, eot);
     for (int b = 0; rc == 0 && b < B; b++)

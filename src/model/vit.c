@@ -240,7 +240,7 @@ void tbi_sincos_table(float *host, int n, int D)
 int tbi_sincos_upload(tbi_backend *be, float **out, int n, int D)
 {
     size_t bytes = sizeof(float) * (size_t)n * D;
-    float *host = malloc(bytes);
+    float *host = tbi_malloc(bytes);
     int rc;
     *out = NULL;
     if (!host)
@@ -266,7 +266,7 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
     int rc = check_config(c);
     if (rc < 0)
         return rc;
-    tb_vit *m = calloc(1, sizeof(*m));
+    tb_vit *m = tbi_calloc(1, sizeof(*m));
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");
     m->c = *c;
@@ -293,8 +293,8 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
                                    .act = TBI_ACT_GELU, .causal = 0,
                                    .names = m->clip ? TBI_NAMES_CLIP : TBI_NAMES_TIMM,
                                    .qv_bias = c->qv_bias};
-    m->blk_first = calloc((size_t)c->depth, sizeof(*m->blk_first));
-    m->ba = calloc((size_t)c->depth, sizeof(*m->ba));
+    m->blk_first = tbi_calloc((size_t)c->depth, sizeof(*m->blk_first));
+    m->ba = tbi_calloc((size_t)c->depth, sizeof(*m->ba));
     m->span0 = reg->n_spans;
     if (!m->blk_first || !m->ba)
         rc = tbi_err(TB_ENOMEM, "out of memory");

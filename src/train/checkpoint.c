@@ -60,7 +60,7 @@ int tb_ckpt_save(const char *path, tb_params *r, const struct tb_optim *opt,
                  const struct tb_train_pos *pos, const char *meta_extra)
 {
     int np = r->n, n = 0;
-    struct tb_st_tensor *ts = calloc((size_t)np * 3, sizeof(*ts));
+    struct tb_st_tensor *ts = tbi_calloc((size_t)np * 3, sizeof(*ts));
     struct tbi_sb meta = {0};
     if (!ts)
         return tbi_err(TB_ENOMEM, "out of memory");

@@ -71,7 +71,7 @@ static int tokenize_split(tb_tokenizer *tok, const struct tb_annotations *ann, i
 
 static int clip_open(void **state, const struct tb_train_opts *o)
 {
-    struct clip *t = calloc(1, sizeof(*t));
+    struct clip *t = tbi_calloc(1, sizeof(*t));
     int rc, n_cut = 0;
     *state = NULL;
     if (!t)
@@ -86,11 +86,11 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     int64_t bytes = 0;
     if ((rc = tb_clip_open(&t->m, &c)) == 0 && (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
         (rc = tb_tokenizer_open(&t->tok, NULL)) == 0) {
-        t->item_ids = malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx + 1);
-        t->ids = malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);
-        t->v = malloc(sizeof(float) * be), t->t = malloc(sizeof(float) * be);
-        t->all_v = malloc(sizeof(float) * all), t->all_t = malloc(sizeof(float) * all);
-        t->dv_all = malloc(sizeof(float) * all), t->dt_all = malloc(sizeof(float) * all);
+        t->item_ids = tbi_malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx + 1);
+        t->ids = tbi_malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);
+        t->v = tbi_malloc(sizeof(float) * be), t->t = tbi_malloc(sizeof(float) * be);
+        t->all_v = tbi_malloc(sizeof(float) * all), t->all_t = tbi_malloc(sizeof(float) * all);
+        t->dv_all = tbi_malloc(sizeof(float) * all), t->dt_all = tbi_malloc(sizeof(float) * all);
         if (!t->item_ids || !t->ids || !t->v || !t->t || !t->all_v || !t->all_t || !t->dv_all ||
             !t->dt_all)
             rc = tbi_err(TB_ENOMEM, "out of memory");
@@ -234,8 +234,8 @@ static int video_features(tb_clip *m, const struct tb_annotations *ann,
     tb_loader *l = NULL;
     const float *mean, *std;
     tb_norm_values(o->norm, &mean, &std);
-    double *acc = calloc((size_t)ann->n_items * E, sizeof(double));
-    float *v = malloc(sizeof(float) * (size_t)B * E);
+    double *acc = tbi_calloc((size_t)ann->n_items * E, sizeof(double));
+    float *v = tbi_malloc(sizeof(float) * (size_t)B * E);
     if (!acc || !v) {
         rc = tbi_err(TB_ENOMEM, "out of memory for the evaluation");
         goto end;
@@ -294,7 +294,7 @@ static int text_features(tb_clip *m, tb_tokenizer *tok, const char *const *texts
                          float *feat)
 {
     const struct tb_clip_config *c = tb_clip_config(m);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * c->ctx);
+    int32_t *ids = tbi_malloc(sizeof(int32_t) * (size_t)B * c->ctx);
     int rc = ids ? 0 : tbi_err(TB_ENOMEM, "out of memory");
     for (int i0 = 0; rc == 0 && i0 < n; i0 += B) {
         int k = n - i0 < B ? n - i0 : B;
@@ -318,7 +318,7 @@ static int write_npy(const char *path, const float *x, int64_t rows, int64_t col
                      "'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
     int pad = 64 - (10 + n + 1) % 64; /* magic, version, length, header, newline: 64-aligned */
     size_t hlen = (size_t)n + (size_t)pad + 1, body = sizeof(float) * (size_t)rows * cols;
-    uint8_t *buf = malloc(10 + hlen + body);
+    uint8_t *buf = tbi_malloc(10 + hlen + body);
     if (!buf)
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
@@ -351,7 +351,7 @@ static void similarities(const float *v, int64_t nv, const float *t, int64_t nt,
  * '_' in the key read as spaces) through the prompt ("{}" the name) into texts (n). */
 static int class_prompts(const char *path, const char *prompt, char ***texts, int *n)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = tbi_fopen(path, "r");
     char line[1024];
     int cap = 0, rc = 0, line_no = 0;
     *texts = NULL;
@@ -380,7 +380,7 @@ static int class_prompts(const char *path, const char *prompt, char ***texts, in
             *p = *p == '-' || *p == '_' ? ' ' : *p;
         if (*n == cap) {
             cap = cap ? 2 * cap : 64;
-            char **g = realloc(*texts, sizeof(*g) * (size_t)cap);
+            char **g = tbi_realloc(*texts, sizeof(*g) * (size_t)cap);
             if (!g) {
                 rc = tbi_err(TB_ENOMEM, "out of memory");
                 break;
@@ -388,7 +388,7 @@ static int class_prompts(const char *path, const char *prompt, char ***texts, in
             *texts = g;
         }
         size_t len = strlen(prompt) + strlen(key) + 1;
-        if (!((*texts)[*n] = malloc(len))) {
+        if (!((*texts)[*n] = tbi_malloc(len))) {
             rc = tbi_err(TB_ENOMEM, "out of memory");
             break;
         }
@@ -409,8 +409,8 @@ static int zeroshot(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *
     int K = 0, E = tb_clip_config(m)->embed;
     int rc = class_prompts(o->class_names, o->prompt && o->prompt[0] ? o->prompt : "{}", &texts,
                            &K);
-    float *cf = rc == 0 ? malloc(sizeof(float) * (size_t)K * E) : NULL;
-    float *sim = rc == 0 ? malloc(sizeof(float) * (size_t)K) : NULL;
+    float *cf = rc == 0 ? tbi_malloc(sizeof(float) * (size_t)K * E) : NULL;
+    float *sim = rc == 0 ? tbi_malloc(sizeof(float) * (size_t)K) : NULL;
     if (rc == 0 && (!cf || !sim))
         rc = tbi_err(TB_ENOMEM, "out of memory");
     if (rc == 0)
@@ -456,10 +456,10 @@ int tb_eval_clip(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann
     if ((rc = tb_mir_sentences_build(&s, ann)) < 0)
         return rc;
     int64_t nt = s->n;
-    vf = malloc(sizeof(float) * (size_t)nv * E);
-    tf = malloc(sizeof(float) * (size_t)nt * E);
-    sim = malloc(sizeof(float) * (size_t)nv * nt);
-    rel = malloc(sizeof(float) * (size_t)nv * nt);
+    vf = tbi_malloc(sizeof(float) * (size_t)nv * E);
+    tf = tbi_malloc(sizeof(float) * (size_t)nt * E);
+    sim = tbi_malloc(sizeof(float) * (size_t)nv * nt);
+    rel = tbi_malloc(sizeof(float) * (size_t)nv * nt);
     if (!vf || !tf || !sim || !rel) {
         rc = tbi_err(TB_ENOMEM, "out of memory for the %lld x %lld retrieval matrices",
                      (long long)nv, (long long)nt);

@@ -63,7 +63,7 @@ static void cls_close(void **state)
 
 static int cls_open(void **state, const struct tb_train_opts *o)
 {
-    struct cls *t = calloc(1, sizeof(*t));
+    struct cls *t = tbi_calloc(1, sizeof(*t));
     int rc;
     *state = NULL;
     if (!t)
@@ -80,12 +80,12 @@ static int cls_open(void **state, const struct tb_train_opts *o)
     int64_t bytes = 0;
     size_t B = (size_t)o->batch;
     if ((rc = tb_vit_open(&t->m, &o->model)) < 0 || (rc = tb_vit_plan(t->m, o->batch, &bytes)) < 0 ||
-        !(t->labels = malloc(sizeof(*t->labels) * B)) ||
-        !(t->drop = malloc(sizeof(float) * 2 * (size_t)o->model.depth * B)) ||
-        (mixing(o) && !(t->soft = malloc(sizeof(float) * B * (size_t)o->model.classes))) ||
-        (o->head_dropout > 0 && !(t->hmask = malloc(sizeof(float) * B * (size_t)o->model.dim))) ||
-        (o->erase > 0 && !(t->boxes = malloc(sizeof(int32_t) * 4 * B * (size_t)o->model.frames))) ||
-        (o->erase > 0 && !(t->streams = malloc(sizeof(uint64_t) * B)))) {
+        !(t->labels = tbi_malloc(sizeof(*t->labels) * B)) ||
+        !(t->drop = tbi_malloc(sizeof(float) * 2 * (size_t)o->model.depth * B)) ||
+        (mixing(o) && !(t->soft = tbi_malloc(sizeof(float) * B * (size_t)o->model.classes))) ||
+        (o->head_dropout > 0 && !(t->hmask = tbi_malloc(sizeof(float) * B * (size_t)o->model.dim))) ||
+        (o->erase > 0 && !(t->boxes = tbi_malloc(sizeof(int32_t) * 4 * B * (size_t)o->model.frames))) ||
+        (o->erase > 0 && !(t->streams = tbi_malloc(sizeof(uint64_t) * B)))) {
         if (rc == 0)
             rc = tbi_err(TB_ENOMEM, "out of memory");
         void *p = t;

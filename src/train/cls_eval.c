@@ -128,12 +128,12 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
         goto end;
     int per_item = views * (crops == 3 ? 3 : 1);
     int64_t n_items = ann->n_items;
-    sum[0] = calloc((size_t)n_items * K, sizeof(double));
-    sum[1] = calloc((size_t)n_items * K, sizeof(double));
-    seen = calloc((size_t)n_items, sizeof(*seen));
-    truth = malloc(sizeof(int) * 3 * (size_t)n_items);
-    pv = malloc(sizeof(double) * (size_t)K);
-    logits = malloc(sizeof(float) * (size_t)batch * K);
+    sum[0] = tbi_calloc((size_t)n_items * K, sizeof(double));
+    sum[1] = tbi_calloc((size_t)n_items * K, sizeof(double));
+    seen = tbi_calloc((size_t)n_items, sizeof(*seen));
+    truth = tbi_malloc(sizeof(int) * 3 * (size_t)n_items);
+    pv = tbi_malloc(sizeof(double) * (size_t)K);
+    logits = tbi_malloc(sizeof(float) * (size_t)batch * K);
     if (!sum[0] || !sum[1] || !seen || !truth || !pv || !logits) {
         rc = tbi_err(TB_ENOMEM, "out of memory for the evaluation");
         goto end;

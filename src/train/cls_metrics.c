@@ -39,7 +39,7 @@ int tb_cls_average_views(const float *logits, int64_t n_items, int n_views, int 
     if (mode != TB_CLS_AVG_LOGITS && mode != TB_CLS_AVG_PROBS)
         return tbi_err(TB_EINVAL, "averaging views: mode %d is neither TB_CLS_AVG_LOGITS nor "
                        "TB_CLS_AVG_PROBS", (int)mode);
-    double *z = malloc(sizeof(double) * 2 * (size_t)n_classes); /* (2, K): a view, its softmax */
+    double *z = tbi_malloc(sizeof(double) * 2 * (size_t)n_classes); /* (2, K): a view, its softmax */
     if (!z)
         return tbi_err(TB_ENOMEM, "out of memory for %d classes", n_classes);
     double *pv = z + n_classes;
@@ -154,9 +154,9 @@ int tb_cls_action_list_build(struct tb_cls_action_list **out,
                                sets[s]->path, it->line);
             n = it->action >= n ? it->action + 1 : n;
         }
-    if ((l = calloc(1, sizeof(*l)))) {
-        l->verb = malloc(sizeof(int) * (size_t)(n ? n : 1));
-        l->noun = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if ((l = tbi_calloc(1, sizeof(*l)))) {
+        l->verb = tbi_malloc(sizeof(int) * (size_t)(n ? n : 1));
+        l->noun = tbi_malloc(sizeof(int) * (size_t)(n ? n : 1));
     }
     if (!l || !l->verb || !l->noun) {
         tb_cls_action_list_free(&l);
@@ -187,11 +187,11 @@ static int level_alloc(struct level *l, int n, int marginal)
 {
     memset(l, 0, sizeof(*l));
     l->n = n;
-    l->n_true = calloc((size_t)n, sizeof(int64_t));
-    l->n_right = calloc((size_t)n, sizeof(int64_t));
-    l->n_pred = calloc((size_t)n, sizeof(int64_t));
+    l->n_true = tbi_calloc((size_t)n, sizeof(int64_t));
+    l->n_right = tbi_calloc((size_t)n, sizeof(int64_t));
+    l->n_pred = tbi_calloc((size_t)n, sizeof(int64_t));
     if (marginal)
-        l->col = malloc(sizeof(double) * (size_t)n);
+        l->col = tbi_malloc(sizeof(double) * (size_t)n);
     return l->n_true && l->n_right && l->n_pred && (l->col || !marginal) ? 0 : -1;
 }
 
@@ -278,7 +278,7 @@ static int check_actions(int n_actions, const int *verb, const int *noun, int *n
         mv = verb[a] > mv ? verb[a] : mv;
         mn = noun[a] > mn ? noun[a] : mn;
     }
-    struct pair *pairs = malloc(sizeof(*pairs) * (size_t)n_actions);
+    struct pair *pairs = tbi_malloc(sizeof(*pairs) * (size_t)n_actions);
     if (!pairs)
         return tbi_err(TB_ENOMEM, "out of memory for %d actions", n_actions);
     for (int a = 0; a < n_actions; a++)
@@ -340,7 +340,7 @@ int tb_cls_evaluate(const double *prob, int64_t n_items, int n_actions, const in
     TBI_TRY(check_actions(n_actions, verb, noun, &n_verbs, &n_nouns));
     if (level_alloc(&lv[0], n_verbs, 1) < 0 || level_alloc(&lv[1], n_nouns, 1) < 0 ||
         level_alloc(&lv[2], n_actions, 0) < 0 ||
-        !(has = calloc((size_t)n_verbs + (size_t)n_nouns, 1))) {
+        !(has = tbi_calloc((size_t)n_verbs + (size_t)n_nouns, 1))) {
         rc = tbi_err(TB_ENOMEM, "out of memory for %d actions", n_actions);
         goto end;
     }

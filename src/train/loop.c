@@ -304,11 +304,11 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                      o->train_ann->path, (long long)tb_dataset_size(ds), B, world);
         goto end;
     }
-    if (world > 1 && !(stage = malloc(sizeof(float) * STAGE_FLOATS))) {
+    if (world > 1 && !(stage = tbi_malloc(sizeof(float) * STAGE_FLOATS))) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
-    if (lead && !(lg.metrics = fopen(mpath, "a"))) {
+    if (lead && !(lg.metrics = tbi_fopen(mpath, "a"))) {
         rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
         goto end;
     }

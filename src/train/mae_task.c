@@ -32,7 +32,7 @@ static void mae_close(void **state)
 
 static int mae_open(void **state, const struct tb_train_opts *o)
 {
-    struct mae *t = calloc(1, sizeof(*t));
+    struct mae *t = tbi_calloc(1, sizeof(*t));
     int rc;
     *state = NULL;
     if (!t)
@@ -45,7 +45,7 @@ static int mae_open(void **state, const struct tb_train_opts *o)
         rc = tb_mae_plan(t->m, o->batch, &bytes);
     }
     size_t n = (size_t)o->batch * (size_t)t->N;
-    if (rc == 0 && (!(t->mask = malloc(n)) || !(t->drop = malloc(n))))
+    if (rc == 0 && (!(t->mask = tbi_malloc(n)) || !(t->drop = tbi_malloc(n))))
         rc = tbi_err(TB_ENOMEM, "out of memory");
     if (rc < 0) {
         void *p = t;

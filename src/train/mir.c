@@ -77,12 +77,12 @@ static void work_free(struct work *w)
 static int work_alloc(struct work *w, int64_t n, int64_t n_cols)
 {
     memset(w, 0, sizeof(*w));
-    w->order = malloc(sizeof(uint64_t) * (size_t)n);
-    w->ideal = malloc(sizeof(uint64_t) * (size_t)n);
-    w->tmp = malloc(sizeof(uint64_t) * (size_t)n);
+    w->order = tbi_malloc(sizeof(uint64_t) * (size_t)n);
+    w->ideal = tbi_malloc(sizeof(uint64_t) * (size_t)n);
+    w->tmp = tbi_malloc(sizeof(uint64_t) * (size_t)n);
     if (n_cols) {
-        w->sim = malloc(sizeof(float) * (size_t)(n * n_cols));
-        w->rel = malloc(sizeof(float) * (size_t)(n * n_cols));
+        w->sim = tbi_malloc(sizeof(float) * (size_t)(n * n_cols));
+        w->rel = tbi_malloc(sizeof(float) * (size_t)(n * n_cols));
     }
     if (!w->order || !w->ideal || !w->tmp || (n_cols && (!w->sim || !w->rel))) {
         work_free(w);
@@ -194,11 +194,11 @@ int tb_mir_evaluate(const float *sim, const float *rel, int64_t n_video, int64_t
     if (rc < 0)
         return rc;
     int64_t n_max = n_video > n_text ? n_video : n_text;
-    double *disc = malloc(sizeof(double) * (size_t)n_max);
-    double *v_ap = malloc(sizeof(double) * (size_t)n_video);
-    double *v_nd = malloc(sizeof(double) * (size_t)n_video);
-    double *t_ap = malloc(sizeof(double) * (size_t)n_text);
-    double *t_nd = malloc(sizeof(double) * (size_t)n_text);
+    double *disc = tbi_malloc(sizeof(double) * (size_t)n_max);
+    double *v_ap = tbi_malloc(sizeof(double) * (size_t)n_video);
+    double *v_nd = tbi_malloc(sizeof(double) * (size_t)n_video);
+    double *t_ap = tbi_malloc(sizeof(double) * (size_t)n_text);
+    double *t_nd = tbi_malloc(sizeof(double) * (size_t)n_text);
     int failed = 0;
     if (!disc || !v_ap || !v_nd || !t_ap || !t_nd) {
         rc = tbi_err(TB_ENOMEM, "MIR scores: out of memory (%lld x %lld)", (long long)n_video,
@@ -290,10 +290,10 @@ static int check_epic(const struct tb_annotations *ann)
 
 static int sentences_alloc(struct tb_mir_sentences **out, int n)
 {
-    struct tb_mir_sentences *s = calloc(1, sizeof(*s));
+    struct tb_mir_sentences *s = tbi_calloc(1, sizeof(*s));
     if (s) {
-        s->item = malloc(sizeof(*s->item) * (size_t)(n ? n : 1));
-        s->text = malloc(sizeof(*s->text) * (size_t)(n ? n : 1));
+        s->item = tbi_malloc(sizeof(*s->item) * (size_t)(n ? n : 1));
+        s->text = tbi_malloc(sizeof(*s->text) * (size_t)(n ? n : 1));
     }
     if (!s || !s->item || !s->text) {
         tb_mir_sentences_free(&s);
@@ -349,8 +349,8 @@ int tb_mir_sentences_build(struct tb_mir_sentences **out, const struct tb_annota
     if (rc < 0)
         return rc;
     int n = ann->n_items, n_sent = 0;
-    struct keyed *k = malloc(sizeof(*k) * (size_t)n);
-    char *first = calloc((size_t)n, 1);
+    struct keyed *k = tbi_malloc(sizeof(*k) * (size_t)n);
+    char *first = tbi_calloc((size_t)n, 1);
     if (!k || !first || sentences_alloc(out, n) < 0) {
         free(k);
         free(first);
@@ -431,7 +431,7 @@ int tb_mir_sentences_load(struct tb_mir_sentences **out, const char *path,
                            "by narration_id", ann->path, ann->items[i].line);
     if ((rc = tbi_read_file(path, &text, NULL, 1u << 30)) < 0)
         return rc;
-    if (!(ids = malloc(sizeof(*ids) * (size_t)ann->n_items)) || sentences_alloc(out, 0) < 0) {
+    if (!(ids = tbi_malloc(sizeof(*ids) * (size_t)ann->n_items)) || sentences_alloc(out, 0) < 0) {
         rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
@@ -471,10 +471,10 @@ int tb_mir_sentences_load(struct tb_mir_sentences **out, const char *path,
         }
         if (s->n == cap) {
             cap = cap ? 2 * cap : 1024;
-            int *gi = realloc(s->item, sizeof(*gi) * (size_t)cap);
+            int *gi = tbi_realloc(s->item, sizeof(*gi) * (size_t)cap);
             if (gi)
                 s->item = gi;
-            const char **gt = realloc(s->text, sizeof(*gt) * (size_t)cap);
+            const char **gt = tbi_realloc(s->text, sizeof(*gt) * (size_t)cap);
             if (gt)
                 s->text = gt;
             if (!gi || !gt) {

@@ -123,7 +123,7 @@ static int write_record(tbi_tfevents *w, size_t n)
     put_le(&head, tbi_crc32c_mask(tbi_crc32c(w->rec, 8)), 4);
     put_le(&tail, tbi_crc32c_mask(tbi_crc32c(w->rec + HEAD_BYTES, n)), 4);
     size_t total = HEAD_BYTES + n + TAIL_BYTES;
-    if (fwrite(w->rec, 1, total, w->f) != total) {
+    if (tbi_fwrite(w->rec, 1, total, w->f) != total) {
         w->failed = 1;
         return tbi_err(TB_EIO, "%s: cannot write: %s", w->path, strerror(errno));
     }
@@ -157,7 +157,7 @@ static int create_file(tbi_tfevents *w, const char *dir)
                          dir, secs, host, pid, n);
         if (rc < 0)
             return rc;
-        if ((w->f = fopen(w->path, "wbx")))
+        if ((w->f = tbi_fopen(w->path, "wbx")))
             return 0;
         if (errno != EEXIST)
             return tbi_err(TB_EIO, "%s: cannot create: %s", w->path, strerror(errno));
@@ -169,7 +169,7 @@ static int create_file(tbi_tfevents *w, const char *dir)
 int tbi_tfevents_open(tbi_tfevents **out, const char *dir)
 {
     *out = NULL;
-    tbi_tfevents *w = calloc(1, sizeof(*w));
+    tbi_tfevents *w = tbi_calloc(1, sizeof(*w));
     if (!w)
         return tbi_err(TB_ENOMEM, "out of memory");
     int rc = create_file(w, dir);

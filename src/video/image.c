@@ -68,11 +68,11 @@ int tb_image_write(const char *path, const uint8_t *rgb, int w, int h, int n_ima
     int rc = tbi_fmt(tmp, sizeof(tmp), "%s.part", path);
     if (rc < 0)
         return rc;
-    if (!(f = fopen(tmp, "wb")))
+    if (!(f = tbi_fopen(tmp, "wb")))
         return tbi_err(TB_EIO, "%s: cannot create", tmp);
     for (int i = 0; i < n_images; i++) {
         fprintf(f, "P6\n%d %d\n255\n", w, h);
-        fwrite(rgb + frame_bytes * (size_t)i, 1, frame_bytes, f);
+        tbi_fwrite(rgb + frame_bytes * (size_t)i, 1, frame_bytes, f);
     }
     if (ferror(f) | fclose(f)) {
         remove(tmp);

@@ -21,10 +21,10 @@ static const char *kind_magic(enum tbi_index_kind kind)
 
 struct tb_video_index *tbi_index_alloc(int n_chunks)
 {
-    struct tb_video_index *idx = calloc(1, sizeof(*idx));
+    struct tb_video_index *idx = tbi_calloc(1, sizeof(*idx));
     if (!idx)
         return NULL;
-    if (n_chunks > 0 && !(idx->chunks = calloc((size_t)n_chunks, sizeof(*idx->chunks)))) {
+    if (n_chunks > 0 && !(idx->chunks = tbi_calloc((size_t)n_chunks, sizeof(*idx->chunks)))) {
         free(idx);
         return NULL;
     }
@@ -106,7 +106,7 @@ static int field_i64(const char *s, const char *key, int64_t lo, int64_t hi, int
 static int parse_keyframes(struct tb_chunk_info *c, char *rest)
 {
     int cap = 16, n = 0;
-    int64_t *kf = malloc(sizeof(*kf) * (size_t)cap);
+    int64_t *kf = tbi_malloc(sizeof(*kf) * (size_t)cap);
     if (!kf)
         return TB_ENOMEM;
     char *save = NULL;
@@ -117,7 +117,7 @@ static int parse_keyframes(struct tb_chunk_info *c, char *rest)
             return TB_EFORMAT;
         }
         if (n == cap) {
-            int64_t *grown = realloc(kf, sizeof(*kf) * (size_t)(cap *= 2));
+            int64_t *grown = tbi_realloc(kf, sizeof(*kf) * (size_t)(cap *= 2));
             if (!grown) {
                 free(kf);
                 return TB_ENOMEM;
@@ -223,7 +223,7 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
             if (tbi_parse_i64(rest, 1, 10000000, &v) || idx->chunks)
                 goto bad_line;
             declared_chunks = (int)v;
-            idx->chunks = calloc((size_t)v, sizeof(*idx->chunks));
+            idx->chunks = tbi_calloc((size_t)v, sizeof(*idx->chunks));
             if (!idx->chunks) {
                 rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
                 goto fail;

@@ -256,7 +256,7 @@ static struct tb_chunk_info *new_chunk(struct prep *p)
 {
     if (p->n_chunks == p->cap_chunks) {
         int cap = p->cap_chunks ? 2 * p->cap_chunks : 16;
-        struct tb_chunk_info *grown = realloc(p->chunks, sizeof(*grown) * (size_t)cap);
+        struct tb_chunk_info *grown = tbi_realloc(p->chunks, sizeof(*grown) * (size_t)cap);
         if (!grown)
             return NULL;
         p->chunks = grown;

@@ -60,9 +60,9 @@ int tb_prep_many(const struct tb_prep_opts *opts, const char *const *srcs, int n
         n_jobs = 1;
     if (n_jobs > n_srcs)
         n_jobs = n_srcs;
-    dup_of = malloc(sizeof(*dup_of) * (size_t)n_srcs);
-    names = calloc((size_t)n_srcs, sizeof(*names));
-    threads = malloc(sizeof(*threads) * (size_t)n_jobs);
+    dup_of = tbi_malloc(sizeof(*dup_of) * (size_t)n_srcs);
+    names = tbi_calloc((size_t)n_srcs, sizeof(*names));
+    threads = tbi_malloc(sizeof(*threads) * (size_t)n_jobs);
     if (!dup_of || !names || !threads) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;

@@ -38,7 +38,7 @@ static int probe_dir(struct tb_probe *p, const char *path)
     int64_t n_kf = 0;
     for (int i = 0; i < p->index->n_chunks; i++)
         n_kf += p->index->chunks[i].n_keyframes;
-    if (!(p->keyframes = malloc(sizeof(*p->keyframes) * (size_t)(n_kf ? n_kf : 1))))
+    if (!(p->keyframes = tbi_malloc(sizeof(*p->keyframes) * (size_t)(n_kf ? n_kf : 1))))
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     for (int i = 0; i < p->index->n_chunks; i++) {
         const struct tb_chunk_info *c = &p->index->chunks[i];
@@ -74,7 +74,7 @@ static int decode_all(struct tb_probe *p, struct tbi_input *in, const char *path
         if (key) {
             if (p->n_keyframes == cap) {
                 cap = cap ? 2 * cap : 64;
-                int64_t *grown = realloc(p->keyframes, sizeof(*grown) * (size_t)cap);
+                int64_t *grown = tbi_realloc(p->keyframes, sizeof(*grown) * (size_t)cap);
                 if (!grown) {
                     rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
                     goto end;
@@ -95,7 +95,7 @@ end:
 
 int tb_probe(struct tb_probe **out, const char *path, int decode)
 {
-    struct tb_probe *p = calloc(1, sizeof(*p));
+    struct tb_probe *p = tbi_calloc(1, sizeof(*p));
     struct tbi_input in;
     int rc;
 

@@ -98,7 +98,7 @@ static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int6
                        const char *path)
 {
     int64_t cap = 1024, cap_kf = 64, n_bad = 0;
-    int64_t *t = malloc(sizeof(*t) * (size_t)cap), *k = malloc(sizeof(*k) * (size_t)cap_kf);
+    int64_t *t = tbi_malloc(sizeof(*t) * (size_t)cap), *k = tbi_malloc(sizeof(*k) * (size_t)cap_kf);
     int rc;
     *n = *n_kf = 0;
     if (!t || !k) {
@@ -116,13 +116,13 @@ static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int6
         if (ts_f == AV_NOPTS_VALUE || (*n > 0 && ts_f <= t[*n - 1]))
             *sequential = 1;
         if (*n == cap) {
-            int64_t *g = realloc(t, sizeof(*t) * (size_t)(cap *= 2));
+            int64_t *g = tbi_realloc(t, sizeof(*t) * (size_t)(cap *= 2));
             if (!g)
                 goto oom;
             t = g;
         }
         if (key && *n_kf == cap_kf) {
-            int64_t *g = realloc(k, sizeof(*k) * (size_t)(cap_kf *= 2));
+            int64_t *g = tbi_realloc(k, sizeof(*k) * (size_t)(cap_kf *= 2));
             if (!g)
                 goto oom;
             k = g;
@@ -195,7 +195,7 @@ static int load_plain(struct video *v, const char *path, AVPacket *pkt, AVFrame 
         if (f > 0)
             kts[n_k++] = f;
     }
-    int64_t *k = malloc(sizeof(*k) * (size_t)(n_k + 1));
+    int64_t *k = tbi_malloc(sizeof(*k) * (size_t)(n_k + 1));
     if (!k) {
         free(ts);
         free(kts);
@@ -206,7 +206,7 @@ static int load_plain(struct video *v, const char *path, AVPacket *pkt, AVFrame 
     free(kts);
     v->plain_ts = ts;
     v->plain_kf = k;
-    if (!(v->segs = calloc(1, sizeof(*v->segs))))
+    if (!(v->segs = tbi_calloc(1, sizeof(*v->segs))))
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     v->n_segs = 1;
     v->segs[0] = (struct segment){v->name, 0, n, (int)n_k + 1, k, sequential ? NULL : ts,
@@ -221,7 +221,7 @@ static int load_prepared(struct video *v, const char *dir)
     if (rc < 0)
         return rc;
     struct tb_video_index *idx = v->idx;
-    if (!(v->segs = calloc((size_t)idx->n_chunks, sizeof(*v->segs))))
+    if (!(v->segs = tbi_calloc((size_t)idx->n_chunks, sizeof(*v->segs))))
         return tbi_err(TB_ENOMEM, "%s: out of memory", dir);
     v->n_segs = idx->n_chunks;
     for (int i = 0; i < idx->n_chunks; i++) {
@@ -263,8 +263,8 @@ static int get_video(tb_reader *r, const char *name, struct video **out)
         video_free(r->videos[slot]);
         r->videos[slot] = NULL;
     }
-    struct video *v = calloc(1, sizeof(*v));
-    if (!v || !(v->name = strdup(name))) {
+    struct video *v = tbi_calloc(1, sizeof(*v));
+    if (!v || !(v->name = tbi_strdup(name))) {
         free(v);
         return tbi_err(TB_ENOMEM, "%s: out of memory", name);
     }
@@ -701,7 +701,7 @@ int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames, int n
                            &stats->crop)) < 0)
         return tbi_err_prefix(rc, "%s", video);
     if (n > r->cap_wants) {
-        struct want *g = realloc(r->wants, sizeof(*g) * (size_t)n);
+        struct want *g = tbi_realloc(r->wants, sizeof(*g) * (size_t)n);
         if (!g)
             return tbi_err(TB_ENOMEM, "out of memory");
         r->wants = g;
@@ -739,7 +739,7 @@ int tb_reader_info(tb_reader *r, const char *video, struct tb_video_info *info)
 
 int tb_reader_open(tb_reader **out, const struct tb_reader_opts *opts)
 {
-    tb_reader *r = calloc(1, sizeof(*r));
+    tb_reader *r = tbi_calloc(1, sizeof(*r));
     *out = NULL;
     if (!r)
         return tbi_err(TB_ENOMEM, "out of memory");
@@ -750,7 +750,7 @@ int tb_reader_open(tb_reader **out, const struct tb_reader_opts *opts)
     if (r->o.n_threads <= 0)
         r->o.n_threads = 1;
     r->n_decs = r->o.n_cached;
-    r->decs = calloc((size_t)r->n_decs, sizeof(*r->decs));
+    r->decs = tbi_calloc((size_t)r->n_decs, sizeof(*r->decs));
     r->pkt = av_packet_alloc();
     r->frame = av_frame_alloc();
     if (!r->decs || !r->pkt || !r->frame) {

@@ -164,7 +164,7 @@ static int plan_video(struct video_plan *v, const struct synth *s, int video)
     memset(v, 0, sizeof(*v));
 
     int total_cs = o->seconds * 100, cap = total_cs / 150 + 1;
-    if (!(v->actions = calloc((size_t)cap, sizeof(*v->actions))))
+    if (!(v->actions = tbi_calloc((size_t)cap, sizeof(*v->actions))))
         return TB_ENOMEM;
     int t = (int)uniform(&r, 30, 80);
     for (;;) {
@@ -211,7 +211,7 @@ static int plan_video(struct video_plan *v, const struct synth *s, int video)
     }
 
     size_t n_px = (size_t)s->w * (size_t)s->h;
-    if (!(v->texture = malloc(n_px)))
+    if (!(v->texture = tbi_malloc(n_px)))
         return TB_ENOMEM;
     /* Grain: white noise smoothed along rows, so it reads as texture, not sensor noise. */
     double prev = 0;
@@ -533,9 +533,9 @@ static void *synth_worker(void *arg)
     struct synth_pool *pool = arg;
     const struct tb_synth_opts *o = pool->o;
     struct synth s = {.o = o, .w = o->width, .h = o->height};
-    s.rgb = malloc((size_t)s.w * s.h * 3);
-    s.colx = malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.w);
-    s.coly = malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.h);
+    s.rgb = tbi_malloc((size_t)s.w * s.h * 3);
+    s.colx = tbi_malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.w);
+    s.coly = tbi_malloc(sizeof(float) * 2 * N_WAVES * (size_t)s.h);
     for (;;) {
         int i = atomic_fetch_add(&pool->next, 1);
         if (i >= o->n_videos)
@@ -573,8 +573,8 @@ int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
         (rc = tbi_fmt(ann_dir, sizeof(ann_dir), "%s/annotations", o->out_dir)) < 0 ||
         (rc = tbi_mkdirs(vid_dir)) < 0 || (rc = tbi_mkdirs(ann_dir)) < 0)
         return rc;
-    is_val = calloc((size_t)o->n_videos, sizeof(*is_val));
-    pool.jobs = calloc((size_t)o->n_videos, sizeof(*pool.jobs));
+    is_val = tbi_calloc((size_t)o->n_videos, sizeof(*is_val));
+    pool.jobs = tbi_calloc((size_t)o->n_videos, sizeof(*pool.jobs));
     if (!is_val || !pool.jobs) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;

@@ -30,7 +30,7 @@ static int note_keyframe(struct tbi_writer *w, int64_t pts)
 {
     if (w->n_keyframes == w->cap_keyframes) {
         int cap = w->cap_keyframes ? 2 * w->cap_keyframes : 16;
-        int64_t *grown = realloc(w->keyframes, sizeof(*grown) * (size_t)cap);
+        int64_t *grown = tbi_realloc(w->keyframes, sizeof(*grown) * (size_t)cap);
         if (!grown)
             return tbi_err(TB_ENOMEM, "%s: out of memory", w->path);
         w->keyframes = grown;
@@ -77,7 +77,7 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
     tbi_av_init();
     if (!codec)
         return tbi_err(TB_EUNSUPPORTED, "this FFmpeg has no libx264 encoder");
-    if (!(w = calloc(1, sizeof(*w))))
+    if (!(w = tbi_calloc(1, sizeof(*w))))
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     if ((rc = tbi_fmt(w->path, sizeof(w->path), "%s", path)) < 0 ||
         (rc = tbi_fmt(w->tmp, sizeof(w->tmp), "%s.part", path)) < 0)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "tensor/cpu/vmath.h"
 #include "tensor/cpu/kernels.h"
 
@@ -33,9 +34,9 @@ struct tile {
 
 static int tile_init(struct tile *t, int HS)
 {
-    t->s = malloc(sizeof(float) * (size_t)BR * BC);
-    t->dp = malloc(sizeof(float) * (size_t)BR * BC);
-    t->acc = malloc(sizeof(float) * (size_t)BR * HS);
+    t->s = tbi_malloc(sizeof(float) * (size_t)BR * BC);
+    t->dp = tbi_malloc(sizeof(float) * (size_t)BR * BC);
+    t->acc = tbi_malloc(sizeof(float) * (size_t)BR * HS);
     return t->s && t->dp && t->acc ? 0 : -1;
 }
 
@@ -154,7 +155,7 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
 #pragma omp parallel
     {
         struct tile t;
-        float *delta = malloc(sizeof(float) * (size_t)N);
+        float *delta = tbi_malloc(sizeof(float) * (size_t)N);
         int ok = tile_init(&t, HS) == 0 && delta;
 #pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++) {

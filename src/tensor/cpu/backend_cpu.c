@@ -406,7 +406,7 @@ int tbi_backend_open(tbi_backend **out, const char *name)
     int guarded = !strcmp(name, "cpu-guarded");
     if (strcmp(name, "cpu") && !guarded)
         return tbi_err(TB_EUNSUPPORTED, "no backend '%s' in this build (cpu, cpu-guarded)", name);
-    tbi_backend *be = calloc(1, sizeof(*be));
+    tbi_backend *be = tbi_calloc(1, sizeof(*be));
     if (!be)
         return tbi_err(TB_ENOMEM, "out of memory");
     be->name = guarded ? "cpu-guarded" : "cpu";

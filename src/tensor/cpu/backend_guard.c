@@ -46,7 +46,7 @@ static int guard_alloc_region(tbi_backend *be, size_t bytes, void **out)
     *out = NULL;
     if (g->n == g->cap) {
         int cap = g->cap ? 2 * g->cap : 16;
-        struct region *r = realloc(g->r, sizeof(*r) * (size_t)cap);
+        struct region *r = tbi_realloc(g->r, sizeof(*r) * (size_t)cap);
         if (!r)
             return tbi_err(TB_ENOMEM, "out of memory");
         g->r = r;
@@ -97,7 +97,7 @@ static const struct tbi_ops guard_ops = {
 
 int tbi_guard_open(tbi_backend *be)
 {
-    struct guard *g = calloc(1, sizeof(*g));
+    struct guard *g = tbi_calloc(1, sizeof(*g));
     if (!g)
         return tbi_err(TB_ENOMEM, "out of memory");
     g->inner = *be->ops;

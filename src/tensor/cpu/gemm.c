@@ -376,7 +376,7 @@ float *tbi_scratch(int use, size_t bytes)
     struct scratch *s = scratch_mine;
     if (!s) {
         pthread_once(&scratch_once, scratch_key_init);
-        if (!scratch_key_made || !(s = calloc(1, sizeof(*s))))
+        if (!scratch_key_made || !(s = tbi_calloc(1, sizeof(*s))))
             return NULL;
         if (pthread_setspecific(scratch_key, s) != 0) {
             free(s);
