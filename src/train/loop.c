@@ -99,7 +99,7 @@ static int log_line(struct run_log *lg, int64_t step, const struct field *f, int
                 tbi_sb_printf(&line, "%" PRId64, f[k].i);
         }
         tbi_sb_printf(&line, "}\n");
-        int failed = line.failed ? (errno = ENOMEM) : 0;
+        int failed = line.failed ? ENOMEM : (errno = 0);
         if (!failed && (tbi_fwrite(line.buf, 1, line.len, lg->metrics) != line.len ||
                         fflush(lg->metrics) != 0))
             failed = errno ? errno : EIO;
