@@ -22,7 +22,11 @@
  *   exists equals a run with space, an earlier checkpoint or predictions file is untouched, no
  *   .part is left), and the same command completes once there is space, equal to a run that
  *   always had it; metrics.jsonl past RLIMIT_FSIZE (a line cut in the middle) stops the run
- *   naming it, and the rerun drops the cut line and logs the uninterrupted run's losses. */
+ *   naming it, and the rerun drops the cut line and logs the uninterrupted run's losses;
+ * - every write of a short tb_train run failed in turn through the write-fault hook (as
+ *   ENOSPC): each stops the run with the file named, leaves whole lines, a checkpoint that
+ *   verifies or none, and no .part, and the same call then completes as the run without a
+ *   fault did, line for line and byte for byte. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -39,7 +43,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "tb_test.h"
+#include "tubelet/data.h"
 #include "tubelet/rng.h"
 #include "tubelet/train.h"
 
@@ -236,7 +242,6 @@ static void same_lines(const char *ref, const char *run, const char *what)
         CHECK_MSG(!strcmp(ea[i], eb[i]), "%s: evaluation %d:\n  uninterrupted %s\n  here      "
                   "    %s", what, i, ea[i], eb[i]);
         n_eval += ea[i][0] != '\0';
-        CHECK_MSG(i > na || la[i][0], "%s: step %d missing", what, i);
     }
     CHECK_MSG(n_eval > 0, "%s: no evaluation logged", what);
 }
@@ -919,6 +924,75 @@ static void disk_metrics(const struct disk *dk, const char *ref)
     CHECK_MSG(same_file(ck, ck_ref), "the checkpoint after the metrics failure differs");
 }
 
+/* tb_train in this process, every write of it failing in turn (tbi_fault's TBI_FAULT_WRITE:
+ * as a full disk), each followed by the same call with the disk back. */
+static void test_write_faults(const char *d)
+{
+    tbt_case = "write faults: every write of a run";
+    struct tb_annotations *ann = NULL, *val = NULL;
+    struct tb_ann_opts ao = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&ann, train_csv, &ao), 0);
+    CHECK_EQ(tb_ann_load(&val, val_csv, &ao), 0);
+    if (!ann || !val) {
+        tb_ann_free(&ann);
+        return;
+    }
+    char ref[4300], run[4300], ck[4400], ck_ref[4400];
+    struct tb_train_opts o = {
+        .model = {.dim = 32, .depth = 2, .heads = 2, .patch = 16, .tubelet = 2, .frames = 4,
+                  .height = 32, .width = 32, .classes = 8},
+        .train_ann = ann, .val_ann = val, .val_views = 1, .val_crops = 1,
+        .label = TB_LABEL_VERB, .norm = TB_NORM_OPENAI,
+        .data = {.root = data, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS, .stride = 4,
+                 .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.08, .scale_max = 1,
+                          .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3}},
+        .batch = 4, .workers = 2, .prefetch = 2, .epochs = 2, .lr = 1e-3, .min_lr = 1e-5,
+        .warmup_epochs = 1, .weight_decay = 0.05, .clip_grad = 1, .beta1 = 0.9,
+        .beta2 = 0.999, .adam_eps = 1e-8, .optimizer = TB_OPT_ADAMW, .seed = 5,
+        .log_every = 2,
+    };
+    snprintf(ref, sizeof(ref), "%s/wf_ref", d);
+    o.out_dir = ref;
+    tbi_fault_count(TBI_FAULT_WRITE);
+    int rc = tb_train(&o, NULL);
+    int64_t n = tbi_fault_calls(TBI_FAULT_WRITE);
+    tbi_fault_arm(TBI_FAULT_WRITE, 0);
+    CHECK_MSG(rc == 0, "%s", tb_errmsg());
+    CHECK_MSG(n >= 7, "%lld writes: 4 step lines, an evaluation's and 2 checkpoints at least",
+              (long long)n);
+    snprintf(ck_ref, sizeof(ck_ref), "%s/last.safetensors", ref);
+    int stopped_metrics = 0, stopped_ckpt = 0;
+    for (int64_t k = 1; k <= n; k++) {
+        snprintf(run, sizeof(run), "%s/wf_%lld", d, (long long)k);
+        snprintf(ck, sizeof(ck), "%s/last.safetensors", run);
+        o.out_dir = run;
+        tbi_fault_arm(TBI_FAULT_WRITE, k);
+        rc = tb_train(&o, NULL);
+        tbi_fault_arm(TBI_FAULT_WRITE, 0);
+        const char *msg = tb_errmsg();
+        int metrics = strstr(msg, "/metrics.jsonl: cannot write the line of step") != NULL;
+        int ckpt = strstr(msg, "/last.safetensors.part: write failed") != NULL;
+        CHECK_MSG(rc == TB_EIO && (metrics || ckpt) && strstr(msg, run) &&
+                  strstr(msg, "No space left on device"), "write %lld failed: %d, %s",
+                  (long long)k, rc, msg);
+        stopped_metrics += metrics;
+        stopped_ckpt += ckpt;
+        CHECK_EQ(count_parts(run), 0);
+        ckpt_at(ck); /* a checkpoint there verifies */
+        static char lines[MAX_STEPS][LINE_CAP], evals[MAX_STEPS][LINE_CAP];
+        read_lines(run, lines, evals); /* every line whole */
+        rc = tb_train(&o, NULL);
+        CHECK_MSG(rc == 0, "after write %lld failed: %s", (long long)k, tb_errmsg());
+        same_lines(ref, run, "write faults");
+        CHECK_MSG(same_file(ck, ck_ref), "after write %lld failed: the checkpoint differs",
+                  (long long)k);
+    }
+    CHECK_MSG(stopped_metrics >= 5 && stopped_ckpt >= 2, "%d metrics and %d checkpoint faults",
+              stopped_metrics, stopped_ckpt);
+    tb_ann_free(&ann);
+    tb_ann_free(&val);
+}
+
 static void test_disk(const char *d)
 {
     tbt_case = "a full disk: references with space";
@@ -968,10 +1042,17 @@ static void test_disk(const char *d)
                 "RLIMIT_FSIZE only\n");
 }
 
+/* Whether part is among those asked for (argv[1] or TBT_CRASH_PARTS, comma-separated; none:
+ * all). ctest runs kill9,damaged and disk,faults as two tests. */
+static int part_on(const char *parts, const char *part)
+{
+    return !parts || !parts[0] || strstr(parts, part) != NULL;
+}
+
 int main(int argc, char **argv)
 {
     tbt_begin("crash");
-    const char *d = tbt_dir(), *only = argc > 1 ? argv[1] : "";
+    const char *d = tbt_dir(), *parts = argc > 1 ? argv[1] : getenv("TBT_CRASH_PARTS");
     char mnt[4300];
     snprintf(mnt, sizeof(mnt), "%s/tmpfs", d);
     if (make_tmpfs(mnt) == 0) {
@@ -989,11 +1070,13 @@ int main(int argc, char **argv)
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
     char ref[4300] = "";
-    if (!only[0] || !strcmp(only, "kill9") || !strcmp(only, "damaged"))
+    if (part_on(parts, "kill9") || part_on(parts, "damaged")) /* damaged needs its run */
         test_kill9(d, ref, sizeof(ref));
-    if (!only[0] || !strcmp(only, "damaged"))
+    if (part_on(parts, "damaged"))
         test_damaged(d, ref);
-    if (!only[0] || !strcmp(only, "disk"))
+    if (part_on(parts, "disk"))
         test_disk(d);
+    if (part_on(parts, "faults"))
+        test_write_faults(d);
     TBT_EXIT();
 }
