@@ -1,7 +1,7 @@
 /* tests/test_cli_data.c - `tubelet peek` and `tubelet bench-load` on a small synthetic dataset:
  * the sheet decodes back (through the ffmpeg tool) to exactly the clips the dataset gives for
- * the samples it names, with text above each row; bench-load reports what it loaded; bad
- * flags and files are clear errors. */
+ * the samples it names, with text above each row; bench-load reports what it loaded (with
+ * --every, descriptors and memory at intervals); bad flags and files are clear errors. */
 #define _POSIX_C_SOURCE 200809L
 #include "tb_test.h"
 #include "tubelet/data.h"
@@ -98,6 +98,23 @@ int main(void)
     const char *k = out ? strstr(out, "\"clips\": ") : NULL;
     CHECK_MSG(k && atoi(k + 9) >= 40 && atoi(k + 9) < 40 + 8, "%s", out); /* whole batches */
     CHECK_STR_HAS(out, "\"failures\": 0}");
+    free(out);
+    /* --every: the k-th line at the batch (of at most 8) that reaches 16 k clips, as many as
+     * the run reaches; the descriptors' range in the summary */
+    rc = tbt_run(&out, 300, "%s bench-load --root %s --ann %s --clips 40 --batch 8 --workers 2 "
+                 "--size 64 --every 16", t, root, ann);
+    CHECK_MSG(rc == 0, "%s", out);
+    const char *last = out ? strstr(out, "{\"loader\"") : NULL;
+    const char *total = last ? strstr(last, "\"clips\": ") : NULL;
+    int lines = 0, in_place = 1;
+    for (const char *at_line = out; at_line && (at_line = strstr(at_line, "{\"clips\": "));
+         at_line++, lines++) {
+        int at = atoi(at_line + 10), fds = atoi(strstr(at_line, "\"open_fds\": ") + 12);
+        in_place &= at >= 16 * (lines + 1) && at < 16 * (lines + 1) + 8 && fds >= 3;
+    }
+    CHECK_MSG(total && lines == atoi(total + 9) / 16 && lines >= 2 && in_place, "%d lines: %s",
+              lines, out);
+    CHECK_STR_HAS(out, "\"open_fds_max\": ");
     free(out);
 
     tbt_case = "errors";

@@ -62,6 +62,10 @@ enum tb_log_level { TB_LOG_ERROR, TB_LOG_WARN, TB_LOG_INFO, TB_LOG_DEBUG };
 typedef void (*tb_log_fn)(enum tb_log_level level, const char *msg, void *user);
 TB_API void tb_set_log(tb_log_fn fn, void *user);
 
+/* Write len bytes to path atomically: into "path.part", fsync, rename over path. A failure (a
+ * full disk, say) leaves path as it was and no .part behind; TB_EIO naming the file. */
+TB_API int tb_file_write_atomic(const char *path, const void *data, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

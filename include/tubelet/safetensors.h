@@ -2,7 +2,11 @@
  * timm and Hugging Face load directly): an 8-byte little-endian header size, a JSON header
  * {"name": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}, then the raw tensor
  * bytes. tubelet writes F32 and I64 tensors, atomically, and reads F32, I64 (and converts
- * BF16/F16 to F32 on read). Tests: tests/test_vit.c. */
+ * BF16/F16 to F32 on read). Every file tubelet writes carries a checksum: its metadata's first
+ * entry is "crc32c", 8 hex digits of the CRC-32C of the whole file with those digits read as
+ * "00000000" (docs/FORMATS.md); a file that carries one is verified on read, one without (from
+ * PyTorch, or tubelet before the checksum) is read as it is. Tests: tests/test_vit.c,
+ * tests/test_crash.c. */
 #ifndef TUBELET_SAFETENSORS_H
 #define TUBELET_SAFETENSORS_H
 
@@ -30,17 +34,20 @@ struct tb_st_tensor {
 struct tb_st_file {
     struct tb_st_tensor *tensors;
     int n_tensors;
-    char *metadata;     /* the __metadata__ object as JSON text, or NULL */
+    char *metadata;     /* the __metadata__ object as JSON text (without "crc32c"), or NULL */
+    int checksummed;    /* 1: the file carried a checksum, and its bytes matched it */
 };
 
-/* Read path. BF16/F16 tensors come back as F32. Errors name the file (and the tensor). */
+/* Read path. BF16/F16 tensors come back as F32. Errors name the file (and the tensor); a
+ * truncated file and one whose bytes do not match its checksum are TB_EFORMAT saying so. */
 TB_API int tb_st_read(struct tb_st_file **out, const char *path);
 TB_API void tb_st_free(struct tb_st_file **f);
 /* The tensor called name, or NULL. */
 TB_API const struct tb_st_tensor *tb_st_find(const struct tb_st_file *f, const char *name);
 
 /* Write n tensors (their data borrowed) and optional metadata (a JSON object's text, e.g.
- * "{\"step\": \"12\"}") to path, atomically (temporary file, fsync, rename). */
+ * "{\"step\": \"12\"}"; a "crc32c" in it is replaced by the file's own) to path, with the
+ * checksum, atomically (temporary file, fsync, rename): a failure leaves path as it was. */
 TB_API int tb_st_write(const char *path, const struct tb_st_tensor *tensors, int n,
                        const char *metadata);
 /* The same, where a tensor with data NULL has its bytes written by fill(user, i, dst) straight

@@ -36,6 +36,18 @@ void cli_report(const char *cmd, int status);
 /* Write s as a JSON string literal. */
 void cli_json_string(FILE *f, const char *s);
 
+/* A file's text made in memory, then written atomically (a full disk leaves no partial
+ * file under the name): cli_mem_open gives m->f (0, or -1 out of memory, printed);
+ * cli_mem_save closes it and writes path (0, or -1 with "tubelet CMD: ..." printed); either
+ * way m is freed. */
+struct cli_mem {
+    FILE *f;
+    char *buf;
+    size_t len;
+};
+int cli_mem_open(struct cli_mem *m, const char *cmd);
+int cli_mem_save(struct cli_mem *m, const char *cmd, const char *path);
+
 /* Seconds since an arbitrary start, monotonic. */
 double cli_now(void);
 

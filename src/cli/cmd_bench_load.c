@@ -1,11 +1,14 @@
 /* src/cli/cmd_bench_load.c - `tubelet bench-load`: how fast the loader turns annotations into
  * batches on this machine: clips/s, decoded frames/s, CPU use, and resident memory early and
- * late in the run (it must stay flat). bench/loader_bench.sh runs it beside PyTorch
- * DataLoader baselines. Tests: tests/test_cli_data.c. */
+ * late in the run (it must stay flat); with --every N, the open descriptors and resident
+ * memory every N clips too (bench/long_run.sh: 100,000 clips). bench/loader_bench.sh runs it
+ * beside PyTorch DataLoader baselines. Tests: tests/test_cli_data.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -22,6 +25,7 @@ struct bench_config {
     int prefetch;
     int size;
     int seed;
+    int every;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -39,6 +43,8 @@ static const struct cli_flag bench_flags[] = {
     F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
     F("size", CLI_INT, size, "224", "PX", "output frame size (square)", 8, 4096),
     F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
+    F("every", CLI_INT, every, "0", "N", "also print a line of clips, open descriptors and "
+      "resident memory every N clips (0: none)", 0, 100000000),
 };
 #undef F
 
@@ -51,6 +57,18 @@ static double rss_mb(void)
     if (f)
         fclose(f);
     return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+/* Descriptors this process has open (entries of /proc/self/fd but the one reading it). */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n - 1;
 }
 
 static double cpu_s(void)
@@ -108,7 +126,8 @@ static int run_bench(void *config, int n_args, char **args)
         (rc = tb_loader_open(&l, ds, &lo)) < 0)
         goto fail;
     double t0 = cli_now(), cpu0 = cpu_s(), rss_early = 0, t_early = 0;
-    int64_t clips = 0, batches = 0, target = c->clips;
+    int64_t clips = 0, batches = 0, target = c->clips, next = c->every;
+    int fds_min = 1 << 30, fds_max = -1;
     for (int64_t epoch = 0; clips < target && !cli_cancel; epoch++) {
         int64_t nb = tb_loader_epoch(l, epoch);
         for (int64_t k = 0; k < nb && clips < target && !cli_cancel; k++) {
@@ -122,6 +141,21 @@ static int run_bench(void *config, int n_args, char **args)
                 t_early = cli_now();
                 rss_early = rss_mb();
             }
+            if (c->every && clips >= next) {
+                /* Counted once the workers have finished the batches in flight and wait for
+                 * a buffer: the steady count, not a reader between closing an evicted file
+                 * and opening the next (its decode stays out of the clips/s as well). */
+                double pause = cli_now();
+                nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
+                int fds = open_fds();
+                fds_min = fds < fds_min ? fds : fds_min;
+                fds_max = fds > fds_max ? fds : fds_max;
+                printf("{\"clips\": %lld, \"open_fds\": %d, \"rss_mb\": %.1f, "
+                       "\"seconds\": %.1f}\n", (long long)clips, fds, rss_mb(), pause - t0);
+                fflush(stdout);
+                next += c->every;
+                t0 += cli_now() - pause;
+            }
         }
     }
     double secs = cli_now() - t0, cpu = cpu_s() - cpu0;
@@ -132,10 +166,12 @@ static int run_bench(void *config, int n_args, char **args)
     printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"workers\": %d, \"batch\": %d, "
            "\"clips\": %lld, \"seconds\": %.3f, \"clips_per_s\": %.2f, "
            "\"decoded_frames_per_s\": %.1f, \"cpu_percent\": %.0f, \"rss_mb_at_10pct\": %.1f, "
-           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, \"failures\": %lld}\n",
-           c->workload, c->workers, c->batch, (long long)clips, secs, clips / secs,
-           st.frames_decoded / secs, 100 * cpu / secs, rss_early, rss_mb(),
-           ru.ru_maxrss / 1024.0, (long long)st.failures);
+           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload, c->workers,
+           c->batch, (long long)clips, secs, clips / secs, st.frames_decoded / secs,
+           100 * cpu / secs, rss_early, rss_mb(), ru.ru_maxrss / 1024.0);
+    if (c->every)
+        printf("\"open_fds_min\": %d, \"open_fds_max\": %d, ", fds_min, fds_max);
+    printf("\"failures\": %lld}\n", (long long)st.failures);
     status = 0;
     goto end;
 fail:

@@ -336,16 +336,21 @@ static int run_train(void *config, int n_args, char **args)
         int a = max_label(train, label), b = max_label(val, label);
         classes = (a > b ? a : b) + 1;
     }
-    /* The resolved flags beside the run, as a config file that reproduces it. */
+    /* The resolved flags beside the run, as a config file that reproduces it; a disk that
+     * cannot take it stops the run before any work. */
     char path[4200];
     snprintf(path, sizeof(path), "%s/config.txt", c->out);
+    int unsaved = 0;
     if (lead && tbi_cli_mkdir(c->out) == 0) {
-        FILE *f = fopen(path, "w");
-        if (f) {
-            cli_print_config(f, &cli_cmd_train, c);
-            fclose(f);
+        struct cli_mem m;
+        unsaved = cli_mem_open(&m, "train") < 0;
+        if (!unsaved) {
+            cli_print_config(m.f, &cli_cmd_train, c);
+            unsaved = cli_mem_save(&m, "train", path) < 0;
         }
     }
+    if (tb_dist_max_int(unsaved)) /* every process stops, none waits for the lead */
+        goto end;
     int log_every = c->log_every;
     struct tb_train_opts o = {
         .task = c->task,
@@ -575,25 +580,20 @@ end:
     return rc < 0 ? 1 : 0;
 }
 
-/* line,label,predicted per annotation item: the confusion matrix is one awk away. */
+/* line,label,predicted per annotation item: the confusion matrix is one awk away. Written
+ * whole or not at all. */
 static int write_predictions(const char *path, const struct tb_annotations *a,
                              enum tb_label_kind k, const int *pred)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "tubelet eval: %s: %s\n", path, strerror(errno));
+    struct cli_mem m;
+    if (cli_mem_open(&m, "eval") < 0)
         return -1;
-    }
-    fprintf(f, "line,label,predicted\n");
+    fprintf(m.f, "line,label,predicted\n");
     for (int i = 0; i < a->n_items; i++) {
         const struct tb_ann_item *it = &a->items[i];
-        fprintf(f, "%d,%d,%d\n", it->line, tb_item_label(it, k), pred[i]);
+        fprintf(m.f, "%d,%d,%d\n", it->line, tb_item_label(it, k), pred[i]);
     }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "tubelet eval: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return cli_mem_save(&m, "eval", path);
 }
 
 static int run_eval(void *config, int n_args, char **args)

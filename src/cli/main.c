@@ -101,6 +101,32 @@ int tbi_cli_mkdir(const char *dir)
     return 0;
 }
 
+int cli_mem_open(struct cli_mem *m, const char *cmd)
+{
+    m->buf = NULL;
+    m->len = 0;
+    if (!(m->f = open_memstream(&m->buf, &m->len))) {
+        fprintf(stderr, "tubelet %s: out of memory\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_mem_save(struct cli_mem *m, const char *cmd, const char *path)
+{
+    int failed = ferror(m->f) != 0;
+    failed |= fclose(m->f) != 0;
+    m->f = NULL;
+    int rc = failed ? TB_ENOMEM : tb_file_write_atomic(path, m->buf, m->len);
+    free(m->buf);
+    m->buf = NULL;
+    if (rc < 0) {
+        fprintf(stderr, "tubelet %s: %s\n", cmd, failed ? "out of memory" : tb_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
 double cli_now(void)
 {
     struct timespec ts;

@@ -1,5 +1,6 @@
 /* src/core/fs.c - the few file-system operations the library needs: mkdir -p, existence
- * checks, whole-file reads, and atomic writes (write a sibling, fsync, rename). POSIX only.
+ * checks, whole-file reads, and atomic writes (write a sibling, fsync, rename, fsync the
+ * directory). POSIX only.
  * Tests: tests/test_core.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -45,6 +46,29 @@ int tbi_mkdirs(const char *dir)
     return 0;
 }
 
+/* Make a rename in path's directory durable (after a power cut, not only a crash): fsync the
+ * directory. Best effort: some file systems refuse a directory's fsync, and the file itself
+ * is complete either way. */
+static void sync_dir(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    if (n >= sizeof(dir))
+        return;
+    if (!slash || n == 0) {
+        snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
+    } else {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
 int tbi_write_file_atomic(const char *path, const void *data, size_t len)
 {
     char tmp[4096];
@@ -80,7 +104,13 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len)
         unlink(tmp);
         return tbi_err(TB_EIO, "%s: cannot rename into place: %s", path, strerror(e));
     }
+    sync_dir(path);
     return 0;
+}
+
+int tb_file_write_atomic(const char *path, const void *data, size_t len)
+{
+    return tbi_write_file_atomic(path, data, len);
 }
 
 int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes)

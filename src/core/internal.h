@@ -56,6 +56,12 @@ int tbi_write_file_atomic(const char *path, const void *data, size_t len);
  * a larger file is TB_EFORMAT. */
 int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_bytes);
 
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78; crc32c.c) of n bytes, and the CRC
+ * of a longer buffer continued over n more: tbi_crc32c_extend(tbi_crc32c(a, na), b, nb) is the
+ * CRC of a then b, and tbi_crc32c(d, n) is tbi_crc32c_extend(0, d, n). */
+uint32_t tbi_crc32c(const void *data, size_t n);
+uint32_t tbi_crc32c_extend(uint32_t crc, const void *data, size_t n);
+
 /* Fault injection (fault.c), for tests: a call site asks tbi_fault(kind) and fails as if out
  * of memory (TBI_FAULT_ALLOC: every library allocation goes through tbi_malloc and the rest
  * below), unable to open (TBI_FAULT_OPEN) or out of disk space (TBI_FAULT_WRITE) when it

@@ -1,7 +1,9 @@
 /* src/core/safetensors.c - safetensors files (see safetensors.h). The JSON header is parsed by
  * a small recursive reader that accepts exactly the JSON safetensors writers produce (objects,
  * arrays, strings, integers); anything else is TB_EFORMAT naming the file. Data offsets are
- * checked against the file size before any tensor is touched. */
+ * checked against the file size before any tensor is touched. Files written here carry a
+ * CRC-32C of all their bytes as the first metadata entry, verified on read (files from other
+ * writers have none and are read as they are). Tests: tests/test_vit.c, tests/test_crash.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -37,7 +39,8 @@ static int expect(struct json *j, char c)
     return 0;
 }
 
-/* A string without escapes other than \" and \\ (tensor names and dtypes). */
+/* A string without escapes other than \" and \\ (tensor names and dtypes); out NULL skips
+ * it, however long. */
 static int string(struct json *j, char *out, size_t size)
 {
     size_t n = 0;
@@ -47,6 +50,8 @@ static int string(struct json *j, char *out, size_t size)
         char c = *j->p++;
         if (c == '\\' && j->p < j->end)
             c = *j->p++;
+        if (!out)
+            continue;
         if (n + 1 >= size)
             return -1;
         out[n++] = c;
@@ -54,7 +59,8 @@ static int string(struct json *j, char *out, size_t size)
     if (j->p >= j->end)
         return -1;
     j->p++;
-    out[n] = '\0';
+    if (out)
+        out[n] = '\0';
     return 0;
 }
 
@@ -78,10 +84,8 @@ static int skip_value(struct json *j)
     if (j->p >= j->end)
         return -1;
     char c = *j->p;
-    if (c == '"') {
-        char tmp[4096];
-        return string(j, tmp, sizeof(tmp));
-    }
+    if (c == '"')
+        return string(j, NULL, 0);
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
         j->p++;
@@ -223,6 +227,38 @@ static float half_to_float(uint16_t h, int bf16)
     return f;
 }
 
+/* The checksum's place: a file written here begins its header with CRC_HEAD, then the CRC's
+ * 8 hex digits and a quote. The CRC is of the whole file with those 8 digits read as '0's
+ * (a header cannot hold its own checksum otherwise): size, header and data are all covered. */
+#define CRC_HEAD "{\"__metadata__\":{\"crc32c\":\""
+#define CRC_AT (8 + sizeof(CRC_HEAD) - 1) /* the digits' offset in the file */
+#define CRC_ZEROS "00000000"
+
+/* The CRC of len bytes of a file whose digits at CRC_AT count as zeros. */
+static uint32_t file_crc(const char *buf, size_t len)
+{
+    uint32_t c = tbi_crc32c(buf, CRC_AT);
+    c = tbi_crc32c_extend(c, CRC_ZEROS, 8);
+    return tbi_crc32c_extend(c, buf + CRC_AT + 8, len - CRC_AT - 8);
+}
+
+/* Whether the file carries a checksum (0: no; 1: yes, *stored holds it; -1: its digits are
+ * not 8 lowercase hex digits). */
+static int stored_crc(const char *buf, size_t len, uint64_t hlen, uint32_t *stored)
+{
+    if (hlen < CRC_AT + 9 - 8 || len < CRC_AT + 9 || memcmp(buf + 8, CRC_HEAD, CRC_AT - 8))
+        return 0;
+    uint32_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        char c = buf[CRC_AT + (size_t)i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return -1;
+        v = v << 4 | (uint32_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    *stored = v;
+    return buf[CRC_AT + 8] == '"' ? 1 : -1;
+}
+
 int tb_st_read(struct tb_st_file **out, const char *path)
 {
     char *buf = NULL;
@@ -233,17 +269,37 @@ int tb_st_read(struct tb_st_file **out, const char *path)
     if (rc < 0)
         return rc;
     uint64_t hlen = 0;
-    if (len < 8)
-        goto bad;
+    uint32_t stored = 0, computed = 0;
+    int truncated = 0, has_crc = 0, crc_bad = 0;
+    if (len < 8) {
+        rc = tbi_err(TB_EFORMAT, "%s: truncated or not a safetensors file: %zu bytes", path, len);
+        goto fail;
+    }
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | (uint8_t)buf[i];
-    if (hlen > MAX_HEADER || 8 + hlen > len)
+    if (hlen > MAX_HEADER)
         goto bad;
+    if (8 + hlen > len) {
+        rc = tbi_err(TB_EFORMAT, "%s: truncated or not a safetensors file: its header is to "
+                     "be %llu bytes, the file has %zu after the size", path,
+                     (unsigned long long)hlen, len - 8);
+        goto fail;
+    }
+    /* The checksum is checked before the header is believed, but a torn file is named as
+     * such below (by the data it lacks), rather than only as one that does not match. */
+    has_crc = stored_crc(buf, len, hlen, &stored);
+    if (has_crc < 0) {
+        rc = tbi_err(TB_EFORMAT, "%s: damaged: its \"crc32c\" metadata is not 8 hex digits",
+                     path);
+        goto fail;
+    }
+    crc_bad = has_crc && (computed = file_crc(buf, len)) != stored;
     const char *data = buf + 8 + hlen;
     size_t data_len = len - 8 - hlen;
     struct json j = {buf + 8, buf + 8 + hlen, path};
     if (!(f = tbi_calloc(1, sizeof(*f))))
         goto oom;
+    f->checksummed = has_crc;
     int cap = 0;
     if (expect(&j, '{'))
         goto bad;
@@ -260,7 +316,21 @@ int tb_st_read(struct tb_st_file **out, const char *path)
             if (skip_value(&j))
                 goto bad;
             free(f->metadata);
-            if (!(f->metadata = strndup(start, (size_t)(j.p - start))))
+            f->metadata = NULL;
+            if (has_crc && start == buf + CRC_AT - strlen("{\"crc32c\":\"")) {
+                /* The checksum is the file's, not the caller's: left out of the text. */
+                const char *rest = buf + CRC_AT + 9;
+                rest += *rest == ',';
+                size_t n = (size_t)(j.p - rest);
+                if ((f->metadata = tbi_malloc(n + 2))) {
+                    f->metadata[0] = '{';
+                    memcpy(f->metadata + 1, rest, n);
+                    f->metadata[n + 1] = '\0';
+                }
+            } else {
+                f->metadata = strndup(start, (size_t)(j.p - start));
+            }
+            if (!f->metadata)
                 goto oom;
         } else {
             if (f->n_tensors == cap) {
@@ -281,6 +351,14 @@ int tb_st_read(struct tb_st_file **out, const char *path)
                 goto fail;
             }
             size_t bytes = (size_t)t->n * (size_t)dtype_bytes[t->dtype];
+            if (e == 0 && offs[0] >= 0 && offs[1] >= offs[0] &&
+                (size_t)(offs[1] - offs[0]) == bytes && (size_t)offs[1] > data_len) {
+                truncated = 1;
+                rc = tbi_err(TB_EFORMAT, "%s: truncated: tensor '%s' ends at byte %lld of the "
+                             "data, the file holds %zu (a torn write?)", path, name,
+                             (long long)offs[1], data_len);
+                goto fail;
+            }
             if (e < 0 || offs[0] < 0 || offs[1] < offs[0] || (size_t)offs[1] > data_len ||
                 (size_t)(offs[1] - offs[0]) != bytes) {
                 rc = tbi_err(TB_EFORMAT, "%s: tensor '%s': bad entry or data offsets", path,
@@ -312,6 +390,8 @@ int tb_st_read(struct tb_st_file **out, const char *path)
         break;
     }
 done:
+    if (crc_bad)
+        goto fail;
     free(buf);
     *out = f;
     return 0;
@@ -321,6 +401,12 @@ bad:
 oom:
     rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
 fail:
+    if (crc_bad && !truncated && rc != TB_ENOMEM)
+        rc = tbi_err(TB_EFORMAT, "%s: damaged: its bytes do not match the checksum it carries "
+                     "(crc32c %08x stored, %08x computed over its %zu bytes); not loaded (a "
+                     "bit flipped on disk or on the way, or a program other than tubelet "
+                     "rewrote it keeping tubelet's \"crc32c\" metadata)", path,
+                     (unsigned)stored, (unsigned)computed, len);
     free(buf);
     tb_st_free(&f);
     return rc;
@@ -331,18 +417,51 @@ int tb_st_write(const char *path, const struct tb_st_tensor *ts, int n, const ch
     return tb_st_write_fill(path, ts, n, metadata, NULL, NULL);
 }
 
+/* The members of the JSON object text meta, each after a comma, into h, but for a "crc32c"
+ * (the file's checksum is the writer's to set). 0, or -1 for text that is not an object. */
+static int copy_members(struct tbi_sb *h, const char *meta)
+{
+    struct json j = {meta, meta + strlen(meta), "metadata"};
+    char key[16];
+    if (expect(&j, '{'))
+        return -1;
+    skip_ws(&j);
+    if (j.p < j.end && *j.p == '}')
+        return 0;
+    for (;;) {
+        skip_ws(&j);
+        const char *k0 = j.p;
+        int keep = string(&j, key, sizeof(key)) || strcmp(key, "crc32c");
+        j.p = k0;
+        if (string(&j, NULL, 0) || expect(&j, ':') || skip_value(&j))
+            return -1;
+        if (keep)
+            tbi_sb_printf(h, ",%.*s", (int)(j.p - k0), k0);
+        skip_ws(&j);
+        if (j.p < j.end && *j.p == ',') {
+            j.p++;
+            continue;
+        }
+        return expect(&j, '}');
+    }
+}
+
 int tb_st_write_fill(const char *path, const struct tb_st_tensor *ts, int n,
                      const char *metadata, int (*fill)(void *user, int i, void *dst), void *user)
 {
     struct tbi_sb h = {0};
     size_t off = 0;
-    tbi_sb_printf(&h, "{");
-    if (metadata)
-        tbi_sb_printf(&h, "\"__metadata__\":%s", metadata);
+    tbi_sb_printf(&h, "%s", CRC_HEAD CRC_ZEROS "\"");
+    if (metadata && copy_members(&h, metadata) < 0) {
+        tbi_sb_free(&h);
+        return tbi_err(TB_EINVAL, "%s: the metadata is not a JSON object: %.80s", path,
+                       metadata);
+    }
+    tbi_sb_printf(&h, "}");
     for (int i = 0; i < n; i++) {
         size_t bytes = (size_t)ts[i].n * (size_t)dtype_bytes[ts[i].dtype];
-        tbi_sb_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i || metadata ? "," : "",
-                      ts[i].name, dtype_names[ts[i].dtype]);
+        tbi_sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", ts[i].name,
+                      dtype_names[ts[i].dtype]);
         for (int d = 0; d < ts[i].n_dims; d++)
             tbi_sb_printf(&h, "%s%lld", d ? "," : "", (long long)ts[i].shape[d]);
         tbi_sb_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
@@ -378,6 +497,9 @@ int tb_st_write_fill(const char *path, const struct tb_st_tensor *ts, int n,
             memcpy(p, ts[i].data, bytes);
         p += bytes;
     }
+    char digits[9];
+    snprintf(digits, sizeof(digits), "%08x", (unsigned)file_crc(buf, total));
+    memcpy(buf + CRC_AT, digits, 8);
     int rc = tbi_write_file_atomic(path, buf, total);
     free(buf);
     tbi_sb_free(&h);

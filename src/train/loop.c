@@ -1,22 +1,29 @@
 /* src/train/loop.c - the one training loop (train.h's tb_train), behind the task table
  * (task.h): loader -> task step -> data-parallel mean -> non-finite checks -> gradient
- * clipping -> AdamW with warmup + cosine, a checkpoint after every epoch and on Ctrl-C,
- * evaluation at its epochs, metrics.jsonl (and, with --tensorboard, the same numbers as
- * TensorBoard scalars: tfevents.c). Resuming continues with the very batches an
- * uninterrupted run would have seen: the loader is keyed by (seed, epoch, sample) and can
- * start an epoch at any batch. Under mpirun every process runs this loop on its shard; a
- * failure on one stops all of them (no process is left waiting in a reduction).
+ * clipping -> AdamW with warmup + cosine, evaluation at its epochs, a checkpoint after every
+ * epoch (after its evaluation: a run killed before the checkpoint redoes both) and on Ctrl-C,
+ * metrics.jsonl (and, with --tensorboard, the same numbers as TensorBoard scalars:
+ * tfevents.c). Resuming continues with the very batches an uninterrupted run would have seen:
+ * the loader is keyed by (seed, epoch, sample) and can start an epoch at any batch; the steps
+ * redone after a kill are logged again (the later line of a step is the one that counts) and
+ * a line the kill cut short is dropped. A metrics.jsonl that cannot be written (a full disk)
+ * stops the run. Under mpirun every process runs this loop on its shard; a failure on one
+ * stops all of them (no process is left waiting in a reduction).
  * Tests: tests/test_train.c, tests/test_dist.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/internal.h"
+#include "core/strbuf.h"
 #include "model/params.h"
 #include "train/task.h"
 #include "train/tfevents.h"
@@ -37,6 +44,7 @@ static const struct tbi_task *const tasks[] = {&tbi_task_cls, &tbi_task_mae, &tb
  * both NULL elsewhere). */
 struct run_log {
     FILE *metrics;
+    const char *metrics_path;
     tbi_tfevents *events;
 };
 
@@ -76,26 +84,75 @@ static void log_events(struct run_log *lg, int64_t step, const struct field *f, 
     }
 }
 
-/* One line of n fields into metrics.jsonl, and its scalars into the event file at step. */
-static void log_line(struct run_log *lg, int64_t step, const struct field *f, int n)
+/* One line of n fields into metrics.jsonl (one write, flushed), and its scalars into the
+ * event file at step. 0, or TB_EIO naming metrics.jsonl (the run stops: it would go on
+ * without its record, and the disk that refused the line would refuse the next checkpoint). */
+static int log_line(struct run_log *lg, int64_t step, const struct field *f, int n)
 {
     if (lg->metrics) {
+        struct tbi_sb line = {0};
         for (int k = 0; k < n; k++) {
-            fprintf(lg->metrics, "%s\"%s\": ", k ? ", " : "{", f[k].key);
+            tbi_sb_printf(&line, "%s\"%s\": ", k ? ", " : "{", f[k].key);
             if (f[k].fmt)
-                fprintf(lg->metrics, f[k].fmt, f[k].v);
+                tbi_sb_printf(&line, f[k].fmt, f[k].v);
             else
-                fprintf(lg->metrics, "%" PRId64, f[k].i);
+                tbi_sb_printf(&line, "%" PRId64, f[k].i);
         }
-        fputs("}\n", lg->metrics);
-        fflush(lg->metrics);
+        tbi_sb_printf(&line, "}\n");
+        int failed = line.failed ? ENOMEM : (errno = 0);
+        if (!failed && (tbi_fwrite(line.buf, 1, line.len, lg->metrics) != line.len ||
+                        fflush(lg->metrics) != 0))
+            failed = errno ? errno : EIO;
+        tbi_sb_free(&line);
+        if (failed)
+            return tbi_err(failed == ENOMEM ? TB_ENOMEM : TB_EIO, "%s: cannot write the line "
+                           "of step %" PRId64 ": %s; stopping (run the same command to resume "
+                           "from the last checkpoint once it can be written)", lg->metrics_path,
+                           step, strerror(failed));
     }
     if (lg->events)
         log_events(lg, step, f, n);
+    return 0;
 }
 
-/* An evaluation's line (retrieval's or classification's) at step. */
-static void log_eval(struct run_log *lg, int64_t step, const struct tb_eval_result *r)
+/* A run killed while writing a metrics line leaves it unfinished: cut it off before the
+ * resumed run appends, so every line stays whole. 0 or TB_EIO. */
+static int drop_unfinished_line(const char *path)
+{
+    int fd = tbi_fault(TBI_FAULT_OPEN) ? (errno = EMFILE, -1) : open(path, O_RDWR);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : tbi_err(TB_EIO, "%s: cannot open: %s", path,
+                                             strerror(errno));
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? 0 : -1;
+    off_t keep = rc == 0 ? st.st_size : 0;
+    char buf[4096];
+    while (rc == 0 && keep > 0) {
+        size_t n = keep < (off_t)sizeof(buf) ? (size_t)keep : sizeof(buf);
+        if (pread(fd, buf, n, keep - (off_t)n) != (ssize_t)n) {
+            rc = -1;
+            break;
+        }
+        size_t i = n;
+        while (i > 0 && buf[i - 1] != '\n')
+            i--;
+        keep -= (off_t)(n - i);
+        if (i > 0)
+            break;
+    }
+    if (rc == 0 && keep < st.st_size) {
+        rc = ftruncate(fd, keep);
+        if (rc == 0)
+            tbi_log(TB_LOG_WARN, "%s: dropped an unfinished last line (%lld bytes) that an "
+                    "interrupted run left", path, (long long)(st.st_size - keep));
+    }
+    int e = errno;
+    close(fd);
+    return rc == 0 ? 0 : tbi_err(TB_EIO, "%s: cannot read or cut: %s", path, strerror(e));
+}
+
+/* An evaluation's line (retrieval's or classification's) at step; 0 or log_line's error. */
+static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_result *r)
 {
     if (r->retrieval) {
         const char *t1 = r->zeroshot ? "eval/zeroshot_top1" : NULL;
@@ -115,8 +172,7 @@ static void log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resu
             count("items", r->n_items, NULL),
             count("sentences", r->n_sentences, NULL),
         };
-        log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
-        return;
+        return log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
     }
     /* The classifier: then its levels' scores for both averagings, in tb_eval_cls_json's
      * order and names. */
@@ -152,7 +208,7 @@ static void log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resu
             }
         }
     }
-    log_line(lg, step, f, n);
+    return log_line(lg, step, f, n);
 }
 
 /* The mean over processes of every gradient, through host memory a bounded piece at a time
@@ -308,6 +364,9 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
+    lg.metrics_path = mpath;
+    if (lead && (rc = drop_unfinished_line(mpath)) < 0)
+        goto end;
     if (lead && !(lg.metrics = tbi_fopen(mpath, "a"))) {
         rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
         goto end;
@@ -355,6 +414,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             pos.step++;
             clips_log += (int64_t)B * world;
             double t = now_s();
+            rc = 0;
             int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
             if (lead && (log_now || o->on_step)) {
                 double rate = clips_log / (t - t_log > 1e-9 ? t - t_log : 1e-9);
@@ -376,11 +436,13 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                         num("clips_per_s", "%.2f", rate, "train/clips_per_s"),
                         num("elapsed_s", "%.1f", t - t_start, NULL),
                     };
-                    log_line(&lg, pos.step, f, (int)(sizeof(f) / sizeof(f[0])));
+                    rc = log_line(&lg, pos.step, f, (int)(sizeof(f) / sizeof(f[0])));
                     t_log = t;
                     clips_log = 0;
                 }
             }
+            if ((rc = any_failed(rc, pos.step)) < 0)
+                goto end;
             if (tb_dist_max_int(o->cancel && *o->cancel)) {
                 pos.epoch = e;
                 pos.batch = k + 1;
@@ -391,10 +453,6 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 goto end;
             }
         }
-        pos.epoch = e + 1;
-        pos.batch = 0;
-        if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
-            goto end;
         int last = e + 1 == o->epochs;
         if (o->val_ann && task->evaluate &&
             (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
@@ -402,12 +460,18 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             if ((rc = task->evaluate(st, o, &r)) < 0)
                 goto end;
             r.epoch = e + 1;
-            log_eval(&lg, pos.step, &r);
+            if ((rc = any_failed(log_eval(&lg, pos.step, &r), pos.step)) < 0)
+                goto end;
             if (lead && o->on_eval)
                 o->on_eval(o->user, &r);
             if (final_eval)
                 *final_eval = r;
         }
+        pos.epoch = e + 1;
+        pos.batch = 0;
+        rc = lead ? save(ckpt, task, st, o, &opt, &pos) : 0;
+        if ((rc = any_failed(rc, pos.step)) < 0)
+            goto end;
     }
 end:
     if (lg.metrics)

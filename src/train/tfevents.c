@@ -38,18 +38,6 @@ struct tbi_tfevents {
     unsigned char rec[RECORD_MAX];
 };
 
-uint32_t tbi_crc32c(const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
 uint32_t tbi_crc32c_mask(uint32_t crc)
 {
     return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;

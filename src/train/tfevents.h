@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/internal.h" /* tbi_crc32c */
+
 typedef struct tbi_tfevents tbi_tfevents;
 
 /* The longest tag a scalar may have, in bytes: every record fits one fixed buffer. */
@@ -35,9 +37,8 @@ const char *tbi_tfevents_path(const tbi_tfevents *w);
  * that care flush first. */
 void tbi_tfevents_close(tbi_tfevents **p);
 
-/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of n bytes, and TFRecord's masked
- * form of a CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
-uint32_t tbi_crc32c(const void *data, size_t n);
+/* TFRecord's masked form of a CRC-32C (core/internal.h's tbi_crc32c):
+ * ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
 uint32_t tbi_crc32c_mask(uint32_t crc);
 
 #endif /* TUBELET_TRAIN_TFEVENTS_H */
