@@ -272,9 +272,9 @@ TB_API int tb_mae_pred(tb_mae *m, float *host);
 TB_API int tb_mae_backward(tb_mae *m);
 /* The masks of dataset sample `index` in `epoch`, from (seed, TB_RNG_MASK, epoch, index)
  * alone - the same for any number of workers or ranks: mask (N) the tube mask, drop (N; may
- * be NULL without decoder masking) the running cell's. */
-TB_API void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
-                             uint8_t *mask, uint8_t *drop);
+ * be NULL without decoder masking) the running cell's. 0, or TB_ENOMEM (no mask made). */
+TB_API int tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
+                            uint8_t *mask, uint8_t *drop);
 
 /* ---- the video-text dual encoder ---------------------------------------------------------
  *
