@@ -289,7 +289,7 @@ int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts 
         l->slots[i].number = -1;
         /* Page-aligned, so a GPU backend can pin the pool (cudaHostRegister) once. */
         void *video = NULL;
-        if (posix_memalign(&video, 4096, n * l->clip_bytes) == 0)
+        if (!tbi_fault(TBI_FAULT_ALLOC) && posix_memalign(&video, 4096, n * l->clip_bytes) == 0)
             b->video = video;
         b->label = tbi_malloc(n * 3 * sizeof(*b->label));
         b->index = tbi_malloc(n * sizeof(*b->index));
