@@ -184,6 +184,18 @@ static void *worker_main(void *arg)
             w->state = W_IDLE;
             continue;
         }
+        if (rc == TB_ENOMEM) {
+            /* Not the clip's fault: a substitute would make the batches depend on the
+             * machine's memory. The loader stops; a resumed run gets the same batches. */
+            w->state = W_IDLE;
+            if (!l->failed_rc) {
+                l->failed_rc = TB_ENOMEM;
+                snprintf(l->failed_msg, sizeof(l->failed_msg), "sample %" PRId64 ": %s",
+                         sample, why);
+            }
+            pthread_cond_broadcast(&l->done);
+            continue;
+        }
         if (rc < 0) {
             w->state = W_IDLE;
             pthread_mutex_unlock(&l->mu);
