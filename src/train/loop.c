@@ -197,6 +197,24 @@ static int save(const char *path, const struct tbi_task *t, void *st,
     return rc;
 }
 
+/* The evaluation after `done` epochs: its line in the log, on_eval, final_eval. */
+static int evaluate(const struct tbi_task *t, void *st, const struct tb_train_opts *o,
+                    struct run_log *lg, int64_t done, int64_t step,
+                    struct tb_eval_result *final_eval)
+{
+    struct tb_eval_result r;
+    int rc = t->evaluate(st, o, &r);
+    if (rc < 0)
+        return rc;
+    r.epoch = done;
+    log_eval(lg, step, &r);
+    if (tb_dist_rank() == 0 && o->on_eval)
+        o->on_eval(o->user, &r);
+    if (final_eval)
+        *final_eval = r;
+    return 0;
+}
+
 /* Fine-tuning's start: the weights of o->init that the model has (by name, or its
  * encoder's); the rest keep their initialisation. A file with none of them is an error. */
 static int init_from(const struct tb_train_opts *o, tb_params *r)
@@ -317,8 +335,13 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
 
     double t_start = now_s(), t_log = t_start;
     int64_t clips_log = 0, step0 = pos.step;
+    /* Resumed with every epoch done: the last checkpoint comes before the final evaluation,
+     * which a failure or Ctrl-C may have cut short, so it runs again. */
+    int done_before = pos.epoch >= o->epochs;
     for (int64_t e = pos.epoch; e < o->epochs; e++) {
         int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
+        if ((rc = any_failed(nb < 0 ? (int)nb : 0, pos.step)) < 0)
+            goto end;
         for (int64_t k = e == pos.epoch ? pos.batch : 0; k < nb; k++) {
             struct tb_batch *b = NULL;
             rc = tb_loader_next(l, &b);
@@ -397,18 +420,13 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             goto end;
         int last = e + 1 == o->epochs;
         if (o->val_ann && task->evaluate &&
-            (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
-            struct tb_eval_result r;
-            if ((rc = task->evaluate(st, o, &r)) < 0)
-                goto end;
-            r.epoch = e + 1;
-            log_eval(&lg, pos.step, &r);
-            if (lead && o->on_eval)
-                o->on_eval(o->user, &r);
-            if (final_eval)
-                *final_eval = r;
-        }
+            (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0)) &&
+            (rc = evaluate(task, st, o, &lg, e + 1, pos.step, final_eval)) < 0)
+            goto end;
     }
+    if (done_before && o->val_ann && task->evaluate &&
+        (rc = evaluate(task, st, o, &lg, pos.epoch, pos.step, final_eval)) < 0)
+        goto end;
 end:
     if (lg.metrics)
         fclose(lg.metrics);
