@@ -15,8 +15,9 @@
  * the dual encoder (open, init, plan, one forward and backward), a checkpoint's save (over
  * nothing and over an older one) and load, prep of a short video (from nothing and resuming
  * after a lost chunk), and two epochs of training of each task (checkpoints, metrics,
- * TensorBoard events, the final evaluation). `test_faults NAME` runs one (main's list); ctest
- * runs it on one OpenMP thread, which a machine busy with other tests needs to keep it fast. */
+ * TensorBoard events, the final evaluation). `test_faults NAME...` runs those (main's list);
+ * ctest runs it on one OpenMP thread, which a machine busy with other tests needs to keep it
+ * fast, and the models again on the portable kernels (test_faults_portable). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <pthread.h>
@@ -1299,6 +1300,15 @@ end:
     c.ref_sim = NULL;
 }
 
+/* With names on the command line, only those operations. */
+static int selected(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name))
+            return 1;
+    return argc < 2;
+}
+
 int main(int argc, char **argv)
 {
     tbt_begin("faults");
@@ -1306,10 +1316,9 @@ int main(int argc, char **argv)
     tb_set_log(on_log, NULL);
     if (make_data() < 0)
         TBT_EXIT();
-    const char *only = argc > 1 ? argv[1] : NULL;
 #define RUN(name, call)                                                                        \
     do {                                                                                       \
-        if (!only || !strcmp(only, name))                                                      \
+        if (selected(argc, argv, name))                                                        \
             call;                                                                              \
     } while (0)
     RUN("reader", test_reader());
