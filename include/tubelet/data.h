@@ -9,7 +9,9 @@
  *              comes from a generator keyed by (seed, TB_RNG_CLIP, e, i) (rng.h), so batches
  *              are the same for any number of workers. A clip that fails is replaced by another
  *              sample chosen the same way (TB_RNG_SUBSTITUTE); past a failure rate the loader
- *              stops.
+ *              stops. One that runs out of memory stops it at once (TB_ENOMEM from
+ *              tb_loader_next): that is no fault of the clip's, and a substitute would make
+ *              the batches depend on the machine.
  * Tests: tests/test_data.c, tests/test_ann_stats.c. */
 #ifndef TUBELET_DATA_H
 #define TUBELET_DATA_H
@@ -231,7 +233,8 @@ TB_API int64_t tb_loader_epoch(tb_loader *l, int64_t epoch);
  * those an uninterrupted epoch would deliver from there on. */
 TB_API int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first);
 /* The next batch of the epoch, in order, or TB_EOF at its end. The batch stays valid until
- * tb_loader_release; errors (too many failures) name the last failed file. One consumer. */
+ * tb_loader_release; errors (too many failures, a clip out of memory) name the last failed
+ * file. One consumer. */
 TB_API int tb_loader_next(tb_loader *l, struct tb_batch **batch);
 TB_API void tb_loader_release(tb_loader *l, struct tb_batch *batch);
 TB_API void tb_loader_get_stats(const tb_loader *l, struct tb_loader_stats *stats);

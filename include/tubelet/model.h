@@ -272,9 +272,9 @@ TB_API int tb_mae_pred(tb_mae *m, float *host);
 TB_API int tb_mae_backward(tb_mae *m);
 /* The masks of dataset sample `index` in `epoch`, from (seed, TB_RNG_MASK, epoch, index)
  * alone - the same for any number of workers or ranks: mask (N) the tube mask, drop (N; may
- * be NULL without decoder masking) the running cell's. */
-TB_API void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
-                             uint8_t *mask, uint8_t *drop);
+ * be NULL without decoder masking) the running cell's. 0, or TB_ENOMEM (no mask made). */
+TB_API int tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
+                            uint8_t *mask, uint8_t *drop);
 
 /* ---- the video-text dual encoder ---------------------------------------------------------
  *
@@ -328,10 +328,9 @@ TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext,
 /* The symmetric InfoNCE loss (CLIP's, LaViLa's) of N video and N text features (E wide, not
  * normalised; pair i matches): features L2-normalised (norms floored at 1e-12), logits =
  * scale x cosine similarity, the mean of the video->text and text->video cross-entropies
- * over the N rows. Returns the loss; dv, dt (N, E) and dscale (may each be NULL) get its
- * gradients. Computed
- * in double. Under data parallelism every process passes all N pairs (gathered) and takes
- * the rows of its own. */
+ * over the N rows. Returns the loss (NaN when out of memory, tb_errmsg saying so); dv, dt
+ * (N, E) and dscale (may each be NULL) get its gradients. Computed in double. Under data
+ * parallelism every process passes all N pairs (gathered) and takes the rows of its own. */
 TB_API double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale,
                               float *dv, float *dt, double *dscale);
 /* AVION's max-margin ranking loss (its EK-100 MIR fine-tuning; MaxMarginRankingLoss with

@@ -130,6 +130,10 @@ static int run_bench(void *config, int n_args, char **args)
     int fds_min = 1 << 30, fds_max = -1;
     for (int64_t epoch = 0; clips < target && !cli_cancel; epoch++) {
         int64_t nb = tb_loader_epoch(l, epoch);
+        if (nb < 0) {
+            rc = (int)nb;
+            goto fail;
+        }
         for (int64_t k = 0; k < nb && clips < target && !cli_cancel; k++) {
             struct tb_batch *b = NULL;
             if ((rc = tb_loader_next(l, &b)) < 0)

@@ -184,6 +184,18 @@ static void *worker_main(void *arg)
             w->state = W_IDLE;
             continue;
         }
+        if (rc == TB_ENOMEM) {
+            /* Not the clip's fault: a substitute would make the batches depend on the
+             * machine's memory. The loader stops; a resumed run gets the same batches. */
+            w->state = W_IDLE;
+            if (!l->failed_rc) {
+                l->failed_rc = TB_ENOMEM;
+                snprintf(l->failed_msg, sizeof(l->failed_msg), "sample %" PRId64 ": %s",
+                         sample, why);
+            }
+            pthread_cond_broadcast(&l->done);
+            continue;
+        }
         if (rc < 0) {
             w->state = W_IDLE;
             pthread_mutex_unlock(&l->mu);
@@ -289,7 +301,7 @@ int tb_loader_open(tb_loader **out, tb_dataset *ds, const struct tb_loader_opts 
         l->slots[i].number = -1;
         /* Page-aligned, so a GPU backend can pin the pool (cudaHostRegister) once. */
         void *video = NULL;
-        if (posix_memalign(&video, 4096, n * l->clip_bytes) == 0)
+        if (!tbi_fault(TBI_FAULT_ALLOC) && posix_memalign(&video, 4096, n * l->clip_bytes) == 0)
             b->video = video;
         b->label = tbi_malloc(n * 3 * sizeof(*b->label));
         b->index = tbi_malloc(n * sizeof(*b->index));

@@ -280,8 +280,10 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
     double *buf = tbi_calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
-    if (!buf)
+    if (!buf) {
+        tbi_err(TB_ENOMEM, "out of memory for the loss of %d pairs", N);
         return NAN;
+    }
     double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *s = dw + ne, *g = s + nn;
     double *nu = g + nn, *nw = nu + N;
     l2_normalise(v, N, E, u, nu);
@@ -311,9 +313,13 @@ double tb_clip_max_margin(const float *v, const float *t, int N, int E, double m
                           float *dt)
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
+    if (N < 2) {
+        tbi_err(TB_EINVAL, "the max-margin loss needs 2 pairs, not %d", N);
+        return NAN;
+    }
     double *buf = tbi_calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
-    if (!buf || N < 2) {
-        free(buf);
+    if (!buf) {
+        tbi_err(TB_ENOMEM, "out of memory for the loss of %d pairs", N);
         return NAN;
     }
     double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *x = dw + ne, *g = x + nn;

@@ -5,6 +5,7 @@
  * sample's own generator. Not here: the training loop (src/train/mae_task.c).
  * Tests: tests/test_mae.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,34 +403,33 @@ int tb_mae_set_mask(tb_mae *m, const uint8_t *mask, const uint8_t *drop)
     return 0;
 }
 
-void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
-                      uint8_t *mask, uint8_t *drop)
+int tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t index,
+                     uint8_t *mask, uint8_t *drop)
 {
     int hw = m->Hp * m->Wp, masked = hw - m->Nv / m->Tp;
     tb_rng r;
     tb_rng_init_for(&r, seed, TB_RNG_MASK, (uint64_t)epoch, (uint64_t)index);
     /* Tube masking: a uniform choice of `masked` of the hw positions (the first of a
-     * Fisher-Yates shuffle), in every temporal slice. */
+     * Fisher-Yates shuffle), in every temporal slice. Without memory for the shuffle there is
+     * no mask: any other would break "the same for any number of workers", and resumes. */
     int *perm = (int *)tbi_malloc(sizeof(int) * (size_t)hw);
     uint8_t *frame = mask; /* slice 0, copied to the others */
+    if (!perm)
+        return tbi_err(TB_ENOMEM, "out of memory for the mask of sample %" PRId64, index);
     memset(frame, 0, (size_t)hw);
-    if (perm) {
-        for (int i = 0; i < hw; i++)
-            perm[i] = i;
-        for (int i = 0; i < masked; i++) {
-            int j = i + (int)tb_rng_below(&r, (uint64_t)(hw - i)), t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-            frame[perm[i]] = 1;
-        }
-        free(perm);
-    } else { /* out of memory: a valid mask still (the first positions) */
-        memset(frame, 1, (size_t)masked);
+    for (int i = 0; i < hw; i++)
+        perm[i] = i;
+    for (int i = 0; i < masked; i++) {
+        int j = i + (int)tb_rng_below(&r, (uint64_t)(hw - i)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+        frame[perm[i]] = 1;
     }
+    free(perm);
     for (int t = 1; t < m->Tp; t++)
         memcpy(mask + (size_t)t * hw, frame, (size_t)hw);
     if (!drop || m->c.decoder_mask != TB_DECODER_MASK_RUNNING_CELL)
-        return;
+        return 0;
     /* VideoMAE v2's running cell: a queue of k ones and 4 - k zeros read from a pointer that
      * starts at a random phase and moves one step before each temporal slice; the 2x2 cell it
      * gives is tiled over the grid (1 = dropped). */
@@ -442,6 +442,7 @@ void tb_mae_make_mask(const tb_mae *m, uint64_t seed, int64_t epoch, int64_t ind
                 drop[((size_t)t * m->Hp + y) * m->Wp + x] = (cell + ptr) % 4 < k;
             }
     }
+    return 0;
 }
 
 /* ---- forward and backward ---------------------------------------------------------------- */

@@ -244,6 +244,8 @@ static int video_features(tb_clip *m, const struct tb_annotations *ann,
         goto end;
     int64_t nb = tb_loader_epoch(l, 0), n_samples = tb_dataset_size(ds);
     int rank = tb_dist_rank(), world = tb_dist_world();
+    if (nb < 0)
+        rc = (int)nb; /* and no batch */
     for (int64_t k = 0; k < nb && rc == 0; k++) {
         if (rank == 0 && nb >= 20 && k % (nb / 10) == 0 && k)
             tbi_log(TB_LOG_INFO, "evaluation: %lld of %lld batches of clips", (long long)k,

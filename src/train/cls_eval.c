@@ -139,6 +139,8 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
         goto end;
     }
     int64_t nb = tb_loader_epoch(l, 0), n_samples = tb_dataset_size(ds);
+    if (nb < 0)
+        rc = (int)nb; /* and no batch */
     for (int64_t k = 0; k < nb && rc == 0; k++) {
         struct tb_batch *b = NULL;
         if ((rc = tb_loader_next(l, &b)) < 0)

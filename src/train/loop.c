@@ -253,6 +253,25 @@ static int save(const char *path, const struct tbi_task *t, void *st,
     return rc;
 }
 
+/* The evaluation after `done` epochs: its line in the log, on_eval, final_eval. */
+static int evaluate(const struct tbi_task *t, void *st, const struct tb_train_opts *o,
+                    struct run_log *lg, int64_t done, int64_t step,
+                    struct tb_eval_result *final_eval)
+{
+    struct tb_eval_result r;
+    int rc = t->evaluate(st, o, &r);
+    if (rc < 0)
+        return rc;
+    r.epoch = done;
+    if ((rc = any_failed(log_eval(lg, step, &r), step)) < 0)
+        return rc;
+    if (tb_dist_rank() == 0 && o->on_eval)
+        o->on_eval(o->user, &r);
+    if (final_eval)
+        *final_eval = r;
+    return 0;
+}
+
 /* Fine-tuning's start: the weights of o->init that the model has (by name, or its
  * encoder's); the rest keep their initialisation. A file with none of them is an error. */
 static int init_from(const struct tb_train_opts *o, tb_params *r)
@@ -378,6 +397,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     int64_t clips_log = 0, step0 = pos.step;
     for (int64_t e = pos.epoch; e < o->epochs; e++) {
         int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
+        if ((rc = any_failed(nb < 0 ? (int)nb : 0, pos.step)) < 0)
+            goto end;
         for (int64_t k = e == pos.epoch ? pos.batch : 0; k < nb; k++) {
             struct tb_batch *b = NULL;
             rc = tb_loader_next(l, &b);
@@ -455,18 +476,9 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         }
         int last = e + 1 == o->epochs;
         if (o->val_ann && task->evaluate &&
-            (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0))) {
-            struct tb_eval_result r;
-            if ((rc = task->evaluate(st, o, &r)) < 0)
-                goto end;
-            r.epoch = e + 1;
-            if ((rc = any_failed(log_eval(&lg, pos.step, &r), pos.step)) < 0)
-                goto end;
-            if (lead && o->on_eval)
-                o->on_eval(o->user, &r);
-            if (final_eval)
-                *final_eval = r;
-        }
+            (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0)) &&
+            (rc = evaluate(task, st, o, &lg, e + 1, pos.step, final_eval)) < 0)
+            goto end;
         pos.epoch = e + 1;
         pos.batch = 0;
         rc = lead ? save(ckpt, task, st, o, &opt, &pos) : 0;

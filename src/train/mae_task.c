@@ -95,8 +95,8 @@ static int mae_load(void *state, const struct tb_train_opts *o, const struct tb_
     tb_norm_values(o->norm, &mean, &std);
     TBI_TRY(tb_mae_set_clips(t->m, b->video, NULL, b->n, mean, std));
     for (int j = 0; j < b->n; j++)
-        tb_mae_make_mask(t->m, o->seed, b->epoch, b->index[j], t->mask + (size_t)j * t->N,
-                         t->drop + (size_t)j * t->N);
+        TBI_TRY(tb_mae_make_mask(t->m, o->seed, b->epoch, b->index[j],
+                                 t->mask + (size_t)j * t->N, t->drop + (size_t)j * t->N));
     return tb_mae_set_mask(t->m, t->mask, running ? t->drop : NULL);
 }
 

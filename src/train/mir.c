@@ -65,6 +65,7 @@ struct work {
 
 enum { COLS = 16 }; /* text->video gathers this many columns per pass: one cache line a row */
 
+/* Idempotent: a failed work_alloc has freed it already, and its thread frees it again. */
 static void work_free(struct work *w)
 {
     free(w->order);
@@ -72,6 +73,7 @@ static void work_free(struct work *w)
     free(w->tmp);
     free(w->sim);
     free(w->rel);
+    memset(w, 0, sizeof(*w));
 }
 
 static int work_alloc(struct work *w, int64_t n, int64_t n_cols)

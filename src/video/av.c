@@ -51,7 +51,8 @@ int tbi_av_err(int averr, int fallback, const char *fmt, ...)
         code = TB_ENOMEM;
     else if (averr == AVERROR(ENOENT))
         code = TB_ENOENT;
-    else if (averr == AVERROR(EIO) || averr == AVERROR(EACCES) || averr == AVERROR(EISDIR))
+    else if (averr == AVERROR(EIO) || averr == AVERROR(EACCES) || averr == AVERROR(EISDIR) ||
+             averr == AVERROR(EMFILE) || averr == AVERROR(ENFILE) || averr == AVERROR(ENOSPC))
         code = TB_EIO;
     return tbi_err(code, "%s: %s", what, text);
 }
@@ -81,7 +82,9 @@ static int input_open(struct tbi_input *in, const char *path, int n_threads, int
     in->stream_index = -1;
     tbi_av_init();
     const AVInputFormat *mp4 = probe ? NULL : av_find_input_format("mp4");
-    if ((ret = avformat_open_input(&in->fmt, path, mp4, NULL)) < 0)
+    ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
+                                    : avformat_open_input(&in->fmt, path, mp4, NULL);
+    if (ret < 0)
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot open", path);
     if (probe && (ret = avformat_find_stream_info(in->fmt, NULL)) < 0) {
         tbi_input_close(in);

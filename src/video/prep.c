@@ -636,7 +636,9 @@ static int lock_dir(struct prep *p)
     int rc = tbi_fmt(path, sizeof(path), "%s/.lock", p->dir);
     if (rc < 0)
         return rc;
-    if ((p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+    p->lock_fd = tbi_fault(TBI_FAULT_OPEN) ? (errno = EMFILE, -1)
+                                           : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (p->lock_fd < 0)
         return tbi_err(TB_EIO, "%s: cannot open: %s", path, strerror(errno));
     if (flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;

@@ -480,7 +480,7 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     if (need > r->scratch_bytes) {
         av_free(r->scratch);
         r->scratch_bytes = 0;
-        if (!(r->scratch = av_malloc(need)))
+        if (tbi_fault(TBI_FAULT_ALLOC) || !(r->scratch = av_malloc(need)))
             return tbi_err(TB_ENOMEM, "out of memory");
         r->scratch_bytes = need;
     }

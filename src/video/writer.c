@@ -118,7 +118,9 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
         goto fail_msg;
     w->st->time_base = w->enc->time_base;
     w->st->avg_frame_rate = w->enc->framerate;
-    if ((ret = avio_open(&w->oc->pb, w->tmp, AVIO_FLAG_WRITE)) < 0) {
+    ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
+                                    : avio_open(&w->oc->pb, w->tmp, AVIO_FLAG_WRITE);
+    if (ret < 0) {
         rc = tbi_av_err(ret, TB_EIO, "%s: cannot create", w->tmp);
         goto fail;
     }

@@ -71,22 +71,27 @@ static int visible(int causal, int i, int j0, int bc)
     return n < 0 ? 0 : n < bc ? n : bc;
 }
 
-void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
-                             int causal)
+int tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                            int causal)
 {
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;
     const float scale = 1.0f / sqrtf((float)HS);
+    int failed = 0;
 #pragma omp parallel
     {
         struct tile t;
         int ok = tile_init(&t, HS) == 0;
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 if (!ok) {
-                    /* Out of memory for this thread's tiles: NaN, which the trainer's
-                     * non-finite-loss check reports, rather than a silently wrong head. */
+                    /* Out of memory for this thread's tiles: the call fails, and its heads
+                     * are NaN rather than silently wrong. */
                     fill_head(lse + ((size_t)b * NH + h) * N, 1, N, 1, NAN);
                     fill_head(out + (size_t)b * N * D + (size_t)h * HS, (size_t)D, N, HS, NAN);
                     continue;
@@ -144,19 +149,25 @@ void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, in
         }
         tile_free(&t);
     }
+    return failed ? -1 : 0;
 }
 
-void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int N, int NH, int HS, int causal)
+int tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int N, int NH, int HS, int causal)
 {
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;
     const float scale = 1.0f / sqrtf((float)HS);
+    int failed = 0;
 #pragma omp parallel
     {
         struct tile t;
         float *delta = tbi_malloc(sizeof(float) * (size_t)N);
         int ok = tile_init(&t, HS) == 0 && delta;
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
@@ -228,18 +239,21 @@ void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, c
         free(delta);
         tile_free(&t);
     }
+    return failed ? -1 : 0;
 }
 
-void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
-                       int causal)
+int tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                      int causal)
 {
-    if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS, causal) != 0)
-        tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS, causal);
+    if (tbi_attention_fwd_avx512(out, lse, qkv, B, N, NH, HS, causal) == 0)
+        return 0;
+    return tbi_attention_fwd_tiles(out, lse, qkv, B, N, NH, HS, causal);
 }
 
-void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
-                       const float *lse, int B, int N, int NH, int HS, int causal)
+int tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
+                      const float *lse, int B, int N, int NH, int HS, int causal)
 {
-    if (tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) != 0)
-        tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
+    if (tbi_attention_bwd_avx512(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) == 0)
+        return 0;
+    return tbi_attention_bwd_tiles(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
 }

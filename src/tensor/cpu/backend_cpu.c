@@ -129,11 +129,18 @@ int tbi_cpu_add(tbi_backend *be, float *out, const float *a, const float *b, siz
     return 0;
 }
 
+static int attention_oom(int heads, int N)
+{
+    return tbi_err(TB_ENOMEM, "out of memory for attention's scratch (%d heads of %d tokens)",
+                   heads, N);
+}
+
 int tbi_cpu_attention_fwd(tbi_backend *be, float *out, float *lse, const float *qkv, int B,
                           int N, int NH, int HS, int causal)
 {
     (void)be;
-    tbi_attention_fwd(out, lse, qkv, B, N, NH, HS, causal);
+    if (tbi_attention_fwd(out, lse, qkv, B, N, NH, HS, causal) < 0)
+        return attention_oom(B * NH, N);
     return 0;
 }
 
@@ -142,7 +149,8 @@ int tbi_cpu_attention_bwd(tbi_backend *be, float *dqkv, const float *dout, const
                           int causal)
 {
     (void)be;
-    tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal);
+    if (tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) < 0)
+        return attention_oom(B * NH, N);
     return 0;
 }
 

@@ -100,20 +100,22 @@ void tbi_add_fwd(float *out, const float *a, const float *b, size_t n);
  * qkv (B, N, 3, NH, HS) as timm's qkv Linear output; out (B, N, NH, HS) = (B, N, D);
  * lse (B, NH, N). Scale HS^-0.5. causal != 0: query i attends to keys j <= i only (GPT's and
  * CLIP's text mask; the later keys get probability 0), in the forward and the backward alike;
- * tiles of keys wholly past a tile's queries are skipped. */
-void tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
-                       int causal);
+ * tiles of keys wholly past a tile's queries are skipped. 0, or -1 out of memory (the
+ * outputs are then NaN where a thread had no scratch). */
+int tbi_attention_fwd(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                      int causal);
 /* dqkv (B, N, 3, NH, HS) = gradients of q, k, v given dout (B, N, D) and the forward's out,
- * lse (written, not accumulated); causal as the forward's. */
-void tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
-                       const float *lse, int B, int N, int NH, int HS, int causal);
-/* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU), and
- * AVX-512 register tiles of its own (attention_avx512.c), used where tbi_cpu_avx512(); those
- * return -1 (having written nothing) without it or out of memory, else 0. Both take causal. */
-void tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
-                             int causal);
-void tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int N, int NH, int HS, int causal);
+ * lse (written, not accumulated); causal as the forward's. 0 or -1 as the forward. */
+int tbi_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *out,
+                      const float *lse, int B, int N, int NH, int HS, int causal);
+/* The two paths behind them: tile products through tbi_sgemm (attention.c, any CPU; 0 or -1
+ * as above), and AVX-512 register tiles of its own (attention_avx512.c), used where
+ * tbi_cpu_avx512(); those return -1 (having written nothing) without it or out of memory,
+ * else 0. Both take causal. */
+int tbi_attention_fwd_tiles(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
+                            int causal);
+int tbi_attention_bwd_tiles(float *dqkv, const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int N, int NH, int HS, int causal);
 int tbi_attention_fwd_avx512(float *out, float *lse, const float *qkv, int B, int N, int NH, int HS,
                              int causal);
 int tbi_attention_bwd_avx512(float *dqkv, const float *dout, const float *qkv, const float *out,
