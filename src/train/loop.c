@@ -187,7 +187,7 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
         num("val_loss_logits", "%.6f", r->loss_logits, "eval/val_loss_logits"),
         count("items", r->n_items, NULL),
     };
-    char names[N_MAX - N_BASE][2][48];
+    char names[N_MAX - N_BASE][2][64];
     int n = N_BASE;
     for (int k = 0; k < 2; k++) {
         const struct tb_cls_scores *sc = &r->cls[modes[k]];
@@ -200,10 +200,10 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
             for (int q = 0; q < 3; q++, n++) {
                 char *key = names[n - N_BASE][0], *tag = names[n - N_BASE][1];
                 if (q == 2)
-                    snprintf(key, 48, "mean_class_%s%s", level[v], sfx);
+                    snprintf(key, 32, "mean_class_%s%s", level[v], sfx);
                 else
-                    snprintf(key, 48, "%s_top%d%s", level[v], q ? 5 : 1, sfx);
-                snprintf(tag, 48, "eval/%s", key);
+                    snprintf(key, 32, "%s_top%d%s", level[v], q ? 5 : 1, sfx);
+                snprintf(tag, 64, "eval/%s", key);
                 f[n] = num(key, "%.4f", val[q], tag);
             }
         }
