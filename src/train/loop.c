@@ -187,7 +187,7 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
         num("val_loss_logits", "%.6f", r->loss_logits, "eval/val_loss_logits"),
         count("items", r->n_items, NULL),
     };
-    char names[N_MAX - N_BASE][2][64];
+    char keys[N_MAX - N_BASE][32], tags[N_MAX - N_BASE][40]; /* "eval/" + a key */
     int n = N_BASE;
     for (int k = 0; k < 2; k++) {
         const struct tb_cls_scores *sc = &r->cls[modes[k]];
@@ -198,12 +198,12 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
                 continue;
             const double val[3] = {part[v]->top1, part[v]->top5, part[v]->mean_class};
             for (int q = 0; q < 3; q++, n++) {
-                char *key = names[n - N_BASE][0], *tag = names[n - N_BASE][1];
+                char *key = keys[n - N_BASE], *tag = tags[n - N_BASE];
                 if (q == 2)
                     snprintf(key, 32, "mean_class_%s%s", level[v], sfx);
                 else
                     snprintf(key, 32, "%s_top%d%s", level[v], q ? 5 : 1, sfx);
-                snprintf(tag, 64, "eval/%s", key);
+                snprintf(tag, 40, "eval/%s", key);
                 f[n] = num(key, "%.4f", val[q], tag);
             }
         }
