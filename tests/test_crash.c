@@ -31,7 +31,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -331,67 +330,79 @@ static int ended(pid_t pid, int *status)
     return 1;
 }
 
+/* What a sliced run (below) waits for: n_steps logged step lines, then `extra` more slices;
+ * or the .part of a checkpoint write standing, in a write after the first `skip` ones. */
+struct moment {
+    const char *metrics, *part;
+    int n_steps, extra, skip, ino, creates;
+};
+
+/* Creations of last.safetensors.part seen on the watch m->ino, counted into m->creates. */
+static void count_creates(struct moment *m)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t len;
+    while ((len = read(m->ino, buf, sizeof(buf))) > 0)
+        for (char *p = buf; p < buf + len;) {
+            struct inotify_event *ev = (struct inotify_event *)p;
+            m->creates += ev->len && !strcmp(ev->name, "last.safetensors.part");
+            p += sizeof(*ev) + ev->len;
+        }
+}
+
+/* Whether the stopped process stands at m's moment. */
+static int at_moment(struct moment *m)
+{
+    if (m->ino >= 0) {
+        count_creates(m);
+        return m->creates > m->skip && tbt_exists(m->part);
+    }
+    if (m->n_steps > 0 && count_steps(m->metrics) < m->n_steps)
+        return 0;
+    return m->extra-- <= 0;
+}
+
+/* Run pid in slices of about a fifth of a millisecond, stopped between them, until it stands
+ * stopped at m's moment (0), ends (1, *status) or the deadline passes (-1, still stopped). The
+ * run moves only a slice between looks, so a fast machine gets the same chances as a slow
+ * one: a kill lands inside a checkpoint write that takes a millisecond. */
+static int run_sliced(pid_t pid, struct moment *m, double deadline, int *status)
+{
+    if (stop(pid, status))
+        return 1;
+    while (!at_moment(m)) {
+        if (now_s() > deadline)
+            return -1;
+        kill(pid, SIGCONT);
+        sleep_s(0.0002);
+        if (stop(pid, status))
+            return 1;
+    }
+    return 0;
+}
+
 /* The moment of stop_at (below) for kind. */
 static int stop_at_kind(pid_t pid, enum kill_kind kind, tb_rng *r, const char *run,
                         const char *metrics, double deadline, int *status)
 {
-    if (kind == KILL_START) {
-        double until = now_s() + 0.3 * tb_rng_uniform(r);
-        while (now_s() < until)
-            if (ended(pid, status))
-                return 1;
-            else
-                sleep_s(0.001);
-        return stop(pid, status) ? 1 : 0;
-    }
-    if (kind == KILL_STEPS) {
-        int want = count_steps(metrics) + 1 + (int)tb_rng_below(r, 6);
-        double delay = 0.05 * tb_rng_uniform(r);
-        while (count_steps(metrics) < want) {
-            if (ended(pid, status))
-                return 1;
-            if (now_s() > deadline)
-                return -1;
-            sleep_s(0.002);
-        }
-        sleep_s(delay);
-        return stop(pid, status) ? 1 : 0;
-    }
-    int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    CHECK_MSG(ino >= 0 && inotify_add_watch(ino, run, IN_CREATE) >= 0, "inotify: %s",
-              strerror(errno));
-    int skip = (int)tb_rng_below(r, 2), rc = -1;
     char part[4400];
     snprintf(part, sizeof(part), "%s/last.safetensors.part", run);
-    while (now_s() < deadline) {
-        struct pollfd pf = {ino, POLLIN, 0};
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-        int seen = 0;
-        if (poll(&pf, 1, 5) > 0) {
-            ssize_t len = read(ino, buf, sizeof(buf));
-            for (char *p = buf; len > 0 && p < buf + len;) {
-                struct inotify_event *ev = (struct inotify_event *)p;
-                seen |= ev->len && !strcmp(ev->name, "last.safetensors.part");
-                p += sizeof(*ev) + ev->len;
-            }
-        }
-        if (seen && skip-- <= 0) {
-            if (stop(pid, status)) {
-                rc = 1;
-                break;
-            }
-            if (tbt_exists(part)) {
-                rc = 0;
-                break;
-            }
-            kill(pid, SIGCONT); /* the write was done already: the next one */
-        }
-        if (ended(pid, status)) {
-            rc = 1;
-            break;
-        }
+    struct moment m = {metrics, part, 0, 0, 0, -1, 0};
+    if (kind == KILL_START)
+        m.extra = (int)tb_rng_below(r, 200);
+    if (kind == KILL_STEPS) {
+        m.n_steps = count_steps(metrics) + 1 + (int)tb_rng_below(r, 6);
+        m.extra = (int)tb_rng_below(r, 5);
     }
-    close(ino);
+    if (kind == KILL_CKPT) {
+        m.skip = (int)tb_rng_below(r, 2);
+        m.ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        CHECK_MSG(m.ino >= 0 && inotify_add_watch(m.ino, run, IN_CREATE) >= 0, "inotify: %s",
+                  strerror(errno));
+    }
+    int rc = run_sliced(pid, &m, deadline, status);
+    if (m.ino >= 0)
+        close(m.ino);
     return rc;
 }
 
@@ -471,8 +482,10 @@ static void test_kill9(const char *d, char *ref_out, size_t ref_size)
                 in_writes += in_write;
             } else {
                 CHECK_MSG(s == 1, "kill %d: its moment never came", k);
-                if (s < 0)
+                if (s < 0) {
                     kill(pid, SIGKILL);
+                    wait_end(pid, 60);
+                }
                 finished = 1;
             }
         }
