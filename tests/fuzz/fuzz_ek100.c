@@ -1,0 +1,18 @@
+/* tests/fuzz/fuzz_ek100.c - EPIC-Kitchens-100 action CSVs (--format epic): the input is the
+ * file, checked by tbf_annotations (fuzz_ann.c). Seeds: corpus/ek100 (make_seeds.sh). */
+#include "fuzz.h"
+#include "fuzz_ann.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    tbf_quiet_log();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    tbf_annotations(data, size, TB_ANN_EPIC);
+    return 0;
+}

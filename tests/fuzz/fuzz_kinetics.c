@@ -1,0 +1,19 @@
+/* tests/fuzz/fuzz_kinetics.c - Kinetics / VideoMAE lists, "path num_frames label" lines
+ * (--format kinetics): the input is the file, checked by tbf_annotations (fuzz_ann.c).
+ * Seeds: corpus/kinetics (make_seeds.sh). */
+#include "fuzz.h"
+#include "fuzz_ann.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    tbf_quiet_log();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    tbf_annotations(data, size, TB_ANN_KINETICS);
+    return 0;
+}
