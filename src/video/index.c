@@ -176,6 +176,9 @@ static int validate(const struct tb_video_index *idx, enum tbi_index_kind kind, 
                                "last may hold fewer than %" PRId64, path, i, c->n_frames,
                                idx->chunk_frames);
         }
+        if (c->n_frames > INT64_MAX - total)
+            return tbi_err(TB_EFORMAT, "%s: chunk %d: the frame counts add up past 2^63", path,
+                           i);
         total += c->n_frames;
     }
     if (kind == TBI_INDEX_VIDEO && (idx->n_chunks < 1 || total != idx->n_frames))
