@@ -144,6 +144,9 @@ static int tensor_entry(struct json *j, struct tb_st_tensor *t, int64_t offs[2])
                     int64_t v;
                     if (t->n_dims == TB_ST_MAX_DIMS || integer(j, &v) || v < 0)
                         return -1;
+                    /* Bounded so the byte count of 8-byte elements fits an int64_t too. */
+                    if (v && t->n > INT64_MAX / 8 / v)
+                        return -1;
                     t->shape[t->n_dims++] = v;
                     t->n *= v;
                     skip_ws(j);

@@ -48,6 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n != t->n)
             tbf_fail("tensor '%s': shape of %lld elements, n = %lld", t->name, (long long)n,
                      (long long)t->n);
+        /* Each element came from at least two bytes of the file. */
+        if (t->n > (int64_t)size / 2)
+            tbf_fail("tensor '%s': %lld elements from a %zu-byte file", t->name,
+                     (long long)t->n, size);
         if (t->dtype != TB_ST_F32 && t->dtype != TB_ST_I64)
             tbf_fail("tensor '%s': dtype %d after reading", t->name, (int)t->dtype);
         if (t->n && !t->data)
