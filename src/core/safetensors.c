@@ -71,11 +71,15 @@ static int integer(struct json *j, int64_t *out)
     return 0;
 }
 
-/* Skip any JSON value (for __metadata__ and unknown keys); returns its text span. */
-static int skip_value(struct json *j)
+/* Objects and arrays nest at most this deep in a skipped value: the recursion keeps a few KB
+ * of stack per level, and safetensors writers nest two or three. */
+#define MAX_DEPTH 64
+
+/* Skip any JSON value (for __metadata__ and unknown keys), depth levels down already. */
+static int skip_value(struct json *j, int depth)
 {
     skip_ws(j);
-    if (j->p >= j->end)
+    if (j->p >= j->end || depth > MAX_DEPTH)
         return -1;
     char c = *j->p;
     if (c == '"') {
@@ -96,7 +100,7 @@ static int skip_value(struct json *j)
                 if (string(j, key, sizeof(key)) || expect(j, ':'))
                     return -1;
             }
-            if (skip_value(j))
+            if (skip_value(j, depth + 1))
                 return -1;
             skip_ws(j);
             if (j->p < j->end && *j->p == ',') {
@@ -165,7 +169,7 @@ static int tensor_entry(struct json *j, struct tb_st_tensor *t, int64_t offs[2])
                 integer(j, &offs[1]) || expect(j, ']'))
                 return -1;
             have |= 4;
-        } else if (skip_value(j)) {
+        } else if (skip_value(j, 0)) {
             return -1;
         }
         skip_ws(j);
@@ -260,7 +264,7 @@ int tb_st_read(struct tb_st_file **out, const char *path)
         if (!strcmp(name, "__metadata__")) {
             skip_ws(&j);
             const char *start = j.p;
-            if (skip_value(&j))
+            if (skip_value(&j, 0))
                 goto bad;
             free(f->metadata);
             if (!(f->metadata = strndup(start, (size_t)(j.p - start))))
