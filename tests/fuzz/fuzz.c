@@ -13,6 +13,8 @@
 #include <dirent.h>
 
 #include "fuzz.h"
+#include "tubelet/data.h"
+#include "tubelet/metrics.h"
 
 static int slot_fd[TBF_SLOTS] = {-1, -1, -1, -1};
 static char slot_path[TBF_SLOTS][64];
@@ -116,9 +118,12 @@ static void read_line(enum tb_log_level level, const char *msg, void *user)
     tbf_touch(msg, strlen(msg));
 }
 
-void tbf_quiet_log(void)
+int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    (void)argc;
+    (void)argv;
     tb_set_log(read_line, NULL);
+    return 0;
 }
 
 void tbf_check_error(int rc, const char *call, const char *what)
@@ -146,4 +151,18 @@ uint64_t tbf_touch(const void *data, size_t size)
         h = (h ^ p[i]) * 1099511628211ull;
     tbf_sink += h;
     return h;
+}
+
+void tbf_mir_split(const struct tb_annotations **ann, const struct tb_mir_sentences **sent)
+{
+    static struct tb_annotations *a;
+    static struct tb_mir_sentences *s;
+    if (!a) {
+        const struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+        if (tb_ann_load(&a, TBF_DATA_DIR "/mir_split.csv", &o) < 0 ||
+            tb_mir_sentences_build(&s, a) < 0)
+            tbf_fail("the MIR split: %s", tb_errmsg());
+    }
+    *ann = a;
+    *sent = s;
 }

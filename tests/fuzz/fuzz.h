@@ -2,7 +2,8 @@
  * that live in memory (memfd, named /proc/self/fd/N: no disk, nothing left behind), a scratch
  * directory for targets that need a prepared video's layout (removed at exit), and checks of
  * the library's contract that abort, so libFuzzer keeps the input as a crash.
- * Each target is tests/fuzz/fuzz_<name>.c; tests/fuzz/run.sh runs them (docs/ROBUSTNESS.md). */
+ * Each target is tests/fuzz/fuzz_<name>.c (fuzz_ann.c builds three, one per annotation
+ * format); tests/fuzz/run.sh runs them (docs/ROBUSTNESS.md). */
 #ifndef TUBELET_FUZZ_H
 #define TUBELET_FUZZ_H
 
@@ -11,7 +12,9 @@
 
 #include "tubelet/base.h"
 
-/* libFuzzer's entry points, defined by each target. */
+/* libFuzzer's entry points: each target defines LLVMFuzzerTestOneInput; fuzz.c's
+ * LLVMFuzzerInitialize installs a log sink that reads every line (so a formatting bug shows)
+ * and prints none. */
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,9 +32,6 @@ void tbf_write(const char *name, const void *data, size_t size);
 /* dir/name as a symbolic link to target. */
 void tbf_link(const char *name, const char *target);
 
-/* Install a log sink that reads every line (so formatting bugs show) and prints none. */
-void tbf_quiet_log(void);
-
 /* A broken contract: print what and abort (libFuzzer saves the input). */
 void tbf_fail(const char *fmt, ...) TB_PRINTF(1, 2) __attribute__((noreturn));
 
@@ -42,5 +42,11 @@ void tbf_check_error(int rc, const char *call, const char *what);
 /* Bytes of data[0..size) folded into a value a compiler cannot drop, so every byte of a
  * returned buffer is read (ASan then sees one that is shorter than it claims). */
 uint64_t tbf_touch(const void *data, size_t size);
+
+/* The fixed split the MIR targets read their inputs against: data/mir_split.csv (5 clips, 3
+ * sentences: "cut onion", "wash pan", "open tap"), loaded on first use. */
+struct tb_annotations;
+struct tb_mir_sentences;
+void tbf_mir_split(const struct tb_annotations **ann, const struct tb_mir_sentences **s);
 
 #endif /* TUBELET_FUZZ_H */

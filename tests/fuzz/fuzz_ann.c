@@ -1,14 +1,17 @@
-/* tests/fuzz/fuzz_ann.c - annotation files (src/data/annotations.c) as every consumer of a
- * loaded file sees them: tb_ann_load with and without skip_bad_rows (they must agree: strict
- * loading succeeds exactly when skipping skips nothing, with the same items), every item's
- * fields as data.h states them, tb_ann_stats_compute (`tubelet ann stats`: its histograms
- * add up to the rows) and, for EPIC files, tb_ann_map_actions, tb_mir_sentences_build and
- * the relevancy of the split. */
+/* tests/fuzz/fuzz_ann.c - annotation files (src/data/annotations.c), built three times:
+ * fuzz_ek100 (EPIC-Kitchens-100 action CSVs), fuzz_kinetics (Kinetics / VideoMAE lists,
+ * "path num_frames label") and fuzz_narration ("video_id,start_s,end_s,text" CSVs), with
+ * TBF_ANN_FORMAT the format. The input is the file, seen as every consumer of a loaded file
+ * sees it: tb_ann_load with and without skip_bad_rows (they must agree: strict loading
+ * succeeds exactly when skipping skips nothing, with the same items), every item's fields as
+ * data.h states them, tb_ann_stats_compute (`tubelet ann stats`: its histograms add up to
+ * the rows) and, for EPIC files, tb_ann_map_actions, tb_mir_sentences_build and the split's
+ * relevancy. Seeds: corpus/ek100, corpus/kinetics, corpus/narration (make_seeds.sh). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
-#include "fuzz_ann.h"
+#include "tubelet/data.h"
 #include "tubelet/metrics.h"
 
 /* Relevancy matrices up to this many entries are computed. */
@@ -116,8 +119,9 @@ static void sentences(const struct tb_annotations *a)
     tb_mir_sentences_free(&s);
 }
 
-void tbf_annotations(const uint8_t *data, size_t size, enum tb_ann_format format)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    const enum tb_ann_format format = TBF_ANN_FORMAT;
     const char *path = tbf_put(0, data, size);
     struct tb_annotations *skip = NULL, *strict = NULL;
     struct tb_ann_opts o = {.format = format, .skip_bad_rows = 1};
@@ -135,7 +139,7 @@ void tbf_annotations(const uint8_t *data, size_t size, enum tb_ann_format format
         tbf_fail("strict loading gave %d items, skipping %d", strict->n_items, skip->n_items);
     tb_ann_free(&strict);
     if (rc_skip < 0)
-        return;
+        return 0;
     check_items(skip, format);
     stats(skip);
     if (format == TB_ANN_EPIC) {
@@ -151,18 +155,5 @@ void tbf_annotations(const uint8_t *data, size_t size, enum tb_ann_format format
     tb_ann_free(&skip);
     if (skip)
         tbf_fail("tb_ann_free left the pointer set");
-}
-
-void tbf_mir_split(const struct tb_annotations **ann, const struct tb_mir_sentences **sent)
-{
-    static struct tb_annotations *a;
-    static struct tb_mir_sentences *s;
-    if (!a) {
-        const struct tb_ann_opts o = {.format = TB_ANN_EPIC};
-        if (tb_ann_load(&a, TBF_DATA_DIR "/mir_split.csv", &o) < 0 ||
-            tb_mir_sentences_build(&s, a) < 0)
-            tbf_fail("the MIR split: %s", tb_errmsg());
-    }
-    *ann = a;
-    *sent = s;
+    return 0;
 }

@@ -17,17 +17,17 @@
 
 static const char *const chunks[] = {"0.mp4", "2.mp4", "4.mp4"};
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+/* The scratch directory with links to the chunks, made on the first input. */
+static const char *video_dir(void)
 {
-    (void)argc;
-    (void)argv;
-    tbf_quiet_log();
-    for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+    static int made;
+    for (size_t i = 0; !made && i < sizeof(chunks) / sizeof(chunks[0]); i++) {
         char target[4096];
         snprintf(target, sizeof(target), "%s/chunk/%s", TBF_DATA_DIR, chunks[i]);
         tbf_link(chunks[i], target);
     }
-    return 0;
+    made = 1;
+    return tbf_dir();
 }
 
 static void probe(const char *dir)
@@ -72,8 +72,9 @@ static void read_clips(const char *dir)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    const char *dir = video_dir();
     tbf_write(TB_VIDEO_INDEX_NAME, data, size);
-    probe(tbf_dir());
-    read_clips(tbf_dir());
+    probe(dir);
+    read_clips(dir);
     return 0;
 }

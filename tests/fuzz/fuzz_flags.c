@@ -19,13 +19,6 @@
 
 #define MAX_WORDS 256
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    return 0;
-}
-
 /* A config line "key = value" gives value back only when it has no '#' (a comment), no blanks
  * at either end (trimmed) and fits the line buffer. */
 static int round_trips(const char *printed)

@@ -9,14 +9,6 @@
 #include "fuzz.h"
 #include "video/internal.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    tbf_quiet_log();
-    return 0;
-}
-
 /* idx formatted as kind, parsed back, formatted again: the two texts must be equal. */
 static void round_trip(const struct tb_video_index *idx, enum tbi_index_kind kind, int chunk_no)
 {

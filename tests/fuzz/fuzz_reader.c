@@ -18,14 +18,6 @@
 #define REQUEST 8
 #define MAX_CLIP 4
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    tbf_quiet_log();
-    return 0;
-}
-
 static void probe(const char *path, int decode)
 {
     struct tb_probe *p = NULL;

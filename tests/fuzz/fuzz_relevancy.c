@@ -10,19 +10,10 @@
 
 #include "core/npy.h"
 #include "fuzz.h"
-#include "fuzz_ann.h"
 #include "tubelet/metrics.h"
 
 /* Arrays up to this many elements are read whole. */
 #define MAX_READ (1 << 16)
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    tbf_quiet_log();
-    return 0;
-}
 
 static void read_npy(const char *path)
 {

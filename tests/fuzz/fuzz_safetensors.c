@@ -10,14 +10,6 @@
 #include "fuzz.h"
 #include "tubelet/safetensors.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    tbf_quiet_log();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = tbf_put(0, data, size);

@@ -4,16 +4,7 @@
  * sentence names a clip of the split and carries that clip's narration.
  * Seeds: sentence lists of the split (make_seeds.sh). */
 #include "fuzz.h"
-#include "fuzz_ann.h"
 #include "tubelet/metrics.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    tbf_quiet_log();
-    return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/fuzz/make_seeds.sh TUBELET - remakes the fuzz targets' seed corpora (corpus/<target>/)
 # and data/chunk/ from tubelet's own output: a synth dataset of tiny videos (64x64, 5 fps)
-# and their annotations, tubelet prep's chunks and indexes, every command's --print-config;
+# and their annotations, tubelet prep's chunks and indexes, every command's --print-config,
+# the head of the built-in merges;
 # the reader's seeds add remuxes of a synth video (the ffmpeg tool, when there is one), and
 # the safetensors and .npy seeds are written in those formats' layouts by python3 (no numpy
 # needed). The files are committed; this script says how they were made. Regression inputs
@@ -15,8 +16,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tubelet-seeds.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-for t in reader chunk index ek100 kinetics narration safetensors flags tokenizer relevancy \
-         sentences; do
+for t in reader chunk index ek100 kinetics narration safetensors flags tokenizer merges \
+         relevancy sentences; do
     rm -rf "${corpus:?}/$t"
     mkdir -p "$corpus/$t"
 done
@@ -77,6 +78,11 @@ printf 'MPick up the KNIFE &amp;amp; cut &#39;onions&#39;,   then   wash it!!! 1
     >"$corpus/tokenizer/escapes.txt"
 printf '\020\303\234ber \316\243\316\221\316\243 \304\260stanbul \305\277 \344\270\255\346\226\207 \360\237\230\200 <start_of_text>don'"'"'t' \
     >"$corpus/tokenizer/unicode.txt"
+
+# Merges: the head of CLIP's file (data/), plain and gzip.
+zcat "$here/../../data/bpe_simple_vocab_16e6.txt.gz" | head -n 300 >"$corpus/merges/head.txt"
+zcat "$here/../../data/bpe_simple_vocab_16e6.txt.gz" | head -n 120 | gzip -9n \
+    >"$corpus/merges/head.txt.gz"
 
 # Flags: byte 0 picks the command (main.c's order), then lines of arguments, NUL, a config
 # file; "@" names the file. Every command's own --print-config is its config.
