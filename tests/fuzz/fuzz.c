@@ -126,8 +126,37 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* Each counted call's successes and failures (tbf_count), for TBF_REPORT. */
+static struct {
+    const char *call;
+    long ok, failed;
+} tally[16];
+
+static void write_report(void)
+{
+    FILE *f = fopen(getenv("TBF_REPORT"), "w");
+    for (int i = 0; f && i < 16 && tally[i].call; i++)
+        fprintf(f, "%s %ld ok %ld failed\n", tally[i].call, tally[i].ok, tally[i].failed);
+    if (f)
+        fclose(f);
+}
+
+void tbf_count(int rc, const char *call)
+{
+    static int reporting = -1;
+    if (reporting < 0 && (reporting = getenv("TBF_REPORT") != NULL))
+        atexit(write_report);
+    for (int i = 0; reporting && i < 16; i++)
+        if (!tally[i].call || !strcmp(tally[i].call, call)) {
+            tally[i].call = call;
+            *(rc >= 0 ? &tally[i].ok : &tally[i].failed) += 1;
+            return;
+        }
+}
+
 void tbf_check_error(int rc, const char *call, const char *what)
 {
+    tbf_count(rc, call);
     if (rc >= 0)
         return;
     const char *msg = tb_errmsg();

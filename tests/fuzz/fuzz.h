@@ -39,6 +39,11 @@ void tbf_fail(const char *fmt, ...) TB_PRINTF(1, 2) __attribute__((noreturn));
  * what (a path) when what is not NULL. */
 void tbf_check_error(int rc, const char *call, const char *what);
 
+/* Count a call's result (rc < 0: failed) under its name; tbf_check_error does it for every
+ * call it sees. With TBF_REPORT=FILE set the counts are written there at exit, to say how
+ * deep a corpus reaches. */
+void tbf_count(int rc, const char *call);
+
 /* Bytes of data[0..size) folded into a value a compiler cannot drop, so every byte of a
  * returned buffer is read (ASan then sees one that is shorter than it claims). */
 uint64_t tbf_touch(const void *data, size_t size);

@@ -84,6 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = cli_parse(cmd, argc, words, config, &n_args, &args);
     if (rc < -1 || rc > 1)
         tbf_fail("cli_parse returned %d", rc);
+    tbf_count(rc, "cli_parse");
     if (rc == 0) {
         if (n_args < cmd->min_args || (cmd->max_args >= 0 && n_args > cmd->max_args) ||
             args[n_args] != NULL)
@@ -106,6 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int n2 = 0;
         if (cli_parse(cmd, k, reparse, again, &n2, &args2) != 0)
             tbf_fail("%s: its --print-config does not parse:\n%s", cmd->name, first);
+        tbf_count(0, "--print-config read back");
         char *second = print_config(cmd, again);
         if (strcmp(first, second))
             tbf_fail("%s: --print-config read back prints differently:\n--- first\n%s--- "
