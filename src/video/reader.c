@@ -349,9 +349,13 @@ static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder *
                 : tbi_input_open(&d->in, d->path, r->o.n_threads);
     if (rc < 0)
         return rc;
+    /* A file just opened is at its start: frame 0 comes out first, so a clip from the first
+     * keyframe needs no seek (a stream without an index, such as raw H.264, cannot seek). */
     d->v = v;
     d->seg = seg;
-    d->next_out = -1;
+    d->next_out = 0;
+    d->dropped_hi = -1;
+    d->bad_lo = d->bad_key = -1;
     d->eof = 0;
     d->nal_len = r->o.decode_all ? 0 : nal_length_size(d->in.st->codecpar);
     d->ts0 = d->in.st->start_time == AV_NOPTS_VALUE ? 0 : d->in.st->start_time;
