@@ -3,10 +3,10 @@
  * the rest), open a reader, read a clip of a few frames with a crop, then a second clip with
  * the same reader (its open decoder, seeks back and forth). Every failure must be a TB_E*
  * code with a message naming the file; frames that come back are read to their last byte.
- * The input is an 8-byte request, then the file:
- *   [0] crop mode (mod 5), flip (bits 4-5, mod 3)   [1] [2] output width, height - 1 (mod 48)
- *   [3] scaler (mod 4); bit 6: probe; bit 7: decode [4] frames per clip - 1 (mod 4)
- *   [5] [6] [7] where the frames lie, and the FIXED crop's rectangle
+ * The input is an 8-byte request, then the file: [0] crop mode (mod 5) and flip (bits 4-5,
+ * mod 3); [1] [2] output width and height - 1 (mod 48); [3] scaler (mod 4), bit 6: probe,
+ * bit 7: the probe decodes; [4] frames per clip - 1 (mod 4), bit 7: the second clip's last
+ * frame is past the end; [5] [6] [7] where the frames lie, and the FIXED crop's rectangle.
  * Seeds (corpus/reader) are synth's videos, a prepared chunk and remuxes of them (make_seeds.sh).
  * Not here: prepared directories (fuzz_chunk.c). */
 #include <stdlib.h>
@@ -36,14 +36,17 @@ static void probe(const char *path, int decode)
     tb_probe_free(&p);
 }
 
-/* Clip c's frames: spread by the request's bytes over the video and one past its end. */
+/* Clip c's frames: spread by the request's bytes over the video; with bit 7 of byte 4, the
+ * second clip's last one is past the end. */
 static int clip_frames(const uint8_t *req, int c, int64_t n_frames, int64_t *frames)
 {
     int n = 1 + req[4] % MAX_CLIP;
     for (int i = 0; i < n; i++) {
         uint64_t pick = (uint64_t)req[5 + (i + c) % 3] * (uint64_t)(i + 1) + 7u * (uint64_t)c;
-        frames[i] = (int64_t)(pick % (uint64_t)(n_frames + 1));
+        frames[i] = (int64_t)(pick % (uint64_t)n_frames);
     }
+    if (c == 1 && req[4] & 0x80)
+        frames[n - 1] = n_frames;
     return n;
 }
 
