@@ -2,10 +2,11 @@
  * three real chunks (data/chunk: tubelet prep of a synth video, 25 frames of 32x32 at 5 fps,
  * chunks of 10 frames; make_seeds.sh). An index that parses sends the probe and the reader
  * into real files with whatever frame counts, keyframes, sizes, rates and file names it
- * states: the directory is probed, then the reader reads its first and last frames and then
- * its middle one (a seek back). Failures must be TB_E* codes with a message naming the
- * directory or the chunk; frames that come back are read to their last byte. Seeds: the
- * chunks' own video.idx. This target decodes video (docs/ROBUSTNESS.md counts it so). */
+ * states: the directory is probed, then the reader reads its first frame, its last and its
+ * second, then its middle one (seeks ahead and back). Failures must be TB_E* codes with a
+ * message naming the directory or the chunk; frames that come back are read to their last
+ * byte. Seeds: the chunks' own video.idx. This target decodes video (docs/ROBUSTNESS.md
+ * counts it so). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void read_clips(const char *dir)
     tbf_check_error(rc, "tb_reader_info", dir);
     if (rc == 0) {
         uint8_t out[2 * OUT * OUT * 3];
-        const int64_t ends[2] = {info.n_frames - 1, 0}, middle = info.n_frames / 2;
+        const int64_t first = 0, ends[2] = {info.n_frames - 1, 1}, middle = info.n_frames / 2;
         const struct tb_crop_spec center = {.mode = TB_CROP_CENTER};
         const struct tb_crop_spec random = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.08,
                                             .scale_max = 1, .ratio_min = 0.75,
@@ -60,7 +61,11 @@ static void read_clips(const char *dir)
         tb_rng rng;
         tb_rng_init(&rng, 1, 0);
         tb_errclear();
-        rc = tb_reader_read(r, dir, ends, 2, &center, NULL, OUT, OUT, out, NULL);
+        rc = tb_reader_read(r, dir, &first, 1, &center, NULL, OUT, OUT, out, NULL);
+        tbf_check_error(rc, "tb_reader_read", dir);
+        tb_errclear();
+        rc = tb_reader_read(r, dir, ends, info.n_frames > 1 ? 2 : 1, &center, NULL, OUT, OUT,
+                            out, NULL);
         tbf_check_error(rc, "tb_reader_read", dir);
         tb_errclear();
         rc = tb_reader_read(r, dir, &middle, 1, &random, &rng, OUT, OUT, out, NULL);
