@@ -1,12 +1,18 @@
 # Thin wrapper over CMake. The two commands of the README:
 #   make demo   install what is missing, build, run synth -> prep -> probe on the embedded default
-#   make test   install what is missing, build, run every test (also under ASan + UBSan)
+#   make test   install what is missing, build, run every test (also under ASan + UBSan), and a
+#               smoke run of every fuzz target
+#   make fuzz   build the fuzz targets (clang, libFuzzer) and run each for FUZZ_SECONDS
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_RUNS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build build-asan test test-fast test-asan demo demo-mae demo-clip bench-prep bench-reader clean
+.PHONY: all setup build build-asan build-fuzz test test-fast test-asan test-fuzz fuzz demo demo-mae demo-clip bench-prep bench-reader clean
 
 all: build
 
@@ -21,8 +27,15 @@ build-asan: setup
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DTB_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 
-# Every test in the optimised build, then again with AddressSanitizer and UBSan.
-test: test-fast test-asan
+# libFuzzer targets (tests/fuzz, docs/ROBUSTNESS.md): clang, ASan and UBSan, coverage.
+build-fuzz: setup
+	@cmake -S . -B $(BUILD_FUZZ) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTB_FUZZ=ON -DTB_CUDA=OFF $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD_FUZZ) -j $(JOBS)
+
+# Every test in the optimised build, then again with AddressSanitizer and UBSan, then the fuzz
+# targets' smoke runs.
+test: test-fast test-asan test-fuzz
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -30,6 +43,15 @@ test-fast: build
 test-asan: build-asan
 	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# A few seconds of each fuzz target from its seeds (fixed seed) and every regression input.
+test-fuzz: build-fuzz
+	@cd $(BUILD_FUZZ) && ctest --output-on-failure -j $(JOBS)
+
+# Each fuzz target (FUZZ_TARGETS, default all) for FUZZ_SECONDS, or FUZZ_RUNS executions when
+# set, one after another at low priority; a summary line each (tests/fuzz/run.sh).
+fuzz: build-fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 sh tests/fuzz/run.sh fuzz $(BUILD_FUZZ) $(FUZZ_TARGETS)
 
 demo: build
 	@sh scripts/demo.sh $(BUILD)/tubelet demo
@@ -51,4 +73,4 @@ bench-reader: build
 	@sh bench/reader_bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) demo demo-mae demo-clip
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) demo demo-mae demo-clip

@@ -119,6 +119,28 @@ static void test_frame_numbers(void)
     tb_reader_close(&r); /* closing twice is harmless */
 }
 
+/* A raw H.264 stream (Annex B, no container) has no timestamps and no index to seek by: it is
+ * read by counting frames from its start, and a file just opened is there without a seek. */
+static void test_raw_stream(void)
+{
+    tbt_case = "raw H.264 stream";
+    char raw[4300], *out = NULL;
+    snprintf(raw, sizeof(raw), "%s/fnum.h264", tbt_dir());
+    int rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y -i %s -c copy -bsf:v "
+                     "h264_mp4toannexb -f h264 %s", fnum_mp4, raw);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    tb_reader *r = NULL;
+    struct tb_video_info info;
+    CHECK_EQ(tb_reader_open(&r, NULL), 0);
+    CHECK_EQ(tb_reader_info(r, raw, &info), 0);
+    CHECK_EQ(info.n_frames, 600);
+    const int64_t start[] = {0, 1, 2, 3}, ahead[] = {23, 24, 47, 300};
+    check_numbers(r, raw, start, 4, "from the start");
+    check_numbers(r, raw, ahead, 4, "further on");
+    tb_reader_close(&r);
+}
+
 /* ---- against the ffmpeg tool ------------------------------------------------------------- */
 
 /* The source file behind frames of a video: itself, or its chunks concatenated. */
@@ -487,6 +509,7 @@ int main(void)
     if (make_fixtures() < 0)
         return 1;
     test_frame_numbers();
+    test_raw_stream();
     test_errors();
     test_frames_cli();
     /* Real videos prepared with default settings (B-frames, keyframe interval). */

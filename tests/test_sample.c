@@ -89,6 +89,14 @@ static void test_dense(void)
     CHECK(s == 30 && e == 76);
     tb_seconds_to_frames(-1, 99, 30, 1, 100, &s, &e);
     CHECK(s == 0 && e == 100);
+    /* Times no int64_t holds (a malformed file's) clamp like any other; so do NaN and the
+     * largest video. */
+    tb_seconds_to_frames(1e98, 2e98, 30, 1, 100, &s, &e);
+    CHECK(s == 100 && e == 100);
+    tb_seconds_to_frames(-1e98, NAN, 30, 1, 100, &s, &e);
+    CHECK(s == 0 && e == 0);
+    tb_seconds_to_frames(1e300, 1e300, 30, 1, INT64_MAX, &s, &e);
+    CHECK(s == INT64_MAX && e == INT64_MAX);
 }
 
 static void test_crops(void)

@@ -77,11 +77,15 @@ static int integer(struct json *j, int64_t *out)
     return 0;
 }
 
-/* Skip any JSON value (for __metadata__ and unknown keys); returns its text span. */
-static int skip_value(struct json *j)
+/* Objects and arrays nest at most this deep in a skipped value: the recursion keeps a few KB
+ * of stack per level, and safetensors writers nest two or three. */
+#define MAX_DEPTH 64
+
+/* Skip any JSON value (for __metadata__ and unknown keys), depth levels down already. */
+static int skip_value(struct json *j, int depth)
 {
     skip_ws(j);
-    if (j->p >= j->end)
+    if (j->p >= j->end || depth > MAX_DEPTH)
         return -1;
     char c = *j->p;
     if (c == '"')
@@ -100,7 +104,7 @@ static int skip_value(struct json *j)
                 if (string(j, key, sizeof(key)) || expect(j, ':'))
                     return -1;
             }
-            if (skip_value(j))
+            if (skip_value(j, depth + 1))
                 return -1;
             skip_ws(j);
             if (j->p < j->end && *j->p == ',') {
@@ -148,6 +152,9 @@ static int tensor_entry(struct json *j, struct tb_st_tensor *t, int64_t offs[2])
                     int64_t v;
                     if (t->n_dims == TB_ST_MAX_DIMS || integer(j, &v) || v < 0)
                         return -1;
+                    /* Bounded so the byte count of 8-byte elements fits an int64_t too. */
+                    if (v && t->n > INT64_MAX / 8 / v)
+                        return -1;
                     t->shape[t->n_dims++] = v;
                     t->n *= v;
                     skip_ws(j);
@@ -166,7 +173,7 @@ static int tensor_entry(struct json *j, struct tb_st_tensor *t, int64_t offs[2])
                 integer(j, &offs[1]) || expect(j, ']'))
                 return -1;
             have |= 4;
-        } else if (skip_value(j)) {
+        } else if (skip_value(j, 0)) {
             return -1;
         }
         skip_ws(j);
@@ -313,7 +320,7 @@ int tb_st_read(struct tb_st_file **out, const char *path)
         if (!strcmp(name, "__metadata__")) {
             skip_ws(&j);
             const char *start = j.p;
-            if (skip_value(&j))
+            if (skip_value(&j, 0))
                 goto bad;
             free(f->metadata);
             f->metadata = NULL;
@@ -343,7 +350,7 @@ int tb_st_read(struct tb_st_file **out, const char *path)
             struct tb_st_tensor *t = &f->tensors[f->n_tensors];
             memset(t, 0, sizeof(*t));
             snprintf(t->name, sizeof(t->name), "%s", name);
-            int64_t offs[2];
+            int64_t offs[2] = {0, 0};
             int e = tensor_entry(&j, t, offs);
             if (e == -2) {
                 rc = tbi_err(TB_EUNSUPPORTED, "%s: tensor '%s' has a dtype tubelet does not "
@@ -433,7 +440,7 @@ static int copy_members(struct tbi_sb *h, const char *meta)
         const char *k0 = j.p;
         int keep = string(&j, key, sizeof(key)) || strcmp(key, "crc32c");
         j.p = k0;
-        if (string(&j, NULL, 0) || expect(&j, ':') || skip_value(&j))
+        if (string(&j, NULL, 0) || expect(&j, ':') || skip_value(&j, 0))
             return -1;
         if (keep)
             tbi_sb_printf(h, ",%.*s", (int)(j.p - k0), k0);

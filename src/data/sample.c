@@ -75,12 +75,12 @@ int tb_sample_dense(int64_t n_frames, int n, int stride, int view, int n_views, 
 void tb_seconds_to_frames(double start_s, double end_s, int fps_num, int fps_den,
                           int64_t n_frames, int64_t *start, int64_t *end)
 {
-    double fps = (double)fps_num / fps_den;
-    int64_t s = (int64_t)nearbyint(start_s * fps), e = (int64_t)ceil(end_s * fps - 1e-9);
-    if (s < 0)
-        s = 0;
-    if (e > n_frames)
-        e = n_frames;
+    double fps = (double)fps_num / fps_den, lim = (double)n_frames;
+    double sf = nearbyint(start_s * fps), ef = ceil(end_s * fps - 1e-9);
+    /* Clamped before the conversion: a time far past any video's end (a malformed
+     * annotation's) does not fit an int64_t; NaN lands on 0. */
+    int64_t s = !(sf > 0) ? 0 : sf >= lim ? n_frames : (int64_t)sf;
+    int64_t e = !(ef > 0) ? 0 : ef >= lim ? n_frames : (int64_t)ef;
     if (s > e)
         s = e;
     *start = s;

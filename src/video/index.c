@@ -97,6 +97,24 @@ static int field(const char *s, const char *key, char *val, size_t val_size)
     return -1;
 }
 
+/* "A<sep>B" of two whole numbers in [1, INT32_MAX]: 0 or -1. Not sscanf, which takes trailing
+ * junk (a line whose newline was lost would swallow the next) and overflows silently. */
+static int parse_pair(const char *s, char sep, int *a, int *b)
+{
+    char left[32];
+    const char *at = strchr(s, sep);
+    int64_t x, y;
+    if (!at || (size_t)(at - s) >= sizeof(left))
+        return -1;
+    memcpy(left, s, (size_t)(at - s));
+    left[at - s] = '\0';
+    if (tbi_parse_i64(left, 1, INT32_MAX, &x) || tbi_parse_i64(at + 1, 1, INT32_MAX, &y))
+        return -1;
+    *a = (int)x;
+    *b = (int)y;
+    return 0;
+}
+
 static int field_i64(const char *s, const char *key, int64_t lo, int64_t hi, int64_t *out)
 {
     char v[32];
@@ -136,8 +154,9 @@ static int parse_keyframes(struct tb_chunk_info *c, char *rest)
 static int validate(const struct tb_video_index *idx, enum tbi_index_kind kind, const char *path)
 {
     if (idx->fps_num <= 0 || idx->fps_den <= 0 || idx->width <= 0 || idx->height <= 0 ||
-        idx->chunk_frames <= 0)
-        return tbi_err(TB_EFORMAT, "%s: missing or bad fps, size or chunk_frames", path);
+        idx->chunk_seconds <= 0 || idx->chunk_frames <= 0)
+        return tbi_err(TB_EFORMAT, "%s: missing or bad fps, size, chunk_seconds or chunk_frames",
+                       path);
     int64_t total = 0;
     for (int i = 0; i < idx->n_chunks; i++) {
         const struct tb_chunk_info *c = &idx->chunks[i];
@@ -157,6 +176,9 @@ static int validate(const struct tb_video_index *idx, enum tbi_index_kind kind, 
                                "last may hold fewer than %" PRId64, path, i, c->n_frames,
                                idx->chunk_frames);
         }
+        if (c->n_frames > INT64_MAX - total)
+            return tbi_err(TB_EFORMAT, "%s: chunk %d: the frame counts add up past 2^63", path,
+                           i);
         total += c->n_frames;
     }
     if (kind == TBI_INDEX_VIDEO && (idx->n_chunks < 1 || total != idx->n_frames))
@@ -204,10 +226,10 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
         } else if (!strcmp(line, "params")) {
             snprintf(idx->params, sizeof(idx->params), "%s", rest);
         } else if (!strcmp(line, "fps")) {
-            if (sscanf(rest, "%d/%d", &idx->fps_num, &idx->fps_den) != 2)
+            if (parse_pair(rest, '/', &idx->fps_num, &idx->fps_den))
                 goto bad_line;
         } else if (!strcmp(line, "size")) {
-            if (sscanf(rest, "%dx%d", &idx->width, &idx->height) != 2)
+            if (parse_pair(rest, 'x', &idx->width, &idx->height))
                 goto bad_line;
         } else if (!strcmp(line, "chunk_seconds")) {
             if (tbi_parse_i64(rest, 1, 1 << 30, &v))

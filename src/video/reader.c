@@ -92,9 +92,10 @@ static void video_free(struct video *v)
 /* Timestamps and keyframes of a plain file's frames, by decoding it once: frame n is what the
  * decoder returns n-th, whatever the packets claim (some files have packets that decode to
  * nothing). Sets *sequential when the timestamps cannot name frames (missing, repeated or
- * going backwards); such a file is then read from its start, counting frames. */
+ * going backwards); such a file is then read from its start, counting frames. *w x *h: the
+ * first frame's size, which the container may not state (0x0) or state wrongly. */
 static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t **ts,
-                       int64_t **kf, int64_t *n, int64_t *n_kf, int *sequential,
+                       int64_t **kf, int64_t *n, int64_t *n_kf, int *sequential, int *w, int *h,
                        const char *path)
 {
     int64_t cap = 1024, cap_kf = 64, n_bad = 0;
@@ -112,6 +113,10 @@ static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int6
 #else
         int key = frame->key_frame;
 #endif
+        if (*n == 0) {
+            *w = frame->width;
+            *h = frame->height;
+        }
         av_frame_unref(frame);
         if (ts_f == AV_NOPTS_VALUE || (*n > 0 && ts_f <= t[*n - 1]))
             *sequential = 1;
@@ -173,20 +178,21 @@ static int load_plain(struct video *v, const char *path, AVPacket *pkt, AVFrame 
         return tbi_err(TB_EUNSUPPORTED, "%s: rotated video (%d degrees); run tubelet prep on "
                        "it first, which turns it upright", path, in.rotation);
     }
-    rc = scan_frames(&in, pkt, frame, &ts, &kts, &n, &n_kf, &sequential, path);
+    rc = scan_frames(&in, pkt, frame, &ts, &kts, &n, &n_kf, &sequential, &v->info.width,
+                     &v->info.height, path);
     AVStream *st = in.st;
-    v->info.width = st->codecpar->width;
-    v->info.height = st->codecpar->height;
     AVRational r = st->avg_frame_rate.num ? st->avg_frame_rate : st->r_frame_rate;
     v->info.fps_num = r.num > 0 ? r.num : 0;
     v->info.fps_den = r.num > 0 ? r.den : 1;
     tbi_input_close(&in);
     if (rc < 0)
         return rc;
-    if (n == 0) {
+    if (n == 0 || v->info.width <= 0 || v->info.height <= 0) {
         free(ts);
         free(kts);
-        return tbi_err(TB_EDECODE, "%s: no decodable video frames", path);
+        return n ? tbi_err(TB_EDECODE, "%s: frame 0 is %dx%d pixels", path, v->info.width,
+                           v->info.height)
+                 : tbi_err(TB_EDECODE, "%s: no decodable video frames", path);
     }
     /* Keyframes as frame numbers; the first frame is always a place to start from. */
     int64_t n_k = 0;
@@ -343,9 +349,13 @@ static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder *
                 : tbi_input_open(&d->in, d->path, r->o.n_threads);
     if (rc < 0)
         return rc;
+    /* A file just opened is at its start: frame 0 comes out first, so a clip from the first
+     * keyframe needs no seek (a stream without an index, such as raw H.264, cannot seek). */
     d->v = v;
     d->seg = seg;
-    d->next_out = -1;
+    d->next_out = 0;
+    d->dropped_hi = -1;
+    d->bad_lo = d->bad_key = -1;
     d->eof = 0;
     d->nal_len = r->o.decode_all ? 0 : nal_length_size(d->in.st->codecpar);
     d->ts0 = d->in.st->start_time == AV_NOPTS_VALUE ? 0 : d->in.st->start_time;
