@@ -99,6 +99,6 @@ done
 sed 's/^/reference self-test: /' "$tmp/selftest.txt"
 [ "$selftest_ok" = 1 ] || status=1
 printf 'compile of attention.cu for %s: %.1f s; SASS from %s\n' "$(echo $ARCHS | sed 's/\([0-9]*\)/sm_\1/g')" \
-    "$(echo "$t1 - $t0" | bc)" "${build:+$obj}${build:-a fresh object}"
+    "$(echo "$t1 - $t0" | bc)" "$([ -n "$build" ] && echo "$obj" || echo "that object")"
 if [ "$status" = 0 ]; then echo "cuda_check: ok"; else echo "cuda_check: FAILED"; fi
 exit "$status"
