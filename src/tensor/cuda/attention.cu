@@ -42,6 +42,23 @@ static constexpr float LN2 = 0.6931471805599453f;
  * register holds the lower column. ldmatrix x4: lanes 8m..8m+7 address the rows of matrix m;
  * register m of lane 4g+t gets (row g, cols 2t, 2t+1) of matrix m, or with .trans (rows 2t,
  * 2t+1; col g). */
+/* tests/gpu/attention_emulate.cpp compiles this file for the CPU with TBC_EMULATE, its
+ * emulate.h giving these primitives (with the data movement below) and TBC_LAUNCH. */
+#ifndef TBC_EMULATE
+#define DYNAMIC_SMEM(name) extern __shared__ uint4 name[]
+#define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
+    kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+
+static __device__ __forceinline__ void sync_block(void)
+{
+    __syncthreads();
+}
+
+static __device__ __forceinline__ float shfl_xor(float v, int lane_mask)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+
 static __device__ __forceinline__ uint32_t smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
@@ -88,10 +105,12 @@ static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], cons
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+#endif /* TBC_EMULATE */
+
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return (uint32_t)__bfloat16_as_ushort(v.x) | (uint32_t)__bfloat16_as_ushort(v.y) << 16;
 }
 
 /* Where lane points its ldmatrix x4, as (row, col) offsets inside a 16 x 16 block of a
@@ -151,7 +170,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                          float sl2)
 {
     constexpr int LDS = HS + PAD, KT = HS / 16, NT = FWD_BC / 8, OT = HS / 8;
-    extern __shared__ uint4 smem_fwd[];
+    DYNAMIC_SMEM(smem_fwd);
     bf16 *sq = (bf16 *)smem_fwd, *sk = sq + FWD_BR * LDS, *sv = sk + FWD_BC * LDS;
     const int D = NH * HS;
     const size_t ld = (size_t)3 * D;
@@ -182,7 +201,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int t = 0; t < ntiles; t++) {
         const int j0 = t * FWD_BC;
         cp_async_wait<1>();
-        __syncthreads();
+        sync_block();
         if (t == 0)
 #pragma unroll
             for (int kk = 0; kk < KT; kk++)
@@ -229,8 +248,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
                 mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = fmaxf(mx, shfl_xor(mx, 1));
+            mx = fmaxf(mx, shfl_xor(mx, 2));
             /* A row with no visible key yet keeps max -inf: subtract 0 then, not -inf (NaN). */
             const float base = mx == -INFINITY ? 0.0f : mx;
             const float corr = exp2f(m[r] - base);
@@ -253,7 +272,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
         /* V(t) landed and every warp is done with K(t): fetch K(t + 1) under the P V product. */
         cp_async_wait<0>();
-        __syncthreads();
+        sync_block();
         if (t + 1 < ntiles)
             load_tile<FWD_BC, HS>(sk, k, ld, j0 + FWD_BC, N);
         cp_async_commit();
@@ -273,7 +292,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mma(o[2 * op + 1], pa, vb + 2);
             }
         }
-        __syncthreads();
+        sync_block();
         if (t + 1 < ntiles)
             load_tile<FWD_BC, HS>(sv, v, ld, j0 + FWD_BC, N);
         cp_async_commit();
@@ -281,8 +300,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] += shfl_xor(l[r], 1);
+        l[r] += shfl_xor(l[r], 2);
         const int row = row0 + r * 8;
         if (row >= N)
             continue;
@@ -315,7 +334,7 @@ __global__ void attention_bwd_pre_kernel(float *delta, float *dq_work, const bf1
         sum += a.x * x.x + a.y * x.y;
     }
     for (int off = 16; off > 0; off /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        sum += shfl_xor(sum, off);
     for (int c = lane; c < HS; c += 32)
         dq_work[r * HS + c] = 0.0f;
     if (lane == 0) {
@@ -356,7 +375,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr int BR = bwd_br(HS), BC = BWD_BC, LDS = HS + PAD, LDP = BR + PAD;
     constexpr int KT = HS / 16, NT = BR / 8, OT = HS / 8;
     constexpr int QC = HS / WARPS, QT = QC / 8, MT = BR / 16;
-    extern __shared__ uint4 smem_bwd[];
+    DYNAMIC_SMEM(smem_bwd);
     bf16 *sk = (bf16 *)smem_bwd, *sv = sk + BC * LDS;
     bf16 *sq0 = sv + BC * LDS, *sdo0 = sq0 + 2 * BR * LDS, *sds = sdo0 + 2 * BR * LDS;
     float *slse0 = (float *)(sds + BC * LDP), *sdel0 = slse0 + 2 * BR;
@@ -394,7 +413,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int st = 0; st < nsteps; st++) {
         const int i0 = istart + st * BR, buf = st & 1;
         cp_async_wait<0>();
-        __syncthreads();
+        sync_block();
         if (st + 1 < nsteps) {
             const int nb = buf ^ 1;
             load_tile<BR, HS>(sq0 + nb * BR * LDS, q, ld, i0 + BR, N);
@@ -479,7 +498,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int r = 0; r < 2; r++)
                 *(uint32_t *)(sds + (warp * 16 + g + r * 8) * LDP + nt * 8 + 2 * t4) =
                     pack_bf16(dp[nt][2 * r], dp[nt][2 * r + 1]);
-        __syncthreads();
+        sync_block();
 
 #pragma unroll
         /* dQ (BR x this warp's HS / 4 columns) = dS (BR x BC) @ K (BC x HS): A is dS^T read
@@ -573,8 +592,8 @@ static int launch_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, in
     TB_CUDA_OR_RETURN(cudaFuncSetAttribute(attention_fwd_kernel<HS>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((N + FWD_BR - 1) / FWD_BR, B * NH);
-    attention_fwd_kernel<HS>
-        <<<grid, THREADS, smem, s>>>(out, lse, qkv, N, NH, causal, LOG2E / sqrtf((float)HS));
+    TBC_LAUNCH(attention_fwd_kernel<HS>, grid, THREADS, smem, s, out, lse, qkv, N, NH, causal,
+               LOG2E / sqrtf((float)HS));
     TB_CUDA_OR_RETURN(cudaGetLastError());
     return 0;
 }
@@ -603,18 +622,18 @@ static int launch_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
     const size_t rows = (size_t)B * N * NH, smem = bwd_smem(HS);
     float *dq_work = work, *delta = work + rows * HS;
     const float scale = 1.0f / sqrtf((float)HS);
-    attention_bwd_pre_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, s>>>(delta, dq_work, out, dout,
-                                                                        N, NH, HS, rows);
+    TBC_LAUNCH(attention_bwd_pre_kernel, (unsigned)((rows + 7) / 8), 256, 0, s, delta, dq_work, out,
+               dout, N, NH, HS, rows);
     TB_CUDA_OR_RETURN(cudaGetLastError());
     TB_CUDA_OR_RETURN(cudaFuncSetAttribute(attention_bwd_kernel<HS>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((N + BWD_BC - 1) / BWD_BC, B * NH);
-    attention_bwd_kernel<HS><<<grid, THREADS, smem, s>>>(dqkv, dq_work, dout, qkv, lse, delta, N,
-                                                         NH, causal, scale * LOG2E, scale);
+    TBC_LAUNCH(attention_bwd_kernel<HS>, grid, THREADS, smem, s, dqkv, dq_work, dout, qkv, lse,
+               delta, N, NH, causal, scale * LOG2E, scale);
     TB_CUDA_OR_RETURN(cudaGetLastError());
     const size_t pairs = rows * HS / 2;
-    attention_bwd_post_kernel<<<(unsigned)((pairs + 255) / 256), 256, 0, s>>>(dqkv, dq_work, NH, HS,
-                                                                              scale, pairs);
+    TBC_LAUNCH(attention_bwd_post_kernel, (unsigned)((pairs + 255) / 256), 256, 0, s, dqkv, dq_work,
+               NH, HS, scale, pairs);
     TB_CUDA_OR_RETURN(cudaGetLastError());
     return 0;
 }
