@@ -2,11 +2,12 @@
 # bench/cuda_check.sh - the CUDA checks that need no GPU, for src/tensor/cuda/attention.cu on
 # each architecture: (1) the SASS of every tensor-core kernel holds HMMA instructions
 # (cuobjdump --dump-sass); (2) ptxas -v: registers, shared memory and spills per kernel, where
-# any spill fails; also the CPU self-test of tests/gpu/attention_check's reference. Prints one
-# table; exits 1 if a check fails. It runs no kernel (bench/gpu-check.sh does, on a GPU).
+# any spill fails; also the self-test of tests/gpu/attention_check's reference and the kernels
+# run on the CPU (tests/gpu/attention_emulate.cpp). Prints one table; exits 1 if a check fails.
+# No GPU is touched (bench/gpu-check.sh runs the kernels on one).
 #   bench/cuda_check.sh [BUILD_DIR]   BUILD_DIR: a CMake build whose libtubelet_cuda.a is
 #                                     dumped (default: the object compiled here)
-#   env: NVCC (nvcc on PATH, else /usr/local/cuda/bin/nvcc), CUOBJDUMP (default the one
+#   env: NVCC (nvcc on PATH, else /usr/local/cuda/bin/nvcc), CXX (c++), CUOBJDUMP (default the one
 #        bench/setup.sh's venv bundles with Triton), ARCHS (default "80 86 90")
 set -euo pipefail
 
@@ -46,6 +47,14 @@ fi
 "$tmp/attention_check" --info > "$tmp/smem.txt"
 selftest_ok=1
 "$tmp/attention_check" --selftest > "$tmp/selftest.txt" || selftest_ok=0
+# The kernels themselves on the CPU (tests/gpu/emulate.h): indexing, masking, pipelining.
+CXX=${CXX:-c++}
+cuda_inc=$(dirname "$(dirname "$(readlink -f "$NVCC")")")/include
+emulate_ok=1
+"$CXX" -std=c++17 -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -I"$cuda_inc" -I"$root/include" \
+    -I"$root/src" "$root/tests/gpu/attention_emulate.cpp" -o "$tmp/attention_emulate" 2> "$tmp/emulate_build.txt" ||
+    { cat "$tmp/emulate_build.txt" >&2; echo "cuda_check: attention_emulate does not compile" >&2; exit 1; }
+"$tmp/attention_emulate" > "$tmp/emulate.txt" || emulate_ok=0
 
 for a in $ARCHS; do
     "$CUOBJDUMP" --dump-sass -arch "sm_$a" "$obj" > "$tmp/sass_$a.txt" ||
@@ -98,6 +107,12 @@ for a in $ARCHS; do
 done
 sed 's/^/reference self-test: /' "$tmp/selftest.txt"
 [ "$selftest_ok" = 1 ] || status=1
+if [ "$emulate_ok" = 1 ]; then
+    echo "CPU emulation of the kernels: $(tail -1 "$tmp/emulate.txt")"
+else
+    grep -v ' ok$' "$tmp/emulate.txt"
+    status=1
+fi
 printf 'compile of attention.cu for %s: %.1f s; SASS from %s\n' "$(echo $ARCHS | sed 's/\([0-9]*\)/sm_\1/g')" \
     "$(echo "$t1 - $t0" | bc)" "$([ -n "$build" ] && echo "$obj" || echo "that object")"
 if [ "$status" = 0 ]; then echo "cuda_check: ok"; else echo "cuda_check: FAILED"; fi

@@ -2,10 +2,10 @@
 # bench/gpu-check.sh - the CUDA attention on a real GPU: builds tests/gpu/attention_check with
 # nvcc alone (no CMake; no FFmpeg or OpenBLAS: it needs only the CUDA runtime), then runs the
 # reference's self-test, the correctness cases (out, lse, dq, dk, dv against double precision),
-# the timing on ViT-B's shapes, and, where compute-sanitizer exists, a memcheck pass over the
-# small cases. Logs go to $OUT (default build-gpu-check/). Exit 1 if a check fails, 77 if
+# the timing on ViT-B's shapes, and, where compute-sanitizer exists, memcheck and racecheck
+# passes over the small cases. Logs go to $OUT (default build-gpu-check/). Exit 1 if a check fails, 77 if
 # there is no GPU.
-#   bench/gpu-check.sh        env: NVCC, ARCHS (default "80 86 90"), MEMCHECK=0 to skip it
+#   bench/gpu-check.sh        env: NVCC, ARCHS (default "80 86 90"), MEMCHECK=0 skips both sanitizers
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +40,10 @@ if [ "${MEMCHECK:-1}" != 0 ]; then
         echo "== memcheck (small cases)"
         timeout 300 "$sanitizer" --tool memcheck --error-exitcode 3 "$out/attention_check" --quick \
             2>&1 | tail -25 | tee "$out/memcheck.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+        echo "== racecheck (shared-memory hazards, small cases)"
+        timeout 300 "$sanitizer" --tool racecheck --error-exitcode 3 "$out/attention_check" --quick \
+            2>&1 | tail -25 | tee "$out/racecheck.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
     else
         echo "== memcheck skipped: no compute-sanitizer"
