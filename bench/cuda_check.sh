@@ -56,6 +56,12 @@ emulate_ok=1
     { cat "$tmp/emulate_build.txt" >&2; echo "cuda_check: attention_emulate does not compile" >&2; exit 1; }
 "$tmp/attention_emulate" > "$tmp/emulate.txt" || emulate_ok=0
 
+# The header is shared with C: it must compile as C11 too.
+header_ok=1
+printf '#include "tensor/cuda/cuda_attention.h"\n' > "$tmp/header.c"
+"${CC:-cc}" -std=c11 -Wall -Wextra -Wstrict-prototypes -Werror -I"$cuda_inc" -I"$root/include" \
+    -I"$root/src" -c "$tmp/header.c" -o "$tmp/header.o" 2> "$tmp/header.txt" || header_ok=0
+
 for a in $ARCHS; do
     "$CUOBJDUMP" --dump-sass -arch "sm_$a" "$obj" > "$tmp/sass_$a.txt" ||
         { echo "cuda_check: no sm_$a code in $obj" >&2; exit 1; }
@@ -107,6 +113,12 @@ for a in $ARCHS; do
 done
 sed 's/^/reference self-test: /' "$tmp/selftest.txt"
 [ "$selftest_ok" = 1 ] || status=1
+if [ "$header_ok" = 1 ]; then
+    echo "cuda_attention.h as C11: ok"
+else
+    cat "$tmp/header.txt"
+    status=1
+fi
 if [ "$emulate_ok" = 1 ]; then
     echo "CPU emulation of the kernels: $(tail -1 "$tmp/emulate.txt")"
 else
