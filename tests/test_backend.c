@@ -647,6 +647,16 @@ OP(sum_squares)
     RUN(d->be->ops->to_device(d->be, d->out[0], &f, sizeof(f)));
 }
 
+OP(round_bf16)
+{
+    if (prepare) {
+        add_in(io, 12345, 3), add_out(io, 12345);
+        return;
+    }
+    RUN(d->be->ops->copy(d->be, d->out[0], d->in[0], sizeof(float) * 12345));
+    RUN(d->be->ops->round_bf16(d->be, d->out[0], 12345));
+}
+
 /* The memory ops: copies both ways, zero, a device-to-device copy (into its middle). */
 static void case_memory(struct io *io, struct dev *d, int prepare)
 {
@@ -719,6 +729,7 @@ static const struct op_case cases[] = {
     {"lion", case_lion, 1e-6, "a sign flips only where the interpolation rounds to zero"},
     {"sgd", case_sgd, 1e-6, "a fused multiply-add may round once"},
     {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
+    {"round_bf16", case_round_bf16, 0, "bit operations: exact"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 

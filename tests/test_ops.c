@@ -10,6 +10,7 @@
  * counts (tests/CMakeLists.txt), which steer the kernels to their other paths. */
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "tb_test.h"
@@ -802,6 +803,91 @@ static void test_patchify_adamw(void)
     free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
 }
 
+/* A bf16 pattern's value (the upper 16 bits of a float, the rest zero) in double, exponent
+ * 255 read as 2^128 (the value an overflow rounds towards). */
+static double bf16_value(uint32_t bits)
+{
+    int e = (int)((bits >> 23) & 0xff);
+    double mant = (double)(bits & 0x7fffff), v = e ? ldexp(1 + mant / 8388608.0, e - 127)
+                                                   : ldexp(mant, -149);
+    return bits >> 31 ? -v : v;
+}
+
+/* The reference rounding, from its definition: the two bf16 neighbours of x (its bits cut,
+ * and one step further from zero), the nearer of them, on a tie the one whose last kept bit
+ * is 0. Infinities stay, NaN stays NaN. */
+static uint32_t bf16_reference(uint32_t x)
+{
+    float f;
+    memcpy(&f, &x, sizeof(f));
+    if (isnan(f) || isinf(f))
+        return x;
+    uint32_t lo = x & 0xffff0000u, hi = lo + 0x10000u;
+    double dlo = fabs((double)f - bf16_value(lo)), dhi = fabs(bf16_value(hi) - (double)f);
+    return dlo < dhi ? lo : dhi < dlo ? hi : (lo & 0x10000u) ? hi : lo;
+}
+
+/* tbi_round_bf16 to the bit: every low half (ties, just below and above them) under chosen
+ * upper halves (zeros, the smallest and largest subnormals, the smallest normal, 1, the
+ * largest finite, infinities, NaNs, both signs) and random ones, and random patterns. */
+static void test_round_bf16(void)
+{
+    tbt_case = "bf16 rounding";
+    static const uint32_t chosen[] = {0x0000, 0x0001, 0x0002, 0x007f, 0x0080, 0x3f80, 0x3f81,
+                                      0x7f7e, 0x7f7f, 0x7f80, 0x7fc0, 0x7f81, 0x7fff};
+    enum { N_CHOSEN = sizeof(chosen) / sizeof(chosen[0]), N_RANDOM = 64, LOW = 65536 };
+    uint32_t *bits = malloc(sizeof(uint32_t) * LOW);
+    float *x = malloc(sizeof(float) * LOW);
+    long bad = 0, nan_in = 0, ties = 0;
+    for (int h = 0; h < 2 * (N_CHOSEN + N_RANDOM) + 1; h++) {
+        uint32_t high;
+        if (h < 2 * N_CHOSEN)
+            high = chosen[h / 2] | (h % 2 ? 0x8000u : 0);
+        else
+            high = (uint32_t)tb_rng_below(&rng, 65536);
+        /* the last round: random whole patterns, of an odd count */
+        size_t n = h == 2 * (N_CHOSEN + N_RANDOM) ? LOW - 3 : LOW;
+        for (size_t i = 0; i < n; i++) {
+            bits[i] = n == LOW ? high << 16 | (uint32_t)i : (uint32_t)tb_rng_below(&rng, 1ull << 32);
+            memcpy(&x[i], &bits[i], sizeof(float));
+        }
+        tbi_round_bf16(x, n);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t got, want = bf16_reference(bits[i]);
+            memcpy(&got, &x[i], sizeof(got));
+            float in, g;
+            memcpy(&in, &bits[i], sizeof(in));
+            memcpy(&g, &got, sizeof(g));
+            int ok = isnan(in) ? isnan(g) && (got & 0xffffu) == 0 && (got >> 31) == (bits[i] >> 31)
+                               : got == want;
+            nan_in += isnan(in);
+            ties += (bits[i] & 0xffffu) == 0x8000u;
+            if (!ok && bad++ < 5)
+                CHECK_MSG(ok, "0x%08x rounds to 0x%08x, the reference 0x%08x", bits[i], got,
+                          want);
+        }
+    }
+    CHECK_MSG(bad == 0, "%ld patterns rounded wrongly", bad);
+    CHECK(nan_in > 0 && ties > 100);
+    /* Worked cases: ties to even both ways, the overflow to infinity, the smallest subnormal */
+    const uint32_t worked[][2] = {{0x3f808000, 0x3f800000}, {0x3f818000, 0x3f820000},
+                                  {0x3f808001, 0x3f810000}, {0x7f7f8000, 0x7f800000},
+                                  {0x7f7f7fff, 0x7f7f0000}, {0x00008000, 0x00000000},
+                                  {0x00018000, 0x00020000}, {0x80008001, 0x80010000},
+                                  {0xff800000, 0xff800000}};
+    for (size_t k = 0; k < sizeof(worked) / sizeof(worked[0]); k++) {
+        uint32_t got;
+        memcpy(&x[0], &worked[k][0], sizeof(float));
+        tbi_round_bf16(x, 1);
+        memcpy(&got, &x[0], sizeof(got));
+        CHECK_MSG(got == worked[k][1], "0x%08x rounds to 0x%08x, not 0x%08x", worked[k][0], got,
+                  worked[k][1]);
+    }
+    fprintf(stderr, "bf16 rounding: %ld patterns wrong, %ld ties, %ld NaNs\n", bad, ties, nan_in);
+    free(bits);
+    free(x);
+}
+
 int main(void)
 {
     tbt_begin("ops");
@@ -816,5 +902,6 @@ int main(void)
     test_xent();
     test_attention();
     test_patchify_adamw();
+    test_round_bf16();
     TBT_EXIT();
 }

@@ -225,6 +225,9 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
        size_t n, float lr, float momentum, float weight_decay),                                \
       (be, param, grad, grad_scale, m, n, lr, momentum, weight_decay))                         \
+    /* x (n) rounded in place to bfloat16, round to nearest even, kept in float storage (NaN   \
+     * stays NaN): bf16 mode's storage points, where a GPU stores bf16 (docs/PRECISION.md) */  \
+    X(round_bf16, (tbi_backend * be, float *x, size_t n), (be, x, n))                         \
     /* *host_out += the sum of squares of x (n), in double */                                  \
     X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
       (be, host_out, x, n))

@@ -388,6 +388,13 @@ int tbi_cpu_sgd(tbi_backend *be, float *param, const float *grad, float grad_sca
     return 0;
 }
 
+int tbi_cpu_round_bf16(tbi_backend *be, float *x, size_t n)
+{
+    (void)be;
+    tbi_round_bf16(x, n);
+    return 0;
+}
+
 int tbi_cpu_sum_squares(tbi_backend *be, double *host_out, const float *x, size_t n)
 {
     (void)be;

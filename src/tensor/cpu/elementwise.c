@@ -4,7 +4,9 @@
  * baseline copies anywhere. GELU has AVX-512 intrinsics of its own; QuickGELU only the loops.
  * Tests: tests/test_ops.c (formulas in double, finite differences, PyTorch's AdamW). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -473,6 +475,32 @@ static ALWAYS_INLINE void sum_squares_span_body(double *sum, const float *x, siz
     *sum = s;
 }
 TWO_WAYS(sum_squares_span, (double *sum, const float *x, size_t n), (sum, x, n))
+
+/* bf16 rounding on the bits: adding 0x7fff plus the kept part's lowest bit, then cutting the
+ * low 16, rounds to nearest with ties to even (a carry into the exponent is the right answer,
+ * up to infinity); a NaN only gets its quiet bit, which the cut keeps, so it stays NaN. */
+static ALWAYS_INLINE void round_bf16_span_body(float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof(b));
+        b = (b & 0x7fffffffu) > 0x7f800000u ? b | 0x00400000u : b + 0x7fffu + ((b >> 16) & 1u);
+        b &= 0xffff0000u;
+        memcpy(&x[i], &b, sizeof(b));
+    }
+}
+TWO_WAYS(round_bf16_span, (float *x, size_t n), (x, n))
+
+void tbi_round_bf16(float *x, size_t n)
+{
+#pragma omp parallel if (n > 65536)
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        round_bf16_span(x + lo, hi - lo);
+    }
+}
 
 double tbi_sum_squares(const float *x, size_t n)
 {

@@ -155,6 +155,10 @@ void tbi_lion(float *param, const float *grad, float grad_scale, float *m, size_
 void tbi_sgd(float *param, const float *grad, float grad_scale, float *m, size_t n, float lr,
              float momentum, float weight_decay);
 
+/* x (n) rounded in place to the nearest bfloat16 (ties to even), kept as float: the sign, the
+ * 8 exponent bits and the top 7 mantissa bits; infinities stay, a NaN stays a NaN (quiet). */
+void tbi_round_bf16(float *x, size_t n);
+
 /* Sum of squares of x (n), accumulated in double. */
 double tbi_sum_squares(const float *x, size_t n);
 
