@@ -130,7 +130,9 @@ struct tb_vit_config {
     int embed;                 /* CLIP: E, the projection's width; the features are (B, E) */
     const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
                                 * (a test backend: see tests/test_backend.c); borrowed */
-    enum tb_dtype dtype;       /* TB_DTYPE_F32 (bf16 comes with the CUDA backend) */
+    enum tb_dtype dtype;       /* TB_DTYPE_F32, or TB_DTYPE_BF16: bf16 mode (docs/PRECISION.md;
+                                * f32 master weights and gradients, the products' operands and
+                                * outputs rounded to bf16; timm layout, a model of its own) */
 };
 
 typedef struct tb_vit tb_vit;

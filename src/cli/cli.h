@@ -27,6 +27,15 @@ int tbi_cli_mkdir(const char *dir);
 #include "tubelet/data.h"
 int cli_ann_format(const char *name, enum tb_ann_format *out);
 
+/* --precision: "fp32" or "bf16" to the model's dtype; -1 if neither. One help text for the
+ * commands that take it. */
+#include "tubelet/tensor.h"
+int cli_precision(const char *name, enum tb_dtype *out);
+#define CLI_PRECISION_HELP                                                                     \
+    "fp32, or bf16: the products' operands and outputs and the stored activations rounded to " \
+    "bf16, f32 arithmetic, master weights, optimizer state, norms and losses (docs/"          \
+    "PRECISION.md; --task cls with the timm backbone only; storage stays f32)"
+
 /* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
 extern volatile int cli_cancel;
 

@@ -19,7 +19,7 @@ struct step_config {
     struct cli_size size;
     int classes;
     char *pool, *pos;
-    char *weights, *batch, *out, *backend;
+    char *weights, *batch, *out, *backend, *precision;
     int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
     char *task, *optim, *decoder_mask;
@@ -55,6 +55,7 @@ static const struct cli_flag step_flags[] = {
     F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
     F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend)",
       CLI_NO_RANGE),
+    F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("feature-grad", CLI_BOOL, feature_grad, "false", "",
       "one backward from the batch's 'dfeat' (B, D) on the features (the head's input): "
       "writes 'feat' and every gradient but the head's", CLI_NO_RANGE),
@@ -422,6 +423,13 @@ static int run_step(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet step: --weights, --batch and --out are required\n");
         return 2;
     }
+    enum tb_dtype dtype;
+    if (cli_precision(c->precision, &dtype) < 0 ||
+        (dtype != TB_DTYPE_F32 && strcmp(c->task, "cls"))) {
+        fprintf(stderr, "tubelet step: --precision is fp32 or bf16, and bf16 is wired for "
+                "--task cls only\n");
+        return 2;
+    }
     if (!strcmp(c->task, "mae"))
         return run_mae(c);
     if (!strcmp(c->task, "clip"))
@@ -441,7 +449,7 @@ static int run_step(void *config, int n_args, char **args)
                                                                                  : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
         .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->backend,
-        .qv_bias = c->qv_bias,
+        .qv_bias = c->qv_bias, .dtype = dtype,
     };
     if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||
         (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos")) ||

@@ -16,7 +16,7 @@
 struct train_config {
     char *task, *data, *train, *val, *format, *val_format, *label, *out, *ext;
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
-    char *pool, *pos, *sampler, *norm, *backend;
+    char *pool, *pos, *sampler, *norm, *backend, *precision;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp, tensorboard;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
@@ -39,6 +39,7 @@ static const struct cli_flag train_flags[] = {
       "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend: slow)",
       CLI_NO_RANGE),
+    F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "ROOT", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
@@ -303,6 +304,13 @@ static int run_train(void *config, int n_args, char **args)
                 "train)\n");
         return 2;
     }
+    enum tb_dtype dtype;
+    if (cli_precision(c->precision, &dtype) < 0 ||
+        (dtype != TB_DTYPE_F32 && (mae || clip || !strcmp(c->cls_backbone, "clip")))) {
+        fprintf(stderr, "tubelet train: --precision is fp32 or bf16, and bf16 is wired for "
+                "--task cls with --cls-backbone vit only\n");
+        return 2;
+    }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
     int qv_bias = !strcmp(c->qv_bias, "true");
     if (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false") && strcmp(c->qv_bias, "auto")) {
@@ -361,7 +369,7 @@ static int run_train(void *config, int n_args, char **args)
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->backend, .qv_bias = qv_bias},
+                  .backend = c->backend, .qv_bias = qv_bias, .dtype = dtype},
         .train_ann = train, .val_ann = val, .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
@@ -492,7 +500,7 @@ const struct cli_command cli_cmd_train = {
 /* ---- eval -------------------------------------------------------------------------------- */
 
 struct eval_config {
-    char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *backend;
+    char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *backend, *precision;
     int views, crops, batch, workers;
     char *class_names, *prompt, *relevancy, *similarity, *task;
 };
@@ -517,6 +525,7 @@ static const struct cli_flag eval_flags[] = {
       CLI_NO_RANGE),
     E("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend)",
       CLI_NO_RANGE),
+    E("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     E("views", CLI_INT, views, "1", "N", "temporal views per clip", 1, 64),
     E("crops", CLI_INT, crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
@@ -614,6 +623,11 @@ static int run_eval(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet eval: --ckpt, --data and --val are required\n");
         return 2;
     }
+    enum tb_dtype dtype;
+    if (cli_precision(c->precision, &dtype) < 0) {
+        fprintf(stderr, "tubelet eval: --precision is fp32 or bf16\n");
+        return 2;
+    }
     if (cli_ann_format(c->format, &ao.format) < 0 ||
         (c->label[0] && parse_label(c->label, &label) < 0) || c->crops == 2 ||
         (strcmp(c->task, "auto") && strcmp(c->task, "cls") && strcmp(c->task, "mir") &&
@@ -641,6 +655,12 @@ static int run_eval(void *config, int n_args, char **args)
                 "lines: EPIC_100_verb_classes.csv)\n");
         goto end;
     }
+    if (dtype != TB_DTYPE_F32 && (strcmp(info.task, "cls") ||
+                                  info.model.layout == TB_LAYOUT_CLIP)) {
+        fprintf(stderr, "tubelet eval: --precision bf16 is wired for --task cls classifiers "
+                "with the ViT backbone only; %s is not one\n", c->ckpt);
+        goto end;
+    }
     if (!strcmp(info.task, "clip")) {
         status = eval_clip(c, &info, label, &ao);
         goto end;
@@ -652,6 +672,7 @@ static int run_eval(void *config, int n_args, char **args)
         goto end;
     }
     info.model.backend = c->backend;
+    info.model.dtype = dtype;
     if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
         (rc = tb_vit_plan(m, c->batch, NULL)) < 0 || (rc = tb_ann_load(&val, c->val, &ao)) < 0)

@@ -85,6 +85,12 @@ int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
     return 0;
 }
 
+/* bf16 mode's rounding of x (n) where it is stored; nothing in f32. */
+static int rnd(tbi_backend *be, const struct tbi_block_cfg *c, float *x, size_t n)
+{
+    return c->bf16 ? be->ops->round_bf16(be, x, n) : 0;
+}
+
 /* The qkv bias the product takes: the whole one, or (q, 0, v) assembled in scratch. */
 static int qkv_bias(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                     const struct tbi_block_scratch *s, const float **bias)
@@ -139,29 +145,38 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p;
     int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
+    size_t RD = (size_t)R * D, RF = (size_t)R * F;
     /* r = x + proj(attention(qkv(norm1(x)))) */
     const float *bias;
     TBI_TRY(qkv_bias(be, c, w, s, &bias));
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
                              p[TBI_BLK_LN1_B], R, D, c->eps));
+    TBI_TRY(rnd(be, c, s->ln, RD));
     TBI_TRY(o->matmul_fwd(be, a->qkv, s->ln, p[TBI_BLK_QKV_W], bias, R, D, 3 * D));
+    TBI_TRY(rnd(be, c, a->qkv, 3 * RD));
     TBI_TRY(o->attention_fwd(be, a->att, a->lse, a->qkv, B, N, c->NH, HS, c->causal));
+    TBI_TRY(rnd(be, c, a->att, RD));
     TBI_TRY(o->matmul_fwd(be, a->res1, a->att, p[TBI_BLK_PROJ_W], p[TBI_BLK_PROJ_B], R, D, D));
+    TBI_TRY(rnd(be, c, a->res1, RD));
     if (drop)
         TBI_TRY(o->scale_add(be, a->res1, x, a->res1, drop, B, (size_t)N * D));
     else
-        TBI_TRY(o->add(be, a->res1, a->res1, x, (size_t)R * D));
+        TBI_TRY(o->add(be, a->res1, a->res1, x, RD));
     /* y = r + fc2(act(fc1(norm2(r)))) */
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
                              p[TBI_BLK_LN2_B], R, D, c->eps));
+    TBI_TRY(rnd(be, c, s->ln, RD));
     TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
+    TBI_TRY(rnd(be, c, a->fc1, RF));
     if (for_backward)
         return 0;
-    TBI_TRY(o->act_fwd(be, c->act, s->dF, a->fc1, (size_t)R * F));
+    TBI_TRY(o->act_fwd(be, c->act, s->dF, a->fc1, RF));
+    TBI_TRY(rnd(be, c, s->dF, RF));
     TBI_TRY(o->matmul_fwd(be, y, s->dF, p[TBI_BLK_FC2_W], p[TBI_BLK_FC2_B], R, F, D));
+    TBI_TRY(rnd(be, c, y, RD));
     if (drop)
         return o->scale_add(be, y, a->res1, y, drop + B, B, (size_t)N * D);
-    return o->add(be, y, y, a->res1, (size_t)R * D);
+    return o->add(be, y, y, a->res1, RD);
 }
 
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -172,45 +187,75 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p, *const *gp = g->p;
     int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
+    size_t RD = (size_t)R * D, RF = (size_t)R * F, DD = (size_t)D * D, DF = (size_t)D * F;
     float *dF = s->dF, *d3D = s->dF, *dD = s->dD;
     /* The LayerNorm outputs are not kept (two rows of D per token): recomputed from the
      * block's input and the saved statistics, to the bit. */
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
                              p[TBI_BLK_LN2_B], R, D, c->eps));
-    if (recompute_fc1)
+    TBI_TRY(rnd(be, c, s->ln, RD));
+    if (recompute_fc1) {
         TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
+        TBI_TRY(rnd(be, c, a->fc1, RF));
+    }
     /* MLP branch. fc2's input gradient first: the activation's backward then also gives
      * act(fc1) again, in place of fc1 (not needed after it), for fc2's weight gradient: one
      * pass instead of two, and no buffer of its own. */
     /* With drop path, the branch's output gradient is dres times its factors: in dD until
-     * fc1's backward writes dD. */
+     * fc1's backward writes dD. In bf16 mode the branch's output was bf16, so its gradient
+     * is too: a rounded copy of dres there (dres itself stays f32). */
     const float *dmlp = dres;
-    if (drop) {
-        TBI_TRY(o->scale_add(be, dD, NULL, dres, drop + B, B, (size_t)N * D));
+    if (drop || c->bf16) {
+        if (drop)
+            TBI_TRY(o->scale_add(be, dD, NULL, dres, drop + B, B, (size_t)N * D));
+        else
+            TBI_TRY(o->copy(be, dD, dres, sizeof(float) * RD));
+        TBI_TRY(rnd(be, c, dD, RD));
         dmlp = dD;
     }
     TBI_TRY(o->matmul_bwd(be, dF, NULL, NULL, dmlp, a->fc1, p[TBI_BLK_FC2_W], R, F, D));
-    TBI_TRY(o->act_bwd(be, c->act, dF, a->fc1, a->fc1, dF, (size_t)R * F));
+    TBI_TRY(rnd(be, c, dF, RF));
+    TBI_TRY(o->act_bwd(be, c->act, dF, a->fc1, a->fc1, dF, RF));
+    TBI_TRY(rnd(be, c, dF, RF));
+    TBI_TRY(rnd(be, c, a->fc1, RF));
     TBI_TRY(o->matmul_bwd(be, NULL, gp[TBI_BLK_FC2_W], gp[TBI_BLK_FC2_B], dmlp, a->fc1,
                           p[TBI_BLK_FC2_W], R, F, D));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC2_W], DF));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC2_B], (size_t)D));
     TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_FC1_W], gp[TBI_BLK_FC1_B], dF, s->ln,
                           p[TBI_BLK_FC1_W], R, D, F));
+    TBI_TRY(rnd(be, c, dD, RD));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC1_W], DF));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC1_B], (size_t)F));
     TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, a->res1,
                              p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
-    /* Attention branch (its scaled output gradient in ln: norm1's output is recomputed
-     * after). */
+    /* Attention branch (its scaled, or in bf16 rounded, output gradient in ln: norm1's output
+     * is recomputed after). */
     const float *datt = dres;
-    if (drop) {
-        TBI_TRY(o->scale_add(be, s->ln, NULL, dres, drop, B, (size_t)N * D));
+    if (drop || c->bf16) {
+        if (drop)
+            TBI_TRY(o->scale_add(be, s->ln, NULL, dres, drop, B, (size_t)N * D));
+        else
+            TBI_TRY(o->copy(be, s->ln, dres, sizeof(float) * RD));
+        TBI_TRY(rnd(be, c, s->ln, RD));
         datt = s->ln;
     }
     TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_PROJ_W], gp[TBI_BLK_PROJ_B], datt, a->att,
                           p[TBI_BLK_PROJ_W], R, D, D));
+    TBI_TRY(rnd(be, c, dD, RD));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_PROJ_W], DD));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_PROJ_B], (size_t)D));
     TBI_TRY(o->attention_bwd(be, d3D, dD, a->qkv, a->att, a->lse, B, N, c->NH, HS, c->causal));
+    TBI_TRY(rnd(be, c, d3D, 3 * RD));
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
                              p[TBI_BLK_LN1_B], R, D, c->eps));
-    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_QKV_W], c->qv_bias ? s->bias3 : gp[TBI_BLK_QKV_B],
-                          d3D, s->ln, p[TBI_BLK_QKV_W], R, D, 3 * D));
+    TBI_TRY(rnd(be, c, s->ln, RD));
+    float *dbias = c->qv_bias ? s->bias3 : gp[TBI_BLK_QKV_B];
+    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_QKV_W], dbias, d3D, s->ln, p[TBI_BLK_QKV_W], R, D,
+                          3 * D));
+    TBI_TRY(rnd(be, c, dD, RD));
+    TBI_TRY(rnd(be, c, gp[TBI_BLK_QKV_W], 3 * DD));
+    TBI_TRY(rnd(be, c, dbias, 3 * (size_t)D));
     if (c->qv_bias) { /* the k bias's gradient is dropped: there is none */
         size_t row = sizeof(float) * (size_t)D;
         TBI_TRY(o->copy(be, gp[TBI_BLK_QKV_B], s->bias3, row));

@@ -20,6 +20,10 @@ struct tbi_block_cfg {
     int causal;                /* key j > query i masked (text towers) */
     int names;                 /* enum tbi_names */
     int qv_bias;               /* VideoMAE's attn.q_bias and attn.v_bias, no k bias (timm names) */
+    int bf16;                  /* bf16 mode (docs/PRECISION.md): the products' outputs, their
+                                * inputs, GELU's output and every gradient a product writes are
+                                * rounded to bf16 where stored; the weights passed are already
+                                * rounded copies; LayerNorm and the residual stream stay f32 */
 };
 
 /* A block's parameters in registry order (one gradient span per block). With qv_bias,

@@ -86,6 +86,10 @@ struct tb_vit {
      * features and their gradient (B, E) */
     float *pos_eff, *dpos_eff, *x_pre, *pre_mean, *pre_rstd, *projT, *dprojT, *emb, *demb;
     float *grad_own;                  /* the gradient spans that no activation space hosts */
+    float *wb;                        /* bf16 mode: the parameter block rounded to bf16 (the
+                                       * products' weights and biases are read from it),
+                                       * refreshed from the f32 master at every forward; NULL
+                                       * in f32 */
 };
 
 static int add(tb_vit *m, const char *name, int decay, enum tb_init init, int n_dims, int64_t d0,
@@ -124,8 +128,11 @@ static int check_config(const struct tb_vit_config *c)
                        "a head (%d classes: AVION's classifier)", c->embed, c->classes);
     if (c->layout != TB_LAYOUT_CLIP && c->embed)
         return tbi_err(TB_EINVAL, "a projection (width %d) is CLIP's layout's", c->embed);
-    if (c->dtype != TB_DTYPE_F32)
-        return tbi_err(TB_EUNSUPPORTED, "bf16 needs the CUDA backend, which this build lacks");
+    if (c->dtype != TB_DTYPE_F32 && c->dtype != TB_DTYPE_BF16)
+        return tbi_err(TB_EINVAL, "unknown dtype %d", (int)c->dtype);
+    if (c->dtype == TB_DTYPE_BF16 && c->layout == TB_LAYOUT_CLIP)
+        return tbi_err(TB_EUNSUPPORTED, "bf16 is wired for the timm layout only, not CLIP's "
+                       "video tower");
     return 0;
 }
 
@@ -292,7 +299,7 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
     m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
                                    .act = TBI_ACT_GELU, .causal = 0,
                                    .names = m->clip ? TBI_NAMES_CLIP : TBI_NAMES_TIMM,
-                                   .qv_bias = c->qv_bias};
+                                   .qv_bias = c->qv_bias, .bf16 = c->dtype == TB_DTYPE_BF16};
     m->blk_first = tbi_calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = tbi_calloc((size_t)c->depth, sizeof(*m->ba));
     m->span0 = reg->n_spans;
@@ -312,6 +319,10 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
 int tbi_vit_open_in(tb_vit **out, const struct tb_vit_config *c, tbi_backend *be,
                     struct tb_params *reg, const char *prefix)
 {
+    *out = NULL;
+    if (c->dtype != TB_DTYPE_F32)
+        return tbi_err(TB_EUNSUPPORTED, "bf16 is wired for the classification ViT only, not "
+                       "inside MAE or CLIP models");
     return vit_create(out, c, be, reg, prefix);
 }
 
@@ -339,6 +350,8 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     m->reg = &m->own_reg;
     if ((rc = tbi_params_alloc(m->reg)) < 0 ||
         (rc = be->ops->zero(be, m->reg->data, sizeof(float) * (size_t)m->reg->n_floats)) < 0 ||
+        (c->dtype == TB_DTYPE_BF16 &&
+         (rc = be->ops->alloc(be, sizeof(float) * (size_t)m->reg->n_floats, (void **)&m->wb)) < 0) ||
         (rc = tbi_vit_ready(m)) < 0) {
         tb_vit_close(&m);
         return rc;
@@ -374,6 +387,8 @@ void tb_vit_close(tb_vit **pm)
         free_acts(m);
         if (m->sincos)
             m->be->ops->free(m->be, m->sincos);
+        if (m->wb)
+            m->be->ops->free(m->be, m->wb);
         if (m->owner)
             tbi_params_free(m->reg);
     }
@@ -577,11 +592,48 @@ static const float *drop_of(const tb_vit *m, int l)
     return m->drop_on ? m->drop + (size_t)l * 2 * m->B : NULL;
 }
 
+/* bf16 mode's rounding of x (n) where it is stored; nothing in f32. */
+static int rnd(const tb_vit *m, float *x, size_t n)
+{
+    return m->wb ? m->be->ops->round_bf16(m->be, x, n) : 0;
+}
+
+/* Parameter i as a product's operand: the master, or in bf16 mode its rounded copy; and its
+ * gradient rounded as a bf16 product's is (nothing in f32). */
+static float *wdata(const tb_vit *m, int i)
+{
+    return m->wb ? m->wb + m->reg->p[i].offset : tbi_param_data(m->reg, i);
+}
+
+static int rnd_grad(const tb_vit *m, int i)
+{
+    return rnd(m, tbi_param_grad(m->reg, i), (size_t)m->reg->p[i].n);
+}
+
+/* Block l's weights (the products' from the rounded copy in bf16 mode) and gradients. */
+static void bind(const tb_vit *m, int l, struct tbi_block_w *w, struct tbi_block_w *g)
+{
+    static const int products[] = {TBI_BLK_QKV_W, TBI_BLK_QKV_B, TBI_BLK_PROJ_W, TBI_BLK_PROJ_B,
+                                   TBI_BLK_FC1_W, TBI_BLK_FC1_B, TBI_BLK_FC2_W, TBI_BLK_FC2_B,
+                                   TBI_BLK_V_B};
+    tbi_block_bind(m->reg, m->blk_first[l], &m->bc, w, g);
+    for (size_t k = 0; m->wb && k < sizeof(products) / sizeof(products[0]); k++)
+        if (w->p[products[k]])
+            w->p[products[k]] = m->wb + (w->p[products[k]] - m->reg->data);
+}
+
+/* The head's input: the features, or their copy times head dropout's mask, or in bf16 mode
+ * that copy rounded (the product's operand; the features themselves stay f32). */
+static float *head_in(const tb_vit *m)
+{
+    return m->hmask_on || m->wb ? m->feat_drop : m->feat;
+}
+
 static int block_forward(tb_vit *m, int l, int for_backward)
 {
     struct tbi_block_w w;
     size_t R = (size_t)m->B * m->Nt;
-    tbi_block_bind(m->reg, m->blk_first[l], &m->bc, &w, NULL);
+    bind(m, l, &w, NULL);
     return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s, drop_of(m, l),
                              m->x + (size_t)l * R * m->D, m->x + (size_t)(l + 1) * R * m->D,
                              m->B, m->Nt, for_backward);
@@ -611,18 +663,24 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
     if (c->keep && !m->keep_set)
         return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
                        c->keep);
+    if (m->wb) {
+        TBI_TRY(o->copy(be, m->wb, r->data, sizeof(float) * (size_t)r->n_floats));
+        TBI_TRY(o->round_bf16(be, m->wb, (size_t)r->n_floats));
+    }
     TBI_TRY(o->patchify(be, c->keep ? m->cols_all : m->cols, m->video, B, 3, c->frames, c->height,
                         c->width, c->tubelet, c->patch));
     if (c->keep)
         TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
+    TBI_TRY(rnd(m, m->cols, (size_t)B * m->Nk * m->patch_len));
     m->keep_set = 0;
     m->drop_on = m->drop_set;
     m->drop_set = 0;
     m->hmask_on = m->hmask_set;
     m->hmask_set = 0;
-    TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, tbi_param_data(r, m->i_patch_w),
-                          m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL, B * m->Nk,
+    TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, wdata(m, m->i_patch_w),
+                          m->i_patch_b >= 0 ? wdata(m, m->i_patch_b) : NULL, B * m->Nk,
                           m->patch_len, D));
+    TBI_TRY(rnd(m, m->patch_out, (size_t)B * m->Nk * D));
     if (m->clip) {
         /* CLIP: tiled positions, then ln_pre into the first block's input. */
         TBI_TRY(o->pos_tile_fwd(be, m->pos_eff, tbi_param_data(r, m->i_pos),
@@ -655,9 +713,12 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         /* head dropout: the features times the mask, as B D segments of one */
         if (m->hmask_on)
             TBI_TRY(o->scale_add(be, m->feat_drop, NULL, m->feat, m->hmask, B * D, 1));
-        TBI_TRY(o->matmul_fwd(be, m->logits, m->hmask_on ? m->feat_drop : m->feat,
-                              tbi_param_data(r, m->i_head_w), tbi_param_data(r, m->i_head_b), B,
-                              D, m->K));
+        else if (m->wb)
+            TBI_TRY(o->copy(be, m->feat_drop, m->feat, sizeof(float) * (size_t)B * D));
+        TBI_TRY(rnd(m, m->feat_drop, (size_t)B * D));
+        TBI_TRY(o->matmul_fwd(be, m->logits, head_in(m), wdata(m, m->i_head_w),
+                              wdata(m, m->i_head_b), B, D, m->K));
+        TBI_TRY(rnd(m, m->logits, (size_t)B * m->K));
     }
     if (m->E > 0) {
         /* feat @ proj (D, E), as a product with its transpose */
@@ -892,7 +953,7 @@ static int backward(tb_vit *m)
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
-        tbi_block_bind(r, m->blk_first[l], &m->bc, &w, &g);
+        bind(m, l, &w, &g);
         if (c->recompute)
             TBI_TRY(block_forward(m, l, 1));
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s, drop_of(m, l),
@@ -922,9 +983,13 @@ static int backward(tb_vit *m)
                               m->dres, c->keep ? m->keep : NULL, B, m->Nk, m->has_cls,
                               m->Np + m->has_cls, D));
     }
+    TBI_TRY(rnd(m, dpatch, (size_t)B * m->Nk * D));
     TBI_TRY(o->matmul_bwd(be, NULL, tbi_param_grad(r, m->i_patch_w),
                           m->i_patch_b >= 0 ? tbi_param_grad(r, m->i_patch_b) : NULL, dpatch,
-                          m->cols, tbi_param_data(r, m->i_patch_w), B * m->Nk, m->patch_len, D));
+                          m->cols, wdata(m, m->i_patch_w), B * m->Nk, m->patch_len, D));
+    TBI_TRY(rnd_grad(m, m->i_patch_w));
+    if (m->i_patch_b >= 0)
+        TBI_TRY(rnd_grad(m, m->i_patch_b));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
     m->grad_source = 0;
@@ -942,10 +1007,13 @@ int tb_vit_backward(tb_vit *m)
         TBI_TRY(o->xent_soft_bwd(m->be, m->dlogits, m->probs, m->soft, m->B, m->K));
     else
         TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
+    TBI_TRY(rnd(m, m->dlogits, (size_t)m->B * m->K));
     TBI_TRY(o->matmul_bwd(m->be, m->dfeat, tbi_param_grad(r, m->i_head_w),
-                          tbi_param_grad(r, m->i_head_b), m->dlogits,
-                          m->hmask_on ? m->feat_drop : m->feat, tbi_param_data(r, m->i_head_w),
-                          m->B, m->D, m->K));
+                          tbi_param_grad(r, m->i_head_b), m->dlogits, head_in(m),
+                          wdata(m, m->i_head_w), m->B, m->D, m->K));
+    TBI_TRY(rnd(m, m->dfeat, (size_t)m->B * m->D));
+    TBI_TRY(rnd_grad(m, m->i_head_w));
+    TBI_TRY(rnd_grad(m, m->i_head_b));
     if (m->hmask_on)
         TBI_TRY(o->scale_add(m->be, m->dfeat, NULL, m->dfeat, m->hmask, m->B * m->D, 1));
     return backward(m);

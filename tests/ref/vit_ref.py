@@ -35,6 +35,14 @@ backward of L = sum(feat * dfeat), no optimizer step (--steps and the optimizer 
 ignored); O gets feat (B, dim) and grad.<name> of every parameter except head.weight and
 head.bias (head takes no part, and they are not written).
 
+--precision bf16: the forward and the loss under torch.autocast('cpu', dtype=torch.bfloat16),
+the backward outside it, as PyTorch's mixed precision runs (parameters, gradients and AdamW
+stay float32; logits and features are written as float32). tests/test_vit.c compares tubelet's
+bf16 mode (docs/PRECISION.md) with it. --bf16-attention eager (the default) runs attention as
+written, so autocast rounds the scores, the scaled scores, the probabilities and the output to
+bf16; fused computes it in float32 from the bf16 q, k, v and rounds only the output, as a
+fused kernel does (FlashAttention; PyTorch 2's F.scaled_dot_product_attention) and tubelet's.
+
 --pool none (only with --feature-grad): VideoMAE's pretraining encoder. No class token, no
 pooling: the final LayerNorm (eps 1e-6, parameters norm.weight, norm.bias) applies to every
 token and feat is (B, N, dim); dfeat must be (B, N, dim).
@@ -47,6 +55,7 @@ fc_norm of the mean over the K kept tokens, feat and dfeat (B, dim); pool cls wi
 rejected. A malformed keep (wrong dtype or shape, out of range, not ascending) or dfeat, or a
 flag combination not allowed above, is a one-line message on stderr and exit status 2."""
 import argparse
+import contextlib
 import json
 import math
 import struct
@@ -102,9 +111,10 @@ def sincos_table(n, d):
 
 
 class Attention(nn.Module):
-    def __init__(self, dim, heads, qv_bias=False):
+    def __init__(self, dim, heads, qv_bias=False, fused=False):
         super().__init__()
         self.heads = heads
+        self.fused = fused
         self.qv_bias = qv_bias
         self.qkv = nn.Linear(dim, 3 * dim, bias=not qv_bias)
         if qv_bias:  # VideoMAE's: q and v biases, no k bias
@@ -122,9 +132,16 @@ class Attention(nn.Module):
             qkv = self.qkv(x)
         qkv = qkv.reshape(B, N, 3, self.heads, hs).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
-        x = (attn.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, N, C)
-        return self.proj(x)
+        if self.fused and q.dtype == torch.bfloat16:
+            # float32 inside, bf16 out: the fused kernel's rounding (--bf16-attention fused)
+            with torch.autocast("cpu", enabled=False):
+                q, k, v = q.float(), k.float(), v.float()
+                attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
+                x = (attn.softmax(dim=-1) @ v).bfloat16()
+        else:
+            attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
+            x = attn.softmax(dim=-1) @ v
+        return self.proj(x.transpose(1, 2).reshape(B, N, C))
 
 
 class Mlp(nn.Module):
@@ -139,10 +156,10 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, qv_bias=False):
+    def __init__(self, dim, heads, qv_bias=False, fused=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, heads, qv_bias)
+        self.attn = Attention(dim, heads, qv_bias, fused)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = Mlp(dim, 4 * dim)
 
@@ -175,7 +192,9 @@ class VideoViT(nn.Module):
             self.pos_embed = nn.Parameter(torch.zeros(1, n, a.dim))
         else:
             self.register_buffer("pos_embed", sincos_table(n, a.dim), persistent=False)
-        self.blocks = nn.ModuleList([Block(a.dim, a.heads, a.qv_bias) for _ in range(a.depth)])
+        fused = a.bf16_attention == "fused"
+        self.blocks = nn.ModuleList([Block(a.dim, a.heads, a.qv_bias, fused)
+                                     for _ in range(a.depth)])
         norm = nn.LayerNorm(a.dim, eps=1e-6)
         if a.pool in ("cls", "none"):
             self.norm = norm
@@ -207,6 +226,13 @@ class VideoViT(nn.Module):
         return self.head(f if hmask is None else f * hmask)
 
 
+def autocast(a):
+    """The forward's precision context: bf16 autocast on the CPU, or none."""
+    if a.precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def feature_grad(model, batch, a):
     """--feature-grad: feat and the gradients of L = sum(feat * dfeat), head's excepted."""
     if "dfeat" not in batch:
@@ -236,9 +262,10 @@ def feature_grad(model, batch, a):
         print("vit_ref.py: dfeat has shape %s, not %s" % (tuple(dfeat.shape), want),
               file=sys.stderr)
         return 2
-    feat = model.features(video, keep)
-    (feat * dfeat).sum().backward()
-    out = {"feat": feat.detach().numpy()}
+    with autocast(a):
+        feat = model.features(video, keep)
+    (feat.float() * dfeat).sum().backward()
+    out = {"feat": feat.detach().float().numpy()}
     for name, prm in model.named_parameters():
         if not name.startswith("head."):
             out["grad." + name] = prm.grad.detach().numpy().copy()
@@ -263,6 +290,11 @@ def main():
                    help="layer-wise lr decay: block i's lr x decay^(depth - i), embeddings' "
                         "x decay^(depth + 1), the rest x 1")
     p.add_argument("--optim", default="adamw", help="adamw, or sgd (momentum --beta1)")
+    p.add_argument("--precision", default="fp32",
+                   help="fp32, or bf16 (the forward and loss under CPU bf16 autocast)")
+    p.add_argument("--bf16-attention", default="eager",
+                   help="bf16: eager (autocast's roundings inside attention) or fused (float32 "
+                        "inside, the output rounded)")
     p.add_argument("--feature-grad", action="store_true",
                    help="one backward of sum(feat * dfeat) from the batch's dfeat; no step")
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("label-smoothing", 0.1), ("beta1", 0.9),
@@ -277,6 +309,8 @@ def main():
         msg = "--pos must be learned or sincos"
     elif a.classes < 0 or (a.classes == 0 and not a.feature_grad):
         msg = "--classes must be positive (0, no head, only with --feature-grad)"
+    elif a.precision not in ("fp32", "bf16") or a.bf16_attention not in ("eager", "fused"):
+        msg = "--precision must be fp32 or bf16, --bf16-attention eager or fused"
     elif a.pool == "none" and not a.feature_grad:
         msg = "--pool none is only valid with --feature-grad"
     if msg:
@@ -326,19 +360,20 @@ def main():
     out, losses = {}, []
     for s in range(a.steps):
         opt.zero_grad()
-        if mix is None:
-            logits = model(video, drop, hmask)
-            loss = F.cross_entropy(logits, label, label_smoothing=a.label_smoothing)
-        else:
-            lam = float(mix[0])
-            box = None if mix[1] < 0 else tuple(int(v) for v in mix[1:])
-            logits = model(mixup_ref.mix_batch(video.clone(), lam, box), drop, hmask)
-            target = mixup_ref.mixup_target(label, a.classes, lam, a.label_smoothing)
-            loss = mixup_ref.soft_target_cross_entropy(logits, target)
+        with autocast(a):
+            if mix is None:
+                logits = model(video, drop, hmask)
+                loss = F.cross_entropy(logits, label, label_smoothing=a.label_smoothing)
+            else:
+                lam = float(mix[0])
+                box = None if mix[1] < 0 else tuple(int(v) for v in mix[1:])
+                logits = model(mixup_ref.mix_batch(video.clone(), lam, box), drop, hmask)
+                target = mixup_ref.mixup_target(label, a.classes, lam, a.label_smoothing)
+                loss = mixup_ref.soft_target_cross_entropy(logits, target)
         loss.backward()
         losses.append(loss.item())
         if s == 0:
-            out["logits"] = logits.detach().numpy()
+            out["logits"] = logits.detach().float().numpy()
             for name, prm in model.named_parameters():
                 out["grad." + name] = prm.grad.detach().numpy().copy()
         opt.step()
