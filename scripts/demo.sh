@@ -5,10 +5,12 @@
 # apart, then evaluated on held-out videos. About 7 minutes on 2 cores. The shapes are drawn
 # 1.6x the synth's default size: at the default (~11 pixels across in the 64x64 clips, about
 # one 8x8 patch) this model does not learn the direction of a turn (docs/PERFORMANCE.md, 5).
-# Usage: scripts/demo.sh TUBELET_BINARY OUT_DIR
+# Usage: [DEMO_PRECISION=bf16] scripts/demo.sh TUBELET_BINARY OUT_DIR (DEMO_PRECISION: train
+# and evaluate in --precision fp32, the default, or bf16; docs/PRECISION.md)
 set -eu
 bin=${1:-build/tubelet}
 out=${2:-demo}
+precision=${DEMO_PRECISION:-fp32}
 t0=$(date +%s)
 mkdir -p "$out"
 rm -rf "$out/run"
@@ -23,18 +25,18 @@ echo "== 2/4 prep: 15 s chunks, short side 80, 30 fps, an index per chunk"
     --jobs 2
 t1=$(date +%s)
 
-echo "== 3/4 train: ViT (128 wide, 4 deep, 8x64x64 clips, 8x8x8 tubelets) on the verbs"
+echo "== 3/4 train: ViT (128 wide, 4 deep, 8x64x64 clips, 8x8x8 tubelets) on the verbs, $precision"
 "$bin" train --data "$out/chunks" --train "$out/data/annotations/EPIC_100_train.csv" \
     --val "$out/data/annotations/EPIC_100_validation.csv" --label verb \
     --dim 128 --depth 4 --heads 4 --patch 8 --tubelet 8 --frames 8 --input-size 64 \
     --flip false --scale-min 0.8 --batch 16 --lr 0.0005 --warmup-epochs 2 --epochs 35 \
-    --eval-every 5 \
+    --eval-every 5 --precision "$precision" \
     --log-every 50 --out "$out/run"
 t2=$(date +%s)
 
 echo "== 4/4 eval: the checkpoint on the held-out videos"
 "$bin" eval --ckpt "$out/run/last.safetensors" --data "$out/chunks" \
-    --val "$out/data/annotations/EPIC_100_validation.csv" --label verb \
+    --val "$out/data/annotations/EPIC_100_validation.csv" --label verb --precision "$precision" \
     --predictions "$out/predictions.csv" > "$out/eval.json"
 t3=$(date +%s)
 
