@@ -114,6 +114,16 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
     return (uint32_t)__bfloat16_as_ushort(v.x) | (uint32_t)__bfloat16_as_ushort(v.y) << 16;
 }
 
+/* The C fragments of n-tiles 2 kk and 2 kk + 1 (16 x 16 fp32 together) as one A fragment of
+ * bf16: a C fragment's (row g, cols 2t, 2t+1) and (row g+8, ...) are where A holds them. */
+static __device__ __forceinline__ void c_to_a(uint32_t a[4], const float (*c)[4], int kk)
+{
+    a[0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+    a[1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+    a[2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
 /* Where lane points its ldmatrix x4, as (row, col) offsets inside a 16 x 16 block of a
  * row-major shared tile, for the three uses below. */
 /* A operand, rows = M, cols = K (non-trans): matrices (M 0-7, K 0-7), (M 8-15, K 0-7),
@@ -281,10 +291,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         /* O (16 x HS) += P (16 x 64, bf16: the C fragments of two n-tiles are one A) @ V */
         for (int kk = 0; kk < FWD_BC / 16; kk++) {
-            uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                              pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4];
+            c_to_a(pa, s, kk);
 #pragma unroll
             for (int op = 0; op < OT / 2; op++) {
                 uint32_t vb[4];
@@ -472,14 +480,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         /* dV += P^T dO and dK += dS^T Q: the C fragments of two query n-tiles are one A. */
         for (int kk = 0; kk < BR / 16; kk++) {
-            uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                              pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-            uint32_t da[4] = {pack_bf16(dp[2 * kk][0], dp[2 * kk][1]),
-                              pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-                              pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                              pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+            uint32_t pa[4];
+            c_to_a(pa, s, kk);
+            uint32_t da[4];
+            c_to_a(da, dp, kk);
 #pragma unroll
             for (int op = 0; op < OT / 2; op++) {
                 uint32_t ob[4], qb[4];
