@@ -31,27 +31,53 @@ struct shape {
     int B, N, NH, HS, causal;
 };
 
+/* The device buffers of one shape: inputs, outputs, lse and the backward's workspace. */
+struct bufs {
+    bf16 *qkv, *dqkv, *dout, *out;
+    float *lse, *work;
+    size_t n_qkv, n_out, n_lse, work_bytes;
+};
+
+static struct bufs bufs_alloc(struct shape c)
+{
+    struct bufs b;
+    b.n_qkv = (size_t)c.B * c.N * 3 * c.NH * c.HS;
+    b.n_out = b.n_qkv / 3;
+    b.n_lse = (size_t)c.B * c.NH * c.N;
+    b.work_bytes = tbc_attention_bwd_workspace_bytes(c.B, c.N, c.NH, c.HS);
+    CHECK_CUDA(cudaMalloc(&b.qkv, b.n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&b.dqkv, b.n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&b.dout, b.n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&b.out, b.n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&b.lse, b.n_lse * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&b.work, b.work_bytes));
+    return b;
+}
+
+static void bufs_free(struct bufs *b)
+{
+    cudaFree(b->qkv);
+    cudaFree(b->dqkv);
+    cudaFree(b->dout);
+    cudaFree(b->out);
+    cudaFree(b->lse);
+    cudaFree(b->work);
+}
+
 /* One case: random inputs, forward then backward on the GPU, the reference; 0 if it passed. */
 static int check_case(struct shape c)
 {
     const int D = c.NH * c.HS;
-    const size_t n_qkv = (size_t)c.B * c.N * 3 * D, n_out = (size_t)c.B * c.N * D;
-    const size_t n_lse = (size_t)c.B * c.NH * c.N;
-    const size_t work_bytes = tbc_attention_bwd_workspace_bytes(c.B, c.N, c.NH, c.HS);
+    struct bufs g = bufs_alloc(c);
+    const size_t n_qkv = g.n_qkv, n_out = g.n_out, n_lse = g.n_lse, work_bytes = g.work_bytes;
     std::vector<bf16> qkv_b, dout_b, out_b(n_out), dqkv_b(n_qkv);
     std::vector<double> qkv_f, dout_f;
     std::vector<float> lse_g(n_lse);
     random_bf16(qkv_b, qkv_f, n_qkv);
     random_bf16(dout_b, dout_f, n_out);
 
-    bf16 *qkv, *dout, *out, *dqkv;
-    float *lse, *work;
-    CHECK_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
-    CHECK_CUDA(cudaMalloc(&dqkv, n_qkv * sizeof(bf16)));
-    CHECK_CUDA(cudaMalloc(&dout, n_out * sizeof(bf16)));
-    CHECK_CUDA(cudaMalloc(&out, n_out * sizeof(bf16)));
-    CHECK_CUDA(cudaMalloc(&lse, n_lse * sizeof(float)));
-    CHECK_CUDA(cudaMalloc(&work, work_bytes));
+    bf16 *qkv = g.qkv, *dout = g.dout, *out = g.out, *dqkv = g.dqkv;
+    float *lse = g.lse, *work = g.work;
     CHECK_CUDA(cudaMemcpy(qkv, qkv_b.data(), n_qkv * sizeof(bf16), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(dout, dout_b.data(), n_out * sizeof(bf16), cudaMemcpyHostToDevice));
     /* Poison the outputs and the workspace: whatever the kernels fail to write shows. */
@@ -67,12 +93,7 @@ static int check_case(struct shape c)
     CHECK_CUDA(cudaMemcpy(out_b.data(), out, n_out * sizeof(bf16), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lse_g.data(), lse, n_lse * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(dqkv_b.data(), dqkv, n_qkv * sizeof(bf16), cudaMemcpyDeviceToHost));
-    cudaFree(qkv);
-    cudaFree(dqkv);
-    cudaFree(dout);
-    cudaFree(out);
-    cudaFree(lse);
-    cudaFree(work);
+    bufs_free(&g);
 
     printf("HS %3d causal %d B %d NH %d N %4d ", c.HS, c.causal, c.B, c.NH, c.N);
     if (rf || rb) {
@@ -196,16 +217,10 @@ static int time_all(void)
     printf("%-28s %9s %9s %9s %9s\n", "shape", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
     for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
         const struct shape c = shapes[si];
-        const size_t n_qkv = (size_t)c.B * c.N * 3 * c.NH * c.HS, n_out = n_qkv / 3;
-        const size_t n_lse = (size_t)c.B * c.NH * c.N;
-        bf16 *qkv, *dout, *out, *dqkv;
-        float *lse, *work;
-        CHECK_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
-        CHECK_CUDA(cudaMalloc(&dqkv, n_qkv * sizeof(bf16)));
-        CHECK_CUDA(cudaMalloc(&dout, n_out * sizeof(bf16)));
-        CHECK_CUDA(cudaMalloc(&out, n_out * sizeof(bf16)));
-        CHECK_CUDA(cudaMalloc(&lse, n_lse * sizeof(float)));
-        CHECK_CUDA(cudaMalloc(&work, tbc_attention_bwd_workspace_bytes(c.B, c.N, c.NH, c.HS)));
+        struct bufs g = bufs_alloc(c);
+        const size_t n_qkv = g.n_qkv, n_out = g.n_out;
+        bf16 *qkv = g.qkv, *dout = g.dout, *out = g.out, *dqkv = g.dqkv;
+        float *lse = g.lse, *work = g.work;
         fill_kernel<<<1024, 256>>>(qkv, n_qkv, 1);
         fill_kernel<<<1024, 256>>>(dout, n_out, 2);
         cudaEvent_t e0, e1, e2;
@@ -245,12 +260,7 @@ static int time_all(void)
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
         cudaEventDestroy(e2);
-        cudaFree(qkv);
-        cudaFree(dqkv);
-        cudaFree(dout);
-        cudaFree(out);
-        cudaFree(lse);
-        cudaFree(work);
+        bufs_free(&g);
         if (rc)
             return 1;
     }
