@@ -91,6 +91,25 @@ static int rnd(tbi_backend *be, const struct tbi_block_cfg *c, float *x, size_t 
     return c->bf16 ? be->ops->round_bf16(be, x, n) : 0;
 }
 
+/* A branch's output gradient, given the residual gradient dres (B N rows of D): dres itself,
+ * or with drop path dres times the branch's factors (B), or in bf16 mode rounded as the
+ * branch's bf16 output's gradient is; *out is dres, or buf holding the result. */
+static int branch_grad(tbi_backend *be, const struct tbi_block_cfg *c, float *buf,
+                       const float *dres, const float *factors, int B, int N,
+                       const float **out)
+{
+    size_t n = (size_t)N * c->D;
+    *out = dres;
+    if (!factors && !c->bf16)
+        return 0;
+    if (factors)
+        TBI_TRY(be->ops->scale_add(be, buf, NULL, dres, factors, B, n));
+    else
+        TBI_TRY(be->ops->copy(be, buf, dres, sizeof(float) * (size_t)B * n));
+    *out = buf;
+    return rnd(be, c, buf, (size_t)B * n);
+}
+
 /* The qkv bias the product takes: the whole one, or (q, 0, v) assembled in scratch. */
 static int qkv_bias(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                     const struct tbi_block_scratch *s, const float **bias)
@@ -204,15 +223,8 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
     /* With drop path, the branch's output gradient is dres times its factors: in dD until
      * fc1's backward writes dD. In bf16 mode the branch's output was bf16, so its gradient
      * is too: a rounded copy of dres there (dres itself stays f32). */
-    const float *dmlp = dres;
-    if (drop || c->bf16) {
-        if (drop)
-            TBI_TRY(o->scale_add(be, dD, NULL, dres, drop + B, B, (size_t)N * D));
-        else
-            TBI_TRY(o->copy(be, dD, dres, sizeof(float) * RD));
-        TBI_TRY(rnd(be, c, dD, RD));
-        dmlp = dD;
-    }
+    const float *dmlp;
+    TBI_TRY(branch_grad(be, c, dD, dres, drop ? drop + B : NULL, B, N, &dmlp));
     TBI_TRY(o->matmul_bwd(be, dF, NULL, NULL, dmlp, a->fc1, p[TBI_BLK_FC2_W], R, F, D));
     TBI_TRY(rnd(be, c, dF, RF));
     TBI_TRY(o->act_bwd(be, c->act, dF, a->fc1, a->fc1, dF, RF));
@@ -231,15 +243,8 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
                              p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
     /* Attention branch (its scaled, or in bf16 rounded, output gradient in ln: norm1's output
      * is recomputed after). */
-    const float *datt = dres;
-    if (drop || c->bf16) {
-        if (drop)
-            TBI_TRY(o->scale_add(be, s->ln, NULL, dres, drop, B, (size_t)N * D));
-        else
-            TBI_TRY(o->copy(be, s->ln, dres, sizeof(float) * RD));
-        TBI_TRY(rnd(be, c, s->ln, RD));
-        datt = s->ln;
-    }
+    const float *datt;
+    TBI_TRY(branch_grad(be, c, s->ln, dres, drop, B, N, &datt));
     TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_PROJ_W], gp[TBI_BLK_PROJ_B], datt, a->att,
                           p[TBI_BLK_PROJ_W], R, D, D));
     TBI_TRY(rnd(be, c, dD, RD));
