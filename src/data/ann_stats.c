@@ -203,7 +203,8 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
         int64_t m = s->n_timed / 2;
         s->min_s = dur[0];
         s->max_s = dur[s->n_timed - 1];
-        s->median_s = s->n_timed % 2 ? dur[m] : 0.5 * (dur[m - 1] + dur[m]);
+        /* the midpoint as a + (b - a) / 2: (a + b) / 2 overflows for durations near DBL_MAX */
+        s->median_s = s->n_timed % 2 ? dur[m] : dur[m - 1] + 0.5 * (dur[m] - dur[m - 1]);
     }
     if ((rc = build_hist(a, W_VERB, &s->verb)) < 0 ||
         (rc = build_hist(a, W_NOUN, &s->noun)) < 0 ||
