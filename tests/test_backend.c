@@ -671,6 +671,21 @@ static void case_memory(struct io *io, struct dev *d, int prepare)
     RUN(be->ops->sync(be));
 }
 
+/* alloc_zero's memory reads zero, and takes writes as alloc's does. */
+static void case_alloc_zero(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_in(io, 300, 1), add_out(io, 300);
+        return;
+    }
+    tbi_backend *be = d->be;
+    float *z = NULL;
+    RUN(be->ops->alloc_zero(be, sizeof(float) * 300, (void **)&z));
+    RUN(be->ops->copy(be, z + 100, d->in[0], sizeof(float) * 100));
+    RUN(be->ops->copy(be, d->out[0], z, sizeof(float) * 300));
+    RUN(be->ops->free(be, z));
+}
+
 struct op_case {
     const char *name;          /* the op list's name it checks */
     case_fn fn;
@@ -680,6 +695,7 @@ struct op_case {
 
 static const struct op_case cases[] = {
     {"alloc", case_memory, 0, "copies are exact"},
+    {"alloc_zero", case_alloc_zero, 0, "copies are exact"},
     {"free", case_memory, 0, "copies are exact"},
     {"zero", case_memory, 0, "copies are exact"},
     {"to_device", case_memory, 0, "copies are exact"},

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "tb_test.h"
+#include "core/internal.h"
+#include "tensor/backend.h"
 #include "tensor/cpu/vmath.h"
 #include "tensor/cpu/kernels.h"
 #include "tubelet/rng.h"
@@ -803,6 +805,103 @@ static void test_patchify_adamw(void)
     free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
 }
 
+/* Resident memory of this process, in kB (/proc/self/status), or -1. */
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* AdamW and Lion skip a 4 KB run of moments whose gradient and moments are all zero (no
+ * decay): such runs keep their weights to the bit and their moments unwritten, every other
+ * run gets the update it gets alone - a zero gradient on moments a row kept from earlier
+ * steps still moves it - and zeroed moments that no gradient reaches are never committed. */
+static void test_optim_zero_runs(void)
+{
+    tbt_case = "optimizer zero runs";
+    enum { RUN = 1024, RUNS = 8 };
+    size_t n = (size_t)RUN * RUNS;
+    for (int lion = 0; lion < 2; lion++) {
+        /* page-aligned moments, so each RUN floats are one page */
+        float *m = tbi_alloc_zero_lazy(sizeof(float) * (n + RUN)), *v = NULL;
+        float *v_all = tbi_alloc_zero_lazy(sizeof(float) * (n + RUN));
+        float *ma = m + (RUN - ((uintptr_t)m & 4095) / sizeof(float)) % RUN;
+        float *va = v_all + (RUN - ((uintptr_t)v_all & 4095) / sizeof(float)) % RUN;
+        float *p = randn(n, 1), *g = zeros(n), *p0 = malloc(sizeof(float) * n);
+        /* runs 1 and 5: gradients; run 3: no gradient but moments from before; others: zero */
+        for (size_t i = 0; i < RUN; i++) {
+            g[RUN + i] = (float)tb_rng_normal(&rng);
+            g[5 * RUN + i] = (float)tb_rng_normal(&rng);
+            ma[3 * RUN + i] = 0.01f * (float)tb_rng_normal(&rng);
+            va[3 * RUN + i] = 1e-4f;
+        }
+        v = lion ? NULL : va;
+        memcpy(p0, p, sizeof(float) * n);
+        /* each changed run by itself, from copies */
+        float *rp = malloc(sizeof(float) * n), *rm = malloc(sizeof(float) * n);
+        float *rv = malloc(sizeof(float) * n);
+        memcpy(rp, p, sizeof(float) * n), memcpy(rm, ma, sizeof(float) * n);
+        memcpy(rv, va, sizeof(float) * n);
+        for (int r = 1; r < RUNS; r += 2) {
+            size_t o = (size_t)r * RUN;
+            if (lion)
+                tbi_lion(rp + o, g + o, 0.5f, rm + o, RUN, 1e-3f, 0.9f, 0.99f, 0.0f);
+            else
+                tbi_adamw(rp + o, g + o, 0.5f, rm + o, rv + o, RUN, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                          0.0f, 2);
+        }
+        if (lion)
+            tbi_lion(p, g, 0.5f, ma, n, 1e-3f, 0.9f, 0.99f, 0.0f);
+        else
+            tbi_adamw(p, g, 0.5f, ma, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 2);
+        CHECK_MSG(!memcmp(p, rp, sizeof(float) * n) && !memcmp(ma, rm, sizeof(float) * n) &&
+                      (lion || !memcmp(va, rv, sizeof(float) * n)),
+                  "%s over zero and non-zero runs differs from each run alone",
+                  lion ? "lion" : "adamw");
+        int moved = 0, kept = 1;
+        for (size_t i = 0; i < RUN; i++) {
+            moved += p[3 * RUN + i] != p0[3 * RUN + i];
+            kept &= p[2 * RUN + i] == p0[2 * RUN + i] && ma[2 * RUN + i] == 0;
+        }
+        CHECK_MSG(moved > RUN / 2, "%s: a zero gradient on earlier moments moved %d of %d",
+                  lion ? "lion" : "adamw", moved, RUN);
+        CHECK_MSG(kept, "%s changed a run of zero gradient and moments", lion ? "lion" : "adamw");
+        free(m), free(v_all), free(p), free(g), free(p0), free(rp), free(rm), free(rv);
+    }
+
+    /* 64 MB of moments for a table of which one row in 4096 has a gradient */
+    size_t big = (size_t)16 << 20, row = 512;
+    float *p = zeros(big), *g = zeros(big);
+    memset(p, 0x3c, sizeof(float) * big); /* resident, as weights are */
+    for (size_t r = 0; r < big / row; r += 4096)
+        g[r * row] = 1.0f;
+    float *m = tbi_alloc_zero_lazy(sizeof(float) * big), *v = tbi_alloc_zero_lazy(sizeof(float) * big);
+    long before = rss_kb();
+    tbi_adamw(p, g, 1.0f, m, v, big, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+    long grew = rss_kb() - before;
+    CHECK_MSG(before > 0 && grew < 8 * 1024,
+              "adamw on a gradient of 8 rows committed %ld kB of its 131072 kB of moments", grew);
+    CHECK_MSG(m[0] != 0 && v[0] != 0 && m[1] == 0, "the rows with a gradient were updated");
+    /* a resume: the moments from a host copy (a checkpoint's) into fresh zeroed memory */
+    float *m2 = tbi_alloc_zero_lazy(sizeof(float) * big);
+    before = rss_kb();
+    tbi_cpu_to_device(NULL, m2, m, sizeof(float) * big);
+    grew = rss_kb() - before;
+    CHECK_MSG(grew < 8 * 1024, "loading moments of 8 rows committed %ld of 65536 kB", grew);
+    CHECK_MSG(!memcmp(m2, m, sizeof(float) * big), "the loaded moments differ");
+    memset(g, 0x7f, sizeof(float) * 2048); /* over zeros, data is written */
+    tbi_cpu_to_device(NULL, m2, g, sizeof(float) * big);
+    CHECK_MSG(!memcmp(m2, g, sizeof(float) * big), "a copy over zeroed memory differs");
+    free(p), free(g), free(m), free(v), free(m2);
+}
+
 /* A bf16 pattern's value (the upper 16 bits of a float, the rest zero) in double, exponent
  * 255 read as 2^128 (the value an overflow rounds towards). */
 static double bf16_value(uint32_t bits)
@@ -902,6 +1001,7 @@ int main(void)
     test_xent();
     test_attention();
     test_patchify_adamw();
+    test_optim_zero_runs();
     test_round_bf16();
     TBT_EXIT();
 }

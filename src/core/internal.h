@@ -90,6 +90,10 @@ char *tbi_strdup(const char *s);
  * when out of memory. */
 void *tbi_alloc_big(size_t bytes);
 void *tbi_calloc_big(size_t n, size_t size);
+/* Zeroed memory whose pages are committed only as they are written: calloc's fresh mapping
+ * from 2 MB on (small pages: a huge one would commit 2 MB for one written row), 16-byte
+ * aligned. free() it. NULL when out of memory. */
+void *tbi_alloc_zero_lazy(size_t bytes);
 
 /* Parse all of s as a decimal integer in [lo, hi]: 0, or -1 (junk, overflow, out of range). */
 int tbi_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -7,7 +7,9 @@
 #define _DEFAULT_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 
@@ -45,6 +47,23 @@ void *tbi_alloc_big(size_t bytes)
         return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(p, len, MADV_HUGEPAGE); /* a hint: without it, small pages */
+#endif
+    return p;
+}
+
+void *tbi_alloc_zero_lazy(size_t bytes)
+{
+    if (tbi_fault(TBI_FAULT_ALLOC))
+        return NULL;
+    char *p = calloc(1, bytes ? bytes : 1);
+#ifdef MADV_NOHUGEPAGE
+    if (p && bytes >= HUGE_PAGE) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
+        uintptr_t hi = ((uintptr_t)p + bytes) / page * page;
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE); /* with THP "always" */
+    }
 #endif
     return p;
 }

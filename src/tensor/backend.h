@@ -27,6 +27,10 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
 #define TBI_OP_LIST(X)                                                                         \
     /* memory: bytes of backend memory, zeroed; freed with free (NULL is a no-op) */           \
     X(alloc, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))                   \
+    /* zeroed memory whose pages cost nothing until written (the CPU's: fresh pages of the     \
+     * system, 16-byte aligned): the optimizer's moments, where a large embedding table's      \
+     * untouched rows stay unwritten (adamw, lion) */                                          \
+    X(alloc_zero, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))              \
     X(free, (tbi_backend * be, void *p), (be, p))                                              \
     X(zero, (tbi_backend * be, void *p, size_t bytes), (be, p, bytes))                         \
     X(to_device, (tbi_backend * be, void *dst, const void *host_src, size_t bytes),            \

@@ -19,10 +19,10 @@ int tb_optim_init(struct tb_optim *opt, tb_params *r)
     opt->step = 0;
     opt->m = opt->v = NULL;
     int adam = opt->kind == TB_OPT_ADAMW;
-    if ((rc = be->ops->alloc(be, bytes, (void **)&opt->m)) < 0 ||
-        (adam && (rc = be->ops->alloc(be, bytes, (void **)&opt->v)) < 0) ||
-        (rc = be->ops->zero(be, opt->m, bytes)) < 0 ||
-        (adam && (rc = be->ops->zero(be, opt->v, bytes)) < 0)) {
+    /* alloc_zero: rows no gradient ever reaches (a token table's unused tokens) never cost
+     * their moments' memory (the update leaves zero runs unwritten). */
+    if ((rc = be->ops->alloc_zero(be, bytes, (void **)&opt->m)) < 0 ||
+        (adam && (rc = be->ops->alloc_zero(be, bytes, (void **)&opt->v)) < 0)) {
         tb_optim_free(opt);
         return tbi_err_prefix(rc, "the optimizer state");
     }

@@ -4,6 +4,7 @@
  * computes: each op checks what only it can (memory) and calls its kernel.
  * Tests: tests/test_backend.c, and every test that trains. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,13 @@
 int tbi_cpu_alloc(tbi_backend *be, size_t bytes, void **out)
 {
     if (!(*out = tbi_alloc_big(bytes)))
+        return tbi_err(TB_ENOMEM, "out of memory: %zu MB of %s memory", bytes >> 20, be->name);
+    return 0;
+}
+
+int tbi_cpu_alloc_zero(tbi_backend *be, size_t bytes, void **out)
+{
+    if (!(*out = tbi_alloc_zero_lazy(bytes)))
         return tbi_err(TB_ENOMEM, "out of memory: %zu MB of %s memory", bytes >> 20, be->name);
     return 0;
 }
@@ -32,10 +40,26 @@ int tbi_cpu_zero(tbi_backend *be, void *p, size_t bytes)
     return 0;
 }
 
+/* memcpy, except that from 64 KB on a page of zero bytes onto a page of zero bytes is not
+ * written: zeroed memory that stays zero (alloc_zero's moments of a token table's unused rows,
+ * loaded from a checkpoint) stays uncommitted. A page of data costs one memcmp that stops at
+ * its first non-zero byte. */
 int tbi_cpu_to_device(tbi_backend *be, void *dst, const void *host_src, size_t bytes)
 {
     (void)be;
-    memcpy(dst, host_src, bytes);
+    static const unsigned char zeros[4096];
+    unsigned char *d = dst;
+    const unsigned char *src = host_src;
+    if (bytes < ((size_t)64 << 10)) {
+        memcpy(d, src, bytes);
+        return 0;
+    }
+    for (size_t i = 0, e; i < bytes; i = e) {
+        size_t left = 4096 - ((uintptr_t)(d + i) & 4095);
+        e = i + left < bytes ? i + left : bytes;
+        if (memcmp(src + i, zeros, e - i) || memcmp(d + i, zeros, e - i))
+            memcpy(d + i, src + i, e - i);
+    }
     return 0;
 }
 

@@ -102,6 +102,7 @@ int tbi_guard_open(tbi_backend *be)
         return tbi_err(TB_ENOMEM, "out of memory");
     g->inner = *be->ops;
     g->inner.alloc = guard_alloc_region;
+    g->inner.alloc_zero = guard_alloc_region; /* fresh mappings: zero */
     g->inner.free = guard_free_region;
     be->ctx = g;
     be->ops = &guard_ops;

@@ -412,6 +412,32 @@ TWO_WAYS(adamw_span,
           float beta2, float eps, float step_size, float bc2_sqrt, float decay),
          (p, g, gs, m, v, n, beta1, beta2, eps, step_size, bc2_sqrt, decay))
 
+/* Whether x (n) is all zero bits: a look at 16 at a time, out at the first that is not. */
+static int zero_bits(const float *x, size_t n)
+{
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    for (size_t i = 0; i < n; i += 16) {
+        uint32_t any = 0;
+        for (size_t k = i; k < i + 16 && k < n; k++)
+            any |= u[k];
+        if (any)
+            return 0;
+    }
+    return 1;
+}
+
+/* The end of the run from i (below hi) that ends where the moments' next 4 KB page starts:
+ * the updates go run by run so that a run whose gradient and moments are all zero bits is
+ * skipped, with no decay - the update would write the same zeros and leave the weights as
+ * they are, to the bit - and its pages of moments stay unwritten (alloc_zero's: a token
+ * table's unused rows never commit theirs). A dense run costs one look at its first
+ * gradient. */
+static size_t run_end(const float *m, size_t i, size_t hi)
+{
+    size_t left = (4096 - ((uintptr_t)(m + i) & 4095)) / sizeof(float);
+    return i + (left ? left : 1) < hi ? i + (left ? left : 1) : hi;
+}
+
 void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, size_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step)
 {
@@ -422,8 +448,14 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        adamw_span(p + lo, g + lo, grad_scale, m + lo, v + lo, hi - lo, beta1, beta2, eps,
-                   step_size, bc2_sqrt, decay);
+        for (size_t i = lo, e; i < hi; i = e) {
+            e = run_end(m, i, hi);
+            if (decay == 1.0f && zero_bits(g + i, e - i) && zero_bits(m + i, e - i) &&
+                zero_bits(v + i, e - i))
+                continue;
+            adamw_span(p + i, g + i, grad_scale, m + i, v + i, e - i, beta1, beta2, eps,
+                       step_size, bc2_sqrt, decay);
+        }
     }
 }
 
@@ -434,13 +466,23 @@ void tbi_lion(float *p, const float *g, float grad_scale, float *m, size_t n, fl
      * sign(m beta1 + g (1 - beta1)); m = m beta2 + g (1 - beta2). One plain loop: the compiler
      * vectorises it for any processor, so it needs no tuned twin. */
     float decay = 1.0f - lr * weight_decay, a1 = 1.0f - beta1, a2 = 1.0f - beta2;
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * grad_scale;
-        float c = m[i] * beta1 + a1 * gi;
-        float u = (float)((c > 0) - (c < 0));
-        p[i] = p[i] * decay - lr * u;
-        m[i] = m[i] * beta2 + a2 * gi;
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        share(n, &lo, &hi);
+        for (size_t i = lo, e; i < hi; i = e) { /* zero runs skipped, as tbi_adamw's */
+            e = run_end(m, i, hi);
+            if (decay == 1.0f && zero_bits(g + i, e - i) && zero_bits(m + i, e - i))
+                continue;
+#pragma omp simd
+            for (size_t k = i; k < e; k++) {
+                float gi = g[k] * grad_scale;
+                float c = m[k] * beta1 + a1 * gi;
+                float u = (float)((c > 0) - (c < 0));
+                p[k] = p[k] * decay - lr * u;
+                m[k] = m[k] * beta2 + a2 * gi;
+            }
+        }
     }
 }
 
