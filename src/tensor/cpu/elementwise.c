@@ -427,11 +427,20 @@ static int zero_bits(const float *x, size_t n)
 }
 
 /* The end of the run from i (below hi) that ends where the moments' next 4 KB page starts:
- * the updates go run by run so that a run whose gradient and moments are all zero bits is
- * skipped, with no decay - the update would write the same zeros and leave the weights as
- * they are, to the bit - and its pages of moments stay unwritten (alloc_zero's: a token
+ * the updates go run by run so that a run whose gradient and moments are all zero bits gets
+ * only its weight decay - what the update would do to it, to the bit (its step is 0, its
+ * moments stay zero) - and its pages of moments stay unwritten (alloc_zero's: a token
  * table's unused rows never commit theirs). A dense run costs one look at its first
  * gradient. */
+/* A zero run's update: p * decay (then minus a zero step, which changes no bits). */
+static void decay_run(float *p, size_t n, float decay)
+{
+    if (decay != 1.0f)
+#pragma omp simd
+        for (size_t k = 0; k < n; k++)
+            p[k] *= decay;
+}
+
 static size_t run_end(const float *m, size_t i, size_t hi)
 {
     size_t left = (4096 - ((uintptr_t)(m + i) & 4095)) / sizeof(float);
@@ -450,9 +459,10 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
         share(n, &lo, &hi);
         for (size_t i = lo, e; i < hi; i = e) {
             e = run_end(m, i, hi);
-            if (decay == 1.0f && zero_bits(g + i, e - i) && zero_bits(m + i, e - i) &&
-                zero_bits(v + i, e - i))
+            if (zero_bits(g + i, e - i) && zero_bits(m + i, e - i) && zero_bits(v + i, e - i)) {
+                decay_run(p + i, e - i, decay);
                 continue;
+            }
             adamw_span(p + i, g + i, grad_scale, m + i, v + i, e - i, beta1, beta2, eps,
                        step_size, bc2_sqrt, decay);
         }
@@ -472,8 +482,10 @@ void tbi_lion(float *p, const float *g, float grad_scale, float *m, size_t n, fl
         share(n, &lo, &hi);
         for (size_t i = lo, e; i < hi; i = e) { /* zero runs skipped, as tbi_adamw's */
             e = run_end(m, i, hi);
-            if (decay == 1.0f && zero_bits(g + i, e - i) && zero_bits(m + i, e - i))
+            if (zero_bits(g + i, e - i) && zero_bits(m + i, e - i)) {
+                decay_run(p + i, e - i, decay);
                 continue;
+            }
 #pragma omp simd
             for (size_t k = i; k < e; k++) {
                 float gi = g[k] * grad_scale;
