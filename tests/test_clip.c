@@ -249,6 +249,17 @@ static void test_bad_input(void)
     CHECK_EQ(tb_clip_encode_text(m, ids, B, emb), 0);
     CHECK_EQ(tb_clip_backward(m, NULL, emb, 0), 0);
     CHECK(tb_clip_backward(m, NULL, emb, 0) < 0); /* once per encoding */
+    /* the text tower's gradients may live in the video activations: video backward first */
+    size_t nv = (size_t)B * 3 * c.video.frames * c.video.height * c.video.width;
+    float *clip_px = calloc(nv, sizeof(float)), vemb[B * EMBED];
+    CHECK_EQ(tb_clip_set_video(m, clip_px, B), 0);
+    CHECK_EQ(tb_clip_encode_video(m, vemb), 0);
+    CHECK_EQ(tb_clip_encode_text(m, ids, B, emb), 0);
+    CHECK(tb_clip_backward(m, NULL, emb, 0) < 0);
+    CHECK_STR_HAS(tb_errmsg(), "comes after the video tower's");
+    CHECK_EQ(tb_clip_backward(m, vemb, NULL, 0), 0);
+    CHECK_EQ(tb_clip_backward(m, NULL, emb, 0), 0);
+    free(clip_px);
     tb_clip_close(&m);
     /* the CLI: a batch without captions, ids outside the vocabulary */
     char w[4300], b[4300], o[4300], *out = NULL;

@@ -324,7 +324,9 @@ TB_API int tb_clip_encode_text(tb_clip *m, const int32_t *ids, int B, float *hos
 TB_API int tb_clip_logit_scale(tb_clip *m, double *scale);
 /* Backward of the last encodings from the gradients on their features (host, (B, E) each;
  * either NULL: that tower is left out) and on the logit scale (used when it is learned): every
- * gradient of what they reach, written. */
+ * gradient of what they reach, written. The video tower's goes first: the text tower's
+ * gradients may live in the video activations (a text-only call while a video encoding
+ * waits for its backward is refused). */
 TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double dscale);
 
 /* The symmetric InfoNCE loss (CLIP's, LaViLa's) of N video and N text features (E wide, not

@@ -59,17 +59,40 @@ void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block
     }
 }
 
+/* The first region of spare that holds len floats, taken from it; NULL when none. */
+static float *take_spare(struct tbi_spare *spare, int64_t len)
+{
+    for (int k = 0; spare && k < spare->count; k++)
+        if (spare->n[k] >= (size_t)len) {
+            float *p = spare->p[k];
+            spare->p[k] += len;
+            spare->n[k] -= (size_t)len;
+            return p;
+        }
+    return NULL;
+}
+
 int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
-                          const struct tbi_block_acts *a, int L, int shared, float **own)
+                          const struct tbi_block_acts *a, int L, int shared,
+                          struct tbi_spare *spare, int *spared, float **own)
 {
     int64_t n_own = 0;
     *own = NULL;
+    if (spared)
+        *spared = 0;
     for (int pass = 0; pass < 2; pass++) {
         n_own = 0;
         for (int i = 0; i < s1 - s0; i++) {
             int64_t len = tbi_span_floats(r, s0 + i);
+            float *there = NULL;
             if (i < L && !shared && (size_t)len <= a[i].floats) {
                 r->home[s0 + i] = a[i].ln1_mean;
+            } else if (pass && r->home[s0 + i]) {
+                /* in spare since the first pass */
+            } else if (!pass && (there = take_spare(spare, len))) {
+                r->home[s0 + i] = there;
+                if (spared)
+                    *spared = 1;
             } else {
                 r->home[s0 + i] = pass ? *own + n_own : NULL;
                 n_own += len;
@@ -83,6 +106,17 @@ int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
         }
     }
     return 0;
+}
+
+void tbi_block_acts_free_tail(const struct tb_params *r, int s0, int s1,
+                              const struct tbi_block_acts *a, float **p, size_t *n)
+{
+    size_t used = 0;
+    for (int s = s0; s < s1; s++)
+        if (r->home[s] == a->ln1_mean)
+            used = (size_t)tbi_span_floats(r, s);
+    *p = a->ln1_mean + used;
+    *n = a->floats - used;
 }
 
 /* bf16 mode's rounding of x (n) where it is stored; nothing in f32. */

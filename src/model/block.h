@@ -69,13 +69,28 @@ size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N);
 float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
                             int B, int N, int with_fc1);
 
+/* Regions of backend memory that another part of the model is done with by the time a
+ * tower's gradients are written (the video tower's activations after its backward, which
+ * the text tower's comes after); taken from first to last, each shrinking as spans go in. */
+struct tbi_spare {
+    float **p;
+    size_t *n;
+    int count;
+};
+
 /* Homes for a tower's gradient spans [s0, s1) of r, whose span s0 is written after block
  * 0's backward and span s0 + 1 + l by block l's: span s0 + i (i < L) in block i's saved
  * activations a[i] - dead by then - when it fits and the sets are the blocks' own (not one
- * shared by recomputing blocks), every other span in one new allocation *own (the caller
- * frees it). */
+ * shared by recomputing blocks); else in the first region of spare (may be NULL) it fits;
+ * every other span in one new allocation *own (the caller frees it). *spared (may be NULL):
+ * whether a span went into spare. */
 int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
-                          const struct tbi_block_acts *a, int L, int shared, float **own);
+                          const struct tbi_block_acts *a, int L, int shared,
+                          struct tbi_spare *spare, int *spared, float **own);
+/* The part of set a that a span of r's homes does not hold: its tail, past the span of
+ * [s0, s1) hosted at its start, if any. */
+void tbi_block_acts_free_tail(const struct tb_params *r, int s0, int s1,
+                              const struct tbi_block_acts *a, float **p, size_t *n);
 
 /* Scratch shared by all blocks of a tower. */
 struct tbi_block_scratch {

@@ -115,7 +115,21 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
     int64_t bv = 0, bt = 0;
     m->B_plan = 0;
     TBI_TRY(tb_vit_plan(m->video, B, &bv));
-    TBI_TRY(tbi_text_plan(m->text, B, &bt));
+    /* The text tower's gradients that its blocks cannot host (the token table's, every
+     * block's: its activations are small) go into the video tower's, which are dead by the
+     * time the text tower's backward writes them. */
+    int sets = tb_vit_config(m->video)->depth + 1;
+    float **sp_p = tbi_calloc((size_t)sets, sizeof(*sp_p));
+    size_t *sp_n = tbi_calloc((size_t)sets, sizeof(*sp_n));
+    struct tbi_spare spare = {sp_p, sp_n, 0};
+    int rc = sp_p && sp_n ? 0 : tbi_err(TB_ENOMEM, "out of memory");
+    if (rc == 0) {
+        tbi_vit_spare(m->video, &spare);
+        rc = tbi_text_plan(m->text, B, &bt, &spare, NULL);
+    }
+    free(sp_p);
+    free(sp_n);
+    TBI_TRY(rc);
     if (m->span_scale >= 0) {
         if (!m->dscale)
             TBI_TRY(m->be->ops->alloc(m->be, sizeof(float), (void **)&m->dscale));
@@ -177,6 +191,9 @@ int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double
     if ((dvideo && !m->video_ready) || (dtext && !m->text_ready))
         return tbi_err(TB_EINVAL, "a backward needs the %s encoding first",
                        dvideo && !m->video_ready ? "video" : "text");
+    if (dtext && !dvideo && m->video_ready)
+        return tbi_err(TB_EINVAL, "the text tower's backward comes after the video tower's "
+                       "(its gradients live in the video activations that backward reads)");
     if (dvideo) {
         m->video_ready = 0;
         TBI_TRY(tb_vit_backward_features(m->video, dvideo));

@@ -143,7 +143,8 @@ void tbi_text_close(struct tbi_text **pt)
     *pt = NULL;
 }
 
-int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes)
+int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare,
+                  int *spared)
 {
     const struct tbi_ops *o = t->be->ops;
     int D = t->c.width, F = t->bc.F, L = t->c.layers, N = t->c.ctx, E = t->c.embed, rc;
@@ -187,8 +188,8 @@ int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes)
     TAKE(t->demb, (size_t)B * E);
 #undef TAKE
     TB_ASSERT((size_t)(p - t->acts) <= n);
-    if ((rc = tbi_block_place_grads(t->be, t->reg, t->span0, t->span1, t->ba, L, 0,
-                                    &t->grad_own)) < 0) {
+    if ((rc = tbi_block_place_grads(t->be, t->reg, t->span0, t->span1, t->ba, L, 0, spare,
+                                    spared, &t->grad_own)) < 0) {
         free_acts(t);
         return tbi_err_prefix(rc, "the text tower's gradients");
     }

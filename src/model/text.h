@@ -4,6 +4,7 @@
 #ifndef TUBELET_MODEL_TEXT_H
 #define TUBELET_MODEL_TEXT_H
 
+#include "model/block.h"
 #include "model/params.h"
 
 struct tbi_text_config {
@@ -21,7 +22,11 @@ struct tbi_text;
 int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi_backend *be,
                      struct tb_params *reg, const char *prefix);
 void tbi_text_close(struct tbi_text **t);
-int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes);
+/* Activations for B captions; the gradient spans no block hosts go into spare first (may be
+ * NULL: memory dead before this tower's backward starts); *spared (may be NULL): whether one
+ * went there. */
+int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare,
+                  int *spared);
 /* Every id of ids (B, ctx; host) inside the vocabulary (else a message naming the caption
  * and position); eot (B, may be NULL) gets each row's end-token position: its largest id's
  * first position. */

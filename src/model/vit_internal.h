@@ -4,6 +4,7 @@
 #ifndef TUBELET_MODEL_VIT_INTERNAL_H
 #define TUBELET_MODEL_VIT_INTERNAL_H
 
+#include "model/block.h"
 #include "model/params.h"
 #include "tensor/backend.h"
 #include "tubelet/model.h"
@@ -22,6 +23,13 @@ float *tbi_vit_feat(tb_vit *m);
 float *tbi_vit_dfeat(tb_vit *m);
 const float *tbi_vit_patches(tb_vit *m);
 int tbi_vit_backward_dev(tb_vit *m);
+/* What of the planned activations holds nothing once the backward is done - the block
+ * inputs and each set's tail past the gradients it hosts - as regions into sp (p and n of
+ * depth + 1 entries, the caller's), for gradients written after this ViT's backward. */
+void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp);
+/* tb_vit_plan, with the gradient spans no block hosts placed in spare first (may be NULL;
+ * memory dead before this ViT's backward starts); *spared: whether one went there. */
+int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes, struct tbi_spare *spare, int *spared);
 
 /* VideoMAE's get_sinusoid_encoding_table (n, D): angle = p / 10000^(2 (j / 2) / D), sine on
  * even j, cosine on odd j; into host memory, or into new backend memory (*out). */
