@@ -14,7 +14,9 @@
 # waits before every run until the CPUs have been at least 90% idle for S seconds in a row,
 # for a machine another job uses in bursts (without it, runs follow each other at once).
 # BENCH_PY: the Python with torch 2.x (default bench/venv/bin/python); PEER_FLAGS: more
-# clip_peer.py flags (--mha, --foreach, --compile) for both models.
+# clip_peer.py flags (--mha, --foreach, --compile) for both models. BASE_RECOMPUTE_MLP=K
+# (default 11; 0: none): each base round also runs tubelet with the video tower's
+# --recompute-mlp K, as "tubelet-rmlpK".
 # Usage: bench/clip_pairs.sh BUILD [ROUNDS=3] [BASE_ROUNDS=3] [THREADS=2]
 set -eu
 build=$1
@@ -60,6 +62,10 @@ for cfg in "small 384 12 6 16 4 112 8 256 256 4 6 5" "base 768 12 12 16 4 224 4 
         for side in $([ $((r % 2)) = 1 ] && echo tubelet torch || echo torch tubelet); do
             if [ "$side" = tubelet ]; then
                 run "$m" "$r" tubelet "$build/bench/bench_clip" "$@" "$steps"
+                k=${BASE_RECOMPUTE_MLP:-11}
+                if [ "$m" = base ] && [ "$k" -gt 0 ]; then
+                    run "$m" "$r" "tubelet-rmlp$k" "$build/bench/bench_clip" "$@" "$steps" 0 "$k"
+                fi
             else
                 # shellcheck disable=SC2086
                 run "$m" "$r" torch "$py" bench/clip_peer.py "$@" --steps "$steps" \
@@ -79,7 +85,8 @@ print("|---|---|---|---|---|---|---|")
 for m in ("small", "base"):
     mine = [r for r in rows if r["model"] == m]
     torch = {r["round"]: r["result"] for r in mine if r["run"] == "torch"}
-    for label in ("tubelet", "torch"):
+    labels = sorted({r["run"] for r in mine if r["run"] != "torch"}) + ["torch"]
+    for label in labels:
         rs = [r for r in mine if r["run"] == label and r["round"] in torch]
         if not rs:
             continue
@@ -89,7 +96,7 @@ for m in ("small", "base"):
               f"| {statistics.median(r['result']['clips_per_s'] for r in rs):.4g} "
               f"| {statistics.median(r['result']['peak_rss_mb'] for r in rs):.0f} "
               f"| {span(speed)} | {span(mem)} | {len(rs)} |")
-    tub = [r["result"]["phase_s"] for r in mine if r["run"] == "tubelet"]
+    tub = [r["result"]["phase_s"] for r in mine if r["run"] == "tubelet"]  # default config
     if tub:
         print(f"| {m} | tubelet's phases, s per step (median) | " +
               ", ".join(f"{k} {statistics.median(p[k] for p in tub):.3f}" for k in tub[0]) +

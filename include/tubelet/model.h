@@ -116,9 +116,10 @@ struct tb_vit_config {
     int recompute;             /* 1: keep only each block's input; the backward runs the block's
                                 * forward again (activation memory of one block, ~1.2x compute) */
     int recompute_mlp;         /* K < depth: blocks 0..K-1 keep no MLP hidden layer (fc1's
-                                * output, 4 of a block's 10 rows per token); the backward
-                                * recomputes it, one product (~0.5% of a step per block). Not
-                                * with recompute. The same numbers either way. */
+                                * output) and no attention residual sum (x + proj(att)): 5 of
+                                * a block's 11 rows per token; the backward recomputes both,
+                                * two products (~0.8% of a step per block). Not with
+                                * recompute. The same numbers either way. */
     int qv_bias;               /* VideoMAE's attention biases: q and v (attn.q_bias, attn.v_bias),
                                 * no k bias; else timm's attn.qkv.bias */
     int keep;                  /* 0: every patch token; else each clip keeps this many (MAE's

@@ -62,7 +62,8 @@ static const struct cli_flag step_flags[] = {
     F("recompute", CLI_BOOL, recompute, "false", "",
       "keep only block inputs; the backward reruns each block's forward", CLI_NO_RANGE),
     F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K",
-      "the first K blocks keep no MLP hidden layer; the backward recomputes it", 0, 1000000),
+      "the first K blocks keep no MLP hidden layer and residual sum; the backward recomputes "
+      "them", 0, 1000000),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "learning rate", 0, 10),
     F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, embeddings)", 0,
       10),

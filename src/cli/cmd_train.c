@@ -76,7 +76,8 @@ static const struct cli_flag train_flags[] = {
     F("recompute", CLI_BOOL, recompute, "false", "", "keep only block inputs; the backward "
       "reruns each block's forward (less memory, ~1.2x compute)", CLI_NO_RANGE),
     F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K", "the first K blocks keep no MLP hidden "
-      "layer (40% of their activations); the backward recomputes it", 0, 1000000),
+      "layer and residual sum (45% of their activations); the backward recomputes them", 0,
+      1000000),
     F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
     F("batch", CLI_INT, batch, "8", "B", "clips per step", 1, 65536),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),

@@ -167,10 +167,10 @@ size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N)
 }
 
 float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
-                            int B, int N, int with_fc1)
+                            int B, int N, int kept)
 {
     size_t R = (size_t)B * N, D = (size_t)c->D;
-    a->floats = tbi_block_acts_floats(c, B, N) + (with_fc1 ? R * (size_t)c->F : 0);
+    a->floats = tbi_block_acts_floats(c, B, N) + (kept ? R * (size_t)c->F : 0) - (kept ? 0 : R * D);
 #define TAKE(ptr, count)                                                                       \
     do {                                                                                       \
         ptr = p;                                                                               \
@@ -181,13 +181,31 @@ float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi
     TAKE(a->qkv, R * 3 * D);
     TAKE(a->att, R * D);
     TAKE(a->lse, (size_t)B * c->NH * N);
-    TAKE(a->res1, R * D);
+    if (kept)
+        TAKE(a->res1, R * D);
     TAKE(a->ln2_mean, R);
     TAKE(a->ln2_rstd, R);
-    if (with_fc1)
+    if (kept)
         TAKE(a->fc1, R * (size_t)c->F);
 #undef TAKE
     return p;
+}
+
+/* res1 = x + proj(att), drop path's factors on the branch: the forward's, and the backward's
+ * again for a block that recomputes it (the same bits). */
+static int residual1(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
+                     const struct tbi_block_acts *a, const float *drop, const float *x, int B,
+                     int N)
+{
+    const struct tbi_ops *o = be->ops;
+    int D = c->D, R = B * N;
+    size_t RD = (size_t)R * D;
+    TBI_TRY(o->matmul_fwd(be, a->res1, a->att, w->p[TBI_BLK_PROJ_W], w->p[TBI_BLK_PROJ_B], R, D,
+                          D));
+    TBI_TRY(rnd(be, c, a->res1, RD));
+    if (drop)
+        return o->scale_add(be, a->res1, x, a->res1, drop, B, (size_t)N * D);
+    return o->add(be, a->res1, a->res1, x, RD);
 }
 
 int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -209,12 +227,7 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     TBI_TRY(rnd(be, c, a->qkv, 3 * RD));
     TBI_TRY(o->attention_fwd(be, a->att, a->lse, a->qkv, B, N, c->NH, HS, c->causal));
     TBI_TRY(rnd(be, c, a->att, RD));
-    TBI_TRY(o->matmul_fwd(be, a->res1, a->att, p[TBI_BLK_PROJ_W], p[TBI_BLK_PROJ_B], R, D, D));
-    TBI_TRY(rnd(be, c, a->res1, RD));
-    if (drop)
-        TBI_TRY(o->scale_add(be, a->res1, x, a->res1, drop, B, (size_t)N * D));
-    else
-        TBI_TRY(o->add(be, a->res1, a->res1, x, RD));
+    TBI_TRY(residual1(be, c, w, a, drop, x, B, N));
     /* y = r + fc2(act(fc1(norm2(r)))) */
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
                              p[TBI_BLK_LN2_B], R, D, c->eps));
@@ -235,7 +248,7 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                        const struct tbi_block_w *g, const struct tbi_block_acts *a,
                        const struct tbi_block_scratch *s, const float *drop, const float *x,
-                       float *dres, int B, int N, int recompute_fc1)
+                       float *dres, int B, int N, int recompute)
 {
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p, *const *gp = g->p;
@@ -244,10 +257,12 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
     float *dF = s->dF, *d3D = s->dF, *dD = s->dD;
     /* The LayerNorm outputs are not kept (two rows of D per token): recomputed from the
      * block's input and the saved statistics, to the bit. */
+    if (recompute)
+        TBI_TRY(residual1(be, c, w, a, drop, x, B, N));
     TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
                              p[TBI_BLK_LN2_B], R, D, c->eps));
     TBI_TRY(rnd(be, c, s->ln, RD));
-    if (recompute_fc1) {
+    if (recompute) {
         TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
         TBI_TRY(rnd(be, c, a->fc1, RF));
     }

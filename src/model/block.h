@@ -57,7 +57,8 @@ struct tbi_block_acts {
     float *qkv;                   /* (R, 3D) */
     float *att;                   /* (R, D) attention output, before proj */
     float *lse;                   /* (B, NH, N) */
-    float *res1;                  /* (R, D) x + proj(att) */
+    float *res1;                  /* (R, D) x + proj(att); shared, as fc1, by blocks that
+                                   * recompute it */
     float *ln2_mean, *ln2_rstd;   /* (R) */
     float *fc1;                   /* (R, F) before the activation; the backward turns it into
                                    * act(fc1) in place. Shared by blocks that recompute it. */
@@ -65,9 +66,11 @@ struct tbi_block_acts {
 };
 /* Floats of one set, without fc1 (add R * F for it). */
 size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N);
-/* Carve a set from p (in the order above; fc1 too when with_fc1), returning p past it. */
+/* Carve a set from p (in the order above), returning p past it: with res1 and fc1 when kept;
+ * else without both (R (F + D) floats fewer than a kept set), which the caller points at
+ * buffers shared by the blocks that recompute them. */
 float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
-                            int B, int N, int with_fc1);
+                            int B, int N, int kept);
 
 /* Regions of backend memory that another part of the model is done with by the time a
  * tower's gradients are written (the video tower's activations after its backward, which
@@ -113,11 +116,11 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
                       const float *drop, const float *x, float *y, int B, int N,
                       int for_backward);
 /* dres (R, D): the output's gradient in, the input's out; the parameter gradients into g
- * (written). fc1 is computed again first when recompute_fc1 (it was not kept). drop: the
- * forward's. */
+ * (written). res1 and fc1 are computed again first when recompute (a set that did not keep
+ * them: two products, the same bits). drop: the forward's. */
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                        const struct tbi_block_w *g, const struct tbi_block_acts *a,
                        const struct tbi_block_scratch *s, const float *drop, const float *x,
-                       float *dres, int B, int N, int recompute_fc1);
+                       float *dres, int B, int N, int recompute);
 
 #endif /* TUBELET_MODEL_BLOCK_H */

@@ -118,7 +118,7 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
     /* The text tower's gradients that its blocks cannot host (the token table's, every
      * block's: its activations are small) go into the video tower's, which are dead by the
      * time the text tower's backward writes them. */
-    int sets = tb_vit_config(m->video)->depth + 1;
+    int sets = tb_vit_config(m->video)->depth + TBI_VIT_SPARE_EXTRA;
     float **sp_p = tbi_calloc((size_t)sets, sizeof(*sp_p));
     size_t *sp_n = tbi_calloc((size_t)sets, sizeof(*sp_n));
     struct tbi_spare spare = {sp_p, sp_n, 0};

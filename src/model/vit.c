@@ -68,6 +68,8 @@ struct tb_vit {
     float *patch_out;                 /* (B*Nk, D), in dF's space (forward only) */
     float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
     struct tbi_block_acts *ba;        /* L of them, or 1 shared when recomputing */
+    float *res1x;                     /* (B*Nt, D) res1 of the blocks below recompute_mlp */
+    int fc1x_own;                     /* fc1x is not in the top block's space */
     float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp: in
                                        * the top block's space, after the gradients it hosts
                                        * (free in their forward and backward), or its own */
@@ -448,9 +450,24 @@ static int place_grads(tb_vit *m, struct tbi_spare *spare, int *spared)
 void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp)
 {
     int sets = m->c.recompute ? 1 : m->c.depth;
+    size_t T = (size_t)m->B_plan * m->Nt, D = (size_t)m->D;
     sp->count = 0;
-    sp->p[sp->count] = m->x;
-    sp->n[sp->count++] = (size_t)(m->c.depth + 1) * m->B_plan * m->Nt * m->D;
+#define REGION(ptr, floats)                                                                    \
+    do {                                                                                       \
+        sp->p[sp->count] = (ptr);                                                              \
+        sp->n[sp->count++] = (floats);                                                         \
+    } while (0)
+    REGION(m->x, (size_t)(m->c.depth + 1) * T * D);
+    /* the backward's scratch: the largest first */
+    REGION(m->s.dF, T * tbi_block_dF_floats(&m->bc));
+    REGION(m->dres, T * D);
+    REGION(m->s.dD, T * D);
+    REGION(m->s.ln, T * D);
+    if (m->res1x)
+        REGION(m->res1x, T * D);
+    if (m->fc1x_own)
+        REGION(m->fc1x, T * (size_t)m->F);
+#undef REGION
     for (int l = 0; l < sets; l++, sp->count++)
         tbi_block_acts_free_tail(m->reg, m->span0, m->span1, &m->ba[l], &sp->p[sp->count],
                                  &sp->n[sp->count]);
@@ -497,6 +514,8 @@ int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spar
     int n_acts = m->c.recompute ? 1 : L, K_mlp = m->c.recompute_mlp;
     n += P * m->patch_len + (size_t)(L + 1) * T * D + n_acts * per_block +
          (size_t)(n_acts - K_mlp) * T * F;
+    n -= (size_t)K_mlp * T * D;                     /* res1: one set shared by them */
+    n += K_mlp > 0 ? T * D : 0;
     n += T * D;
     /* fc1x: after block L - 2's gradients in block L - 1's space when it fits there. */
     int64_t g_top = tbi_span_floats(m->reg, m->span0 + L - 1);
@@ -542,14 +561,20 @@ int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spar
     TAKE(m->cols, P * m->patch_len);
     TAKE(m->x, (size_t)(L + 1) * T * D);
     TAKE(m->s.ln, T * D);
+    m->res1x = NULL;
+    if (K_mlp > 0)
+        TAKE(m->res1x, T * D);
+    m->fc1x_own = fc1x_own;
     if (fc1x_own)
         TAKE(m->fc1x, T * F);
     for (int l = 0; l < n_acts; l++)
         p = tbi_block_acts_carve(&m->ba[l], p, &m->bc, B, m->Nt, l >= K_mlp);
     if (K_mlp > 0 && !fc1x_own)
         m->fc1x = m->ba[L - 1].ln1_mean + g_off;
-    for (int l = 0; l < K_mlp; l++)
+    for (int l = 0; l < K_mlp; l++) {
         m->ba[l].fc1 = m->fc1x;
+        m->ba[l].res1 = m->res1x;
+    }
     TAKE(m->pooled, (size_t)B * D);
     TAKE(m->feat, FR * D);
     TAKE(m->feat_mean, FR);

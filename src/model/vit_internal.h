@@ -24,8 +24,10 @@ float *tbi_vit_dfeat(tb_vit *m);
 const float *tbi_vit_patches(tb_vit *m);
 int tbi_vit_backward_dev(tb_vit *m);
 /* What of the planned activations holds nothing once the backward is done - the block
- * inputs and each set's tail past the gradients it hosts - as regions into sp (p and n of
- * depth + 1 entries, the caller's), for gradients written after this ViT's backward. */
+ * inputs, the backward's scratch and each set's tail past the gradients it hosts - as
+ * regions into sp (p and n of depth + TBI_VIT_SPARE_EXTRA entries, the caller's), for
+ * gradients written after this ViT's backward. */
+enum { TBI_VIT_SPARE_EXTRA = 8 };
 void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp);
 /* tb_vit_plan, with the gradient spans no block hosts placed in spare first (may be NULL;
  * memory dead before this ViT's backward starts); *spared: whether one went there. */
