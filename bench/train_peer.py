@@ -26,6 +26,7 @@ import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(a.threads)
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "tests", "ref"))  # vit_ref imports mixup_ref
 spec = importlib.util.spec_from_file_location("vit_ref", os.path.join(here, "..", "tests", "ref", "vit_ref.py"))
 ref = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ref)
@@ -40,7 +41,7 @@ if a.sdpa:
 
 cfg = argparse.Namespace(dim=a.dim, depth=a.depth, heads=a.heads, patch=16, tubelet=2,
                          frames=a.frames, height=a.size, width=a.size, classes=400,
-                         pool="mean", pos="sincos")
+                         pool="mean", pos="sincos", qv_bias=False, bf16_attention="eager")
 torch.manual_seed(0)
 model = ref.VideoViT(cfg)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
