@@ -458,15 +458,10 @@ void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp)
         sp->n[sp->count++] = (floats);                                                         \
     } while (0)
     REGION(m->x, (size_t)(m->c.depth + 1) * T * D);
-    /* the backward's scratch: the largest first */
-    REGION(m->s.dF, T * tbi_block_dF_floats(&m->bc));
-    REGION(m->dres, T * D);
-    REGION(m->s.dD, T * D);
-    REGION(m->s.ln, T * D);
-    if (m->res1x)
-        REGION(m->res1x, T * D);
-    if (m->fc1x_own)
-        REGION(m->fc1x, T * (size_t)m->F);
+    /* the backward's scratch, as the plan lays it out: dres, dD and dF one after the other;
+     * ln, then res1x and fc1x where the plan has them */
+    REGION(m->dres, 2 * T * D + T * tbi_block_dF_floats(&m->bc));
+    REGION(m->s.ln, T * D + (m->res1x ? T * D : 0) + (m->fc1x_own ? T * (size_t)m->F : 0));
 #undef REGION
     for (int l = 0; l < sets; l++, sp->count++)
         tbi_block_acts_free_tail(m->reg, m->span0, m->span1, &m->ba[l], &sp->p[sp->count],
@@ -606,6 +601,10 @@ int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spar
     }
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
+    /* tbi_vit_spare's regions: scratch laid out back to back */
+    TB_ASSERT(m->s.dD == m->dres + T * D && m->s.dF == m->s.dD + T * D);
+    TB_ASSERT(!m->res1x || m->res1x == m->s.ln + T * D);
+    TB_ASSERT(!fc1x_own || m->fc1x == m->s.ln + T * D + (m->res1x ? T * D : 0));
     m->video = video_own ? m->video_own : video <= x_floats ? m->x : m->dres;
     /* uint8 clips take a quarter of the floats of the patches they become */
     m->clips = (uint8_t *)(m->c.keep ? m->cols_all : m->cols);
