@@ -15,7 +15,7 @@
 # for a machine another job uses in bursts (without it, runs follow each other at once).
 # BENCH_PY: the Python with torch 2.x (default bench/venv/bin/python); PEER_FLAGS: more
 # clip_peer.py flags (--mha, --foreach, --compile) for both models. BASE_RECOMPUTE_MLP=K
-# (default 11; 0: none): each base round also runs tubelet with the video tower's
+# (default 10; 0: none): each base round also runs tubelet with the video tower's
 # --recompute-mlp K, as "tubelet-rmlpK".
 # Usage: bench/clip_pairs.sh BUILD [ROUNDS=3] [BASE_ROUNDS=3] [THREADS=2]
 set -eu
@@ -62,7 +62,7 @@ for cfg in "small 384 12 6 16 4 112 8 256 256 4 6 5" "base 768 12 12 16 4 224 4 
         for side in $([ $((r % 2)) = 1 ] && echo tubelet torch || echo torch tubelet); do
             if [ "$side" = tubelet ]; then
                 run "$m" "$r" tubelet "$build/bench/bench_clip" "$@" "$steps"
-                k=${BASE_RECOMPUTE_MLP:-11}
+                k=${BASE_RECOMPUTE_MLP:-10}
                 if [ "$m" = base ] && [ "$k" -gt 0 ]; then
                     run "$m" "$r" "tubelet-rmlp$k" "$build/bench/bench_clip" "$@" "$steps" 0 "$k"
                 fi
