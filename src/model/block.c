@@ -74,12 +74,10 @@ static float *take_spare(struct tbi_spare *spare, int64_t len)
 
 int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
                           const struct tbi_block_acts *a, int L, int shared,
-                          struct tbi_spare *spare, int *spared, float **own)
+                          struct tbi_spare *spare, float **own)
 {
     int64_t n_own = 0;
     *own = NULL;
-    if (spared)
-        *spared = 0;
     for (int pass = 0; pass < 2; pass++) {
         n_own = 0;
         for (int i = 0; i < s1 - s0; i++) {
@@ -91,8 +89,6 @@ int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
                 /* in spare since the first pass */
             } else if (!pass && (there = take_spare(spare, len))) {
                 r->home[s0 + i] = there;
-                if (spared)
-                    *spared = 1;
             } else {
                 r->home[s0 + i] = pass ? *own + n_own : NULL;
                 n_own += len;
@@ -170,7 +166,8 @@ float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi
                             int B, int N, int kept)
 {
     size_t R = (size_t)B * N, D = (size_t)c->D;
-    a->floats = tbi_block_acts_floats(c, B, N) + (kept ? R * (size_t)c->F : 0) - (kept ? 0 : R * D);
+    a->floats = kept ? tbi_block_acts_floats(c, B, N) + R * (size_t)c->F
+                     : tbi_block_acts_floats(c, B, N) - R * D;
 #define TAKE(ptr, count)                                                                       \
     do {                                                                                       \
         ptr = p;                                                                               \

@@ -85,11 +85,10 @@ struct tbi_spare {
  * 0's backward and span s0 + 1 + l by block l's: span s0 + i (i < L) in block i's saved
  * activations a[i] - dead by then - when it fits and the sets are the blocks' own (not one
  * shared by recomputing blocks); else in the first region of spare (may be NULL) it fits;
- * every other span in one new allocation *own (the caller frees it). *spared (may be NULL):
- * whether a span went into spare. */
+ * every other span in one new allocation *own (the caller frees it). */
 int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
                           const struct tbi_block_acts *a, int L, int shared,
-                          struct tbi_spare *spare, int *spared, float **own);
+                          struct tbi_spare *spare, float **own);
 /* The part of set a that a span of r's homes does not hold: its tail, past the span of
  * [s0, s1) hosted at its start, if any. */
 void tbi_block_acts_free_tail(const struct tb_params *r, int s0, int s1,

@@ -125,7 +125,7 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
     int rc = sp_p && sp_n ? 0 : tbi_err(TB_ENOMEM, "out of memory");
     if (rc == 0) {
         tbi_vit_spare(m->video, &spare);
-        rc = tbi_text_plan(m->text, B, &bt, &spare, NULL);
+        rc = tbi_text_plan(m->text, B, &bt, &spare);
     }
     free(sp_p);
     free(sp_n);

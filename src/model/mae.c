@@ -247,7 +247,7 @@ int tb_mae_init(tb_mae *m, uint64_t seed)
 static int place_grads(tb_mae *m)
 {
     return tbi_block_place_grads(m->be, &m->reg, m->span0, m->reg.n_spans, m->ba, m->Ld, 0,
-                                 NULL, NULL, &m->grad_own);
+                                 NULL, &m->grad_own);
 }
 
 int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)

@@ -143,8 +143,7 @@ void tbi_text_close(struct tbi_text **pt)
     *pt = NULL;
 }
 
-int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare,
-                  int *spared)
+int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare)
 {
     const struct tbi_ops *o = t->be->ops;
     int D = t->c.width, F = t->bc.F, L = t->c.layers, N = t->c.ctx, E = t->c.embed, rc;
@@ -189,7 +188,7 @@ int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *s
 #undef TAKE
     TB_ASSERT((size_t)(p - t->acts) <= n);
     if ((rc = tbi_block_place_grads(t->be, t->reg, t->span0, t->span1, t->ba, L, 0, spare,
-                                    spared, &t->grad_own)) < 0) {
+                                    &t->grad_own)) < 0) {
         free_acts(t);
         return tbi_err_prefix(rc, "the text tower's gradients");
     }

@@ -23,10 +23,8 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
                      struct tb_params *reg, const char *prefix);
 void tbi_text_close(struct tbi_text **t);
 /* Activations for B captions; the gradient spans no block hosts go into spare first (may be
- * NULL: memory dead before this tower's backward starts); *spared (may be NULL): whether one
- * went there. */
-int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare,
-                  int *spared);
+ * NULL: memory dead before this tower's backward starts). */
+int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare);
 /* Every id of ids (B, ctx; host) inside the vocabulary (else a message naming the caption
  * and position); eot (B, may be NULL) gets each row's end-token position: its largest id's
  * first position. */

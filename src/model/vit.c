@@ -441,10 +441,10 @@ static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
  * the token embedding's (span 0) in block 0's, where they fit; the rest in one allocation of
  * their own. Block l's gradients are written when its backward runs, after block l + 1's
  * activations are dead. */
-static int place_grads(tb_vit *m, struct tbi_spare *spare, int *spared)
+static int place_grads(tb_vit *m)
 {
     return tbi_block_place_grads(m->be, m->reg, m->span0, m->span1, m->ba, m->c.depth,
-                                 m->c.recompute, spare, spared, &m->grad_own);
+                                 m->c.recompute, NULL, &m->grad_own);
 }
 
 void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp)
@@ -486,11 +486,6 @@ static const char *lowering_flags(const struct tb_vit_config *c)
 }
 
 int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
-{
-    return tbi_vit_plan_in(m, B, bytes_out, NULL, NULL);
-}
-
-int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spare, int *spared)
 {
     const struct tbi_ops *o = m->be->ops;
     int D = m->D, F = m->F, L = m->c.depth, K = m->K > 0 ? m->K : 1, rc;
@@ -608,7 +603,7 @@ int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spar
     m->video = video_own ? m->video_own : video <= x_floats ? m->x : m->dres;
     /* uint8 clips take a quarter of the floats of the patches they become */
     m->clips = (uint8_t *)(m->c.keep ? m->cols_all : m->cols);
-    if ((rc = place_grads(m, spare, spared)) < 0) {
+    if ((rc = place_grads(m)) < 0) {
         free_acts(m);
         return tbi_err_prefix(rc, "the gradients");
     }

@@ -29,9 +29,6 @@ int tbi_vit_backward_dev(tb_vit *m);
  * gradients written after this ViT's backward. */
 enum { TBI_VIT_SPARE_EXTRA = 8 };
 void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp);
-/* tb_vit_plan, with the gradient spans no block hosts placed in spare first (may be NULL;
- * memory dead before this ViT's backward starts); *spared: whether one went there. */
-int tbi_vit_plan_in(tb_vit *m, int B, int64_t *bytes, struct tbi_spare *spare, int *spared);
 
 /* VideoMAE's get_sinusoid_encoding_table (n, D): angle = p / 10000^(2 (j / 2) / D), sine on
  * even j, cosine on odd j; into host memory, or into new backend memory (*out). */
