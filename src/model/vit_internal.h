@@ -27,7 +27,7 @@ int tbi_vit_backward_dev(tb_vit *m);
  * inputs, the backward's scratch and each set's tail past the gradients it hosts - as
  * regions into sp (p and n of depth + TBI_VIT_SPARE_EXTRA entries, the caller's), for
  * gradients written after this ViT's backward. */
-enum { TBI_VIT_SPARE_EXTRA = 8 };
+enum { TBI_VIT_SPARE_EXTRA = 3 }; /* block inputs, two runs of scratch */
 void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp);
 
 /* VideoMAE's get_sinusoid_encoding_table (n, D): angle = p / 10000^(2 (j / 2) / D), sine on

@@ -443,8 +443,8 @@ static void decay_run(float *p, size_t n, float decay)
 
 static size_t run_end(const float *m, size_t i, size_t hi)
 {
-    size_t left = (4096 - ((uintptr_t)(m + i) & 4095)) / sizeof(float);
-    return i + (left ? left : 1) < hi ? i + (left ? left : 1) : hi;
+    size_t left = (4096 - ((uintptr_t)(m + i) & 4095)) / sizeof(float); /* >= 1 */
+    return i + left < hi ? i + left : hi;
 }
 
 void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, size_t n,
