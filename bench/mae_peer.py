@@ -33,6 +33,7 @@ p.add_argument("--decoder-mask", default="none", choices=("none", "running-cell"
 p.add_argument("--dec-dim", type=int, default=384)
 p.add_argument("--dec-depth", type=int, default=4)
 p.add_argument("--dec-heads", type=int, default=6)
+p.add_argument("--optim", default="adamw", choices=("adamw", "lion"))
 a = p.parse_args()
 os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
 import numpy as np  # noqa: E402
@@ -57,7 +58,8 @@ cfg = ref.parser().parse_args(
     ["--dim", str(a.dim), "--depth", str(a.depth), "--heads", str(a.heads), "--patch", "16",
      "--tubelet", "2", "--frames", str(a.frames), "--size", "%dx%d" % (a.size, a.size),
      "--dec-dim", str(a.dec_dim), "--dec-depth", str(a.dec_depth), "--dec-heads", str(a.dec_heads),
-     "--lr", "1.5e-4", "--wd", "0.05", "--beta1", "0.9", "--beta2", "0.95"])
+     "--lr", "1.5e-4", "--wd", "0.05", "--beta1", "0.9", "--beta2", "0.95",
+     "--optim", a.optim])
 try:
     ref.check_config(cfg)
 except ref.BadInput as e:
@@ -94,7 +96,7 @@ print(json.dumps({"impl": f"pytorch-{torch.__version__}" + ("-sdpa" if a.sdpa el
                   "task": "mae", "dim": a.dim, "depth": a.depth, "frames": a.frames,
                   "size": a.size, "batch": a.batch, "steps": a.steps,
                   "mask_ratio": a.mask_ratio, "decoder_mask": a.decoder_mask,
-                  "dec_dim": a.dec_dim, "dec_depth": a.dec_depth,
+                  "dec_dim": a.dec_dim, "dec_depth": a.dec_depth, "optim": a.optim,
                   "seconds": round(secs, 3),
                   "clips_per_s": round(a.batch * a.steps / secs, 3),
                   "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -7,6 +7,10 @@
  * - The masks: tube masks mask int(ratio HW) positions of every slice alike, are a function
  *   of (seed, epoch, index) alone and cover the positions evenly; the running cell drops k of
  *   every 2x2 cell, rotating one step a slice.
+ * - Fused updates (tb_params_fuse: each gradient span applied as the backward completes it,
+ *   the spans sharing one buffer) give the same bits as a backward and then the update: 3
+ *   steps of AdamW and Lion, with and without decoder masking; what needs the kept gradients
+ *   refuses, and a fused plan's backward without the update fails.
  * - Bad settings and inputs: clear errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -15,6 +19,7 @@
 #include "tubelet/model.h"
 #include "tubelet/rng.h"
 #include "tubelet/safetensors.h"
+#include "tubelet/train.h"
 
 #ifndef PYTHON
 #define PYTHON "/usr/bin/python3"
@@ -204,6 +209,116 @@ static void test_masks(void)
     tb_mae_close(&m);
 }
 
+static int apply_span(void *ctx, int span)
+{
+    return tb_optim_update_span(ctx, span, 1.0f);
+}
+
+/* Model k of two built alike (k 1 fused), planned, with an optimizer. */
+static tb_mae *fused_pair(const struct tb_mae_config *c, struct tb_optim *opt, int fused)
+{
+    tb_mae *m = NULL;
+    CHECK_EQ(tb_mae_open(&m, c), 0);
+    if (!m)
+        return NULL;
+    if (fused)
+        tb_params_fuse(tb_mae_params(m), apply_span, opt);
+    CHECK_EQ(tb_mae_init(m, 7), 0);
+    CHECK_EQ(tb_mae_plan(m, B, NULL), 0);
+    CHECK_EQ(tb_optim_init(opt, tb_mae_params(m)), 0);
+    return m;
+}
+
+static void test_fused(void)
+{
+    for (int k = 0; k < 4; k++) {
+        struct variant v = {0.75, k % 2, 2, 32, 32, 1, k < 2 ? "adamw" : "lion"};
+        struct tb_mae_config c = config(&v);
+        struct tb_optim opt[2] = {
+            {.kind = (enum tb_optimizer)tb_optimizer_parse(v.optim), .lr = 3e-3f,
+             .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.05f},
+        };
+        opt[1] = opt[0];
+        tb_mae *m[2] = {fused_pair(&c, &opt[0], 0), fused_pair(&c, &opt[1], 1)};
+        if (!m[0] || !m[1])
+            return;
+        int N;
+        tb_mae_sizes(m[0], &N, NULL, NULL, NULL);
+        size_t nv = (size_t)B * 3 * FRAMES * 32 * 32;
+        uint8_t *clips = malloc(nv), mask[B * 64], drop[B * 64];
+        tb_rng r;
+        tb_rng_init(&r, 5, 0);
+        for (size_t i = 0; i < nv; i++)
+            clips[i] = (uint8_t)tb_rng_below(&r, 256);
+        for (int s = 0; s < 3; s++) {
+            float loss[2];
+            for (int b = 0; b < B; b++)
+                tb_mae_make_mask(m[0], 1, s, b, mask + b * N, drop + b * N);
+            for (int f = 0; f < 2; f++) {
+                if (f)
+                    tb_optim_begin_step(&opt[1]);
+                CHECK_EQ(tb_mae_set_clips(m[f], clips, NULL, B, tb_mean_imagenet,
+                                          tb_std_imagenet), 0);
+                CHECK_MSG(tb_mae_set_mask(m[f], mask, v.running_cell ? drop : NULL) == 0, "%s",
+                          tb_errmsg());
+                CHECK_EQ(tb_mae_run(m[f], &loss[f]), 0);
+                CHECK_EQ(tb_mae_backward(m[f]), 0);
+                if (!f)
+                    CHECK_EQ(tb_optim_update(&opt[0], 1.0f), 0);
+            }
+            CHECK_MSG(!memcmp(&loss[0], &loss[1], sizeof(float)), "%s, decoder mask %d, step "
+                      "%d: loss %.9g fused, %.9g not", v.optim, v.running_cell, s, loss[1],
+                      loss[0]);
+        }
+        /* every weight after 3 steps, to the bit */
+        tb_params *pr[2] = {tb_mae_params(m[0]), tb_mae_params(m[1])};
+        int differ = 0;
+        for (int i = 0; i < tb_params_count(pr[0]); i++) {
+            size_t n = (size_t)tb_params_at(pr[0], i)->n;
+            float *w0 = malloc(sizeof(float) * n), *w1 = malloc(sizeof(float) * n);
+            CHECK_EQ(tb_params_read(pr[0], i, w0), 0);
+            CHECK_EQ(tb_params_read(pr[1], i, w1), 0);
+            if (memcmp(w0, w1, sizeof(float) * n) && differ++ < 3)
+                CHECK_MSG(0, "%s, decoder mask %d: %s differs after 3 fused steps", v.optim,
+                          v.running_cell, tb_params_at(pr[0], i)->name);
+            free(w0);
+            free(w1);
+        }
+        /* the gradients are not kept */
+        double norm;
+        float g;
+        CHECK(tb_optim_update(&opt[1], 1.0f) < 0);
+        CHECK_STR_HAS(tb_errmsg(), "fused updates");
+        CHECK(tb_grad_norm(pr[1], &norm) < 0);
+        CHECK(tb_params_read_grad(pr[1], tb_params_find(pr[1], "mask_token"), &g) < 0);
+        CHECK_STR_HAS(tb_errmsg(), "mask_token");
+        free(clips);
+        for (int f = 0; f < 2; f++) {
+            tb_optim_free(&opt[f]);
+            tb_mae_close(&m[f]);
+        }
+    }
+    /* a fused plan whose backward has no update to apply */
+    struct variant v = {0.75, 0, 2, 32, 32, 1, "adamw"};
+    struct tb_mae_config c = config(&v);
+    tb_mae *m = NULL;
+    CHECK_EQ(tb_mae_open(&m, &c), 0);
+    tb_params_fuse(tb_mae_params(m), NULL, NULL);
+    CHECK_EQ(tb_mae_plan(m, 1, NULL), 0);
+    int N;
+    tb_mae_sizes(m, &N, NULL, NULL, NULL);
+    float *video = calloc((size_t)3 * FRAMES * 32 * 32, sizeof(float)), loss;
+    uint8_t mask[64], drop[64];
+    tb_mae_make_mask(m, 0, 0, 0, mask, drop);
+    CHECK_EQ(tb_mae_set_video(m, video, 1, tb_mean_imagenet, tb_std_imagenet), 0);
+    CHECK_EQ(tb_mae_set_mask(m, mask, NULL), 0);
+    CHECK_EQ(tb_mae_run(m, &loss), 0);
+    CHECK(tb_mae_backward(m) < 0);
+    CHECK_STR_HAS(tb_errmsg(), "tb_params_fuse");
+    free(video);
+    tb_mae_close(&m);
+}
+
 static void expect_open_error(const struct tb_mae_config *c, const char *needle)
 {
     tb_mae *m = NULL;
@@ -262,6 +377,7 @@ int main(void)
     tbt_begin("mae");
     test_masks();
     test_bad_input();
+    test_fused();
     if (tbt_run(NULL, 60, PYTHON " -c 'import torch, numpy'") != 0) {
         fprintf(stderr, "skip: %s cannot import torch and numpy (python3-torch)\n", PYTHON);
         return tbt_failures ? 1 : TBT_SKIP;

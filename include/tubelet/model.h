@@ -89,6 +89,17 @@ TB_API void tb_inflate_rows(float *dst, int t_out, const float *src, int t_in, i
 TB_API void tb_params_layer_decay(tb_params *r, int depth, double decay);
 /* Every parameter by its init kind, from one generator keyed by seed. */
 TB_API int tb_params_init(tb_params *r, uint64_t seed);
+/* Fused updates (tb_train's --fused-update): the backward hands each gradient span to
+ * done(ctx, span) the moment the span is complete (tb_optim_update_span applies it), and the
+ * spans that no dead activation space hosts share one buffer of the largest one's size, so
+ * that no more than one of them lives at a time: the gradients cost one span, not a copy of
+ * the parameters. Set before the model's plan (a plan made before keeps every gradient);
+ * done may come later (NULL: a backward fails until it is set). Then the gradients are not
+ * kept: tb_optim_update, tb_grad_norm and tb_params_read_grad refuse. */
+TB_API void tb_params_fuse(tb_params *r, int (*done)(void *ctx, int span), void *ctx);
+/* Gradient spans: how many, and the first parameter of span s and the one past its last. */
+TB_API int tb_params_spans(const tb_params *r);
+TB_API void tb_params_span_range(const tb_params *r, int s, int *first, int *end);
 
 /* ---- the video ViT ----------------------------------------------------------------------- */
 
@@ -327,7 +338,7 @@ TB_API int tb_clip_logit_scale(tb_clip *m, double *scale);
  * either NULL: that tower is left out) and on the logit scale (used when it is learned): every
  * gradient of what they reach, written. The video tower's goes first: the text tower's
  * gradients may live in the video activations (a text-only call while a video encoding
- * waits for its backward is refused). */
+ * waits for its backward is refused). With fused updates (tb_params_fuse) both at once. */
 TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double dscale);
 
 /* The symmetric InfoNCE loss (CLIP's, LaViLa's) of N video and N text features (E wide, not

@@ -42,6 +42,11 @@ TB_API void tb_optim_free(struct tb_optim *opt);
 /* One update of every parameter from its gradient times grad_scale (1, or tb_clip_factor's:
  * clipping folded into the update, PyTorch's clip_grad_norm_ + step to the bit), at opt->lr. */
 TB_API int tb_optim_update(struct tb_optim *opt, float grad_scale);
+/* The same in pieces, for fused updates (tb_params_fuse): the step's count once, then each
+ * gradient span's parameters as the backward completes it (each element's update is its
+ * own, so the pieces give tb_optim_update's bits). */
+TB_API void tb_optim_begin_step(struct tb_optim *opt);
+TB_API int tb_optim_update_span(struct tb_optim *opt, int span, float grad_scale);
 /* "adamw", "lion" or "sgd", and back (-1 for an unknown name). */
 TB_API const char *tb_optimizer_name(enum tb_optimizer kind);
 TB_API int tb_optimizer_parse(const char *name);
@@ -50,8 +55,10 @@ TB_API int tb_optimizer_parse(const char *name);
 TB_API int tb_optimizer_states(enum tb_optimizer kind);
 TB_API const char *tb_optimizer_state_name(enum tb_optimizer kind, int k);
 
-/* The global L2 norm of r's gradients, into *norm. */
+/* The global L2 norm of r's gradients, into *norm; the sum of squares of span s's, added to
+ * *sum. */
 TB_API int tb_grad_norm(tb_params *r, double *norm);
+TB_API int tb_grad_span_sum_squares(tb_params *r, int span, double *sum);
 /* torch.nn.utils.clip_grad_norm_'s factor for gradients of that norm: max_norm / (norm +
  * 1e-6) when norm > max_norm > 0, else 1. */
 TB_API float tb_clip_factor(double norm, double max_norm);
@@ -198,6 +205,9 @@ struct tb_train_opts {
     int batch, workers, prefetch;       /* batch: clips per process and step */
     int64_t epochs;
     double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
+    int fused_update;                   /* 1: each gradient span's update as the backward
+                                         * completes it (tb_params_fuse); clip_grad 0, one
+                                         * process */
     double beta1, beta2, adam_eps;      /* the optimizer's (eps: AdamW's) */
     enum tb_optimizer optimizer;
     double warmup_lr;                   /* the warmup starts here (VideoMAE: 1e-6) */

@@ -18,7 +18,7 @@ struct train_config {
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler, *norm, *backend, *precision;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
-    int log_every, flip, recompute, recompute_mlp, tensorboard;
+    int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
     double layer_decay, drop_path;
@@ -128,6 +128,10 @@ static const struct cli_flag train_flags[] = {
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 1e-30, 1),
     F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
     F("clip-grad", CLI_DOUBLE, clip_grad, "1", "N", "gradient norm limit (0: none)", 0, 1e9),
+    F("fused-update", CLI_BOOL, fused_update, "false", "", "apply each gradient span's update "
+      "as soon as the backward completes it: the gradients take one span's memory, not the "
+      "parameters' (needs --clip-grad 0: no global norm to clip by; one process)",
+      CLI_NO_RANGE),
     F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
     F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
@@ -383,6 +387,7 @@ static int run_train(void *config, int n_args, char **args)
         .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
         .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
+        .fused_update = c->fused_update,
         .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
         .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
         .init = c->init, .layer_decay = c->layer_decay, .drop_path = c->drop_path,

@@ -72,18 +72,47 @@ static float *take_spare(struct tbi_spare *spare, int64_t len)
     return NULL;
 }
 
+/* Whether span s0 + i lives in block i's saved activations (tbi_block_place_grads). */
+static int in_block(const struct tb_params *r, int s0, int i, const struct tbi_block_acts *a,
+                    int L, int shared)
+{
+    return i < L && !shared && (size_t)tbi_span_floats(r, s0 + i) <= a[i].floats;
+}
+
+/* Fused updates: the spans no block hosts, one at a time in one buffer of the largest's size
+ * (each is applied before the next is written), from spare when a region holds it. */
+static int place_fused(tbi_backend *be, struct tb_params *r, int s0, int s1,
+                       const struct tbi_block_acts *a, int L, int shared,
+                       struct tbi_spare *spare, float **own)
+{
+    int64_t top = 0;
+    for (int i = 0; i < s1 - s0; i++)
+        if (!in_block(r, s0, i, a, L, shared) && tbi_span_floats(r, s0 + i) > top)
+            top = tbi_span_floats(r, s0 + i);
+    float *buf = top ? take_spare(spare, top) : NULL;
+    if (top && !buf) {
+        TBI_TRY(be->ops->alloc(be, sizeof(float) * (size_t)top, (void **)own));
+        buf = *own;
+    }
+    for (int i = 0; i < s1 - s0; i++)
+        r->home[s0 + i] = in_block(r, s0, i, a, L, shared) ? a[i].ln1_mean : buf;
+    return 0;
+}
+
 int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
                           const struct tbi_block_acts *a, int L, int shared,
                           struct tbi_spare *spare, float **own)
 {
     int64_t n_own = 0;
     *own = NULL;
+    if (r->fused)
+        return place_fused(be, r, s0, s1, a, L, shared, spare, own);
     for (int pass = 0; pass < 2; pass++) {
         n_own = 0;
         for (int i = 0; i < s1 - s0; i++) {
             int64_t len = tbi_span_floats(r, s0 + i);
             float *there = NULL;
-            if (i < L && !shared && (size_t)len <= a[i].floats) {
+            if (in_block(r, s0, i, a, L, shared)) {
                 r->home[s0 + i] = a[i].ln1_mean;
             } else if (pass && r->home[s0 + i]) {
                 /* in spare since the first pass */

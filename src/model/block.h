@@ -85,7 +85,9 @@ struct tbi_spare {
  * 0's backward and span s0 + 1 + l by block l's: span s0 + i (i < L) in block i's saved
  * activations a[i] - dead by then - when it fits and the sets are the blocks' own (not one
  * shared by recomputing blocks); else in the first region of spare (may be NULL) it fits;
- * every other span in one new allocation *own (the caller frees it). */
+ * every other span in one new allocation *own (the caller frees it; may stay NULL). With
+ * fused updates (r->fused) those others all share one buffer of the largest's size instead,
+ * from spare when a region holds it. */
 int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
                           const struct tbi_block_acts *a, int L, int shared,
                           struct tbi_spare *spare, float **own);

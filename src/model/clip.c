@@ -191,6 +191,9 @@ int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double
     if ((dvideo && !m->video_ready) || (dtext && !m->text_ready))
         return tbi_err(TB_EINVAL, "a backward needs the %s encoding first",
                        dvideo && !m->video_ready ? "video" : "text");
+    if (m->reg.fused && !(dvideo && dtext))
+        return tbi_err(TB_EINVAL, "with fused updates a step's backward takes both towers' "
+                       "gradients in one call (the logit scale's update comes once)");
     if (dtext && !dvideo && m->video_ready)
         return tbi_err(TB_EINVAL, "the text tower's backward comes after the video tower's "
                        "(its gradients live in the video activations that backward reads)");
@@ -212,6 +215,7 @@ int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double
         TBI_TRY(tb_clip_logit_scale(m, &scale));
         float g = (float)(dscale * scale);
         TBI_TRY(m->be->ops->to_device(m->be, m->dscale, &g, sizeof(float)));
+        TBI_TRY(tbi_span_done(&m->reg, m->span_scale));
     }
     return 0;
 }

@@ -166,6 +166,8 @@ int tb_mae_open(tb_mae **out, const struct tb_mae_config *c)
         (rc = tbi_vit_ready(m->enc)) < 0 ||
         (rc = tbi_sincos_upload(m->be, &m->sincos, m->Np, m->Dd)) < 0)
         goto fail;
+    /* tb_mae_backward's tbi_span_done: the mapping's, one per block, the norm's and head's */
+    TB_ASSERT(m->reg.n_spans - m->span0 == m->Ld + 2);
     *out = m;
     return 0;
 fail:
@@ -250,6 +252,28 @@ static int place_grads(tb_mae *m)
                                  NULL, &m->grad_own);
 }
 
+enum { SPARE_EXTRA = 3 }; /* the block inputs, the scratch, the head's */
+
+/* What of the decoder's activations is dead once the encoder's backward starts (it runs
+ * last): the block inputs (with the mapped features before them), the scratch, each block
+ * set's tail past the gradients it hosts, and the head's and loss's rows but the
+ * predictions (tb_mae_pred reads them after a backward). For the encoder's gradients. */
+static void decoder_spare(const tb_mae *m, int B, struct tbi_spare *sp)
+{
+    size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;
+    size_t Rv = (size_t)B * m->Nv, V = (size_t)m->V;
+    sp->count = 0; /* SPARE_EXTRA + Ld entries */
+    sp->p[sp->count] = m->xe;
+    sp->n[sp->count++] = Rv * Dd + (size_t)(m->Ld + 1) * Rd * Dd;
+    sp->p[sp->count] = m->s.ln;
+    sp->n[sp->count++] = Rd * Dd * 2 + Rd * tbi_block_dF_floats(&m->bc);
+    sp->p[sp->count] = m->qx;
+    sp->n[sp->count++] = Rq * Dd * 2 + Rq * 2 + Rq * V * 2 + Rd * Dd + Rq * Dd * 2;
+    for (int l = 0; l < m->Ld; l++, sp->count++)
+        tbi_block_acts_free_tail(&m->reg, m->span0, m->reg.n_spans, &m->ba[l],
+                                 &sp->p[sp->count], &sp->n[sp->count]);
+}
+
 int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
 {
     const struct tbi_ops *o = m->be->ops;
@@ -260,7 +284,6 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
         return tbi_err(TB_ENOMEM, "%d clips of %d decoder tokens are more rows than the ops "
                        "take: lower --batch", B, m->Nd);
     free_acts(m);
-    TBI_TRY(tb_vit_plan(m->enc, B, &enc_bytes));
     size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;
     size_t Rv = (size_t)B * m->Nv, V = (size_t)m->V, Ld = (size_t)m->Ld;
     size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nd) + Rd * (size_t)m->bc.F;
@@ -299,21 +322,34 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     TAKE(m->feat, Rq * Dd);
     TAKE(m->feat_mean, Rq);
     TAKE(m->feat_rstd, Rq);
-    TAKE(m->pred, Rq * V);
     TAKE(m->tgt, Rq * V);
     TAKE(m->dpred, Rq * V);
     TAKE(m->dres, Rd * Dd);
     TAKE(m->dq, Rq * Dd);
     TAKE(m->dfeat, Rq * Dd);
+    TAKE(m->pred, Rq * V);
     TAKE(m->loss, 1);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
+    /* decoder_spare's regions, as laid out here */
+    TB_ASSERT(m->x == m->xe + Rv * Dd && m->s.dD == m->s.ln + Rd * Dd &&
+              m->s.dF == m->s.dD + Rd * Dd && m->pred == m->dfeat + Rq * Dd);
     /* The decoded tokens' rows in x never change: Nv + j. */
     for (int b = 0; b < B; b++)
         for (int j = 0; j < m->Nq; j++)
             m->h_rows[(size_t)b * m->Nq + j] = m->Nv + j;
-    if ((rc = o->to_device(m->be, m->q_rows, m->h_rows, sizeof(int32_t) * Rq)) < 0 ||
-        (rc = place_grads(m)) < 0) {
+    struct tbi_spare spare = {tbi_malloc(sizeof(float *) * (size_t)(SPARE_EXTRA + m->Ld)),
+                              tbi_malloc(sizeof(size_t) * (size_t)(SPARE_EXTRA + m->Ld)), 0};
+    if (!spare.p || !spare.n)
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+    else if ((rc = o->to_device(m->be, m->q_rows, m->h_rows, sizeof(int32_t) * Rq)) == 0 &&
+             (rc = place_grads(m)) == 0) {
+        decoder_spare(m, B, &spare);
+        rc = tbi_vit_plan_spare(m->enc, B, &enc_bytes, &spare);
+    }
+    free(spare.p);
+    free(spare.n);
+    if (rc < 0) {
         free_acts(m);
         return rc;
     }
@@ -525,6 +561,7 @@ int tb_mae_backward(tb_mae *m)
                              tbi_param_grad(r, m->i_norm_b), m->dfeat, m->qx,
                              tbi_param_data(r, m->i_norm_w), m->feat_mean, m->feat_rstd,
                              (int)Rq, Dd));
+    TBI_TRY(tbi_span_done(r, m->reg.n_spans - 1)); /* the norm's and head's */
     TBI_TRY(o->zero(be, m->dres, sizeof(float) * Rd * Dd));
     TBI_TRY(o->scatter_rows(be, m->dres, m->dq, m->q_rows, B, Nd, Nq, Dd));
     for (int l = m->Ld - 1; l >= 0; l--) {
@@ -532,11 +569,13 @@ int tb_mae_backward(tb_mae *m)
         block_w(m, l, &w, &g);
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, &m->ba[l], &m->s, NULL,
                                    m->x + (size_t)l * Rd * Dd, m->dres, B, Nd, 0));
+        TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */
     float *dxe = m->s.dD; /* (B*Nv, Dd): the blocks are done with it */
     TBI_TRY(o->tokens_fill_bwd(be, dxe, tbi_param_grad(r, m->i_mask), m->dres, B, Nv, Nq, Dd));
     TBI_TRY(o->matmul_bwd(be, tbi_vit_dfeat(m->enc), tbi_param_grad(r, m->i_e2d), NULL, dxe,
                           tbi_vit_feat(m->enc), tbi_param_data(r, m->i_e2d), B * Nv, m->De, Dd));
+    TBI_TRY(tbi_span_done(r, m->span0)); /* the mapping's and mask token's */
     return tbi_vit_backward_dev(m->enc);
 }

@@ -103,6 +103,41 @@ float *tbi_param_grad(const struct tb_params *r, int i)
     return r->home[s] ? r->home[s] + (r->p[i].offset - r->off[s]) : NULL;
 }
 
+void tb_params_fuse(tb_params *r, int (*done)(void *ctx, int span), void *ctx)
+{
+    r->fused = 1;
+    r->done = done;
+    r->done_ctx = ctx;
+}
+
+int tbi_span_done(const struct tb_params *r, int s)
+{
+    if (!r->fused)
+        return 0;
+    if (!r->done)
+        return tbi_err(TB_EINVAL, "a fused plan's backward needs the update of each gradient "
+                       "span (tb_params_fuse)");
+    return r->done(r->done_ctx, s);
+}
+
+int tbi_params_check_kept(const struct tb_params *r, const char *what)
+{
+    return r->fused ? tbi_err(TB_EINVAL, "%s: with fused updates the backward applies each "
+                              "gradient and keeps none", what)
+                    : 0;
+}
+
+int tb_params_spans(const tb_params *r)
+{
+    return r->n_spans;
+}
+
+void tb_params_span_range(const tb_params *r, int s, int *first, int *end)
+{
+    *first = r->first[s];
+    *end = r->first[s + 1];
+}
+
 int tb_params_count(const tb_params *r)
 {
     return r->n;
@@ -139,6 +174,7 @@ int tb_params_write(tb_params *r, int i, const float *host)
 
 int tb_params_read_grad(tb_params *r, int i, float *host)
 {
+    TBI_TRY(tbi_params_check_kept(r, r->p[i].name));
     const float *g = tbi_param_grad(r, i);
     if (!g)
         return tbi_err(TB_EINVAL, "%s has no gradient before the model is planned",

@@ -114,6 +114,8 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
         tbi_text_close(&t);
         return rc;
     }
+    /* the backward's tbi_span_done: the embeddings', one per block, ln_final's */
+    TB_ASSERT(t->span1 - t->span0 == c->layers + 2);
     *out = t;
     return 0;
 }
@@ -291,6 +293,7 @@ int tbi_text_backward(struct tbi_text *t)
     TBI_TRY(o->layernorm_bwd(be, t->dsel, tbi_param_grad(r, t->i_ln_w),
                              tbi_param_grad(r, t->i_ln_b), t->dfeat, t->sel,
                              tbi_param_data(r, t->i_ln_w), t->mean, t->rstd, B, D));
+    TBI_TRY(tbi_span_done(r, t->span1 - 1)); /* ln_final's and the projection's */
     /* only the end tokens' rows have a gradient from above */
     TBI_TRY(o->zero(be, t->dres, sizeof(float) * R * D));
     TBI_TRY(o->scatter_rows(be, t->dres, t->dsel, t->eot, B, N, 1, D));
@@ -299,8 +302,11 @@ int tbi_text_backward(struct tbi_text *t)
         tbi_block_bind(r, t->blk_first[l], &t->bc, &w, &g);
         TBI_TRY(tbi_block_backward(be, &t->bc, &w, &g, &t->ba[l], &t->s, NULL, t->x + l * R * D,
                                    t->dres, B, N, 0));
+        TBI_TRY(tbi_span_done(r, t->span0 + 1 + l));
     }
     TBI_TRY(o->tokens_bwd(be, t->s.dD, NULL, tbi_param_grad(r, t->i_pos), t->dres, NULL, B, N, 0,
                           N, D));
-    return o->embed_bwd(be, tbi_param_grad(r, t->i_tok), t->s.dD, t->ids, (int)R, t->c.vocab, D);
+    TBI_TRY(o->embed_bwd(be, tbi_param_grad(r, t->i_tok), t->s.dD, t->ids, (int)R, t->c.vocab,
+                         D));
+    return tbi_span_done(r, t->span0);
 }

@@ -314,6 +314,8 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
         tb_vit_close(&m);
         return rc;
     }
+    /* backward's tbi_span_done: the tokens', one per block, the final norm's and head's */
+    TB_ASSERT(m->span1 - m->span0 == c->depth + 2);
     *out = m;
     return 0;
 }
@@ -441,10 +443,10 @@ static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
  * the token embedding's (span 0) in block 0's, where they fit; the rest in one allocation of
  * their own. Block l's gradients are written when its backward runs, after block l + 1's
  * activations are dead. */
-static int place_grads(tb_vit *m)
+static int place_grads(tb_vit *m, struct tbi_spare *spare)
 {
     return tbi_block_place_grads(m->be, m->reg, m->span0, m->span1, m->ba, m->c.depth,
-                                 m->c.recompute, NULL, &m->grad_own);
+                                 m->c.recompute, spare, &m->grad_own);
 }
 
 void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp)
@@ -487,6 +489,11 @@ static const char *lowering_flags(const struct tb_vit_config *c)
 
 int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
 {
+    return tbi_vit_plan_spare(m, B, bytes_out, NULL);
+}
+
+int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spare)
+{
     const struct tbi_ops *o = m->be->ops;
     int D = m->D, F = m->F, L = m->c.depth, K = m->K > 0 ? m->K : 1, rc;
     if (B < 1)
@@ -522,7 +529,11 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
      * when it fits. */
     size_t video = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
     size_t x_floats = (size_t)(L + 1) * T * D, scratch = T * D * 2 + dF;
-    int video_own = video > x_floats && video > scratch;
+    float *video_spare = NULL; /* or a larger model's, free until this ViT's forward */
+    for (int k = 0; video > x_floats && video > scratch && spare && k < spare->count; k++)
+        if (!video_spare && spare->n[k] >= video)
+            video_spare = spare->p[k];
+    int video_own = video > x_floats && video > scratch && !video_spare;
     size_t all_cols = m->c.keep ? (size_t)B * m->Np * m->patch_len : 0;
     size_t total = sizeof(float) * (n + (video_own ? video : 0) + all_cols) +
                    (size_t)B * (1 + sizeof(int64_t)) + (m->c.keep ? sizeof(int32_t) * P : 0);
@@ -600,10 +611,11 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     TB_ASSERT(m->s.dD == m->dres + T * D && m->s.dF == m->s.dD + T * D);
     TB_ASSERT(!m->res1x || m->res1x == m->s.ln + T * D);
     TB_ASSERT(!fc1x_own || m->fc1x == m->s.ln + T * D + (m->res1x ? T * D : 0));
-    m->video = video_own ? m->video_own : video <= x_floats ? m->x : m->dres;
+    m->video = video_own ? m->video_own : video_spare ? video_spare : video <= x_floats ? m->x
+                                                                                   : m->dres;
     /* uint8 clips take a quarter of the floats of the patches they become */
     m->clips = (uint8_t *)(m->c.keep ? m->cols_all : m->cols);
-    if ((rc = place_grads(m)) < 0) {
+    if ((rc = place_grads(m, spare)) < 0) {
         free_acts(m);
         return tbi_err_prefix(rc, "the gradients");
     }
@@ -982,6 +994,7 @@ static int backward(tb_vit *m)
                              tbi_param_grad(r, m->i_norm_b), m->dfeat,
                              m->pool >= 0 ? m->pooled : xl, tbi_param_data(r, m->i_norm_w),
                              m->feat_mean, m->feat_rstd, m->F_rows, D));
+    TBI_TRY(tbi_span_done(r, m->span1 - 1)); /* the final norm's and head's (projection's) */
     if (m->pool >= 0)
         TBI_TRY(o->pool_bwd(be, m->pool, m->dres, m->dpool, B, Nt, D));
     /* Blocks in reverse; dres holds the gradient of the block's output and, after it, of its
@@ -994,6 +1007,7 @@ static int backward(tb_vit *m)
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s, drop_of(m, l),
                                    m->x + (size_t)l * R * D, m->dres, B, Nt,
                                    l < c->recompute_mlp));
+        TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }
     /* Tokens: positions, class token, patch embedding (the video needs no gradient); the
      * patch rows gathered contiguous (B*Np, D) for the weight gradient. */
@@ -1025,6 +1039,7 @@ static int backward(tb_vit *m)
     TBI_TRY(rnd_grad(m, m->i_patch_w));
     if (m->i_patch_b >= 0)
         TBI_TRY(rnd_grad(m, m->i_patch_b));
+    TBI_TRY(tbi_span_done(r, m->span0));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
     m->grad_source = 0;

@@ -84,7 +84,9 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     t->world = tb_dist_world();
     size_t be = (size_t)t->B * t->E, all = be * (size_t)t->world;
     int64_t bytes = 0;
-    if ((rc = tb_clip_open(&t->m, &c)) == 0 && (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
+    if ((rc = tb_clip_open(&t->m, &c)) == 0 &&
+        (rc = tbi_task_fuse(tb_clip_params(t->m), o)) == 0 &&
+        (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
         (rc = tb_tokenizer_open(&t->tok, NULL)) == 0) {
         t->item_ids = tbi_malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx + 1);
         t->ids = tbi_malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);

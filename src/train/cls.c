@@ -79,7 +79,9 @@ static int cls_open(void **state, const struct tb_train_opts *o)
     }
     int64_t bytes = 0;
     size_t B = (size_t)o->batch;
-    if ((rc = tb_vit_open(&t->m, &o->model)) < 0 || (rc = tb_vit_plan(t->m, o->batch, &bytes)) < 0 ||
+    if ((rc = tb_vit_open(&t->m, &o->model)) < 0 ||
+        (rc = tbi_task_fuse(tb_vit_params(t->m), o)) < 0 ||
+        (rc = tb_vit_plan(t->m, o->batch, &bytes)) < 0 ||
         !(t->labels = tbi_malloc(sizeof(*t->labels) * B)) ||
         !(t->drop = tbi_malloc(sizeof(float) * 2 * (size_t)o->model.depth * B)) ||
         (mixing(o) && !(t->soft = tbi_malloc(sizeof(float) * B * (size_t)o->model.classes))) ||

@@ -230,6 +230,33 @@ static int reduce_grads(tb_params *r, float *stage)
     return 0;
 }
 
+/* Fused updates (--fused-update): the backward hands each complete gradient span here; its
+ * sum of squares goes into the step's norm (for the log), and a non-finite one stops the run
+ * before that span's update (the spans before it have taken theirs: the weights in memory
+ * are then part-updated, the last checkpoint on disk is untouched). */
+struct fused {
+    struct tb_optim *opt;
+    double sum;                          /* this step's squares so far */
+    int64_t step;
+};
+
+static int fused_span(void *ctx, int span)
+{
+    struct fused *f = ctx;
+    tb_params *r = f->opt->params;
+    double ss = 0;
+    TBI_TRY(tb_grad_span_sum_squares(r, span, &ss));
+    if (!isfinite(ss)) {
+        int first, end;
+        tb_params_span_range(r, span, &first, &end);
+        return tbi_err(TB_ERANGE, "the gradient of %s (and the rest of its span) is not finite "
+                       "at step %" PRId64 "; stopping (the last checkpoint is untouched)",
+                       tb_params_at(r, first)->name, f->step);
+    }
+    f->sum += ss;
+    return tb_optim_update_span(f->opt, span, 1.0f);
+}
+
 /* Whether any process failed (rc < 0 here, or elsewhere): then all stop, each with its own
  * message or one saying another process failed. */
 static int any_failed(int rc, int64_t step)
@@ -324,6 +351,14 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             task = tasks[i];
     if (!task)
         return tbi_err(TB_EUNSUPPORTED, "no task '%s' (cls and mae are built)", name);
+    if (o->fused_update && o->clip_grad > 0)
+        return tbi_err(TB_EINVAL, "--fused-update applies each gradient as the backward "
+                       "completes it, before there is a global norm to clip by (--clip-grad "
+                       "%g): add --clip-grad 0", o->clip_grad);
+    if (o->fused_update && world > 1)
+        return tbi_err(TB_EUNSUPPORTED, "--fused-update runs on one process: the reduction of "
+                       "each gradient span across the %d processes inside the backward is not "
+                       "built", world);
 
     if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
         (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
@@ -336,6 +371,9 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
         (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
+    struct fused fu = {.opt = &opt};
+    if (o->fused_update)
+        tb_params_fuse(params, fused_span, &fu);
     if (strcmp(task->name, "cls") && (o->drop_path > 0 || o->mix.mixup > 0 ||
                                        o->mix.cutmix > 0 || o->erase > 0 || o->head_dropout > 0)) {
         rc = tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing and head dropout are "
@@ -411,6 +449,12 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
                                       (float)o->min_lr);
             float loss = 0;
+            opt.lr = lr;
+            if (o->fused_update) { /* the backward applies the update */
+                tb_optim_begin_step(&opt);
+                fu.sum = 0;
+                fu.step = pos.step;
+            }
             rc = task->step(st, o, &loss);
             if ((rc = any_failed(rc, pos.step)) < 0 || (rc = tb_dist_mean_f32(&loss, 1)) < 0)
                 goto end;
@@ -420,18 +464,20 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                              k);
                 goto end;
             }
-            double gnorm = 0;
-            if ((rc = reduce_grads(params, stage)) < 0 || (rc = tb_grad_norm(params, &gnorm)) < 0)
-                goto end;
-            if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
-                rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %"
-                             PRId64 ", batch %" PRId64 ", loss %f); stopping", gnorm, pos.step,
-                             e, k, loss);
-                goto end;
+            double gnorm = sqrt(fu.sum);
+            if (!o->fused_update) {
+                if ((rc = reduce_grads(params, stage)) < 0 ||
+                    (rc = tb_grad_norm(params, &gnorm)) < 0)
+                    goto end;
+                if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
+                    rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64
+                                 " (epoch %" PRId64 ", batch %" PRId64 ", loss %f); stopping",
+                                 gnorm, pos.step, e, k, loss);
+                    goto end;
+                }
+                if ((rc = tb_optim_update(&opt, tb_clip_factor(gnorm, o->clip_grad))) < 0)
+                    goto end;
             }
-            opt.lr = lr;
-            if ((rc = tb_optim_update(&opt, tb_clip_factor(gnorm, o->clip_grad))) < 0)
-                goto end;
             pos.step++;
             clips_log += (int64_t)B * world;
             double t = now_s();

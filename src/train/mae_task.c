@@ -42,7 +42,8 @@ static int mae_open(void **state, const struct tb_train_opts *o)
     int64_t bytes = 0;
     if ((rc = tb_mae_open(&t->m, &c)) == 0) {
         tb_mae_sizes(t->m, &t->N, NULL, NULL, NULL);
-        rc = tb_mae_plan(t->m, o->batch, &bytes);
+        if ((rc = tbi_task_fuse(tb_mae_params(t->m), o)) == 0)
+            rc = tb_mae_plan(t->m, o->batch, &bytes);
     }
     size_t n = (size_t)o->batch * (size_t)t->N;
     if (rc == 0 && (!(t->mask = tbi_malloc(n)) || !(t->drop = tbi_malloc(n))))

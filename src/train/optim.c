@@ -41,12 +41,16 @@ void tb_optim_free(struct tb_optim *opt)
     opt->m = opt->v = NULL;
 }
 
-int tb_optim_update(struct tb_optim *opt, float grad_scale)
+void tb_optim_begin_step(struct tb_optim *opt)
+{
+    opt->step++;
+}
+
+int tb_optim_update_span(struct tb_optim *opt, int span, float grad_scale)
 {
     tb_params *r = opt->params;
     tbi_backend *be = r->be;
-    opt->step++;
-    for (int i = 0; i < r->n; i++) {
+    for (int i = r->first[span]; i < r->first[span + 1]; i++) {
         const struct tb_param *p = &r->p[i];
         float wd = p->decay ? opt->weight_decay : 0.0f, lr = opt->lr * p->lr_scale;
         float *w = tbi_param_data(r, i), *m = opt->m + p->offset;
@@ -61,6 +65,16 @@ int tb_optim_update(struct tb_optim *opt, float grad_scale)
         if (rc < 0)
             return rc;
     }
+    return 0;
+}
+
+int tb_optim_update(struct tb_optim *opt, float grad_scale)
+{
+    tb_params *r = opt->params;
+    TBI_TRY(tbi_params_check_kept(r, "the optimizer's update after the backward"));
+    tb_optim_begin_step(opt);
+    for (int s = 0; s < r->n_spans; s++)
+        TBI_TRY(tb_optim_update_span(opt, s, grad_scale));
     return 0;
 }
 
@@ -85,16 +99,19 @@ const char *tb_optimizer_state_name(enum tb_optimizer kind, int k)
     return kind == TB_OPT_SGD ? "momentum_buffer" : k ? "exp_avg_sq" : "exp_avg";
 }
 
+int tb_grad_span_sum_squares(tb_params *r, int span, double *sum)
+{
+    if (!r->home[span])
+        return tbi_err(TB_EINVAL, "no gradients before the model is planned");
+    return r->be->ops->sum_squares(r->be, sum, r->home[span], (size_t)tbi_span_floats(r, span));
+}
+
 int tb_grad_norm(tb_params *r, double *norm)
 {
     double ss = 0;
-    for (int s = 0; s < r->n_spans; s++) {
-        if (!r->home[s])
-            return tbi_err(TB_EINVAL, "no gradients before the model is planned");
-        int rc = r->be->ops->sum_squares(r->be, &ss, r->home[s], (size_t)tbi_span_floats(r, s));
-        if (rc < 0)
-            return rc;
-    }
+    TBI_TRY(tbi_params_check_kept(r, "the gradient norm after the backward"));
+    for (int s = 0; s < r->n_spans; s++)
+        TBI_TRY(tb_grad_span_sum_squares(r, s, &ss));
     *norm = sqrt(ss);
     return 0;
 }

@@ -29,4 +29,13 @@ struct tbi_task {
 
 extern const struct tbi_task tbi_task_cls, tbi_task_mae, tbi_task_clip;
 
+/* What a task's open does between opening its model (registry r) and planning it: fused
+ * updates when o asks for them (the loop gives the update itself later). 0. */
+static inline int tbi_task_fuse(tb_params *r, const struct tb_train_opts *o)
+{
+    if (o->fused_update)
+        tb_params_fuse(r, NULL, NULL);
+    return 0;
+}
+
 #endif /* TUBELET_TRAIN_TASK_H */
