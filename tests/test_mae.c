@@ -231,6 +231,7 @@ static tb_mae *fused_pair(const struct tb_mae_config *c, struct tb_optim *opt, i
 
 static void test_fused(void)
 {
+    tbt_case = "fused updates";
     for (int k = 0; k < 4; k++) {
         struct variant v = {0.75, k % 2, 2, 32, 32, 1, k < 2 ? "adamw" : "lion"};
         struct tb_mae_config c = config(&v);

@@ -17,6 +17,9 @@
  *   the same checkpoint for 1 and 4 workers, an exact resume, bad settings;
  * - --task clip: the same checkpoint for 1 and 3 workers, an exact resume, the zero-shot
  *   evaluation and its random baseline in metrics.jsonl, bad captions naming their lines;
+ * - --fused-update (each gradient span applied as the backward completes it): the same
+ *   checkpoint as the run without it, for cls (drop path and AdamW), mae (Lion, decoder
+ *   masking) and clip (a learned temperature); with clipping on it is refused;
  * - --label action: EK-100's verb, noun and action scores of both averaging modes in
  *   metrics.jsonl, and the same from `tubelet eval --train`; without --train a note and action
  *   scores only; tb_eval_cls over 5 views x 3 crops equal to tb_cls_evaluate on the model's
@@ -715,6 +718,45 @@ static void test_action(const char *t, const char *d)
     eval_against_logits(path);
 }
 
+/* --fused-update gives the bits of the same run without it (no clipping: --clip-grad 0), in
+ * every task; clipping with it is refused. */
+static void test_fused(const char *t, const char *d)
+{
+    char flags[3][3000], run[4300], run_f[4300], *out = NULL;
+    snprintf(flags[0], sizeof(flags[0]), "--data %s --train %s --val %s %s --epochs 3 "
+             "--drop-path 0.1", data, train_csv, val_csv, model_flags);
+    snprintf(flags[1], sizeof(flags[1]), "--task mae --data %s --train %s --dim 32 --depth 2 "
+             "--heads 2 --patch 8 --tubelet 2 --frames 4 --input-size 32 --batch 4 "
+             "--dec-dim 32 --dec-depth 2 --dec-heads 2 --mask-ratio 0.75 --decoder-mask "
+             "running-cell --flip false --log-every 1 --optim lion --lr 1e-4 --beta2 0.95 "
+             "--epochs 3", data, train_csv);
+    snprintf(flags[2], sizeof(flags[2]), "--task clip --data %s --train %s --dim 32 --depth 2 "
+             "--heads 2 --patch 16 --frames 2 --input-size 32 --batch 4 --embed 16 "
+             "--text-width 32 --text-heads 2 --text-depth 2 --context 12 --log-every 1 "
+             "--eval-every 0 --epochs 3 --lr 1e-3 --learn-temperature true", data, train_csv);
+    const char *name[3] = {"cls", "mae", "clip"};
+    for (int k = 0; k < 3; k++) {
+        tbt_case = "fused updates";
+        snprintf(run, sizeof(run), "%s/fused_%s_plain", d, name[k]);
+        snprintf(run_f, sizeof(run_f), "%s/fused_%s", d, name[k]);
+        int rc = tbt_run(&out, 600, "%s train %s --clip-grad 0 --out %s", t, flags[k], run);
+        CHECK_MSG(rc == 0, "%s: %s", name[k], out);
+        free(out);
+        rc = tbt_run(&out, 600, "%s train %s --clip-grad 0 --fused-update --out %s", t,
+                     flags[k], run_f);
+        CHECK_MSG(rc == 0, "%s fused: %s", name[k], out);
+        free(out);
+        static double l0[4096], l1[4096];
+        int n0 = read_losses(run, l0, 4096), n1 = read_losses(run_f, l1, 4096);
+        CHECK_MSG(n0 > 4 && n0 == n1, "%s: %d and %d steps", name[k], n0, n1);
+        same_ckpt(run, run_f, name[k]);
+    }
+    tbt_case = "fused updates: with clipping";
+    int rc = tbt_run(&out, 300, "%s train %s --fused-update --out %s/fused_bad", t, flags[0], d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "add --clip-grad 0"), "%s", out);
+    free(out);
+}
+
 int main(void)
 {
     tbt_begin("train");
@@ -938,5 +980,6 @@ int main(void)
     test_action(t, d);
     test_mae(t, d);
     test_clip(t, d);
+    test_fused(t, d);
     TBT_EXIT();
 }
