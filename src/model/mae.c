@@ -46,7 +46,8 @@ struct tb_mae {
     struct tbi_block_acts *ba;
     struct tbi_block_scratch s;
     float *qx, *feat, *feat_mean, *feat_rstd; /* (B*Nq, Dd) x2, (B*Nq) x2 */
-    float *pred, *tgt, *dpred;        /* (B*Nq, V); dpred also holds the gathered patches */
+    float *pred, *tgt, *dpred;        /* (B*Nq, V); dpred is tgt's space (the loss's
+                                       * backward writes over it) */
     float *dres, *dq, *dfeat;         /* (B*Nd, Dd), (B*Nq, Dd) x2 */
     float *loss;
     float *grad_own;
@@ -252,26 +253,23 @@ static int place_grads(tb_mae *m)
                                  NULL, &m->grad_own);
 }
 
-enum { SPARE_EXTRA = 3 }; /* the block inputs, the scratch, the head's */
+enum { SPARE_EXTRA = 1 }; /* the block inputs */
 
 /* What of the decoder's activations is dead once the encoder's backward starts (it runs
- * last): the block inputs (with the mapped features before them), the scratch, each block
- * set's tail past the gradients it hosts, and the head's and loss's rows but the
- * predictions (tb_mae_pred reads them after a backward). For the encoder's gradients. */
+ * last): the block inputs (with the mapped features before them), each block set's tail past
+ * the gradients it hosts - the last one's together with the scratch and the head's and loss's
+ * rows after it - but the predictions (tb_mae_pred reads them after a backward). For the
+ * encoder's gradients, largest regions first. */
 static void decoder_spare(const tb_mae *m, int B, struct tbi_spare *sp)
 {
-    size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;
-    size_t Rv = (size_t)B * m->Nv, V = (size_t)m->V;
+    size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rv = (size_t)B * m->Nv;
     sp->count = 0; /* SPARE_EXTRA + Ld entries */
-    sp->p[sp->count] = m->xe;
-    sp->n[sp->count++] = Rv * Dd + (size_t)(m->Ld + 1) * Rd * Dd;
-    sp->p[sp->count] = m->s.ln;
-    sp->n[sp->count++] = Rd * Dd * 2 + Rd * tbi_block_dF_floats(&m->bc);
-    sp->p[sp->count] = m->qx;
-    sp->n[sp->count++] = Rq * Dd * 2 + Rq * 2 + Rq * V * 2 + Rd * Dd + Rq * Dd * 2;
-    for (int l = 0; l < m->Ld; l++, sp->count++)
+    for (int l = m->Ld - 1; l >= 0; l--, sp->count++)
         tbi_block_acts_free_tail(&m->reg, m->span0, m->reg.n_spans, &m->ba[l],
                                  &sp->p[sp->count], &sp->n[sp->count]);
+    sp->n[0] = (size_t)(m->pred - sp->p[0]); /* the last set runs into the scratch */
+    sp->p[sp->count] = m->xe;
+    sp->n[sp->count++] = Rv * Dd + (size_t)(m->Ld + 1) * Rd * Dd;
 }
 
 int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
@@ -289,7 +287,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nd) + Rd * (size_t)m->bc.F;
     size_t n = Rv * Dd + (Ld + 1) * Rd * Dd + Ld * per_block;
     n += Rd * Dd * 2 + Rd * tbi_block_dF_floats(&m->bc) + 3 * Dd; /* ln, dD, dF, bias3 */
-    n += Rq * Dd * 2 + Rq * 2 + Rq * V * 3 + Rd * Dd + Rq * Dd * 2 + 1;
+    n += Rq * Dd * 2 + Rq * 2 + Rq * V * 2 + Rd * Dd + Rq * Dd * 2 + 1;
     size_t total = sizeof(float) * n + sizeof(int32_t) * (Rd + 2 * Rq) + sizeof(float) * Rq;
     int rc;
     if ((rc = o->alloc(m->be, sizeof(float) * n, (void **)&m->acts)) < 0 ||
@@ -323,7 +321,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     TAKE(m->feat_mean, Rq);
     TAKE(m->feat_rstd, Rq);
     TAKE(m->tgt, Rq * V);
-    TAKE(m->dpred, Rq * V);
+    m->dpred = m->tgt;
     TAKE(m->dres, Rd * Dd);
     TAKE(m->dq, Rq * Dd);
     TAKE(m->dfeat, Rq * Dd);
@@ -331,9 +329,11 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     TAKE(m->loss, 1);
 #undef TAKE
     TB_ASSERT((size_t)(p - m->acts) <= n);
-    /* decoder_spare's regions, as laid out here */
-    TB_ASSERT(m->x == m->xe + Rv * Dd && m->s.dD == m->s.ln + Rd * Dd &&
-              m->s.dF == m->s.dD + Rd * Dd && m->pred == m->dfeat + Rq * Dd);
+    /* decoder_spare's regions, as laid out here: the last block set, the scratch and the
+     * head's rows back to back, the predictions after them */
+    TB_ASSERT(m->x == m->xe + Rv * Dd && m->s.ln == m->ba[m->Ld - 1].ln1_mean +
+              m->ba[m->Ld - 1].floats && m->qx == m->s.bias3 + 3 * Dd &&
+              m->pred == m->dfeat + Rq * Dd);
     /* The decoded tokens' rows in x never change: Nv + j. */
     for (int b = 0; b < B; b++)
         for (int j = 0; j < m->Nq; j++)
@@ -518,13 +518,13 @@ int tb_mae_run(tb_mae *m, float *loss)
     TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, m->qx,
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              (int)Rq, Dd, LN_EPS));
+    /* Target: the decoded tokens' patches (the encoder's, in pred's space until the head
+     * writes it), un-normalised and normalised per tube; the head; the loss. */
+    TBI_TRY(o->gather_rows(be, m->pred, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
+    TBI_TRY(o->patch_target(be, m->tgt, m->pred, (int)Rq, 3, m->PP, m->mean01, m->std01,
+                            m->c.norm_target));
     TBI_TRY(o->matmul_fwd(be, m->pred, m->feat, tbi_param_data(r, m->i_head_w),
                           tbi_param_data(r, m->i_head_b), (int)Rq, Dd, m->V));
-    /* Target: the decoded tokens' patches (the encoder's, in dpred's space until the
-     * backward), un-normalised and normalised per tube; the loss. */
-    TBI_TRY(o->gather_rows(be, m->dpred, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
-    TBI_TRY(o->patch_target(be, m->tgt, m->dpred, (int)Rq, 3, m->PP, m->mean01, m->std01,
-                            m->c.norm_target));
     TBI_TRY(o->mse_fwd(be, m->loss, m->pred, m->tgt, m->w, (int)Rq, m->V));
     m->fwd_done = 1;
     float l_val;

@@ -175,7 +175,7 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
        const float *host_mean, const float *host_std, int norm),                               \
       (be, out, cols, R, C, PP, host_mean, host_std, norm))                                    \
     /* loss (1) = sum_r w[r] mean_c (pred - tgt)^2 / sum_r w[r] over rows (R, C); w (R) >= 0,  \
-     * some > 0. The backward writes dpred */                                                  \
+     * some > 0. The backward writes dpred (which may be tgt) */                               \
     X(mse_fwd,                                                                                 \
       (tbi_backend * be, float *loss, const float *pred, const float *tgt, const float *w,     \
        int R, int C),                                                                          \
