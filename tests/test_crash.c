@@ -49,7 +49,7 @@
 #include "tubelet/train.h"
 
 #define PYTHON "/usr/bin/python3"
-#define MAX_STEPS 64
+#define MAX_STEPS 160
 #define LINE_CAP 512
 
 static char data[4200], syn[4200], train_csv[4400], val_csv[4400];
@@ -450,7 +450,7 @@ static void test_kill9(const char *d, char *ref_out, size_t ref_size)
     snprintf(run, sizeof(run), "%s/k_run", d);
     snprintf(ref_out, ref_size, "%s", ref);
     char *out = NULL;
-    int rc = run_args(&out, 0, train_args(a, ref, "12"));
+    int rc = run_args(&out, 0, train_args(a, ref, "24"));
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
 
@@ -467,7 +467,7 @@ static void test_kill9(const char *d, char *ref_out, size_t ref_size)
     for (int k = 0; k <= n_plan && !finished; k++) {
         snprintf(log, sizeof(log), "%s/k_run_%d.log", d, k);
         struct at from = at;
-        pid_t pid = spawn(log, 0, train_args(a, run, "12"));
+        pid_t pid = spawn(log, 0, train_args(a, run, "24"));
         if (k == n_plan) {
             status = wait_end(pid, 600);
             finished = 1;
@@ -574,7 +574,7 @@ static void test_damaged(const char *d, const char *ref)
         write_bytes(path, buf, cases[c].cut);
         char want[4700];
         snprintf(want, sizeof(want), "%s: %s", path, cases[c].msg);
-        rc = run_args(&out, 0, train_args(a, dir, "13"));
+        rc = run_args(&out, 0, train_args(a, dir, "25"));
         CHECK_MSG(rc == 1 && out && strstr(out, want), "%s: train (%d): wanted '%s' in: %.400s",
                   cases[c].what, rc, want, out);
         free(out);

@@ -59,8 +59,7 @@ void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block
     }
 }
 
-/* The first region of spare that holds len floats, taken from it; NULL when none. */
-static float *take_spare(struct tbi_spare *spare, int64_t len)
+float *tbi_spare_take(struct tbi_spare *spare, int64_t len)
 {
     for (int k = 0; spare && k < spare->count; k++)
         if (spare->n[k] >= (size_t)len) {
@@ -89,7 +88,7 @@ static int place_fused(tbi_backend *be, struct tb_params *r, int s0, int s1,
     for (int i = 0; i < s1 - s0; i++)
         if (!in_block(r, s0, i, a, L, shared) && tbi_span_floats(r, s0 + i) > top)
             top = tbi_span_floats(r, s0 + i);
-    float *buf = top ? take_spare(spare, top) : NULL;
+    float *buf = top ? tbi_spare_take(spare, top) : NULL;
     if (top && !buf) {
         TBI_TRY(be->ops->alloc(be, sizeof(float) * (size_t)top, (void **)own));
         buf = *own;
@@ -116,7 +115,7 @@ int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
                 r->home[s0 + i] = a[i].ln1_mean;
             } else if (pass && r->home[s0 + i]) {
                 /* in spare since the first pass */
-            } else if (!pass && (there = take_spare(spare, len))) {
+            } else if (!pass && (there = tbi_spare_take(spare, len))) {
                 r->home[s0 + i] = there;
             } else {
                 r->home[s0 + i] = pass ? *own + n_own : NULL;

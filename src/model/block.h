@@ -80,6 +80,9 @@ struct tbi_spare {
     size_t *n;
     int count;
 };
+/* The first region of spare (may be NULL) that holds len floats, taken from it; NULL when
+ * none. */
+float *tbi_spare_take(struct tbi_spare *spare, int64_t len);
 
 /* Homes for a tower's gradient spans [s0, s1) of r, whose span s0 is written after block
  * 0's backward and span s0 + 1 + l by block l's: span s0 + i (i < L) in block i's saved

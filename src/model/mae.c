@@ -42,7 +42,7 @@ struct tb_mae {
     float *w;                         /* (B * Nq): loss weights, 1 where encoder-masked */
     float *acts;
     float *xe;                        /* (B*Nv, Dd): encoder features mapped */
-    float *x;                         /* (Ld+1, B*Nd, Dd) */
+    float *x;                         /* (Ld, B*Nd, Dd): the blocks' inputs */
     struct tbi_block_acts *ba;
     struct tbi_block_scratch s;
     float *qx, *feat, *feat_mean, *feat_rstd; /* (B*Nq, Dd) x2, (B*Nq) x2 */
@@ -269,7 +269,7 @@ static void decoder_spare(const tb_mae *m, int B, struct tbi_spare *sp)
                                  &sp->p[sp->count], &sp->n[sp->count]);
     sp->n[0] = (size_t)(m->pred - sp->p[0]); /* the last set runs into the scratch */
     sp->p[sp->count] = m->xe;
-    sp->n[sp->count++] = Rv * Dd + (size_t)(m->Ld + 1) * Rd * Dd;
+    sp->n[sp->count++] = Rv * Dd + (size_t)m->Ld * Rd * Dd;
 }
 
 int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
@@ -285,7 +285,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;
     size_t Rv = (size_t)B * m->Nv, V = (size_t)m->V, Ld = (size_t)m->Ld;
     size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nd) + Rd * (size_t)m->bc.F;
-    size_t n = Rv * Dd + (Ld + 1) * Rd * Dd + Ld * per_block;
+    size_t n = Rv * Dd + Ld * Rd * Dd + Ld * per_block;
     n += Rd * Dd * 2 + Rd * tbi_block_dF_floats(&m->bc) + 3 * Dd; /* ln, dD, dF, bias3 */
     n += Rq * Dd * 2 + Rq * 2 + Rq * V * 2 + Rd * Dd + Rq * Dd * 2 + 1;
     size_t total = sizeof(float) * n + sizeof(int32_t) * (Rd + 2 * Rq) + sizeof(float) * Rq;
@@ -309,7 +309,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
         p += (count);                                                                          \
     } while (0)
     TAKE(m->xe, Rv * Dd);
-    TAKE(m->x, (Ld + 1) * Rd * Dd);
+    TAKE(m->x, Ld * Rd * Dd);
     for (int l = 0; l < m->Ld; l++)
         p = tbi_block_acts_carve(&m->ba[l], p, &m->bc, B, m->Nd, 1);
     TAKE(m->s.ln, Rd * Dd);
@@ -500,8 +500,14 @@ int tb_mae_run(tb_mae *m, float *loss)
     m->B_in = m->mask_set = m->fwd_done = 0;
     m->B = B;
     size_t Rd = (size_t)B * Nd, Rq = (size_t)B * Nq;
-    /* Encoder over the visible tokens, mapped to the decoder's width. */
+    /* Encoder over the visible tokens. Target: the decoded tokens' patches (the encoder's,
+     * which may live in the decoder's space: read before the decoder writes anything, into
+     * pred's space until the head writes it), un-normalised and normalised per tube. */
     TBI_TRY(tb_vit_run(m->enc, NULL, 0, NULL));
+    TBI_TRY(o->gather_rows(be, m->pred, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
+    TBI_TRY(o->patch_target(be, m->tgt, m->pred, (int)Rq, 3, m->PP, m->mean01, m->std01,
+                            m->c.norm_target));
+    /* Mapped to the decoder's width. */
     TBI_TRY(o->matmul_fwd(be, m->xe, tbi_vit_feat(m->enc), tbi_param_data(r, m->i_e2d), NULL,
                           B * m->Nv, m->De, Dd));
     /* [visible..., mask token...] + positions; the blocks; the decoded rows normed, head. */
@@ -510,19 +516,16 @@ int tb_mae_run(tb_mae *m, float *loss)
     for (int l = 0; l < m->Ld; l++) {
         struct tbi_block_w w;
         block_w(m, l, &w, NULL);
+        float *y = l + 1 < m->Ld ? m->x + (size_t)(l + 1) * Rd * Dd : m->dres;
         TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, NULL,
-                                  m->x + (size_t)l * Rd * Dd, m->x + (size_t)(l + 1) * Rd * Dd,
-                                  B, Nd, 0));
+                                  m->x + (size_t)l * Rd * Dd, y, B, Nd, 0));
     }
-    TBI_TRY(o->gather_rows(be, m->qx, m->x + (size_t)m->Ld * Rd * Dd, m->q_rows, B, Nd, Nq, Dd));
+    /* the last block's output is in dres (no backward reads it) */
+    TBI_TRY(o->gather_rows(be, m->qx, m->dres, m->q_rows, B, Nd, Nq, Dd));
     TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, m->qx,
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              (int)Rq, Dd, LN_EPS));
-    /* Target: the decoded tokens' patches (the encoder's, in pred's space until the head
-     * writes it), un-normalised and normalised per tube; the head; the loss. */
-    TBI_TRY(o->gather_rows(be, m->pred, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
-    TBI_TRY(o->patch_target(be, m->tgt, m->pred, (int)Rq, 3, m->PP, m->mean01, m->std01,
-                            m->c.norm_target));
+    /* The head; the loss. */
     TBI_TRY(o->matmul_fwd(be, m->pred, m->feat, tbi_param_data(r, m->i_head_w),
                           tbi_param_data(r, m->i_head_b), (int)Rq, Dd, m->V));
     TBI_TRY(o->mse_fwd(be, m->loss, m->pred, m->tgt, m->w, (int)Rq, m->V));

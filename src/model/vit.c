@@ -62,7 +62,9 @@ struct tb_vit {
     float *soft;                      /* (B, K): soft targets of the last forward */
     int soft_on;                      /* the last forward's loss was on soft targets */
     int keep_set;                     /* tb_vit_set_keep since the input */
-    float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
+    float *cols_all;                  /* (B*Np, patch_len): all patches, when keep: in
+                                       * cols_own, or a larger model's spare memory */
+    float *cols_own;
     int64_t *labels;                  /* (B) */
     float *cols;                      /* (B*Nk, patch_len) */
     float *patch_out;                 /* (B*Nk, D), in dF's space (forward only) */
@@ -367,11 +369,11 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
 static void free_acts(tb_vit *m)
 {
     void *bufs[] = {m->acts, m->video_own, m->flip, m->labels, m->grad_own, m->keep,
-                    m->cols_all, m->drop};
+                    m->cols_own, m->drop};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i])
             m->be->ops->free(m->be, bufs[i]);
-    m->acts = m->video_own = m->grad_own = m->cols_all = NULL;
+    m->acts = m->video_own = m->grad_own = m->cols_own = m->cols_all = NULL;
     m->clips = m->flip = NULL;
     m->keep = NULL;
     m->drop = NULL;
@@ -470,6 +472,30 @@ void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp)
                                  &sp->n[sp->count]);
 }
 
+/* Room for the float video (video floats, or 0: the plan holds it) and every patch
+ * (all_cols, or 0) in a larger model's memory that is free until its own forward (spare, may
+ * be NULL), taken from a copy of the regions (the gradients take them again after the
+ * backward); NULL for what does not fit. */
+static int early_spare(const struct tbi_spare *spare, size_t video, size_t all_cols,
+                       float **video_at, float **cols_at)
+{
+    *video_at = *cols_at = NULL;
+    if (!spare || !spare->count || (!video && !all_cols))
+        return 0;
+    struct tbi_spare c = {tbi_malloc(sizeof(float *) * (size_t)spare->count),
+                          tbi_malloc(sizeof(size_t) * (size_t)spare->count), spare->count};
+    if (c.p && c.n) {
+        memcpy(c.p, spare->p, sizeof(float *) * (size_t)spare->count);
+        memcpy(c.n, spare->n, sizeof(size_t) * (size_t)spare->count);
+        *video_at = video ? tbi_spare_take(&c, (int64_t)video) : NULL;
+        *cols_at = all_cols ? tbi_spare_take(&c, (int64_t)all_cols) : NULL;
+    }
+    int ok = c.p && c.n;
+    free(c.p);
+    free(c.n);
+    return ok ? 0 : tbi_err(TB_ENOMEM, "out of memory");
+}
+
 /* Bytes of memory this machine has, or 0 when it cannot tell. */
 static uint64_t machine_bytes(void)
 {
@@ -529,13 +555,14 @@ int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *s
      * when it fits. */
     size_t video = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
     size_t x_floats = (size_t)(L + 1) * T * D, scratch = T * D * 2 + dF;
-    float *video_spare = NULL; /* or a larger model's, free until this ViT's forward */
-    for (int k = 0; video > x_floats && video > scratch && spare && k < spare->count; k++)
-        if (!video_spare && spare->n[k] >= video)
-            video_spare = spare->p[k];
-    int video_own = video > x_floats && video > scratch && !video_spare;
     size_t all_cols = m->c.keep ? (size_t)B * m->Np * m->patch_len : 0;
-    size_t total = sizeof(float) * (n + (video_own ? video : 0) + all_cols) +
+    int need_video = video > x_floats && video > scratch;
+    float *video_spare = NULL, *cols_spare = NULL;
+    if ((rc = early_spare(spare, need_video ? video : 0, all_cols, &video_spare,
+                          &cols_spare)) < 0)
+        return rc;
+    int video_own = need_video && !video_spare, cols_own = all_cols && !cols_spare;
+    size_t total = sizeof(float) * (n + (video_own ? video : 0) + (cols_own ? all_cols : 0)) +
                    (size_t)B * (1 + sizeof(int64_t)) + (m->c.keep ? sizeof(int32_t) * P : 0);
     uint64_t have = machine_bytes();
     if (have && total > have)
@@ -548,7 +575,7 @@ int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *s
         (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0 ||
         (rc = o->alloc(m->be, sizeof(float) * 2 * (size_t)L * B, (void **)&m->drop)) < 0 ||
         (m->c.keep && (rc = o->alloc(m->be, sizeof(int32_t) * P, (void **)&m->keep)) < 0) ||
-        (m->c.keep && (rc = o->alloc(m->be, sizeof(float) * all_cols, (void **)&m->cols_all)) < 0)) {
+        (cols_own && (rc = o->alloc(m->be, sizeof(float) * all_cols, (void **)&m->cols_own)) < 0)) {
         free_acts(m);
         return tbi_err(rc, "out of memory for the activations of %d clips (%.2f GB): %s", B,
                        total / 1e9, lowering_flags(&m->c));
@@ -613,6 +640,7 @@ int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *s
     TB_ASSERT(!fc1x_own || m->fc1x == m->s.ln + T * D + (m->res1x ? T * D : 0));
     m->video = video_own ? m->video_own : video_spare ? video_spare : video <= x_floats ? m->x
                                                                                    : m->dres;
+    m->cols_all = cols_spare ? cols_spare : m->cols_own;
     /* uint8 clips take a quarter of the floats of the patches they become */
     m->clips = (uint8_t *)(m->c.keep ? m->cols_all : m->cols);
     if ((rc = place_grads(m, spare)) < 0) {

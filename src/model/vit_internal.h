@@ -24,10 +24,11 @@ float *tbi_vit_dfeat(tb_vit *m);
 const float *tbi_vit_patches(tb_vit *m);
 int tbi_vit_backward_dev(tb_vit *m);
 /* tb_vit_plan, with the gradient spans no block hosts placed in spare's regions where they
- * fit, and the float video in one when the plan has no room of its own for it: memory of a
- * larger model that holds nothing from this ViT's input (tb_vit_set_clips) to its first
- * product, nor from its backward on (the MAE's decoder). The gradients so placed live until
- * the next input. */
+ * fit, and the float video (when the plan has no room of its own for it) and every patch
+ * (with keep: tbi_vit_patches) there too: memory of a larger model that holds nothing from
+ * this ViT's input (tb_vit_set_clips) to the larger model's own forward after this one's, nor
+ * from this ViT's backward on (the MAE's decoder, which reads the patches first). The
+ * gradients so placed live until the next input. */
 int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spare);
 /* What of the planned activations holds nothing once the backward is done - the block
  * inputs, the backward's scratch and each set's tail past the gradients it hosts - as
