@@ -316,6 +316,13 @@ static void test_fused(void)
     CHECK_EQ(tb_mae_run(m, &loss), 0);
     CHECK(tb_mae_backward(m) < 0);
     CHECK_STR_HAS(tb_errmsg(), "tb_params_fuse");
+    /* a new input may take the space of the forward's activations: no backward after it */
+    CHECK_EQ(tb_mae_set_video(m, video, 1, tb_mean_imagenet, tb_std_imagenet), 0);
+    CHECK_EQ(tb_mae_set_mask(m, mask, NULL), 0);
+    CHECK_EQ(tb_mae_run(m, &loss), 0);
+    CHECK_EQ(tb_mae_set_video(m, video, 1, tb_mean_imagenet, tb_std_imagenet), 0);
+    CHECK(tb_mae_backward(m) < 0);
+    CHECK_STR_HAS(tb_errmsg(), "since the last backward and input");
     free(video);
     tb_mae_close(&m);
 }

@@ -377,7 +377,7 @@ int tb_mae_set_video(tb_mae *m, const float *video, int B, const float mean[3],
     TBI_TRY(tb_vit_set_video(m->enc, video, B));
     set_norm(m, mean, std);
     m->B_in = B;
-    m->mask_set = 0;
+    m->mask_set = m->fwd_done = 0; /* the input may live where the forward's activations do */
     return 0;
 }
 
@@ -389,7 +389,7 @@ int tb_mae_set_clips(tb_mae *m, const uint8_t *clips, const uint8_t *flip, int B
     TBI_TRY(tb_vit_set_clips(m->enc, clips, flip, B, mean, std));
     set_norm(m, mean, std);
     m->B_in = B;
-    m->mask_set = 0;
+    m->mask_set = m->fwd_done = 0; /* the input may live where the forward's activations do */
     return 0;
 }
 
@@ -552,7 +552,7 @@ int tb_mae_backward(tb_mae *m)
     int B = m->B, Dd = m->Dd, Nd = m->Nd, Nq = m->Nq, Nv = m->Nv;
     size_t Rd = (size_t)B * Nd, Rq = (size_t)B * Nq;
     if (!m->fwd_done)
-        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
+        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     m->fwd_done = 0;
     /* Loss -> head -> norm -> the decoded rows of the last block's output. */
     TBI_TRY(o->mse_bwd(be, m->dpred, m->pred, m->tgt, m->w, (int)Rq, m->V));

@@ -829,6 +829,7 @@ int tb_vit_set_video(tb_vit *m, const float *video, int B)
     size_t n = (size_t)B * 3 * c->frames * c->height * c->width;
     TBI_TRY(m->be->ops->to_device(m->be, m->video, video, sizeof(float) * n));
     m->B_in = B;
+    m->grad_source = 0; /* the input may live where the forward's activations do */
     return 0;
 }
 
@@ -845,6 +846,7 @@ int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B
     TBI_TRY(o->normalize(m->be, m->video, m->clips, flip ? m->flip : NULL, B, c->frames,
                          c->height, c->width, mean, std));
     m->B_in = B;
+    m->grad_source = 0; /* the input may live where the forward's activations do */
     return 0;
 }
 
@@ -1079,7 +1081,8 @@ int tb_vit_backward(tb_vit *m)
     const struct tbi_ops *o = m->be->ops;
     const struct tb_params *r = m->reg;
     if (m->grad_source != 1)
-        return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last backward");
+        return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last "
+                       "backward and input");
     /* Loss -> logits -> head -> the features' gradient. */
     if (m->soft_on)
         TBI_TRY(o->xent_soft_bwd(m->be, m->dlogits, m->probs, m->soft, m->B, m->K));
@@ -1100,7 +1103,7 @@ int tb_vit_backward(tb_vit *m)
 int tb_vit_backward_features(tb_vit *m, const float *dfeat)
 {
     if (!m->grad_source)
-        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
+        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     TBI_TRY(m->be->ops->to_device(m->be, m->E > 0 ? m->demb : m->dfeat, dfeat,
                                   sizeof(float) * (size_t)tb_vit_feature_floats(m)));
     return backward(m);
@@ -1126,6 +1129,6 @@ const float *tbi_vit_patches(tb_vit *m)
 int tbi_vit_backward_dev(tb_vit *m)
 {
     if (!m->grad_source)
-        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward");
+        return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     return backward(m);
 }
