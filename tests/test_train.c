@@ -85,6 +85,31 @@ static void same_ckpt(const char *run_a, const char *run_b, const char *what)
     tb_st_free(&fb);
 }
 
+/* run's checkpoint, trained for `epochs`, into dir (made) with a NaN in head.bias and its
+ * epoch set back to 0: a run started there trains again from a broken head. */
+static void nan_head_copy(const char *run, const char *dir, const char *epochs)
+{
+    char src[4400], dst[4400], key[64], zero[64];
+    snprintf(src, sizeof(src), "%s/last.safetensors", run);
+    snprintf(dst, sizeof(dst), "%s/last.safetensors", dir);
+    snprintf(key, sizeof(key), "\"epoch\":\"%s\"", epochs);
+    snprintf(zero, sizeof(zero), "%-*s", (int)strlen(key), "\"epoch\":\"0\""); /* same length */
+    tbt_run(NULL, 10, "mkdir -p %s", dir);
+    struct tb_st_file *f = NULL;
+    CHECK_EQ(tb_st_read(&f, src), 0);
+    if (!f)
+        return;
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, "head.bias"))
+            ((float *)f->tensors[i].data)[0] = NAN;
+    char *ep = strstr(f->metadata, key);
+    CHECK_MSG(ep != NULL, "%s: no %s", src, key);
+    if (ep)
+        memcpy(ep, zero, strlen(zero));
+    CHECK_EQ(tb_st_write(dst, f->tensors, f->n_tensors, f->metadata), 0);
+    tb_st_free(&f);
+}
+
 /* A run of flags stopped by Ctrl-C after 4 logged steps, then the same command again: it
  * resumes, and every step's loss equals the uninterrupted run's (want, n_want steps). */
 static void interrupted_run(const char *t, const char *flags, const char *run, const double *want,
@@ -753,24 +778,10 @@ static void test_fused(const char *t, const char *d)
     }
     /* a NaN head: the first span's gradient stops the run before any update */
     tbt_case = "fused updates: a non-finite gradient";
-    char src[4400], dst[4400], run_n[4300];
+    char run_n[4300];
     snprintf(run_n, sizeof(run_n), "%s/fused_nan", d);
-    snprintf(src, sizeof(src), "%s/fused_cls/last.safetensors", d);
-    snprintf(dst, sizeof(dst), "%s/last.safetensors", run_n);
-    tbt_run(NULL, 10, "mkdir -p %s", run_n);
-    struct tb_st_file *f = NULL;
-    CHECK_EQ(tb_st_read(&f, src), 0);
-    if (f) {
-        for (int i = 0; i < f->n_tensors; i++)
-            if (!strcmp(f->tensors[i].name, "head.bias"))
-                ((float *)f->tensors[i].data)[0] = NAN;
-        char *ep = strstr(f->metadata, "\"epoch\":\"3\"");
-        CHECK(ep != NULL);
-        if (ep)
-            memcpy(ep, "\"epoch\":\"0\"", 11);
-        CHECK_EQ(tb_st_write(dst, f->tensors, f->n_tensors, f->metadata), 0);
-        tb_st_free(&f);
-    }
+    snprintf(run, sizeof(run), "%s/fused_cls", d);
+    nan_head_copy(run, run_n, "3");
     int rc = tbt_run(&out, 300, "%s train %s --clip-grad 0 --fused-update --out %s", t,
                      flags[0], run_n);
     CHECK_MSG(rc == 1 && out && strstr(out, "norm.weight (and the rest of its span) is not "
@@ -886,20 +897,7 @@ int main(void)
     snprintf(run_c, sizeof(run_c), "%s/run_c", d);
     snprintf(src, sizeof(src), "%s/last.safetensors", run_a);
     snprintf(dst, sizeof(dst), "%s/last.safetensors", run_c);
-    tbt_run(NULL, 10, "mkdir -p %s", run_c);
-    struct tb_st_file *f = NULL;
-    CHECK_EQ(tb_st_read(&f, src), 0);
-    if (f) {
-        for (int i = 0; i < f->n_tensors; i++)
-            if (!strcmp(f->tensors[i].name, "head.bias"))
-                ((float *)f->tensors[i].data)[0] = NAN;
-        char *meta = f->metadata, *ep = strstr(meta, "\"epoch\":\"40\"");
-        CHECK(ep != NULL);
-        if (ep)
-            memcpy(ep, "\"epoch\":\"0\" ", 12);
-        CHECK_EQ(tb_st_write(dst, f->tensors, f->n_tensors, meta), 0);
-        tb_st_free(&f);
-    }
+    nan_head_copy(run_a, run_c, "40");
     rc = tbt_run(&out, 300, "%s train %s --out %s", t, common, run_c);
     CHECK_EQ(rc, 1);
     CHECK_STR_HAS(out, "the loss is nan at step 160 (epoch 0, batch 0); stopping");
@@ -915,6 +913,7 @@ int main(void)
 
     tbt_case = "eval of a zeroed head";
     char zero[4400];
+    struct tb_st_file *f = NULL;
     snprintf(zero, sizeof(zero), "%s/zero.safetensors", d);
     CHECK_EQ(tb_st_read(&f, src), 0);
     if (f) {
