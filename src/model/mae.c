@@ -192,7 +192,8 @@ static void free_acts(tb_mae *m)
     m->h_keep = m->h_idx = m->h_rows = m->h_tok = NULL;
     m->h_w = NULL;
     m->B_plan = m->B = m->B_in = m->mask_set = m->fwd_done = 0;
-    for (int s = m->span0; s < m->reg.n_spans; s++)
+    /* the encoder's spans too: their homes may be in the decoder's activations */
+    for (int s = 0; s < m->reg.n_spans; s++)
         m->reg.home[s] = NULL;
 }
 

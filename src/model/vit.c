@@ -1106,6 +1106,13 @@ int tb_vit_backward_features(tb_vit *m, const float *dfeat)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     TBI_TRY(m->be->ops->to_device(m->be, m->E > 0 ? m->demb : m->dfeat, dfeat,
                                   sizeof(float) * (size_t)tb_vit_feature_floats(m)));
+    if (m->i_head_w >= 0) { /* a head the features' gradient does not reach: zero, written */
+        const struct tb_params *r = m->reg;
+        TBI_TRY(m->be->ops->zero(m->be, tbi_param_grad(r, m->i_head_w),
+                                 sizeof(float) * (size_t)r->p[m->i_head_w].n));
+        TBI_TRY(m->be->ops->zero(m->be, tbi_param_grad(r, m->i_head_b),
+                                 sizeof(float) * (size_t)r->p[m->i_head_b].n));
+    }
     return backward(m);
 }
 
