@@ -19,7 +19,8 @@
  *   evaluation and its random baseline in metrics.jsonl, bad captions naming their lines;
  * - --fused-update (each gradient span applied as the backward completes it): the same
  *   checkpoint as the run without it, for cls (drop path and AdamW), mae (Lion, decoder
- *   masking) and clip (a learned temperature); with clipping on it is refused;
+ *   masking) and clip (a learned temperature); a NaN head stops it at the first span, named;
+ *   with clipping on it is refused;
  * - --label action: EK-100's verb, noun and action scores of both averaging modes in
  *   metrics.jsonl, and the same from `tubelet eval --train`; without --train a note and action
  *   scores only; tb_eval_cls over 5 views x 3 crops equal to tb_cls_evaluate on the model's
