@@ -5,7 +5,9 @@
  * - FlashAttention (forward, log-sum-exp, backward; both paths; causal and not) against naive
  *   attention in double, for odd sequence lengths and head sizes 32 to 128;
  * - GELU and QuickGELU against their formulas, patchify against the Conv3d definition,
- *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update.
+ *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update;
+ * - the bf16 mode's operations (products, GELU, attention) to the bit against their exact
+ *   values rounded once, ties decided by a float32 sum's order counted (test_bf16_ops).
  * It runs again under ctest with TUBELET_CPU=portable, TUBELET_GEMM=openblas and other thread
  * counts (tests/CMakeLists.txt), which steer the kernels to their other paths. */
 #include <math.h>
@@ -619,9 +621,11 @@ static void test_xent(void)
 
 /* ---- attention ---- */
 /* Naive attention in double: out (B, N, D), lse (B, NH, N) and, given dout, dqkv; causal:
- * query i over keys j <= i only (the softmax over those; the others add nothing). */
+ * query i over keys j <= i only (the softmax over those; the others add nothing). stored: NULL,
+ * or the output the backward is given (B, N, D; a fused kernel's rowsum(dO O) reads it). */
 static void naive_attention(double *out, double *lse, double *dqkv, const float *qkv,
-                            const float *dout, int B, int N, int NH, int HS, int causal)
+                            const float *dout, const float *stored, int B, int N, int NH, int HS,
+                            int causal)
 {
     int D = NH * HS;
     double scale = 1.0 / sqrt((double)HS);
@@ -662,6 +666,8 @@ static void naive_attention(double *out, double *lse, double *dqkv, const float 
                     dp[j] = s;
                     rs += p[(size_t)i * N + j] * s;
                 }
+                if (stored)
+                    rs = dot(dOi, stored + ((size_t)b * N + i) * D + h * HS, (size_t)HS);
                 for (int j = 0; j < N; j++) {
                     double pij = p[(size_t)i * N + j], ds = pij * (dp[j] - rs) * scale;
                     for (int d = 0; d < HS; d++) {
@@ -717,7 +723,7 @@ static void test_attention(void)
         float *qkv = randn(nq, 1), *dout = randn(no, 1);
         double *rout = calloc(no, sizeof(double)), *rlse = calloc((size_t)B * NH * N, 8);
         double *rd = calloc(nq, sizeof(double));
-        naive_attention(rout, rlse, rd, qkv, dout, B, N, NH, HS, causal);
+        naive_attention(rout, rlse, rd, qkv, dout, NULL, B, N, NH, HS, causal);
         for (int path = 0; path < 3; path++) {
             char name[64];
             snprintf(name, sizeof(name), "attention%s%s N=%d HS=%d", causal ? " causal" : "",
@@ -992,6 +998,170 @@ static void test_round_bf16(void)
     free(x);
 }
 
+/* ---- bf16 operations to the bit ---- */
+/* v rounded once to bf16 (nearest, ties to even) from its exact value: 8 significant bits, no
+ * step below bf16's least subnormal 2^-133 (the default rounding mode is to nearest even). */
+static double bf16_exact(double v)
+{
+    if (!isfinite(v) || v == 0)
+        return v;
+    int e;
+    frexp(v, &e);
+    int q = e - 8 < -133 ? -133 : e - 8;
+    return (float)ldexp(nearbyint(ldexp(v, -q)), q); /* past bf16's largest: inf */
+}
+
+struct bits_count {
+    long n, same, ties, bad;
+};
+
+/* A bf16 operation's outputs to the bit: f32 (n) is what the float32 op wrote, exact the
+ * double reference. The operation's result is f32 rounded to bf16 (tbi_round_bf16, as the
+ * bf16 mode stores it); it must equal the exact value rounded once, or be a tie: the float32
+ * result within tol[i] of the exact value (the op's float32 accuracy) with a rounding
+ * boundary between them, so that the order of a float32 sum decided the last bit. */
+static void bf16_bits(struct bits_count *c, const char *what, const float *f32,
+                      const double *exact, const double *tol, size_t n)
+{
+    float *got = malloc(sizeof(float) * n);
+    memcpy(got, f32, sizeof(float) * n);
+    tbi_round_bf16(got, n);
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double want = bf16_exact(exact[i]);
+        c->n++;
+        if (got[i] == want) {
+            c->same++;
+        } else if (fabs(f32[i] - exact[i]) <= tol[i] &&
+                   bf16_exact(exact[i] - tol[i]) != bf16_exact(exact[i] + tol[i])) {
+            c->ties++;
+        } else {
+            c->bad++;
+            if (bad++ < 3)
+                CHECK_MSG(0, "%s[%zu]: %.9g (float32 %.9g), the exact %.12g rounds to %.9g",
+                          what, i, got[i], f32[i], exact[i], want);
+        }
+    }
+    free(got);
+}
+
+static float *randn_bf16(size_t n, float s)
+{
+    float *x = randn(n, s);
+    tbi_round_bf16(x, n);
+    return x;
+}
+
+/* The bf16 mode's operations (docs/PRECISION.md: bf16 operands, float32 arithmetic, the output
+ * rounded once) against their exact values rounded once: the products with their bias and
+ * their three gradients, GELU and its gradient, fused attention and its gradient (given the
+ * stored, rounded output). Every value equal, but for ties decided by the float32 sum's order,
+ * counted, and at most 1 in 100. The same reference on every CPU, for every kernel path. */
+static void test_bf16_ops(void)
+{
+    const double u = ldexp(1, -24);
+    struct bits_count c = {0};
+    tbt_case = "bf16 products";
+    int M = 37, K = 300, N = 45;
+    float *inp = randn_bf16((size_t)M * K, 1), *w = randn_bf16((size_t)N * K, 0.3f);
+    float *bias = randn_bf16((size_t)N, 1), *dout = randn_bf16((size_t)M * N, 1);
+    float *out = zeros((size_t)M * N), *dinp = zeros((size_t)M * K), *dw = zeros((size_t)N * K);
+    float *db = zeros((size_t)N);
+    size_t most = (size_t)N * K > (size_t)M * K ? (size_t)N * K : (size_t)M * K;
+    double *ex = calloc(most, sizeof(double)), *tol = calloc(most, sizeof(double));
+    tbi_matmul_fwd(out, inp, w, bias, M, K, N);
+    tbi_matmul_bwd(dinp, dw, db, dout, inp, w, M, K, N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = bias[j], mag = fabs(bias[j]);
+            for (int k = 0; k < K; k++) {
+                s += (double)inp[i * K + k] * w[j * K + k];
+                mag += fabs((double)inp[i * K + k] * w[j * K + k]);
+            }
+            ex[i * N + j] = s, tol[i * N + j] = (K + 2) * u * mag;
+        }
+    bf16_bits(&c, "x W^T + b", out, ex, tol, (size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            double s = 0, mag = 0;
+            for (int j = 0; j < N; j++) {
+                s += (double)dout[i * N + j] * w[j * K + k];
+                mag += fabs((double)dout[i * N + j] * w[j * K + k]);
+            }
+            ex[i * K + k] = s, tol[i * K + k] = (N + 2) * u * mag;
+        }
+    bf16_bits(&c, "dY W", dinp, ex, tol, (size_t)M * K);
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < K; k++) {
+            double s = 0, mag = 0;
+            for (int i = 0; i < M; i++) {
+                s += (double)dout[i * N + j] * inp[i * K + k];
+                mag += fabs((double)dout[i * N + j] * inp[i * K + k]);
+            }
+            ex[j * K + k] = s, tol[j * K + k] = (M + 2) * u * mag;
+        }
+    bf16_bits(&c, "dY^T X", dw, ex, tol, (size_t)N * K);
+    for (int j = 0; j < N; j++) {
+        double s = 0, mag = 0;
+        for (int i = 0; i < M; i++)
+            s += dout[i * N + j], mag += fabs(dout[i * N + j]);
+        ex[j] = s, tol[j] = (M + 2) * u * mag;
+    }
+    bf16_bits(&c, "colsum dY", db, ex, tol, (size_t)N);
+    free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db);
+    free(ex), free(tol);
+
+    /* GELU: its float32 accuracy is test_gelu's 1e-6 absolute; the gradient's alike, scaled */
+    tbt_case = "bf16 GELU";
+    size_t n = 20000;
+    float *x = randn_bf16(n, 2), *dy = randn_bf16(n, 1), *y = zeros(n), *dx = zeros(n);
+    ex = calloc(n, sizeof(double)), tol = calloc(n, sizeof(double));
+    tbi_gelu_fwd(y, x, n);
+    tbi_gelu_bwd(dx, NULL, x, dy, n);
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        ex[i] = 0.5 * v * (1 + erf(v / sqrt(2.0))), tol[i] = 1e-6;
+    }
+    bf16_bits(&c, "GELU", y, ex, tol, n);
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i], d = 0.5 * (1 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2 * 3.14159265358979323846);
+        ex[i] = dy[i] * d, tol[i] = 2e-6 * fabs(dy[i]);
+    }
+    bf16_bits(&c, "GELU'", dx, ex, tol, n);
+    free(x), free(dy), free(y), free(dx), free(ex), free(tol);
+
+    /* Attention, both causal and not: test_attention's float32 accuracy (2e-5 on the output,
+     * 1e-4 relative on the gradients) */
+    for (int causal = 0; causal < 2; causal++) {
+        tbt_case = causal ? "bf16 attention, causal" : "bf16 attention";
+        int B = 2, T = 77, NH = 2, HS = 32, D = NH * HS;
+        size_t nq = (size_t)B * T * 3 * D, no = (size_t)B * T * D;
+        float *qkv = randn_bf16(nq, 1), *dO = randn_bf16(no, 1), *o = zeros(no);
+        float *lse = zeros((size_t)B * NH * T), *dqkv = zeros(nq);
+        double *ro = calloc(no, sizeof(double)), *rl = calloc((size_t)B * NH * T, 8);
+        double *rd = calloc(nq, sizeof(double)), *t = calloc(nq, sizeof(double));
+        CHECK_EQ(tbi_attention_fwd(o, lse, qkv, B, T, NH, HS, causal), 0);
+        for (size_t i = 0; i < no; i++)
+            t[i] = 2e-5;
+        naive_attention(ro, rl, rd, qkv, dO, NULL, B, T, NH, HS, causal);
+        bf16_bits(&c, "attention", o, ro, t, no);
+        tbi_round_bf16(o, no); /* the stored output the backward is given */
+        memset(rd, 0, sizeof(double) * nq);
+        naive_attention(ro, rl, rd, qkv, dO, o, B, T, NH, HS, causal);
+        CHECK_EQ(tbi_attention_bwd(dqkv, dO, qkv, o, lse, B, T, NH, HS, causal), 0);
+        for (size_t i = 0; i < nq; i++)
+            t[i] = 1e-4 * (1 + fabs(rd[i]));
+        bf16_bits(&c, "attention dqkv", dqkv, rd, t, nq);
+        free(qkv), free(dO), free(o), free(lse), free(dqkv), free(ro), free(rl), free(rd);
+        free(t);
+    }
+    tbt_case = "bf16 operations";
+    CHECK_MSG(c.bad == 0 && c.ties * 100 <= c.n, "%ld of %ld values differ from the exact "
+              "rounding beyond a tie, %ld ties", c.bad, c.n, c.ties);
+    fprintf(stderr, "bf16 operations: %ld values, %ld to the bit, %ld ties (%.3f%%), %ld wrong\n",
+            c.n, c.same, c.ties, 100.0 * c.ties / c.n, c.bad);
+}
+
 int main(void)
 {
     tbt_begin("ops");
@@ -1008,5 +1178,6 @@ int main(void)
     test_patchify_adamw();
     test_optim_zero_runs();
     test_round_bf16();
+    test_bf16_ops();
     TBT_EXIT();
 }

@@ -35,13 +35,18 @@ backward of L = sum(feat * dfeat), no optimizer step (--steps and the optimizer 
 ignored); O gets feat (B, dim) and grad.<name> of every parameter except head.weight and
 head.bias (head takes no part, and they are not written).
 
---precision bf16: the forward and the loss under torch.autocast('cpu', dtype=torch.bfloat16),
-the backward outside it, as PyTorch's mixed precision runs (parameters, gradients and AdamW
-stay float32; logits and features are written as float32). tests/test_vit.c compares tubelet's
-bf16 mode (docs/PRECISION.md) with it. --bf16-attention eager (the default) runs attention as
-written, so autocast rounds the scores, the scaled scores, the probabilities and the output to
-bf16; fused computes it in float32 from the bf16 q, k, v and rounds only the output, as a
-fused kernel does (FlashAttention; PyTorch 2's F.scaled_dot_product_attention) and tubelet's.
+--precision bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py: every product, attention
+and GELU on bf16-rounded operands in float64, its output and gradients rounded once; the rest
+float32), the same on every machine: the specification tests/test_vit.c checks tubelet's bf16
+mode (docs/PRECISION.md) against. --precision autocast: the forward and the loss under
+torch.autocast('cpu', dtype=torch.bfloat16), the backward outside it, as PyTorch's mixed
+precision runs (parameters, gradients and AdamW stay float32; logits and features are written
+as float32); how its products round depends on the CPU (oneDNN's round once on CPUs with
+AVX-512; the fallback elsewhere rounds partial sums). --bf16-attention eager (the default) runs
+attention as written, so autocast rounds the scores, the scaled scores, the probabilities and
+the output to bf16; fused computes it in float32 from the bf16 q, k, v and rounds only the
+output, as a fused kernel does (FlashAttention; PyTorch 2's F.scaled_dot_product_attention) and
+tubelet's.
 
 --pool none (only with --feature-grad): VideoMAE's pretraining encoder. No class token, no
 pooling: the final LayerNorm (eps 1e-6, parameters norm.weight, norm.bias) applies to every
@@ -66,6 +71,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import bf16_ref
 import mixup_ref
 
 DTYPES = {"F32": np.float32, "I64": np.int64}
@@ -101,6 +107,13 @@ def st_write(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+EMULATE = False  # --precision bf16: the products, attention and GELU through bf16_ref
+
+
+def linear(x, w, b=None):
+    return bf16_ref.linear(x, w, b) if EMULATE else F.linear(x, w, b)
+
+
 def sincos_table(n, d):
     """VideoMAE's get_sinusoid_encoding_table."""
     pos = np.arange(n)[:, None].astype(np.float64)
@@ -127,12 +140,14 @@ class Attention(nn.Module):
         hs = C // self.heads
         if self.qv_bias:
             bias = torch.cat([self.q_bias, torch.zeros_like(self.v_bias), self.v_bias])
-            qkv = F.linear(x, self.qkv.weight, bias)
+            qkv = linear(x, self.qkv.weight, bias)
         else:
-            qkv = self.qkv(x)
+            qkv = linear(x, self.qkv.weight, self.qkv.bias)
         qkv = qkv.reshape(B, N, 3, self.heads, hs).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        if self.fused and q.dtype == torch.bfloat16:
+        if EMULATE:
+            x = bf16_ref.attention(q, k, v, hs ** -0.5)
+        elif self.fused and q.dtype == torch.bfloat16:
             # float32 inside, bf16 out: the fused kernel's rounding (--bf16-attention fused)
             with torch.autocast("cpu", enabled=False):
                 q, k, v = q.float(), k.float(), v.float()
@@ -141,7 +156,7 @@ class Attention(nn.Module):
         else:
             attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
             x = attn.softmax(dim=-1) @ v
-        return self.proj(x.transpose(1, 2).reshape(B, N, C))
+        return linear(x.transpose(1, 2).reshape(B, N, C), self.proj.weight, self.proj.bias)
 
 
 class Mlp(nn.Module):
@@ -152,7 +167,9 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        h = linear(x, self.fc1.weight, self.fc1.bias)
+        h = bf16_ref.gelu(h) if EMULATE else self.act(h)
+        return linear(h, self.fc2.weight, self.fc2.bias)
 
 
 class Block(nn.Module):
@@ -206,7 +223,11 @@ class VideoViT(nn.Module):
     def features(self, video, keep=None, drop=None):
         """The pooled, normalised features (the input to head); for pool none the normalised
         tokens (B, N, dim), or (B, K, dim) of the tokens keep (B, K) names."""
-        x = self.patch_embed.proj(video).flatten(2).transpose(1, 2)
+        pe = self.patch_embed.proj
+        if EMULATE:
+            x = bf16_ref.patch_embed(video, pe.weight, pe.bias, *pe.kernel_size[:2])
+        else:
+            x = pe(video).flatten(2).transpose(1, 2)
         if self.pool == "cls":
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = x + self.pos_embed
@@ -223,12 +244,12 @@ class VideoViT(nn.Module):
 
     def forward(self, video, drop=None, hmask=None):
         f = self.features(video, drop=drop)
-        return self.head(f if hmask is None else f * hmask)
+        return linear(f if hmask is None else f * hmask, self.head.weight, self.head.bias)
 
 
 def autocast(a):
     """The forward's precision context: bf16 autocast on the CPU, or none."""
-    if a.precision == "bf16":
+    if a.precision == "autocast":
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
@@ -291,7 +312,8 @@ def main():
                         "x decay^(depth + 1), the rest x 1")
     p.add_argument("--optim", default="adamw", help="adamw, or sgd (momentum --beta1)")
     p.add_argument("--precision", default="fp32",
-                   help="fp32, or bf16 (the forward and loss under CPU bf16 autocast)")
+                   help="fp32, bf16 (tubelet's bf16 mode emulated exactly), or autocast (the "
+                        "forward and loss under CPU bf16 autocast)")
     p.add_argument("--bf16-attention", default="eager",
                    help="bf16: eager (autocast's roundings inside attention) or fused (float32 "
                         "inside, the output rounded)")
@@ -309,14 +331,17 @@ def main():
         msg = "--pos must be learned or sincos"
     elif a.classes < 0 or (a.classes == 0 and not a.feature_grad):
         msg = "--classes must be positive (0, no head, only with --feature-grad)"
-    elif a.precision not in ("fp32", "bf16") or a.bf16_attention not in ("eager", "fused"):
-        msg = "--precision must be fp32 or bf16, --bf16-attention eager or fused"
+    elif (a.precision not in ("fp32", "bf16", "autocast")
+          or a.bf16_attention not in ("eager", "fused")):
+        msg = "--precision must be fp32, bf16 or autocast, --bf16-attention eager or fused"
     elif a.pool == "none" and not a.feature_grad:
         msg = "--pool none is only valid with --feature-grad"
     if msg:
         print("vit_ref.py: " + msg, file=sys.stderr)
         return 2
     torch.set_num_threads(1)
+    global EMULATE
+    EMULATE = a.precision == "bf16"
     model = VideoViT(a)
     weights = st_read(a.weights)
     state = {k: torch.tensor(weights[k]) for k in model.state_dict()}
