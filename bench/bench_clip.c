@@ -112,8 +112,7 @@ int main(int argc, char **argv)
             rc = tb_clip_encode_text(m, ids, B, t);
         tk[2] = now();
         if (rc >= 0) {
-            loss = tb_clip_infonce(v, t, B, E, 1 / 0.07, dv, dt, NULL);
-            rc = loss == loss ? 0 : -1;
+            rc = tb_clip_infonce(v, t, B, E, 1 / 0.07, &loss, dv, dt, NULL);
         }
         tk[3] = now();
         if (rc >= 0)

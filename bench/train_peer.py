@@ -4,7 +4,8 @@
 backward + gradient clipping + AdamW, timed over STEPS steps after one warm-up step. With
 --sdpa (PyTorch 2.x) attention uses F.scaled_dot_product_attention. Prints one JSON line
 (impl ends in -thp when THP_MEM_ALLOC_ENABLE=1 has PyTorch ask for transparent huge pages).
-Usage: train_peer.py DIM DEPTH HEADS FRAMES SIZE BATCH [--steps 3] [--threads 2] [--sdpa]"""
+Usage: train_peer.py DIM DEPTH HEADS FRAMES SIZE BATCH [--steps 3] [--threads 2] [--sdpa]
+                     [--patch 16] [--tubelet 2]"""
 import argparse
 import importlib.util
 import json
@@ -19,6 +20,8 @@ for k in ("dim", "depth", "heads", "frames", "size", "batch"):
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--sdpa", action="store_true")
+p.add_argument("--patch", type=int, default=16)
+p.add_argument("--tubelet", type=int, default=2)
 a = p.parse_args()
 os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
 import torch  # noqa: E402
@@ -39,7 +42,7 @@ if a.sdpa:
         return self.proj(x.transpose(1, 2).reshape(B, N, C))
     ref.Attention.forward = attn_forward
 
-cfg = argparse.Namespace(dim=a.dim, depth=a.depth, heads=a.heads, patch=16, tubelet=2,
+cfg = argparse.Namespace(dim=a.dim, depth=a.depth, heads=a.heads, patch=a.patch, tubelet=a.tubelet,
                          frames=a.frames, height=a.size, width=a.size, classes=400,
                          pool="mean", pos="sincos", qv_bias=False, bf16_attention="eager")
 torch.manual_seed(0)

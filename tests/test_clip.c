@@ -171,6 +171,15 @@ static void test_against_pytorch(void)
 }
 
 /* The loss against finite differences of itself, and two values known in closed form. */
+/* tb_clip_infonce's loss (it must succeed) */
+static double infonce(const float *v, const float *t, int N, int E, double scale, float *dv,
+                      float *dt, double *dscale)
+{
+    double loss = NAN;
+    CHECK_EQ(tb_clip_infonce(v, t, N, E, scale, &loss, dv, dt, dscale), 0);
+    return loss;
+}
+
 static void test_infonce(void)
 {
     tbt_case = "InfoNCE";
@@ -181,22 +190,22 @@ static void test_infonce(void)
     for (int i = 0; i < N * E; i++)
         v[i] = (float)tb_rng_normal(&r), t[i] = (float)tb_rng_normal(&r);
     double scale = 1 / 0.07, ds = 0;
-    double l0 = tb_clip_infonce(v, t, N, E, scale, dv, dt, &ds), worst = 0;
+    double l0 = infonce(v, t, N, E, scale, dv, dt, &ds), worst = 0;
     CHECK(isfinite(l0) && l0 > 0);
     for (int k = 0; k < 2 * N * E; k += 3) {
         float *x = k < N * E ? &v[k] : &t[k - N * E], saved = *x, h = 1e-3f;
         *x = saved + h;
-        double lp = tb_clip_infonce(v, t, N, E, scale, NULL, NULL, NULL);
+        double lp = infonce(v, t, N, E, scale, NULL, NULL, NULL);
         *x = saved - h;
-        double lm = tb_clip_infonce(v, t, N, E, scale, NULL, NULL, NULL);
+        double lm = infonce(v, t, N, E, scale, NULL, NULL, NULL);
         *x = saved;
         double num = (lp - lm) / (2.0 * ((double)(saved + h) - saved));
         double got = k < N * E ? dv[k] : dt[k - N * E];
         worst = fmax(worst, fabs(num - got) / (fabs(got) + 1e-2));
     }
     CHECK_MSG(worst < 1e-3, "finite differences: worst relative error %.3g", worst);
-    double h = 1e-4, num = (tb_clip_infonce(v, t, N, E, scale + h, NULL, NULL, NULL) -
-                            tb_clip_infonce(v, t, N, E, scale - h, NULL, NULL, NULL)) / (2 * h);
+    double h = 1e-4, num = (infonce(v, t, N, E, scale + h, NULL, NULL, NULL) -
+                            infonce(v, t, N, E, scale - h, NULL, NULL, NULL)) / (2 * h);
     CHECK_MSG(fabs(num - ds) <= 1e-6 * (fabs(ds) + 1e-3), "d loss / d scale %.9g, numeric %.9g",
               ds, num);
     /* Orthonormal pairs that match: the loss is log(1 + (N - 1) e^-scale); paired with the
@@ -207,10 +216,19 @@ static void test_infonce(void)
         s[((i + 1) % N) * E + i] = 0.5f;
     }
     double want = log(1 + (N - 1) * exp(-scale));
-    double got = tb_clip_infonce(a, a, N, E, scale, NULL, NULL, NULL);
+    double got = infonce(a, a, N, E, scale, NULL, NULL, NULL);
     CHECK_MSG(fabs(got - want) < 1e-9, "aligned: %.12g, want %.12g", got, want);
-    got = tb_clip_infonce(a, s, N, E, scale, NULL, NULL, NULL);
+    got = infonce(a, s, N, E, scale, NULL, NULL, NULL);
     CHECK_MSG(fabs(got - (want + scale)) < 1e-9, "shifted: %.12g, want %.12g", got, want + scale);
+    /* A NaN feature is a NaN loss, returned as such (the loop names the step), not a failure */
+    a[3] = NAN;
+    double l = 0;
+    CHECK_EQ(tb_clip_infonce(a, a, N, E, scale, &l, NULL, NULL, NULL), 0);
+    CHECK_MSG(isnan(l), "a NaN feature gives the loss %g", l);
+    CHECK_EQ(tb_clip_max_margin(a, a, N, E, 0.2, &l, NULL, NULL), 0);
+    CHECK_MSG(isnan(l), "a NaN feature gives the max-margin loss %g", l);
+    CHECK_EQ(tb_clip_max_margin(a, a, 1, E, 0.2, &l, NULL, NULL), TB_EINVAL);
+    CHECK_STR_HAS(tb_errmsg(), "needs 2 pairs, not 1");
 }
 
 static void test_bad_input(void)

@@ -649,9 +649,10 @@ static int clip_step(struct model_ctx *c)
         (rc = tb_clip_encode_text(c->clip, ids, M_B, t)) < 0 ||
         (rc = tb_clip_logit_scale(c->clip, &scale)) < 0)
         return rc;
-    c->loss = (float)tb_clip_infonce(v, t, M_B, C_E, scale, dv, dt, &dscale);
-    if (isnan(c->loss)) /* out of memory: the message says so */
-        return TB_ENOMEM;
+    double loss = 0;
+    if ((rc = tb_clip_infonce(v, t, M_B, C_E, scale, &loss, dv, dt, &dscale)) < 0)
+        return rc;
+    c->loss = (float)loss;
     return tb_clip_backward(c->clip, dv, dt, dscale);
 }
 

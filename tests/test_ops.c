@@ -1162,6 +1162,24 @@ static void test_bf16_ops(void)
             c.n, c.same, c.ties, 100.0 * c.ties / c.n, c.bad);
 }
 
+/* The fair share's rule (share.c): the team is the ceiling less the cores other processes use,
+ * rounded to nearest, never below one or above the ceiling. */
+static void test_share_team(void)
+{
+    tbt_case = "fair share";
+    const struct {
+        int ceiling;
+        double others;
+        int want;
+    } cases[] = {{2, 0.0, 2}, {2, 0.3, 2}, {2, 0.6, 1}, {2, 1.0, 1}, {2, 1.4, 1}, {2, 5.0, 1},
+                 {8, 0.0, 8}, {8, 2.4, 6}, {8, 2.6, 5}, {8, 7.9, 1}, {1, 0.0, 1}, {3, 0.0, 3}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_MSG(tbi_share_team(cases[i].ceiling, cases[i].others) == cases[i].want,
+                  "a ceiling of %d beside %.1f busy cores gives %d threads, want %d",
+                  cases[i].ceiling, cases[i].others,
+                  tbi_share_team(cases[i].ceiling, cases[i].others), cases[i].want);
+}
+
 int main(void)
 {
     tbt_begin("ops");
@@ -1179,5 +1197,6 @@ int main(void)
     test_optim_zero_runs();
     test_round_bf16();
     test_bf16_ops();
+    test_share_team();
     TBT_EXIT();
 }

@@ -344,16 +344,18 @@ TB_API int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext,
 /* The symmetric InfoNCE loss (CLIP's, LaViLa's) of N video and N text features (E wide, not
  * normalised; pair i matches): features L2-normalised (norms floored at 1e-12), logits =
  * scale x cosine similarity, the mean of the video->text and text->video cross-entropies
- * over the N rows. Returns the loss (NaN when out of memory, tb_errmsg saying so); dv, dt
- * (N, E) and dscale (may each be NULL) get its gradients. Computed in double. Under data
- * parallelism every process passes all N pairs (gathered) and takes the rows of its own. */
-TB_API double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale,
-                              float *dv, float *dt, double *dscale);
+ * over the N rows, into *loss (NaN or infinite where the features are: the caller's check);
+ * dv, dt (N, E) and dscale (may each be NULL) get its gradients. Computed in double. Returns 0
+ * or TB_ENOMEM. Under data parallelism every process passes all N pairs (gathered) and takes
+ * the rows of its own. */
+TB_API int tb_clip_infonce(const float *v, const float *t, int N, int E, double scale,
+                           double *loss, float *dv, float *dt, double *dscale);
 /* AVION's max-margin ranking loss (its EK-100 MIR fine-tuning; MaxMarginRankingLoss with
  * fix_norm): x = cosine(text i, video j); over i != j, relu(margin - (x_ii - x_ij)) and
- * relu(margin - (x_ii - x_ji)), averaged. N >= 2; the rest as tb_clip_infonce. */
-TB_API double tb_clip_max_margin(const float *v, const float *t, int N, int E, double margin,
-                                 float *dv, float *dt);
+ * relu(margin - (x_ii - x_ji)), averaged. N >= 2 (else TB_EINVAL); the rest as
+ * tb_clip_infonce. */
+TB_API int tb_clip_max_margin(const float *v, const float *t, int N, int E, double margin,
+                              double *loss, float *dv, float *dt);
 
 #ifdef __cplusplus
 }

@@ -370,8 +370,11 @@ static int run_clip(struct step_config *c)
         double scale = 0, dscale = 0;
         if ((rc = tb_clip_logit_scale(m, &scale)) < 0)
             goto fail;
-        losses[s] = (float)(max_margin ? tb_clip_max_margin(v, t, B, E, c->margin, dv, dt)
-                                       : tb_clip_infonce(v, t, B, E, scale, dv, dt, &dscale));
+        double l = 0;
+        if ((rc = max_margin ? tb_clip_max_margin(v, t, B, E, c->margin, &l, dv, dt)
+                             : tb_clip_infonce(v, t, B, E, scale, &l, dv, dt, &dscale)) < 0)
+            goto fail;
+        losses[s] = (float)l;
         if ((rc = tb_clip_backward(m, dv, dt, dscale)) < 0)
             goto fail;
         if (s == 0 && (rc = read_grads(params, grads)) < 0)

@@ -296,15 +296,13 @@ static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c
     return loss / N;
 }
 
-double tb_clip_infonce(const float *v, const float *t, int N, int E, double scale, float *dv,
-                       float *dt, double *dscale)
+int tb_clip_infonce(const float *v, const float *t, int N, int E, double scale, double *loss,
+                    float *dv, float *dt, double *dscale)
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
     double *buf = tbi_calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
-    if (!buf) {
-        tbi_err(TB_ENOMEM, "out of memory for the loss of %d pairs", N);
-        return NAN;
-    }
+    if (!buf)
+        return tbi_err(TB_ENOMEM, "out of memory for the loss of %d pairs", N);
     double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *s = dw + ne, *g = s + nn;
     double *nu = g + nn, *nw = nu + N;
     l2_normalise(v, N, E, u, nu);
@@ -317,7 +315,7 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
             s[(size_t)i * N + j] = scale * d;
         }
     /* video -> text along rows, text -> video along columns */
-    double loss = (xent_diag(s, N, N, 1, g) + xent_diag(s, N, 1, N, g)) / 2;
+    *loss = (xent_diag(s, N, N, 1, g) + xent_diag(s, N, 1, N, g)) / 2;
     if (dscale) {
         /* logits = scale x cosine: d loss / d scale = sum g_ij cosine_ij */
         double d = 0;
@@ -327,22 +325,18 @@ double tb_clip_infonce(const float *v, const float *t, int N, int E, double scal
     }
     pair_backward(g, scale, u, nu, du, dv, w, nw, dw, dt, N, E);
     free(buf);
-    return loss;
+    return 0;
 }
 
-double tb_clip_max_margin(const float *v, const float *t, int N, int E, double margin, float *dv,
-                          float *dt)
+int tb_clip_max_margin(const float *v, const float *t, int N, int E, double margin,
+                       double *loss, float *dv, float *dt)
 {
     size_t ne = (size_t)N * E, nn = (size_t)N * N;
-    if (N < 2) {
-        tbi_err(TB_EINVAL, "the max-margin loss needs 2 pairs, not %d", N);
-        return NAN;
-    }
+    if (N < 2)
+        return tbi_err(TB_EINVAL, "the max-margin loss needs 2 pairs, not %d", N);
     double *buf = tbi_calloc(4 * ne + 2 * nn + 2 * (size_t)N, sizeof(double));
-    if (!buf) {
-        tbi_err(TB_ENOMEM, "out of memory for the loss of %d pairs", N);
-        return NAN;
-    }
+    if (!buf)
+        return tbi_err(TB_ENOMEM, "out of memory for the loss of %d pairs", N);
     double *u = buf, *w = u + ne, *du = w + ne, *dw = du + ne, *x = dw + ne, *g = x + nn;
     double *nu = g + nn, *nw = nu + N;
     l2_normalise(v, N, E, u, nu);
@@ -355,25 +349,27 @@ double tb_clip_max_margin(const float *v, const float *t, int N, int E, double m
                 d += w[(size_t)i * E + e] * u[(size_t)j * E + e];
             x[(size_t)i * N + j] = d;
         }
-    /* relu(margin - (x_ii - x_ij)) and relu(margin - (x_ii - x_ji)) over i != j, averaged */
-    double loss = 0, inv = 1.0 / (2.0 * N * (N - 1));
+    /* relu(margin - (x_ii - x_ij)) and relu(margin - (x_ii - x_ji)) over i != j, averaged; a
+     * NaN similarity makes the loss NaN, as PyTorch's relu passes NaN on (never a flattering 0) */
+    double sum = 0, inv = 1.0 / (2.0 * N * (N - 1));
     for (int i = 0; i < N; i++)
         for (int j = 0; j < N; j++) {
             if (i == j)
                 continue;
             double a = margin - (x[(size_t)i * N + i] - x[(size_t)i * N + j]);
             double b = margin - (x[(size_t)i * N + i] - x[(size_t)j * N + i]);
-            if (a > 0) {
-                loss += a;
+            if (!(a <= 0)) {
+                sum += a;
                 g[(size_t)i * N + i] -= inv, g[(size_t)i * N + j] += inv;
             }
-            if (b > 0) {
-                loss += b;
+            if (!(b <= 0)) {
+                sum += b;
                 g[(size_t)i * N + i] -= inv, g[(size_t)j * N + i] += inv;
             }
         }
     /* x's rows are the texts: the same backward with the towers' roles swapped */
     pair_backward(g, 1, w, nw, dw, dt, u, nu, du, dv, N, E);
     free(buf);
-    return loss * inv;
+    *loss = sum * inv;
+    return 0;
 }

@@ -280,7 +280,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     if (B < 1)
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
     if ((int64_t)B * m->Nd > INT_MAX / 4)
-        return tbi_err(TB_ENOMEM, "%d clips of %d decoder tokens are more rows than the ops "
+        return tbi_err(TB_ERANGE, "%d clips of %d decoder tokens are more rows than the ops "
                        "take: lower --batch", B, m->Nd);
     free_acts(m);
     size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;

@@ -526,7 +526,7 @@ int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *s
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
     /* The ops count rows (tokens of the batch) in int; their elements in size_t. */
     if ((int64_t)B * m->Nt > INT_MAX / 4 || (int64_t)B * m->Np > INT_MAX / 4)
-        return tbi_err(TB_ENOMEM, "%d clips of %d tokens are more rows than the ops take: %s",
+        return tbi_err(TB_ERANGE, "%d clips of %d tokens are more rows than the ops take: %s",
                        B, m->Nt, lowering_flags(&m->c));
     free_acts(m);
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, n = 0;

@@ -165,13 +165,12 @@ static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
     TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
     double scale = 0, dscale = 0;
     TBI_TRY(tb_clip_logit_scale(t->m, &scale));
-    double l = o->max_margin ? tb_clip_max_margin(t->all_v, t->all_t, N, t->E, o->margin,
-                                                  t->dv_all, t->dt_all)
-                             : tb_clip_infonce(t->all_v, t->all_t, N, t->E, scale, t->dv_all,
-                                               t->dt_all, &dscale);
-    if (isnan(l))
-        return tbi_err(TB_ENOMEM, "out of memory for the loss");
-    *loss = (float)l;
+    double l = 0;
+    TBI_TRY(o->max_margin ? tb_clip_max_margin(t->all_v, t->all_t, N, t->E, o->margin, &l,
+                                               t->dv_all, t->dt_all)
+                          : tb_clip_infonce(t->all_v, t->all_t, N, t->E, scale, &l, t->dv_all,
+                                            t->dt_all, &dscale));
+    *loss = (float)l; /* a non-finite loss is the loop's to catch, naming the step */
     /* this process's rows, times the processes: the loop averages the gradients */
     float *dv = t->dv_all + (size_t)rank * be, *dt = t->dt_all + (size_t)rank * be;
     for (size_t i = 0; i < be; i++) {

@@ -87,6 +87,7 @@ int tbi_cpu_matmul_fwd(tbi_backend *be, float *out, const float *inp, const floa
                        const float *bias, int M, int K, int N)
 {
     (void)be;
+    tbi_share_tick();
     tbi_matmul_fwd(out, inp, w, bias, M, K, N);
     return 0;
 }

@@ -20,6 +20,14 @@
  * runs the portable code everywhere, as on a CPU without AVX-512. */
 int tbi_cpu_avx512(void);
 
+/* The fair share of a busy machine (share.c): tbi_share_tick, called before the products from
+ * the thread that calls the ops, sets that thread's OpenMP team to the cores other processes
+ * leave free, measured every 0.25 s (TUBELET_CPU_SHARE=off: never); tbi_share_team is its
+ * rule: the ceiling (the team OpenMP was set to) less the cores others use (others) rounded,
+ * at least 1. */
+void tbi_share_tick(void);
+int tbi_share_team(int ceiling, double others);
+
 /* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
  * semantics; C is not read when beta == 0). Which engine:
  * - inside an OpenMP region (omp_get_level() > 0, a team of one included): our own kernel on

@@ -1,4 +1,4 @@
-/* src/train/cls.c - supervised classification (`--task cls`) on the training loop: the task
+/* src/train/cls_task.c - supervised classification (`--task cls`) on the training loop: the task
  * table's entries (a ViT with a head, cross-entropy with label smoothing on the batch's verb,
  * noun or action, or on mixup's soft targets; random erasing, drop path, dropout before the
  * head); its evaluation is cls_eval.c.
