@@ -279,3 +279,24 @@ void tbt_compare_st(const char *ours_path, const char *ref_path, const char *wha
     tb_st_free(&ours);
     tb_st_free(&ref);
 }
+
+void tbt_same_ckpt(const char *run_a, const char *run_b, const char *what)
+{
+    char pa[4400], pb[4400];
+    snprintf(pa, sizeof(pa), "%s/last.safetensors", run_a);
+    snprintf(pb, sizeof(pb), "%s/last.safetensors", run_b);
+    struct tb_st_file *fa = NULL, *fb = NULL;
+    CHECK_EQ(tb_st_read(&fa, pa), 0);
+    CHECK_EQ(tb_st_read(&fb, pb), 0);
+    int n = 0;
+    for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
+        const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
+        size_t bytes = (size_t)a->n * (a->dtype == TB_ST_I64 ? 8 : a->dtype == TB_ST_F32 ? 4 : 2);
+        CHECK_MSG(b && b->n == a->n && b->dtype == a->dtype && !memcmp(a->data, b->data, bytes),
+                  "%s: %s differs", what, a->name);
+        n++;
+    }
+    CHECK_MSG(n > 20, "%s: %d tensors", what, n);
+    tb_st_free(&fa);
+    tb_st_free(&fb);
+}

@@ -118,4 +118,8 @@ char *tbt_read(const char *path, size_t *len);
  * box.mp4 / cup.mp4, unpacked from .gz into the scratch dir), or NULL if absent. */
 const char *tbt_opencv_video(const char *name);
 
+/* The checkpoints RUN_A/last.safetensors and RUN_B/last.safetensors hold the same tensors
+ * to the bit (a failed check names the first that differ), more than 20 of them. */
+void tbt_same_ckpt(const char *run_a, const char *run_b, const char *what);
+
 #endif /* TUBELET_TB_TEST_H */

@@ -671,6 +671,20 @@ static void case_memory(struct io *io, struct dev *d, int prepare)
     RUN(be->ops->sync(be));
 }
 
+/* A gradient bucket's mean over the processes: in one process, the values themselves. */
+static void case_reduce(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_in(io, 300, 1), add_out(io, 300);
+        return;
+    }
+    tbi_backend *be = d->be;
+    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 300));
+    RUN(be->ops->reduce_start(be, d->out[0], 100));
+    RUN(be->ops->reduce_start(be, d->out[0] + 100, 200));
+    RUN(be->ops->reduce_wait(be));
+}
+
 /* alloc_zero's memory reads zero, and takes writes as alloc's does. */
 static void case_alloc_zero(struct io *io, struct dev *d, int prepare)
 {
@@ -702,6 +716,8 @@ static const struct op_case cases[] = {
     {"to_host", case_memory, 0, "copies are exact"},
     {"copy", case_memory, 0, "copies are exact"},
     {"sync", case_memory, 0, "copies are exact"},
+    {"reduce_start", case_reduce, 0, "one process: the values themselves"},
+    {"reduce_wait", case_reduce, 0, "one process: the values themselves"},
     {"matmul_fwd", case_matmul_fwd, 1e-5, "float sums over K in another order"},
     {"matmul_bwd", case_matmul_bwd, 1e-5, "float sums over M or N in another order"},
     {"layernorm_fwd", case_layernorm_fwd, 1e-5, "the mean and variance summed in another order"},

@@ -4,6 +4,8 @@
  *   gradient norms too;
  * - the final weights agree (both processes hold the same ones; rank 0 wrote the checkpoint);
  * - only rank 0 writes metrics (as many lines as the single run) and prints the summary;
+ * - --fused-update under mpirun gives the bits of the same two-process run without it;
+ * - --accum-steps 2 with batch 1 on two processes is the same as batch 4 on one;
  * - `mpirun -np 2 tubelet eval` equals one process's, also for --label action with the action
  *   list (--train): EK-100's verb, noun and action scores of both averaging modes, each
  *   item's views dealt to both processes (the logits' sums reduced before their softmax).
@@ -52,7 +54,8 @@ static int key_bias(const char *name, int64_t k, int64_t n)
  * same losses and gradient norms step by step, the same final weights. For mae this is also
  * the masks' determinism: each clip's come from (seed, epoch, sample) whichever process reads
  * it; masks that depended on the process would change the losses far beyond the tolerance. */
-static void compare_runs(const char *name, const char *task_flags, char *ckpt, size_t size)
+static void compare_runs(const char *name, const char *task_flags, const char *two_batch,
+                         char *ckpt, size_t size)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
     char *out = NULL, flags[4096], case_one[128], case_two[128], case_w[128];
@@ -61,7 +64,7 @@ static void compare_runs(const char *name, const char *task_flags, char *ckpt, s
              "--patch 16 --tubelet 2 --frames 4 --input-size 32 --workers 1 --flip false "
              "--log-every 1 --eval-every 0 --epochs 3 --seed 5 %s", d, d, d, task_flags);
     snprintf(case_one, sizeof(case_one), "%s: one process, batch 4", name);
-    snprintf(case_two, sizeof(case_two), "%s: two processes, batch 2 each", name);
+    snprintf(case_two, sizeof(case_two), "%s: two processes, %s each", name, two_batch);
     snprintf(case_w, sizeof(case_w), "%s: final weights", name);
     tbt_case = case_one;
     int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/%s-one", t,
@@ -71,7 +74,7 @@ static void compare_runs(const char *name, const char *task_flags, char *ckpt, s
 
     tbt_case = case_two;
     rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
-                 "%s train %s --batch 2 --out %s/%s-two", t, flags, d, name);
+                 "%s train %s %s --out %s/%s-two", t, flags, two_batch, d, name);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_STR_HAS(out, "(2 processes, 4 clips per step)");
     const char *first = out ? strstr(out, "train: ") : NULL;
@@ -125,6 +128,32 @@ static void compare_runs(const char *name, const char *task_flags, char *ckpt, s
     tb_st_free(&fb);
 }
 
+/* Under mpirun, --fused-update (each span's mean awaited and applied inside the backward)
+ * gives the bits of the same two-process run without it (the whole backward's buckets
+ * awaited after it), in every task: the same reductions of the same gradients. */
+static void fused_runs(const char *name, const char *task_flags)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char *out = NULL, flags[4096], what[128], pa[4400], pb[4400];
+    snprintf(what, sizeof(what), "%s: fused updates on two processes", name);
+    tbt_case = what;
+    snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
+             "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --input-size 32 "
+             "--workers 1 --flip false --log-every 1 --eval-every 0 --epochs 2 --seed 5 "
+             "--batch 2 --clip-grad 0 %s", d, d, task_flags);
+    const char *mode[2] = {"", "--fused-update"};
+    for (int k = 0; k < 2; k++) {
+        int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
+                         " -np 2 %s train %s %s --out %s/%s-fused%d", t, flags, mode[k], d, name,
+                         k);
+        CHECK_MSG(rc == 0, "%s %s: %s", name, mode[k], out);
+        free(out);
+    }
+    snprintf(pa, sizeof(pa), "%s/%s-fused0", d, name);
+    snprintf(pb, sizeof(pb), "%s/%s-fused1", d, name);
+    tbt_same_ckpt(pa, pb, what);
+}
+
 int main(void)
 {
     tbt_begin("dist");
@@ -151,13 +180,21 @@ int main(void)
     free(out);
 
     char pa[4400], pm[4400];
-    compare_runs("cls", "", pa, sizeof(pa));
+    compare_runs("cls", "", "--batch 2", pa, sizeof(pa));
+    /* gradient accumulation: 2 micro-batches of 1 clip on each process, reduced once */
+    char pq[4400];
+    compare_runs("cls-accum", "", "--batch 1 --accum-steps 2", pq, sizeof(pq));
     compare_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
-                 "--beta2 0.95", pm, sizeof(pm));
+                 "--beta2 0.95", "--batch 2", pm, sizeof(pm));
     /* clip: the loss over both processes' pairs (gathered), each backpropagating its own */
     char pc[4400];
     compare_runs("clip", "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
-                 "--context 12", pc, sizeof(pc));
+                 "--context 12", "--batch 2", pc, sizeof(pc));
+
+    fused_runs("cls", "");
+    fused_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2");
+    fused_runs("clip", "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
+               "--context 12");
 
     /* Evaluation under mpirun: each process takes its share of the clips (the shards padded
      * to equal length, the padding not counted), and the result is one process's. */

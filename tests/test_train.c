@@ -65,27 +65,6 @@ static int read_losses(const char *run, double *loss, int cap)
     return n;
 }
 
-/* Two checkpoints hold the same tensors to the bit. */
-static void same_ckpt(const char *run_a, const char *run_b, const char *what)
-{
-    char pa[4400], pb[4400];
-    snprintf(pa, sizeof(pa), "%s/last.safetensors", run_a);
-    snprintf(pb, sizeof(pb), "%s/last.safetensors", run_b);
-    struct tb_st_file *fa = NULL, *fb = NULL;
-    CHECK_EQ(tb_st_read(&fa, pa), 0);
-    CHECK_EQ(tb_st_read(&fb, pb), 0);
-    int n = 0;
-    for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
-        const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
-        CHECK_MSG(b && b->n == a->n && !memcmp(a->data, b->data, sizeof(float) * (size_t)a->n),
-                  "%s: %s differs", what, a->name);
-        n++;
-    }
-    CHECK_MSG(n > 20, "%s: %d tensors", what, n);
-    tb_st_free(&fa);
-    tb_st_free(&fb);
-}
-
 /* run's checkpoint, trained for `epochs`, into dir (made) with a NaN in head.bias and its
  * epoch set back to 0: a run started there trains again from a broken head. */
 static void nan_head_copy(const char *run, const char *dir, const char *epochs)
@@ -157,7 +136,7 @@ static void test_mae(const char *t, const char *d)
             CHECK_STR_HAS(out, "2 of 8 tokens visible, 6 decoded");
         free(out);
         if (i > 0)
-            same_ckpt(run[0], run[i], "mae workers");
+            tbt_same_ckpt(run[0], run[i], "mae workers");
     }
     int n1 = read_losses(run[0], l1, 4096);
     CHECK_MSG(n1 > 10 && l1[n1 - 1] < l1[0], "mae: %d steps, loss %.4f -> %.4f", n1, l1[0],
@@ -167,7 +146,7 @@ static void test_mae(const char *t, const char *d)
     char run_i[4300];
     snprintf(run_i, sizeof(run_i), "%s/mae_int", d);
     interrupted_run(t, mae_flags, run_i, l1, n1);
-    same_ckpt(run[0], run_i, "mae resumed");
+    tbt_same_ckpt(run[0], run_i, "mae resumed");
     int rc = tbt_run(&out, 600, "%s train %s --optim adamw --epochs 7 --out %s", t, mae_flags,
                  run_i);
     CHECK_MSG(rc != 0 && out && strstr(out, "its optimizer state is lion's, this run's "
@@ -259,7 +238,7 @@ static void test_augment(const char *t, const char *d)
                       "4 / 256)");
         free(out);
         if (i > 0)
-            same_ckpt(run[0], run[i], "augmentation workers");
+            tbt_same_ckpt(run[0], run[i], "augmentation workers");
     }
     int n1 = read_losses(run[0], l1, 4096);
     CHECK_MSG(n1 > 6, "augmentation: %d steps", n1);
@@ -275,7 +254,7 @@ static void test_augment(const char *t, const char *d)
     char run_i[4300];
     snprintf(run_i, sizeof(run_i), "%s/aug_int", d);
     interrupted_run(t, flags, run_i, l1, n1);
-    same_ckpt(run[0], run_i, "augmentation resumed");
+    tbt_same_ckpt(run[0], run_i, "augmentation resumed");
 
     tbt_case = "augmentation: bad settings";
     int rc = tbt_run(&out, 300, "%s train %s --batch 3 --out %s/aug_bad", t, flags, d);
@@ -312,7 +291,7 @@ static void test_clip(const char *t, const char *d)
         CHECK_STR_HAS(out, "random ranking");
         free(out);
         if (i > 0)
-            same_ckpt(run[0], run[i], "clip workers");
+            tbt_same_ckpt(run[0], run[i], "clip workers");
     }
     int n1 = read_losses(run[0], l1, 4096);
     CHECK_MSG(n1 > 10 && l1[n1 - 1] < l1[0], "clip: %d steps, loss %.4f -> %.4f", n1, l1[0],
@@ -354,7 +333,7 @@ static void test_clip(const char *t, const char *d)
     char run_i[4300];
     snprintf(run_i, sizeof(run_i), "%s/clip_int", d);
     interrupted_run(t, flags, run_i, l1, n1);
-    same_ckpt(run[0], run_i, "clip resumed");
+    tbt_same_ckpt(run[0], run_i, "clip resumed");
 
     /* Starting from CLIP's weights: a checkpoint without the projections and the temporal
      * embedding (as OpenAI's ViT-B/16 converts, docs/FORMATS.md) loads the rest by name. */
@@ -775,7 +754,7 @@ static void test_fused(const char *t, const char *d)
         static double l0[4096], l1[4096];
         int n0 = read_losses(run, l0, 4096), n1 = read_losses(run_f, l1, 4096);
         CHECK_MSG(n0 > 4 && n0 == n1, "%s: %d and %d steps", name[k], n0, n1);
-        same_ckpt(run, run_f, name[k]);
+        tbt_same_ckpt(run, run_f, name[k]);
     }
     /* a NaN head: the first span's gradient stops the run before any update */
     tbt_case = "fused updates: a non-finite gradient";
@@ -792,6 +771,82 @@ static void test_fused(const char *t, const char *d)
     tbt_case = "fused updates: with clipping";
     rc = tbt_run(&out, 300, "%s train %s --fused-update --out %s/fused_bad", t, flags[0], d);
     CHECK_MSG(rc != 0 && out && strstr(out, "add --clip-grad 0"), "%s", out);
+    free(out);
+}
+
+/* --accum-steps 4 with batch 2 is batch 8 (the same clips, their gradients averaged): the
+ * same loss at every step and the same weights after 4 steps, to float rounding (1e-5,
+ * relative L2 per tensor), for cls and for mae (its masks drawn per clip). Refused with
+ * --fused-update and for clip, naming why. */
+static void test_accum(const char *t, const char *d)
+{
+    static const char *const tasks[2][2] = {
+        {"cls", ""},
+        {"mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2"}};
+    char *out = NULL;
+    for (int k = 0; k < 2; k++) {
+        char flags[3000], run[2][4300], what[64];
+        snprintf(what, sizeof(what), "%s: --accum-steps 4 x batch 2 against batch 8",
+                 tasks[k][0]);
+        tbt_case = what;
+        snprintf(flags, sizeof(flags), "--data %s --train %s %s --workers 1 --flip false "
+                 "--log-every 1 --eval-every 0 --seed 5 --epochs 2 --lr 0.001 %s", data,
+                 train_csv, model_flags, tasks[k][1]);
+        const char *mode[2] = {"--batch 8", "--batch 2 --accum-steps 4"};
+        for (int m = 0; m < 2; m++) {
+            snprintf(run[m], sizeof(run[m]), "%s/accum_%s%d", d, tasks[k][0], m);
+            int rc = tbt_run(&out, 300, "%s train %s %s --out %s", t, flags, mode[m], run[m]);
+            CHECK_MSG(rc == 0, "%s: %s", mode[m], out);
+            free(out);
+        }
+        static double l0[256], l1[256];
+        int n0 = read_losses(run[0], l0, 256), n1 = read_losses(run[1], l1, 256);
+        CHECK_MSG(n0 >= 3 && n0 == n1, "%d and %d steps", n0, n1);
+        for (int i = 0; i < n0 && i < n1; i++)
+            CHECK_MSG(fabs(l0[i] - l1[i]) <= 1e-5 * fabs(l0[i]), "step %d: loss %.7f and %.7f",
+                      i + 1, l0[i], l1[i]);
+        char pa[4400], pb[4400];
+        snprintf(pa, sizeof(pa), "%s/last.safetensors", run[0]);
+        snprintf(pb, sizeof(pb), "%s/last.safetensors", run[1]);
+        struct tb_st_file *fa = NULL, *fb = NULL;
+        CHECK_EQ(tb_st_read(&fa, pa), 0);
+        CHECK_EQ(tb_st_read(&fb, pb), 0);
+        double worst = 0;
+        int n = 0;
+        for (int i = 0; fa && fb && i < fa->n_tensors; i++) {
+            const struct tb_st_tensor *a = &fa->tensors[i], *b = tb_st_find(fb, a->name);
+            if (a->dtype != TB_ST_F32 || strncmp(a->name, "optimizer.", 10) == 0)
+                continue;
+            CHECK_MSG(b && b->n == a->n, "%s missing", a->name);
+            if (!b || b->n != a->n)
+                continue;
+            double diff = 0, norm = 0;
+            for (int64_t q = 0; q < a->n; q++) {
+                double x = ((const float *)a->data)[q], y = ((const float *)b->data)[q];
+                diff += (x - y) * (x - y), norm += x * x;
+            }
+            double e = sqrt(diff) / (sqrt(norm) + 1e-30);
+            CHECK_MSG(e <= 1e-5, "%s: relative difference %.2e", a->name, e);
+            worst = fmax(worst, e);
+            n++;
+        }
+        CHECK_MSG(n > 10, "%d tensors compared", n);
+        fprintf(stderr, "%s: %d steps, %d tensors, worst relative difference %.2e\n", what, n0,
+                n, worst);
+        tb_st_free(&fa);
+        tb_st_free(&fb);
+    }
+    tbt_case = "--accum-steps refused where it cannot hold";
+    char flags[3000];
+    snprintf(flags, sizeof(flags), "--data %s --train %s %s --batch 2 --accum-steps 2", data,
+             train_csv, model_flags);
+    CHECK_EQ(tbt_run(&out, 60, "%s train %s --clip-grad 0 --fused-update --out %s/accum_bad", t,
+                     flags, d), 1);
+    CHECK_STR_HAS(out, "before the micro-batches are summed");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 60, "%s train %s --task clip --embed 16 --text-width 32 --text-heads "
+                     "2 --text-depth 1 --context 12 --out %s/accum_bad", t, flags, d), 1);
+    CHECK_STR_HAS(out, "negatives from one batch");
     free(out);
 }
 
@@ -1007,5 +1062,6 @@ int main(void)
     test_mae(t, d);
     test_clip(t, d);
     test_fused(t, d);
+    test_accum(t, d);
     TBT_EXIT();
 }

@@ -31,6 +31,17 @@ TB_API int tb_dist_gather_f32(const float *x, size_t n, float *all);
 /* The largest flag of all processes (so all stop at the same step). */
 TB_API int tb_dist_max_int(int flag);
 
+/* Gradient buckets, reduced while the backward goes on: tb_dist_bucket_start starts the mean
+ * over all processes of x (n floats, in place; a non-blocking all-reduce on a communicator of
+ * its own, so a process that stops early never mismatches the others' collectives), and
+ * tb_dist_bucket_wait ends every bucket started, then scales each by 1 / processes: x holds
+ * the mean. x must stay untouched in between. Every process starts the same buckets in the
+ * same order. At most TB_DIST_BUCKETS are in flight: one more first waits for the oldest.
+ * One process: nothing to do. Returns 0 or TB_EDIST. */
+#define TB_DIST_BUCKETS 64
+TB_API int tb_dist_bucket_start(float *x, size_t n);
+TB_API int tb_dist_bucket_wait(void);
+
 #ifdef __cplusplus
 }
 #endif

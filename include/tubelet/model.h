@@ -97,6 +97,10 @@ TB_API int tb_params_init(tb_params *r, uint64_t seed);
  * done may come later (NULL: a backward fails until it is set). Then the gradients are not
  * kept: tb_optim_update, tb_grad_norm and tb_params_read_grad refuse. */
 TB_API void tb_params_fuse(tb_params *r, int (*done)(void *ctx, int span), void *ctx);
+/* Without fusing: the backward hands each complete gradient span to done(ctx, span) (the
+ * training loop starts its data-parallel reduction there); the gradients are kept as usual.
+ * A failure of done fails the backward. */
+TB_API void tb_params_on_span(tb_params *r, int (*done)(void *ctx, int span), void *ctx);
 /* Gradient spans: how many, and the first parameter of span s and the one past its last. */
 TB_API int tb_params_spans(const tb_params *r);
 TB_API void tb_params_span_range(const tb_params *r, int s, int *first, int *end);

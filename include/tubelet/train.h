@@ -206,8 +206,9 @@ struct tb_train_opts {
     int64_t epochs;
     double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
     int fused_update;                   /* 1: each gradient span's update as the backward
-                                         * completes it (tb_params_fuse); clip_grad 0, one
-                                         * process */
+                                         * completes it (tb_params_fuse); clip_grad 0 */
+    int accum_steps;                    /* micro-batches of `batch` clips per optimizer step,
+                                         * their gradients averaged (0 or 1: one); cls, mae */
     double beta1, beta2, adam_eps;      /* the optimizer's (eps: AdamW's) */
     enum tb_optimizer optimizer;
     double warmup_lr;                   /* the warmup starts here (VideoMAE: 1e-6) */

@@ -18,7 +18,7 @@ struct train_config {
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler, *norm, *backend, *precision;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
-    int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update;
+    int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
     double layer_decay, drop_path;
@@ -79,7 +79,9 @@ static const struct cli_flag train_flags[] = {
       "layer and residual sum (45% of their activations); the backward recomputes them", 0,
       1000000),
     F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
-    F("batch", CLI_INT, batch, "8", "B", "clips per step", 1, 65536),
+    F("batch", CLI_INT, batch, "8", "B", "clips per process and micro-batch", 1, 65536),
+    F("accum-steps", CLI_INT, accum_steps, "1", "K", "micro-batches per optimizer step, their "
+      "gradients averaged: a global batch of processes x K x B clips (cls, mae)", 1, 65536),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),
     F("blr", CLI_DOUBLE, blr, "0", "X", "base learning rate per 256 clips: when set, the peak "
       "is X * global batch / 256 (VideoMAE's, AVION's rule)", 0, 10),
@@ -130,7 +132,7 @@ static const struct cli_flag train_flags[] = {
     F("clip-grad", CLI_DOUBLE, clip_grad, "1", "N", "gradient norm limit (0: none)", 0, 1e9),
     F("fused-update", CLI_BOOL, fused_update, "false", "", "apply each gradient span's update "
       "as soon as the backward completes it: the gradients take one span's memory, not the "
-      "parameters' (needs --clip-grad 0: no global norm to clip by; one process)",
+      "parameters' (needs --clip-grad 0: no global norm to clip by)",
       CLI_NO_RANGE),
     F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
@@ -387,7 +389,7 @@ static int run_train(void *config, int n_args, char **args)
         .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
         .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
-        .fused_update = c->fused_update,
+        .fused_update = c->fused_update, .accum_steps = c->accum_steps,
         .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
         .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
         .init = c->init, .layer_decay = c->layer_decay, .drop_path = c->drop_path,
@@ -418,7 +420,7 @@ static int run_train(void *config, int n_args, char **args)
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
     if (c->blr > 0)
-        o.lr = c->blr * c->batch * tb_dist_world() / 256.0;
+        o.lr = c->blr * c->batch * c->accum_steps * tb_dist_world() / 256.0;
     if (!mae && !clip && !strcmp(c->cls_backbone, "clip")) {
         /* AVION's VideoClassifier: its CLIP video tower, per-frame patches by default */
         o.model.layout = TB_LAYOUT_CLIP;
@@ -439,10 +441,12 @@ static int run_train(void *config, int n_args, char **args)
     }
     if (lead) {
         /* The reproduction gap users hit most: the global batch and the lr it gives. */
-        int world = tb_dist_world(), global = world * c->batch;
-        fprintf(stderr, "tubelet: info: global batch %d (%d process%s x %d clips); peak lr %g",
-                global,
-                world, world > 1 ? "es" : "", c->batch, o.lr);
+        int world = tb_dist_world(), global = world * c->accum_steps * c->batch;
+        fprintf(stderr, "tubelet: info: global batch %d (%d process%s x ", global, world,
+                world > 1 ? "es" : "");
+        if (c->accum_steps > 1)
+            fprintf(stderr, "%d micro-batches x ", c->accum_steps);
+        fprintf(stderr, "%d clips); peak lr %g", c->batch, o.lr);
         if (c->blr > 0)
             fprintf(stderr, " (--blr %g x %d / 256)", c->blr, global);
         fprintf(stderr, "\n");
@@ -459,7 +463,7 @@ static int run_train(void *config, int n_args, char **args)
         printf("train: %s/last.safetensors after %.1f s", c->out, cli_now() - t0);
         if (tb_dist_world() > 1)
             printf(" (%d processes, %d clips per step)", tb_dist_world(),
-                   tb_dist_world() * c->batch);
+                   tb_dist_world() * c->accum_steps * c->batch);
         if (res.retrieval)
             printf("; validation retrieval mAP %.2f, nDCG %.2f (random ranking: %.2f, %.2f)",
                    100 * res.map[2], 100 * res.ndcg[2], 100 * res.map_random,

@@ -17,6 +17,16 @@ static int rank_, world_ = 1;
 
 #ifdef TB_HAVE_MPI
 static int started_;
+static MPI_Comm grads_ = MPI_COMM_NULL; /* the gradient buckets' own communicator */
+/* Buckets in flight: their memory and requests (one per piece of at most INT_MAX / 2) */
+#define PIECE ((size_t)INT_MAX / 2)
+static struct bucket {
+    float *x;
+    size_t n;
+    int n_req;
+    MPI_Request req[4];
+} buckets_[TB_DIST_BUCKETS];
+static int n_buckets_, first_bucket_;
 
 static int under_launcher(void)
 {
@@ -36,6 +46,8 @@ int tb_dist_init(int *argc, char ***argv)
     started_ = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &world_);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &grads_) != MPI_SUCCESS)
+        return tbi_err(TB_EDIST, "MPI_Comm_dup failed");
     return 0;
 #else
     (void)argc;
@@ -51,9 +63,15 @@ int tb_dist_init(int *argc, char ***argv)
 void tb_dist_finalize(void)
 {
 #ifdef TB_HAVE_MPI
-    if (started_)
+    if (started_) {
+        /* buckets a stopped step left in flight are abandoned with their communicator */
+        if (!n_buckets_ && grads_ != MPI_COMM_NULL)
+            MPI_Comm_free(&grads_);
         MPI_Finalize();
+    }
     started_ = 0;
+    n_buckets_ = first_bucket_ = 0;
+    grads_ = MPI_COMM_NULL;
 #endif
     rank_ = 0;
     world_ = 1;
@@ -132,4 +150,64 @@ int tb_dist_max_int(int flag)
     }
 #endif
     return flag;
+}
+
+#ifdef TB_HAVE_MPI
+/* Ends the oldest bucket in flight and scales it to the mean. */
+static int bucket_end(void)
+{
+    struct bucket *b = &buckets_[first_bucket_];
+    if (MPI_Waitall(b->n_req, b->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return tbi_err(TB_EDIST, "the all-reduce of a gradient bucket of %zu floats failed",
+                       b->n);
+    float inv = 1.0f / (float)world_;
+    for (size_t i = 0; i < b->n; i++)
+        b->x[i] *= inv;
+    first_bucket_ = (first_bucket_ + 1) % TB_DIST_BUCKETS;
+    n_buckets_--;
+    return 0;
+}
+#endif
+
+int tb_dist_bucket_start(float *x, size_t n)
+{
+#ifdef TB_HAVE_MPI
+    if (world_ < 2 || n == 0)
+        return 0;
+    if (n > 4 * PIECE)
+        return tbi_err(TB_EINVAL, "a gradient bucket of %zu floats: more than 4 x 2^30", n);
+    if (n_buckets_ == TB_DIST_BUCKETS)
+        TBI_TRY(bucket_end());
+    struct bucket *b = &buckets_[(first_bucket_ + n_buckets_) % TB_DIST_BUCKETS];
+    b->x = x, b->n = n, b->n_req = 0;
+    for (size_t off = 0; off < n; off += PIECE) {
+        int cnt = (int)(n - off < PIECE ? n - off : PIECE);
+        if (MPI_Iallreduce(MPI_IN_PLACE, x + off, cnt, MPI_FLOAT, MPI_SUM, grads_,
+                           &b->req[b->n_req]) != MPI_SUCCESS)
+            return tbi_err(TB_EDIST, "MPI_Iallreduce of %zu floats failed", n);
+        b->n_req++;
+    }
+    n_buckets_++;
+    /* MPI moves the data of non-blocking collectives inside its calls: a test of the
+     * buckets in flight lets the earlier ones progress while the backward computes. */
+    for (int k = 0; k < n_buckets_; k++) {
+        struct bucket *o = &buckets_[(first_bucket_ + k) % TB_DIST_BUCKETS];
+        int done = 0;
+        MPI_Testall(o->n_req, o->req, &done, MPI_STATUSES_IGNORE);
+    }
+    return 0;
+#else
+    (void)x;
+    (void)n;
+    return 0;
+#endif
+}
+
+int tb_dist_bucket_wait(void)
+{
+#ifdef TB_HAVE_MPI
+    while (n_buckets_ > 0)
+        TBI_TRY(bucket_end());
+#endif
+    return 0;
 }

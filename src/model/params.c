@@ -110,14 +110,19 @@ void tb_params_fuse(tb_params *r, int (*done)(void *ctx, int span), void *ctx)
     r->done_ctx = ctx;
 }
 
+void tb_params_on_span(tb_params *r, int (*done)(void *ctx, int span), void *ctx)
+{
+    r->done = done;
+    r->done_ctx = ctx;
+}
+
 int tbi_span_done(const struct tb_params *r, int s)
 {
-    if (!r->fused)
-        return 0;
-    if (!r->done)
-        return tbi_err(TB_EINVAL, "a fused plan's backward needs the update of each gradient "
-                       "span (tb_params_fuse)");
-    return r->done(r->done_ctx, s);
+    if (r->done)
+        return r->done(r->done_ctx, s);
+    return r->fused ? tbi_err(TB_EINVAL, "a fused plan's backward needs the update of each "
+                              "gradient span (tb_params_fuse)")
+                    : 0;
 }
 
 int tbi_params_check_kept(const struct tb_params *r, const char *what)

@@ -23,8 +23,8 @@ struct tb_params {
     int *first;
     int64_t *off;
     float **home;
-    /* Fused updates (tb_params_fuse): spans not hosted share one buffer, and the backward
-     * hands each complete span to done. */
+    /* Fused updates (tb_params_fuse): spans not hosted share one buffer. The backward hands
+     * each complete span to done (tb_params_fuse, tb_params_on_span), where one is set. */
     int fused;
     int (*done)(void *ctx, int span);
     void *done_ctx;
@@ -50,8 +50,9 @@ static inline int64_t tbi_span_floats(const struct tb_params *r, int s)
 {
     return r->off[s + 1] - r->off[s];
 }
-/* A backward's word that gradient span s is complete: with fused updates, handed on (its
- * buffer may be another span's next); else nothing. */
+/* A backward's word that gradient span s is complete: handed on to the span hook
+ * (tb_params_fuse, tb_params_on_span; with fused updates its buffer may be another span's
+ * next); else nothing. */
 int tbi_span_done(const struct tb_params *r, int s);
 /* TB_EINVAL naming what, when the gradients are not kept (fused updates). */
 int tbi_params_check_kept(const struct tb_params *r, const char *what);

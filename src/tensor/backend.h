@@ -39,6 +39,11 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (be, host_dst, src, bytes))                                                              \
     X(copy, (tbi_backend * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes)) \
     X(sync, (tbi_backend * be), (be))                                                          \
+    /* data parallelism: the mean of x (n) over the processes starts (a gradient bucket, on   \
+     * the backend's communication side, while later ops run; x untouched until reduce_wait)  \
+     * and ends: reduce_wait ends every bucket started. One process: nothing to do */         \
+    X(reduce_start, (tbi_backend * be, float *x, size_t n), (be, x, n))                        \
+    X(reduce_wait, (tbi_backend * be), (be))                                                   \
     /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or NULL) */                             \
     X(matmul_fwd,                                                                              \
       (tbi_backend * be, float *out, const float *inp, const float *w, const float *bias,      \

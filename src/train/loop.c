@@ -29,7 +29,6 @@
 #include "train/tfevents.h"
 #include "tubelet/dist.h"
 
-#define STAGE_FLOATS ((size_t)1 << 20) /* host staging for the gradients' reduction: 4 MB */
 
 static double now_s(void)
 {
@@ -211,39 +210,35 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
     return log_line(lg, step, f, n);
 }
 
-/* The mean over processes of every gradient, through host memory a bounded piece at a time
- * (the gradients are backend memory). */
-static int reduce_grads(tb_params *r, float *stage)
-{
-    if (tb_dist_world() < 2)
-        return 0;
-    for (int s = 0; s < r->n_spans; s++) {
-        size_t n = (size_t)tbi_span_floats(r, s);
-        for (size_t off = 0; off < n; off += STAGE_FLOATS) {
-            size_t k = n - off < STAGE_FLOATS ? n - off : STAGE_FLOATS;
-            float *g = r->home[s] + off;
-            TBI_TRY(r->be->ops->to_host(r->be, stage, g, sizeof(float) * k));
-            TBI_TRY(tb_dist_mean_f32(stage, k));
-            TBI_TRY(r->be->ops->to_device(r->be, g, stage, sizeof(float) * k));
-        }
-    }
-    return 0;
-}
-
-/* Fused updates (--fused-update): the backward hands each complete gradient span here; its
- * sum of squares goes into the step's norm (for the log), and a non-finite one stops the run
- * before that span's update (the spans before it have taken theirs: the weights in memory
- * are then part-updated, the last checkpoint on disk is untouched). */
-struct fused {
-    struct tb_optim *opt;
-    double sum;                          /* this step's squares so far */
+/* The backward's span hook: each complete gradient span's data-parallel mean starts at once
+ * (a bucket, reduced while the backward goes on; every process starts the same spans in the
+ * same order). With fused updates the span's mean is awaited (the next span may reuse its
+ * buffer), its sum of squares goes into the step's norm (for the log), a non-finite one stops
+ * the run before that span's update (the spans before it have taken theirs: the weights in
+ * memory are then part-updated, the last checkpoint on disk is untouched), and the update is
+ * applied. */
+struct spans {
+    tb_params *r;
+    struct tb_optim *opt;                /* fused updates: the optimizer; else NULL */
+    int world;
+    unsigned char *started;              /* (spans): this step's buckets started */
+    int defer;                           /* accumulating: no bucket until the sum is whole */
+    double sum;                          /* fused: this step's squares so far */
     int64_t step;
 };
 
-static int fused_span(void *ctx, int span)
+static int span_hook(void *ctx, int span)
 {
-    struct fused *f = ctx;
-    tb_params *r = f->opt->params;
+    struct spans *f = ctx;
+    tb_params *r = f->r;
+    if (f->world > 1 && !f->defer) {
+        TBI_TRY(r->be->ops->reduce_start(r->be, r->home[span], (size_t)tbi_span_floats(r, span)));
+        f->started[span] = 1;
+    }
+    if (!f->opt)
+        return 0;
+    if (f->world > 1)
+        TBI_TRY(r->be->ops->reduce_wait(r->be));
     double ss = 0;
     TBI_TRY(tb_grad_span_sum_squares(r, span, &ss));
     if (!isfinite(ss)) {
@@ -255,6 +250,41 @@ static int fused_span(void *ctx, int span)
     }
     f->sum += ss;
     return tb_optim_update_span(f->opt, span, 1.0f);
+}
+
+/* Gradient accumulation (--accum-steps K): after micro-batch j's backward its gradients (in
+ * the spans' homes, which the next forward may reuse) go into acc (the gradients' layout);
+ * after the last one's, acc goes into the homes, which then hold the sum of all K (the
+ * optimizer scales it by 1 / K). */
+static int accumulate(tb_params *r, float *acc, int j, int last)
+{
+    tbi_backend *be = r->be;
+    for (int s = 0; s < r->n_spans; s++) {
+        float *g = r->home[s], *a = acc + r->off[s];
+        size_t n = (size_t)tbi_span_floats(r, s);
+        if (last)
+            TBI_TRY(be->ops->add(be, g, g, a, n));
+        else if (j == 0)
+            TBI_TRY(be->ops->copy(be, a, g, sizeof(float) * n));
+        else
+            TBI_TRY(be->ops->add(be, a, a, g, n));
+    }
+    return 0;
+}
+
+/* After a backward on every process (unfused): the buckets a backward did not start (none,
+ * as the models are written), then the end of all of them; every gradient is then the mean. */
+static int reduce_grads(struct spans *f)
+{
+    tb_params *r = f->r;
+    if (f->world < 2)
+        return 0;
+    for (int s = 0; s < r->n_spans; s++) {
+        if (!f->started[s])
+            TBI_TRY(r->be->ops->reduce_start(r->be, r->home[s], (size_t)tbi_span_floats(r, s)));
+        f->started[s] = 0;
+    }
+    return r->be->ops->reduce_wait(r->be);
 }
 
 /* Whether any process failed (rc < 0 here, or elsewhere): then all stop, each with its own
@@ -336,8 +366,9 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     struct tb_optim opt = {0};
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
-    float *stage = NULL;
     struct run_log lg = {0};
+    struct spans fu = {0};
+    float *acc = NULL;                   /* --accum-steps: the micro-batches' gradient sum */
     char ckpt[4096], mpath[4096];
     struct tb_train_pos pos = {0, 0, 0};
     int rc, B = o->batch;
@@ -351,14 +382,18 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             task = tasks[i];
     if (!task)
         return tbi_err(TB_EUNSUPPORTED, "no task '%s' (cls and mae are built)", name);
+    int K = o->accum_steps > 1 ? o->accum_steps : 1;
+    if (K > 1 && (o->fused_update || !strcmp(task->name, "clip")))
+        return tbi_err(TB_EINVAL, "--accum-steps %d: %s", K, o->fused_update
+                       ? "--fused-update applies each gradient as the backward completes it, "
+                         "before the micro-batches are summed"
+                       : "the contrastive loss takes its negatives from one batch, so K "
+                         "micro-batches are not the loss of their union (raise --batch or "
+                         "the processes)");
     if (o->fused_update && o->clip_grad > 0)
         return tbi_err(TB_EINVAL, "--fused-update applies each gradient as the backward "
                        "completes it, before there is a global norm to clip by (--clip-grad "
                        "%g): add --clip-grad 0", o->clip_grad);
-    if (o->fused_update && world > 1)
-        return tbi_err(TB_EUNSUPPORTED, "--fused-update runs on one process: the reduction of "
-                       "each gradient span across the %d processes inside the backward is not "
-                       "built", world);
 
     if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
         (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
@@ -371,9 +406,20 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
         (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
-    struct fused fu = {.opt = &opt};
+    fu.r = params;
+    fu.opt = o->fused_update ? &opt : NULL;
+    fu.world = world;
+    if (world > 1 && !(fu.started = tbi_calloc((size_t)tb_params_spans(params), 1))) {
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+        goto end;
+    }
+    if (K > 1 && (rc = params->be->ops->alloc(params->be, sizeof(float) *
+                                              (size_t)params->n_floats, (void **)&acc)) < 0)
+        goto end;
     if (o->fused_update)
-        tb_params_fuse(params, fused_span, &fu);
+        tb_params_fuse(params, span_hook, &fu);
+    else if (world > 1)
+        tb_params_on_span(params, span_hook, &fu);
     if (strcmp(task->name, "cls") && (o->drop_path > 0 || o->mix.mixup > 0 ||
                                        o->mix.cutmix > 0 || o->erase > 0 || o->head_dropout > 0)) {
         rc = tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing and head dropout are "
@@ -410,15 +456,19 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                                 .max_failure_rate = 0.05};
     if ((rc = tb_dataset_open(&ds, o->train_ann, &d)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
         goto end;
-    int64_t per_epoch = tb_dataset_size(ds) / world / B, total = per_epoch * o->epochs;
+    /* optimizer steps an epoch: K loader batches each, the batches left over dropped */
+    int64_t per_epoch = tb_dataset_size(ds) / world / B / K, total = per_epoch * o->epochs;
     int64_t warmup = (int64_t)(o->warmup_epochs * (double)per_epoch);
     if (per_epoch < 1) {
-        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes",
-                     o->train_ann->path, (long long)tb_dataset_size(ds), B, world);
+        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes x %d "
+                     "micro-batches", o->train_ann->path, (long long)tb_dataset_size(ds), B,
+                     world, K);
         goto end;
     }
-    if (world > 1 && !(stage = tbi_malloc(sizeof(float) * STAGE_FLOATS))) {
-        rc = tbi_err(TB_ENOMEM, "out of memory");
+    if (pos.batch % K) {
+        rc = tbi_err(TB_EINVAL, "%s stopped after batch %" PRId64 " of its epoch, which is "
+                     "not a whole number of %d micro-batches: resume with the run's own "
+                     "--accum-steps", ckpt, pos.batch, K);
         goto end;
     }
     lg.metrics_path = mpath;
@@ -437,15 +487,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
         if ((rc = any_failed(nb < 0 ? (int)nb : 0, pos.step)) < 0)
             goto end;
-        for (int64_t k = e == pos.epoch ? pos.batch : 0; k < nb; k++) {
-            struct tb_batch *b = NULL;
-            rc = tb_loader_next(l, &b);
-            if (rc == 0) {
-                rc = task->load(st, o, b);
-                tb_loader_release(l, b);
-            }
-            if ((rc = any_failed(rc, pos.step)) < 0)
-                goto end;
+        for (int64_t k0 = e == pos.epoch ? pos.batch : 0, k = k0; k0 + K <= nb; k0 = k) {
             float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
                                       (float)o->min_lr);
             float loss = 0;
@@ -455,31 +497,50 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 fu.sum = 0;
                 fu.step = pos.step;
             }
-            rc = task->step(st, o, &loss);
-            if ((rc = any_failed(rc, pos.step)) < 0 || (rc = tb_dist_mean_f32(&loss, 1)) < 0)
+            for (int j = 0; j < K; j++, k++) { /* the micro-batches */
+                struct tb_batch *b = NULL;
+                float micro = 0;
+                rc = tb_loader_next(l, &b);
+                if (rc == 0) {
+                    rc = task->load(st, o, b);
+                    tb_loader_release(l, b);
+                }
+                if ((rc = any_failed(rc, pos.step)) < 0)
+                    goto end;
+                fu.defer = K > 1;
+                rc = task->step(st, o, &micro);
+                if (rc == 0 && K > 1)
+                    rc = accumulate(params, acc, j, j == K - 1);
+                /* a process that failed mid-backward started fewer buckets: none is awaited */
+                if ((rc = any_failed(rc, pos.step)) < 0)
+                    goto end;
+                loss += micro / (float)K;
+            }
+            if ((!o->fused_update && (rc = reduce_grads(&fu)) < 0) ||
+                (rc = tb_dist_mean_f32(&loss, 1)) < 0)
                 goto end;
             if (!isfinite(loss)) {
                 rc = tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64
                              ", batch %" PRId64 "); stopping (lower --lr?)", loss, pos.step, e,
-                             k);
+                             k - 1);
                 goto end;
             }
             double gnorm = sqrt(fu.sum);
             if (!o->fused_update) {
-                if ((rc = reduce_grads(params, stage)) < 0 ||
-                    (rc = tb_grad_norm(params, &gnorm)) < 0)
+                if ((rc = tb_grad_norm(params, &gnorm)) < 0)
                     goto end;
+                gnorm /= K; /* the norm of the mean of the micro-batches' gradients */
                 if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
                     rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64
                                  " (epoch %" PRId64 ", batch %" PRId64 ", loss %f); stopping",
-                                 gnorm, pos.step, e, k, loss);
+                                 gnorm, pos.step, e, k - 1, loss);
                     goto end;
                 }
-                if ((rc = tb_optim_update(&opt, tb_clip_factor(gnorm, o->clip_grad))) < 0)
+                if ((rc = tb_optim_update(&opt, tb_clip_factor(gnorm, o->clip_grad) / (float)K)) < 0)
                     goto end;
             }
             pos.step++;
-            clips_log += (int64_t)B * world;
+            clips_log += (int64_t)B * world * K;
             double t = now_s();
             rc = 0;
             int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
@@ -512,7 +573,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 goto end;
             if (tb_dist_max_int(o->cancel && *o->cancel)) {
                 pos.epoch = e;
-                pos.batch = k + 1;
+                pos.batch = k;
                 if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
                     goto end;
                 rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
@@ -538,7 +599,9 @@ end:
     tb_loader_close(&l);
     tb_dataset_close(&ds);
     tb_optim_free(&opt);
+    if (acc)
+        params->be->ops->free(params->be, acc);
     task->close(&st);
-    free(stage);
+    free(fu.started);
     return rc;
 }

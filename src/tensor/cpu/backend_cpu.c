@@ -11,6 +11,7 @@
 #include "core/internal.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/model_ops.h"
+#include "tubelet/dist.h"
 
 int tbi_cpu_alloc(tbi_backend *be, size_t bytes, void **out)
 {
@@ -81,6 +82,19 @@ int tbi_cpu_sync(tbi_backend *be)
 {
     (void)be;
     return 0;
+}
+
+/* MPI's non-blocking all-reduce on the memory itself (host memory: nothing to stage). */
+int tbi_cpu_reduce_start(tbi_backend *be, float *x, size_t n)
+{
+    (void)be;
+    return tb_dist_bucket_start(x, n);
+}
+
+int tbi_cpu_reduce_wait(tbi_backend *be)
+{
+    (void)be;
+    return tb_dist_bucket_wait();
 }
 
 int tbi_cpu_matmul_fwd(tbi_backend *be, float *out, const float *inp, const float *w,
