@@ -776,7 +776,9 @@ static void test_fused(const char *t, const char *d)
 
 /* --accum-steps 4 with batch 2 is batch 8 (the same clips, their gradients averaged): the
  * same loss at every step and the same weights after 4 steps, to float rounding (1e-5,
- * relative L2 per tensor), for cls and for mae (its masks drawn per clip). Refused with
+ * relative L2 per tensor), for cls and for mae (its masks drawn per clip). The key third of
+ * a qkv bias is left out: its gradient is zero but for rounding (softmax ignores a constant
+ * per query), which AdamW turns into steps of about lr either way. Refused with
  * --fused-update and for clip, naming why. */
 static void test_accum(const char *t, const char *d)
 {
@@ -821,7 +823,10 @@ static void test_accum(const char *t, const char *d)
             if (!b || b->n != a->n)
                 continue;
             double diff = 0, norm = 0;
+            int key = strstr(a->name, "attn.qkv.bias") != NULL;
             for (int64_t q = 0; q < a->n; q++) {
+                if (key && q >= a->n / 3 && q < 2 * (a->n / 3))
+                    continue;
                 double x = ((const float *)a->data)[q], y = ((const float *)b->data)[q];
                 diff += (x - y) * (x - y), norm += x * x;
             }
