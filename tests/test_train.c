@@ -885,6 +885,19 @@ int main(void)
     int na = read_losses(run_a, la, 4096);
     CHECK_MSG(na > 6, "only %d steps logged", na);
 
+    /* A verb classifier scored against noun labels: refused, naming both (the class counts
+     * of this data would fit); with its own label kind, or none given, it is scored. */
+    tbt_case = "eval: the checkpoint's label kind";
+    rc = tbt_run(&out, 120, "%s eval --ckpt %s/last.safetensors --data %s --val %s --label noun",
+                 t, run_a, data, val_csv);
+    CHECK_MSG(rc == 1 && out && strstr(out, "--label noun, but ") &&
+              strstr(out, "is a verb classifier (trained with --label verb)"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 120, "%s eval --ckpt %s/last.safetensors --data %s --val %s --label verb",
+                 t, run_a, data, val_csv);
+    CHECK_MSG(rc == 0 && out && strstr(out, "\"top1\""), "%s", out);
+    free(out);
+
     tbt_case = "interrupted and resumed run";
     /* Ctrl-C once a few steps are logged; then the same command again. */
     rc = tbt_run(&out, 600, "%s train %s --out %s > %s/b1.log 2>&1 & pid=$!; "

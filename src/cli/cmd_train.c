@@ -675,6 +675,15 @@ static int run_eval(void *config, int n_args, char **args)
         status = eval_clip(c, &info, label, &ao);
         goto end;
     }
+    if (!strcmp(info.task, "cls") && info.label_recorded && label != info.label) {
+        /* a head's classes are one label kind's: scored against another's, a count that
+         * happens to fit would give a number that means nothing */
+        static const char *const kinds[] = {"verb", "noun", "action"};
+        fprintf(stderr, "tubelet eval: --label %s, but %s is a %s classifier (trained with "
+                "--label %s): leave --label out, or give its own\n", kinds[label], c->ckpt,
+                kinds[info.label], kinds[info.label]);
+        goto end;
+    }
     if (strcmp(info.task, "cls")) {
         fprintf(stderr, "tubelet eval: %s is a --task %s checkpoint, without a classifier: "
                 "fine-tune it first (tubelet train --task cls --init %s)\n", c->ckpt, info.task,

@@ -185,7 +185,8 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
         }
     }
     info->label = TB_LABEL_VERB;
-    if (!meta_get(f->metadata, "label", s, sizeof(s)))
+    info->label_recorded = !meta_get(f->metadata, "label", s, sizeof(s));
+    if (info->label_recorded)
         info->label = !strcmp(s, "noun") ? TB_LABEL_NOUN
                       : !strcmp(s, "action") ? TB_LABEL_ACTION
                                              : TB_LABEL_VERB;
