@@ -31,13 +31,15 @@ TB_API int tb_dist_gather_f32(const float *x, size_t n, float *all);
 /* The largest flag of all processes (so all stop at the same step). */
 TB_API int tb_dist_max_int(int flag);
 
-/* Gradient buckets, reduced while the backward goes on: tb_dist_bucket_start starts the mean
- * over all processes of x (n floats, in place; a non-blocking all-reduce on a communicator of
- * its own, so a process that stops early never mismatches the others' collectives), and
- * tb_dist_bucket_wait ends every bucket started, then scales each by 1 / processes: x holds
- * the mean. x must stay untouched in between. Every process starts the same buckets in the
- * same order. At most TB_DIST_BUCKETS are in flight: one more first waits for the oldest.
- * One process: nothing to do. Returns 0 or TB_EDIST. */
+/* Gradient buckets: tb_dist_bucket_start hands over x (n floats) as the next bucket, and
+ * tb_dist_bucket_wait replaces every bucket handed over by its mean over all processes (in
+ * place, in the order given, on a communicator of its own, so a process that stopped early
+ * never mismatches the others' collectives). x must stay untouched in between. Every
+ * process hands over the same buckets in the same order. The all-reduces run in the wait,
+ * blocking: MPI's non-blocking one (OpenMPI's, which moves data only inside MPI calls) made a
+ * two-process step 6% slower here, where the blocking ones made it 4% faster than one
+ * staged all-reduce (docs/PERFORMANCE.md, section 10). A bucket past TB_DIST_BUCKETS first
+ * reduces the oldest. One process: nothing to do. Returns 0 or TB_EDIST. */
 #define TB_DIST_BUCKETS 64
 TB_API int tb_dist_bucket_start(float *x, size_t n);
 TB_API int tb_dist_bucket_wait(void);

@@ -18,13 +18,12 @@ static int rank_, world_ = 1;
 #ifdef TB_HAVE_MPI
 static int started_;
 static MPI_Comm grads_ = MPI_COMM_NULL; /* the gradient buckets' own communicator */
-/* Buckets in flight: their memory and requests (one per piece of at most INT_MAX / 2) */
+/* Buckets waiting for tb_dist_bucket_wait, oldest first; each reduced in pieces of at most
+ * INT_MAX / 2 floats (MPI's counts are int). */
 #define PIECE ((size_t)INT_MAX / 2)
 static struct bucket {
     float *x;
     size_t n;
-    int n_req;
-    MPI_Request req[4];
 } buckets_[TB_DIST_BUCKETS];
 static int n_buckets_, first_bucket_;
 
@@ -64,8 +63,7 @@ void tb_dist_finalize(void)
 {
 #ifdef TB_HAVE_MPI
     if (started_) {
-        /* buckets a stopped step left in flight are abandoned with their communicator */
-        if (!n_buckets_ && grads_ != MPI_COMM_NULL)
+        if (grads_ != MPI_COMM_NULL)
             MPI_Comm_free(&grads_);
         MPI_Finalize();
     }
@@ -153,13 +151,17 @@ int tb_dist_max_int(int flag)
 }
 
 #ifdef TB_HAVE_MPI
-/* Ends the oldest bucket in flight and scales it to the mean. */
+/* Reduces the oldest bucket waiting and scales it to the mean. */
 static int bucket_end(void)
 {
     struct bucket *b = &buckets_[first_bucket_];
-    if (MPI_Waitall(b->n_req, b->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-        return tbi_err(TB_EDIST, "the all-reduce of a gradient bucket of %zu floats failed",
-                       b->n);
+    for (size_t off = 0; off < b->n; off += PIECE) {
+        int cnt = (int)(b->n - off < PIECE ? b->n - off : PIECE);
+        if (MPI_Allreduce(MPI_IN_PLACE, b->x + off, cnt, MPI_FLOAT, MPI_SUM, grads_) !=
+            MPI_SUCCESS)
+            return tbi_err(TB_EDIST, "the all-reduce of a gradient bucket of %zu floats failed",
+                           b->n);
+    }
     float inv = 1.0f / (float)world_;
     for (size_t i = 0; i < b->n; i++)
         b->x[i] *= inv;
@@ -174,27 +176,11 @@ int tb_dist_bucket_start(float *x, size_t n)
 #ifdef TB_HAVE_MPI
     if (world_ < 2 || n == 0)
         return 0;
-    if (n > 4 * PIECE)
-        return tbi_err(TB_EINVAL, "a gradient bucket of %zu floats: more than 4 x 2^30", n);
     if (n_buckets_ == TB_DIST_BUCKETS)
         TBI_TRY(bucket_end());
     struct bucket *b = &buckets_[(first_bucket_ + n_buckets_) % TB_DIST_BUCKETS];
-    b->x = x, b->n = n, b->n_req = 0;
-    for (size_t off = 0; off < n; off += PIECE) {
-        int cnt = (int)(n - off < PIECE ? n - off : PIECE);
-        if (MPI_Iallreduce(MPI_IN_PLACE, x + off, cnt, MPI_FLOAT, MPI_SUM, grads_,
-                           &b->req[b->n_req]) != MPI_SUCCESS)
-            return tbi_err(TB_EDIST, "MPI_Iallreduce of %zu floats failed", n);
-        b->n_req++;
-    }
+    b->x = x, b->n = n;
     n_buckets_++;
-    /* MPI moves the data of non-blocking collectives inside its calls: a test of the
-     * buckets in flight lets the earlier ones progress while the backward computes. */
-    for (int k = 0; k < n_buckets_; k++) {
-        struct bucket *o = &buckets_[(first_bucket_ + k) % TB_DIST_BUCKETS];
-        int done = 0;
-        MPI_Testall(o->n_req, o->req, &done, MPI_STATUSES_IGNORE);
-    }
     return 0;
 #else
     (void)x;

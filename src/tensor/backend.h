@@ -39,9 +39,9 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (be, host_dst, src, bytes))                                                              \
     X(copy, (tbi_backend * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes)) \
     X(sync, (tbi_backend * be), (be))                                                          \
-    /* data parallelism: the mean of x (n) over the processes starts (a gradient bucket, on   \
-     * the backend's communication side, while later ops run; x untouched until reduce_wait)  \
-     * and ends: reduce_wait ends every bucket started. One process: nothing to do */         \
+    /* data parallelism: x (n) becomes a bucket of the mean over the processes, which may run \
+     * while later ops do (x untouched until reduce_wait); after reduce_wait every bucket      \
+     * holds its mean. The CPU's run in the wait; one process: nothing to do */               \
     X(reduce_start, (tbi_backend * be, float *x, size_t n), (be, x, n))                        \
     X(reduce_wait, (tbi_backend * be), (be))                                                   \
     /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or NULL) */                             \

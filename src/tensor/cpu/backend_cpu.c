@@ -84,7 +84,8 @@ int tbi_cpu_sync(tbi_backend *be)
     return 0;
 }
 
-/* MPI's non-blocking all-reduce on the memory itself (host memory: nothing to stage). */
+/* MPI's all-reduces on the memory itself (host memory: nothing to stage), in the wait
+ * (tb_dist_bucket_wait says why not while later ops run). */
 int tbi_cpu_reduce_start(tbi_backend *be, float *x, size_t n)
 {
     (void)be;
