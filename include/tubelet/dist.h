@@ -37,7 +37,7 @@ TB_API int tb_dist_max_int(int flag);
  * never mismatches the others' collectives). x must stay untouched in between. Every
  * process hands over the same buckets in the same order. The all-reduces run in the wait,
  * blocking: MPI's non-blocking one (OpenMPI's, which moves data only inside MPI calls) made a
- * two-process step 6% slower here, where the blocking ones made it 4% faster than one
+ * two-process step 6% slower here, where the blocking ones made it 7% faster than one
  * staged all-reduce (docs/PERFORMANCE.md, section 10). A bucket past TB_DIST_BUCKETS first
  * reduces the oldest. One process: nothing to do. Returns 0 or TB_EDIST. */
 #define TB_DIST_BUCKETS 64
