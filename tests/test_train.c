@@ -926,6 +926,28 @@ int main(void)
     char *cfg = tbt_read(path, NULL);
     CHECK_STR_HAS(cfg, "epochs = 40\n");
     CHECK_STR_HAS(cfg, "dim = 32\n");
+    /* A refused resume (another width or depth than the checkpoint's) leaves the run
+     * directory as it was: config.txt still the run's own, byte for byte, and metrics.jsonl
+     * too. */
+    tbt_case = "a refused resume changes nothing";
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run_a);
+    char *metrics_before = tbt_read(path, NULL);
+    const char *bad[2] = {"--dim 48", "--depth 3"};
+    for (int k = 0; k < 2; k++) {
+        rc = tbt_run(&out, 300, "%s train %s %s --out %s", t, common, bad[k], run_a);
+        CHECK_MSG(rc != 0, "%s was accepted: %s", bad[k], out);
+        free(out);
+        snprintf(path, sizeof(path), "%s/config.txt", run_a);
+        char *now = tbt_read(path, NULL);
+        CHECK_MSG(cfg && now && !strcmp(cfg, now), "%s rewrote config.txt:\n%s", bad[k], now);
+        free(now);
+        snprintf(path, sizeof(path), "%s/metrics.jsonl", run_a);
+        now = tbt_read(path, NULL);
+        CHECK_MSG(metrics_before && now && !strcmp(metrics_before, now), "%s changed "
+                  "metrics.jsonl", bad[k]);
+        free(now);
+    }
+    free(metrics_before);
     free(cfg);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run_a);
     char *metrics = tbt_read(path, NULL);

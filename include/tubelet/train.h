@@ -208,6 +208,9 @@ struct tb_train_opts {
     double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
     int fused_update;                   /* 1: each gradient span's update as the backward
                                          * completes it (tb_params_fuse); clip_grad 0 */
+    const char *config_text;            /* NULL, or written to out_dir/config.txt (atomically)
+                                         * once the run is accepted: a refused resume leaves
+                                         * the run's own */
     int accum_steps;                    /* micro-batches of `batch` clips per optimizer step,
                                          * their gradients averaged (0 or 1: one); cls, mae */
     double beta1, beta2, adam_eps;      /* the optimizer's (eps: AdamW's) */

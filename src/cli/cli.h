@@ -56,6 +56,9 @@ struct cli_mem {
 };
 int cli_mem_open(struct cli_mem *m, const char *cmd);
 int cli_mem_save(struct cli_mem *m, const char *cmd, const char *path);
+/* The text written, NUL-terminated, in m->buf (the caller frees it); -1 (said on stderr) on
+ * failure, m->buf then NULL. */
+int cli_mem_close(struct cli_mem *m, const char *cmd);
 
 /* Seconds since an arbitrary start, monotonic. */
 double cli_now(void);

@@ -279,6 +279,7 @@ static int max_label(const struct tb_annotations *a, enum tb_label_kind k)
 static int run_train(void *config, int n_args, char **args)
 {
     struct train_config *c = config;
+    struct cli_mem cfg = {0};
     struct tb_annotations *train = NULL, *val = NULL;
     struct tb_ann_opts ao = {.skip_bad_rows = 1};
     enum tb_label_kind label;
@@ -351,17 +352,15 @@ static int run_train(void *config, int n_args, char **args)
         int a = max_label(train, label), b = max_label(val, label);
         classes = (a > b ? a : b) + 1;
     }
-    /* The resolved flags beside the run, as a config file that reproduces it; a disk that
-     * cannot take it stops the run before any work. */
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/config.txt", c->out);
+    /* The resolved flags, as a config file that reproduces the run: tb_train writes it
+     * beside the run once the run is accepted (a refused resume leaves the run's own), before
+     * any work (a disk that cannot take it stops the run there). */
     int unsaved = 0;
-    if (lead && tbi_cli_mkdir(c->out) == 0) {
-        struct cli_mem m;
-        unsaved = cli_mem_open(&m, "train") < 0;
+    if (lead) {
+        unsaved = cli_mem_open(&cfg, "train") < 0;
         if (!unsaved) {
-            cli_print_config(m.f, &cli_cmd_train, c);
-            unsaved = cli_mem_save(&m, "train", path) < 0;
+            cli_print_config(cfg.f, &cli_cmd_train, c);
+            unsaved = cli_mem_close(&cfg, "train") < 0;
         }
     }
     if (tb_dist_max_int(unsaved)) /* every process stops, none waits for the lead */
@@ -416,7 +415,7 @@ static int run_train(void *config, int n_args, char **args)
         .relevancy = c->relevancy,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
-        .tensorboard = c->tensorboard,
+        .tensorboard = c->tensorboard, .config_text = cfg.buf,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
     if (c->blr > 0)
@@ -480,6 +479,7 @@ static int run_train(void *config, int n_args, char **args)
 fail:
     cli_report("train", rc);
 end:
+    free(cfg.buf);
     tb_ann_free(&train);
     tb_ann_free(&val);
     tb_dist_finalize();

@@ -112,6 +112,20 @@ int cli_mem_open(struct cli_mem *m, const char *cmd)
     return 0;
 }
 
+int cli_mem_close(struct cli_mem *m, const char *cmd)
+{
+    int failed = ferror(m->f) != 0;
+    failed |= fclose(m->f) != 0;
+    m->f = NULL;
+    if (failed) {
+        free(m->buf);
+        m->buf = NULL;
+        fprintf(stderr, "tubelet %s: out of memory\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_mem_save(struct cli_mem *m, const char *cmd, const char *path)
 {
     int failed = ferror(m->f) != 0;

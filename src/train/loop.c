@@ -471,6 +471,15 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                      "--accum-steps", ckpt, pos.batch, K);
         goto end;
     }
+    /* Accepted (its checkpoint fits the model, its data and position the flags): only now
+     * does the run directory change, from its config.txt on */
+    if (lead && o->config_text) {
+        char cpath[4200];
+        if ((rc = tbi_fmt(cpath, sizeof(cpath), "%s/config.txt", o->out_dir)) == 0)
+            rc = tb_file_write_atomic(cpath, o->config_text, strlen(o->config_text));
+    }
+    if ((rc = any_failed(rc, pos.step)) < 0)
+        goto end;
     lg.metrics_path = mpath;
     if (lead && (rc = drop_unfinished_line(mpath)) < 0)
         goto end;
