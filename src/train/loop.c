@@ -297,6 +297,68 @@ static int any_failed(int rc, int64_t step)
                                  " (its log says why); stopping", step);
 }
 
+/* What one optimizer step needs of the run (optimizer_step). */
+struct stepper {
+    const struct tbi_task *task;
+    void *st;
+    const struct tb_train_opts *o;
+    tb_loader *l;
+    struct tb_optim *opt;                /* its lr set for this step */
+    struct spans *fu;
+    float *acc;                          /* K > 1: the micro-batches' gradient sum */
+    int K;
+};
+
+/* One optimizer step: K micro-batches from batch *k of epoch e on (*k advanced past them),
+ * each loaded and run by the task, their gradients summed, reduced over the processes,
+ * checked (a non-finite loss or norm stops the run before the update, naming the step) and
+ * applied; the mean loss and the norm of the mean gradient out. */
+static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int64_t e,
+                          int64_t *k, float *loss, double *gnorm)
+{
+    const struct tb_train_opts *o = s->o;
+    tb_params *params = s->task->params(s->st);
+    int K = s->K, rc;
+    if (o->fused_update) { /* the backward applies the update */
+        tb_optim_begin_step(s->opt);
+        s->fu->sum = 0;
+        s->fu->step = pos->step;
+    }
+    for (int j = 0; j < K; j++, (*k)++) { /* the micro-batches */
+        struct tb_batch *b = NULL;
+        float micro = 0;
+        rc = tb_loader_next(s->l, &b);
+        if (rc == 0) {
+            rc = s->task->load(s->st, o, b);
+            tb_loader_release(s->l, b);
+        }
+        TBI_TRY(any_failed(rc, pos->step));
+        s->fu->defer = K > 1;
+        rc = s->task->step(s->st, o, &micro);
+        if (rc == 0 && K > 1)
+            rc = accumulate(params, s->acc, j, j == K - 1);
+        /* a process that failed mid-backward handed over fewer buckets: none is reduced */
+        TBI_TRY(any_failed(rc, pos->step));
+        *loss += micro / (float)K;
+    }
+    if (!o->fused_update)
+        TBI_TRY(reduce_grads(s->fu));
+    TBI_TRY(tb_dist_mean_f32(loss, 1));
+    if (!isfinite(*loss))
+        return tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64 ", batch %"
+                       PRId64 "); stopping (lower --lr?)", *loss, pos->step, e, *k - 1);
+    *gnorm = sqrt(s->fu->sum);
+    if (o->fused_update)
+        return 0;
+    TBI_TRY(tb_grad_norm(params, gnorm));
+    *gnorm /= K; /* the norm of the mean of the micro-batches' gradients */
+    if (!isfinite(*gnorm)) /* stop before the update spreads it into the weights */
+        return tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %" PRId64
+                       ", batch %" PRId64 ", loss %f); stopping", *gnorm, pos->step, e, *k - 1,
+                       *loss);
+    return tb_optim_update(s->opt, tb_clip_factor(*gnorm, o->clip_grad) / (float)K);
+}
+
 static int save(const char *path, const struct tbi_task *t, void *st,
                 const struct tb_train_opts *o, const struct tb_optim *opt,
                 const struct tb_train_pos *pos)
@@ -490,6 +552,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if (lead && o->tensorboard && (rc = tbi_tfevents_open(&lg.events, o->out_dir)) < 0)
         goto end;
 
+    struct stepper sr = {.task = task, .st = st, .o = o, .l = l, .opt = &opt, .fu = &fu,
+                         .acc = acc, .K = K};
     double t_start = now_s(), t_log = t_start;
     int64_t clips_log = 0, step0 = pos.step;
     for (int64_t e = pos.epoch; e < o->epochs; e++) {
@@ -500,54 +564,10 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
                                       (float)o->min_lr);
             float loss = 0;
+            double gnorm = 0;
             opt.lr = lr;
-            if (o->fused_update) { /* the backward applies the update */
-                tb_optim_begin_step(&opt);
-                fu.sum = 0;
-                fu.step = pos.step;
-            }
-            for (int j = 0; j < K; j++, k++) { /* the micro-batches */
-                struct tb_batch *b = NULL;
-                float micro = 0;
-                rc = tb_loader_next(l, &b);
-                if (rc == 0) {
-                    rc = task->load(st, o, b);
-                    tb_loader_release(l, b);
-                }
-                if ((rc = any_failed(rc, pos.step)) < 0)
-                    goto end;
-                fu.defer = K > 1;
-                rc = task->step(st, o, &micro);
-                if (rc == 0 && K > 1)
-                    rc = accumulate(params, acc, j, j == K - 1);
-                /* a process that failed mid-backward started fewer buckets: none is awaited */
-                if ((rc = any_failed(rc, pos.step)) < 0)
-                    goto end;
-                loss += micro / (float)K;
-            }
-            if ((!o->fused_update && (rc = reduce_grads(&fu)) < 0) ||
-                (rc = tb_dist_mean_f32(&loss, 1)) < 0)
+            if ((rc = optimizer_step(&sr, &pos, e, &k, &loss, &gnorm)) < 0)
                 goto end;
-            if (!isfinite(loss)) {
-                rc = tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64
-                             ", batch %" PRId64 "); stopping (lower --lr?)", loss, pos.step, e,
-                             k - 1);
-                goto end;
-            }
-            double gnorm = sqrt(fu.sum);
-            if (!o->fused_update) {
-                if ((rc = tb_grad_norm(params, &gnorm)) < 0)
-                    goto end;
-                gnorm /= K; /* the norm of the mean of the micro-batches' gradients */
-                if (!isfinite(gnorm)) { /* stop before the update spreads it into the weights */
-                    rc = tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64
-                                 " (epoch %" PRId64 ", batch %" PRId64 ", loss %f); stopping",
-                                 gnorm, pos.step, e, k - 1, loss);
-                    goto end;
-                }
-                if ((rc = tb_optim_update(&opt, tb_clip_factor(gnorm, o->clip_grad) / (float)K)) < 0)
-                    goto end;
-            }
             pos.step++;
             clips_log += (int64_t)B * world * K;
             double t = now_s();
