@@ -1045,6 +1045,23 @@ static void bf16_bits(struct bits_count *c, const char *what, const float *f32,
     free(got);
 }
 
+/* ex (R, C) = sum over l < L of a[r ar + l al] b[c bc + l bl] (+ bias[c]) in double, and
+ * tol the float32 bound of that sum: (L + 2) 2^-24 times the sum of the terms' magnitudes. */
+static void exact_product(double *ex, double *tol, int R, int C, int L, const float *a,
+                          size_t ar, size_t al, const float *b, size_t bc, size_t bl,
+                          const float *bias)
+{
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            double sum = bias ? bias[c] : 0, mag = fabs(sum);
+            for (int l = 0; l < L; l++) {
+                double t = (double)a[r * ar + l * al] * b[c * bc + l * bl];
+                sum += t, mag += fabs(t);
+            }
+            ex[(size_t)r * C + c] = sum, tol[(size_t)r * C + c] = (L + 2) * ldexp(1, -24) * mag;
+        }
+}
+
 static float *randn_bf16(size_t n, float s)
 {
     float *x = randn(n, s);
@@ -1059,7 +1076,6 @@ static float *randn_bf16(size_t n, float s)
  * counted, and at most 1 in 100. The same reference on every CPU, for every kernel path. */
 static void test_bf16_ops(void)
 {
-    const double u = ldexp(1, -24);
     struct bits_count c = {0};
     tbt_case = "bf16 products";
     int M = 37, K = 300, N = 45;
@@ -1071,42 +1087,14 @@ static void test_bf16_ops(void)
     double *ex = calloc(most, sizeof(double)), *tol = calloc(most, sizeof(double));
     tbi_matmul_fwd(out, inp, w, bias, M, K, N);
     tbi_matmul_bwd(dinp, dw, db, dout, inp, w, M, K, N);
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double s = bias[j], mag = fabs(bias[j]);
-            for (int k = 0; k < K; k++) {
-                s += (double)inp[i * K + k] * w[j * K + k];
-                mag += fabs((double)inp[i * K + k] * w[j * K + k]);
-            }
-            ex[i * N + j] = s, tol[i * N + j] = (K + 2) * u * mag;
-        }
+    const float one = 1;
+    exact_product(ex, tol, M, N, K, inp, K, 1, w, K, 1, bias);
     bf16_bits(&c, "x W^T + b", out, ex, tol, (size_t)M * N);
-    for (int i = 0; i < M; i++)
-        for (int k = 0; k < K; k++) {
-            double s = 0, mag = 0;
-            for (int j = 0; j < N; j++) {
-                s += (double)dout[i * N + j] * w[j * K + k];
-                mag += fabs((double)dout[i * N + j] * w[j * K + k]);
-            }
-            ex[i * K + k] = s, tol[i * K + k] = (N + 2) * u * mag;
-        }
+    exact_product(ex, tol, M, K, N, dout, N, 1, w, 1, K, NULL);
     bf16_bits(&c, "dY W", dinp, ex, tol, (size_t)M * K);
-    for (int j = 0; j < N; j++)
-        for (int k = 0; k < K; k++) {
-            double s = 0, mag = 0;
-            for (int i = 0; i < M; i++) {
-                s += (double)dout[i * N + j] * inp[i * K + k];
-                mag += fabs((double)dout[i * N + j] * inp[i * K + k]);
-            }
-            ex[j * K + k] = s, tol[j * K + k] = (M + 2) * u * mag;
-        }
+    exact_product(ex, tol, N, K, M, dout, 1, N, inp, 1, K, NULL);
     bf16_bits(&c, "dY^T X", dw, ex, tol, (size_t)N * K);
-    for (int j = 0; j < N; j++) {
-        double s = 0, mag = 0;
-        for (int i = 0; i < M; i++)
-            s += dout[i * N + j], mag += fabs(dout[i * N + j]);
-        ex[j] = s, tol[j] = (M + 2) * u * mag;
-    }
+    exact_product(ex, tol, N, 1, M, dout, 1, N, &one, 0, 0, NULL); /* the column sums */
     bf16_bits(&c, "colsum dY", db, ex, tol, (size_t)N);
     free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db);
     free(ex), free(tol);

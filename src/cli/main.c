@@ -128,14 +128,13 @@ int cli_mem_close(struct cli_mem *m, const char *cmd)
 
 int cli_mem_save(struct cli_mem *m, const char *cmd, const char *path)
 {
-    int failed = ferror(m->f) != 0;
-    failed |= fclose(m->f) != 0;
-    m->f = NULL;
-    int rc = failed ? TB_ENOMEM : tb_file_write_atomic(path, m->buf, m->len);
+    if (cli_mem_close(m, cmd) < 0)
+        return -1;
+    int rc = tb_file_write_atomic(path, m->buf, m->len);
     free(m->buf);
     m->buf = NULL;
     if (rc < 0) {
-        fprintf(stderr, "tubelet %s: %s\n", cmd, failed ? "out of memory" : tb_errmsg());
+        fprintf(stderr, "tubelet %s: %s\n", cmd, tb_errmsg());
         return -1;
     }
     return 0;

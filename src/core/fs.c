@@ -1,6 +1,6 @@
 /* src/core/fs.c - the few file-system operations the library needs: mkdir -p, existence
  * checks, whole-file reads, and atomic writes (write a sibling, fsync, rename, fsync the
- * directory). POSIX only.
+ * directory); and the monotonic clock. POSIX only.
  * Tests: tests/test_core.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -156,4 +157,11 @@ int tbi_read_file(const char *path, char **out, size_t *out_len, size_t max_byte
     if (out_len)
         *out_len = len;
     return 0;
+}
+
+double tbi_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

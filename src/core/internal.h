@@ -46,6 +46,8 @@ int tbi_mkdirs(const char *dir);
 
 /* 1 if path names an existing regular file, else 0. */
 int tbi_is_file(const char *path);
+/* Seconds on the monotonic clock, from an arbitrary start. */
+double tbi_now_s(void);
 /* 1 if path names an existing directory, else 0. */
 int tbi_is_dir(const char *path);
 

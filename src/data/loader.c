@@ -80,13 +80,6 @@ struct tb_loader {
     struct tb_loader_stats stats;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Sample read at attempt a of position pos: the epoch's own at attempt 0, else a substitute
  * drawn from (seed, TB_RNG_SUBSTITUTE, epoch, pos, a). */
 static int64_t sample_for(const struct tb_loader *l, int64_t pos, int attempt)
@@ -168,7 +161,7 @@ static void *worker_main(void *arg)
         w->pos = pos;
         w->attempt = attempt;
         w->state = W_RUNNING;
-        w->started = now_s();
+        w->started = tbi_now_s();
         pthread_mutex_unlock(&l->mu);
 
         struct tb_sample_info info;
@@ -250,7 +243,7 @@ static int start_worker(struct tb_loader *l)
  * worker in place of each stuck one. Locked. */
 static void watchdog(struct tb_loader *l)
 {
-    double t = now_s();
+    double t = tbi_now_s();
     int n = l->n_workers;
     for (int i = 0; i < n; i++) {
         struct worker *w = l->workers[i];
@@ -418,7 +411,7 @@ int64_t tb_loader_epoch_from(tb_loader *l, int64_t epoch, int64_t first)
 
 int tb_loader_next(tb_loader *l, struct tb_batch **out)
 {
-    double t0 = now_s();
+    double t0 = tbi_now_s();
     int rc = 0;
     *out = NULL;
     pthread_mutex_lock(&l->mu);
@@ -461,7 +454,7 @@ int tb_loader_next(tb_loader *l, struct tb_batch **out)
         s->batch.n = (int)(left < l->o.batch_size ? left : l->o.batch_size);
         *out = &s->batch;
     }
-    l->stats.wait_s += now_s() - t0;
+    l->stats.wait_s += tbi_now_s() - t0;
     pthread_mutex_unlock(&l->mu);
     return rc;
 }

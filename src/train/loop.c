@@ -30,13 +30,6 @@
 #include "tubelet/dist.h"
 
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static const struct tbi_task *const tasks[] = {&tbi_task_cls, &tbi_task_mae, &tbi_task_clip};
 
 /* Where a run's numbers go: metrics.jsonl, and with --tensorboard an event file (rank 0's;
@@ -333,7 +326,6 @@ static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int
             tb_loader_release(s->l, b);
         }
         TBI_TRY(any_failed(rc, pos->step));
-        s->fu->defer = K > 1;
         rc = s->task->step(s->st, o, &micro);
         if (rc == 0 && K > 1)
             rc = accumulate(params, s->acc, j, j == K - 1);
@@ -471,6 +463,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     fu.r = params;
     fu.opt = o->fused_update ? &opt : NULL;
     fu.world = world;
+    fu.defer = K > 1;
     if (world > 1 && !(fu.started = tbi_calloc((size_t)tb_params_spans(params), 1))) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
@@ -554,7 +547,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
 
     struct stepper sr = {.task = task, .st = st, .o = o, .l = l, .opt = &opt, .fu = &fu,
                          .acc = acc, .K = K};
-    double t_start = now_s(), t_log = t_start;
+    double t_start = tbi_now_s(), t_log = t_start;
     int64_t clips_log = 0, step0 = pos.step;
     for (int64_t e = pos.epoch; e < o->epochs; e++) {
         int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
@@ -570,7 +563,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 goto end;
             pos.step++;
             clips_log += (int64_t)B * world * K;
-            double t = now_s();
+            double t = tbi_now_s();
             rc = 0;
             int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
             if (lead && (log_now || o->on_step)) {

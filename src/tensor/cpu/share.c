@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "tensor/cpu/kernels.h"
 
 #define SHARE_PERIOD 0.25 /* seconds between measurements: /proc/stat counts 10 ms ticks */
@@ -35,13 +35,6 @@ struct share {
 };
 
 static _Thread_local struct share st;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Busy seconds of the CPUs this process may run on (user, nice, system, irq, softirq and
  * steal of their cpuN lines; guest time is inside user), or -1 where /proc/stat cannot say. */
@@ -111,7 +104,7 @@ void tbi_share_tick(void)
     struct share *s = &st;
     if (s->state < 0 || omp_get_level() > 0)
         return;
-    double t = now();
+    double t = tbi_now_s();
     if (s->state == 0) {
         const char *e = getenv("TUBELET_CPU_SHARE");
         s->ceiling = s->team = omp_get_max_threads();
