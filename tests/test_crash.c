@@ -269,6 +269,13 @@ static long meta_long(const struct tb_st_file *f, const char *key)
     return s ? atol(s + strlen(pat)) : -2;
 }
 
+/* path = RUN/last.safetensors; path itself. */
+static const char *ck_of(char *path, size_t size, const char *run)
+{
+    snprintf(path, size, "%s/last.safetensors", run);
+    return path;
+}
+
 static struct at ckpt_at(const char *path)
 {
     struct at at = {-1, -1};
@@ -909,16 +916,25 @@ static void disk_metrics(const struct disk *dk, const char *ref)
 {
     char run[4400], ck[4500], ck_ref[4500], mpath[4500], cfg[4500], *out = NULL;
     const char *a[64];
-    snprintf(run, sizeof(run), "%s/runm", dk->base);
-    snprintf(ck, sizeof(ck), "%s/last.safetensors", run);
     snprintf(ck_ref, sizeof(ck_ref), "%s/last.safetensors", ref);
+    /* 14 lines: metrics.jsonl then outgrows config.txt by some 300 bytes whatever its numbers'
+     * widths (12 gave 1570 against 1471 + 100 under ASan once). The case needs Ctrl-C to land
+     * mid-epoch, so that the resumed run's first write is a step's line: one that lands after
+     * an epoch's last batch (a busy machine lets the run go on a few steps) leaves the
+     * epoch's checkpoint to be written first. Then the run is started again, in a new
+     * directory (at most 4 times). */
+    long per_epoch = ckpt_at(ck_ref).step / 5;
+    struct at at = {-1, -1};
+    for (int k = 0; k < 4 && (k == 0 || (per_epoch > 0 && at.step % per_epoch == 0)); k++) {
+        snprintf(run, sizeof(run), "%s/runm%d", dk->base, k);
+        start_run(run, 14);
+        at = ckpt_at(ck_of(ck, sizeof(ck), run));
+    }
     snprintf(mpath, sizeof(mpath), "%s/metrics.jsonl", run);
     snprintf(cfg, sizeof(cfg), "%s/config.txt", run);
-    /* 14 lines: metrics.jsonl then outgrows config.txt by some 300 bytes whatever its numbers'
-     * widths (12 gave 1570 against 1471 + 100 under ASan once) */
-    start_run(run, 14);
     long long m = file_size(mpath);
-    struct at at = ckpt_at(ck);
+    CHECK_MSG(per_epoch > 0 && at.step % per_epoch, "Ctrl-C after an epoch's last batch 4 "
+              "times (step %ld)", at.step);
     CHECK_MSG(at.step >= 14 && at.step < 20, "Ctrl-C's checkpoint is at step %ld", at.step);
     CHECK_MSG(m > file_size(cfg) + 100, "metrics.jsonl (%lld bytes) must outgrow config.txt "
               "(%lld) for the case", m, file_size(cfg));
