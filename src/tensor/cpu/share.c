@@ -8,9 +8,12 @@
  * that calls the ops, at each product) the cores other processes used are measured: the busy
  * time of the CPUs this process may run on (/proc/stat) less this process's own (getrusage:
  * its loader threads are its own), smoothed; the team is then the ceiling (OpenMP's setting
- * at the first check) less the cores others use, rounded, and at least one. Results do not
- * depend on the team's size (every kernel gives the same bits on any team), so this changes
- * speed only. TUBELET_CPU_SHARE=off keeps the team fixed. Not here: the decision's arithmetic
+ * at the first check) less the cores others use, rounded, and at least one. Only where the
+ * products run on our own kernel (tbi_sgemm_uses_own: AVX-512), whose bits, like every other
+ * kernel's, do not depend on the team's size, so this changes speed only; OpenBLAS (the
+ * products elsewhere, and under TUBELET_CPU=portable or TUBELET_GEMM=openblas) gives other
+ * bits on another thread count, so there the team stays fixed and a run stays reproducible.
+ * TUBELET_CPU_SHARE=off keeps the team fixed everywhere. Not here: the decision's arithmetic
  * alone is tbi_share_team, tested in tests/test_ops.c; its effect is measured by
  * bench/share_bench.sh. */
 #define _GNU_SOURCE
@@ -109,7 +112,8 @@ void tbi_share_tick(void)
         const char *e = getenv("TUBELET_CPU_SHARE");
         s->ceiling = s->team = omp_get_max_threads();
         s->t = t, s->busy = busy_seconds(), s->self = self_seconds();
-        s->state = (e && !strcmp(e, "off")) || s->ceiling < 2 || s->busy < 0 || s->self < 0
+        s->state = (e && !strcmp(e, "off")) || s->ceiling < 2 || s->busy < 0 || s->self < 0 ||
+                           !tbi_sgemm_uses_own()
                        ? -1 : 1;
         return;
     }
