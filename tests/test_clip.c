@@ -29,6 +29,7 @@ struct variant {
     int frames, tubelet, height, width;
     const char *optim, *loss;
     int learn_temperature;
+    double wd; /* 0: 0.05 */
 };
 
 static struct tb_clip_config config(const struct variant *v)
@@ -128,14 +129,17 @@ static void test_against_pytorch(void)
         {2, 1, 32, 48, "adamw", "max-margin"},
         {4, 2, 32, 48, "adamw", "infonce"},
         {2, 1, 32, 32, "adamw", "infonce", 1},
+        /* a decay large enough that a wrong decay set moves a tensor by 1% in 3 steps */
+        {4, 1, 32, 32, "adamw", "infonce", 1, 5.0},
     };
     for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
         const struct variant *v = &vs[i];
         struct tb_clip_config c = config(v);
         char what[160], w[4300], b[4300], o[4300], r[4300], g[4300], flags[1400], *out = NULL;
-        snprintf(what, sizeof(what), "%d frames of %dx%d, tubelet %d, %s, %s%s", v->frames,
-                 v->height, v->width, v->tubelet, v->optim, v->loss,
-                 v->learn_temperature ? ", learned temperature" : "");
+        double wd = v->wd > 0 ? v->wd : 0.05;
+        snprintf(what, sizeof(what), "%d frames of %dx%d, tubelet %d, %s, %s%s, decay %g",
+                 v->frames, v->height, v->width, v->tubelet, v->optim, v->loss,
+                 v->learn_temperature ? ", learned temperature" : "", wd);
         tbt_case = what;
         snprintf(w, sizeof(w), "%s/w%zu.safetensors", tbt_dir(), i);
         snprintf(b, sizeof(b), "%s/b%zu.safetensors", tbt_dir(), i);
@@ -146,10 +150,10 @@ static void test_against_pytorch(void)
         snprintf(flags, sizeof(flags), "--dim %d --depth %d --heads %d --patch %d --tubelet %d "
                  "--frames %d "
                  "--size %dx%d --embed %d --vocab %d --context %d --text-width %d "
-                 "--text-heads %d --text-depth %d --optim %s --steps 3 --lr 0.001 --wd 0.05 "
+                 "--text-heads %d --text-depth %d --optim %s --steps 3 --lr 0.001 --wd %g "
                  "--beta1 0.9 --beta2 0.98 --loss %s %s --weights %s --batch %s", DIM, DEPTH,
                  HEADS, PATCH, v->tubelet, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW,
-                 TH, TL, v->optim, v->loss, v->learn_temperature ? "--learn-temperature" : "", w,
+                 TH, TL, v->optim, wd, v->loss, v->learn_temperature ? "--learn-temperature" : "", w,
                  b);
         int rc = tbt_run(&out, 120, "%s step --task clip %s --out %s", tbt_tubelet(), flags, o);
         CHECK_MSG(rc == 0, "tubelet step --task clip: %s", out);

@@ -42,7 +42,9 @@ struct tb_param {
     int64_t shape[5];
     int64_t n;                 /* elements */
     int64_t offset;            /* floats before it in the parameter block */
-    int decay;                 /* weight decay applies (not biases, norms, pos/cls embeddings) */
+    int decay;                 /* weight decay applies: AVION's rule by name and rank (none
+                                * on 0/1-D tensors, biases, norms, position embeddings,
+                                * cls_token; docs/RECIPES.md) */
     enum tb_init init;
     float init_std;            /* the (truncated) normal's std: 0.02 unless the model sets it;
                                 * TB_INIT_CONST's value */

@@ -65,7 +65,7 @@ static const struct cli_flag step_flags[] = {
       "the first K blocks keep no MLP hidden layer and residual sum; the backward recomputes "
       "them", 0, 1000000),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "learning rate", 0, 10),
-    F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, embeddings)", 0,
+    F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, position/class embeddings)", 0,
       10),
     F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
     F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
@@ -640,7 +640,8 @@ const struct cli_command cli_cmd_step = {
     .details = "Writes to --out: 'loss' (S), the first step's 'logits' (B,K) or, with --task\n"
                "mae, 'pred' (B,Nq,3*TU*P*P) and 'grad.<name>' for every parameter, and the\n"
                "weights after S optimizer steps under their own names (PyTorch's AdamW or\n"
-               "AVION's Lion; no decay on biases, norms, pos/cls embeddings, the mask token).\n"
+               "AVION's Lion; no decay on biases, norms, position and class embeddings:\n"
+               "AVION's rule, docs/RECIPES.md).\n"
                "The MAE target undoes ImageNet's normalisation. --size is height x width.",
     .flags = step_flags,
     .n_flags = (int)(sizeof(step_flags) / sizeof(step_flags[0])),

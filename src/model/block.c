@@ -41,7 +41,7 @@ int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_bloc
                            : k == TBI_BLK_QKV_B ? "attn.q_bias"
                            : k == TBI_BLK_V_B   ? "attn.v_bias"
                                                 : timm[k];
-        rc = tbi_params_add(r, prefix, name, matrix,
+        rc = tbi_params_add(r, prefix, name,
                             matrix ? TB_INIT_TRUNC_NORMAL : norm_w ? TB_INIT_ONE : TB_INIT_ZERO,
                             matrix ? 2 : 1, shapes[k]);
     }

@@ -34,7 +34,7 @@ static int add_logit_scale(tb_clip *m)
         return 0;
     m->span_scale = m->reg.n_spans;
     int rc = tbi_params_span(&m->reg);
-    if (rc < 0 || (rc = tbi_params_add(&m->reg, "", "logit_scale", 0, TB_INIT_CONST, 0, NULL)) < 0)
+    if (rc < 0 || (rc = tbi_params_add(&m->reg, "", "logit_scale", TB_INIT_CONST, 0, NULL)) < 0)
         return rc;
     m->i_scale = rc;
     m->reg.p[rc].init_std = (float)log(1 / m->c.temperature);

@@ -86,11 +86,11 @@ static int check_config(const struct tb_mae_config *c, int *Nv, int *Nq)
     return 0;
 }
 
-static int add(tb_mae *m, const char *name, int decay, enum tb_init init, int n_dims, int64_t d0,
-               int64_t d1, int64_t d2)
+static int add(tb_mae *m, const char *name, enum tb_init init, int n_dims, int64_t d0, int64_t d1,
+               int64_t d2)
 {
     const int64_t shape[3] = {d0, d1, d2};
-    return tbi_params_add(&m->reg, "", name, decay, init, n_dims, shape);
+    return tbi_params_add(&m->reg, "", name, init, n_dims, shape);
 }
 
 /* The decoder's parameters as gradient spans: the mapping and mask token, one per block,
@@ -100,9 +100,9 @@ static int add_decoder(tb_mae *m)
     int rc, Dd = m->Dd;
     m->span0 = m->reg.n_spans;
     if ((rc = tbi_params_span(&m->reg)) < 0 ||
-        (rc = m->i_e2d = add(m, "encoder_to_decoder.weight", 1, TB_INIT_TRUNC_NORMAL, 2, Dd,
+        (rc = m->i_e2d = add(m, "encoder_to_decoder.weight", TB_INIT_TRUNC_NORMAL, 2, Dd,
                              m->De, 0)) < 0 ||
-        (rc = m->i_mask = add(m, "mask_token", 0, TB_INIT_TRUNC_NORMAL, 3, 1, 1, Dd)) < 0)
+        (rc = m->i_mask = add(m, "mask_token", TB_INIT_TRUNC_NORMAL, 3, 1, 1, Dd)) < 0)
         return rc;
     for (int l = 0; l < m->Ld; l++) {
         char prefix[64];
@@ -111,11 +111,11 @@ static int add_decoder(tb_mae *m)
             return rc;
     }
     if ((rc = tbi_params_span(&m->reg)) < 0 ||
-        (rc = m->i_norm_w = add(m, "decoder.norm.weight", 0, TB_INIT_ONE, 1, Dd, 0, 0)) < 0 ||
-        (rc = m->i_norm_b = add(m, "decoder.norm.bias", 0, TB_INIT_ZERO, 1, Dd, 0, 0)) < 0 ||
-        (rc = m->i_head_w = add(m, "decoder.head.weight", 1, TB_INIT_TRUNC_NORMAL, 2, m->V, Dd,
+        (rc = m->i_norm_w = add(m, "decoder.norm.weight", TB_INIT_ONE, 1, Dd, 0, 0)) < 0 ||
+        (rc = m->i_norm_b = add(m, "decoder.norm.bias", TB_INIT_ZERO, 1, Dd, 0, 0)) < 0 ||
+        (rc = m->i_head_w = add(m, "decoder.head.weight", TB_INIT_TRUNC_NORMAL, 2, m->V, Dd,
                                 0)) < 0 ||
-        (rc = m->i_head_b = add(m, "decoder.head.bias", 0, TB_INIT_ZERO, 1, m->V, 0, 0)) < 0)
+        (rc = m->i_head_b = add(m, "decoder.head.bias", TB_INIT_ZERO, 1, m->V, 0, 0)) < 0)
         return rc;
     return 0;
 }

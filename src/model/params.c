@@ -37,8 +37,27 @@ int tbi_params_span(struct tb_params *r)
     return 0;
 }
 
-int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, int decay,
-                   enum tb_init init, int n_dims, const int64_t *shape)
+/* Weight decay by name and rank, one rule for every model: AVION's (main_lavila_pretrain.py,
+ * main_lavila_finetune_cls.py / _mir.py, main_videomae_pretrain.py) spares tensors of fewer
+ * than 2 dimensions and every name containing "bias", "ln", "bn", "pos_embed" or
+ * "positional_embedding"; its VideoMAE fine-tuning (main_videomae_finetune.py) spares the
+ * model's no_weight_decay() set, pos_embed and cls_token, which only adds cls_token. So
+ * VideoMAE's mask token (1, 1, D) is decayed, as AVION's pretraining does (VideoMAE's own
+ * run_mae_pretraining.py spares it). */
+static int decays(const char *name, int n_dims)
+{
+    static const char *const spared[] = {"bias", "ln", "bn", "pos_embed", "positional_embedding"};
+    if (n_dims < 2)
+        return 0;
+    for (size_t i = 0; i < sizeof(spared) / sizeof(spared[0]); i++)
+        if (strstr(name, spared[i]))
+            return 0;
+    const char *last = strrchr(name, '.');
+    return strcmp(last ? last + 1 : name, "cls_token") != 0;
+}
+
+int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, enum tb_init init,
+                   int n_dims, const int64_t *shape)
 {
     TB_ASSERT(r->n_spans > 0 && n_dims >= 0 && n_dims <= 5);
     if (r->n == r->cap) {
@@ -64,7 +83,7 @@ int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, in
         p->n *= shape[i];
     }
     p->offset = r->n_floats;
-    p->decay = decay;
+    p->decay = decays(full, n_dims);
     p->init = init;
     p->init_std = 0.02f;
     p->lr_scale = 1;

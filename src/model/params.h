@@ -33,8 +33,8 @@ struct tb_params {
 /* Start a new gradient span: the parameters added next belong to it. */
 int tbi_params_span(struct tb_params *r);
 /* Add a parameter named prefix + name (n_dims dims of shape); its index, or TB_ENOMEM. */
-int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, int decay,
-                   enum tb_init init, int n_dims, const int64_t *shape);
+int tbi_params_add(struct tb_params *r, const char *prefix, const char *name, enum tb_init init,
+                   int n_dims, const int64_t *shape);
 /* Allocate the parameter block (once, after the last add). */
 int tbi_params_alloc(struct tb_params *r);
 void tbi_params_free(struct tb_params *r);

@@ -36,11 +36,11 @@ struct tbi_text {
     float *grad_own;
 };
 
-static int add(struct tbi_text *t, const char *prefix, const char *name, int decay,
-               enum tb_init init, float std, int n_dims, int64_t d0, int64_t d1)
+static int add(struct tbi_text *t, const char *prefix, const char *name, enum tb_init init,
+               float std, int n_dims, int64_t d0, int64_t d1)
 {
     const int64_t shape[2] = {d0, d1};
-    int i = tbi_params_add(t->reg, prefix, name, decay, init, n_dims, shape);
+    int i = tbi_params_add(t->reg, prefix, name, init, n_dims, shape);
     if (i >= 0)
         t->reg->p[i].init_std = std;
     return i;
@@ -61,15 +61,15 @@ static void init_block(struct tbi_text *t, int first)
 }
 
 /* The parameters as gradient spans: the embeddings', one per block, ln_final's and the
- * projection's. Weight decay as AVION's pretraining: every 2-D tensor but the norms. */
+ * projection's. Weight decay: params.c's rule. */
 static int add_params(struct tbi_text *t, const char *prefix)
 {
     const struct tbi_text_config *c = &t->c;
     int D = c->width, rc;
     if ((rc = tbi_params_span(t->reg)) < 0 ||
-        (rc = t->i_tok = add(t, prefix, "token_embedding.weight", 1, TB_INIT_NORMAL, 0.02f, 2,
+        (rc = t->i_tok = add(t, prefix, "token_embedding.weight", TB_INIT_NORMAL, 0.02f, 2,
                              c->vocab, D)) < 0 ||
-        (rc = t->i_pos = add(t, prefix, "positional_embedding", 1, TB_INIT_NORMAL, 0.01f, 2,
+        (rc = t->i_pos = add(t, prefix, "positional_embedding", TB_INIT_NORMAL, 0.01f, 2,
                              c->ctx, D)) < 0)
         return rc;
     for (int l = 0; l < c->layers; l++) {
@@ -80,9 +80,9 @@ static int add_params(struct tbi_text *t, const char *prefix)
         init_block(t, rc);
     }
     if ((rc = tbi_params_span(t->reg)) < 0 ||
-        (rc = t->i_ln_w = add(t, prefix, "ln_final.weight", 0, TB_INIT_ONE, 0, 1, D, 0)) < 0 ||
-        (rc = t->i_ln_b = add(t, prefix, "ln_final.bias", 0, TB_INIT_ZERO, 0, 1, D, 0)) < 0 ||
-        (rc = t->i_proj = add(t, prefix, "text_projection", 1, TB_INIT_NORMAL, 1 / sqrtf(D), 2,
+        (rc = t->i_ln_w = add(t, prefix, "ln_final.weight", TB_INIT_ONE, 0, 1, D, 0)) < 0 ||
+        (rc = t->i_ln_b = add(t, prefix, "ln_final.bias", TB_INIT_ZERO, 0, 1, D, 0)) < 0 ||
+        (rc = t->i_proj = add(t, prefix, "text_projection", TB_INIT_NORMAL, 1 / sqrtf(D), 2,
                               D, c->embed)) < 0)
         return rc;
     return 0;

@@ -96,11 +96,11 @@ struct tb_vit {
                                        * in f32 */
 };
 
-static int add(tb_vit *m, const char *name, int decay, enum tb_init init, int n_dims, int64_t d0,
-               int64_t d1, int64_t d2, int64_t d3, int64_t d4)
+static int add(tb_vit *m, const char *name, enum tb_init init, int n_dims, int64_t d0, int64_t d1,
+               int64_t d2, int64_t d3, int64_t d4)
 {
     const int64_t shape[5] = {d0, d1, d2, d3, d4};
-    return tbi_params_add(m->reg, m->prefix, name, decay, init, n_dims, shape);
+    return tbi_params_add(m->reg, m->prefix, name, init, n_dims, shape);
 }
 
 static int check_config(const struct tb_vit_config *c)
@@ -158,40 +158,39 @@ static int add_blocks(tb_vit *m, const char *stem)
  * tubelet embedding, whose tokens see motion directly), the temporal embedding one row per
  * T / TU. Initialised as
  * AVION's: N(0, 0.02) class and positional embeddings, truncated N(0, 0.02) weights, zero
- * temporal embedding, N(0, D^-0.5) projection. Weight decay as AVION's pretraining gives it:
- * on every tensor of 2 or more dimensions but the norms (its 2-D embeddings too). */
+ * temporal embedding, N(0, D^-0.5) projection. Weight decay: params.c's rule. */
 static int add_clip_params(tb_vit *m)
 {
     const struct tb_vit_config *c = &m->c;
     int D = m->D, P = c->patch, TU = c->tubelet, Tt = c->frames / TU, rc;
     m->i_patch_b = m->i_temporal = m->i_head_w = m->i_head_b = -1;
     if ((rc = tbi_params_span(m->reg)) < 0 ||
-        (rc = m->i_patch_w = TU == 1 ? add(m, "conv1.weight", 1, TB_INIT_TRUNC_NORMAL, 4, D, 3, P,
+        (rc = m->i_patch_w = TU == 1 ? add(m, "conv1.weight", TB_INIT_TRUNC_NORMAL, 4, D, 3, P,
                                            P, 0)
-                                     : add(m, "conv1.weight", 1, TB_INIT_TRUNC_NORMAL, 5, D, 3,
+                                     : add(m, "conv1.weight", TB_INIT_TRUNC_NORMAL, 5, D, 3,
                                            TU, P, P)) < 0 ||
-        (rc = m->i_cls = add(m, "class_embedding", 0, TB_INIT_NORMAL, 1, D, 0, 0, 0, 0)) < 0 ||
-        (rc = m->i_pos = add(m, "positional_embedding", 1, TB_INIT_NORMAL, 2, m->S + 1, D, 0, 0,
+        (rc = m->i_cls = add(m, "class_embedding", TB_INIT_NORMAL, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_pos = add(m, "positional_embedding", TB_INIT_NORMAL, 2, m->S + 1, D, 0, 0,
                              0)) < 0 ||
         (Tt > 1 &&
-         (rc = m->i_temporal = add(m, "temporal_embedding", 1, TB_INIT_ZERO, 2, Tt, D, 0, 0,
+         (rc = m->i_temporal = add(m, "temporal_embedding", TB_INIT_ZERO, 2, Tt, D, 0, 0,
                                    0)) < 0) ||
-        (rc = m->i_pre_w = add(m, "ln_pre.weight", 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
-        (rc = m->i_pre_b = add(m, "ln_pre.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_pre_w = add(m, "ln_pre.weight", TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_pre_b = add(m, "ln_pre.bias", TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0 ||
         (rc = add_blocks(m, "transformer.resblocks.")) < 0 || (rc = tbi_params_span(m->reg)) < 0 ||
-        (rc = m->i_norm_w = add(m, "ln_post.weight", 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
-        (rc = m->i_norm_b = add(m, "ln_post.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
+        (rc = m->i_norm_w = add(m, "ln_post.weight", TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_norm_b = add(m, "ln_post.bias", TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
         return rc;
     m->i_proj = -1;
     if (m->E > 0) {
-        if ((rc = m->i_proj = add(m, "proj", 1, TB_INIT_NORMAL, 2, D, m->E, 0, 0, 0)) < 0)
+        if ((rc = m->i_proj = add(m, "proj", TB_INIT_NORMAL, 2, D, m->E, 0, 0, 0)) < 0)
             return rc;
         m->reg->p[m->i_proj].init_std = 1.0f / sqrtf((float)D);
         return 0;
     }
     /* AVION's VideoClassifier: the tower without its projection, fc_cls N(0, 0.01), bias 0 */
-    if ((rc = m->i_head_w = add(m, "head.weight", 1, TB_INIT_NORMAL, 2, m->K, D, 0, 0, 0)) < 0 ||
-        (rc = m->i_head_b = add(m, "head.bias", 0, TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0)
+    if ((rc = m->i_head_w = add(m, "head.weight", TB_INIT_NORMAL, 2, m->K, D, 0, 0, 0)) < 0 ||
+        (rc = m->i_head_b = add(m, "head.bias", TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0)
         return rc;
     m->reg->p[m->i_head_w].init_std = 0.01f;
     return 0;
@@ -206,17 +205,17 @@ static int add_params(tb_vit *m)
     const struct tb_vit_config *c = &m->c;
     int D = m->D, rc;
     if ((rc = tbi_params_span(m->reg)) < 0 ||
-        (rc = m->i_patch_w = add(m, "patch_embed.proj.weight", 1, TB_INIT_TRUNC_NORMAL, 5, D, 3,
+        (rc = m->i_patch_w = add(m, "patch_embed.proj.weight", TB_INIT_TRUNC_NORMAL, 5, D, 3,
                                  c->tubelet, c->patch, c->patch)) < 0 ||
-        (rc = m->i_patch_b = add(m, "patch_embed.proj.bias", 0, TB_INIT_ZERO, 1, D, 0, 0, 0,
+        (rc = m->i_patch_b = add(m, "patch_embed.proj.bias", TB_INIT_ZERO, 1, D, 0, 0, 0,
                                  0)) < 0)
         return rc;
     m->i_cls = m->i_pos = -1;
     if (m->has_cls &&
-        (rc = m->i_cls = add(m, "cls_token", 0, TB_INIT_TRUNC_NORMAL, 3, 1, 1, D, 0, 0)) < 0)
+        (rc = m->i_cls = add(m, "cls_token", TB_INIT_TRUNC_NORMAL, 3, 1, 1, D, 0, 0)) < 0)
         return rc;
     if (c->pos == TB_POS_LEARNED &&
-        (rc = m->i_pos = add(m, "pos_embed", 0, TB_INIT_TRUNC_NORMAL, 3, 1, m->Np + m->has_cls,
+        (rc = m->i_pos = add(m, "pos_embed", TB_INIT_TRUNC_NORMAL, 3, 1, m->Np + m->has_cls,
                              D, 0, 0)) < 0)
         return rc;
     m->i_temporal = m->i_pre_w = m->i_pre_b = m->i_proj = -1;
@@ -227,14 +226,14 @@ static int add_params(tb_vit *m)
     snprintf(w, sizeof(w), "%s.weight", norm);
     snprintf(b, sizeof(b), "%s.bias", norm);
     if ((rc = tbi_params_span(m->reg)) < 0 ||
-        (rc = m->i_norm_w = add(m, w, 0, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
-        (rc = m->i_norm_b = add(m, b, 0, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
+        (rc = m->i_norm_w = add(m, w, TB_INIT_ONE, 1, D, 0, 0, 0, 0)) < 0 ||
+        (rc = m->i_norm_b = add(m, b, TB_INIT_ZERO, 1, D, 0, 0, 0, 0)) < 0)
         return rc;
     m->i_head_w = m->i_head_b = -1;
     if (m->K > 0 &&
-        ((rc = m->i_head_w = add(m, "head.weight", 1, TB_INIT_TRUNC_NORMAL, 2, m->K, D, 0, 0,
+        ((rc = m->i_head_w = add(m, "head.weight", TB_INIT_TRUNC_NORMAL, 2, m->K, D, 0, 0,
                                  0)) < 0 ||
-         (rc = m->i_head_b = add(m, "head.bias", 0, TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0))
+         (rc = m->i_head_b = add(m, "head.bias", TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0))
         return rc;
     return 0;
 }

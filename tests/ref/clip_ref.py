@@ -24,8 +24,9 @@ tower: token_embedding (V, DT) + positional_embedding (N, DT), the same blocks w
 mask and eps 1e-5, ln_final, the row at text.argmax(-1), @ text_projection (DT, E).
 Loss (ClipLoss, world 1): F.normalize both, logits = v @ t.T / temperature, the mean of the
 two cross-entropies with targets arange(B); or AVION's MaxMarginRankingLoss (--loss
-max-margin, its EK-100 MIR fine-tuning). Weight decay as AVION's main_lavila_pretrain.py:
-none where p.ndim < 2 or 'bias' or 'ln' is in the name.
+max-margin, its EK-100 MIR fine-tuning). Weight decay as AVION's main_lavila_pretrain.py
+(decay_ref.avion_rule): none where p.ndim < 2 or 'bias', 'ln', 'bn', 'pos_embed' or
+'positional_embedding' is in the name.
 
 Batch: 'video' float32 (B, 3, T, H, W), 'text' int64 (B, N) ids below V. Weights: every
 parameter by name, float32, strictly (missing or misshapen: exit status 2)."""
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decay_ref import avion_rule  # noqa: E402
 from mae_ref import BadInput, Lion, st_read, st_write  # noqa: E402
 
 PROG = "clip_ref.py"
@@ -155,15 +157,10 @@ def max_margin_loss(v, t, margin):
     return terms.mean()
 
 
-def decays(name, prm):
-    """AVION's main_lavila_pretrain.py rule."""
-    return not (prm.ndim < 2 or "bias" in name or "ln" in name)
-
-
 def make_optimizer(model, a):
-    groups = [{"params": [p for n, p in model.named_parameters() if decays(n, p)],
+    groups = [{"params": [p for n, p in model.named_parameters() if avion_rule(n, p)],
                "weight_decay": a.wd},
-              {"params": [p for n, p in model.named_parameters() if not decays(n, p)],
+              {"params": [p for n, p in model.named_parameters() if not avion_rule(n, p)],
                "weight_decay": 0.0}]
     if a.optim == "lion":
         return Lion(groups, lr=a.lr, betas=(a.beta1, a.beta2))

@@ -52,9 +52,10 @@ be masked (else the loss is 0/0). A bad X or W or a bad flag: one line on stderr
 
 Step mode: S steps on the same batch. O gets pred (B, Nq, 3 TU P P), the decoder output of the
 first step, grad.<name> of every parameter from the first step, loss (S) float32, and every
-parameter <name> after the last step. Optimizers: two groups, weight decay for parameters of
-ndim >= 2 except mask_token, none for the others (VideoMAE's optim_factory rule: 1-D, *.bias and
-no_weight_decay() = pos_embed, cls_token, mask_token); constant lr, no gradient clipping.
+parameter <name> after the last step. Optimizers: two groups, weight decay as AVION's
+main_videomae_pretrain.py (decay_ref.avion_rule: none for 1-D tensors and names with 'bias',
+'ln', 'bn', 'pos_embed' or 'positional_embedding'; so the mask token is decayed, which
+VideoMAE's own run_mae_pretraining.py spares); constant lr, no gradient clipping.
 adamw: torch.optim.AdamW(lr, (beta1, beta2), eps, wd). lion: AVION's avion/optim/lion.py, per
 parameter p *= 1 - lr wd; p -= lr sign(beta1 m + (1 - beta1) g); m = beta2 m + (1 - beta2) g,
 m starting at 0. --double runs weights, batch, model, target, loss and optimizer in float64 and
@@ -84,6 +85,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from decay_ref import avion_rule
 
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
@@ -454,16 +457,10 @@ class Lion(torch.optim.Optimizer):
                 exp_avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
 
 
-def decays(name, prm):
-    """VideoMAE's optim_factory.get_parameter_groups rule, skip_list = no_weight_decay()."""
-    return not (prm.ndim == 1 or name.endswith(".bias") or
-                name in ("pos_embed", "cls_token", "mask_token"))
-
-
 def make_optimizer(model, a):
     decay, no_decay = [], []
     for name, prm in model.named_parameters():
-        (decay if decays(name, prm) else no_decay).append(prm)
+        (decay if avion_rule(name, prm) else no_decay).append(prm)
     groups = [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}]
     if a.optim == "lion":
         return Lion(groups, lr=a.lr, betas=(a.beta1, a.beta2))

@@ -72,6 +72,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import bf16_ref
+from decay_ref import videomae_finetune_rule
 import mixup_ref
 
 DTYPES = {"F32": np.float32, "I64": np.int64}
@@ -369,7 +370,7 @@ def main():
         return 2
     groups = []
     for name, prm in model.named_parameters():
-        wd = a.wd if prm.ndim >= 2 and name not in ("pos_embed", "cls_token") else 0.0
+        wd = a.wd if videomae_finetune_rule(name, prm) else 0.0
         # BEiT's / VideoMAE's layer ids: embeddings 0, blocks.i i + 1, the rest depth + 1
         layer = a.depth + 1
         if name.startswith(("patch_embed", "cls_token", "pos_embed")):
