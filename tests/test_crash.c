@@ -219,7 +219,7 @@ static int read_lines(const char *run, char (*lines)[LINE_CAP], char (*evals)[LI
         } else if (!strncmp(ln, "{\"eval_epoch\": ", 15) && (k = atoi(ln + 15)) >= 0 &&
                    k < MAX_STEPS) {
             snprintf(evals[k], LINE_CAP, "%.*s", (int)len, ln);
-        } else {
+        } else if (strncmp(ln, "{\"start_step\": ", 15)) { /* a start's line: skipped */
             bad++;
         }
     }
@@ -938,6 +938,15 @@ static void disk_metrics(const struct disk *dk, const char *ref)
     CHECK_MSG(at.step >= 14 && at.step < 20, "Ctrl-C's checkpoint is at step %ld", at.step);
     CHECK_MSG(m > file_size(cfg) + 100, "metrics.jsonl (%lld bytes) must outgrow config.txt "
               "(%lld) for the case", m, file_size(cfg));
+    /* The resumed run writes its start line first (its rows, at its step), whole: its length
+     * is the first start's (at step 0) with the step's other digits */
+    char *text = tbt_read(mpath, NULL), *nl = text ? strchr(text, '\n') : NULL;
+    char digits[32];
+    long long start = nl && !strncmp(text, "{\"start_step\": 0,", 16) ? nl + 1 - text : -1;
+    CHECK_MSG(start > 0, "%s does not begin with a start line", mpath);
+    start += snprintf(digits, sizeof(digits), "%ld", at.step) - 1;
+    free(text);
+    m += start;
     int rc = run_full(&out, dk, (size_t)m + 40, train_args(a, run, "5"));
     char want[4700];
     snprintf(want, sizeof(want), "%s: cannot write the line of step %ld: %s", mpath,

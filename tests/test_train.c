@@ -147,8 +147,9 @@ static void test_mae(const char *t, const char *d)
     snprintf(run_i, sizeof(run_i), "%s/mae_int", d);
     interrupted_run(t, mae_flags, run_i, l1, n1);
     tbt_same_ckpt(run[0], run_i, "mae resumed");
-    int rc = tbt_run(&out, 600, "%s train %s --optim adamw --epochs 7 --out %s", t, mae_flags,
-                 run_i);
+    /* past the settings' check (--resume-changed), the checkpoint's own */
+    int rc = tbt_run(&out, 600, "%s train %s --optim adamw --epochs 7 --resume-changed --out %s",
+                     t, mae_flags, run_i);
     CHECK_MSG(rc != 0 && out && strstr(out, "its optimizer state is lion's, this run's "
                                              "optimizer is adamw"), "another optimizer: %s", out);
     free(out);
@@ -855,6 +856,147 @@ static void test_accum(const char *t, const char *d)
     free(out);
 }
 
+/* The validation CSV with two rows that make no clip: line 3's start time mistyped (a row
+ * that does not parse) and line 4's video one the data root lacks. 0, or -1. */
+static int write_bad_rows(const char *from, const char *to)
+{
+    char *text = tbt_read(from, NULL);
+    FILE *f = text ? fopen(to, "w") : NULL;
+    int line = 1, rc = f ? 0 : -1;
+    for (char *s = text, *nl; f && s && *s; s = nl ? nl + 1 : NULL, line++) {
+        nl = strchr(s, '\n');
+        int len = nl ? (int)(nl - s) : (int)strlen(s), field = 0, i = 0;
+        for (; i < len; i++) { /* the first six fields hold no quotes */
+            if ((line == 3 && field == 4) || (line == 4 && field == 2))
+                break;
+            field += s[i] == ',';
+        }
+        if (line == 3 && i < len) { /* 00:00:01.50 -> 00:0x:01.50 */
+            fprintf(f, "%.*s00:0x%.*s\n", i, s, len - i - 5, s + i + 5);
+        } else if (line == 4 && i < len) { /* the video_id column */
+            const char *end = memchr(s + i, ',', (size_t)(len - i));
+            fprintf(f, "%.*sP99_99%.*s\n", i, s, end ? len - (int)(end - s) : 0, end ? end : "");
+        } else {
+            fprintf(f, "%.*s\n", len, s);
+        }
+    }
+    if (line < 6)
+        rc = -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    free(text);
+    return rc;
+}
+
+/* Rows that make no clip are never dropped without a word: evaluation refuses the file,
+ * naming each row and its own cause once, unless --skip-bad-rows (then it scores the others
+ * and says how many it skipped); training skips them, says so and records the counts in
+ * metrics.jsonl; a --val with such rows is refused before the run starts. */
+static void test_bad_rows(const char *t, const char *d, const char *ckpt)
+{
+    tbt_case = "rows that make no clip";
+    char bad[4300], run[4300], path[4400], *out = NULL;
+    snprintf(bad, sizeof(bad), "%s/bad_rows.csv", d);
+    snprintf(run, sizeof(run), "%s/run_bad", d);
+    CHECK_EQ(write_bad_rows(val_csv, bad), 0);
+    struct tb_annotations *va = NULL;
+    struct tb_ann_opts vo = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&va, val_csv, &vo), 0);
+    int n = va ? va->n_items : 0;
+    tb_ann_free(&va);
+    char want[4600];
+
+    int rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4", t, ckpt, data,
+                     bad);
+    CHECK_EQ(rc, 1);
+    snprintf(want, sizeof(want), "%s: 2 of %d rows cannot be scored:\n  %s:3: ", bad, n, bad);
+    CHECK_STR_HAS(out, want);
+    snprintf(want, sizeof(want), "\n  %s:4: ", bad);
+    CHECK_STR_HAS(out, want);
+    CHECK_STR_HAS(out, "P99_99");
+    CHECK_STR_HAS(out, "--skip-bad-rows");
+    CHECK_MSG(out && !strstr(out, "\"top1\"") && !strstr(out, "views"), "%s", out);
+    free(out);
+
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4 --skip-bad-rows", t,
+                 ckpt, data, bad);
+    CHECK_MSG(rc == 0, "%s", out);
+    snprintf(want, sizeof(want), "%s: skipping 2 of %d rows (1 for their video):\n  %s:3: ", bad,
+             n, bad);
+    CHECK_STR_HAS(out, want);
+    snprintf(want, sizeof(want), "\"items\": %d,", n - 2);
+    CHECK_STR_HAS(out, want);
+    free(out);
+
+    /* the same file to train on: skipped, said, counted */
+    rc = tbt_run(&out, 600, "%s train --data %s --train %s %s --epochs 1 --out %s", t, data, bad,
+                 model_flags, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    snprintf(want, sizeof(want), "tubelet train: %s: skipping 2 of %d rows (1 for their video)",
+             bad, n);
+    CHECK_STR_HAS(out, want);
+    free(out);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    char *metrics = tbt_read(path, NULL);
+    snprintf(want, sizeof(want), "{\"start_step\": 0, \"train_rows\": %d, "
+             "\"train_rows_skipped\": 2, \"train_rows_unreadable\": 1, \"val_rows\": 0, "
+             "\"val_rows_skipped\": 0}\n", n - 2);
+    CHECK_STR_HAS(metrics, want);
+    free(metrics);
+
+    /* ... and as the run's --val: refused before anything is written */
+    snprintf(run, sizeof(run), "%s/run_bad_val", d);
+    rc = tbt_run(&out, 300, "%s train --data %s --train %s --val %s %s --epochs 1 --out %s", t,
+                 data, train_csv, bad, model_flags, run);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "2 of ");
+    CHECK_STR_HAS(out, "cannot be scored");
+    CHECK_MSG(!tbt_exists(run), "%s was made", run);
+    free(out);
+}
+
+/* A resume under settings that alter the run is refused, naming each change with its old and
+ * new value, and nothing of the run changes; settings that alter nothing (workers, logging)
+ * resume; --resume-changed resumes and records the changes in metrics.jsonl. */
+static void test_resume_changed(const char *t, const char *d, const char *done_run,
+                                const char *common)
+{
+    tbt_case = "a resume with changed settings";
+    char run[4300], path[4400], *out = NULL;
+    snprintf(run, sizeof(run), "%s/run_changed", d);
+    int rc = tbt_run(&out, 60, "cp -r %s %s", done_run, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    char *before = tbt_read(path, NULL);
+    rc = tbt_run(&out, 300, "%s train %s --out %s --batch 8 --lr 0.002 --seed 3", t, common,
+                 run);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "was trained with other settings");
+    CHECK_STR_HAS(out, "batch 4 -> 8");
+    CHECK_STR_HAS(out, "lr 0.001 -> 0.002");
+    CHECK_STR_HAS(out, "seed 0 -> 3");
+    CHECK_STR_HAS(out, "--resume-changed");
+    free(out);
+    char *now = tbt_read(path, NULL);
+    CHECK_MSG(before && now && !strcmp(before, now), "a refused resume changed metrics.jsonl");
+    free(now);
+    free(before);
+    /* workers and logging alter nothing: resumed (the run is complete: nothing to do) */
+    rc = tbt_run(&out, 300, "%s train %s --out %s --workers 1 --log-every 5", t, common, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    /* one more epoch, asked for: resumed, the change said and recorded */
+    rc = tbt_run(&out, 300, "%s train %s --out %s --epochs 41 --resume-changed", t, common, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "resuming with changed settings: epochs 40 -> 41");
+    free(out);
+    now = tbt_read(path, NULL);
+    CHECK_STR_HAS(now, "\"resume_changed\": \"epochs 40 -> 41\"}");
+    CHECK_STR_HAS(now, "{\"eval_epoch\": 41, ");
+    free(now);
+}
+
 int main(void)
 {
     tbt_begin("train");
@@ -882,6 +1024,7 @@ int main(void)
     double run_top1 = top1 ? atof(top1 + 6) : -1;
     free(out);
     static double la[4096], lb[4096];
+    char path0[4400];
     int na = read_losses(run_a, la, 4096);
     CHECK_MSG(na > 6, "only %d steps logged", na);
 
@@ -897,6 +1040,9 @@ int main(void)
                  t, run_a, data, val_csv);
     CHECK_MSG(rc == 0 && out && strstr(out, "\"top1\""), "%s", out);
     free(out);
+
+    snprintf(path0, sizeof(path0), "%s/last.safetensors", run_a);
+    test_bad_rows(t, d, path0);
 
     tbt_case = "interrupted and resumed run";
     /* Ctrl-C once a few steps are logged; then the same command again. */
@@ -949,6 +1095,7 @@ int main(void)
     }
     free(metrics_before);
     free(cfg);
+    test_resume_changed(t, d, run_a, common);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run_a);
     char *metrics = tbt_read(path, NULL);
     CHECK_STR_HAS(metrics, "{\"eval_epoch\": 40, \"top1\": ");

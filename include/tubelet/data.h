@@ -56,11 +56,12 @@ struct tb_ann_bad_row {
 struct tb_annotations {
     struct tb_ann_item *items;
     int n_items;
-    int n_skipped;        /* bad rows skipped (skip_bad_rows) */
+    int n_skipped;        /* bad rows skipped (skip_bad_rows, tb_ann_drop_unreadable) */
     char first_error[512];/* the first skipped row's message */
     char path[1024];
     enum tb_ann_format format;
     int n_untimed;        /* of the skipped rows, those with an empty start or end time */
+    int n_unreadable;     /* of the skipped rows, those tb_ann_drop_unreadable removed */
     int n_bad_kept;       /* min(n_skipped, TB_ANN_BAD_KEPT) */
     struct tb_ann_bad_row bad[TB_ANN_BAD_KEPT]; /* the first skipped rows, in file order */
 };
@@ -186,6 +187,15 @@ TB_API void tb_dataset_close(tb_dataset **ds);
 TB_API int64_t tb_dataset_size(const tb_dataset *ds);
 /* Bytes of one sample: T * H * W * 3. */
 TB_API size_t tb_dataset_sample_bytes(const tb_dataset *ds);
+/* The rows no clip can be made of, found before the first: those whose video under root
+ * (ext as tb_dataset_opts) is missing or does not open (r's tb_reader_info: a prepared
+ * video's index, a plain file's streams; a rotated video read raw, say), and those whose
+ * window holds no frame of their video. Each is removed from a and counted among its skipped
+ * rows (n_skipped, bad[], n_unreadable) with its cause, naming the file and line. Each
+ * distinct video is opened once. Returns how many were removed, TB_ENOMEM, or TB_EFORMAT when
+ * no row is left (naming the first cause). */
+TB_API int tb_ann_drop_unreadable(struct tb_annotations *a, tb_reader *r, const char *root,
+                                  const char *ext);
 /* Sample i of epoch into out (T, H, W, 3) with reader r (one per thread). Its random choices
  * come from a generator keyed by (seed, TB_RNG_CLIP, epoch, i) alone. */
 TB_API int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t epoch,
@@ -203,7 +213,10 @@ struct tb_loader_opts {
     int shuffle;               /* a new order every epoch (seed, TB_RNG_SHUFFLE, epoch) */
     int drop_last;             /* drop the last, partial batch */
     int rank, world;           /* this process's shard of every epoch */
-    double max_failure_rate;   /* stop when more clips than this fail (after 10 failures) */
+    double max_failure_rate;   /* a failed clip is replaced by another sample (training) until
+                                * more than this share fail (after 10 failures); 0: none is
+                                * replaced, the first failure is the loader's error
+                                * (evaluation: every item scored as it is, or none) */
     double clip_timeout_s;     /* a clip taking longer fails (0: no limit) */
 };
 

@@ -211,6 +211,8 @@ struct tb_train_opts {
     const char *config_text;            /* NULL, or written to out_dir/config.txt (atomically)
                                          * once the run is accepted: a refused resume leaves
                                          * the run's own */
+    const char *resume_note;            /* NULL, or what a resume changed ("key old -> new;
+                                         * ..."): recorded in metrics.jsonl's start line */
     int accum_steps;                    /* micro-batches of `batch` clips per optimizer step,
                                          * their gradients averaged (0 or 1: one); cls, mae */
     double beta1, beta2, adam_eps;      /* the optimizer's (eps: AdamW's) */

@@ -27,6 +27,20 @@ int tbi_cli_mkdir(const char *dir);
 #include "tubelet/data.h"
 int cli_ann_format(const char *name, enum tb_ann_format *out);
 
+/* Annotation files for the commands that make clips (src/cli/rows.c). cli_ann_load: the
+ * file with its bad rows skipped and counted. cli_ann_check, once any action numbering is
+ * done (it counts every parsed row, as AVION's): with a root, also drops the rows whose
+ * video is missing or unreadable, or whose window lies outside it (tb_ann_drop_unreadable);
+ * then the skipped rows are reported on stderr (how many, the first few as file:line:
+ * cause; CLI_ROWS_REPORT), or refuse the file (CLI_ROWS_REFUSE: an evaluation scores every
+ * row or says why not). quiet: print nothing (the other processes under mpirun). 0, or -1
+ * (said unless quiet). */
+enum cli_rows { CLI_ROWS_REPORT, CLI_ROWS_REFUSE };
+int cli_ann_load(struct tb_annotations **out, const char *cmd, const char *path,
+                 enum tb_ann_format format, int quiet);
+int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, const char *ext,
+                  enum cli_rows policy, int quiet);
+
 /* --precision: "fp32" or "bf16" to the model's dtype; -1 if neither. One help text for the
  * commands that take it. */
 #include "tubelet/tensor.h"

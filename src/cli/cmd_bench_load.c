@@ -109,7 +109,7 @@ static int run_bench(void *config, int n_args, char **args)
     struct tb_annotations *ann = NULL;
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
-    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    struct tb_ann_opts ao = {0};
     int rc, status = 1;
     (void)n_args;
     (void)args;
@@ -133,8 +133,10 @@ static int run_bench(void *config, int n_args, char **args)
     struct tb_loader_opts lo = {.batch_size = c->batch, .n_workers = c->workers,
                                 .prefetch = c->prefetch, .seed = (uint64_t)c->seed,
                                 .shuffle = 1, .world = 1, .max_failure_rate = 0.05};
-    if ((rc = tb_ann_load(&ann, c->ann, &ao)) < 0 || (rc = tb_dataset_open(&ds, ann, &dopts)) < 0 ||
-        (rc = tb_loader_open(&l, ds, &lo)) < 0)
+    if (cli_ann_load(&ann, "bench-load", c->ann, ao.format, 0) < 0 ||
+        cli_ann_check(ann, "bench-load", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
+        goto end;
+    if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
         goto fail;
     double t0 = cli_now(), cpu0 = cpu_s(), rss_early = 0, t_early = 0;
     int64_t clips = 0, batches = 0, target = c->clips, next = c->every;

@@ -112,7 +112,7 @@ static int run_peek(void *config, int n_args, char **args)
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     struct tb_batch *b = NULL;
-    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    struct tb_ann_opts ao = {0};
     uint8_t *sheet = NULL;
     char **verbs = NULL, **nouns = NULL;
     int n_verbs = 0, n_nouns = 0, rc, status = 1;
@@ -141,8 +141,10 @@ static int run_peek(void *config, int n_args, char **args)
     struct tb_loader_opts lo = {.batch_size = c->clips, .n_workers = 2, .prefetch = 0,
                                 .seed = (uint64_t)c->seed, .shuffle = 1, .world = 1,
                                 .max_failure_rate = 0.5};
-    if ((rc = tb_ann_load(&ann, c->ann, &ao)) < 0 || (rc = tb_dataset_open(&ds, ann, &dopts)) < 0 ||
-        (rc = tb_loader_open(&l, ds, &lo)) < 0)
+    if (cli_ann_load(&ann, "peek", c->ann, ao.format, 0) < 0 ||
+        cli_ann_check(ann, "peek", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
+        goto end;
+    if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
         goto fail;
     if (tb_loader_epoch(l, 0) < 1) {
         fprintf(stderr, "tubelet peek: no clips\n");

@@ -44,7 +44,7 @@ static const struct cli_flag plot_flags[] = {
     X(K_GRAD, "grad_norm") X(K_RATE, "clips_per_s") X(K_EVAL_EPOCH, "eval_epoch")              \
     X(K_TOP1, "top1") X(K_TOP5, "top5") X(K_VAL_LOSS, "val_loss") X(K_MAP, "map")              \
     X(K_NDCG, "ndcg") X(K_MAP_V2T, "map_v2t") X(K_MAP_T2V, "map_t2v")                          \
-    X(K_ZS_TOP1, "zeroshot_top1") X(K_ZS_TOP5, "zeroshot_top5")
+    X(K_ZS_TOP1, "zeroshot_top1") X(K_ZS_TOP5, "zeroshot_top5") X(K_START, "start_step")
 #define AS_ENUM(id, key) id,
 #define AS_NAME(id, key) key,
 enum { METRIC_KEYS(AS_ENUM) N_KEYS };
@@ -255,6 +255,8 @@ static int load_metrics(const char *path, struct metrics *m)
                 fprintf(stderr, "tubelet plot: out of memory\n");
                 status = 1;
             }
+        } else if (!isnan(v[K_START])) {
+            /* a start's data line (rows skipped, settings changed): nothing to draw */
         } else {
             fprintf(stderr, "tubelet plot: %s:%d: neither \"step\" nor \"eval_epoch\": not a "
                     "line of tubelet train's metrics\n", path, line_no);

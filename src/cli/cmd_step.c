@@ -65,8 +65,8 @@ static const struct cli_flag step_flags[] = {
       "the first K blocks keep no MLP hidden layer and residual sum; the backward recomputes "
       "them", 0, 1000000),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "learning rate", 0, 10),
-    F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, position/class embeddings)", 0,
-      10),
+    F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay (not on biases, norms, position and "
+      "class embeddings)", 0, 10),
     F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
     F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 1),

@@ -19,6 +19,7 @@ struct train_config {
     char *pool, *pos, *sampler, *norm, *backend, *precision;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps;
+    int skip_bad_rows, resume_changed;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
     double layer_decay, drop_path;
@@ -177,6 +178,12 @@ static const struct cli_flag train_flags[] = {
       CLI_NO_RANGE),
     F("relevancy", CLI_STR, relevancy, "", "FILE.npy", "clip: the validation split's relevancy "
       "(default: computed from its verb and noun classes, as EK-100's)", CLI_NO_RANGE),
+    F("skip-bad-rows", CLI_BOOL, skip_bad_rows, "false", "", "evaluate --val without its rows "
+      "that make no clip (unparsable, video missing or unreadable, window outside it) rather "
+      "than refuse it; --train's are always skipped, counted in metrics.jsonl", CLI_NO_RANGE),
+    F("resume-changed", CLI_BOOL, resume_changed, "false", "", "resume a run with settings "
+      "that alter its data order, schedule or model (refused without it, each change named); "
+      "the changes are recorded in metrics.jsonl", CLI_NO_RANGE),
 };
 #undef F
 
@@ -276,12 +283,69 @@ static int max_label(const struct tb_annotations *a, enum tb_label_kind k)
     return mx;
 }
 
+/* The settings a resume may change: they alter neither the order of the data, nor the
+ * schedule, nor the model (where the run is written, how fast and how often it reports, how it
+ * evaluates, the memory plan). Every other key of config.txt does. */
+static const char *const resume_free[] = {
+    "out", "workers", "prefetch", "log-every", "eval-every", "val", "val-format", "val-views",
+    "val-crops", "tensorboard", "backend", "recompute", "recompute-mlp", "fused-update", "init",
+    "inflate-temporal", "skip-bad-rows", "resume-changed", "class-names", "prompt", "relevancy",
+};
+
+/* The value of key in config text (key = value lines), copied into val; 0 if absent. */
+static int config_value(const char *text, const char *key, char *val, size_t size)
+{
+    size_t k = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, k) || strncmp(p + k, " = ", 3))
+            continue;
+        const char *v = p + k + 3, *e = strchr(v, '\n');
+        snprintf(val, size, "%.*s", e ? (int)(e - v) : (int)strlen(v), v);
+        return 1;
+    }
+    return 0;
+}
+
+/* A resume (out/last.safetensors there) under other settings than out/config.txt's, where a
+ * key outside resume_free differs: "key old -> new; ..." into note (empty when none). */
+static void resume_changes(const char *out, const char *now, char *note, size_t size)
+{
+    char path[4200], old_v[256], new_v[256], item[600];
+    note[0] = '\0';
+    snprintf(path, sizeof(path), "%s/last.safetensors", out);
+    if (access(path, F_OK) != 0)
+        return;
+    snprintf(path, sizeof(path), "%s/config.txt", out);
+    FILE *f = fopen(path, "r");
+    char *old = f ? calloc(1, 1 << 20) : NULL; /* config.txt: a few kB */
+    if (old && fread(old, 1, (1 << 20) - 1, f) == 0) {
+        free(old);
+        old = NULL;
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; old && i < cli_cmd_train.n_flags; i++) {
+        const char *key = cli_cmd_train.flags[i].name;
+        int free_key = 0;
+        for (size_t k = 0; k < sizeof(resume_free) / sizeof(resume_free[0]); k++)
+            free_key |= !strcmp(key, resume_free[k]);
+        if (free_key || !config_value(old, key, old_v, sizeof(old_v)) ||
+            !config_value(now, key, new_v, sizeof(new_v)) || !strcmp(old_v, new_v))
+            continue;
+        size_t used = strlen(note), n;
+        snprintf(item, sizeof(item), "%s%.40s %s -> %s", used ? "; " : "", key, old_v, new_v);
+        if (used + (n = strlen(item)) < size)
+            memcpy(note + used, item, n + 1);
+    }
+    free(old);
+}
+
 static int run_train(void *config, int n_args, char **args)
 {
     struct train_config *c = config;
     struct cli_mem cfg = {0};
     struct tb_annotations *train = NULL, *val = NULL;
-    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    struct tb_ann_opts ao = {0};
     enum tb_label_kind label;
     int rc, status = 1;
     (void)n_args;
@@ -330,9 +394,9 @@ static int run_train(void *config, int n_args, char **args)
     if ((rc = tb_dist_init(NULL, NULL)) < 0)
         goto fail;
     int lead = tb_dist_rank() == 0;
-    if ((rc = tb_ann_load(&train, c->train, &ao)) < 0 ||
-        (c->val[0] && (rc = tb_ann_load(&val, c->val, &vo)) < 0))
-        goto fail;
+    if (cli_ann_load(&train, "train", c->train, ao.format, !lead) < 0 ||
+        (c->val[0] && cli_ann_load(&val, "train", c->val, vo.format, !lead) < 0))
+        goto end;
     if (label == TB_LABEL_ACTION) {
         struct tb_annotations *sets[2] = {train, val};
         tb_ann_map_actions(sets, val ? 2 : 1);
@@ -352,19 +416,35 @@ static int run_train(void *config, int n_args, char **args)
         int a = max_label(train, label), b = max_label(val, label);
         classes = (a > b ? a : b) + 1;
     }
+    /* The rows that make no clip, once the classes and actions count every row */
+    if (cli_ann_check(train, "train", c->data, c->ext, CLI_ROWS_REPORT, !lead) < 0 ||
+        (val && cli_ann_check(val, "train", c->data, c->ext,
+                              c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, !lead) < 0))
+        goto end;
     /* The resolved flags, as a config file that reproduces the run: tb_train writes it
      * beside the run once the run is accepted (a refused resume leaves the run's own), before
      * any work (a disk that cannot take it stops the run there). */
-    int unsaved = 0;
-    if (lead) {
-        unsaved = cli_mem_open(&cfg, "train") < 0;
-        if (!unsaved) {
-            cli_print_config(cfg.f, &cli_cmd_train, c);
-            unsaved = cli_mem_close(&cfg, "train") < 0;
-        }
+    int unsaved = cli_mem_open(&cfg, "train") < 0;
+    if (!unsaved) {
+        cli_print_config(cfg.f, &cli_cmd_train, c);
+        unsaved = cli_mem_close(&cfg, "train") < 0;
     }
     if (tb_dist_max_int(unsaved)) /* every process stops, none waits for the lead */
         goto end;
+    /* A resume under settings that alter the run: refused, each change named, unless asked */
+    char changed[2048];
+    resume_changes(c->out, cfg.buf, changed, sizeof(changed));
+    if (changed[0] && !c->resume_changed) {
+        if (lead)
+            fprintf(stderr, "tubelet train: %s/last.safetensors was trained with other settings "
+                    "(%s/config.txt): %s. These alter the data order, the schedule or the "
+                    "model: resume with the run's own settings (--config %s/config.txt), "
+                    "start a new run (another --out), or pass --resume-changed to go on "
+                    "with the changes\n", c->out, c->out, changed, c->out);
+        goto end;
+    }
+    if (changed[0] && lead)
+        fprintf(stderr, "tubelet train: resuming with changed settings: %s\n", changed);
     int log_every = c->log_every;
     struct tb_train_opts o = {
         .task = c->task,
@@ -416,6 +496,7 @@ static int run_train(void *config, int n_args, char **args)
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .tensorboard = c->tensorboard, .config_text = cfg.buf,
+        .resume_note = changed[0] ? changed : NULL,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
     if (c->blr > 0)
@@ -511,7 +592,7 @@ const struct cli_command cli_cmd_train = {
 
 struct eval_config {
     char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *backend, *precision;
-    int views, crops, batch, workers;
+    int views, crops, batch, workers, skip_bad_rows;
     char *class_names, *prompt, *relevancy, *similarity, *task;
 };
 
@@ -550,6 +631,9 @@ static const struct cli_flag eval_flags[] = {
       "computed from its verb and noun classes)", CLI_NO_RANGE),
     E("similarity", CLI_STR, similarity, "", "FILE.npy", "clip: also write the (clips, "
       "sentences) similarity matrix", CLI_NO_RANGE),
+    E("skip-bad-rows", CLI_BOOL, skip_bad_rows, "false", "", "score --val without its rows "
+      "that make no clip (unparsable, video missing or unreadable, window outside it; each "
+      "named) rather than refuse it", CLI_NO_RANGE),
 };
 #undef E
 
@@ -568,9 +652,17 @@ static int eval_clip(const struct eval_config *c, struct tb_ckpt_info *info,
     int rc;
     if ((rc = tb_clip_open(&m, &cc)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_clip_params(m), NULL, NULL)) < 0 ||
-        (rc = tb_clip_plan(m, c->batch, NULL)) < 0 || (rc = tb_tokenizer_open(&tok, NULL)) < 0 ||
-        (rc = tb_ann_load(&val, c->val, ao)) < 0)
+        (rc = tb_clip_plan(m, c->batch, NULL)) < 0 || (rc = tb_tokenizer_open(&tok, NULL)) < 0)
         goto end;
+    if (cli_ann_load(&val, "eval", c->val, ao->format, tb_dist_rank() != 0) < 0 ||
+        cli_ann_check(val, "eval", c->data, c->ext,
+                      c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE,
+                      tb_dist_rank() != 0) < 0) {
+        tb_ann_free(&val);
+        tb_clip_close(&m);
+        tb_tokenizer_close(&tok);
+        return 1;
+    }
     struct tb_train_opts o = {
         .label = label, .data = {.root = c->data, .ext = c->ext, .sampler = info->sampler,
                                  .stride = info->stride},
@@ -620,7 +712,7 @@ static int run_eval(void *config, int n_args, char **args)
     struct eval_config *c = config;
     struct tb_annotations *train = NULL, *val = NULL;
     struct tb_cls_action_list *actions = NULL;
-    struct tb_ann_opts ao = {.skip_bad_rows = 1};
+    struct tb_ann_opts ao = {0};
     struct tb_ckpt_info info;
     enum tb_label_kind label = TB_LABEL_VERB; /* --label, else the checkpoint's */
     tb_vit *m = NULL;
@@ -694,12 +786,15 @@ static int run_eval(void *config, int n_args, char **args)
     info.model.dtype = dtype;
     if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
-        (rc = tb_vit_plan(m, c->batch, NULL)) < 0 || (rc = tb_ann_load(&val, c->val, &ao)) < 0)
+        (rc = tb_vit_plan(m, c->batch, NULL)) < 0)
         goto fail;
+    int quiet = tb_dist_rank() != 0;
+    if (cli_ann_load(&val, "eval", c->val, ao.format, quiet) < 0)
+        goto end;
     if (label == TB_LABEL_ACTION && c->train[0]) {
         /* The run numbered the actions over its training and validation sets: so here. */
-        if ((rc = tb_ann_load(&train, c->train, &ao)) < 0)
-            goto fail;
+        if (cli_ann_load(&train, "eval", c->train, ao.format, quiet) < 0)
+            goto end;
         struct tb_annotations *sets[2] = {train, val};
         const struct tb_annotations *read[2] = {train, val};
         if ((rc = tb_ann_map_actions(sets, 2)) < 0 ||
@@ -715,6 +810,9 @@ static int run_eval(void *config, int n_args, char **args)
                     "scored; --train FILE (the run's training CSV) numbers them over both, as "
                     "the run did, and adds the verb and noun scores\n");
     }
+    if (cli_ann_check(val, "eval", c->data, c->ext,
+                      c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, quiet) < 0)
+        goto end;
     struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = info.sampler,
                                 .stride = info.stride};
     if (c->predictions[0] && !(predicted = calloc((size_t)val->n_items + 1, sizeof(int)))) {

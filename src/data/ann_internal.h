@@ -1,6 +1,7 @@
 /* src/data/ann_internal.h - where an annotation item's video lies under a root, shared by the
  * dataset (src/data/dataset.c) and the statistics' missing-video check (src/data/ann_stats.c),
- * so the two cannot disagree. Not public API. */
+ * so the two cannot disagree; and the record of skipped rows, shared by the loader of the file
+ * and the dataset's check of its videos. Not public API. */
 #ifndef TUBELET_DATA_ANN_INTERNAL_H
 #define TUBELET_DATA_ANN_INTERNAL_H
 
@@ -10,5 +11,13 @@
  * as written when it is absolute or root is "". 0, or TB_ERANGE when buf is too small. */
 int tbi_ann_video_path(char *buf, size_t size, const char *root, const char *ext, int kinetics,
                        const char *video);
+
+struct tb_annotations;
+
+/* Count row `line` as skipped for message (which names the file and line), and keep it among
+ * the first TB_ANN_BAD_KEPT by line (first_error: the first of them). */
+void tbi_ann_note_bad(struct tb_annotations *a, int line, const char *message);
+/* Remove the items i with drop[i] != 0 (freed), keeping the others' order. */
+void tbi_ann_drop(struct tb_annotations *a, const unsigned char *drop);
 
 #endif /* TUBELET_DATA_ANN_INTERNAL_H */

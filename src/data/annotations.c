@@ -362,17 +362,49 @@ static int parse_header(struct parser *ps, char *line)
     return 0;
 }
 
+void tbi_ann_note_bad(struct tb_annotations *a, int line, const char *message)
+{
+    int k = a->n_bad_kept;
+    if (!a->n_skipped++ || line < a->bad[0].line)
+        snprintf(a->first_error, sizeof(a->first_error), "%s", message);
+    while (k > 0 && a->bad[k - 1].line > line)
+        k--;
+    if (k < TB_ANN_BAD_KEPT) {
+        int last = a->n_bad_kept < TB_ANN_BAD_KEPT ? a->n_bad_kept : TB_ANN_BAD_KEPT - 1;
+        memmove(&a->bad[k + 1], &a->bad[k], sizeof(a->bad[0]) * (size_t)(last - k));
+        a->bad[k].line = line;
+        snprintf(a->bad[k].message, sizeof(a->bad[k].message), "%s", message);
+        a->n_bad_kept = last + 1;
+    }
+}
+
+static void free_item(struct tb_ann_item *it)
+{
+    free(it->video);
+    free(it->text);
+    free(it->id);
+    free(it->nouns);
+}
+
+void tbi_ann_drop(struct tb_annotations *a, const unsigned char *drop)
+{
+    int k = 0;
+    for (int i = 0; i < a->n_items; i++) {
+        if (drop[i])
+            free_item(&a->items[i]);
+        else
+            a->items[k++] = a->items[i];
+    }
+    a->n_items = k;
+}
+
 void tb_ann_free(struct tb_annotations **pa)
 {
     if (!pa || !*pa)
         return;
     struct tb_annotations *a = *pa;
-    for (int i = 0; i < a->n_items; i++) {
-        free(a->items[i].video);
-        free(a->items[i].text);
-        free(a->items[i].id);
-        free(a->items[i].nouns);
-    }
+    for (int i = 0; i < a->n_items; i++)
+        free_item(&a->items[i]);
     free(a->items);
     free(a);
     *pa = NULL;
@@ -421,15 +453,8 @@ int tb_ann_load(struct tb_annotations **out, const char *path, const struct tb_a
             if (rc < 0) {
                 if (!o->skip_bad_rows)
                     goto fail;
-                struct tb_annotations *a = ps.a;
-                if (!a->n_skipped++)
-                    snprintf(a->first_error, sizeof(a->first_error), "%s", tb_errmsg());
-                if (a->n_bad_kept < TB_ANN_BAD_KEPT) {
-                    struct tb_ann_bad_row *b = &a->bad[a->n_bad_kept++];
-                    b->line = line_no;
-                    snprintf(b->message, sizeof(b->message), "%s", tb_errmsg());
-                }
-                a->n_untimed += ps.untimed;
+                tbi_ann_note_bad(ps.a, line_no, tb_errmsg());
+                ps.a->n_untimed += ps.untimed;
                 tb_errclear();
             }
         }

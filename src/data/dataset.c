@@ -76,6 +76,92 @@ int tbi_ann_video_path(char *buf, size_t size, const char *root, const char *ext
     return tbi_fmt(buf, size, "%s/%s.%s", root, video, ext);
 }
 
+struct by_video {
+    const char *video;
+    int i;
+};
+
+static int cmp_by_video(const void *x, const void *y)
+{
+    const struct by_video *a = x, *b = y;
+    int c = strcmp(a->video, b->video);
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+/* Why item `it` of a (its video's info vi, or the open's failure rc) makes no clip: 1 with
+ * the message in why, else 0. */
+static int unreadable(const struct tb_annotations *a, const struct tb_ann_item *it, int rc,
+                      const char *err, const struct tb_video_info *vi, char *why, size_t size)
+{
+    if (rc < 0) {
+        snprintf(why, size, "%s:%d: %s", a->path, it->line, err);
+        return 1;
+    }
+    if (a->format == TB_ANN_KINETICS)
+        return 0;
+    int64_t start, end;
+    tb_seconds_to_frames(it->start_s, it->end_s, vi->fps_num, vi->fps_den, vi->n_frames, &start,
+                         &end);
+    if (end > start)
+        return 0;
+    snprintf(why, size, "%s:%d: %s: the action (%.2f-%.2f s) is outside the video (%lld "
+             "frames at %d/%d fps)", a->path, it->line, it->video, it->start_s, it->end_s,
+             (long long)vi->n_frames, vi->fps_num, vi->fps_den);
+    return 1;
+}
+
+int tb_ann_drop_unreadable(struct tb_annotations *a, tb_reader *r, const char *root,
+                           const char *ext)
+{
+    int n = a->n_items, dropped = 0, rc = 0;
+    struct by_video *order = tbi_malloc(sizeof(*order) * (size_t)(n ? n : 1));
+    unsigned char *drop = tbi_calloc((size_t)(n ? n : 1), 1);
+    if (!order || !drop) {
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+        goto end;
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = (struct by_video){a->items[i].video, i};
+    qsort(order, (size_t)n, sizeof(*order), cmp_by_video);
+    root = root ? root : "";
+    ext = ext && ext[0] ? ext : "mp4";
+    for (int g = 0; g < n;) {
+        const struct tb_ann_item *first = &a->items[order[g].i];
+        char path[4096], err[1024] = "", why[1200];
+        struct tb_video_info vi = {0};
+        int orc = tbi_ann_video_path(path, sizeof(path), root, ext,
+                                     a->format == TB_ANN_KINETICS, first->video);
+        if (orc == 0)
+            orc = tb_reader_info(r, path, &vi);
+        if (orc < 0)
+            snprintf(err, sizeof(err), "%s", orc == TB_ENOMEM ? "" : tb_errmsg());
+        tb_errclear();
+        if (orc == TB_ENOMEM) {
+            rc = tbi_err(TB_ENOMEM, "out of memory");
+            goto end;
+        }
+        int e = g;
+        while (e < n && !strcmp(order[e].video, first->video))
+            e++;
+        for (; g < e; g++) {
+            const struct tb_ann_item *it = &a->items[order[g].i];
+            if (unreadable(a, it, orc, err, &vi, why, sizeof(why))) {
+                drop[order[g].i] = 1;
+                tbi_ann_note_bad(a, it->line, why);
+                a->n_unreadable++;
+                dropped++;
+            }
+        }
+    }
+    tbi_ann_drop(a, drop);
+    if (a->n_items == 0)
+        rc = tbi_err(TB_EFORMAT, "%s: no row makes a clip; first: %s", a->path, a->first_error);
+end:
+    free(order);
+    free(drop);
+    return rc < 0 ? rc : dropped;
+}
+
 int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t epoch, int64_t i,
                    uint8_t *out, struct tb_sample_info *info)
 {

@@ -92,15 +92,20 @@ static int64_t sample_for(const struct tb_loader *l, int64_t pos, int attempt)
     return (int64_t)tb_rng_below(&r, (uint64_t)tb_dataset_size(l->ds));
 }
 
-/* Record a failed clip: log it, count it, queue the next attempt, or give up. Locked. */
+/* Record a failed clip (rc: its error, TB_ETIMEDOUT for one abandoned): count it, queue the
+ * next attempt, or give up (at once where nothing may be replaced). Locked. */
 static void clip_failed(struct tb_loader *l, int64_t pos, int attempt, const char *why,
-                        int timeout)
+                        int rc)
 {
     l->stats.failures++;
+    int timeout = rc == TB_ETIMEDOUT;
     l->stats.timeouts += timeout;
     snprintf(l->last_failure, sizeof(l->last_failure), "%s", why);
     int64_t attempted = l->stats.clips + l->stats.failures;
-    if (l->stats.failures >= MIN_FAILURES_TO_STOP &&
+    if (l->o.max_failure_rate <= 0 && !l->failed_rc) {
+        l->failed_rc = rc; /* no substitutes: the clip's own error */
+        snprintf(l->failed_msg, sizeof(l->failed_msg), "%s", why);
+    } else if (l->stats.failures >= MIN_FAILURES_TO_STOP &&
         (double)l->stats.failures > l->o.max_failure_rate * (double)attempted && !l->failed_rc) {
         l->failed_rc = TB_EDECODE;
         snprintf(l->failed_msg, sizeof(l->failed_msg), "too many clips fail: %" PRId64 " of %"
@@ -192,10 +197,11 @@ static void *worker_main(void *arg)
         if (rc < 0) {
             w->state = W_IDLE;
             pthread_mutex_unlock(&l->mu);
-            tbi_log(TB_LOG_WARN, "clip failed and was replaced: %s", why);
+            if (l->o.max_failure_rate > 0)
+                tbi_log(TB_LOG_WARN, "clip failed and was replaced: %s", why);
             pthread_mutex_lock(&l->mu);
             if (l->epoch == epoch)
-                clip_failed(l, pos, attempt, why, 0);
+                clip_failed(l, pos, attempt, why, rc);
             continue;
         }
         w->state = W_WRITING;
@@ -255,7 +261,7 @@ static void watchdog(struct tb_loader *l)
         snprintf(why, sizeof(why), "a clip took longer than %.3g s (the worker was abandoned)",
                  l->o.clip_timeout_s);
         tbi_log(TB_LOG_WARN, "%s", why);
-        clip_failed(l, w->pos, w->attempt, why, 1);
+        clip_failed(l, w->pos, w->attempt, why, TB_ETIMEDOUT);
         if (start_worker(l) < 0 && !l->failed_rc) {
             l->failed_rc = TB_ETIMEDOUT;
             snprintf(l->failed_msg, sizeof(l->failed_msg), "clips keep hanging: %s", why);

@@ -229,8 +229,7 @@ static int video_features(tb_clip *m, const struct tb_annotations *ann,
     d.width = c->video.width;
     d.height = c->video.height;
     struct tb_loader_opts lo = {.batch_size = B, .n_workers = o->workers, .prefetch = 2,
-                                .rank = tb_dist_rank(), .world = tb_dist_world(),
-                                .max_failure_rate = 0.05};
+                                .rank = tb_dist_rank(), .world = tb_dist_world()};
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     const float *mean, *std;

@@ -112,8 +112,7 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
     o.width = c->width;
     o.height = c->height;
     struct tb_loader_opts lo = {.batch_size = batch, .n_workers = workers, .prefetch = 2,
-                                .rank = tb_dist_rank(), .world = tb_dist_world(),
-                                .max_failure_rate = 0.05};
+                                .rank = tb_dist_rank(), .world = tb_dist_world()};
     memset(res, 0, sizeof(*res));
     if (K < 1)
         return tbi_err(TB_EINVAL, "evaluating classes needs a model with a head");

@@ -47,6 +47,7 @@ struct field {
     double v;
     int64_t i;
     const char *tag;
+    const char *s; /* a string (fmt and tag NULL) */
 };
 
 static struct field count(const char *key, int64_t i, const char *tag)
@@ -57,6 +58,25 @@ static struct field count(const char *key, int64_t i, const char *tag)
 static struct field num(const char *key, const char *fmt, double v, const char *tag)
 {
     return (struct field){key, fmt, v, 0, tag};
+}
+
+static struct field text(const char *key, const char *s)
+{
+    return (struct field){key, NULL, 0, 0, NULL, s};
+}
+
+/* s as a JSON string literal */
+static void sb_json(struct tbi_sb *sb, const char *s)
+{
+    tbi_sb_printf(sb, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p == '"' || *p == '\\')
+            tbi_sb_printf(sb, "\\%c", *p);
+        else if (*p < 0x20)
+            tbi_sb_printf(sb, "\\u%04x", *p);
+        else
+            tbi_sb_printf(sb, "%c", *p);
+    tbi_sb_printf(sb, "\"");
 }
 
 /* The event file's scalars of a line, flushed; a write error stops the event file (with a
@@ -85,7 +105,9 @@ static int log_line(struct run_log *lg, int64_t step, const struct field *f, int
         struct tbi_sb line = {0};
         for (int k = 0; k < n; k++) {
             tbi_sb_printf(&line, "%s\"%s\": ", k ? ", " : "{", f[k].key);
-            if (f[k].fmt)
+            if (f[k].s)
+                sb_json(&line, f[k].s);
+            else if (f[k].fmt)
                 tbi_sb_printf(&line, f[k].fmt, f[k].v);
             else
                 tbi_sb_printf(&line, "%" PRId64, f[k].i);
@@ -544,6 +566,21 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     }
     if (lead && o->tensorboard && (rc = tbi_tfevents_open(&lg.events, o->out_dir)) < 0)
         goto end;
+    if (lead) { /* every start's data: what its annotation files lost (the CLI said which) */
+        const struct tb_annotations *t = o->train_ann, *v = o->val_ann;
+        const struct field f[] = {
+            count("start_step", pos.step, NULL), count("train_rows", t->n_items, NULL),
+            count("train_rows_skipped", t->n_skipped, NULL),
+            count("train_rows_unreadable", t->n_unreadable, NULL),
+            count("val_rows", v ? v->n_items : 0, NULL),
+            count("val_rows_skipped", v ? v->n_skipped : 0, NULL),
+            text("resume_changed", o->resume_note ? o->resume_note : ""),
+        };
+        int n = (int)(sizeof(f) / sizeof(f[0])) - !(o->resume_note && o->resume_note[0]);
+        rc = log_line(&lg, pos.step, f, n);
+    }
+    if ((rc = any_failed(rc, pos.step)) < 0)
+        goto end;
 
     struct stepper sr = {.task = task, .st = st, .o = o, .l = l, .opt = &opt, .fu = &fu,
                          .acc = acc, .K = K};
@@ -578,6 +615,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                 if (o->on_step)
                     o->on_step(o->user, &pr);
                 if (log_now) {
+                    struct tb_loader_stats ls;
+                    tb_loader_get_stats(l, &ls);
                     const struct field f[] = {
                         count("step", pos.step, NULL), count("epoch", e, NULL),
                         num("loss", "%.6f", loss, "train/loss"),
@@ -585,6 +624,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                         num("grad_norm", "%.4f", gnorm, "train/grad_norm"),
                         num("clips_per_s", "%.2f", rate, "train/clips_per_s"),
                         num("elapsed_s", "%.1f", t - t_start, NULL),
+                        count("clips_replaced", ls.failures, NULL),
                     };
                     rc = log_line(&lg, pos.step, f, (int)(sizeof(f) / sizeof(f[0])));
                     t_log = t;

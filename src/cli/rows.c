@@ -1,0 +1,61 @@
+/* src/cli/rows.c - one policy, in every command that makes clips (train, eval, peek,
+ * bench-load), for the annotation rows no clip can be made of: the file is loaded with its
+ * bad rows skipped and counted, then (with a root) the rows whose video is missing or
+ * unreadable, or whose window lies outside it, are dropped too (tb_ann_drop_unreadable).
+ * Then either a report (how many, and the first few as file:line: cause), or a refusal
+ * with the same lines where every row must be scored (evaluation without --skip-bad-rows). */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "tubelet/data.h"
+#include "tubelet/video.h"
+
+static void print_rows(const struct tb_annotations *a)
+{
+    for (int i = 0; i < a->n_bad_kept; i++)
+        fprintf(stderr, "  %s\n", a->bad[i].message);
+    if (a->n_skipped > a->n_bad_kept)
+        fprintf(stderr, "  and %d more\n", a->n_skipped - a->n_bad_kept);
+}
+
+int cli_ann_load(struct tb_annotations **out, const char *cmd, const char *path,
+                 enum tb_ann_format format, int quiet)
+{
+    struct tb_ann_opts ao = {.format = format, .skip_bad_rows = 1};
+    int rc = tb_ann_load(out, path, &ao);
+    if (rc < 0 && !quiet)
+        cli_report(cmd, rc);
+    return rc < 0 ? -1 : 0;
+}
+
+int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, const char *ext,
+                  enum cli_rows policy, int quiet)
+{
+    tb_reader *r = NULL;
+    int rc = 0;
+    if (root && root[0] && (rc = tb_reader_open(&r, NULL)) == 0)
+        rc = tb_ann_drop_unreadable(a, r, root, ext);
+    tb_reader_close(&r);
+    if (rc < 0) {
+        if (!quiet)
+            cli_report(cmd, rc);
+        return -1;
+    }
+    if (a->n_skipped == 0 || quiet)
+        return policy == CLI_ROWS_REFUSE && a->n_skipped ? -1 : 0;
+    int total = a->n_items + a->n_skipped;
+    if (policy == CLI_ROWS_REFUSE) {
+        fprintf(stderr, "tubelet %s: %s: %d of %d rows cannot be scored:\n", cmd, a->path,
+                a->n_skipped, total);
+        print_rows(a);
+        fprintf(stderr, "  fix or remove them, or pass --skip-bad-rows to score the other %d\n",
+                a->n_items);
+        return -1;
+    }
+    fprintf(stderr, "tubelet %s: %s: skipping %d of %d rows", cmd, a->path, a->n_skipped, total);
+    if (a->n_unreadable)
+        fprintf(stderr, " (%d for their video)", a->n_unreadable);
+    fprintf(stderr, ":\n");
+    print_rows(a);
+    return 0;
+}
