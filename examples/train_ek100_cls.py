@@ -13,7 +13,8 @@ runs on the model's device. Run on the synthetic dataset:
     PYTHONPATH=build/python /usr/bin/python3 examples/train_ek100_cls.py \\
         --root data/chunks --train data/synth/annotations/EPIC_100_train.csv --steps 50
 
-It prints one JSON line per step ({"step", "loss", "clips_per_s"}). A real run uses
+It prints one JSON line per step ({"step", "loss", "clips_per_s"}); --save keeps the weights
+for examples/eval_ek100_cls.py, which scores them over views x crops. A real run uses
 --frames 16 --size 224 --model-width 768 and AVION's ViT; this one stays tiny so that it runs
 on a laptop CPU in seconds.
 """
@@ -76,6 +77,7 @@ def main():
     ap.add_argument("--model-width", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--save", help="write the weights and the model's settings here")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -114,6 +116,10 @@ def main():
                     break
             epoch += 1
         st = loader.stats()
+    if args.save:
+        torch.save({"model": model.state_dict(), "classes": n_classes, "label": args.label,
+                    "frames": args.frames, "size": args.size, "width": args.model_width},
+                   args.save)
     print(json.dumps({"done": step, "clips": st["clips"], "failures": st["failures"]}))
 
 

@@ -2,8 +2,8 @@
  * clip reader (VideoReader) and the threaded loader (Loader) over libtubelet.a. Decoding runs
  * with the GIL released; errors become tubelet.Error (or its FileNotFoundError / ValueError
  * kinds) carrying tb_errmsg(). Loader batches are NumPy views of the loader's pool, not copies.
- * It holds no Python logic beyond argument conversion: the docstrings and type hints live in
- * tubelet/__init__.py and _tubelet.pyi. Tests: tests/python/. */
+ * It holds no Python logic beyond argument conversion. The signatures and docstrings that
+ * help() shows are here; the type hints are in _tubelet.pyi. Tests: tests/python/. */
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
@@ -524,6 +524,7 @@ struct LoaderObject {
     tb_loader *l;
     struct tb_loader_opts lo;
     int n_frames, width, height;
+    int n_views, n_crops;     /* as the dataset lays out its samples: 1 and 1 in training */
     int64_t epoch;
     int started;              /* an epoch is under way (tb_loader_epoch called) */
     int busy;                 /* a call is inside tb_loader_next (GIL released) */
@@ -627,6 +628,35 @@ static void loader_dealloc(LoaderObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A keyword not in names (NULL-terminated): a TypeError naming it and the keywords fn takes
+ * (PyArg's own message names neither the function nor the alternatives). */
+static int check_keywords(PyObject *kw, char *const *names, const char *fn)
+{
+    PyObject *key;
+    Py_ssize_t pos = 0;
+    while (kw && PyDict_Next(kw, &pos, &key, NULL)) {
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!k) /* not a str: PyArg's message says so */
+            return PyErr_Occurred() ? -1 : 0;
+        int i = 0;
+        while (names[i] && strcmp(names[i], k))
+            i++;
+        if (names[i])
+            continue;
+        char list[1024] = "";
+        size_t used = 0;
+        for (i = 0; names[i] && used < sizeof(list); i++)
+            used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                                     names[i]);
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s' (its "
+                     "keywords: %s)", fn, k, list);
+        return -1;
+    }
+    return 0;
+}
+
+/* The keywords, their defaults and their meaning are Loader's docstring (LOADER_DOC); the
+ * order here is its signature's. */
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"root", "annotations", "format", "frames", "size", "sampler",
@@ -636,11 +666,11 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                             "clip_timeout", "skip_bad_rows", "map_actions", NULL};
     static const char *const formats[] = {"epic", "kinetics", "narration"};
     static const char *const samplers[] = {"segments", "dense"};
-    PyObject *root_b = NULL, *ann_b = NULL, *size = NULL, *crop = NULL, *flip = NULL;
-    PyObject *scale = Py_None, *ratio = Py_None;
+    PyObject *root_b = NULL, *ann_b = NULL, *size = NULL, *crop = Py_None, *flip = Py_None;
+    PyObject *scale = Py_None, *ratio = Py_None, *shuffle_o = Py_None;
     const char *format = "epic", *sampler = "segments", *ext = "mp4";
     int frames = 16, stride = 4, train = 1, views = 1, crops = 1, batch = 16, workers = 2;
-    int prefetch = 2, shuffle = 1, drop_last = 0, rank = 0, world = 1, skip_bad = 0;
+    int prefetch = 2, drop_last = 0, rank = 0, world = 1, skip_bad = 0;
     int map_actions = 1, rc = -1, st;
     unsigned long long seed = 0;
     long long epoch = 0;
@@ -649,11 +679,12 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Loader is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|siOsipOOOOiiiiiKppiiLsddpp", names,
+    if (check_keywords(kw, names, "Loader") < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$siOsipOOOOiiiiiKOpiiLsddpp:Loader", names,
                                      PyUnicode_FSConverter, &root_b, PyUnicode_FSConverter,
                                      &ann_b, &format, &frames, &size, &sampler, &stride, &train,
                                      &crop, &flip, &scale, &ratio, &views, &crops, &batch,
-                                     &workers, &prefetch, &seed, &shuffle, &drop_last, &rank,
+                                     &workers, &prefetch, &seed, &shuffle_o, &drop_last, &rank,
                                      &world, &epoch, &ext, &max_fail, &timeout, &skip_bad,
                                      &map_actions))
         goto end;
@@ -661,16 +692,32 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     int smp = fmt < 0 ? -1 : parse_choice("sampler", sampler, samplers, 2);
     if (smp < 0)
         goto end;
+    /* Each mode's settings apart: the C dataset would ignore the other mode's. */
+    if (train && (views != 1 || crops != 1)) {
+        PyErr_SetString(PyExc_ValueError, "views and crops are evaluation's: pass train=False "
+                        "(training draws one clip per item)");
+        goto end;
+    }
+    if (!train && (crop != Py_None || scale != Py_None || ratio != Py_None ||
+                   (flip != Py_None && flip != Py_False))) {
+        PyErr_SetString(PyExc_ValueError, "crop, flip, scale and ratio are training's: "
+                        "evaluation (train=False) takes the centre crop, or three crops with "
+                        "crops=3, and never flips");
+        goto end;
+    }
+    int shuffle = train;
+    if (shuffle_o != Py_None && (shuffle = PyObject_IsTrue(shuffle_o)) < 0)
+        goto end;
     struct tb_dataset_opts d = {.root = PyBytes_AS_STRING(root_b), .ext = ext,
                                 .sampler = (enum tb_sampler)smp, .n_frames = frames,
                                 .stride = stride, .train = train, .n_views = views,
                                 .n_crops = crops, .width = 224, .height = 224};
     /* Training defaults: random-resized-crop and random flips, as `tubelet train`. */
-    if (parse_crop(crop ? crop : Py_None, flip ? flip : Py_None, scale, ratio, &d.crop) < 0)
+    if (parse_crop(crop, flip, scale, ratio, &d.crop) < 0)
         goto end;
-    if (!crop)
+    if (crop == Py_None)
         d.crop.mode = TB_CROP_RANDOM_RESIZED;
-    if (!flip)
+    if (flip == Py_None && train)
         d.crop.flip = TB_FLIP_RANDOM;
     if (parse_size(size, &d.width, &d.height) < 0)
         goto end;
@@ -681,6 +728,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                         "prefetch >= 0; 0 <= rank < world; epoch >= 0");
         goto end;
     }
+    self->n_views = views;
+    self->n_crops = crops;
     self->lo = (struct tb_loader_opts){.batch_size = batch, .n_workers = workers,
                                        .prefetch = prefetch, .seed = seed, .shuffle = shuffle,
                                        .drop_last = drop_last, .rank = rank, .world = world,
@@ -783,6 +832,14 @@ static PyObject *copy_array(const void *src, int nd, npy_intp *dims, int type)
     return a;
 }
 
+/* d[key] = a new int64 array of n, returning its data; NULL on failure. */
+static int64_t *put_i64(PyObject *d, const char *key, npy_intp n)
+{
+    PyObject *a = PyArray_SimpleNew(1, &n, NPY_INT64);
+    int64_t *v = a ? PyArray_DATA((PyArrayObject *)a) : NULL;
+    return put(d, key, a) < 0 ? NULL : v;
+}
+
 static PyObject *batch_dict(LoaderObject *self, struct tb_batch *b)
 {
     size_t clip = (size_t)self->n_frames * self->height * self->width * 3;
@@ -844,6 +901,21 @@ static PyObject *batch_dict(LoaderObject *self, struct tb_batch *b)
         put(d, "number", PyLong_FromLongLong(b->number)) < 0) {
         Py_DECREF(d);
         return NULL;
+    }
+    /* Sample i is view v, crop c of item k: i = (k * views + v) * crops + c, the layout of
+     * tb_dataset_get, which the C evaluation reads back the same way. */
+    int64_t per_item = (int64_t)self->n_views * self->n_crops;
+    int64_t *item = put_i64(d, "item", nd[0]);
+    int64_t *view = item ? put_i64(d, "view", nd[0]) : NULL;
+    int64_t *crop = view ? put_i64(d, "crop", nd[0]) : NULL;
+    if (!crop) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    for (int i = 0; i < b->n; i++) {
+        item[i] = b->index[i] / per_item;
+        view[i] = b->index[i] % per_item / self->n_crops;
+        crop[i] = b->index[i] % self->n_crops;
     }
     return d;
 }
@@ -996,11 +1068,71 @@ static PyMethodDef loader_methods[] = {
 
 static PySequenceMethods loader_seq = {.sq_length = (lenfunc)loader_len};
 
+/* help(tubelet.Loader): the signature (inspect.signature reads the first line) and every
+ * keyword's meaning. The defaults are loader_init's. */
+#define LOADER_DOC                                                                              \
+    "Loader(root, annotations, *, format='epic', frames=16, size=224, sampler='segments', "      \
+    "stride=4, train=True, crop=None, flip=None, scale=None, ratio=None, views=1, crops=1, "    \
+    "batch=16, workers=2, prefetch=2, seed=0, shuffle=None, drop_last=False, rank=0, world=1, " \
+    "epoch=0, ext='mp4', max_failure_rate=0.05, clip_timeout=0.0, skip_bad_rows=False, "        \
+    "map_actions=True)\n--\n\n"                                                                 \
+    "The threaded, deterministic clip loader: worker threads decode clips into a pool of\n"     \
+    "prefetch + 1 batch buffers. Iterating yields one epoch of batches, dicts of:\n\n"          \
+    "  video   uint8 (B, T, H, W, 3): a view of a pool buffer, valid until the next batch\n"    \
+    "          (keep one with .copy())\n"                                                       \
+    "  label   int32 (B, 3): verb, noun, action (-1 where absent)\n"                            \
+    "  index   int64 (B,): the dataset sample delivered (after any substitution)\n"             \
+    "  item    int64 (B,): its annotation item (row); view, crop int64 (B,): which temporal\n"  \
+    "          view and spatial crop of the item it is (0 in training)\n"                       \
+    "  flip    bool (B,): where the clip was flipped\n"                                         \
+    "  text    list of B narrations (str) or None\n"                                            \
+    "  epoch, number   which batch of which epoch\n\n"                                          \
+    "root              prepared videos (tubelet prep --out): ROOT/<video_id>.<ext>; Kinetics\n" \
+    "                  lists: their paths under ROOT\n"                                         \
+    "annotations       the annotation file\n"                                                   \
+    "format            'epic' (EPIC-Kitchens-100 CSV), 'kinetics' ('path num_frames label'\n"   \
+    "                  lines) or 'narration' (video_id,start_s,end_s,text CSV)\n"               \
+    "frames            frames per clip (T)\n"                                                   \
+    "size              frame size: an int (square) or (H, W)\n"                                 \
+    "sampler           'segments' (AVION's: T segments of the action, their middles) or\n"      \
+    "                  'dense' (VideoMAE's: T frames at a stride)\n"                            \
+    "stride            dense sampling's frame stride\n"                                         \
+    "train             True: training clips (jittered frames, crop, flip), one per item;\n"     \
+    "                  False: evaluation clips, views x crops per item\n"                       \
+    "crop              training's crop: 'rrc' (random resized crop; None: this), 'center',\n"   \
+    "                  'none' (the whole frame), 'multiscale' (VideoMAE's) or (x, y, w, h)\n"   \
+    "flip              training's flips: 'random' (None: this), True (always) or False\n"       \
+    "scale             rrc's area fraction range (min, max); None: (0.08, 1)\n"                 \
+    "ratio             rrc's aspect ratio range (min, max); None: (3/4, 4/3)\n"                 \
+    "views             evaluation: temporal views per item, spread over its window\n"           \
+    "crops             evaluation: spatial crops per view: 1 (the centre square of the short\n" \
+    "                  side) or 3 (crop 0 the centre, 1 and 2 both ends of the long side)\n"    \
+    "batch             clips per batch (B)\n"                                                   \
+    "workers           decoding threads\n"                                                      \
+    "prefetch          batches decoded ahead\n"                                                 \
+    "seed              keys every random choice, with the epoch and the sample\n"               \
+    "shuffle           a new order every epoch; None: True in training, False in evaluation\n"  \
+    "                  (item order: item 0's views x crops first)\n"                            \
+    "drop_last         drop the epoch's last, partial batch\n"                                  \
+    "rank, world       this process's shard of every epoch (the epoch is padded to a\n"         \
+    "                  multiple of world by repeating its first samples)\n"                     \
+    "epoch             the epoch the first iteration delivers (set_epoch changes it)\n"         \
+    "ext               the prepared videos' suffix\n"                                           \
+    "max_failure_rate  a clip that fails is replaced by another sample; past this share of\n"   \
+    "                  failed clips (after 10) iterating raises tubelet.Error\n"                \
+    "clip_timeout      seconds a clip may take before it fails (0: no limit)\n"                 \
+    "skip_bad_rows     skip annotation rows that do not parse (stats()['skipped_rows'],\n"      \
+    "                  first_bad_row) instead of raising\n"                                     \
+    "map_actions       EPIC: number the verb:noun pairs as actions (label[:, 2])\n\n"           \
+    "Batches equal the C loader's for the same settings, for any number of workers. One\n"      \
+    "epoch per iteration: set_epoch(e) before each. close() (or leaving a with block) joins\n"  \
+    "the threads; arrays still alive then keep their buffer."
+
 static PyTypeObject LoaderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tubelet._tubelet.Loader",
     .tp_basicsize = sizeof(LoaderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Loader(root, annotations, ...): the threaded, deterministic clip loader.",
+    .tp_doc = LOADER_DOC,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,

@@ -124,27 +124,33 @@ class Loader:
               batch is asked for (it is then reused). Keep one with batch["video"].copy().
       label   int32 (B, 3): verb, noun, action (-1 where absent)
       index   int64 (B,): the dataset sample delivered (after any substitution)
+      item    int64 (B,): its annotation item (row)
+      view    int64 (B,): which temporal view of the item (evaluation; 0 in training)
+      crop    int64 (B,): which spatial crop: 0 centre, 1 and 2 the ends of the long side
       flip    bool (B,): where the clip was flipped
       text    list of B narrations (str) or None
       epoch, number   which batch of which epoch
 
-    Batches equal the C loader's for the same settings, for any number of workers. A clip that
-    fails is replaced by another sample, chosen deterministically; past max_failure_rate the
-    iteration raises tubelet.Error naming the last failed file. One epoch per iteration: call
-    set_epoch(e) before each (as with PyTorch's DistributedSampler). close() (or leaving a
-    with block) joins the threads; arrays still alive then keep their buffer."""
+    train=False gives every item's views x crops, in item order unless shuffle=True; crop,
+    flip, scale and ratio are training's and refused then, as views and crops in training.
+    help(tubelet.Loader) describes every keyword. Batches equal the C loader's for the same
+    settings, for any number of workers. A clip that fails is replaced by another sample,
+    chosen deterministically; past max_failure_rate the iteration raises tubelet.Error naming
+    the last failed file. One epoch per iteration: call set_epoch(e) before each (as with
+    PyTorch's DistributedSampler). close() (or leaving a with block) joins the threads; arrays
+    still alive then keep their buffer."""
 
-    def __init__(self, root: StrPath, annotations: StrPath,
+    def __init__(self, root: StrPath, annotations: StrPath, *,
                  format: Literal["epic", "kinetics", "narration"] = "epic", frames: int = 16,
                  size: Size = 224, sampler: Literal["segments", "dense"] = "segments",
-                 stride: int = 4, train: bool = True, crop: Optional[Crop] = "rrc",
-                 flip: Flip = "random", scale: Optional[Tuple[float, float]] = None,
+                 stride: int = 4, train: bool = True, crop: Optional[Crop] = None,
+                 flip: Optional[Flip] = None, scale: Optional[Tuple[float, float]] = None,
                  ratio: Optional[Tuple[float, float]] = None, views: int = 1, crops: int = 1,
                  batch: int = 16, workers: int = 2, prefetch: int = 2, seed: int = 0,
-                 shuffle: bool = True, drop_last: bool = False, rank: int = 0, world: int = 1,
-                 epoch: int = 0, ext: str = "mp4", max_failure_rate: float = 0.05,
-                 clip_timeout: float = 0.0, skip_bad_rows: bool = False,
-                 map_actions: bool = True) -> None: ...
+                 shuffle: Optional[bool] = None, drop_last: bool = False, rank: int = 0,
+                 world: int = 1, epoch: int = 0, ext: str = "mp4",
+                 max_failure_rate: float = 0.05, clip_timeout: float = 0.0,
+                 skip_bad_rows: bool = False, map_actions: bool = True) -> None: ...
     def __len__(self) -> int:
         """Batches of one epoch for this rank."""
     def __iter__(self) -> Iterator[Dict[str, Any]]: ...

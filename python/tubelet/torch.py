@@ -29,11 +29,15 @@ from . import _tubelet
 __all__ = ["Loader", "IterableDataset", "to_tensors"]
 
 
+# A batch's arrays: what becomes a tensor, and what goes to the device.
+ARRAYS = ("video", "label", "index", "item", "view", "crop", "flip")
+
+
 def to_tensors(batch: Dict[str, Any]) -> Dict[str, Any]:
     """A tubelet.Loader batch with its arrays as CPU tensors sharing their memory (video is
     still a view of the pool: valid until the next batch)."""
     out = dict(batch)
-    for key in ("video", "label", "index", "flip"):
+    for key in ARRAYS:
         out[key] = torch.from_numpy(batch[key])
     return out
 
@@ -42,7 +46,7 @@ class Loader:
     """tubelet.Loader (same arguments) yielding dicts of torch tensors.
 
     device: None or "cpu" keeps the tensors on the host (video shares the pool buffer);
-    a CUDA device copies every batch there asynchronously (video, label, index, flip).
+    a CUDA device copies every batch's arrays there asynchronously.
     pin_memory: page-lock the pool so host-to-device copies are asynchronous DMA; "auto"
     (the default) does it where the device is CUDA. True without CUDA is an error."""
 
@@ -76,6 +80,10 @@ class Loader:
     def epoch(self) -> int:
         return self.loader.epoch
 
+    @property
+    def dataset_size(self) -> int:
+        return self.loader.dataset_size
+
     def _pin(self, buf: _tubelet.PoolBuffer) -> None:
         if buf.address in self._pinned:
             return
@@ -98,12 +106,12 @@ class Loader:
             out = to_tensors(batch)
             if self._stream is not None:
                 with torch.cuda.stream(self._stream):
-                    for key in ("video", "label", "index", "flip"):
+                    for key in ARRAYS:
                         out[key] = out[key].to(self.device, non_blocking=self.pin_memory)
                     self._copied = torch.cuda.Event()
                     self._copied.record(self._stream)
                 torch.cuda.current_stream(self.device).wait_stream(self._stream)
-                for key in ("video", "label", "index", "flip"):
+                for key in ARRAYS:
                     out[key].record_stream(torch.cuda.current_stream(self.device))
             yield out
             self._wait_copy()

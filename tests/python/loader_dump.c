@@ -1,10 +1,12 @@
 /* tests/python/loader_dump.c - the C loader's batches, written raw, for the Python tests to
  * compare tubelet.Loader's with: `loader_dump KEY=VALUE ...` (root, ann, out, format, frames,
  * width, height, batch, workers, prefetch, seed, shuffle, drop_last, rank, world, epochs,
- * crop: rrc|center|none, flip: random|never|always, skip_bad_rows, map_actions). Per batch:
- * int32 n, int64 index[n], int32 label[n][3], uint8 flip[n], uint8 video[n][T][H][W][3]; then
- * one line on stdout: the loader's counters. Errors print the library's message and exit 1.
- * It tests nothing itself: tests/python/test_loader.py runs it. */
+ * crop: rrc|center|none, flip: random|never|always, skip_bad_rows, map_actions, train, views,
+ * crops, info). Per batch: int32 n, int64 index[n], int32 label[n][3], uint8 flip[n],
+ * uint8 video[n][T][H][W][3], and with info=1 per clip what tb_dataset_get reports of its
+ * sample: int64 item, int32 view, int32 crop[4] (x, y, w, h); then one line on
+ * stdout: the loader's counters. Errors print the library's message and exit 1. It tests
+ * nothing itself: tests/python/test_loader.py runs it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +38,10 @@ int main(int argc, char **argv)
                              .skip_bad_rows = num(argc, argv, "skip_bad_rows", 0)};
     struct tb_dataset_opts d = {
         .root = arg(argc, argv, "root", ""), .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS,
-        .n_frames = num(argc, argv, "frames", 4), .stride = 4, .train = 1, .n_views = 1,
-        .n_crops = 1, .width = num(argc, argv, "width", 64), .height = num(argc, argv, "height", 64),
+        .n_frames = num(argc, argv, "frames", 4), .stride = 4,
+        .train = num(argc, argv, "train", 1), .n_views = num(argc, argv, "views", 1),
+        .n_crops = num(argc, argv, "crops", 1), .width = num(argc, argv, "width", 64),
+        .height = num(argc, argv, "height", 64),
         .crop = {.mode = !strcmp(crop, "center") ? TB_CROP_CENTER
                          : !strcmp(crop, "none") ? TB_CROP_NONE
                                                  : TB_CROP_RANDOM_RESIZED,
@@ -55,6 +59,8 @@ int main(int argc, char **argv)
     struct tb_annotations *ann = NULL;
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
+    tb_reader *r = NULL;
+    uint8_t *scratch = NULL;
     FILE *out = NULL;
     int rc, status = 1;
     if ((rc = tb_ann_load(&ann, arg(argc, argv, "ann", ""), &ao)) < 0 ||
@@ -67,6 +73,9 @@ int main(int argc, char **argv)
         goto end;
     }
     size_t clip = tb_dataset_sample_bytes(ds);
+    int info = num(argc, argv, "info", 0);
+    if (info && ((rc = tb_reader_open(&r, NULL)) < 0 || !(scratch = malloc(clip))))
+        goto fail;
     int epochs = num(argc, argv, "epochs", 1), first = num(argc, argv, "epoch", 0);
     for (int e = first; e < first + epochs; e++) {
         int64_t nb = tb_loader_epoch(l, e);
@@ -80,6 +89,16 @@ int main(int argc, char **argv)
             fwrite(b->label, sizeof(*b->label), (size_t)n * 3, out);
             fwrite(b->flip, 1, (size_t)n, out);
             fwrite(b->video, clip, (size_t)n, out);
+            for (int j = 0; info && j < n; j++) {
+                struct tb_sample_info si;
+                if ((rc = tb_dataset_get(ds, r, lo.seed, e, b->index[j], scratch, &si)) < 0)
+                    goto fail;
+                int32_t view = si.view, rect[4] = {si.clip.crop.x, si.clip.crop.y,
+                                                   si.clip.crop.w, si.clip.crop.h};
+                fwrite(&si.item, sizeof(si.item), 1, out);
+                fwrite(&view, sizeof(view), 1, out);
+                fwrite(rect, sizeof(rect), 1, out);
+            }
             tb_loader_release(l, b);
         }
     }
@@ -95,6 +114,8 @@ end:
     if (out && fclose(out) != 0)
         status = 1;
     tb_loader_close(&l);
+    tb_reader_close(&r);
+    free(scratch);
     tb_dataset_close(&ds);
     tb_ann_free(&ann);
     return status;

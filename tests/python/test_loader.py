@@ -1,8 +1,14 @@
 """tubelet.Loader against the C loader (loader_dump, over the same library): the same batches
 for the same seed with 1 and 4 workers, over epochs and shards; batches are views of the pool
 (no pixel copy); len, set_epoch, counters; a deleted chunk replaced and a corrupt CSV row
-reported exactly as in C; Ctrl-C inside iteration leaves no thread; memory stays flat."""
+reported exactly as in C; Ctrl-C inside iteration leaves no thread; memory stays flat;
+evaluation's views x crops in item order with their item, view and crop; the signature and
+help() show every keyword."""
+import ast
+import inspect
 import os
+import pydoc
+import re
 import signal
 import threading
 import time
@@ -23,7 +29,9 @@ def ann(dataset, tmp_path_factory):
 
 
 def c_batches(loader_dump, tmp_path, root, ann, **kw):
-    """The C loader's batches: a list of (index, label, flip, video) and its counters line."""
+    """The C loader's batches: a list of (index, label, flip, video) and its counters line;
+    with info=1 each tuple also holds what tb_dataset_get reports of every clip's sample, a
+    list of (item, view, (x, y, w, h) of its crop)."""
     out = tmp_path / "c.bin"
     args = {"root": root, "ann": ann, "out": str(out), "frames": T, "width": W, "height": H}
     args.update(kw)
@@ -42,6 +50,14 @@ def c_batches(loader_dump, tmp_path, root, ann, **kw):
         video = np.frombuffer(data, np.uint8, n * clip, pos)
         pos += n * clip
         res.append((index, label, flip, video))
+        if args.get("info"):
+            info = []
+            for _ in range(n):
+                item = int(np.frombuffer(data, np.int64, 1, pos)[0])
+                view, *rect = (int(x) for x in np.frombuffer(data, np.int32, 5, pos + 8))
+                info.append((item, view, tuple(rect)))
+                pos += 28
+            res[-1] += (info,)
     return res, stdout.decode().split()
 
 
@@ -276,19 +292,114 @@ def test_narration_and_kinetics_formats(dataset, loader_dump, tmp_path):
     same(got, ref)
 
 
-def test_evaluation_views(dataset, ann):
-    def run_eval(workers):
-        with tubelet.Loader(dataset["root"], ann, frames=T, size=(H, W), train=False, views=2,
-                            crops=3, batch=8, workers=workers, shuffle=False) as loader:
-            assert loader.dataset_size == 23 * 2 * 3 and len(loader) == 18
-            return [(b["index"].copy(), b["video"].copy(), b["flip"].copy()) for b in loader]
+def test_evaluation_views_and_crops(dataset, ann, loader_dump, tmp_path):
+    """train=False: every item's views x crops once each, in item order (no shuffle unless
+    asked), each clip the C loader's for its sample, and item, view and crop what the C
+    library's tb_dataset_get reports for it."""
+    V, C, n_items = 2, 3, 23
+    ref, _ = c_batches(loader_dump, tmp_path, dataset["root"], ann, train=0, views=V, crops=C,
+                       batch=8, workers=1, shuffle=0, info=1)
+    with tubelet.Loader(dataset["root"], ann, frames=T, size=(H, W), train=False, views=V,
+                        crops=C, batch=8, workers=3) as loader:
+        assert loader.dataset_size == n_items * V * C and len(loader) == 18
+        got = [{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in b.items()}
+               for b in loader]
+    same([(b["index"], b["label"], b["flip"], b["video"].reshape(-1)) for b in got], ref)
+    keys = [(int(i), int(v), int(c)) for b in got for i, v, c in zip(b["item"], b["view"],
+                                                                    b["crop"])]
+    assert len(keys) == n_items * V * C and len(set(keys)) == len(keys)
+    assert keys == sorted(keys)  # item order, and within an item view by view
+    assert {k[1] for k in keys} == set(range(V)) and {k[2] for k in keys} == set(range(C))
+    assert not any(b["flip"].any() for b in got)  # evaluation never flips
+    info = [x for r in ref for x in r[4]]
+    assert [(i, v) for i, v, _ in keys] == [(i, v) for i, v, _ in info]
+    # The crops are what C cut: crop 0 the centre square of the short side, 1 and 2 the
+    # squares at both ends of the long side.
+    ids = [line.split(",")[2] for line in open(ann).read().splitlines()[1:]]
+    rects = {k: r for k, (_, _, r) in zip(keys, info)}
+    for item in range(n_items):
+        h, w = tubelet.VideoReader(os.path.join(dataset["root"], ids[item] + ".mp4")).size
+        side = min(h, w)
+        for view in range(V):
+            (x0, y0, w0, h0), (x1, y1, w1, h1), (x2, y2, w2, h2) = (
+                rects[item, view, c] for c in range(C))
+            assert w0 == h0 == w1 == h1 == w2 == h2 == side
+            assert (x1, y1) == (0, 0) and (x2 + side, y2 + side) == (w, h)
+            assert abs(x0 - (w - side - x0)) <= 1 and abs(y0 - (h - side - y0)) <= 1
+            assert len({(x0, y0), (x1, y1), (x2, y2)}) == 3  # a landscape video's three
 
-    one, three = run_eval(1), run_eval(3)
-    assert len(one) == 18
-    for (i1, v1, f1), (i3, v3, f3) in zip(one, three):
-        assert np.array_equal(i1, i3) and np.array_equal(v1, v3)
-        assert not f1.any()  # evaluation never flips
-    # Samples 0-2 are item 0's first view in its three crops (centre, both ends): they differ.
-    assert one[0][0].tolist() == list(range(8))
-    v = one[0][1]
-    assert not np.array_equal(v[0], v[1]) and not np.array_equal(v[1], v[2])
+
+def test_evaluation_shuffles_only_when_asked(dataset, ann):
+    def clips(**kw):
+        with tubelet.Loader(dataset["root"], ann, frames=T, size=(H, W), train=False, views=2,
+                            crops=3, batch=8, workers=2, **kw) as loader:
+            return [((int(i), int(v), int(c)), clip.copy()) for b in loader
+                    for i, v, c, clip in zip(b["item"], b["view"], b["crop"], b["video"])]
+
+    ordered, shuffled = clips(), clips(shuffle=True, seed=5)
+    assert [k for k, _ in ordered] == sorted(k for k, _ in ordered)
+    assert [k for k, _ in shuffled] != [k for k, _ in ordered]
+    # The keys travel with their clips.
+    by_key = dict(ordered)
+    assert sorted(by_key) == sorted(k for k, _ in shuffled)
+    assert all(np.array_equal(by_key[k], clip) for k, clip in shuffled)
+
+
+def test_training_batches_carry_item_view_crop(dataset, ann):
+    with tubelet.Loader(dataset["root"], ann, frames=T, size=(H, W), batch=8, seed=1) as loader:
+        batches = [(b["index"].copy(), b["item"].copy(), b["view"].copy(), b["crop"].copy())
+                   for b in loader]
+    items = np.concatenate([it for _, it, _, _ in batches])
+    assert all(np.array_equal(i, it) for i, it, _, _ in batches)  # one clip per item
+    assert not any(np.concatenate([v, c]).any() for _, _, v, c in batches)  # 0 in training
+    assert sorted(items.tolist()) == list(range(23)) and items.tolist() != list(range(23))
+
+
+def test_signature_and_help_show_every_keyword(dataset, ann):
+    # The keywords C parses, as its TypeError for an unknown one lists them.
+    with pytest.raises(TypeError) as e:
+        tubelet.Loader(dataset["root"], ann, batch_size=4)
+    msg = str(e.value)
+    assert msg.startswith("Loader() got an unexpected keyword argument 'batch_size'")
+    accepted = msg.split("its keywords: ", 1)[1].rstrip(")").split(", ")
+    sig = inspect.signature(tubelet.Loader)
+    assert list(sig.parameters) == accepted and len(accepted) > 20
+    # help() shows the signature with every default, and a line of meaning per keyword.
+    text = pydoc.render_doc(tubelet.Loader, renderer=pydoc.plaintext)
+    assert "Loader" + str(sig) in text
+    described = set()
+    for line in tubelet.Loader.__doc__.splitlines():
+        m = re.match(r"([a-z_]+(?:, [a-z_]+)*) {2,}\S", line)
+        if m:
+            described.update(m.group(1).split(", "))
+    assert described == set(accepted)
+    # The signature's defaults are the loader's: passing them changes nothing.
+    defaults = {k: p.default for k, p in sig.parameters.items()
+                if p.default is not p.empty and k not in ("frames", "size", "batch")}
+    assert sig.parameters["shuffle"].default is None and "train" in defaults
+    for mode in ({}, {"train": False, "views": 2}):
+        runs = []
+        for kw in ({}, dict(defaults, **mode)):
+            with tubelet.Loader(dataset["root"], ann, frames=T, size=(H, W), batch=8,
+                                **dict(mode, **kw)) as loader:
+                runs.append(py_batches(loader, [0]))
+        same(runs[0], runs[1])
+    with pytest.raises(TypeError, match="positional"):
+        tubelet.Loader(dataset["root"], ann, "epic")  # keywords only after the two paths
+    # The type hints' signature is the same.
+    pyi = os.path.join(os.path.dirname(tubelet.__file__), "_tubelet.pyi")
+    cls = next(n for n in ast.parse(open(pyi).read()).body
+               if isinstance(n, ast.ClassDef) and n.name == "Loader")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    hinted = [a.arg for a in init.args.args[1:] + init.args.kwonlyargs]
+    assert hinted == accepted and [a.arg for a in init.args.args[1:]] == accepted[:2]
+    assert [ast.literal_eval(d) for d in init.args.kw_defaults] == [
+        sig.parameters[a.arg].default for a in init.args.kwonlyargs]
+
+
+def test_settings_of_the_other_mode_are_refused(dataset, ann):
+    with pytest.raises(ValueError, match="train=False"):
+        tubelet.Loader(dataset["root"], ann, views=2)
+    for kw in ({"crop": "rrc"}, {"flip": "random"}, {"scale": (0.5, 1)}):
+        with pytest.raises(ValueError, match="training's"):
+            tubelet.Loader(dataset["root"], ann, train=False, **kw)

@@ -42,7 +42,8 @@ def test_tensors_share_the_pool_and_equal_the_numpy_loader(dataset, ann):
             assert np.array_equal(v.numpy(), r["video"])
             assert torch.equal(b["label"], torch.from_numpy(r["label"]))
             assert b["label"].dtype == torch.int32 and b["index"].dtype == torch.int64
-            assert torch.equal(b["index"], torch.from_numpy(r["index"]))
+            for key in ("index", "item", "view", "crop"):
+                assert torch.equal(b[key], torch.from_numpy(r[key])), key
             assert b["text"] == r["text"]
             n += 1
         assert n == 5 and len(addresses) == 3  # prefetch 2: three buffers, reused
