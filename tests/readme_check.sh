@@ -41,7 +41,9 @@ awk -v dir="$tmp" '
 [ "$(cat "$tmp/marker")" = 1 ] || fail "README.md has no '<!-- tests/readme_check.sh' line"
 n_blocks=$(cat "$tmp/n_blocks")
 [ "$n_blocks" -ge 3 ] || fail "README.md's first screens hold $n_blocks sh blocks, not 3 or more"
-# (-o build: the build is there; demo and test only print their commands.)
+# (-o build: the build is there; demo and test only print their commands.) The variables
+# expand when a block runs, not here:
+# shellcheck disable=SC2016
 for f in "$tmp"/block*.sh; do
     sed -E -i -e 's/^make (demo|test)([^#]*)(#.*)?$/tb_make -n \1\2 > "$TB_TMP\/make-\1.txt"/' \
         -e 's/^make install([^#]*)(#.*)?$/tb_make install\1/' "$f"
@@ -74,6 +76,7 @@ i=1
 while [ $i -le "$n_blocks" ]; do
     echo "test_readme: block $i:"
     sed 's/^/    /' "$tmp/block$i.sh"
+    # shellcheck disable=SC2016
     { echo 'tb_make() { make -C "$TB_SRC" -o build BUILD="$TB_BUILD" "$@"; }'
       cat "$tmp/block$i.sh"; } > "$tmp/run$i.sh"
     if ! (cd "$tmp/work" && sh -e "$tmp/run$i.sh") > "$tmp/out$i.txt" 2>&1; then
