@@ -1,7 +1,11 @@
 # Thin wrapper over CMake. The two commands of the README:
-#   make demo   install what is missing, build, run synth -> prep -> probe on the embedded default
+#   make demo   install what is missing, build, then scripts/demo.sh: synth a dataset whose 8
+#               verbs need motion -> prep it into chunks -> train a small video ViT on the verbs
+#               -> evaluate it on held-out videos (top-1, top-5, a confusion matrix)
 #   make test   install what is missing, build, run every test (also under ASan + UBSan), and a
 #               smoke run of every fuzz target
+#   make install  build, then `cmake --install` into PREFIX (default ~/.local): bin/tubelet,
+#               lib/libtubelet.a, include/tubelet/, lib/pkgconfig/tubelet.pc, the Python package
 #   make fuzz   build the fuzz targets (clang, libFuzzer) and run each for FUZZ_SECONDS
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
@@ -11,8 +15,9 @@ FUZZ_TARGETS ?=
 FUZZ_RUNS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
+PREFIX     ?= $(HOME)/.local
 
-.PHONY: all setup build build-asan build-fuzz test test-fast test-asan test-fuzz fuzz demo demo-mae demo-clip bench-prep bench-reader clean
+.PHONY: all setup build install build-asan build-fuzz test test-fast test-asan test-fuzz fuzz demo demo-mae demo-clip bench-prep bench-reader clean
 
 all: build
 
@@ -22,6 +27,9 @@ setup:
 build: setup
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 build-asan: setup
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DTB_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
