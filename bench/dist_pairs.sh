@@ -20,7 +20,7 @@ run() { # BUILD RUN_DIR: prints the median clips/s
     OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         mpirun --oversubscribe -np 2 "$1/tubelet" train --data "$demo/chunks" \
         --train "$out/train400.csv" --label verb --dim 384 --depth 12 --heads 6 --patch 8 \
-        --tubelet 8 --frames 8 --input-size 64 --flip false --batch 2 --epochs 1 --log-every 5 \
+        --tubelet 8 --frames 8 --size 64 --flip false --batch 2 --epochs 1 --log-every 5 \
         --eval-every 0 --workers 1 --out "$2" > /dev/null 2>&1
     python3 -c "
 import json, statistics, sys

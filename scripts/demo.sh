@@ -28,7 +28,7 @@ t1=$(date +%s)
 echo "== 3/4 train: ViT (128 wide, 4 deep, 8x64x64 clips, 8x8x8 tubelets) on the verbs, $precision"
 "$bin" train --data "$out/chunks" --train "$out/data/annotations/EPIC_100_train.csv" \
     --val "$out/data/annotations/EPIC_100_validation.csv" --label verb \
-    --dim 128 --depth 4 --heads 4 --patch 8 --tubelet 8 --frames 8 --input-size 64 \
+    --dim 128 --depth 4 --heads 4 --patch 8 --tubelet 8 --frames 8 --size 64 \
     --flip false --scale-min 0.8 --batch 16 --lr 0.0005 --warmup-epochs 2 --epochs 35 \
     --eval-every 5 --precision "$precision" \
     --log-every 50 --out "$out/run"

@@ -30,7 +30,7 @@ echo "== 2/3 contrastive pretraining on $(($(wc -l < "$ann/EPIC_100_train.csv") 
 rm -rf "$out/run"
 "$bin" train --task clip --data "$out/chunks" --train "$ann/EPIC_100_train.csv" \
     --val "$ann/EPIC_100_validation.csv" --class-names "$ann/EPIC_100_verb_classes.csv" \
-    --dim 128 --depth 4 --heads 4 --patch 8 --tubelet ${DEMO_TUBELET:-4} --frames 4 --input-size 64 --scale-min 0.8 \
+    --dim 128 --depth 4 --heads 4 --patch 8 --tubelet ${DEMO_TUBELET:-4} --frames 4 --size 64 --scale-min 0.8 \
     --embed 64 --text-width 128 --text-heads 4 --text-depth 2 --context 16 \
     --batch 32 --epochs ${DEMO_EPOCHS:-60} --seed ${DEMO_SEED:-0} --lr 5e-4 --warmup-epochs 2 --min-lr 1e-5 --wd 0.05 \
     --beta2 0.98 --eval-every 0 --log-every 20 --out "$out/run" 2>&1 | tee "$out/train.log" |

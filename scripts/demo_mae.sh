@@ -15,7 +15,7 @@ t0=$(date +%s)
 mkdir -p "$out"
 
 model="--dim 128 --depth 4 --heads 4 --patch 8 --tubelet ${DEMO_TUBELET:-8} --frames 8"
-model="$model --input-size 64 --flip false --qv-bias true"
+model="$model --size 64 --flip false --qv-bias true"
 pretrain=${DEMO_PRETRAIN:---mask-ratio 0.75 --norm-target false --lr 1e-4 --warmup-lr 1e-6 --min-lr 1e-6 --epochs 120}
 
 echo "== 1/3 synth and prep: 64 videos of 60 s at 128x128 (shapes 1.6x), 15 s chunks"

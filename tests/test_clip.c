@@ -152,7 +152,7 @@ static void test_against_pytorch(void)
                  "--size %dx%d --embed %d --vocab %d --context %d --text-width %d "
                  "--text-heads %d --text-depth %d --optim %s --steps 3 --lr 0.001 --wd %g "
                  "--beta1 0.9 --beta2 0.98 --loss %s %s --weights %s --batch %s", DIM, DEPTH,
-                 HEADS, PATCH, v->tubelet, v->frames, v->height, v->width, EMBED, VOCAB, CTX, TW,
+                 HEADS, PATCH, v->tubelet, v->frames, v->width, v->height, EMBED, VOCAB, CTX, TW,
                  TH, TL, v->optim, wd, v->loss, v->learn_temperature ? "--learn-temperature" : "", w,
                  b);
         int rc = tbt_run(&out, 120, "%s step --task clip %s --out %s", tbt_tubelet(), flags, o);
@@ -293,7 +293,7 @@ static void test_bad_input(void)
     struct tb_st_tensor bt = tbt_tensor("video", TB_ST_F32, 5, vshape, video);
     CHECK_EQ(tb_st_write(b, &bt, 1, NULL), 0);
     int rc = tbt_run(&out, 60, "%s step --task clip --dim %d --depth %d --heads %d --patch %d "
-                     "--frames 4 --size 32x48 --embed %d --vocab %d --context %d --text-width %d "
+                     "--frames 4 --size 48x32 --embed %d --vocab %d --context %d --text-width %d "
                      "--text-heads %d --text-depth %d --weights %s --batch %s --out %s",
                      tbt_tubelet(), DIM, DEPTH, HEADS, PATCH, EMBED, VOCAB, CTX, TW, TH, TL, w, b,
                      o);

@@ -139,7 +139,7 @@ static void run_recipe(const struct recipe *r, const char *data)
 
     /* Two steps of the recipe, cut down; the run's config.txt is the resolved config. */
     char small[3000];
-    snprintf(small, sizeof(small), "--dim 32 --depth 1 --heads 2 --frames 4 --input-size 32 "
+    snprintf(small, sizeof(small), "--dim 32 --depth 1 --heads 2 --frames 4 --size 32 "
              "--epochs 1 --workers 2 --log-every 1 %s %s %s", r->tiny, init, r->off);
     rc = tbt_run(&out2, 30, "%s train %s %s --out %s --print-config", t, flags, small, run);
     CHECK_MSG(rc == 0, "%s", out2);
@@ -245,7 +245,7 @@ int main(void)
     /* CLS's tower: a clip checkpoint's visual.* weights do not fit timm's ViT. */
     tbt_case = "cls-backbone";
     rc = tbt_run(&out, 60, "%s train --config %s/configs/avion-ek100-cls.cfg --data %s %s "
-                 "--dim 32 --depth 1 --heads 2 --frames 4 --input-size 32 --epochs 1 "
+                 "--dim 32 --depth 1 --heads 2 --frames 4 --size 32 --epochs 1 "
                  "--cls-backbone vit --init %s/run-avion-lavila-pretrain.cfg/"
                  "last.safetensors --out %s/cls-from-clip", t, TB_SOURCE_DIR, data, epic, d, d);
     CHECK_MSG(rc != 0 && out && strstr(out, "holds none of this model's block weights"),

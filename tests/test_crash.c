@@ -167,7 +167,7 @@ static const char *const *train_args(const char **a, const char *out, const char
 {
     static const char *const fixed[] = {
         "train", "--dim", "32", "--depth", "2", "--heads", "2", "--patch", "16", "--tubelet",
-        "2", "--frames", "4", "--input-size", "32", "--batch", "4", "--workers", "2", "--flip",
+        "2", "--frames", "4", "--size", "32", "--batch", "4", "--workers", "2", "--flip",
         "false", "--log-every", "1", "--eval-every", "5", NULL};
     int n = 0;
     for (int i = 0; fixed[i]; i++)
@@ -440,8 +440,8 @@ static void check_resume(const char *log, const char *run, struct at at, int k)
     if (at.step < 0) {
         CHECK_MSG(!res, "start %d: resumed with no checkpoint: %.300s", k, res);
     } else if (res || progressed) {
-        snprintf(want, sizeof(want), "resuming from %s/last.safetensors: epoch %ld, batch 0, "
-                 "step %ld", run, at.epoch, at.step);
+        snprintf(want, sizeof(want), "resuming from %s/last.safetensors: %ld steps done, epoch "
+                 "%ld batch 1 next", run, at.step, at.epoch + 1);
         CHECK_MSG(res && !strncmp(res, want, strlen(want)), "start %d: wanted '%s', got "
                   "'%.200s'", k, want, res ? res : "(nothing)");
     }

@@ -61,7 +61,7 @@ static void compare_runs(const char *name, const char *task_flags, const char *t
     char *out = NULL, flags[4096], case_one[128], case_two[128], case_w[128];
     snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
              "--val %s/syn/annotations/EPIC_100_validation.csv --dim 32 --depth 2 --heads 2 "
-             "--patch 16 --tubelet 2 --frames 4 --input-size 32 --workers 1 --flip false "
+             "--patch 16 --tubelet 2 --frames 4 --size 32 --workers 1 --flip false "
              "--log-every 1 --eval-every 0 --epochs 3 --seed 5 %s", d, d, d, task_flags);
     snprintf(case_one, sizeof(case_one), "%s: one process, batch 4", name);
     snprintf(case_two, sizeof(case_two), "%s: two processes, %s each", name, two_batch);
@@ -138,7 +138,7 @@ static void fused_runs(const char *name, const char *task_flags)
     snprintf(what, sizeof(what), "%s: fused updates on two processes", name);
     tbt_case = what;
     snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
-             "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --input-size 32 "
+             "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 "
              "--workers 1 --flip false --log-every 1 --eval-every 0 --epochs 2 --seed 5 "
              "--batch 2 --clip-grad 0 %s", d, d, task_flags);
     const char *mode[2] = {"", "--fused-update"};
@@ -242,7 +242,7 @@ int main(void)
     tbt_run(NULL, 30, "head -n $(($(wc -l < %s) - 1)) %s > %s/train_odd.csv", train, train, d);
     rc = tbt_run(&e1, 600, "OMP_NUM_THREADS=1 %s train --data %s/data --train %s --val "
                  "%s/train_odd.csv --dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 "
-                 "--input-size 32 --workers 1 --flip false --eval-every 0 --epochs 20 --lr 0.005 "
+                 "--size 32 --workers 1 --flip false --eval-every 0 --epochs 20 --lr 0.005 "
                  "--label action --batch 4 --out %s/act-one", t, d, train, d, d);
     CHECK_MSG(rc == 0, "%s", e1);
     free(e1);

@@ -121,7 +121,7 @@ static void test_against_pytorch(void)
                             "--dec-depth 2 --dec-heads 2";
         snprintf(flags, sizeof(flags), "%s --tubelet %d --size %dx%d %s --optim %s --steps 3 "
                  "--lr 0.001 --wd 0.05 --beta1 0.9 --beta2 0.95 --weights %s --batch %s", model,
-                 v->tubelet, v->height, v->width, v->norm_target ? "" : "--no-norm-target",
+                 v->tubelet, v->width, v->height, v->norm_target ? "" : "--no-norm-target",
                  v->optim, w, b);
         int rc = tbt_run(&out, 120, "%s step --task mae %s --mask-ratio %g %s --out %s",
                          tbt_tubelet(), flags, v->ratio,
@@ -361,7 +361,7 @@ static void test_bad_input(void)
     snprintf(o, sizeof(o), "%s/bad_o.safetensors", tbt_dir());
     write_inputs(&c, w, b, 7);
     const char *model = "--dim 64 --depth 2 --heads 2 --patch 8 --frames 4 --tubelet 2 --size "
-                        "32x48 --dec-dim 32 --dec-depth 2 --dec-heads 2";
+                        "48x32 --dec-dim 32 --dec-depth 2 --dec-heads 2";
     int rc = tbt_run(&out, 60, "%s step --task mae %s --mask-ratio 0.75 --weights %s --batch %s "
                      "--out %s", tbt_tubelet(), model, w, b, o);
     CHECK_MSG(rc != 0 && out && strstr(out, "clip 0: its mask leaves 6 of 48 tokens visible"),

@@ -221,7 +221,7 @@ static void write_known(const char *dir, int every)
         int e = (s - 1) / PER_EPOCH;
         if (s % every == 0)
             fprintf(f, "{\"step\": %d, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.6g, "
-                    "\"grad_norm\": %.4f, \"clips_per_s\": %.2f, \"elapsed_s\": %.1f}\n", s, e,
+                    "\"grad_norm\": %.4f, \"clips_per_s\": %.2f, \"elapsed_s\": %.1f}\n", s, e + 1,
                     loss_at(s), lr_at(s), 1 + 0.3 * cos(s / 9.0), 40.0 + s % 5, 0.5 * s);
         if (s % PER_EPOCH == 0)
             fprintf(f, "{\"eval_epoch\": %d, \"top1\": %.4f, \"top5\": %.4f, \"val_loss\": "
@@ -316,7 +316,7 @@ static void real_run(void)
                      "%s prep %s/syn/videos/*.mp4 --out %s/data --short-side 48 --preset veryfast "
                      "&& %s train --data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
                      "--val %s/syn/annotations/EPIC_100_validation.csv --dim 32 --depth 2 "
-                     "--heads 2 --patch 16 --tubelet 2 --frames 4 --input-size 32 --batch 4 "
+                     "--heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 --batch 4 "
                      "--workers 2 --flip false --log-every 1 --eval-every 2 --epochs 4 --out %s",
                      t, d, t, d, d, t, d, d, d, run);
     CHECK_MSG(rc == 0, "the run failed: %s", out ? out : "");
@@ -379,9 +379,9 @@ static void bad_inputs(void)
     snprintf(m, sizeof(m), "%s/metrics.jsonl", dir);
     snprintf(png, sizeof(png), "%s/plot.png", dir);
     static const char good[] =
-        "{\"step\": 1, \"epoch\": 0, \"loss\": 2.0, \"lr\": 0.001, \"grad_norm\": 1.0, "
+        "{\"step\": 1, \"epoch\": 1, \"loss\": 2.0, \"lr\": 0.001, \"grad_norm\": 1.0, "
         "\"clips_per_s\": 10.0, \"elapsed_s\": 1.0}\n"
-        "{\"step\": 2, \"epoch\": 0, \"loss\": 1.5, \"lr\": 0.001, \"grad_norm\": 1.0, "
+        "{\"step\": 2, \"epoch\": 1, \"loss\": 1.5, \"lr\": 0.001, \"grad_norm\": 1.0, "
         "\"clips_per_s\": 10.0, \"elapsed_s\": 2.0}\n";
     char text[1024];
 
@@ -448,7 +448,7 @@ static void bad_inputs(void)
     FILE *f = fopen(m, "w");
     for (int pass = 0; f && pass < 2; pass++)
         for (int s = pass ? 6 : 1; s <= 10; s++)
-            fprintf(f, "{\"step\": %d, \"epoch\": 0, \"loss\": %.3f}\n", s, 3.0 - 0.1 * s - pass);
+            fprintf(f, "{\"step\": %d, \"epoch\": 1, \"loss\": %.3f}\n", s, 3.0 - 0.1 * s - pass);
     if (f)
         fclose(f);
     json = plot_json(dir, "");

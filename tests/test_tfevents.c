@@ -631,17 +631,17 @@ static void test_train(const char *t, const char *d)
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
     snprintf(cls, sizeof(cls), "%s train --data %s --train %s --val %s --dim 32 --depth 2 "
-             "--heads 2 --patch 16 --tubelet 2 --frames 4 --input-size 32 --batch 4 "
+             "--heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 --batch 4 "
              "--workers 2 --flip false --log-every 1 --eval-every 1", t, data, train, val);
     snprintf(clip, sizeof(clip), "%s train --task clip --data %s --train %s --val %s --dim 32 "
-             "--depth 2 --heads 2 --patch 16 --frames 2 --input-size 32 --batch 4 --embed 16 "
+             "--depth 2 --heads 2 --patch 16 --frames 2 --size 32 --batch 4 --embed 16 "
              "--text-width 32 --text-heads 2 --text-depth 1 --context 12 --log-every 1 "
              "--eval-every 1 --epochs 2 --lr 1e-3 --warmup-epochs 0 --tensorboard", t, data,
              train, val);
 
-    tbt_case = "train --tensorboard (cls), then resumed";
+    tbt_case = "train --tensorboard (cls), then resumed for another epoch";
     train_run(cls, "--epochs 2 --tensorboard", "cls", NULL, 1, "eval/top1");
-    train_run(cls, "--epochs 3 --log-every 2 --tensorboard", "cls", "resuming from", 2,
+    train_run(cls, "--epochs 3 --log-every 2 --tensorboard --resume-changed", "cls", "resuming from", 2,
               "eval/val_loss");
     tbt_case = "train without --tensorboard";
     train_run(cls, "--epochs 1", "plain", NULL, 0, NULL);

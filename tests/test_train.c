@@ -43,7 +43,7 @@
 static char data[4200], train_csv[4400], val_csv[4400];
 
 static const char *model_flags = "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 "
-                                 "--frames 4 --input-size 32 --batch 4 --workers 2 "
+                                 "--frames 4 --size 32 --batch 4 --workers 2 "
                                  "--flip false --log-every 1 --eval-every 0";
 
 /* Losses of metrics.jsonl by step (index step - 1); returns the number of steps found. */
@@ -120,7 +120,7 @@ static void test_mae(const char *t, const char *d)
 {
     char mae_flags[3000], run[3][4300], *out = NULL;
     snprintf(mae_flags, sizeof(mae_flags), "--task mae --data %s --train %s --dim 32 --depth 2 "
-             "--heads 2 --patch 16 --tubelet 2 --frames 4 --input-size 32 --batch 4 "
+             "--heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 --batch 4 "
              "--dec-dim 32 --dec-depth 1 --dec-heads 2 --mask-ratio 0.75 --flip false "
              "--log-every 1 --optim lion --lr 1e-4 --beta2 0.95 --wd 0.5 --epochs 6", data,
              train_csv);
@@ -277,7 +277,7 @@ static void test_clip(const char *t, const char *d)
 {
     char flags[3000], run[2][4300], *out = NULL;
     snprintf(flags, sizeof(flags), "--task clip --data %s --train %s --val %s --dim 32 --depth 2 "
-             "--heads 2 --patch 16 --frames 2 --input-size 32 --batch 4 --embed 16 "
+             "--heads 2 --patch 16 --frames 2 --size 32 --batch 4 --embed 16 "
              "--text-width 32 --text-heads 2 --text-depth 1 --context 12 --log-every 1 "
              "--eval-every 0 --epochs 4 --lr 1e-3 --warmup-epochs 0", data, train_csv, val_csv);
     const int workers[2] = {1, 3};
@@ -732,12 +732,12 @@ static void test_fused(const char *t, const char *d)
     snprintf(flags[0], sizeof(flags[0]), "--data %s --train %s --val %s %s --epochs 3 "
              "--drop-path 0.1", data, train_csv, val_csv, model_flags);
     snprintf(flags[1], sizeof(flags[1]), "--task mae --data %s --train %s --dim 32 --depth 2 "
-             "--heads 2 --patch 8 --tubelet 2 --frames 4 --input-size 32 --batch 4 "
+             "--heads 2 --patch 8 --tubelet 2 --frames 4 --size 32 --batch 4 "
              "--dec-dim 32 --dec-depth 2 --dec-heads 2 --mask-ratio 0.75 --decoder-mask "
              "running-cell --flip false --log-every 1 --optim lion --lr 1e-4 --beta2 0.95 "
              "--epochs 3", data, train_csv);
     snprintf(flags[2], sizeof(flags[2]), "--task clip --data %s --train %s --dim 32 --depth 2 "
-             "--heads 2 --patch 16 --frames 2 --input-size 32 --batch 4 --embed 16 "
+             "--heads 2 --patch 16 --frames 2 --size 32 --batch 4 --embed 16 "
              "--text-width 32 --text-heads 2 --text-depth 2 --context 12 --log-every 1 "
              "--eval-every 0 --epochs 3 --lr 1e-3 --learn-temperature true", data, train_csv);
     const char *name[3] = {"cls", "mae", "clip"};
@@ -1143,7 +1143,7 @@ int main(void)
     nan_head_copy(run_a, run_c, "40");
     rc = tbt_run(&out, 300, "%s train %s --out %s", t, common, run_c);
     CHECK_EQ(rc, 1);
-    CHECK_STR_HAS(out, "the loss is nan at step 160 (epoch 0, batch 0); stopping");
+    CHECK_STR_HAS(out, "the loss is nan at step 161 (epoch 1, batch 1); stopping");
     free(out);
 
     tbt_case = "eval of a NaN model";

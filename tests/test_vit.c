@@ -327,7 +327,7 @@ static void test_finetune(void)
     snprintf(r, sizeof(r), "%s/ft_r.safetensors", tbt_dir());
     write_inputs(&c, 3, w, b, 77, drop);
     snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
-             "--frames 4 --size 32x48 --classes 5 --pool mean --pos sincos --qv-bias "
+             "--frames 4 --size 48x32 --classes 5 --pool mean --pos sincos --qv-bias "
              "--layer-decay 0.75 --steps 3 --lr 0.01 --weights %s --batch %s", w, b);
     step_vs_ref(flags, o, r, "q/v biases, layer decay 0.75, drop path");
 
@@ -427,7 +427,7 @@ static void test_mixup(void)
         CHECK_EQ(tb_st_write(b, bt, k ? 3 : 4, NULL), 0);
         tb_st_free(&bf);
         snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
-                 "--frames 4 --size 32x48 --classes 5 --pool mean --pos sincos --steps 3 "
+                 "--frames 4 --size 48x32 --classes 5 --pool mean --pos sincos --steps 3 "
                  "--lr 0.01 --wd 0.05 --optim %s --weights %s --batch %s",
                  k ? "sgd" : "adamw", w, b);
         step_vs_ref(flags, o, r, what);
@@ -596,7 +596,7 @@ static void test_bf16(void)
         write_inputs(&c, 3, w, b, 4000 + i, NULL);
         snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet %d "
                  "--frames 4 --size %dx%d --classes 32 --pool %s --pos %s --steps 3 --lr 0.01 "
-                 "--weights %s --batch %s", v->tubelet, v->height, v->width, v->pool, v->pos, w,
+                 "--weights %s --batch %s", v->tubelet, v->width, v->height, v->pool, v->pos, w,
                  b);
         const char *runs[][3] = {
             {tbt_tubelet(), " step", "--precision bf16"},
@@ -700,7 +700,7 @@ int main(void)
         write_inputs(&c, 3, w, b, 1000 + i, NULL);
         snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet %d "
                  "--frames 4 --size %dx%d --classes 5 --pool %s --pos %s --steps 3 --lr 0.01 "
-                 "--weights %s --batch %s", v->tubelet, v->height, v->width, v->pool, v->pos, w,
+                 "--weights %s --batch %s", v->tubelet, v->width, v->height, v->pool, v->pos, w,
                  b);
         step_vs_ref(flags, o, r, what);
         /* The guarded backend (memory unreadable outside its ops): the same bits. */

@@ -308,7 +308,7 @@ static int sort_unique(struct row *r, int n, int key, int *n_repeated)
 
 /* The steps of one epoch, to put evaluation lines (which name the epochs done, from 1) at the
  * step where their epoch ended: the smallest count that keeps every step line in its epoch
- * (the line of step s, epoch e from 0, has e * P < s <= (e + 1) * P). Exact when an epoch's
+ * (the line of step s, epoch e from 1, has (e - 1) * P < s <= e * P). Exact when an epoch's
  * last step is logged (always with --log-every 1, or when it divides the epoch); else short of
  * the true count by less than --log-every. 0 if no step line gives its epoch. */
 static double steps_per_epoch(const struct metrics *m)
@@ -316,8 +316,8 @@ static double steps_per_epoch(const struct metrics *m)
     double p = 0;
     for (int i = 0; i < m->n_steps; i++) {
         double s = m->steps[i].v[K_STEP], e = m->steps[i].v[K_EPOCH];
-        if (e >= 0)
-            p = fmax(p, ceil(s / (e + 1)));
+        if (e >= 1)
+            p = fmax(p, ceil(s / e));
     }
     return p;
 }

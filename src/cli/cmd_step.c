@@ -40,7 +40,7 @@ static const struct cli_flag step_flags[] = {
     F("patch", CLI_INT, patch, "16", "P", "patch size (pixels)", 1, 1024),
     F("tubelet", CLI_INT, tubelet, "0", "TU", "frames per patch (0: 2; clip: 1, CLIP's)", 0, 64),
     F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 1024),
-    F("size", CLI_SIZE, size, "112x112", "HxW", "frame height x width", 1, 8192),
+    F("size", CLI_SIZE, size, "112x112", "WxH", "frame width x height", 1, 8192),
     F("classes", CLI_INT, classes, "10", "K", "classes (0: no head, with --feature-grad)", 0,
       1000000),
     F("pool", CLI_STR, pool, "mean", "NAME", "cls (class token, norm), mean (fc_norm) or none "
@@ -200,7 +200,7 @@ static int run_mae(struct step_config *c)
     struct tb_mae_config mc = {
         .enc = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
                 .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames,
-                .height = c->size.w, .width = c->size.h, .recompute = c->recompute,
+                .height = c->size.h, .width = c->size.w, .recompute = c->recompute,
                 .recompute_mlp = c->recompute_mlp, .backend = c->backend},
         .mask_ratio = c->mask_ratio,
         .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
@@ -316,8 +316,8 @@ static int run_clip(struct step_config *c)
     }
     struct tb_clip_config cc = {
         .video = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-                  .tubelet = c->tubelet, .frames = c->frames, .height = c->size.w,
-                  .width = c->size.h,
+                  .tubelet = c->tubelet, .frames = c->frames, .height = c->size.h,
+                  .width = c->size.w,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
                   .backend = c->backend},
         .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
@@ -447,8 +447,8 @@ static int run_step(void *config, int n_args, char **args)
     opt.kind = (enum tb_optimizer)kind;
     struct tb_vit_config vc = {
         .dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-        .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames, .height = c->size.w,
-        .width = c->size.h, .classes = c->classes,
+        .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames, .height = c->size.h,
+        .width = c->size.w, .classes = c->classes,
         .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : !strcmp(c->pool, "none") ? TB_POOL_NONE
                                                                                  : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
@@ -642,7 +642,7 @@ const struct cli_command cli_cmd_step = {
                "weights after S optimizer steps under their own names (PyTorch's AdamW or\n"
                "AVION's Lion; no decay on biases, norms, position and class embeddings:\n"
                "AVION's rule, docs/RECIPES.md).\n"
-               "The MAE target undoes ImageNet's normalisation. --size is height x width.",
+               "The MAE target undoes ImageNet's normalisation. --size is width x height.",
     .flags = step_flags,
     .n_flags = (int)(sizeof(step_flags) / sizeof(step_flags[0])),
     .config_size = sizeof(struct step_config),

@@ -59,7 +59,7 @@ static const struct cli_flag train_flags[] = {
     F("tubelet", CLI_INT, tubelet, "0", "TU", "frames per patch (0: 2; clip: 1, AVION's "
       "per-frame patches)", 0, 64),
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
-    F("input-size", CLI_INT, input_size, "224", "PX", "clip frame size (square)", 8, 4096),
+    F("size", CLI_INT, input_size, "224", "PX", "clip frame size (square: PX x PX)", 8, 4096),
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
     F("pool", CLI_STR, pool, "mean", "NAME", "mean (fc_norm) or cls", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "NAME", "sincos or learned positions", CLI_NO_RANGE),

@@ -242,12 +242,45 @@ range:
     return -1;
 }
 
-static const struct cli_flag *find_flag(const struct cli_command *cmd, const char *name,
-                                        size_t len)
+/* Old spellings, still accepted from the command line and config files alike, and shown by
+ * help: one vocabulary across commands (docs/FORMATS.md, "Flags") - the prepared videos are
+ * --data, a square clip's side is --size. */
+static const struct {
+    const char *cmd, *old, *now;
+} aliases[] = {
+    {"peek", "root", "data"},
+    {"bench-load", "root", "data"},
+    {"ann", "root", "data"},
+    {"train", "input-size", "size"},
+};
+#define N_ALIASES (int)(sizeof(aliases) / sizeof(aliases[0]))
+
+static const struct cli_flag *find_named(const struct cli_command *cmd, const char *name,
+                                         size_t len)
 {
     for (int i = 0; i < cmd->n_flags; i++)
         if (strlen(cmd->flags[i].name) == len && !strncmp(cmd->flags[i].name, name, len))
             return &cmd->flags[i];
+    return NULL;
+}
+
+static const struct cli_flag *find_flag(const struct cli_command *cmd, const char *name,
+                                        size_t len)
+{
+    const struct cli_flag *f = find_named(cmd, name, len);
+    for (int i = 0; !f && i < N_ALIASES; i++)
+        if (!strcmp(aliases[i].cmd, cmd->name) && strlen(aliases[i].old) == len &&
+            !strncmp(aliases[i].old, name, len))
+            f = find_named(cmd, aliases[i].now, strlen(aliases[i].now));
+    return f;
+}
+
+/* The old spelling of flag f of cmd, or NULL. */
+static const char *alias_of(const struct cli_command *cmd, const struct cli_flag *f)
+{
+    for (int i = 0; i < N_ALIASES; i++)
+        if (!strcmp(aliases[i].cmd, cmd->name) && !strcmp(aliases[i].now, f->name))
+            return aliases[i].old;
     return NULL;
 }
 
@@ -531,6 +564,8 @@ void cli_print_help(FILE *f, const struct cli_command *cmd)
         fprintf(f, "  %-26s %s", left, fl->help);
         if (fl->def && fl->def[0])
             fprintf(f, " (default: %s)", fl->def);
+        if (alias_of(cmd, fl))
+            fprintf(f, " (also --%s)", alias_of(cmd, fl));
         fprintf(f, "\n");
     }
     fprintf(f, "  %-26s %s\n", "--config FILE", "read 'flag = value' lines (command line wins)");

@@ -360,7 +360,7 @@ static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int
     TBI_TRY(tb_dist_mean_f32(loss, 1));
     if (!isfinite(*loss))
         return tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64 ", batch %"
-                       PRId64 "); stopping (lower --lr?)", *loss, pos->step, e, *k - 1);
+                       PRId64 "); stopping (lower --lr?)", *loss, pos->step + 1, e + 1, *k);
     *gnorm = sqrt(s->fu->sum);
     if (o->fused_update)
         return 0;
@@ -368,8 +368,8 @@ static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int
     *gnorm /= K; /* the norm of the mean of the micro-batches' gradients */
     if (!isfinite(*gnorm)) /* stop before the update spreads it into the weights */
         return tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %" PRId64
-                       ", batch %" PRId64 ", loss %f); stopping", *gnorm, pos->step, e, *k - 1,
-                       *loss);
+                       ", batch %" PRId64 ", loss %f); stopping", *gnorm, pos->step + 1, e + 1,
+                       *k, *loss);
     return tb_optim_update(s->opt, tb_clip_factor(*gnorm, o->clip_grad) / (float)K);
 }
 
@@ -518,8 +518,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     if (tbi_is_file(ckpt)) {
         if ((rc = tb_ckpt_load(ckpt, params, &opt, &pos)) < 0)
             goto end;
-        tbi_log(TB_LOG_INFO, "resuming from %s: epoch %" PRId64 ", batch %" PRId64 ", step %"
-                PRId64, ckpt, pos.epoch, pos.batch, pos.step);
+        tbi_log(TB_LOG_INFO, "resuming from %s: %" PRId64 " steps done, epoch %" PRId64
+                " batch %" PRId64 " next", ckpt, pos.step, pos.epoch + 1, pos.batch + 1);
     }
 
     struct tb_dataset_opts d = o->data;
@@ -618,7 +618,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                     struct tb_loader_stats ls;
                     tb_loader_get_stats(l, &ls);
                     const struct field f[] = {
-                        count("step", pos.step, NULL), count("epoch", e, NULL),
+                        count("step", pos.step, NULL), count("epoch", e + 1, NULL),
                         num("loss", "%.6f", loss, "train/loss"),
                         num("lr", "%.6g", lr, "train/lr"),
                         num("grad_norm", "%.4f", gnorm, "train/grad_norm"),

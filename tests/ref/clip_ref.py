@@ -9,7 +9,7 @@ Runs on Debian's python3-torch (1.13) or any PyTorch 2.x; only numpy and torch a
     python3 tests/ref/clip_ref.py MODEL-FLAGS [OPTIM-FLAGS] [--double] --weights W --batch X --out O
     python3 tests/ref/clip_ref.py --self-test
 
-MODEL-FLAGS: --dim D --depth L --heads NH --patch P [--tubelet TU] --frames T --size HxW --embed E --vocab V
+MODEL-FLAGS: --dim D --depth L --heads NH --patch P [--tubelet TU] --frames T --size WxH --embed E --vocab V
 --context N --text-width DT --text-heads NHT --text-depth LT. OPTIM-FLAGS: --optim adamw|lion
 --steps S --lr --wd --beta1 --beta2 --eps --temperature (0.07) --loss infonce|max-margin
 --margin (0.2).
@@ -243,7 +243,7 @@ def parser():
 
 
 def finish(a):
-    a.height, a.width = (int(x) for x in a.size.split("x"))
+    a.width, a.height = (int(x) for x in a.size.split("x"))
     if a.height % a.patch or a.width % a.patch or a.dim % a.heads or \
             a.text_width % a.text_heads or a.tubelet < 1 or a.frames % a.tubelet:
         raise BadInput("bad model flags")

@@ -47,7 +47,7 @@ def vit_model(argv):
     p.add_argument("--pos", default="learned")
     p.add_argument("--qv-bias", action="store_true")
     a = p.parse_args(argv)
-    a.height, a.width = (int(v) for v in a.size.split("x"))
+    a.width, a.height = (int(v) for v in a.size.split("x"))
     a.bf16_attention = "eager"
     return vit_ref.VideoViT(a), videomae_finetune_rule
 
@@ -67,7 +67,7 @@ def vit_clip_model(argv):
         p.add_argument("--" + k, type=int, default=d)
     p.add_argument("--size", default="32x32")
     a = p.parse_args(argv)
-    a.height, a.width = (int(v) for v in a.size.split("x"))
+    a.width, a.height = (int(v) for v in a.size.split("x"))
     a.embed = 1
     return Classifier(a, a.classes), avion_rule
 

@@ -10,7 +10,7 @@ is read and written here).
     python3 tests/ref/mae_ref.py MODEL-FLAGS --init-weights W [--seed 0]
     python3 tests/ref/mae_ref.py --self-test
 
-MODEL-FLAGS: --dim D --depth L --heads NH --patch P --tubelet TU --frames T --size HxW
+MODEL-FLAGS: --dim D --depth L --heads NH --patch P --tubelet TU --frames T --size WxH
 --dec-dim 384 --dec-depth 4 --dec-heads 6 [--no-norm-target]. OPTIM-FLAGS: --optim adamw|lion
 --steps S (1) --lr 1e-3 --wd 0.05 --beta1 0.9 --beta2 0.95 --eps 1e-8 (eps: AdamW's only).
 
@@ -362,9 +362,9 @@ def check_config(a):
     if a.dim % a.heads or a.dec_dim % a.dec_heads:
         raise BadInput("--heads must divide --dim and --dec-heads --dec-dim")
     try:
-        a.height, a.width = (int(v) for v in a.size.split("x"))
+        a.width, a.height = (int(v) for v in a.size.split("x"))
     except ValueError:
-        raise BadInput("--size must be HxW, not '%s'" % a.size)
+        raise BadInput("--size must be WxH, not '%s'" % a.size)
     if a.frames % a.tubelet or a.height % a.patch or a.width % a.patch or min(a.height, a.width) < 1:
         raise BadInput("--frames must be a multiple of --tubelet, H and W of --patch")
     if a.norm_target and a.tubelet * a.patch * a.patch < 2:

@@ -8,7 +8,7 @@ PyTorch 2.x; only numpy and torch are needed (safetensors is read and written he
     python3 tests/ref/vit_ref.py MODEL-FLAGS [--steps N --lr ...] --weights W --batch X --out O
     python3 tests/ref/vit_ref.py MODEL-FLAGS --feature-grad --weights W --batch X --out O
 
-MODEL-FLAGS: --dim --depth --heads --patch --tubelet --frames --size HxW --classes --pool
+MODEL-FLAGS: --dim --depth --heads --patch --tubelet --frames --size WxH --classes --pool
 cls|mean|none --pos learned|sincos. W holds every parameter under its state_dict name, float32,
 loaded strictly (a tensor of the model missing from W is an error; extra tensors are ignored).
 head.* is a parameter (in both modes) unless --classes 0, which means no head at all and is
@@ -324,7 +324,7 @@ def main():
                  ("beta2", 0.999), ("eps", 1e-8)]:
         p.add_argument("--" + k, type=float, default=d)
     a = p.parse_args()
-    a.height, a.width = (int(v) for v in a.size.split("x"))
+    a.width, a.height = (int(v) for v in a.size.split("x"))
     msg = None
     if a.pool not in ("cls", "mean", "none"):
         msg = "--pool must be cls, mean or none"
