@@ -2,6 +2,7 @@
  * and out-of-range numbers, missing values, --config files (with line numbers in errors),
  * --print-config round trips, help that lists every flag with its default, and exit codes
  * (0 ok, 1 failure, 2 usage). */
+#define _GNU_SOURCE
 #include "tb_test.h"
 
 static void test_usage_errors(void)
@@ -100,6 +101,103 @@ static void test_help(void)
     free(out2);
 }
 
+/* Flags as `tubelet CMD --help` lists them: name and metavar of each "  --name META  help"
+ * line into names[] / metas[]; their number. */
+enum { MAX_FLAGS = 128 };
+static int help_flags(const char *cmd, char names[][40], char metas[][40])
+{
+    char *out = NULL;
+    int n = 0;
+    CHECK_EQ(tbt_run(&out, 10, "%s %s --help", tbt_tubelet(), cmd), 0);
+    for (char *ln = out; ln && *ln && n < MAX_FLAGS; ln = strchr(ln, '\n'), ln = ln ? ln + 1 : 0) {
+        if (strncmp(ln, "  --", 4))
+            continue;
+        names[n][0] = metas[n][0] = '\0';
+        if (sscanf(ln + 4, "%39[a-z0-9-] %39[^ \n]", names[n], metas[n]) < 1)
+            continue;
+        if (!strcmp(metas[n], "") || (metas[n][0] >= 'a' && metas[n][0] <= 'z'))
+            metas[n][0] = '\0'; /* a boolean: the help text follows */
+        n++;
+    }
+    free(out);
+    return n;
+}
+
+/* One vocabulary: parsed from every command's --help, a flag that several commands have is
+ * spelled one way and takes one kind of value: the prepared videos are --data (the old --root
+ * shown only as an alias), a size is --size WxH, or PX for a square clip (the old
+ * --input-size an alias), annotation files are FILE; and the README and docs/FORMATS.md use
+ * no old spelling but where they name it as one. */
+static void test_vocabulary(void)
+{
+    tbt_case = "one vocabulary";
+    static const char *const cmds[] = {"synth", "prep", "probe", "frames", "bench-load", "ann",
+                                       "peek", "step", "train", "eval", "plot", "tokenize"};
+    enum { N = sizeof(cmds) / sizeof(cmds[0]) };
+    static char names[N][MAX_FLAGS][40], metas[N][MAX_FLAGS][40];
+    int n[N], data_cmds = 0, size_cmds = 0;
+    for (int c = 0; c < N; c++)
+        n[c] = help_flags(cmds[c], names[c], metas[c]);
+    static const char *const old[] = {"root", "input-size", "data-dir", "annotations"};
+    for (int c = 0; c < N; c++)
+        for (int i = 0; i < n[c]; i++) {
+            const char *name = names[c][i], *meta = metas[c][i];
+            for (size_t k = 0; k < sizeof(old) / sizeof(old[0]); k++)
+                CHECK_MSG(strcmp(name, old[k]), "tubelet %s has --%s, an old spelling", cmds[c],
+                          name);
+            if (!strcmp(name, "size")) {
+                size_cmds++;
+                CHECK_MSG(!strcmp(meta, "WxH") || !strcmp(meta, "PX"), "tubelet %s --size %s: "
+                          "a size is WxH, or PX for a square", cmds[c], meta);
+            }
+            if (!strcmp(name, "data")) {
+                data_cmds++;
+                CHECK_MSG(!strcmp(meta, "DIR"), "tubelet %s --data %s, not DIR", cmds[c], meta);
+            }
+            if (!strcmp(name, "ann") || !strcmp(name, "train") || !strcmp(name, "val"))
+                CHECK_MSG(!strcmp(meta, "FILE") || (!strcmp(cmds[c], "peek") && !meta[0]),
+                          "tubelet %s --%s %s: annotations are a FILE", cmds[c], name, meta);
+            /* the same name in another command: the same kind of value (--out names a file
+             * or a directory by what the command writes; --frames a list only in frames) */
+            for (int d = c + 1; d < N; d++)
+                for (int j = 0; j < n[d]; j++)
+                    if (!strcmp(name, names[d][j]) && strcmp(name, "size") &&
+                        strcmp(name, "out") && strcmp(name, "frames") &&
+                        strcmp(name, "train") && strcmp(meta, metas[d][j]))
+                        TBT_FAIL("--%s is %s in tubelet %s, %s in tubelet %s", name,
+                                 meta[0] ? meta : "a switch", cmds[c],
+                                 metas[d][j][0] ? metas[d][j] : "a switch", cmds[d]);
+        }
+    CHECK_MSG(data_cmds >= 5, "only %d commands take --data", data_cmds);
+    CHECK_MSG(size_cmds >= 6, "only %d commands take --size", size_cmds);
+    /* the old spellings still parse, and help names them */
+    char *out = NULL;
+    CHECK_EQ(tbt_run(&out, 10, "%s peek --help", tbt_tubelet()), 0);
+    CHECK_STR_HAS(out, "(also --root)");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, "%s train --input-size 64 --print-config", tbt_tubelet()), 0);
+    CHECK_STR_HAS(out, "\nsize = 64\n");
+    free(out);
+    static const char *const docs[] = {"README.md", "docs/FORMATS.md", "docs/RECIPES.md",
+                                       "docs/PYTHON.md"};
+    for (size_t k = 0; k < sizeof(docs) / sizeof(docs[0]); k++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", TB_SOURCE_DIR, docs[k]);
+        char *text = tbt_read(path, NULL);
+        CHECK_MSG(text, "%s: cannot read", path);
+        for (char *p = text; p && (p = strstr(p, "--")); p += 2) {
+            char *eol = strchr(p, '\n'), *bol = p;
+            while (bol > text && bol[-1] != '\n')
+                bol--;
+            int alias_note = eol && memmem(bol, (size_t)(eol - bol), "also --", 7) != NULL;
+            if (!alias_note && (!strncmp(p, "--root ", 7) || !strncmp(p, "--input-size", 12)))
+                TBT_FAIL("%s uses the old %.12s: %.*s", docs[k], p,
+                         (int)(eol ? eol - bol : 80), bol);
+        }
+        free(text);
+    }
+}
+
 static void test_config(void)
 {
     const char *t = tbt_tubelet();
@@ -160,6 +258,7 @@ int main(void)
     tbt_begin("cli");
     test_usage_errors();
     test_help();
+    test_vocabulary();
     test_config();
     TBT_EXIT();
 }

@@ -41,7 +41,7 @@ static const struct cli_flag train_flags[] = {
     F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend: slow)",
       CLI_NO_RANGE),
     F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
-    F("data", CLI_STR, data, NULL, "ROOT", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
+    F("data", CLI_STR, data, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
     F("val", CLI_STR, val, "", "FILE", "validation annotations", CLI_NO_RANGE),
@@ -605,7 +605,7 @@ static const struct cli_flag eval_flags[] = {
       "multi-instance retrieval of a --task clip model; with --class-names also zero-shot "
       "classification), zeroshot (mir, --class-names required) or auto (the checkpoint's)",
       CLI_NO_RANGE),
-    E("data", CLI_STR, data, NULL, "ROOT", "prepared videos", CLI_NO_RANGE),
+    E("data", CLI_STR, data, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     E("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     E("val", CLI_STR, val, NULL, "FILE", "annotations to evaluate on", CLI_NO_RANGE),
     E("train", CLI_STR, train, "", "FILE", "label action: the run's training annotations, to "
