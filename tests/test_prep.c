@@ -630,6 +630,77 @@ static void test_bad_inputs(void)
     free(out);
 }
 
+/* A source cut short (a faststart MP4 without its last four sevenths): prep fails with one
+ * message, whatever the decoder's threads (with two frame threads the cut once surfaced as
+ * "cannot drain decoder"), naming both lengths and what to do; probe prints what decodes,
+ * warns the same and exits 1; the re-encode the message gives makes a file prep takes. */
+static void test_truncated(void)
+{
+    tbt_case = "truncated source";
+    const char *d = tbt_dir();
+    char *out = NULL, first[2048] = "";
+    int rc = tbt_run(&out, 120, "mkdir -p %s/trunc && cd %s/trunc && ffmpeg -nostdin -v error "
+                     "-f lavfi -i testsrc2=size=320x240:rate=30 -t 16 -c:v libx264 -pix_fmt "
+                     "yuv420p -movflags +faststart whole.mp4 && head -c $(( $(stat -c %%s "
+                     "whole.mp4) * 3 / 7 )) whole.mp4 > cut.mp4", d, d);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    for (int threads = 1; threads <= 4; threads++) {
+        rc = tbt_run(&out, 120, "cd %s/trunc && %s prep cut.mp4 --out chunks --preset "
+                     "ultrafast --threads %d", d, tbt_tubelet(), threads);
+        CHECK_MSG(rc == 1, "--threads %d: exit %d: %s", threads, rc, out);
+        CHECK_STR_HAS(out, "FAIL cut.mp4: cut.mp4: truncated or corrupt: the container says "
+                           "16.00 s (480 frames) but only ");
+        CHECK_STR_HAS(out, "If a copy or download cut it short, fetch it again");
+        CHECK_MSG(out && !strstr(out, "drain"), "--threads %d: %s", threads, out);
+        /* One message, the same for every thread count. */
+        char *msg = out ? strstr(out, "FAIL ") : NULL;
+        if (msg) {
+            msg[strcspn(msg, "\n")] = '\0';
+            if (!first[0])
+                snprintf(first, sizeof(first), "%s", msg);
+            CHECK_MSG(!strcmp(first, msg), "--threads %d says '%s', --threads 1 '%s'", threads,
+                      msg, first);
+        }
+        free(out);
+    }
+    /* The decoded length and frames the message names are probe's. */
+    double got_s = -1;
+    long long got_frames = -1;
+    const char *p = strstr(first, "but only ");
+    CHECK_MSG(p && sscanf(p, "but only %lf s (%lld frames) decode", &got_s, &got_frames) == 2,
+              "%s", first);
+    CHECK_MSG(got_s > 1 && got_s < 15 && got_frames > 30 && got_frames < 450, "%s", first);
+    rc = tbt_run(&out, 120, "cd %s/trunc && %s probe cut.mp4 2>probe.err; echo status=$?; "
+                 "cat probe.err", d, tbt_tubelet());
+    CHECK_STR_HAS(out, "status=1");
+    CHECK_STR_HAS(out, "\"frames_declared\": 480,");
+    char want[256];
+    snprintf(want, sizeof(want), "\"frames\": %lld,", got_frames);
+    CHECK_STR_HAS(out, want);
+    const char *dd = out ? strstr(out, "\"decoded_duration\": ") : NULL;
+    CHECK_MSG(dd && fabs(atof(dd + 20) - got_s) <= 0.005, "%s", out);
+    CHECK_STR_HAS(out, "tubelet probe: warning: cut.mp4: truncated or corrupt: the container "
+                       "says 16.00 s (480 frames)");
+    free(out);
+    /* The whole file probes clean. */
+    rc = tbt_run(&out, 120, "cd %s/trunc && %s probe whole.mp4", d, tbt_tubelet());
+    CHECK_EQ(rc, 0);
+    CHECK_STR_HAS(out, "\"warning\": null");
+    free(out);
+    /* Do what the message says. */
+    const char *cmd = strstr(first, "prep the result: ");
+    CHECK(cmd != NULL);
+    if (cmd) {
+        cmd += strlen("prep the result: ");
+        rc = tbt_run(&out, 120, "cd %s/trunc && %s && %s prep fixed/cut.mp4 --out chunks "
+                     "--preset ultrafast", d, cmd, tbt_tubelet());
+        CHECK_MSG(rc == 0, "%s: %s", cmd, out);
+        CHECK_STR_HAS(out, "ok   fixed/cut.mp4 -> chunks/cut.mp4");
+        free(out);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tbt_begin("prep");
@@ -643,6 +714,7 @@ int main(int argc, char **argv)
     RUN(resume);
     RUN(interrupt);
     RUN(bad_inputs);
+    RUN(truncated);
     RUN(noise);
     if (!tbt_opencv_video("vtest.avi")) {
         fprintf(stderr, "opencv-doc videos are missing (scripts/setup.sh installs them)\n");

@@ -66,12 +66,17 @@ struct tb_probe {
     int64_t n_keyframes;
     int64_t *keyframes;    /* frame numbers (presentation order) of key frames */
     int64_t n_bad_packets; /* packets that failed to decode */
+    double decoded_duration; /* seconds from the first frame's start to the last one's end */
+    char warning[1024];    /* "" or what is wrong with the file and what to do: it decodes to
+                              much less than the container declares (truncated or corrupt;
+                              prep refuses such a file with the same message) */
     /* Filled when path is a prepared video directory: */
     struct tb_video_index *index;
 };
 
 /* Probe a file or a prepared video directory. decode != 0 decodes every frame of a file to
- * give its true frame count and keyframes (a directory's index already holds them). */
+ * give its true frame count and keyframes (a directory's index already holds them); a file
+ * that decodes to much less than it declares is still probed (0), with warning set. */
 TB_API int tb_probe(struct tb_probe **out, const char *path, int decode);
 TB_API void tb_probe_free(struct tb_probe **p);
 

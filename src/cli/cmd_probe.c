@@ -43,6 +43,14 @@ static void print_probe(const struct tb_probe *p)
     if (p->decoded) {
         printf("  \"frames\": %" PRId64 ",\n  \"bad_packets\": %" PRId64 ",\n", p->n_frames,
                p->n_bad_packets);
+        if (!p->index) {
+            printf("  \"decoded_duration\": %.6f,\n  \"warning\": ", p->decoded_duration);
+            if (p->warning[0])
+                cli_json_string(stdout, p->warning);
+            else
+                printf("null");
+            printf(",\n");
+        }
         printf("  \"keyframes\": ");
         print_i64_list(p->keyframes, p->n_keyframes);
     } else {
@@ -81,8 +89,16 @@ static int run_probe(void *config, int n_args, char **args)
         return 1;
     }
     print_probe(p);
+    fflush(stdout);
+    /* A file cut short decodes to less than it declares: the JSON says what decodes, and the
+     * exit status says prep will refuse it. */
+    int status = 0;
+    if (p->warning[0]) {
+        fprintf(stderr, "tubelet probe: warning: %s\n", p->warning);
+        status = 1;
+    }
     tb_probe_free(&p);
-    return 0;
+    return status;
 }
 
 const struct cli_command cli_cmd_probe = {
@@ -90,7 +106,11 @@ const struct cli_command cli_cmd_probe = {
     .args = "PATH",
     .summary = "print JSON about a video file or a prepared video directory",
     .details = "For a file, --decode (the default) decodes every frame to count them and find\n"
-               "the keyframes; for a prepared directory the index already holds both.",
+               "the keyframes; for a prepared directory the index already holds both. A file\n"
+               "that decodes to much less than its container declares (cut short or corrupt;\n"
+               "prep refuses it) is still printed, with a warning naming both lengths and what\n"
+               "to do, and the exit status is 1. \"rotation\" is the clockwise turn the display\n"
+               "matrix asks for (prep applies it; the reader refuses rotated plain files).",
     .flags = probe_flags,
     .n_flags = (int)(sizeof(probe_flags) / sizeof(probe_flags[0])),
     .config_size = sizeof(struct probe_config),
