@@ -43,14 +43,6 @@ static void print_probe(const struct tb_probe *p)
     if (p->decoded) {
         printf("  \"frames\": %" PRId64 ",\n  \"bad_packets\": %" PRId64 ",\n", p->n_frames,
                p->n_bad_packets);
-        if (!p->index) {
-            printf("  \"decoded_duration\": %.6f,\n  \"warning\": ", p->decoded_duration);
-            if (p->warning[0])
-                cli_json_string(stdout, p->warning);
-            else
-                printf("null");
-            printf(",\n");
-        }
         printf("  \"keyframes\": ");
         print_i64_list(p->keyframes, p->n_keyframes);
     } else {
