@@ -135,7 +135,8 @@ enum tb_scaler { TB_SCALE_BILINEAR, TB_SCALE_BICUBIC, TB_SCALE_AREA, TB_SCALE_PO
 struct tb_reader_opts {
     int n_cached;          /* files kept open (LRU); 0 means 4 */
     int n_threads;         /* decoder threads per file; 0 means 1 (one frame of memory) */
-    enum tb_scaler scaler; /* resize filter (swscale's) */
+    enum tb_scaler scaler; /* resize filter (swscale's); a crop read at its own size is only
+                              converted, as ffmpeg does by default (bicubic), whatever this is */
     int decode_all;        /* 1: decode unwanted non-reference frames too (for comparisons) */
 };
 
@@ -169,9 +170,19 @@ TB_API int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames
                           const struct tb_crop_spec *spec, tb_rng *rng, int out_w, int out_h,
                           uint8_t *out, struct tb_clip_stats *stats);
 
-/* Write n_images RGB images of w x h stored back to back: PATH.png stacks them top to bottom
- * in one PNG, PATH.ppm writes one binary PPM per image into the file, anything else the raw
- * bytes. Atomic (temporary file, rename). */
+/* ---- images ------------------------------------------------------------------------------ */
+
+enum tb_image_format { TB_IMAGE_RAW, TB_IMAGE_PNG, TB_IMAGE_JPEG, TB_IMAGE_PPM };
+
+/* The format path's extension names (any case): .png, .jpg or .jpeg, .ppm, and raw RGB24 bytes
+ * for .rgb, .raw or no extension. Any other extension is TB_EINVAL naming it and the ones there
+ * are, so a program can refuse a name before doing any work. */
+TB_API int tb_image_format(const char *path);
+
+/* Write n_images RGB images of w x h stored back to back, in the format of path's extension
+ * (tb_image_format): PNG and JPEG (full-range 4:4:4, high quality) stack them top to bottom in
+ * one picture, PPM writes one binary PPM per image into the file, raw the bytes as they are.
+ * Atomic (temporary file, rename). TB_EINVAL for an extension it does not write. */
 TB_API int tb_image_write(const char *path, const uint8_t *rgb, int w, int h, int n_images);
 
 #ifdef __cplusplus

@@ -101,8 +101,9 @@ const struct cli_command cli_cmd_probe = {
                "the keyframes; for a prepared directory the index already holds both. A file\n"
                "that decodes to much less than its container declares (cut short or corrupt;\n"
                "prep refuses it) is still printed, with a warning naming both lengths and what\n"
-               "to do, and the exit status is 1. \"rotation\" is the clockwise turn the display\n"
-               "matrix asks for (prep applies it; the reader refuses rotated plain files).",
+               "to do, and the exit status is 1. \"rotation\" is the turn (clockwise degrees)\n"
+               "the display matrix asks for; ffprobe counts the same turn anticlockwise. prep\n"
+               "applies it; frames and training refuse a rotated plain file.",
     .flags = probe_flags,
     .n_flags = (int)(sizeof(probe_flags) / sizeof(probe_flags[0])),
     .config_size = sizeof(struct probe_config),
