@@ -6,7 +6,9 @@
  * - default (lossy) chunks: frame counts, per-chunk counts and keyframes as ffprobe sees them,
  *   and boundary frames matching the right source frame, not a neighbour;
  * - resume after SIGKILL and after a deleted chunk, Ctrl-C, settings changes;
- * - bad sources and outputs: a clear error naming the file, never a crash or hang. */
+ * - bad sources and outputs: a clear error naming the file, never a crash or hang; a truncated
+ *   source's one message (any --threads) and remedy; another source with a prepared video's
+ *   stem refused unless --overwrite. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <sys/stat.h>
@@ -711,6 +713,70 @@ static void test_truncated(void)
     }
 }
 
+/* A video directory belongs to its source: another file with the same stem is refused,
+ * naming both, and changes nothing, unless --overwrite; the same source (as given, by
+ * another path, or moved with its size and time) is prepared again as before. */
+static void test_same_stem(void)
+{
+    tbt_case = "another source, the same stem";
+    const char *d = tbt_dir(), *t = tbt_tubelet();
+    char *out = NULL, dir[4300], vidx[4400];
+    const char *flags = "--preset ultrafast --chunk-seconds 1 --short-side 96";
+    int rc = tbt_run(&out, 120, "mkdir -p %s/stem/a %s/stem/b %s/stem/c && cd %s/stem && "
+                     "ffmpeg -nostdin -v error -f lavfi -i testsrc2=size=160x120:rate=30 -t 2 "
+                     "-c:v libx264 a/clip.mp4 && ffmpeg -nostdin -v error -f lavfi -i "
+                     "testsrc=size=160x120:rate=25 -t 3 -c:v libx264 b/clip.mp4 && cp -p "
+                     "a/clip.mp4 c/clip.mp4", d, d, d, d);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    snprintf(dir, sizeof(dir), "%s/stem/root/clip.mp4", d);
+    snprintf(vidx, sizeof(vidx), "%s/video.idx", dir);
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep a/clip.mp4 --out root %s", d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    int64_t stamp = file_stamp(vidx);
+    CHECK(stamp >= 0);
+
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep b/clip.mp4 --out root %s", d, t, flags);
+    CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
+    CHECK_STR_HAS(out, "FAIL b/clip.mp4: b/clip.mp4: root/clip.mp4 already holds the video "
+                       "prepared from a/clip.mp4");
+    CHECK_STR_HAS(out, "give --overwrite to replace it");
+    free(out);
+    CHECK_EQ(file_stamp(vidx), stamp);
+    struct tb_video_index *idx = NULL;
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && !strcmp(idx->source, "a/clip.mp4"));
+    tb_index_free(&idx);
+
+    /* The same source: as given, by another path, and a copy with its size and time. */
+    tbt_case = "the same source again";
+    static const char *const same[] = {"a/clip.mp4", "./a/../a/clip.mp4", "c/clip.mp4"};
+    for (int i = 0; i < 3; i++) {
+        rc = tbt_run(&out, 120, "cd %s/stem && %s prep %s --out root %s", d, t, same[i], flags);
+        CHECK_MSG(rc == 0, "%s: %s", same[i], out);
+        CHECK_STR_HAS(out, "2 chunks (2 reused)");
+        free(out);
+    }
+    CHECK_EQ(file_stamp(vidx), stamp);
+
+    tbt_case = "--overwrite";
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep b/clip.mp4 --out root %s --overwrite", d, t,
+                 flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "3 chunks (0 reused)");
+    free(out);
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && !strcmp(idx->source, "b/clip.mp4") && idx->n_chunks == 3);
+    tb_index_free(&idx);
+    /* An unfinished video (no video.idx) is its first chunk's source's. */
+    unlink(vidx);
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep a/clip.mp4 --out root %s", d, t, flags);
+    CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
+    CHECK_STR_HAS(out, "already holds the video prepared from b/clip.mp4");
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     tbt_begin("prep");
@@ -725,6 +791,7 @@ int main(int argc, char **argv)
     RUN(interrupt);
     RUN(bad_inputs);
     RUN(truncated);
+    RUN(same_stem);
     RUN(noise);
     if (!tbt_opencv_video("vtest.avi")) {
         fprintf(stderr, "opencv-doc videos are missing (scripts/setup.sh installs them)\n");

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,6 +537,51 @@ static int already_done(struct prep *p)
     return ok;
 }
 
+/* Whether src is the source old was prepared from: the same path as given, the same file
+ * once both paths are resolved, or a file of the size and modification time old recorded
+ * (moved or copied with them). */
+static int same_source(const struct tb_video_index *old, const char *src)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    struct stat st;
+    const char *q;
+    long long bytes, mtime;
+    if (!strcmp(old->source, src))
+        return 1;
+    if (realpath(old->source, a) && realpath(src, b) && !strcmp(a, b))
+        return 1;
+    return (q = strstr(old->params, "src_bytes=")) && sscanf(q, "src_bytes=%lld", &bytes) == 1 &&
+           (q = strstr(old->params, "src_mtime=")) && sscanf(q, "src_mtime=%lld", &mtime) == 1 &&
+           stat(src, &st) == 0 && (long long)st.st_size == bytes &&
+           (long long)st.st_mtime == mtime;
+}
+
+/* A video directory belongs to one source: a later prep of another file with the same stem
+ * would replace it without a word. Its video.idx (or, for an unfinished one, its first
+ * chunk's index) names the source; another source is refused unless opts->overwrite. */
+static int check_owner(struct prep *p)
+{
+    struct tb_video_index *old = NULL;
+    char path[4096 + 32];
+    int no = -1, rc = 0;
+    if (p->o->overwrite)
+        return 0;
+    if (tb_index_exists(p->dir)) {
+        if (tb_index_load(&old, p->dir) < 0)
+            old = NULL;
+    } else if (tbi_fmt(path, sizeof(path), "%s/0.idx", p->dir) == 0 && tbi_is_file(path) &&
+               tbi_index_read(&old, path, TBI_INDEX_CHUNK, &no) < 0) {
+        old = NULL;
+    }
+    tb_errclear();
+    if (old && old->source[0] && !same_source(old, p->src))
+        rc = tbi_err(TB_EINVAL, "%s: %s already holds the video prepared from %s (the same "
+                     "stem); give --overwrite to replace it, or rename one of the files (a "
+                     "video's name is its file's stem)", p->src, p->dir, old->source);
+    tb_index_free(&old);
+    return rc;
+}
+
 static int check_opts(const struct tb_prep_opts *o)
 {
     if (!o->out_root || !o->out_root[0])
@@ -628,6 +674,8 @@ static int run(struct prep *p)
         (rc = tbi_fmt(p->dir, sizeof(p->dir), "%s/%s", p->o->out_root, name)) < 0)
         return rc;
     snprintf(p->res->name, sizeof(p->res->name), "%s", name);
+    if ((rc = check_owner(p)) < 0)
+        return rc;
     if (already_done(p))
         return 0;
     if ((rc = tbi_input_open(&p->in, p->src, p->o->n_threads)) < 0)
