@@ -713,9 +713,10 @@ static void test_truncated(void)
     }
 }
 
-/* A video directory belongs to its source: another file with the same stem is refused,
+/* A prepared video belongs to its source: another file with the same stem is refused,
  * naming both, and changes nothing, unless --overwrite; the same source (as given, by
- * another path, or moved with its size and time) is prepared again as before. */
+ * another path, or moved with its size and time) is prepared again as before, and an
+ * unfinished video is replaced as before. */
 static void test_same_stem(void)
 {
     tbt_case = "another source, the same stem";
@@ -769,12 +770,16 @@ static void test_same_stem(void)
     CHECK_EQ(tb_index_load(&idx, dir), 0);
     CHECK(idx && !strcmp(idx->source, "b/clip.mp4") && idx->n_chunks == 3);
     tb_index_free(&idx);
-    /* An unfinished video (no video.idx) is its first chunk's source's. */
+    /* An unfinished video (no video.idx: interrupted, or refused as truncated) holds nothing
+     * finished: another source replaces it. */
     unlink(vidx);
     rc = tbt_run(&out, 120, "cd %s/stem && %s prep a/clip.mp4 --out root %s", d, t, flags);
-    CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
-    CHECK_STR_HAS(out, "already holds the video prepared from b/clip.mp4");
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "2 chunks (0 reused)");
     free(out);
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && !strcmp(idx->source, "a/clip.mp4"));
+    tb_index_free(&idx);
 }
 
 int main(int argc, char **argv)

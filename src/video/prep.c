@@ -556,23 +556,18 @@ static int same_source(const struct tb_video_index *old, const char *src)
            (long long)st.st_mtime == mtime;
 }
 
-/* A video directory belongs to one source: a later prep of another file with the same stem
- * would replace it without a word. Its video.idx (or, for an unfinished one, its first
- * chunk's index) names the source; another source is refused unless opts->overwrite. */
+/* A prepared video belongs to one source: a later prep of another file with the same stem
+ * would replace it without a word. Its video.idx names the source; another source is refused
+ * unless opts->overwrite. An unfinished video (no video.idx: interrupted, or refused as
+ * truncated) holds nothing finished and is replaced as before. */
 static int check_owner(struct prep *p)
 {
     struct tb_video_index *old = NULL;
-    char path[4096 + 32];
-    int no = -1, rc = 0;
-    if (p->o->overwrite)
+    int rc = 0;
+    if (p->o->overwrite || !tb_index_exists(p->dir))
         return 0;
-    if (tb_index_exists(p->dir)) {
-        if (tb_index_load(&old, p->dir) < 0)
-            old = NULL;
-    } else if (tbi_fmt(path, sizeof(path), "%s/0.idx", p->dir) == 0 && tbi_is_file(path) &&
-               tbi_index_read(&old, path, TBI_INDEX_CHUNK, &no) < 0) {
+    if (tb_index_load(&old, p->dir) < 0)
         old = NULL;
-    }
     tb_errclear();
     if (old && old->source[0] && !same_source(old, p->src))
         rc = tbi_err(TB_EINVAL, "%s: %s already holds the video prepared from %s (the same "
