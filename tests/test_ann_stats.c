@@ -1,7 +1,8 @@
 /* tests/test_ann_stats.c - tb_ann_stats_compute and `tubelet ann stats` on an EK-100-shaped CSV
  * the test writes (EK-100's 15 columns, quoted list columns with commas inside, a missing
  * narration timestamp, empty start and stop times, a bad row, a blank line) against a
- * prepared root made by synth + prep at 15 fps (two videos), a plain file and a missing video:
+ * prepared root made by synth + prep at 15 fps (two videos), a plain file and a missing video
+ * (and, in a second file, videos there that the loader cannot read, with their reasons):
  * every count is computed here from the rows as written; the bad rows are named by line; the
  * JSON report is valid JSON holding the same numbers; Kinetics lists and narration CSVs;
  * bad flags, a missing file and a file of bad rows are clear errors. */
@@ -267,6 +268,20 @@ int main(void)
                   videos[v], prep_fps[v], (long long)prep_frames[v]);
     }
 
+    /* The plain file's rate and frame count as ffprobe sees them. */
+    double plain_fps = 0;
+    int64_t plain_frames = 0;
+    rc = tbt_run(&out, 60, "ffprobe -v error -count_frames -select_streams v:0 -show_entries "
+                 "stream=avg_frame_rate,nb_read_frames -of csv=p=0 %s/%s.mp4", root,
+                 videos[V_PLAIN]);
+    int num = 0, den = 0;
+    long long nf = 0;
+    CHECK_MSG(rc == 0 && out && sscanf(out, "%d/%d,%lld", &num, &den, &nf) == 3 && den > 0 &&
+              nf > 0, "ffprobe: %s", out);
+    free(out);
+    plain_fps = den > 0 ? (double)num / den : 30;
+    plain_frames = nf;
+
     struct row good[N_GEN];
     int bad_line = 0, untimed[2] = {0}, no_narr_ts = 0;
     int n_good = write_epic(csv, good, &bad_line, untimed, &no_narr_ts);
@@ -289,14 +304,17 @@ int main(void)
         pairs[r->verb][r->noun]++;
         dur[i] = r->end_s - r->start_s;
         total += dur[i];
-        int prepared = v == V_PREP0 || v == V_PREP1;
-        int64_t f = window_frames(r, prepared ? prep_fps[v] : 30,
-                                  prepared ? prep_frames[v] : INT64_MAX);
+        /* The prepared videos and the plain file at their own rate and length (the plain
+         * file's as ffprobe counts them), the missing one at --fps. */
+        int known = v != V_MISSING;
+        int64_t f = window_frames(r, !known ? 30 : v == V_PLAIN ? plain_fps : prep_fps[v],
+                                  !known ? INT64_MAX : v == V_PLAIN ? plain_frames
+                                                                    : prep_frames[v]);
         if (f < SPAN) {
             short_rows++;
             first_short = first_short ? first_short : r->line;
         }
-        if (prepared && f == 0) {
+        if (known && f == 0) {
             outside++;
             first_outside = first_outside ? first_outside : r->line;
         }
@@ -355,6 +373,8 @@ int main(void)
                                    .fps_num = 30, .fps_den = 1};
     CHECK_EQ(tb_ann_stats_compute(&s, a, &so), 0);
     if (s) {
+        CHECK_EQ(s->n_unreadable, 0);
+        CHECK_EQ(s->n_unreadable_rows, 0);
         CHECK_EQ(s->n_rows, n_good);
         CHECK_EQ(s->n_videos, n_videos);
         CHECK_EQ(s->n_timed, n_good);
@@ -449,6 +469,64 @@ int main(void)
              videos[V_MISSING], (long long)rows_of[V_MISSING], first_line_of[V_MISSING]);
     CHECK_STR_HAS(out, want);
     CHECK_STR_HAS(out, "more classes");
+    free(out);
+
+    /* Videos that are there but the loader cannot read: a rotated plain file (a phone video)
+     * and an unfinished prep (a directory without video.idx); beside a prepared one and a
+     * missing one. Each is named with the reader's reason. */
+    tbt_case = "unreadable videos";
+    rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y -i %s/videos/P01_01.mp4 -c copy "
+                 "-metadata:s:v:0 rotate=90 %s/P05_01.mp4 && mkdir -p %s/P06_01.mp4", syn, root,
+                 root);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    char unread_csv[4400];
+    snprintf(unread_csv, sizeof(unread_csv), "%s/unreadable.csv", d);
+    static const char *const unread_rows[] = {"P01_01", "P05_01", "P06_01", "P05_01", "P09_09"};
+    FILE *uf = fopen(unread_csv, "w");
+    CHECK(uf != NULL);
+    if (uf) {
+        fputs(header, uf);
+        for (int i = 0; i < 5; i++)
+            fprintf(uf, "%s_%d,P0,%s,00:00:01.00,00:00:01.00,00:00:02.00,30,60,take cup,take,"
+                    "0,cup,1,\"['cup']\",\"[1]\"\n", unread_rows[i], i, unread_rows[i]);
+        fclose(uf);
+    }
+    tb_ann_free(&a);
+    CHECK_EQ(tb_ann_load(&a, unread_csv, &ao), 0);
+    so = (struct tb_ann_stats_opts){.root = root, .ext = "mp4", .span_frames = SPAN};
+    CHECK_EQ(a ? tb_ann_stats_compute(&s, a, &so) : -1, 0);
+    if (s) {
+        CHECK_EQ(s->n_videos, 4);
+        CHECK_EQ(s->n_prepared, 1);
+        CHECK_EQ(s->n_plain, 0);
+        CHECK_EQ(s->n_missing, 1);
+        CHECK(s->n_missing == 1 && !strcmp(s->missing[0].video, "P09_09") &&
+              s->missing[0].first_line == 6 && s->missing[0].reason == NULL);
+        CHECK_EQ(s->n_unreadable, 2);
+        CHECK_EQ(s->n_unreadable_rows, 3);
+        if (s->n_unreadable == 2) {
+            const struct tb_ann_missing *u = s->unreadable;
+            CHECK(!strcmp(u[0].video, "P05_01") && u[0].n_rows == 2 && u[0].first_line == 3);
+            CHECK_STR_HAS(u[0].reason, "P05_01.mp4: rotated video (");
+            CHECK_STR_HAS(u[0].reason, "run tubelet prep on it first");
+            CHECK(!strcmp(u[1].video, "P06_01") && u[1].n_rows == 1 && u[1].first_line == 4);
+            CHECK_STR_HAS(u[1].reason, "P06_01.mp4: no video.idx");
+        }
+        tb_ann_stats_free(&s);
+    }
+    rc = tbt_run(&out, 120, "%s ann stats %s --root %s", t, unread_csv, root);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "1 of 4 videos readable (1 prepared, 0 plain files); 1 missing, named "
+                       "by 1 rows; 2 unreadable, named by 3 rows");
+    CHECK_STR_HAS(out, "unreadable P05_01: 2 rows, the first at line 3: ");
+    CHECK_STR_HAS(out, "rotated video (");
+    CHECK_STR_HAS(out, "unreadable P06_01: 1 rows, the first at line 4: ");
+    free(out);
+    rc = tbt_run(&out, 120, "%s ann stats %s --root %s --json", t, unread_csv, root);
+    CHECK_MSG(rc == 0 && json_valid(out), "%s", out);
+    CHECK_EQ(json_int(out, "unreadable_rows"), 3);
+    CHECK_STR_HAS(out, "{\"video\": \"P05_01\", \"rows\": 2, \"first_line\": 3, \"reason\": \"");
     free(out);
 
     tbt_case = "other formats";

@@ -3,6 +3,8 @@
  * --print-config round trips, help that lists every flag with its default, and exit codes
  * (0 ok, 1 failure, 2 usage). */
 #define _GNU_SOURCE
+#include <ctype.h>
+
 #include "tb_test.h"
 
 static void test_usage_errors(void)
@@ -15,6 +17,44 @@ static void test_usage_errors(void)
     rc = tbt_run(&out, 10, "%s", t);
     CHECK_EQ(rc, 2);
     CHECK_STR_HAS(out, "usage: tubelet COMMAND");
+    free(out);
+
+    /* The first screen names every task train has (from train --help's --task line), and
+     * no longer calls the tool a data-preparation kit. */
+    tbt_case = "top-level help";
+    char *train_help = NULL;
+    rc = tbt_run(&out, 10, "%s help", t);
+    CHECK_EQ(rc, 0);
+    CHECK_MSG(out && !strstr(out, "prepare and inspect video data"), "%s", out);
+    CHECK_STR_HAS(out, "(prep)");
+    CHECK_STR_HAS(out, "(eval)");
+    char *list = out ? strstr(out, "\ncommands:") : NULL;
+    if (list)
+        *list = '\0'; /* the intro alone, not the commands' summaries */
+    rc = tbt_run(&train_help, 10, "%s train --help", t);
+    const char *task = train_help ? strstr(train_help, "--task NAME") : NULL;
+    CHECK(rc == 0 && task != NULL);
+    int n_tasks = 0;
+    for (const char *p = task; p && *p && *p != '\n'; p++) {
+        /* each task is named as a word followed by " (": "cls (supervised ...)" */
+        if (p[0] == ' ' && p[1] == '(' && p > task) {
+            const char *w = p;
+            while (w > task && w[-1] >= 'a' && w[-1] <= 'z')
+                w--;
+            char name[32];
+            snprintf(name, sizeof(name), "%.*s", (int)(p - w), w);
+            if (p - w >= 2 && p - w < 16) {
+                int found = 0; /* as a word */
+                for (const char *h = out; h && (h = strstr(h, name)); h++)
+                    found |= (h == out || !isalpha((unsigned char)h[-1])) &&
+                             !isalpha((unsigned char)h[strlen(name)]);
+                CHECK_MSG(found, "the top-level help's intro misses task '%s': %s", name, out);
+                n_tasks++;
+            }
+        }
+    }
+    CHECK_MSG(n_tasks >= 3, "%d tasks read from: %.300s", n_tasks, task ? task : "");
+    free(train_help);
     free(out);
 
     tbt_case = "unknown command";

@@ -6,7 +6,9 @@
  * - default (lossy) chunks: frame counts, per-chunk counts and keyframes as ffprobe sees them,
  *   and boundary frames matching the right source frame, not a neighbour;
  * - resume after SIGKILL and after a deleted chunk, Ctrl-C, settings changes;
- * - bad sources and outputs: a clear error naming the file, never a crash or hang. */
+ * - bad sources and outputs: a clear error naming the file, never a crash or hang; a truncated
+ *   source's one message (any --threads) and remedy; another source with a prepared video's
+ *   stem refused unless --overwrite. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <sys/stat.h>
@@ -630,6 +632,156 @@ static void test_bad_inputs(void)
     free(out);
 }
 
+/* A source cut short (a faststart MP4 without its last four sevenths): prep fails with one
+ * message, whatever the decoder's threads (with two frame threads the cut once surfaced as
+ * "cannot drain decoder"), naming both lengths and what to do; probe prints what decodes,
+ * warns the same and exits 1; the re-encode the message gives makes a file prep takes. */
+static void test_truncated(void)
+{
+    tbt_case = "truncated source";
+    const char *d = tbt_dir();
+    char *out = NULL, first[2048] = "";
+    int rc = tbt_run(&out, 120, "mkdir -p %s/trunc && cd %s/trunc && ffmpeg -nostdin -v error "
+                     "-f lavfi -i testsrc2=size=320x240:rate=30 -t 16 -c:v libx264 -pix_fmt "
+                     "yuv420p -movflags +faststart whole.mp4 && head -c $(( $(stat -c %%s "
+                     "whole.mp4) * 3 / 7 )) whole.mp4 > cut.mp4", d, d);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    for (int threads = 1; threads <= 4; threads++) {
+        rc = tbt_run(&out, 120, "cd %s/trunc && %s prep cut.mp4 --out chunks --preset "
+                     "ultrafast --threads %d", d, tbt_tubelet(), threads);
+        CHECK_MSG(rc == 1, "--threads %d: exit %d: %s", threads, rc, out);
+        CHECK_STR_HAS(out, "FAIL cut.mp4: cut.mp4: truncated or corrupt: the container says "
+                           "16.00 s (480 frames) but only ");
+        CHECK_STR_HAS(out, "If a copy or download cut it short, fetch it again");
+        CHECK_MSG(out && !strstr(out, "drain"), "--threads %d: %s", threads, out);
+        /* One message, the same for every thread count. */
+        char *msg = out ? strstr(out, "FAIL ") : NULL;
+        if (msg) {
+            msg[strcspn(msg, "\n")] = '\0';
+            if (!first[0])
+                snprintf(first, sizeof(first), "%s", msg);
+            CHECK_MSG(!strcmp(first, msg), "--threads %d says '%s', --threads 1 '%s'", threads,
+                      msg, first);
+        }
+        free(out);
+    }
+    /* The decoded length and frames the message names are probe's. */
+    double got_s = -1;
+    long long got_frames = -1;
+    const char *p = strstr(first, "but only ");
+    CHECK_MSG(p && sscanf(p, "but only %lf s (%lld frames) decode", &got_s, &got_frames) == 2,
+              "%s", first);
+    CHECK_MSG(got_s > 1 && got_s < 15 && got_frames > 30 && got_frames < 450, "%s", first);
+    rc = tbt_run(&out, 120, "cd %s/trunc && %s probe cut.mp4 2>probe.err; echo status=$?; "
+                 "cat probe.err", d, tbt_tubelet());
+    CHECK_STR_HAS(out, "status=1");
+    CHECK_STR_HAS(out, "\"frames_declared\": 480,");
+    char want[256];
+    snprintf(want, sizeof(want), "\"frames\": %lld,", got_frames);
+    CHECK_STR_HAS(out, want);
+    CHECK_STR_HAS(out, "tubelet probe: warning: cut.mp4: truncated or corrupt: the container "
+                       "says 16.00 s (480 frames)");
+    free(out);
+    /* The whole file probes clean. */
+    rc = tbt_run(&out, 120, "cd %s/trunc && %s probe whole.mp4", d, tbt_tubelet());
+    CHECK_EQ(rc, 0);
+    CHECK_STR_HAS(out, "\"frames\": 480,");
+    CHECK_MSG(out && !strstr(out, "warning"), "%s", out);
+    free(out);
+    /* The library's probe holds the decoded length and the same warning. */
+    struct tb_probe *pr = NULL;
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/trunc/cut.mp4", d);
+    CHECK_EQ(tb_probe(&pr, path, 1), 0);
+    if (pr) {
+        CHECK_EQ(pr->n_frames, got_frames);
+        CHECK_NEAR(pr->decoded_duration, got_s, 0.005);
+        CHECK_STR_HAS(pr->warning, "truncated or corrupt: the container says 16.00 s");
+        tb_probe_free(&pr);
+    }
+    /* Do what the message says. */
+    const char *cmd = strstr(first, "prep the result: ");
+    CHECK(cmd != NULL);
+    if (cmd) {
+        cmd += strlen("prep the result: ");
+        rc = tbt_run(&out, 120, "cd %s/trunc && %s && %s prep fixed/cut.mp4 --out chunks "
+                     "--preset ultrafast", d, cmd, tbt_tubelet());
+        CHECK_MSG(rc == 0, "%s: %s", cmd, out);
+        CHECK_STR_HAS(out, "ok   fixed/cut.mp4 -> chunks/cut.mp4");
+        free(out);
+    }
+}
+
+/* A prepared video belongs to its source: another file with the same stem is refused,
+ * naming both, and changes nothing, unless --overwrite; the same source (as given, by
+ * another path, or moved with its size and time) is prepared again as before, and an
+ * unfinished video is replaced as before. */
+static void test_same_stem(void)
+{
+    tbt_case = "another source, the same stem";
+    const char *d = tbt_dir(), *t = tbt_tubelet();
+    char *out = NULL, dir[4300], vidx[4400];
+    const char *flags = "--preset ultrafast --chunk-seconds 1 --short-side 96";
+    int rc = tbt_run(&out, 120, "mkdir -p %s/stem/a %s/stem/b %s/stem/c && cd %s/stem && "
+                     "ffmpeg -nostdin -v error -f lavfi -i testsrc2=size=160x120:rate=30 -t 2 "
+                     "-c:v libx264 a/clip.mp4 && ffmpeg -nostdin -v error -f lavfi -i "
+                     "testsrc=size=160x120:rate=25 -t 3 -c:v libx264 b/clip.mp4 && cp -p "
+                     "a/clip.mp4 c/clip.mp4", d, d, d, d);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    snprintf(dir, sizeof(dir), "%s/stem/root/clip.mp4", d);
+    snprintf(vidx, sizeof(vidx), "%s/video.idx", dir);
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep a/clip.mp4 --out root %s", d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    int64_t stamp = file_stamp(vidx);
+    CHECK(stamp >= 0);
+
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep b/clip.mp4 --out root %s", d, t, flags);
+    CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
+    CHECK_STR_HAS(out, "FAIL b/clip.mp4: b/clip.mp4: root/clip.mp4 already holds the video "
+                       "prepared from a/clip.mp4");
+    CHECK_STR_HAS(out, "give --overwrite to replace it");
+    free(out);
+    CHECK_EQ(file_stamp(vidx), stamp);
+    struct tb_video_index *idx = NULL;
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && !strcmp(idx->source, "a/clip.mp4"));
+    tb_index_free(&idx);
+
+    /* The same source: as given, by another path, and a copy with its size and time. */
+    tbt_case = "the same source again";
+    static const char *const same[] = {"a/clip.mp4", "./a/../a/clip.mp4", "c/clip.mp4"};
+    for (int i = 0; i < 3; i++) {
+        rc = tbt_run(&out, 120, "cd %s/stem && %s prep %s --out root %s", d, t, same[i], flags);
+        CHECK_MSG(rc == 0, "%s: %s", same[i], out);
+        CHECK_STR_HAS(out, "2 chunks (2 reused)");
+        free(out);
+    }
+    CHECK_EQ(file_stamp(vidx), stamp);
+
+    tbt_case = "--overwrite";
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep b/clip.mp4 --out root %s --overwrite", d, t,
+                 flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "3 chunks (0 reused)");
+    free(out);
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && !strcmp(idx->source, "b/clip.mp4") && idx->n_chunks == 3);
+    tb_index_free(&idx);
+    /* An unfinished video (no video.idx: interrupted, or refused as truncated) holds nothing
+     * finished: another source replaces it. */
+    unlink(vidx);
+    rc = tbt_run(&out, 120, "cd %s/stem && %s prep a/clip.mp4 --out root %s", d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "2 chunks (0 reused)");
+    free(out);
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && !strcmp(idx->source, "a/clip.mp4"));
+    tb_index_free(&idx);
+}
+
 int main(int argc, char **argv)
 {
     tbt_begin("prep");
@@ -643,6 +795,8 @@ int main(int argc, char **argv)
     RUN(resume);
     RUN(interrupt);
     RUN(bad_inputs);
+    RUN(truncated);
+    RUN(same_stem);
     RUN(noise);
     if (!tbt_opencv_video("vtest.avi")) {
         fprintf(stderr, "opencv-doc videos are missing (scripts/setup.sh installs them)\n");

@@ -86,10 +86,11 @@ TB_API int tb_ann_map_actions(struct tb_annotations **sets, int n_sets);
 
 /* What `tubelet ann stats` reports about a loaded file: how many rows, videos and classes,
  * how long the clips are, which clips are shorter than the sampler's span, and which rows'
- * videos a prepared root lacks. */
+ * videos a prepared root lacks or the loader cannot read. */
 struct tb_ann_stats_opts {
-    const char *root;      /* prepared videos: rows whose video is not there are counted and a
-                              prepared video's own rate and length are used; NULL or "": no
+    const char *root;      /* prepared videos: each is opened as the loader opens it; rows
+                              whose video is not there or cannot be read are counted, and a
+                              readable video's own rate and length are used; NULL or "": no
                               root */
     const char *ext;       /* their suffix ("mp4" when NULL or "") */
     int64_t span_frames;   /* frames the sampler spans (segments: T; dense: (T - 1) * stride
@@ -114,6 +115,7 @@ struct tb_ann_missing {
     char *video;           /* the name as the file writes it */
     int64_t n_rows;        /* rows naming it */
     int first_line;
+    char *reason;          /* unreadable videos: the reader's message; NULL for missing ones */
 };
 
 struct tb_ann_stats {
@@ -133,16 +135,21 @@ struct tb_ann_stats {
     struct tb_ann_hist noun;
     struct tb_ann_hist action; /* rows with an action id (tb_ann_map_actions) */
     int root_checked;        /* 1 when opts had a root */
-    int64_t n_prepared;      /* distinct videos found under root: prepared (with an index) */
-    int64_t n_plain;         /* ... or plain files the reader indexes when it opens them */
-    int64_t n_missing_rows;  /* rows whose video is neither */
+    int64_t n_prepared;      /* distinct videos under root the reader opens: prepared ones */
+    int64_t n_plain;         /* ... and plain files (which it decodes once to index them) */
+    int64_t n_missing_rows;  /* rows whose video is not there at all */
     int n_missing;           /* distinct videos missing */
     struct tb_ann_missing *missing; /* all of them, by name */
+    int64_t n_unreadable_rows; /* rows whose video is there but the reader refuses it (a
+                                  rotated plain file, an unfinished prep, a broken index) */
+    int n_unreadable;        /* distinct videos unreadable */
+    struct tb_ann_missing *unreadable; /* all of them, by name, each with its reason */
 };
 
 /* The statistics of a into *out (tb_ann_stats_free). Memory grows with the number of rows
- * only. With a root, each distinct video is looked up once and a prepared one's index read
- * (a broken index counts as missing). Errors: TB_EINVAL (bad opts), TB_ENOMEM. */
+ * only. With a root, each distinct video is opened once with the clip reader, as the loader
+ * will (tb_reader_info: a prepared video's index; a plain file decoded once), and counted as
+ * prepared, plain, missing or unreadable. Errors: TB_EINVAL (bad opts), TB_ENOMEM. */
 TB_API int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations *a,
                                 const struct tb_ann_stats_opts *opts);
 TB_API void tb_ann_stats_free(struct tb_ann_stats **s);

@@ -43,6 +43,8 @@ struct tb_prep_opts {
     int n_threads;              /* decoder and encoder threads per video; 0 = FFmpeg's choice */
     const volatile int *cancel; /* borrowed, may be NULL: when *cancel != 0, stop soon with
                                    TB_ECANCELED, leaving finished chunks in place */
+    int overwrite;              /* 1: replace a video prepared from another source with the
+                                   same stem; 0: refuse it (TB_EINVAL naming both sources) */
 };
 
 struct tb_prep_result {

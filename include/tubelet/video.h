@@ -66,12 +66,17 @@ struct tb_probe {
     int64_t n_keyframes;
     int64_t *keyframes;    /* frame numbers (presentation order) of key frames */
     int64_t n_bad_packets; /* packets that failed to decode */
+    double decoded_duration; /* seconds from the first frame's start to the last one's end */
+    char warning[1024];    /* "" or what is wrong with the file and what to do: it decodes to
+                              much less than the container declares (truncated or corrupt;
+                              prep refuses such a file with the same message) */
     /* Filled when path is a prepared video directory: */
     struct tb_video_index *index;
 };
 
 /* Probe a file or a prepared video directory. decode != 0 decodes every frame of a file to
- * give its true frame count and keyframes (a directory's index already holds them). */
+ * give its true frame count and keyframes (a directory's index already holds them); a file
+ * that decodes to much less than it declares is still probed (0), with warning set. */
 TB_API int tb_probe(struct tb_probe **out, const char *path, int decode);
 TB_API void tb_probe_free(struct tb_probe **p);
 
@@ -130,7 +135,8 @@ enum tb_scaler { TB_SCALE_BILINEAR, TB_SCALE_BICUBIC, TB_SCALE_AREA, TB_SCALE_PO
 struct tb_reader_opts {
     int n_cached;          /* files kept open (LRU); 0 means 4 */
     int n_threads;         /* decoder threads per file; 0 means 1 (one frame of memory) */
-    enum tb_scaler scaler; /* resize filter (swscale's) */
+    enum tb_scaler scaler; /* resize filter (swscale's); a crop read at its own size is only
+                              converted, as ffmpeg does by default (bicubic), whatever this is */
     int decode_all;        /* 1: decode unwanted non-reference frames too (for comparisons) */
 };
 
@@ -164,9 +170,19 @@ TB_API int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames
                           const struct tb_crop_spec *spec, tb_rng *rng, int out_w, int out_h,
                           uint8_t *out, struct tb_clip_stats *stats);
 
-/* Write n_images RGB images of w x h stored back to back: PATH.png stacks them top to bottom
- * in one PNG, PATH.ppm writes one binary PPM per image into the file, anything else the raw
- * bytes. Atomic (temporary file, rename). */
+/* ---- images ------------------------------------------------------------------------------ */
+
+enum tb_image_format { TB_IMAGE_RAW, TB_IMAGE_PNG, TB_IMAGE_JPEG, TB_IMAGE_PPM };
+
+/* The format path's extension names (any case): .png, .jpg or .jpeg, .ppm, and raw RGB24 bytes
+ * for .rgb, .raw or no extension. Any other extension is TB_EINVAL naming it and the ones there
+ * are, so a program can refuse a name before doing any work. */
+TB_API int tb_image_format(const char *path);
+
+/* Write n_images RGB images of w x h stored back to back, in the format of path's extension
+ * (tb_image_format): PNG and JPEG (full-range 4:4:4, high quality) stack them top to bottom in
+ * one picture, PPM writes one binary PPM per image into the file, raw the bytes as they are.
+ * Atomic (temporary file, rename). TB_EINVAL for an extension it does not write. */
 TB_API int tb_image_write(const char *path, const uint8_t *rgb, int w, int h, int n_images);
 
 #ifdef __cplusplus

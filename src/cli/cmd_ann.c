@@ -1,7 +1,8 @@
 /* src/cli/cmd_ann.c - `tubelet ann stats FILE`: what an annotation file holds, before any
  * training: rows (and the bad ones, by line), videos, clip durations, the verb/noun/action
  * histograms as top-k tables, clips shorter than the sampler's span, and rows whose video a
- * prepared root lacks; --json for the same as one object. The CLI has no subcommand layer, so
+ * prepared root lacks or the loader cannot read (with the reason); --json for the same as one
+ * object. The CLI has no subcommand layer, so
  * `ann` is a command whose first argument names the action and `stats` is the only one.
  * The numbers come from tb_ann_stats_compute. Tests: tests/test_ann_stats.c. */
 #include <inttypes.h>
@@ -28,15 +29,16 @@ struct ann_config {
 static const struct cli_flag ann_flags[] = {
     F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
-    F("root", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): count the rows "
-      "whose video is not there", CLI_NO_RANGE),
+    F("root", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): open each video "
+      "as training will and count the rows whose video is not there or cannot be read",
+      CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("sampler", CLI_STR, sampler, "segments", "NAME", "segments (AVION: a clip spans T "
       "frames) or dense (VideoMAE: (T - 1) * stride + 1)", CLI_NO_RANGE),
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
     F("fps", CLI_RATE, fps, "30", "F", "the rate windows map to frames at where --root has no "
-      "prepared video giving its own (tubelet prep's default)", 1, 1000000),
+      "readable video giving its own (tubelet prep's default)", 1, 1000000),
     F("top", CLI_INT, top, "10", "K", "rows of each histogram table (0: every class; --json "
       "always lists every class)", 0, 100000000),
     F("json", CLI_BOOL, json, "false", "", "one JSON object instead of the report",
@@ -111,10 +113,11 @@ static void print_report(const struct ann_config *c, const struct tb_annotations
            "%d frames", s->n_short, s->n_counted, span, c->sampler, c->frames);
     if (!strcmp(c->sampler, "dense"))
         printf(" at stride %d", c->stride);
-    if (s->n_prepared)
-        printf(", at each prepared video's rate");
-    if (s->n_prepared < s->n_videos)
-        printf(", at %s fps%s", fps, s->n_prepared ? " for the others" : "");
+    int64_t n_readable = s->n_prepared + s->n_plain;
+    if (n_readable)
+        printf(", at each video's own rate");
+    if (n_readable < s->n_videos)
+        printf(", at %s fps%s", fps, n_readable ? " for the others" : "");
     printf(")");
     if (s->n_short)
         printf("; the first at line %d", s->first_short_line);
@@ -123,11 +126,14 @@ static void print_report(const struct ann_config *c, const struct tb_annotations
         printf("  outside    %" PRId64 " windows hold no frame of their video (past its end); "
                "the first at line %d\n", s->n_outside, s->first_outside_line);
     if (s->root_checked) {
-        printf("root         %s (.%s): %" PRId64 " of %" PRId64 " videos there (%" PRId64
-               " prepared, %" PRId64 " plain files)", c->root, c->ext,
-               s->n_prepared + s->n_plain, s->n_videos, s->n_prepared, s->n_plain);
+        printf("root         %s (.%s): %" PRId64 " of %" PRId64 " videos readable (%" PRId64
+               " prepared, %" PRId64 " plain files)", c->root, c->ext, n_readable, s->n_videos,
+               s->n_prepared, s->n_plain);
         if (s->n_missing)
-            printf("; %d missing, named by %" PRId64 " rows:", s->n_missing, s->n_missing_rows);
+            printf("; %d missing, named by %" PRId64 " rows", s->n_missing, s->n_missing_rows);
+        if (s->n_unreadable)
+            printf("; %d unreadable, named by %" PRId64 " rows", s->n_unreadable,
+                   s->n_unreadable_rows);
         printf("\n");
         int n = c->top && c->top < s->n_missing ? c->top : s->n_missing;
         for (int i = 0; i < n; i++)
@@ -135,6 +141,13 @@ static void print_report(const struct ann_config *c, const struct tb_annotations
                    s->missing[i].video, s->missing[i].n_rows, s->missing[i].first_line);
         if (n < s->n_missing)
             printf("  missing    and %d more videos\n", s->n_missing - n);
+        n = c->top && c->top < s->n_unreadable ? c->top : s->n_unreadable;
+        for (int i = 0; i < n; i++)
+            printf("  unreadable %s: %" PRId64 " rows, the first at line %d: %s\n",
+                   s->unreadable[i].video, s->unreadable[i].n_rows, s->unreadable[i].first_line,
+                   s->unreadable[i].reason);
+        if (n < s->n_unreadable)
+            printf("  unreadable and %d more videos\n", s->n_unreadable - n);
     }
     int kinetics = a->format == TB_ANN_KINETICS;
     print_hist(kinetics ? "labels" : "verbs", &s->verb, s->n_rows, c->top);
@@ -200,6 +213,15 @@ static void print_json(const struct ann_config *c, const struct tb_annotations *
             printf(", \"rows\": %" PRId64 ", \"first_line\": %d}", s->missing[i].n_rows,
                    s->missing[i].first_line);
         }
+        printf("], \"unreadable_rows\": %" PRId64 ", \"unreadable\": [", s->n_unreadable_rows);
+        for (int i = 0; i < s->n_unreadable; i++) {
+            printf("%s{\"video\": ", i ? ", " : "");
+            cli_json_string(stdout, s->unreadable[i].video);
+            printf(", \"rows\": %" PRId64 ", \"first_line\": %d, \"reason\": ",
+                   s->unreadable[i].n_rows, s->unreadable[i].first_line);
+            cli_json_string(stdout, s->unreadable[i].reason);
+            printf("}");
+        }
         printf("]}");
     }
     json_hist(a->format == TB_ANN_KINETICS ? "label" : "verb", &s->verb);
@@ -257,8 +279,11 @@ const struct cli_command cli_cmd_ann = {
     .details = "'tubelet ann stats FILE' loads the file as training would (bad rows skipped and\n"
                "reported by line) and prints its rows, distinct videos, clip durations, the\n"
                "verb/noun/action histograms (--top rows each), the clips holding fewer frames\n"
-               "than the sampler takes (--sampler, --frames, --stride at --fps or each prepared\n"
-               "video's own rate) and, with --root, the rows whose video is not there.",
+               "than the sampler takes (--sampler, --frames, --stride at --fps or each video's\n"
+               "own rate) and, with --root, the rows whose video is not there or cannot be read:\n"
+               "each video is opened as training opens it (a prepared video's index; a plain\n"
+               "file is decoded once), and an unreadable one is named with the reader's reason\n"
+               "(a rotated plain file, an unfinished prep, a broken index).",
     .flags = ann_flags,
     .n_flags = (int)(sizeof(ann_flags) / sizeof(ann_flags[0])),
     .config_size = sizeof(struct ann_config),

@@ -1,7 +1,8 @@
 /* src/cli/cmd_frames.c - `tubelet frames PATH --frames 0,10,20 --out F.png`: decode exactly
  * those frames of a prepared video or a plain file, cropped and resized as asked, and write
- * them (PNG: stacked top to bottom; PPM: one image per frame; raw: RGB24 back to back).
- * Tests: tests/test_reader.c. */
+ * them (PNG or JPEG: stacked top to bottom; PPM: one image per frame; raw: RGB24 back to back;
+ * any other extension is refused before decoding). Tests: tests/test_reader.c,
+ * tests/test_cli_data.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +33,15 @@ static const struct cli_flag frames_flags[] = {
       "none, center (square of the short side), rrc (random resized crop, scale 0.08-1), "
       "multiscale (VideoMAE); --crop sets fixed", CLI_NO_RANGE),
     F("size", CLI_SIZE, size, "0x0", "WxH", "output size; 0x0 keeps the crop's size", 0, 16384),
-    F("scaler", CLI_STR, scaler, "bilinear", "NAME", "bilinear, bicubic, area or point",
+    F("scaler", CLI_STR, scaler, "bilinear", "NAME",
+      "resize filter: bilinear (the training loader's), bicubic (ffmpeg's default), area or "
+      "point; a crop at its own size is converted as ffmpeg does, whatever this is",
       CLI_NO_RANGE),
     F("flip", CLI_BOOL, flip, "false", "", "flip horizontally", CLI_NO_RANGE),
     F("seed", CLI_INT, seed, "0", "K", "seed for the random crop modes", 0, 2147483647),
-    F("out", CLI_STR, out, NULL, "FILE", "FILE.png, FILE.ppm or FILE.raw (RGB24)", CLI_NO_RANGE),
+    F("out", CLI_STR, out, NULL, "FILE",
+      "FILE.png or FILE.jpg (frames stacked top to bottom), FILE.ppm (one image per frame), "
+      "FILE.rgb, FILE.raw or no extension (RGB24 bytes)", CLI_NO_RANGE),
 };
 #undef F
 
@@ -99,6 +104,15 @@ static int run_frames(void *config, int n_args, char **args)
 
     if (!c->frames[0] || !c->out[0]) {
         fprintf(stderr, "tubelet frames: --frames LIST and --out FILE are required\n");
+        return 2;
+    }
+    if (tb_image_format(c->out) < 0) {
+        fprintf(stderr, "tubelet frames: --out %s\n", tb_errmsg());
+        return 2;
+    }
+    if ((c->size.w == 0) != (c->size.h == 0)) {
+        fprintf(stderr, "tubelet frames: --size %dx%d: give both sides (WxH), or 0x0 for the "
+                "crop's own size\n", c->size.w, c->size.h);
         return 2;
     }
     if ((n = parse_frames(c->frames, &frames)) < 0)
@@ -172,9 +186,12 @@ const struct cli_command cli_cmd_frames = {
     .name = "frames",
     .args = "PATH",
     .summary = "decode exactly the given frames of a video, cropped and resized, to an image",
-    .details = "PATH is a prepared video directory or any video file. Frame n is the n-th frame\n"
-               "in presentation order, as ffmpeg's select=eq(n\\,N) counts. PNG output stacks\n"
-               "the frames top to bottom; PPM holds one image per frame; raw is RGB24.",
+    .details = "PATH is a prepared video directory or any video file (a rotated one must be\n"
+               "prepared first: prep turns it upright). Frame n is the n-th frame in\n"
+               "presentation order, as ffmpeg's select=eq(n\\,N) counts. At the crop's own size\n"
+               "(--size 0x0) the bytes are ffmpeg's -pix_fmt rgb24; a resize uses --scaler\n"
+               "(bilinear, as training does; bicubic gives ffmpeg's -vf scale=W:H). PNG and JPEG\n"
+               "stack the frames top to bottom; PPM holds one image per frame; raw is RGB24.",
     .flags = frames_flags,
     .n_flags = (int)(sizeof(frames_flags) / sizeof(frames_flags[0])),
     .config_size = sizeof(struct frames_config),

@@ -1,7 +1,7 @@
 /* src/cli/cmd_peek.c - `tubelet peek`: a contact sheet of a few clips exactly as the model
  * will see them (the loader's first batch: sampled frames, crop, flip), one row per clip with
- * its sample, video, time window, labels and narration written above it. A PNG, through
- * libavcodec. Tests: tests/test_cli_data.c. */
+ * its sample, video, time window, labels and narration written above it. A PNG (or JPEG, PPM,
+ * raw RGB24), through tb_image_write. Tests: tests/test_cli_data.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +35,8 @@ static const struct cli_flag peek_flags[] = {
     F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
     F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
-    F("out", CLI_STR, out, NULL, "FILE.png", "the contact sheet", CLI_NO_RANGE),
+    F("out", CLI_STR, out, NULL, "FILE.png",
+      "the contact sheet: .png, .jpg, .ppm, or .rgb / .raw for RGB24 bytes", CLI_NO_RANGE),
     F("clips", CLI_INT, clips, "6", "N", "clips (rows)", 1, 64),
     F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 64),
     F("size", CLI_INT, size, "112", "PX", "frame size (square)", 16, 1024),
@@ -164,7 +165,6 @@ static int run_peek(void *config, int n_args, char **args)
     memset(sheet, 24, (size_t)W * H * 3);
     static const uint8_t white[3] = {240, 240, 240}, yellow[3] = {250, 210, 60};
     size_t clip_bytes = (size_t)T * S * S * 3;
-    printf("peek: %s: samples", c->out);
     for (int i = 0; i < b->n; i++) {
         const struct tb_ann_item *it = &ann->items[b->index[i]];
         int y = margin + i * row_h;
@@ -184,11 +184,14 @@ static int run_peek(void *config, int n_args, char **args)
         for (int t = 0; t < T; t++)
             sheet_blit(sheet, W, margin + t * (S + gap), y + text_h + gap,
                        b->video + (size_t)i * clip_bytes + (size_t)t * S * S * 3, S, S);
-        printf(" %lld", (long long)b->index[i]);
     }
-    printf(" (epoch 0, seed %d)\n", c->seed);
+    /* Said only once the sheet is written. */
     if ((rc = tb_image_write(c->out, sheet, W, H, 1)) < 0)
         goto fail;
+    printf("peek: %s: samples", c->out);
+    for (int i = 0; i < b->n; i++)
+        printf(" %lld", (long long)b->index[i]);
+    printf(" (epoch 0, seed %d)\n", c->seed);
     status = 0;
     goto end;
 fail:

@@ -22,6 +22,7 @@ struct prep_config {
     char *ext;
     int jobs;
     int threads;
+    int overwrite;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                       \
@@ -50,6 +51,9 @@ static const struct cli_flag prep_flags[] = {
       "sources prepared in parallel", 1, 1024),
     F("threads", CLI_INT, threads, "0", "N",
       "decoder/encoder threads per source; 0 = all cores / jobs", 0, 1024),
+    F("overwrite", CLI_BOOL, overwrite, "false", "",
+      "replace a video prepared from another source with the same stem (else refused)",
+      CLI_NO_RANGE),
 };
 #undef F
 
@@ -96,7 +100,8 @@ static int run_prep(void *config, int n_args, char **args)
     struct tb_prep_opts o = {
         .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
         .fps_num = c->fps.num, .fps_den = c->fps.den, .gop = c->gop, .crf = c->crf,
-        .preset = c->preset, .tune = c->tune, .ext = c->ext, .n_threads = threads, .cancel = &cli_cancel,
+        .preset = c->preset, .tune = c->tune, .ext = c->ext, .n_threads = threads,
+        .cancel = &cli_cancel, .overwrite = c->overwrite,
     };
     struct report r = {.root = c->out, .t0 = cli_now()};
     pthread_mutex_init(&r.lock, NULL);
@@ -120,7 +125,9 @@ const struct cli_command cli_cmd_prep = {
     .summary = "re-encode videos into short, resized, constant-rate H.264 chunks with an index",
     .details = "Frame n of the source resampled to --fps is frame n - k*chunk_frames of chunk k.\n"
                "A rerun skips chunks already finished with the same settings; Ctrl-C stops\n"
-               "after the current frame and keeps finished chunks.",
+               "after the current frame and keeps finished chunks. A video is named after its\n"
+               "file's stem; another source with the same stem is refused (video.idx names\n"
+               "the source) unless --overwrite is given.",
     .flags = prep_flags,
     .n_flags = (int)(sizeof(prep_flags) / sizeof(prep_flags[0])),
     .config_size = sizeof(struct prep_config),

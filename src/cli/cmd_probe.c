@@ -81,8 +81,16 @@ static int run_probe(void *config, int n_args, char **args)
         return 1;
     }
     print_probe(p);
+    fflush(stdout);
+    /* A file cut short decodes to less than it declares: the JSON says what decodes, and the
+     * exit status says prep will refuse it. */
+    int status = 0;
+    if (p->warning[0]) {
+        fprintf(stderr, "tubelet probe: warning: %s\n", p->warning);
+        status = 1;
+    }
     tb_probe_free(&p);
-    return 0;
+    return status;
 }
 
 const struct cli_command cli_cmd_probe = {
@@ -90,7 +98,12 @@ const struct cli_command cli_cmd_probe = {
     .args = "PATH",
     .summary = "print JSON about a video file or a prepared video directory",
     .details = "For a file, --decode (the default) decodes every frame to count them and find\n"
-               "the keyframes; for a prepared directory the index already holds both.",
+               "the keyframes; for a prepared directory the index already holds both. A file\n"
+               "that decodes to much less than its container declares (cut short or corrupt;\n"
+               "prep refuses it) is still printed, with a warning naming both lengths and what\n"
+               "to do, and the exit status is 1. \"rotation\" is the turn (clockwise degrees)\n"
+               "the display matrix asks for; ffprobe counts the same turn anticlockwise. prep\n"
+               "applies it; frames and training refuse a rotated plain file.",
     .flags = probe_flags,
     .n_flags = (int)(sizeof(probe_flags) / sizeof(probe_flags[0])),
     .config_size = sizeof(struct probe_config),

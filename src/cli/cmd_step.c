@@ -635,8 +635,8 @@ end:
 const struct cli_command cli_cmd_step = {
     .name = "step",
     .args = "",
-    .summary = "run training steps of a video ViT or of VideoMAE pretraining on given weights "
-               "and batch (for checking)",
+    .summary = "run training steps of --task cls, mae or clip on given weights and batch (for "
+               "checking)",
     .details = "Writes to --out: 'loss' (S), the first step's 'logits' (B,K) or, with --task\n"
                "mae, 'pred' (B,Nq,3*TU*P*P) and 'grad.<name>' for every parameter, and the\n"
                "weights after S optimizer steps under their own names (PyTorch's AdamW or\n"

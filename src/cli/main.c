@@ -156,8 +156,10 @@ int cli_n_cpus(void)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tubelet COMMAND [FLAGS] [ARGS]\n\n"
-               "tubelet trains video models on one machine; these commands prepare and inspect "
-               "video data.\n\ncommands:\n");
+               "tubelet trains video models on one machine: it prepares videos (prep), checks\n"
+               "annotations and clips (ann, peek), trains an action classifier, VideoMAE or a\n"
+               "video-text CLIP model (train --task cls, mae or clip) and evaluates them (eval).\n"
+               "\ncommands:\n");
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(f, "  %-10s %s\n", "help", "help for a command: tubelet help COMMAND");

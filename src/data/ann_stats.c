@@ -1,8 +1,9 @@
 /* src/data/ann_stats.c - the statistics of a loaded annotation file (tb_ann_stats_compute):
  * rows, distinct videos, clip durations, per-class counts, clips shorter than the sampler's
- * span and rows whose video a prepared root lacks. It reads no video data, only a prepared
- * video's index; it prints nothing (`tubelet ann stats`, src/cli/cmd_ann.c, does).
- * Tests: tests/test_ann_stats.c. */
+ * span and rows whose video a prepared root lacks or the loader cannot read. Each video is
+ * opened once with the clip reader, as the loader opens it (a prepared video's index; a plain
+ * file decoded once); no clip is read. It prints nothing (`tubelet ann stats`,
+ * src/cli/cmd_ann.c, does). Tests: tests/test_ann_stats.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdlib.h>
@@ -80,28 +81,54 @@ static int build_hist(const struct tb_annotations *a, enum which w, struct tb_an
     return 0;
 }
 
-/* What the root holds for one video: 0 missing, 1 prepared (rate and length set), 2 a plain
- * file. A path too long or an index that does not load counts as missing. */
-static int look_up(const char *root, const char *ext, int kinetics, const char *video,
-                   int *fps_num, int *fps_den, int64_t *n_frames)
+enum found { F_MISSING, F_PREPARED, F_PLAIN, F_UNREADABLE };
+
+/* What the root holds for one video, opened as the loader opens it: missing (nothing at its
+ * path, or a path too long), prepared or plain (rate and length set), or unreadable (*reason:
+ * the reader's message, malloc'ed). Returns the enum found, or TB_ENOMEM. */
+static int look_up(tb_reader *r, const char *root, const char *ext, int kinetics,
+                   const char *video, int *fps_num, int *fps_den, int64_t *n_frames,
+                   char **reason)
 {
     char path[4096];
-    int found = 0;
-    if (tbi_ann_video_path(path, sizeof(path), root, ext, kinetics, video) == 0) {
-        struct tb_video_index *idx = NULL;
-        if (tb_index_exists(path) && tb_index_load(&idx, path) == 0 && idx->fps_num > 0 &&
-            idx->fps_den > 0) {
-            *fps_num = idx->fps_num;
-            *fps_den = idx->fps_den;
-            *n_frames = idx->n_frames;
-            found = 1;
-        } else if (tbi_is_file(path)) {
-            found = 2;
-        }
-        tb_index_free(&idx);
+    struct tb_video_info vi;
+    int rc;
+    if (tbi_ann_video_path(path, sizeof(path), root, ext, kinetics, video) < 0 ||
+        (!tbi_is_dir(path) && !tbi_is_file(path))) {
+        tb_errclear();
+        return F_MISSING;
     }
-    tb_errclear();
-    return found;
+    if ((rc = tb_reader_info(r, path, &vi)) == 0 && (vi.fps_num <= 0 || vi.fps_den <= 0))
+        rc = tbi_err(TB_EDECODE, "%s: no frame rate", path);
+    if (rc == TB_ENOMEM)
+        return rc;
+    if (rc < 0) {
+        if (!(*reason = tbi_strdup(tb_errmsg())))
+            return tbi_err(TB_ENOMEM, "out of memory");
+        tb_errclear();
+        return F_UNREADABLE;
+    }
+    *fps_num = vi.fps_num;
+    *fps_den = vi.fps_den;
+    *n_frames = vi.n_frames;
+    return tbi_is_dir(path) ? F_PREPARED : F_PLAIN;
+}
+
+/* Append one video's entry to a list of n (missing or unreadable); reason is taken over. */
+static int add_video(struct tb_ann_missing **list, int *n, const char *video, int64_t n_rows,
+                     int first_line, char *reason)
+{
+    struct tb_ann_missing *m = tbi_realloc(*list, sizeof(*m) * (size_t)(*n + 1));
+    if (!m) {
+        free(reason);
+        return tbi_err(TB_ENOMEM, "out of memory");
+    }
+    *list = m;
+    m += *n;
+    *m = (struct tb_ann_missing){.video = tbi_strdup(video), .n_rows = n_rows,
+                                 .first_line = first_line, .reason = reason};
+    (*n)++; /* counted even without its name, so tb_ann_stats_free frees the reason */
+    return m->video ? 0 : tbi_err(TB_ENOMEM, "out of memory");
 }
 
 int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations *a,
@@ -112,6 +139,7 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
     struct by_video *order = NULL;
     double *dur = NULL;
     struct tb_ann_stats *s = NULL;
+    tb_reader *reader = NULL;
     int rc = 0;
 
     *out = NULL;
@@ -132,6 +160,8 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
     }
     s->n_rows = n;
     s->root_checked = root[0] != '\0';
+    if (s->root_checked && (rc = tb_reader_open(&reader, NULL)) < 0)
+        goto fail;
     for (int i = 0; i < n; i++)
         order[i] = (struct by_video){a->items[i].video, i};
     qsort(order, (size_t)n, sizeof(*order), cmp_by_video);
@@ -140,30 +170,30 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
         for (g_end = g + 1; g_end < n && !strcmp(order[g_end].video, order[g].video); g_end++)
             ;
         s->n_videos++;
-        int fps_num = def_num, fps_den = def_den, found = 0;
+        int fps_num = def_num, fps_den = def_den, found = F_MISSING;
         int64_t video_frames = -1;
+        const char *video = order[g].video;
+        int first_line = a->items[order[g].item].line;
+        char *reason = NULL;
         if (s->root_checked) {
-            found = look_up(root, ext, kinetics, order[g].video, &fps_num, &fps_den,
-                            &video_frames);
-            s->n_prepared += found == 1;
-            s->n_plain += found == 2;
-        }
-        if (s->root_checked && !found) {
-            struct tb_ann_missing *m = tbi_realloc(s->missing, sizeof(*m) * (size_t)(s->n_missing + 1));
-            if (!m) {
-                rc = tbi_err(TB_ENOMEM, "out of memory");
+            if ((found = look_up(reader, root, ext, kinetics, video, &fps_num, &fps_den,
+                                 &video_frames, &reason)) < 0) {
+                rc = found;
                 goto fail;
             }
-            s->missing = m;
-            m += s->n_missing;
-            if (!(m->video = tbi_strdup(order[g].video))) {
-                rc = tbi_err(TB_ENOMEM, "out of memory");
-                goto fail;
+            s->n_prepared += found == F_PREPARED;
+            s->n_plain += found == F_PLAIN;
+            if (found == F_MISSING) {
+                if ((rc = add_video(&s->missing, &s->n_missing, video, g_end - g, first_line,
+                                    NULL)) < 0)
+                    goto fail;
+                s->n_missing_rows += g_end - g;
+            } else if (found == F_UNREADABLE) {
+                if ((rc = add_video(&s->unreadable, &s->n_unreadable, video, g_end - g,
+                                    first_line, reason)) < 0)
+                    goto fail;
+                s->n_unreadable_rows += g_end - g;
             }
-            m->n_rows = g_end - g;
-            m->first_line = a->items[order[g].item].line;
-            s->n_missing++;
-            s->n_missing_rows += g_end - g;
         }
         for (int k = g; k < g_end; k++) {
             const struct tb_ann_item *it = &a->items[order[k].item];
@@ -210,11 +240,13 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
         (rc = build_hist(a, W_NOUN, &s->noun)) < 0 ||
         (rc = build_hist(a, W_ACTION, &s->action)) < 0)
         goto fail;
+    tb_reader_close(&reader);
     free(order);
     free(dur);
     *out = s;
     return 0;
 fail:
+    tb_reader_close(&reader);
     free(order);
     free(dur);
     tb_ann_stats_free(&s);
@@ -229,6 +261,11 @@ void tb_ann_stats_free(struct tb_ann_stats **ps)
     for (int i = 0; i < s->n_missing; i++)
         free(s->missing[i].video);
     free(s->missing);
+    for (int i = 0; i < s->n_unreadable; i++) {
+        free(s->unreadable[i].video);
+        free(s->unreadable[i].reason);
+    }
+    free(s->unreadable);
     free(s->verb.classes);
     free(s->noun.classes);
     free(s->action.classes);

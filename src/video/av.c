@@ -153,11 +153,19 @@ int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, in
             (*n_bad)++;
             continue;
         }
+        if (in->flushed)
+            return TB_EOF; /* drained, and the decoder still asks for input: nothing more */
         ret = av_read_frame(in->fmt, pkt);
         if (ret == AVERROR_EOF) {
+            /* With frame threads a packet's decode error surfaces a few calls later, here
+             * for the last packets: it is one more broken packet, as without threads, and
+             * the frames still queued come out of the receive calls that follow. */
             ret = avcodec_send_packet(in->dec, NULL);
+            in->flushed = 1;
+            if (ret == AVERROR(ENOMEM))
+                return tbi_err(TB_ENOMEM, "%s: out of memory while decoding", path);
             if (ret < 0 && ret != AVERROR_EOF)
-                return tbi_av_err(ret, TB_EDECODE, "%s: cannot drain decoder", path);
+                (*n_bad)++;
             continue;
         }
         if (ret < 0)
@@ -175,6 +183,94 @@ int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, in
         if (ret < 0)
             (*n_bad)++;
     }
+}
+
+int64_t tbi_frame_duration(const struct tbi_input *in, const AVFrame *f)
+{
+#if LIBAVUTIL_VERSION_MAJOR >= 58
+    int64_t d = f->duration;
+#else
+    int64_t d = f->pkt_duration;
+#endif
+    if (d > 0)
+        return d;
+    AVRational rate = in->st->avg_frame_rate.num ? in->st->avg_frame_rate
+                                                 : in->st->r_frame_rate;
+    if (rate.num > 0 && rate.den > 0)
+        return av_rescale_q(1, av_inv_q(rate), in->st->time_base);
+    return 0;
+}
+
+/* s as one shell word: as it is when it holds only characters no shell treats specially,
+ * else in single quotes. */
+static void shell_word(char *buf, size_t size, const char *s)
+{
+    if (s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                          "_@%+=:,./-") == strlen(s)) {
+        snprintf(buf, size, "%s", s);
+        return;
+    }
+    size_t n = 0;
+    if (size < 3) {
+        buf[0] = '\0';
+        return;
+    }
+    buf[n++] = '\'';
+    for (const char *p = s; *p && n + 6 < size; p++) {
+        if (*p == '\'') {
+            memcpy(buf + n, "'\\''", 4);
+            n += 4;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    buf[n++] = '\'';
+    buf[n] = '\0';
+}
+
+int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t end_ts,
+                         int64_t n_frames, const char *path, double *declared_s,
+                         double *decoded_s)
+{
+    const AVStream *st = in->st;
+    const AVFormatContext *fmt = in->fmt;
+    double declared = 0, d;
+    /* The longer of the stream's duration (else the container's) and the frame count at the
+     * average rate: some demuxers (AVI without its index) shrink the durations to what they
+     * found, but the header still counts every frame. */
+    if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
+        declared = (double)st->duration * av_q2d(st->time_base);
+    else if (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0)
+        /* The container's duration can include a start offset; it is a fallback only. */
+        declared = (double)fmt->duration / AV_TIME_BASE -
+                   (fmt->start_time != AV_NOPTS_VALUE ? (double)fmt->start_time / AV_TIME_BASE
+                                                      : 0);
+    if (st->nb_frames > 0 && st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 &&
+        (d = (double)st->nb_frames / av_q2d(st->avg_frame_rate)) > declared)
+        declared = d;
+    double got = (double)(end_ts - first_ts) * av_q2d(st->time_base);
+    if (declared_s)
+        *declared_s = declared;
+    if (decoded_s)
+        *decoded_s = got;
+    double slack = declared * 0.05 > 1.0 ? declared * 0.05 : 1.0;
+    if (!(declared > 0 && got + slack < declared))
+        return 0;
+    char frames[64] = "", src[1100], dst[300], dst_raw[280];
+    if (st->nb_frames > 0)
+        snprintf(frames, sizeof(frames), " (%lld frames)", (long long)st->nb_frames);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    int stem_len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    snprintf(dst_raw, sizeof(dst_raw), "fixed/%.*s.mp4", stem_len > 256 ? 256 : stem_len, base);
+    shell_word(src, sizeof(src), path);
+    shell_word(dst, sizeof(dst), dst_raw);
+    return tbi_err(TB_EDECODE, "%s: truncated or corrupt: the container says %.2f s%s but only "
+                   "%.2f s (%lld frames) decode. If a copy or download cut it short, fetch it "
+                   "again; to use the part that decodes, re-encode it and prep the result: "
+                   "mkdir -p fixed && ffmpeg -i %s -c:v libx264 -crf 18 %s", path, declared,
+                   frames, got, (long long)n_frames, src, dst);
 }
 
 void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame)

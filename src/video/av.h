@@ -24,6 +24,7 @@ struct tbi_input {
     AVStream *st;
     int stream_index;
     int rotation; /* clockwise degrees needed for display: 0, 90, 180 or 270 */
+    int flushed;  /* tbi_input_next_frame has sent the end of the stream to the decoder */
 };
 
 /* Open path, find its best video stream, open a decoder with n_threads (0 = FFmpeg's
@@ -41,6 +42,21 @@ void tbi_input_close(struct tbi_input *in);
  * error other than end of file is returned. pkt is scratch space owned by the caller. */
 int tbi_input_next_frame(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t *n_bad,
                          const char *path);
+
+/* A decoded frame's duration in the stream's time base: its own, else one period of the
+ * stream's nominal rate; 0 when neither is known. */
+int64_t tbi_frame_duration(const struct tbi_input *in, const AVFrame *f);
+
+/* Whether a whole decode of in came out much shorter than its container declares (by more
+ * than 5% and 1 s): the file is cut short or broken, and prep refuses it. first_ts: the first
+ * frame's timestamp, end_ts: the last one's plus its duration (stream time base), n_frames:
+ * frames decoded. *declared_s and *decoded_s (each may be NULL) get both lengths. Returns 0,
+ * or TB_EDECODE with "<path>: truncated or corrupt: the container says X s (N frames) but only
+ * Y s (M frames) decode" and what to do (fetch it again, or the ffmpeg command that re-encodes
+ * the part that decodes). */
+int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t end_ts,
+                         int64_t n_frames, const char *path, double *declared_s,
+                         double *decoded_s);
 
 /* Tell swscale the source range of frame (full-range sources: phones, MJPEG), as ffmpeg's
  * scale filter does. */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ struct prep {
     int64_t base;             /* output number of the first frame's timestamp */
     int64_t next_out;         /* next output frame number to emit */
     int64_t first_ts, last_ts, last_dur;
+    int64_t n_decoded;        /* source frames decoded */
     int started;
 
     /* Chunks. */
@@ -404,21 +406,12 @@ static int64_t to_out(const struct prep *p, int64_t ts)
                             AV_ROUND_NEAR_INF | AV_ROUND_PASS_MINMAX);
 }
 
-/* A frame's duration in stream time base: its own, else the stream's nominal rate. */
+/* A frame's duration in stream time base: its own, else the stream's nominal rate, else one
+ * output period. */
 static int64_t frame_duration(const struct prep *p, const AVFrame *f)
 {
-#if LIBAVUTIL_VERSION_MAJOR >= 58
-    int64_t d = f->duration;
-#else
-    int64_t d = f->pkt_duration;
-#endif
-    if (d > 0)
-        return d;
-    AVRational rate = p->in.st->avg_frame_rate.num ? p->in.st->avg_frame_rate
-                                                   : p->in.st->r_frame_rate;
-    if (rate.num > 0 && rate.den > 0)
-        return av_rescale_q(1, av_inv_q(rate), p->in.st->time_base);
-    return av_rescale_q(1, p->out_tb, p->in.st->time_base);
+    int64_t d = tbi_frame_duration(&p->in, f);
+    return d > 0 ? d : av_rescale_q(1, p->out_tb, p->in.st->time_base);
 }
 
 /* Take a new decoded frame: emit the held frame for every output number before this frame's,
@@ -445,6 +438,7 @@ static int take_frame(struct prep *p, AVFrame *f)
             if ((rc = emit(p, p->next_out)) < 0)
                 return rc;
     }
+    p->n_decoded++;
     av_frame_unref(p->held);
     av_frame_move_ref(p->held, f);
     p->held_ready = 0;
@@ -468,32 +462,6 @@ static int finish_frames(struct prep *p)
 }
 
 /* ---- whole video ------------------------------------------------------------------------- */
-
-/* Declared length much longer than what decoded means the file is cut short or broken. The
- * declaration is the longer of the stream's duration (else the container's) and the frame
- * count at the average rate: some demuxers (AVI without its index) shrink the durations to what
- * they found, but the header still counts every frame. */
-static int check_truncation(struct prep *p)
-{
-    AVStream *st = p->in.st;
-    double declared = 0, d;
-    if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
-        declared = (double)st->duration * av_q2d(st->time_base);
-    else if (p->in.fmt->duration != AV_NOPTS_VALUE && p->in.fmt->duration > 0)
-        /* The container's duration can include a start offset; it is a fallback only. */
-        declared = (double)p->in.fmt->duration / AV_TIME_BASE -
-                   (p->in.fmt->start_time != AV_NOPTS_VALUE
-                        ? (double)p->in.fmt->start_time / AV_TIME_BASE : 0);
-    if (st->nb_frames > 0 && st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 &&
-        (d = (double)st->nb_frames / av_q2d(st->avg_frame_rate)) > declared)
-        declared = d;
-    double got = (double)(p->last_ts + p->last_dur - p->first_ts) * av_q2d(st->time_base);
-    double slack = declared * 0.05 > 1.0 ? declared * 0.05 : 1.0;
-    if (declared > 0 && got + slack < declared)
-        return tbi_err(TB_EDECODE, "%s: truncated or corrupt: the container says %.2f s but "
-                       "only %.2f s decode", p->src, declared, got);
-    return 0;
-}
 
 /* Remove what an earlier run with other settings may have left: chunk files and indexes not
  * part of this video, and temporary files. */
@@ -567,6 +535,46 @@ static int already_done(struct prep *p)
     tb_index_free(&old);
     tb_errclear();
     return ok;
+}
+
+/* Whether src is the source old was prepared from: the same path as given, the same file
+ * once both paths are resolved, or a file of the size and modification time old recorded
+ * (moved or copied with them). */
+static int same_source(const struct tb_video_index *old, const char *src)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    struct stat st;
+    const char *q;
+    long long bytes, mtime;
+    if (!strcmp(old->source, src))
+        return 1;
+    if (realpath(old->source, a) && realpath(src, b) && !strcmp(a, b))
+        return 1;
+    return (q = strstr(old->params, "src_bytes=")) && sscanf(q, "src_bytes=%lld", &bytes) == 1 &&
+           (q = strstr(old->params, "src_mtime=")) && sscanf(q, "src_mtime=%lld", &mtime) == 1 &&
+           stat(src, &st) == 0 && (long long)st.st_size == bytes &&
+           (long long)st.st_mtime == mtime;
+}
+
+/* A prepared video belongs to one source: a later prep of another file with the same stem
+ * would replace it without a word. Its video.idx names the source; another source is refused
+ * unless opts->overwrite. An unfinished video (no video.idx: interrupted, or refused as
+ * truncated) holds nothing finished and is replaced as before. */
+static int check_owner(struct prep *p)
+{
+    struct tb_video_index *old = NULL;
+    int rc = 0;
+    if (p->o->overwrite || !tb_index_exists(p->dir))
+        return 0;
+    if (tb_index_load(&old, p->dir) < 0)
+        old = NULL;
+    tb_errclear();
+    if (old && old->source[0] && !same_source(old, p->src))
+        rc = tbi_err(TB_EINVAL, "%s: %s already holds the video prepared from %s (the same "
+                     "stem); give --overwrite to replace it, or rename one of the files (a "
+                     "video's name is its file's stem)", p->src, p->dir, old->source);
+    tb_index_free(&old);
+    return rc;
 }
 
 static int check_opts(const struct tb_prep_opts *o)
@@ -661,6 +669,8 @@ static int run(struct prep *p)
         (rc = tbi_fmt(p->dir, sizeof(p->dir), "%s/%s", p->o->out_root, name)) < 0)
         return rc;
     snprintf(p->res->name, sizeof(p->res->name), "%s", name);
+    if ((rc = check_owner(p)) < 0)
+        return rc;
     if (already_done(p))
         return 0;
     if ((rc = tbi_input_open(&p->in, p->src, p->o->n_threads)) < 0)
@@ -695,7 +705,10 @@ static int run(struct prep *p)
     }
     if (!p->started)
         return tbi_err(TB_EDECODE, "%s: no decodable video frames", p->src);
-    if ((rc = finish_frames(p)) < 0 || (rc = check_truncation(p)) < 0)
+    /* A file decoding to much less than it declares is cut short or broken. */
+    if ((rc = finish_frames(p)) < 0 ||
+        (rc = tbi_check_truncation(&p->in, p->first_ts, p->last_ts + p->last_dur, p->n_decoded,
+                                   p->src, NULL, NULL)) < 0)
         return rc;
 
     struct tb_video_index idx = {0};

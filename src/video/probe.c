@@ -52,7 +52,7 @@ static int decode_all(struct tb_probe *p, struct tbi_input *in, const char *path
 {
     AVPacket *pkt = av_packet_alloc();
     AVFrame *frame = av_frame_alloc();
-    int64_t cap = 0;
+    int64_t cap = 0, first_ts = 0, end_ts = 0;
     int rc = 0;
     if (!pkt || !frame) {
         rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
@@ -83,10 +83,24 @@ static int decode_all(struct tb_probe *p, struct tbi_input *in, const char *path
             }
             p->keyframes[p->n_keyframes++] = p->n_frames;
         }
+        /* The decoded span, as prep measures it (a frame without a timestamp follows the
+         * one before it). */
+        int64_t ts = frame->best_effort_timestamp;
+        if (ts == AV_NOPTS_VALUE)
+            ts = end_ts;
+        if (p->n_frames == 0)
+            first_ts = ts;
+        end_ts = ts + tbi_frame_duration(in, frame);
         p->n_frames++;
         av_frame_unref(frame);
     }
     p->decoded = 1;
+    if (p->n_frames > 0 &&
+        tbi_check_truncation(in, first_ts, end_ts, p->n_frames, path, NULL,
+                             &p->decoded_duration) < 0) {
+        snprintf(p->warning, sizeof(p->warning), "%s", tb_errmsg());
+        tb_errclear();
+    }
 end:
     av_frame_free(&frame);
     av_packet_free(&pkt);

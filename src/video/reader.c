@@ -477,8 +477,12 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
         int py = chroma ? y >> desc->log2_chroma_h : y;
         src[p] = f->data[p] + (ptrdiff_t)py * f->linesize[p] + (ptrdiff_t)px * steps[p];
     }
+    /* A crop at its own size is only converted (chroma upsampled, depth reduced), and the
+     * filter still shapes that for some formats (10-bit 4:2:0): bicubic, ffmpeg's default,
+     * gives ffmpeg's bytes whatever the resize filter is. */
+    int flags = cw == out_w && ch == out_h ? SWS_BICUBIC : sws_flags(r->o.scaler);
     r->sws = sws_getCachedContext(r->sws, cw, ch, f->format, out_w, out_h, AV_PIX_FMT_RGB24,
-                                  sws_flags(r->o.scaler), NULL, NULL, NULL);
+                                  flags, NULL, NULL, NULL);
     if (!r->sws)
         return tbi_err(TB_ENOMEM, "%s: cannot set up a %dx%d -> %dx%d scaler", d->path, cw, ch,
                        out_w, out_h);
