@@ -41,7 +41,7 @@ for rep in $(seq "$reps"); do
         t=4 clips=2000
         if [ $w = w2 ]; then t=16 clips=800; fi
         for d in tubelet avion; do
-            run tubelet $d $w "$bin" bench-load --root "$out/$d" --ann "$ann" --workload $w \
+            run tubelet $d $w "$bin" bench-load --data "$out/$d" --ann "$ann" --workload $w \
                 --workers "$workers" --batch 16 --clips $clips
         done
         if [ -d "$build/python/tubelet" ]; then
@@ -64,7 +64,7 @@ for rep in $(seq "$reps"); do
     done
     echo "loader_bench: repeat $rep of $reps done" >&2
 done
-run tubelet-10k tubelet w1 "$bin" bench-load --root "$out/tubelet" --ann "$ann" --workload w1 \
+run tubelet-10k tubelet w1 "$bin" bench-load --data "$out/tubelet" --ann "$ann" --workload w1 \
     --workers "$workers" --batch 16 --clips 10000
 
 python3 - "$results" "$workers" <<'PY'

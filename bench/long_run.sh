@@ -20,7 +20,7 @@ mkdir -p "$out"
 "$bin" prep "$out"/syn/videos/*.mp4 --out "$out/data" --chunk-seconds 2 --short-side 64 \
     --jobs 2 >/dev/null
 echo "# $(ls "$out"/data/*/*.mp4 | wc -l) chunk files, $workers workers x 4 kept open"
-"$bin" bench-load --root "$out/data" --ann "$out/syn/annotations/EPIC_100_train.csv" \
+"$bin" bench-load --data "$out/data" --ann "$out/syn/annotations/EPIC_100_train.csv" \
     --clips "$clips" --every "$every" --workers "$workers" --batch 8 --size 32 | tee "$out/run.jsonl"
 tail -n 1 "$out/run.jsonl" | awk '{
     for (i = 1; i <= NF; i++) { k = $i; gsub(/[":{},]/, "", k); v = $(i + 1); gsub(/[,}]/, "", v); f[k] = v }

@@ -4,7 +4,7 @@ chunks and workload (W1: 4 frames, W2: 16 frames; random-resized-crop to 224, ra
 segment sampling, shuffled), interleaved rounds, one process per measurement. Not a test.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_loader.py --tubelet build/tubelet \
-        --root data/chunks --ann data/synth/annotations/EPIC_100_train.csv --workers 2 \
+        --data data/chunks --ann data/synth/annotations/EPIC_100_train.csv --workers 2 \
         --clips 2000 --rounds 3
 """
 import argparse
@@ -47,7 +47,7 @@ def child(kind, root, ann, workload, workers, batch, clips):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tubelet", required=True)
-    ap.add_argument("--root", required=True)
+    ap.add_argument("--data", "--root", dest="root", required=True)
     ap.add_argument("--ann", required=True)
     ap.add_argument("--workload", default="w1", choices=["w1", "w2"])
     ap.add_argument("--workers", type=int, default=2)
@@ -58,12 +58,12 @@ def main():
     a = ap.parse_args()
     if a.child:
         return child(a.child, a.root, a.ann, a.workload, a.workers, a.batch, a.clips)
-    runs = {"c": [a.tubelet, "bench-load", "--root", a.root, "--ann", a.ann, "--workload",
+    runs = {"c": [a.tubelet, "bench-load", "--data", a.root, "--ann", a.ann, "--workload",
                   a.workload, "--workers", str(a.workers), "--batch", str(a.batch), "--clips",
                   str(a.clips)]}
     for kind in ("numpy", "torch"):
         runs[kind] = [sys.executable, __file__, "--child", kind, "--tubelet", a.tubelet,
-                      "--root", a.root, "--ann", a.ann, "--workload", a.workload, "--workers",
+                      "--data", a.root, "--ann", a.ann, "--workload", a.workload, "--workers",
                       str(a.workers), "--batch", str(a.batch), "--clips", str(a.clips)]
     res = {k: [] for k in runs}
     for _ in range(a.rounds):

@@ -2,9 +2,9 @@
 (AVION's and VideoMAE's testing), the model's softmax averaged per action by the batches'
 item, view and crop keys, then top-1 and top-5, as `tubelet eval` scores its own models.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_ek100_cls.py --root data/chunks \\
+    PYTHONPATH=build/python /usr/bin/python3 examples/train_ek100_cls.py --data data/chunks \\
         --train data/synth/annotations/EPIC_100_train.csv --steps 50 --save tiny.pt
-    PYTHONPATH=build/python /usr/bin/python3 examples/eval_ek100_cls.py --root data/chunks \\
+    PYTHONPATH=build/python /usr/bin/python3 examples/eval_ek100_cls.py --data data/chunks \\
         --val data/synth/annotations/EPIC_100_validation.csv --weights tiny.pt --views 2 --crops 3
 
 It prints one JSON line per action ({"item", "label", "top1", "probs"}) and one with the
@@ -49,7 +49,8 @@ def average_views(loader, model, views, crops, n_classes):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", required=True, help="prepared videos (tubelet prep --out)")
+    ap.add_argument("--data", "--root", dest="root", required=True,
+                    help="prepared videos (tubelet prep --out), as tubelet train --data")
     ap.add_argument("--val", required=True, help="EPIC_100_validation.csv")
     ap.add_argument("--weights", required=True, help="train_ek100_cls.py --save's file")
     ap.add_argument("--views", type=int, default=2, help="temporal views per action")

@@ -11,7 +11,7 @@ runs on the model's device. Run on the synthetic dataset:
     tubelet synth --out data/synth --videos 4 --seconds 30
     tubelet prep data/synth/videos/*.mp4 --out data/chunks --chunk-seconds 15 --short-side 128
     PYTHONPATH=build/python /usr/bin/python3 examples/train_ek100_cls.py \\
-        --root data/chunks --train data/synth/annotations/EPIC_100_train.csv --steps 50
+        --data data/chunks --train data/synth/annotations/EPIC_100_train.csv --steps 50
 
 It prints one JSON line per step ({"step", "loss", "clips_per_s"}); --save keeps the weights
 for examples/eval_ek100_cls.py, which scores them over views x crops. A real run uses
@@ -63,7 +63,8 @@ class TinyVideoNet(torch.nn.Module):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", required=True, help="prepared videos (tubelet prep --out)")
+    ap.add_argument("--data", "--root", dest="root", required=True,
+                    help="prepared videos (tubelet prep --out), as tubelet train --data")
     ap.add_argument("--train", required=True, help="EPIC_100_train.csv")
     ap.add_argument("--label", choices=["verb", "noun", "action"], default="verb")
     ap.add_argument("--classes", type=int, default=0,

@@ -431,7 +431,7 @@ int main(void)
     tb_ann_stats_free(&s);
 
     tbt_case = "cli";
-    rc = tbt_run(&out, 60, "%s ann stats %s --root %s --frames %d --json", t, csv, root, SPAN);
+    rc = tbt_run(&out, 60, "%s ann stats %s --data %s --frames %d --json", t, csv, root, SPAN);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_MSG(json_valid(out), "not valid JSON: %s", out);
     CHECK_EQ(json_int(out, "rows"), n_good);
@@ -457,7 +457,7 @@ int main(void)
     free(out);
 
     /* The report: the bad row by file and line, the missing video, the tables cut at --top. */
-    rc = tbt_run(&out, 60, "%s ann stats %s --root %s --top 2", t, csv, root);
+    rc = tbt_run(&out, 60, "%s ann stats %s --data %s --top 2", t, csv, root);
     CHECK_MSG(rc == 0, "%s", out);
     snprintf(want, sizeof(want), "EPIC_100_train.csv:%d: column 'verb_class': 'x' is not a "
              "class number", bad_line);
@@ -515,7 +515,7 @@ int main(void)
         }
         tb_ann_stats_free(&s);
     }
-    rc = tbt_run(&out, 120, "%s ann stats %s --root %s", t, unread_csv, root);
+    rc = tbt_run(&out, 120, "%s ann stats %s --data %s", t, unread_csv, root);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_STR_HAS(out, "1 of 4 videos readable (1 prepared, 0 plain files); 1 missing, named "
                        "by 1 rows; 2 unreadable, named by 3 rows");
@@ -523,7 +523,7 @@ int main(void)
     CHECK_STR_HAS(out, "rotated video (");
     CHECK_STR_HAS(out, "unreadable P06_01: 1 rows, the first at line 4: ");
     free(out);
-    rc = tbt_run(&out, 120, "%s ann stats %s --root %s --json", t, unread_csv, root);
+    rc = tbt_run(&out, 120, "%s ann stats %s --data %s --json", t, unread_csv, root);
     CHECK_MSG(rc == 0 && json_valid(out), "%s", out);
     CHECK_EQ(json_int(out, "unreadable_rows"), 3);
     CHECK_STR_HAS(out, "{\"video\": \"P05_01\", \"rows\": 2, \"first_line\": 3, \"reason\": \"");

@@ -115,7 +115,7 @@ static void test_image_outputs(const char *root, const char *ann)
     tbt_case = "peek --out";
     /* A JPEG sheet, of the size the PNG has. */
     snprintf(path, sizeof(path), "%s/sheet.jpg", d);
-    rc = tbt_run(&out, 120, "%s peek --root %s --ann %s --out %s --clips 2 --frames 2 --size 32",
+    rc = tbt_run(&out, 120, "%s peek --data %s --ann %s --out %s --clips 2 --frames 2 --size 32",
                  t, root, ann, path);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_STR_HAS(out, "peek: ");
@@ -134,7 +134,7 @@ static void test_image_outputs(const char *root, const char *ann)
                                        "no/such/dir/sheet.png"};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof(path), "%s/%s", d, bad[i]);
-        rc = tbt_run(&out, 120, "%s peek --root %s --ann %s --out %s --clips 2 --frames 2 "
+        rc = tbt_run(&out, 120, "%s peek --data %s --ann %s --out %s --clips 2 --frames 2 "
                      "--size 32", t, root, ann, path);
         CHECK_MSG(rc == 1, "%s: exit %d: %s", bad[i], rc, out);
         CHECK_STR_HAS(out, "tubelet peek: ");
@@ -211,7 +211,7 @@ int main(void)
 
     tbt_case = "peek";
     enum { N = 3, T = 4, S = 40 };
-    rc = tbt_run(&out, 120, "%s peek --root %s --ann %s --out %s --clips %d --frames %d --size %d "
+    rc = tbt_run(&out, 120, "%s peek --data %s --ann %s --out %s --clips %d --frames %d --size %d "
                  "--seed 7 --verbs %s/annotations/EPIC_100_verb_classes.csv", t, root, ann,
                  sheet, N, T, S, syn);
     CHECK_MSG(rc == 0, "%s", out);
@@ -279,7 +279,7 @@ int main(void)
     tb_ann_free(&a);
 
     tbt_case = "bench-load";
-    rc = tbt_run(&out, 300, "%s bench-load --root %s --ann %s --clips 40 --batch 8 --workers 2 "
+    rc = tbt_run(&out, 300, "%s bench-load --data %s --ann %s --clips 40 --batch 8 --workers 2 "
                  "--size 64", t, root, ann);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_STR_HAS(out, "\"loader\": \"tubelet\"");
@@ -289,7 +289,7 @@ int main(void)
     free(out);
     /* --every: the k-th line at the batch (of at most 8) that reaches 16 k clips, as many as
      * the run reaches; the descriptors' range in the summary */
-    rc = tbt_run(&out, 300, "%s bench-load --root %s --ann %s --clips 40 --batch 8 --workers 2 "
+    rc = tbt_run(&out, 300, "%s bench-load --data %s --ann %s --clips 40 --batch 8 --workers 2 "
                  "--size 64 --every 16", t, root, ann);
     CHECK_MSG(rc == 0, "%s", out);
     const char *last = out ? strstr(out, "{\"loader\"") : NULL;
@@ -306,15 +306,15 @@ int main(void)
     free(out);
 
     tbt_case = "errors";
-    rc = tbt_run(&out, 60, "%s peek --root %s --ann %s", t, root, ann);
+    rc = tbt_run(&out, 60, "%s peek --data %s --ann %s", t, root, ann);
     CHECK_EQ(rc, 2);
     CHECK_STR_HAS(out, "are required");
     free(out);
-    rc = tbt_run(&out, 60, "%s bench-load --root %s --ann %s/nope.csv", t, root, d);
+    rc = tbt_run(&out, 60, "%s bench-load --data %s --ann %s/nope.csv", t, root, d);
     CHECK_EQ(rc, 1);
     CHECK_STR_HAS(out, "nope.csv");
     free(out);
-    rc = tbt_run(&out, 60, "%s bench-load --root %s --ann %s --format csv", t, root, ann);
+    rc = tbt_run(&out, 60, "%s bench-load --data %s --ann %s --format csv", t, root, ann);
     CHECK_EQ(rc, 2);
     CHECK_STR_HAS(out, "unknown --format 'csv'");
     free(out);

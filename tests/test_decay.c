@@ -80,7 +80,7 @@ static void test_cls(void)
         char flags[200];
         snprintf(flags, sizeof(flags), "--dim %d --depth %d --heads %d --patch %d --tubelet 2 "
                  "--frames 4 --size 32x32 --classes %d --pool cls --pos learned%s", DIM, DEPTH,
-                 HEADS, PATCH, CLASSES, qv ? " --qv-bias" : "");
+                 HEADS, PATCH, CLASSES, qv ? " --qv-bias true" : "");
         compare(what[qv], tb_vit_params(m), "vit", flags);
         tb_vit_close(&m);
     }

@@ -327,7 +327,7 @@ static void test_finetune(void)
     snprintf(r, sizeof(r), "%s/ft_r.safetensors", tbt_dir());
     write_inputs(&c, 3, w, b, 77, drop);
     snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet 2 "
-             "--frames 4 --size 48x32 --classes 5 --pool mean --pos sincos --qv-bias "
+             "--frames 4 --size 48x32 --classes 5 --pool mean --pos sincos --qv-bias true "
              "--layer-decay 0.75 --steps 3 --lr 0.01 --weights %s --batch %s", w, b);
     step_vs_ref(flags, o, r, "q/v biases, layer decay 0.75, drop path");
 

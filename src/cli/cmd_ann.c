@@ -29,7 +29,7 @@ struct ann_config {
 static const struct cli_flag ann_flags[] = {
     F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
-    F("root", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): open each video "
+    F("data", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): open each video "
       "as training will and count the rows whose video is not there or cannot be read",
       CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
@@ -280,7 +280,7 @@ const struct cli_command cli_cmd_ann = {
                "reported by line) and prints its rows, distinct videos, clip durations, the\n"
                "verb/noun/action histograms (--top rows each), the clips holding fewer frames\n"
                "than the sampler takes (--sampler, --frames, --stride at --fps or each video's\n"
-               "own rate) and, with --root, the rows whose video is not there or cannot be read:\n"
+               "own rate) and, with --data, the rows whose video is not there or cannot be read:\n"
                "each video is opened as training opens it (a prepared video's index; a plain\n"
                "file is decoded once), and an unreadable one is named with the reader's reason\n"
                "(a rotated plain file, an unfinished prep, a broken index).",

@@ -31,7 +31,7 @@ struct bench_config {
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct bench_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag bench_flags[] = {
-    F("root", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
+    F("data", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
     F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
@@ -114,7 +114,7 @@ static int run_bench(void *config, int n_args, char **args)
     (void)n_args;
     (void)args;
     if (!c->root[0] || !c->ann[0]) {
-        fprintf(stderr, "tubelet bench-load: --root DIR and --ann FILE are required\n");
+        fprintf(stderr, "tubelet bench-load: --data DIR and --ann FILE are required\n");
         return 2;
     }
     if (cli_ann_format(c->format, &ao.format) < 0 ||

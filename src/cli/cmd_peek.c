@@ -31,7 +31,7 @@ struct peek_config {
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct peek_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag peek_flags[] = {
-    F("root", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
+    F("data", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
     F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
@@ -120,7 +120,7 @@ static int run_peek(void *config, int n_args, char **args)
     (void)n_args;
     (void)args;
     if (!c->root[0] || !c->ann[0] || !c->out[0]) {
-        fprintf(stderr, "tubelet peek: --root, --ann and --out are required\n");
+        fprintf(stderr, "tubelet peek: --data, --ann and --out are required\n");
         return 2;
     }
     if (cli_ann_format(c->format, &ao.format) < 0 ||

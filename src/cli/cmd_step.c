@@ -23,7 +23,8 @@ struct step_config {
     int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
     char *task, *optim, *decoder_mask;
-    int dec_dim, dec_depth, dec_heads, norm_target, qv_bias;
+    int dec_dim, dec_depth, dec_heads, norm_target;
+    char *qv_bias;
     double mask_ratio, decoder_ratio, layer_decay;
     int embed, vocab, ctx, text_width, text_heads, text_layers;
     double temperature, margin;
@@ -48,7 +49,7 @@ static const struct cli_flag step_flags[] = {
     F("pos", CLI_STR, pos, "sincos", "NAME", "learned or sincos positions", CLI_NO_RANGE),
     F("weights", CLI_STR, weights, NULL, "W.safetensors", "the model's parameters",
       CLI_NO_RANGE),
-    F("batch", CLI_STR, batch, NULL, "B.safetensors",
+    F("batch-file", CLI_STR, batch, NULL, "B.safetensors",
       "video float32 (B,3,T,H,W) and label int64 (B)", CLI_NO_RANGE),
     F("out", CLI_STR, out, NULL, "O.safetensors",
       "loss (S), logits and grad.<name> of the first step, the final weights", CLI_NO_RANGE),
@@ -77,8 +78,8 @@ static const struct cli_flag step_flags[] = {
       "'video' and 'text' int64 (B,ctx) token ids; the tubelet is 1)", CLI_NO_RANGE),
     F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, lion or sgd (momentum --beta1; cls "
       "only)", CLI_NO_RANGE),
-    F("qv-bias", CLI_BOOL, qv_bias, "false", "", "cls: VideoMAE's q/v attention biases",
-      CLI_NO_RANGE),
+    F("qv-bias", CLI_STR, qv_bias, "false", "NAME", "cls: VideoMAE's q/v attention biases: "
+      "true or false", CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (1: none)",
       0.01, 1),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R",
@@ -424,7 +425,7 @@ static int run_step(void *config, int n_args, char **args)
     (void)n_args;
     (void)args;
     if (!c->weights[0] || !c->batch[0] || !c->out[0]) {
-        fprintf(stderr, "tubelet step: --weights, --batch and --out are required\n");
+        fprintf(stderr, "tubelet step: --weights, --batch-file and --out are required\n");
         return 2;
     }
     enum tb_dtype dtype;
@@ -439,9 +440,10 @@ static int run_step(void *config, int n_args, char **args)
     if (!strcmp(c->task, "clip"))
         return run_clip(c);
     int kind = tb_optimizer_parse(c->optim);
-    if (strcmp(c->task, "cls") || kind < 0) {
+    if (strcmp(c->task, "cls") || kind < 0 ||
+        (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false"))) {
         fprintf(stderr, "tubelet step: --task is cls, mae or clip, --optim adamw, lion or "
-                "sgd\n");
+                "sgd, --qv-bias true or false\n");
         return 2;
     }
     opt.kind = (enum tb_optimizer)kind;
@@ -453,7 +455,7 @@ static int run_step(void *config, int n_args, char **args)
                                                                                  : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
         .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->backend,
-        .qv_bias = c->qv_bias, .dtype = dtype,
+        .qv_bias = !strcmp(c->qv_bias, "true"), .dtype = dtype,
     };
     if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||
         (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos")) ||

@@ -65,7 +65,7 @@ static const struct cli_flag train_flags[] = {
     F("pos", CLI_STR, pos, "sincos", "NAME", "sincos or learned positions", CLI_NO_RANGE),
     F("sampler", CLI_STR, sampler, "auto", "NAME", "segments (AVION), dense (VideoMAE) or auto "
       "(cls: segments, mae: dense)", CLI_NO_RANGE),
-    F("crop", CLI_STR, crop, "auto", "NAME", "rrc (random resized crop), multiscale "
+    F("crop-mode", CLI_STR, crop, "auto", "NAME", "rrc (random resized crop), multiscale "
       "(VideoMAE's) or auto (cls: rrc, mae: multiscale)", CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
     F("norm", CLI_STR, norm, "openai", "NAME", "normalisation: openai (AVION's, CLIP's) or "
@@ -371,7 +371,7 @@ static int run_train(void *config, int n_args, char **args)
         (strcmp(c->cls_backbone, "vit") && strcmp(c->cls_backbone, "clip")) ||
         (strcmp(c->inflate_temporal, "none") && strcmp(c->inflate_temporal, "bilinear"))) {
         fprintf(stderr, "tubelet train: bad --format, --val-format, --label, --pool, --pos, "
-                "--sampler, --crop, --norm, --val-crops, --optim, --decoder-mask, --loss, "
+                "--sampler, --crop-mode, --norm, --val-crops, --optim, --decoder-mask, --loss, "
                 "--erase-mode, --cls-backbone or --inflate-temporal (see tubelet help "
                 "train)\n");
         return 2;

@@ -252,6 +252,8 @@ static const struct {
     {"bench-load", "root", "data"},
     {"ann", "root", "data"},
     {"train", "input-size", "size"},
+    {"train", "crop", "crop-mode"},
+    {"step", "batch", "batch-file"},
 };
 #define N_ALIASES (int)(sizeof(aliases) / sizeof(aliases[0]))
 

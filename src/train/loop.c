@@ -456,8 +456,13 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++)
         if (!strcmp(tasks[i]->name, name))
             task = tasks[i];
-    if (!task)
-        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (cls and mae are built)", name);
+    if (!task) {
+        char names[64] = "";
+        for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                     i ? ", " : "", tasks[i]->name);
+        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (the tasks: %s)", name, names);
+    }
     int K = o->accum_steps > 1 ? o->accum_steps : 1;
     if (K > 1 && (o->fused_update || !strcmp(task->name, "clip")))
         return tbi_err(TB_EINVAL, "--accum-steps %d: %s", K, o->fused_update

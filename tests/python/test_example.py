@@ -36,7 +36,7 @@ def trained(tmp_path_factory):
     tubelet.prep(videos, d / "chunks", chunk_seconds=10, short_side=64, preset="veryfast",
                  threads=1, jobs=2)
     ann = d / "s" / "annotations"
-    lines = run_example("train_ek100_cls.py", "--root", str(d / "chunks"), "--train",
+    lines = run_example("train_ek100_cls.py", "--data", str(d / "chunks"), "--train",
                         str(ann / "EPIC_100_train.csv"), "--steps", "40", "--size", "48",
                         "--device", "cpu", "--save", str(d / "tiny.pt"))
     return {"root": str(d / "chunks"), "ann": ann, "weights": str(d / "tiny.pt"),
@@ -54,7 +54,7 @@ def test_example_trains_and_its_loss_falls(trained):
 def test_eval_example_averages_each_actions_views_and_crops(trained, tmp_path):
     views, crops = 2, 3
     val = trained["ann"] / "EPIC_100_validation.csv"
-    lines = run_example("eval_ek100_cls.py", "--root", trained["root"], "--val", str(val),
+    lines = run_example("eval_ek100_cls.py", "--data", trained["root"], "--val", str(val),
                         "--weights", trained["weights"], "--views", str(views), "--crops",
                         str(crops), "--batch", "4", "--device", "cpu")
     header, *rows = val.read_text().splitlines()

@@ -45,7 +45,7 @@ def vit_model(argv):
     p.add_argument("--size", default="32x32")
     p.add_argument("--pool", default="cls")
     p.add_argument("--pos", default="learned")
-    p.add_argument("--qv-bias", action="store_true")
+    p.add_argument("--qv-bias", type=lambda s: s == "true", default=False)
     a = p.parse_args(argv)
     a.width, a.height = (int(v) for v in a.size.split("x"))
     a.bf16_attention = "eager"

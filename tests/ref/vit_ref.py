@@ -306,7 +306,7 @@ def main():
     p.add_argument("--weights", required=True)
     p.add_argument("--batch", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--qv-bias", action="store_true",
+    p.add_argument("--qv-bias", type=lambda s: s == "true", default=False,
                    help="VideoMAE's attention biases: attn.q_bias, attn.v_bias, no qkv bias")
     p.add_argument("--layer-decay", type=float, default=1.0,
                    help="layer-wise lr decay: block i's lr x decay^(depth - i), embeddings' "
