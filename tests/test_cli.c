@@ -229,7 +229,8 @@ static void test_vocabulary(void)
             char *eol = strchr(p, '\n'), *bol = p;
             while (bol > text && bol[-1] != '\n')
                 bol--;
-            int alias_note = eol && memmem(bol, (size_t)(eol - bol), "also --", 7) != NULL;
+            int alias_note = eol && (memmem(bol, (size_t)(eol - bol), "also --", 7) ||
+                                     memmem(bol, (size_t)(eol - bol), "also `--", 8));
             if (!alias_note && (!strncmp(p, "--root ", 7) || !strncmp(p, "--input-size", 12)))
                 TBT_FAIL("%s uses the old %.12s: %.*s", docs[k], p,
                          (int)(eol ? eol - bol : 80), bol);
