@@ -159,7 +159,7 @@ want_file "$mine/chunks/Megamind.mp4/video.idx" "tubelet prep"
 want_file "$mine/chunks/vtest.mp4/video.idx" "tubelet prep"
 rows=$(awk 'NR > 1 && NF' "$mine/actions.csv" | wc -l)
 want_text "$tmp/out.txt" "$rows loaded, 0 skipped" "tubelet ann stats"
-want_text "$tmp/out.txt" "2 of 2 videos there" "tubelet ann stats"
+want_text "$tmp/out.txt" "2 of 2 videos readable" "tubelet ann stats"
 want_file "$mine/sheet.png" "tubelet peek"
 [ "$(head -c 4 "$mine/sheet.png" | od -An -c | tr -d ' ')" = "211PNG" ] ||
     fail "tubelet peek: $mine/sheet.png is not a PNG"

@@ -44,6 +44,8 @@ struct tb_ann_item {
                              dropped), or {noun} where the file has no such column; NULL
                              for the other formats */
     int n_nouns;
+    char *verb_name;      /* EPIC: the verb and noun columns (the classes' names) where the */
+    char *noun_name;      /* file has them, else NULL */
 };
 
 /* A skipped row: its line and why. */

@@ -126,6 +126,32 @@ enum tb_label_kind { TB_LABEL_VERB = 0, TB_LABEL_NOUN = 1, TB_LABEL_ACTION = 2 }
 /* The class of an annotation item for a label kind (its verb, noun or action id). */
 TB_API int tb_item_label(const struct tb_ann_item *it, enum tb_label_kind k);
 
+/* A classifier's label space: what each output of its head means, carried in its checkpoint
+ * (src/train/labels.c). names[i]: class i's name where the run's files named it (EPIC's verb
+ * and noun columns; an action's "verb:noun"), else NULL; actions: the (verb, noun) pair of
+ * each id, AVION's numbering over train + val. */
+struct tb_label_space {
+    enum tb_label_kind kind;
+    int n_classes;
+    char **names;             /* (n_classes) */
+    int *verb, *noun;         /* (n_classes) for actions, else NULL */
+};
+/* From the items of sets (their labels of kind numbered already: tb_ann_map_actions for
+ * actions); a class named two ways is TB_EINVAL naming the row. */
+TB_API int tb_label_space_build(struct tb_label_space **out, enum tb_label_kind kind,
+                                int n_classes, const struct tb_annotations *const *sets,
+                                int n_sets);
+TB_API void tb_label_space_free(struct tb_label_space **s);
+/* Every item of a inside s: its class one of s's, its name (where both name it) and, for
+ * actions, its pair the same; else an error naming the file, line and both meanings. */
+TB_API int tb_label_space_check(const struct tb_label_space *s, const struct tb_annotations *a);
+/* Number a's actions as s does (an evaluation without the run's training file); a pair s
+ * lacks is TB_EINVAL naming its line. */
+TB_API int tb_label_space_map_actions(const struct tb_label_space *s, struct tb_annotations *a);
+/* The label space a checkpoint carries: *out NULL (and 0) when it carries none (a
+ * checkpoint of another task, or one written before tubelet recorded them). */
+TB_API int tb_ckpt_label_space(const char *path, struct tb_label_space **out);
+
 /* Normalisation presets (data.h's constants, 0-255 scale). */
 enum tb_norm { TB_NORM_OPENAI, TB_NORM_IMAGENET };
 TB_API void tb_norm_values(enum tb_norm n, const float **mean, const float **std);
@@ -211,6 +237,9 @@ struct tb_train_opts {
     const char *config_text;            /* NULL, or written to out_dir/config.txt (atomically)
                                          * once the run is accepted: a refused resume leaves
                                          * the run's own */
+    const struct tb_label_space *labels; /* cls: the head's label space, recorded in the
+                                         * checkpoint; its action list scores EK-100's verbs
+                                         * and nouns (NULL: the classes by number only) */
     const char *resume_note;            /* NULL, or what a resume changed ("key old -> new;
                                          * ..."): recorded in metrics.jsonl's start line */
     int accum_steps;                    /* micro-batches of `batch` clips per optimizer step,

@@ -345,6 +345,7 @@ static int run_train(void *config, int n_args, char **args)
     struct train_config *c = config;
     struct cli_mem cfg = {0};
     struct tb_annotations *train = NULL, *val = NULL;
+    struct tb_label_space *labels = NULL;
     struct tb_ann_opts ao = {0};
     enum tb_label_kind label;
     int rc, status = 1;
@@ -416,7 +417,12 @@ static int run_train(void *config, int n_args, char **args)
         int a = max_label(train, label), b = max_label(val, label);
         classes = (a > b ? a : b) + 1;
     }
-    /* The rows that make no clip, once the classes and actions count every row */
+    /* A classifier's label space (its checkpoint carries it), and the rows that make no clip,
+     * once the classes and actions count every row */
+    const struct tb_annotations *sets[2] = {train, val};
+    if (!mae && !clip && (rc = tb_label_space_build(&labels, label, classes, sets,
+                                                      val ? 2 : 1)) < 0)
+        goto fail;
     if (cli_ann_check(train, "train", c->data, c->ext, CLI_ROWS_REPORT, !lead) < 0 ||
         (val && cli_ann_check(val, "train", c->data, c->ext,
                               c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, !lead) < 0))
@@ -496,7 +502,7 @@ static int run_train(void *config, int n_args, char **args)
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .tensorboard = c->tensorboard, .config_text = cfg.buf,
-        .resume_note = changed[0] ? changed : NULL,
+        .resume_note = changed[0] ? changed : NULL, .labels = labels,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
     if (c->blr > 0)
@@ -561,6 +567,7 @@ fail:
     cli_report("train", rc);
 end:
     free(cfg.buf);
+    tb_label_space_free(&labels);
     tb_ann_free(&train);
     tb_ann_free(&val);
     tb_dist_finalize();
@@ -712,6 +719,7 @@ static int run_eval(void *config, int n_args, char **args)
     struct eval_config *c = config;
     struct tb_annotations *train = NULL, *val = NULL;
     struct tb_cls_action_list *actions = NULL;
+    struct tb_label_space *space = NULL;
     struct tb_ann_opts ao = {0};
     struct tb_ckpt_info info;
     enum tb_label_kind label = TB_LABEL_VERB; /* --label, else the checkpoint's */
@@ -789,8 +797,11 @@ static int run_eval(void *config, int n_args, char **args)
         (rc = tb_vit_plan(m, c->batch, NULL)) < 0)
         goto fail;
     int quiet = tb_dist_rank() != 0;
-    if (cli_ann_load(&val, "eval", c->val, ao.format, quiet) < 0)
+    if (cli_ann_load(&val, "eval", c->val, ao.format, quiet) < 0 ||
+        (rc = tb_ckpt_label_space(c->ckpt, &space)) < 0)
         goto end;
+    if (space && space->kind != label)
+        tb_label_space_free(&space); /* an unrecorded kind (verb) was overridden by --label */
     if (label == TB_LABEL_ACTION && c->train[0]) {
         /* The run numbered the actions over its training and validation sets: so here. */
         if (cli_ann_load(&train, "eval", c->train, ao.format, quiet) < 0)
@@ -800,6 +811,19 @@ static int run_eval(void *config, int n_args, char **args)
         if ((rc = tb_ann_map_actions(sets, 2)) < 0 ||
             (rc = tb_cls_action_list_build(&actions, read, 2)) < 0)
             goto fail;
+    } else if (label == TB_LABEL_ACTION && space) {
+        /* The checkpoint's own list: AVION's numbering, as the run made it */
+        if ((rc = tb_label_space_map_actions(space, val)) < 0)
+            goto fail;
+        if (!(actions = calloc(1, sizeof(*actions))) ||
+            !(actions->verb = malloc(sizeof(int) * (size_t)space->n_classes)) ||
+            !(actions->noun = malloc(sizeof(int) * (size_t)space->n_classes))) {
+            rc = TB_ENOMEM;
+            goto fail;
+        }
+        actions->n_actions = space->n_classes;
+        memcpy(actions->verb, space->verb, sizeof(int) * (size_t)space->n_classes);
+        memcpy(actions->noun, space->noun, sizeof(int) * (size_t)space->n_classes);
     } else if (label == TB_LABEL_ACTION) {
         if ((rc = tb_ann_map_actions(&val, 1)) < 0)
             goto fail;
@@ -810,6 +834,9 @@ static int run_eval(void *config, int n_args, char **args)
                     "scored; --train FILE (the run's training CSV) numbers them over both, as "
                     "the run did, and adds the verb and noun scores\n");
     }
+    /* The classes of --val must mean what the head learnt (the checkpoint's label space) */
+    if (space && (rc = tb_label_space_check(space, val)) < 0)
+        goto fail;
     if (cli_ann_check(val, "eval", c->data, c->ext,
                       c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, quiet) < 0)
         goto end;
@@ -838,6 +865,7 @@ end:
     free(predicted);
     tb_vit_close(&m);
     tb_cls_action_list_free(&actions);
+    tb_label_space_free(&space);
     tb_ann_free(&train);
     tb_ann_free(&val);
     tb_dist_finalize();

@@ -112,7 +112,7 @@ struct parser {
     const struct tb_ann_opts *o;
     const char *path;
     int cap;
-    int col[8];            /* EPIC: column of each field, -1 for an absent optional one */
+    int col[10];           /* EPIC: column of each field, -1 for an absent optional one */
     int untimed;           /* set by parse_row: the row failed for an empty start or end */
 };
 
@@ -128,10 +128,11 @@ static int empty_time(struct parser *ps, char *field, const char *column, int li
 }
 
 /* EPIC columns: the first five are required. */
-enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_NARRATION, C_NOUNS, C_ID, N_EPIC_COLS };
+enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_NARRATION, C_NOUNS, C_ID, C_VERB_NAME,
+       C_NOUN_NAME, N_EPIC_COLS };
 static const char *const epic_names[N_EPIC_COLS] = {
-    "video_id", "start_timestamp", "stop_timestamp", "verb_class",
-    "noun_class", "narration", "all_noun_classes", "narration_id"};
+    "video_id", "start_timestamp", "stop_timestamp", "verb_class", "noun_class",
+    "narration", "all_noun_classes", "narration_id", "verb", "noun"};
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -246,7 +247,7 @@ static int parse_row(struct parser *ps, char *line, int line_no)
     int64_t v;
     tmp.verb = tmp.noun = tmp.action = -1;
     tmp.line = line_no;
-    const char *video = NULL, *text = NULL, *id = NULL;
+    const char *video = NULL, *text = NULL, *id = NULL, *names[2] = {NULL, NULL};
     int n_fields = 0, rc;
 
     if (ps->o->format == TB_ANN_KINETICS) {
@@ -306,6 +307,10 @@ static int parse_row(struct parser *ps, char *line, int line_no)
             if (ps->col[C_ID] >= 0 && ps->col[C_ID] < n &&
                 *(id = tbi_csv_trim(f[ps->col[C_ID]])) == '\0')
                 id = NULL;
+            for (int k = 0; k < 2; k++) /* the classes' names, where the file has them */
+                if (ps->col[C_VERB_NAME + k] >= 0 && ps->col[C_VERB_NAME + k] < n &&
+                    *(names[k] = tbi_csv_trim(f[ps->col[C_VERB_NAME + k]])) == '\0')
+                    names[k] = NULL;
             n_fields = n;
         } else {
             if (n < 4)
@@ -334,9 +339,14 @@ static int parse_row(struct parser *ps, char *line, int line_no)
         return rc;
     struct tb_ann_item *it = add_item(ps);
     if (!it || !(tmp.video = tbi_strdup(video)) || (text && !(tmp.text = tbi_strdup(text))) ||
-        (id && !(tmp.id = tbi_strdup(id)))) {
+        (id && !(tmp.id = tbi_strdup(id))) ||
+        (names[0] && !(tmp.verb_name = tbi_strdup(names[0]))) ||
+        (names[1] && !(tmp.noun_name = tbi_strdup(names[1])))) {
         free(tmp.video);
         free(tmp.text);
+        free(tmp.id);
+        free(tmp.verb_name);
+        free(tmp.noun_name);
         free(tmp.nouns);
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     }
@@ -383,6 +393,8 @@ static void free_item(struct tb_ann_item *it)
     free(it->video);
     free(it->text);
     free(it->id);
+    free(it->verb_name);
+    free(it->noun_name);
     free(it->nouns);
 }
 

@@ -15,6 +15,7 @@
 #include "core/internal.h"
 #include "core/strbuf.h"
 #include "model/params.h"
+#include "train/task.h"
 #include "tubelet/train.h"
 
 /* The string value of "key" in a flat JSON object of strings; 0 or -1. */
@@ -111,6 +112,32 @@ int tb_ckpt_save(const char *path, tb_params *r, const struct tb_optim *opt,
                          : tb_st_write_fill(path, ts, n, meta.buf, fill, &fc);
     tbi_sb_free(&meta);
     free(ts);
+    return rc;
+}
+
+int tb_ckpt_label_space(const char *path, struct tb_label_space **out)
+{
+    static const char key[] = "\"label_space\":\"";
+    struct tb_st_file *f = NULL;
+    *out = NULL;
+    int rc = read_ckpt(&f, path);
+    const char *p = rc == 0 && f->metadata ? strstr(f->metadata, key) : NULL;
+    if (p) {
+        p += sizeof(key) - 1;
+        const char *e = strchr(p, '"');
+        char *text = e ? tbi_malloc((size_t)(e - p) + 1) : NULL;
+        if (!e)
+            rc = tbi_err(TB_EFORMAT, "%s: an unterminated label space", path);
+        else if (!text)
+            rc = tbi_err(TB_ENOMEM, "out of memory");
+        if (text) {
+            memcpy(text, p, (size_t)(e - p));
+            text[e - p] = '\0';
+            rc = tbi_label_space_parse(out, text, path);
+            free(text);
+        }
+    }
+    tb_st_free(&f);
     return rc;
 }
 

@@ -121,6 +121,8 @@ static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai", label_names[o->label]);
     if (c->layout == TB_LAYOUT_CLIP) /* AVION's classifier on its CLIP video tower */
         tbi_sb_printf(sb, ",\"layout\":\"clip\"");
+    if (o->labels)
+        tbi_label_space_meta(sb, o->labels);
     return 0;
 }
 
@@ -172,30 +174,21 @@ static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
     return rc < 0 ? rc : tb_vit_backward(t->m);
 }
 
-/* With --label action, AVION's action list of the training and validation sets (numbered
- * together, as the run's labels are), so the evaluation adds EK-100's verb and noun scores.
- * It is made anew each time: a pass over the annotations, nothing beside the model's forward.
- * A head of another size than the list (--classes set higher) is scored without it. */
+/* With --label action, the label space's action list (AVION's, over the training and
+ * validation sets as the run numbered them, before any row was dropped), so the evaluation
+ * adds EK-100's verb and noun scores. */
 static int cls_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)
 {
     tb_vit *m = ((struct cls *)state)->m;
-    struct tb_cls_action_list *actions = NULL;
-    const struct tb_annotations *sets[2] = {o->train_ann, o->val_ann};
-    int rc;
-    if (o->label == TB_LABEL_ACTION && o->train_ann->format == TB_ANN_EPIC &&
-        o->val_ann->format == TB_ANN_EPIC) {
-        TBI_TRY(tb_cls_action_list_build(&actions, sets, 2));
-        if (actions->n_actions != tb_vit_config(m)->classes) {
-            tbi_log(TB_LOG_WARN, "%d actions in the training and validation sets, %d classes in "
-                    "the model: no verb and noun scores", actions->n_actions,
-                    tb_vit_config(m)->classes);
-            tb_cls_action_list_free(&actions);
-        }
-    }
-    rc = tb_eval_cls(m, o->val_ann, &o->data, o->label, o->norm, o->val_views, o->val_crops,
-                     o->batch, o->workers, actions, r, NULL);
-    tb_cls_action_list_free(&actions);
-    return rc;
+    const struct tb_label_space *s = o->labels;
+    struct tb_cls_action_list list = {0};
+    int with_list = o->label == TB_LABEL_ACTION && s && s->kind == TB_LABEL_ACTION;
+    for (int y = 0; with_list && y < s->n_classes; y++)
+        with_list = s->verb[y] >= 0; /* --classes above the actions: by number only */
+    if (with_list)
+        list = (struct tb_cls_action_list){s->n_classes, s->verb, s->noun};
+    return tb_eval_cls(m, o->val_ann, &o->data, o->label, o->norm, o->val_views, o->val_crops,
+                       o->batch, o->workers, with_list ? &list : NULL, r, NULL);
 }
 
 const struct tbi_task tbi_task_cls = {

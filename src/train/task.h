@@ -8,6 +8,10 @@
 #include "core/strbuf.h"
 #include "tubelet/train.h"
 
+/* A label space as checkpoint metadata (,"label_space":"...") and back (labels.c). */
+void tbi_label_space_meta(struct tbi_sb *sb, const struct tb_label_space *s);
+int tbi_label_space_parse(struct tb_label_space **out, const char *text, const char *path);
+
 struct tbi_task {
     const char *name;
     /* Build the model for o, planned for o->batch clips; *state is the task's. */
