@@ -76,6 +76,8 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
+static int n_evaluated; /* recipes whose run evaluated */
+
 static void run_recipe(const struct recipe *r, const char *data)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
@@ -161,9 +163,22 @@ static void run_recipe(const struct recipe *r, const char *data)
     free(out);
     free(out2);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
-    out = tbt_read(path, NULL);
-    CHECK_EQ(count(out, "{\"step\": "), 2);
-    free(out);
+    char *metrics = tbt_read(path, NULL);
+    CHECK_EQ(count(metrics, "{\"step\": "), 2);
+    /* the final evaluation tests as the recipe states: its views and crops */
+    snprintf(path, sizeof(path), "%s/config.txt", run);
+    char *resolved = tbt_read(path, NULL);
+    const char *v = resolved ? strstr(resolved, "\nval-views = ") : NULL;
+    const char *c = resolved ? strstr(resolved, "\nval-crops = ") : NULL;
+    int views = v ? atoi(v + 13) : -1, crops = c ? atoi(c + 13) : -1;
+    free(resolved);
+    char want[64];
+    snprintf(want, sizeof(want), "\"views\": %d, \"crops\": %d", views, crops);
+    const char *ev = metrics ? strstr(metrics, "{\"eval_epoch\": 1, ") : NULL;
+    CHECK_MSG(!ev || (views >= 1 && strstr(ev, want)), "%s: wanted %s in the evaluation line of "
+              "%s", r->file, want, metrics);
+    n_evaluated += ev != NULL; /* the pretraining recipes evaluate nothing here */
+    free(metrics);
 }
 
 int main(void)
@@ -207,6 +222,9 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++)
         run_recipe(&recipes[i], data);
+    tbt_case = "evaluations as the recipes state";
+    CHECK_MSG(n_evaluated >= 3, "only %d recipes evaluated (EK-100 CLS and MIR, Kinetics "
+              "fine-tuning should)", n_evaluated);
 
     /* Every file in configs/ is one of the above. */
     tbt_case = "configs/";

@@ -29,6 +29,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
+#include "core/npy.h"
 #include "tb_test.h"
 #include "tubelet/data.h"
 #include "tubelet/rng.h"
@@ -509,12 +510,13 @@ static void eval_check(tb_vit *m, const struct tb_annotations *ann,
                        enum tb_norm norm, int have_numpy, struct tb_eval_result *r)
 {
     int n = ann->n_items, K = tb_vit_config(m)->classes;
-    int *pred = malloc(sizeof(int) * (size_t)n), *truth = malloc(sizeof(int) * 3 * (size_t)n);
+    float *probs = malloc(sizeof(float) * (size_t)n * K);
+    int *truth = malloc(sizeof(int) * 3 * (size_t)n);
     double *prob[2] = {malloc(sizeof(double) * (size_t)n * K),
                        malloc(sizeof(double) * (size_t)n * K)};
     static const char *const mode_name[2] = {"logits averaged", "probabilities averaged"};
     float *z = NULL;
-    CHECK_EQ(tb_eval_cls(m, ann, d, TB_LABEL_ACTION, norm, 5, 3, 4, 2, list, r, pred), 0);
+    CHECK_EQ(tb_eval_cls(m, ann, d, TB_LABEL_ACTION, norm, 5, 3, 4, 2, list, r, probs), 0);
     CHECK_EQ(r->cls_parts, 7);
     CHECK_EQ(r->n_items, n);
     if (!(z = own_logits(m, ann, d, norm)))
@@ -530,27 +532,26 @@ static void eval_check(tb_vit *m, const struct tb_annotations *ann,
         CHECK_EQ(tb_cls_evaluate(prob[mode], n, K, list->verb, list->noun, truth, &sc), 0);
         same_scores(&r->cls[mode], &sc, 0, mode_name[mode]);
     }
-    /* top1/top5 and the predictions: the averaged probabilities under argmax's rule; the
-     * losses: each mode's mean cross-entropy. */
-    int top1 = 0, top5 = 0, pred_ok = 1;
+    /* top1/top5: the averaged probabilities under argmax's rule, and those probabilities
+     * handed out; the losses: each mode's mean cross-entropy. */
+    int top1 = 0, top5 = 0, probs_ok = 1;
     double apart = 0, loss[2] = {0, 0};
     for (int i = 0; i < n; i++) {
         const double *p = prob[TB_CLS_AVG_PROBS] + (size_t)i * K;
-        int y = truth[3 * i + 2], rank = 0, best = 0;
+        int y = truth[3 * i + 2], rank = 0;
         for (int mode = 0; mode < 2; mode++)
             loss[mode] -= log(fmax(prob[mode][(size_t)i * K + y], 1e-12)) / n;
         for (int q = 0; q < K; q++) {
             rank += p[q] > p[y] || (p[q] == p[y] && q < y);
-            best = p[q] > p[best] ? q : best;
+            probs_ok &= probs[(size_t)i * K + q] == (float)p[q];
             apart = fmax(apart, fabs(p[q] - prob[TB_CLS_AVG_LOGITS][(size_t)i * K + q]));
         }
         top1 += rank < 1;
         top5 += rank < 5;
-        pred_ok &= pred[i] == best;
     }
     CHECK_MSG(r->top1 == (double)top1 / n && r->top5 == (double)top5 / n, "top-1 %g, top-5 %g; "
               "the probabilities give %d and %d of %d", r->top1, r->top5, top1, top5, n);
-    CHECK(pred_ok);
+    CHECK(probs_ok);
     CHECK_MSG(fabs(r->loss - loss[TB_CLS_AVG_PROBS]) <= 1e-12 * loss[TB_CLS_AVG_PROBS] &&
               fabs(r->loss_logits - loss[TB_CLS_AVG_LOGITS]) <= 1e-12 * loss[TB_CLS_AVG_LOGITS],
               "losses %.17g, %.17g; the probabilities give %.17g, %.17g", r->loss,
@@ -591,7 +592,7 @@ static void eval_check(tb_vit *m, const struct tb_annotations *ann,
     free(out);
 end:
     free(z);
-    free(pred);
+    free(probs);
     free(truth);
     free(prob[0]);
     free(prob[1]);
@@ -1147,35 +1148,59 @@ int main(void)
     free(metrics);
 
     tbt_case = "eval";
-    char pred[4400];
+    char pred[4400], npy[4400];
     snprintf(pred, sizeof(pred), "%s/pred.csv", d);
+    snprintf(npy, sizeof(npy), "%s/scores.npy", d);
     rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s --batch 4 "
-                 "--predictions %s", t, run_a, data, val_csv, pred);
+                 "--predictions %s --scores %s", t, run_a, data, val_csv, pred, npy);
     CHECK_MSG(rc == 0, "%s", out);
     char *e = out ? strstr(out, "\"top1\": ") : NULL;
     CHECK_MSG(e && fabs(100 * atof(e + 8) - run_top1) < 0.01, "eval top-1 %s vs the run's %.2f",
               e ? e : "(none)", run_top1);
+    double eval_top1 = e ? atof(e + 8) : -1;
     free(out);
     /* The predictions file: one row per validation item, its label from the CSV, and a top-1
-     * share equal to the reported top-1. */
+     * share equal to the reported top-1; the scores file: each item's
+     * averaged probabilities, summing to 1, their first largest the predicted class with the
+     * probability the CSV gives. */
+    struct tbi_npy h;
+    float *sc = NULL;
+    CHECK_EQ(tbi_npy_open(&h, npy), 0);
+    int K = h.f && h.n_dims == 2 ? (int)h.shape[1] : 0;
+    if (K > 0 && (sc = malloc(sizeof(float) * (size_t)h.n)))
+        CHECK_EQ(tbi_npy_read_f32(&h, npy, sc), 0);
+    tbi_npy_close(&h);
     struct tb_annotations *va = NULL;
     struct tb_ann_opts vo = {.format = TB_ANN_EPIC};
     CHECK_EQ(tb_ann_load(&va, val_csv, &vo), 0);
     char *pc = tbt_read(pred, NULL);
-    CHECK(pc && !strncmp(pc, "line,label,predicted\n", 21));
-    int rows = 0, right = 0, labels_ok = 1;
+    CHECK(pc && !strncmp(pc, "line,label,predicted,probability\n", 33));
+    int rows = 0, right = 0, labels_ok = 1, scores_ok = sc != NULL;
     for (char *ln = pc ? strchr(pc, '\n') : NULL; ln && ln[1]; ln = strchr(ln + 1, '\n')) {
         int line, y, p;
-        if (sscanf(ln + 1, "%d,%d,%d", &line, &y, &p) != 3 || !va || rows >= va->n_items)
+        double prob;
+        if (sscanf(ln + 1, "%d,%d,%d,%lf", &line, &y, &p, &prob) != 4 || !va ||
+            rows >= va->n_items || !sc || rows >= h.shape[0])
             break;
         labels_ok &= line == va->items[rows].line && y == va->items[rows].verb;
         right += y == p;
+        const float *row = sc + (size_t)rows * K;
+        double sum = 0;
+        int best = 0;
+        for (int q = 0; q < K; q++) {
+            sum += row[q];
+            best = row[q] > row[best] ? q : best;
+        }
+        scores_ok &= fabs(sum - 1) < 1e-5 && best == p && fabs(row[best] - prob) < 1e-6;
         rows++;
     }
-    CHECK_MSG(va && rows == va->n_items, "%d prediction rows", rows);
+    CHECK_MSG(va && rows == va->n_items && sc && h.shape[0] == va->n_items,
+              "%d prediction rows, %lld score rows", rows, sc ? (long long)h.shape[0] : -1LL);
     CHECK(labels_ok);
-    CHECK_MSG(rows && fabs(100.0 * right / rows - run_top1) < 0.01, "predictions give %.2f%%",
-              rows ? 100.0 * right / rows : 0);
+    CHECK(scores_ok);
+    CHECK_MSG(rows && fabs((double)right / rows - eval_top1) < 1e-4, "predictions give %.2f%%, "
+              "the evaluation %.2f%%", rows ? 100.0 * right / rows : 0, 100 * eval_top1);
+    free(sc);
     free(pc);
     tb_ann_free(&va);
 

@@ -202,6 +202,7 @@ struct tb_train_progress {
 struct tb_eval_result {
     int64_t epoch;
     int64_t n_items;
+    int views, crops;                   /* the clips of each item: temporal views x crops */
     double top1, top5;                  /* fractions, views and crops averaged (clip: zero-shot
                                          * classification by class-name prompts) */
     double loss;                        /* mean cross-entropy of the averaged prediction */
@@ -299,13 +300,14 @@ TB_API int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_
  * scores for both modes. actions, when not NULL, is the action list the label's action ids
  * come from (label action only, as many actions as m has classes): then res->cls has EK-100's
  * verb and noun scores too, from the marginals. A logit that is not finite is TB_ERANGE
- * naming the clip. predicted, when not NULL, has ann->n_items places and receives each item's
- * top-1 class. Memory: two (n_items, classes) arrays of doubles. */
+ * naming the clip. probs, when not NULL, (ann->n_items, classes), receives each item's
+ * probabilities averaged over its views and crops (float32 of the double sums; its top-1 is
+ * the first largest). Memory: two (n_items, classes) arrays of doubles. */
 TB_API int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann,
                        const struct tb_dataset_opts *data, enum tb_label_kind label,
                        enum tb_norm norm, int views, int crops, int batch, int workers,
                        const struct tb_cls_action_list *actions, struct tb_eval_result *res,
-                       int *predicted);
+                       float *probs);
 
 /* res's classification scores as JSON members, each written as `, "key": value` into buf
  * (size bytes): for each level cls_parts sets, "<level>_top1", "<level>_top5" and

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "tubelet/dist.h"
+#include "tubelet/safetensors.h"
 #include "tubelet/train.h"
 
 struct train_config {
@@ -600,7 +601,7 @@ const struct cli_command cli_cmd_train = {
 struct eval_config {
     char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *backend, *precision;
     int views, crops, batch, workers, skip_bad_rows;
-    char *class_names, *prompt, *relevancy, *similarity, *task;
+    char *class_names, *prompt, *relevancy, *similarity, *task, *scores;
 };
 
 #define E(name, type, field, def, meta, help, ...)                                            \
@@ -629,7 +630,11 @@ static const struct cli_flag eval_flags[] = {
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
     E("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     E("predictions", CLI_STR, predictions, "", "FILE.csv",
-      "also write each item's line, label and top-1 class", CLI_NO_RANGE),
+      "also write each item's line, label, top-1 class and its probability (views and crops "
+      "averaged)", CLI_NO_RANGE),
+    E("scores", CLI_STR, scores, "", "FILE.npy", "cls: also write each item's probabilities "
+      "averaged over its views and crops (items, classes), float32, the --val rows in order",
+      CLI_NO_RANGE),
     E("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...) for "
       "zero-shot classification of --label", CLI_NO_RANGE),
     E("prompt", CLI_STR, prompt, "{}", "TEXT", "clip: the zero-shot prompt, {} the class name",
@@ -698,18 +703,23 @@ end:
     return rc < 0 ? 1 : 0;
 }
 
-/* line,label,predicted per annotation item: the confusion matrix is one awk away. Written
- * whole or not at all. */
+/* line,label,predicted,probability per annotation item (its top-1 of the probabilities
+ * averaged over its views and crops, the first largest): the confusion matrix is one awk
+ * away. Written whole or not at all. */
 static int write_predictions(const char *path, const struct tb_annotations *a,
-                             enum tb_label_kind k, const int *pred)
+                             enum tb_label_kind k, const float *probs, int K)
 {
     struct cli_mem m;
     if (cli_mem_open(&m, "eval") < 0)
         return -1;
-    fprintf(m.f, "line,label,predicted\n");
+    fprintf(m.f, "line,label,predicted,probability\n");
     for (int i = 0; i < a->n_items; i++) {
         const struct tb_ann_item *it = &a->items[i];
-        fprintf(m.f, "%d,%d,%d\n", it->line, tb_item_label(it, k), pred[i]);
+        const float *p = probs + (size_t)i * K;
+        int best = 0;
+        for (int q = 1; q < K; q++)
+            best = p[q] > p[best] ? q : best;
+        fprintf(m.f, "%d,%d,%d,%.6f\n", it->line, tb_item_label(it, k), best, p[best]);
     }
     return cli_mem_save(&m, "eval", path);
 }
@@ -726,7 +736,8 @@ static int run_eval(void *config, int n_args, char **args)
     tb_vit *m = NULL;
     struct tb_eval_result r;
     char scores[1024];
-    int *predicted = NULL, rc, status = 1;
+    float *probs = NULL;
+    int rc, status = 1;
     (void)n_args;
     (void)args;
     if (!c->ckpt[0] || !c->data[0] || !c->val[0]) {
@@ -842,27 +853,32 @@ static int run_eval(void *config, int n_args, char **args)
         goto end;
     struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = info.sampler,
                                 .stride = info.stride};
-    if (c->predictions[0] && !(predicted = calloc((size_t)val->n_items + 1, sizeof(int)))) {
+    int K = info.model.classes;
+    if ((c->predictions[0] || c->scores[0]) &&
+        !(probs = malloc(sizeof(float) * (size_t)val->n_items * K + 1))) {
         rc = TB_ENOMEM;
         goto fail;
     }
     if ((rc = tb_eval_cls(m, val, &d, label, info.norm, c->views, c->crops, c->batch, c->workers,
-                          actions, &r, predicted)) < 0 ||
+                          actions, &r, probs)) < 0 ||
         (rc = tb_eval_cls_json(&r, scores, sizeof(scores))) < 0)
         goto fail;
     if (tb_dist_rank() == 0) {
-        if (c->predictions[0] && write_predictions(c->predictions, val, label, predicted) < 0)
+        if (c->predictions[0] && write_predictions(c->predictions, val, label, probs, K) < 0)
             goto end;
-        printf("{\"ckpt\": \"%s\", \"items\": %lld, \"top1\": %.4f, \"top5\": %.4f, "
-               "\"loss\": %.6f, \"loss_logits\": %.6f%s}\n", c->ckpt, (long long)r.n_items,
-               r.top1, r.top5, r.loss, r.loss_logits, scores);
+        if (c->scores[0] && (rc = tb_npy_write_f32(c->scores, probs, val->n_items, K)) < 0)
+            goto fail;
+        printf("{\"ckpt\": \"%s\", \"items\": %lld, \"views\": %d, \"crops\": %d, \"top1\": "
+               "%.4f, \"top5\": %.4f, \"loss\": %.6f, \"loss_logits\": %.6f%s}\n", c->ckpt,
+               (long long)r.n_items, r.views, r.crops, r.top1, r.top5, r.loss, r.loss_logits,
+               scores);
     }
     status = 0;
     goto end;
 fail:
     cli_report("eval", rc);
 end:
-    free(predicted);
+    free(probs);
     tb_vit_close(&m);
     tb_cls_action_list_free(&actions);
     tb_label_space_free(&space);

@@ -1,4 +1,4 @@
-/* src/core/npy.c - .npy files (see npy.h). The header is a Python dict literal, {'descr':
+/* src/core/npy.c - .npy files (see npy.h), and tb_npy_write_f32. The header is a Python dict literal, {'descr':
  * '<f4', 'fortran_order': False, 'shape': (9668, 3842), }, read by a small scanner that takes
  * exactly what numpy.lib.format writes: the three keys in any order, quoted strings, True or
  * False, a tuple of integers. Every length and count is checked before it is used: the
@@ -14,6 +14,7 @@
 
 #include "core/internal.h"
 #include "core/npy.h"
+#include "tubelet/safetensors.h"
 
 #define MAX_HEADER (1u << 20)
 #define CHUNK 65536
@@ -296,4 +297,26 @@ int tbi_npy_read_f32(struct tbi_npy *h, const char *path, float *out)
     }
     free(buf);
     return 0;
+}
+
+int tb_npy_write_f32(const char *path, const float *x, int64_t rows, int64_t cols)
+{
+    char header[128];
+    int n = snprintf(header, sizeof(header), "{'descr': '<f4', 'fortran_order': False, "
+                     "'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
+    int pad = 64 - (10 + n + 1) % 64; /* magic, version, length, header, newline: 64-aligned */
+    size_t hlen = (size_t)n + (size_t)pad + 1, body = sizeof(float) * (size_t)rows * cols;
+    uint8_t *buf = tbi_malloc(10 + hlen + body);
+    if (!buf)
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)(hlen & 0xff);
+    buf[9] = (uint8_t)(hlen >> 8);
+    memcpy(buf + 10, header, (size_t)n);
+    memset(buf + 10 + n, ' ', (size_t)pad);
+    buf[10 + hlen - 1] = '\n';
+    memcpy(buf + 10 + hlen, x, body); /* x86 and arm64 are little-endian, as '<f4' says */
+    int rc = tbi_write_file_atomic(path, buf, 10 + hlen + body);
+    free(buf);
+    return rc;
 }

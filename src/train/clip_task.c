@@ -19,6 +19,7 @@
 #include "train/task.h"
 #include "tubelet/dist.h"
 #include "tubelet/metrics.h"
+#include "tubelet/safetensors.h"
 #include "tubelet/rng.h"
 
 struct clip {
@@ -313,28 +314,6 @@ static int text_features(tb_clip *m, tb_tokenizer *tok, const char *const *texts
 }
 
 /* A (rows, cols) float32 matrix as a .npy file (version 1.0, C order), written atomically. */
-static int write_npy(const char *path, const float *x, int64_t rows, int64_t cols)
-{
-    char header[128];
-    int n = snprintf(header, sizeof(header), "{'descr': '<f4', 'fortran_order': False, "
-                     "'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
-    int pad = 64 - (10 + n + 1) % 64; /* magic, version, length, header, newline: 64-aligned */
-    size_t hlen = (size_t)n + (size_t)pad + 1, body = sizeof(float) * (size_t)rows * cols;
-    uint8_t *buf = tbi_malloc(10 + hlen + body);
-    if (!buf)
-        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = (uint8_t)(hlen & 0xff);
-    buf[9] = (uint8_t)(hlen >> 8);
-    memcpy(buf + 10, header, (size_t)n);
-    memset(buf + 10 + n, ' ', (size_t)pad);
-    buf[10 + hlen - 1] = '\n';
-    memcpy(buf + 10 + hlen, x, body); /* x86 and arm64 are little-endian, as '<f4' says */
-    int rc = tbi_write_file_atomic(path, buf, 10 + hlen + body);
-    free(buf);
-    return rc;
-}
-
 /* sim (nv, nt) = cosine similarities of normalised rows. */
 static void similarities(const float *v, int64_t nv, const float *t, int64_t nt, int E,
                          float *sim)
@@ -480,7 +459,7 @@ int tb_eval_clip(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann
     if ((rc = tb_mir_evaluate(sim, rel, nv, nt, &sc)) < 0)
         goto end;
     if (o->similarity && o->similarity[0] && tb_dist_rank() == 0 &&
-        (rc = write_npy(o->similarity, sim, nv, nt)) < 0)
+        (rc = tb_npy_write_f32(o->similarity, sim, nv, nt)) < 0)
         goto end;
     /* the baseline: the same scoring of random similarities */
     tb_rng g;
@@ -491,6 +470,8 @@ int tb_eval_clip(tb_clip *m, tb_tokenizer *tok, const struct tb_annotations *ann
         goto end;
     res->retrieval = 1;
     res->n_items = nv;
+    res->views = o->val_views > 1 ? o->val_views : 1;
+    res->crops = o->val_crops == 3 ? 3 : 1;
     res->n_sentences = nt;
     memcpy(res->map, sc.map, sizeof(res->map));
     memcpy(res->ndcg, sc.ndcg, sizeof(res->ndcg));

@@ -91,7 +91,7 @@ static int score_modes(const struct tb_annotations *ann, double *const prob[2], 
 int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dataset_opts *data,
                 enum tb_label_kind label, enum tb_norm norm, int views, int crops, int batch,
                 int workers, const struct tb_cls_action_list *actions, struct tb_eval_result *res,
-                int *predicted)
+                float *probs)
 {
     const struct tb_vit_config *c = tb_vit_config(m);
     struct tb_dataset_opts o = *data;
@@ -193,18 +193,16 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
         }
         const double *p = sum[TB_CLS_AVG_PROBS] + (size_t)i * K;
         int r = rank_of(p, K, y);
-        if (predicted) {
-            int best = 0;
-            for (int q = 1; q < K; q++)
-                best = p[q] > p[best] ? q : best;
-            predicted[i] = best;
-        }
+        for (int q = 0; probs && q < K; q++)
+            probs[(size_t)i * K + q] = (float)p[q];
         top1 += r < 1;
         top5 += r < 5;
     }
     if ((rc = score_modes(ann, sum, K, label, actions, truth, res)) < 0)
         goto end;
     res->n_items = n_items;
+    res->views = views;
+    res->crops = crops == 3 ? 3 : 1;
     res->top1 = top1 / n_items;
     res->top5 = top5 / n_items;
     res->loss = loss[TB_CLS_AVG_PROBS] / n_items;

@@ -185,12 +185,14 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
             num("zeroshot_top5", "%.4f", r->zeroshot ? r->top5 : -1.0, t5),
             count("items", r->n_items, NULL),
             count("sentences", r->n_sentences, NULL),
+            count("views", r->views, NULL),
+            count("crops", r->crops, NULL),
         };
         return log_line(lg, step, f, (int)(sizeof(f) / sizeof(f[0])));
     }
     /* The classifier: then its levels' scores for both averagings, in tb_eval_cls_json's
      * order and names. */
-    enum { N_BASE = 6, N_MAX = N_BASE + 2 * 3 * 3 };
+    enum { N_BASE = 8, N_MAX = N_BASE + 2 * 3 * 3 };
     static const char *const level[3] = {"verb", "noun", "action"}; /* enum tb_label_kind */
     static const enum tb_cls_avg modes[2] = {TB_CLS_AVG_PROBS, TB_CLS_AVG_LOGITS};
     struct field f[N_MAX] = {
@@ -200,6 +202,8 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
         num("val_loss", "%.6f", r->loss, "eval/val_loss"),
         num("val_loss_logits", "%.6f", r->loss_logits, "eval/val_loss_logits"),
         count("items", r->n_items, NULL),
+        count("views", r->views, NULL),
+        count("crops", r->crops, NULL),
     };
     char keys[N_MAX - N_BASE][32], tags[N_MAX - N_BASE][40]; /* "eval/" + a key */
     int n = N_BASE;
