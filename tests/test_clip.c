@@ -158,8 +158,10 @@ static void test_against_pytorch(void)
         int rc = tbt_run(&out, 120, "%s step --task clip %s --out %s", tbt_tubelet(), flags, o);
         CHECK_MSG(rc == 0, "tubelet step --task clip: %s", out);
         free(out);
-        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/clip_ref.py %s --out %s", TB_SOURCE_DIR,
-                     flags, r);
+        /* max-margin's hinges leave gradients near float32's noise: its reference runs in
+         * float64, so the comparison measures tubelet's error alone */
+        rc = tbt_run(&out, 300, PYTHON " %s/tests/ref/clip_ref.py %s --out %s%s", TB_SOURCE_DIR,
+                     flags, r, strcmp(v->loss, "max-margin") ? "" : " --double");
         CHECK_MSG(rc == 0, "clip_ref.py: %s", out);
         free(out);
         int sign_like = !strcmp(v->optim, "lion") || !strcmp(v->loss, "max-margin");
