@@ -3,7 +3,10 @@
  * annotations  EPIC-Kitchens-100 CSVs, Kinetics/VideoMAE lists (`path num_frames label`) and
  *              narration CSVs (`video_id,start_s,end_s,text`), validated row by row, and
  *              their statistics (tb_ann_stats_compute);
- * dataset      annotations + a prepared-video root + sampler + crop + output size;
+ * randaug      timm's increasing op set on a clip's frames, as VideoMAE applies it, with
+ *              Pillow's arithmetic;
+ * dataset      annotations + a prepared-video root + sampler + crop + output size (+ training
+ *              clips' RandAugment);
  * loader       worker threads decode clips into a fixed pool of batch buffers and hand the
  *              batches out in order. Deterministic: every random choice for sample i of epoch e
  *              comes from a generator keyed by (seed, TB_RNG_CLIP, e, i) (rng.h), so batches
@@ -12,7 +15,7 @@
  *              stops. One that runs out of memory stops it at once (TB_ENOMEM from
  *              tb_loader_next): that is no fault of the clip's, and a substitute would make
  *              the batches depend on the machine.
- * Tests: tests/test_data.c, tests/test_ann_stats.c. */
+ * Tests: tests/test_data.c, tests/test_ann_stats.c, tests/test_augment.c. */
 #ifndef TUBELET_DATA_H
 #define TUBELET_DATA_H
 
@@ -156,6 +159,85 @@ TB_API int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annot
                                 const struct tb_ann_stats_opts *opts);
 TB_API void tb_ann_stats_free(struct tb_ann_stats **s);
 
+/* ---- RandAugment ------------------------------------------------------------------------- */
+
+/* timm's RandAugment with its increasing op set (rand_augment_transform("rand-mM-nN-mstdS-
+ * inc1")), as VideoMAE's fine-tuning applies it to a clip: N ops chosen uniformly with
+ * replacement, each applied with probability 0.5 at a magnitude drawn from N(M, S) clipped to
+ * [0, 10] and a random sign where the op has one; one draw per clip, the same op and argument
+ * on every frame (statistics such as autocontrast's range are each frame's own). Pixels follow
+ * Pillow's arithmetic exactly; the geometric ops are Pillow's affine transform (bicubic: the
+ * a = -1 cubic VideoMAE's --train_interpolation bicubic selects) with pixels that come from
+ * outside the frame filled with a colour (timm's default (128, 128, 128), which VideoMAE's
+ * hparams keep). */
+enum tb_ra_op {
+    TB_RA_AUTO_CONTRAST,   /* ImageOps.autocontrast, per channel */
+    TB_RA_EQUALIZE,        /* ImageOps.equalize, per channel */
+    TB_RA_INVERT,
+    TB_RA_ROTATE,          /* arg: degrees counter-clockwise about the centre, +-30 M/10 */
+    TB_RA_POSTERIZE,       /* PosterizeIncreasing; arg: bits kept, 4 - int(4 M/10) */
+    TB_RA_SOLARIZE,        /* SolarizeIncreasing; arg: threshold, 256 - int(256 M/10) */
+    TB_RA_SOLARIZE_ADD,    /* arg: added to values below 128 (saturating), int(110 M/10) */
+    TB_RA_COLOR,           /* ColorIncreasing; arg: the factor of the blend with the grey
+                              frame, 1 +- 0.9 M/10 */
+    TB_RA_CONTRAST,        /* ... with the frame's mean grey */
+    TB_RA_BRIGHTNESS,      /* ... with black */
+    TB_RA_SHARPNESS,       /* ... with the frame smoothed (ImageFilter.SMOOTH, border kept) */
+    TB_RA_SHEAR_X,         /* arg: shear factor, +-0.3 M/10 */
+    TB_RA_SHEAR_Y,
+    TB_RA_TRANSLATE_X,     /* TranslateXRel; arg: a fraction of the width, +-0.45 M/10 */
+    TB_RA_TRANSLATE_Y,     /* TranslateYRel; of the height */
+    TB_RA_N_OPS
+};
+
+enum tb_resample { TB_RESAMPLE_BICUBIC, TB_RESAMPLE_BILINEAR };
+
+#define TB_RA_MAX_OPS 16
+
+struct tb_randaug_opts {
+    int n_ops;                 /* N, 0..TB_RA_MAX_OPS; 0: off */
+    double magnitude;          /* M, 0..10 */
+    double magnitude_std;      /* S: the magnitude's noise per op and clip; 0: none */
+    enum tb_resample resample; /* the geometric ops' filter */
+    uint8_t fill[3];           /* the geometric ops' colour outside the frame */
+};
+
+/* "mM-nN" or "mM-nN-mstdS" (timm's form "rand-m7-n4-mstd0.5-inc1" too) into *o: S is 0.5
+ * unless given (VideoMAE's), bicubic, fill (128, 128, 128). "none", "" or NULL: off. Errors
+ * (TB_EINVAL) name the bad part. */
+TB_API int tb_randaug_parse(const char *spec, struct tb_randaug_opts *o);
+/* 0, or TB_EINVAL for settings out of range. */
+TB_API int tb_randaug_check(const struct tb_randaug_opts *o);
+/* timm's name of an op ("AutoContrast", ..., "PosterizeIncreasing", ..., "TranslateYRel"). */
+TB_API const char *tb_randaug_op_name(enum tb_ra_op op);
+/* timm's level-to-argument rule of op at magnitude (0..10), negated when negate and the op
+ * has a sign; 0 for the ops that take no argument. */
+TB_API double tb_randaug_level_arg(enum tb_ra_op op, double magnitude, int negate);
+
+/* One clip's draws. */
+struct tb_ra_step {
+    enum tb_ra_op op;
+    int apply;                 /* 0: skipped (each op runs with probability 0.5) */
+    double magnitude;          /* drawn and clipped to [0, 10] */
+    int negate;
+    double arg;                /* tb_randaug_level_arg(op, magnitude, negate) */
+};
+struct tb_ra_plan {
+    int n;
+    struct tb_ra_step step[TB_RA_MAX_OPS];
+};
+
+/* Draw sample i of epoch's ops from (seed, TB_RNG_RAND_AUGMENT, epoch, i) alone. */
+TB_API void tb_randaug_draw(const struct tb_randaug_opts *o, uint64_t seed, int64_t epoch,
+                            int64_t i, struct tb_ra_plan *plan);
+/* Apply plan's ops, in order, to every frame of clip (n_frames, height, width, 3) in place.
+ * Allocates one frame of scratch when an op needs it: 0 or TB_ENOMEM. */
+TB_API int tb_randaug_apply(const struct tb_ra_plan *plan, const struct tb_randaug_opts *o,
+                            uint8_t *clip, int n_frames, int width, int height);
+/* One op with its argument on every frame of clip, in place: 0, TB_EINVAL, TB_ENOMEM. */
+TB_API int tb_randaug_op(uint8_t *clip, int n_frames, int width, int height, enum tb_ra_op op,
+                         double arg, enum tb_resample resample, const uint8_t fill[3]);
+
 /* ---- dataset ----------------------------------------------------------------------------- */
 
 enum tb_sampler {
@@ -176,6 +258,8 @@ struct tb_dataset_opts {
                                   centre and both ends of the long side) */
     struct tb_crop_spec crop;  /* training crop; evaluation uses the centre crop */
     int width, height;         /* output frame size */
+    struct tb_randaug_opts rand_augment; /* training: RandAugment on each clip after its crop
+                                  (draws: tb_randaug_draw's); n_ops 0: off */
 };
 
 typedef struct tb_dataset tb_dataset;

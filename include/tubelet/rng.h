@@ -46,6 +46,8 @@ enum tb_rng_purpose {
                                 c = 0 the boxes, c = 1 the values */
     TB_RNG_DROPOUT = 14,     /* dropout before the head (tb_dropout_draw): a = epoch, b =
                                 sample index */
+    TB_RNG_RAND_AUGMENT = 15, /* RandAugment's ops (tb_randaug_draw): a = epoch, b = sample
+                                 index */
     TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
 };
 

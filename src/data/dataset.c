@@ -1,6 +1,7 @@
 /* src/data/dataset.c - annotation items to clips: which video, which frames (the sampler),
- * which crop, written into a caller's buffer by the caller's reader. Every random choice of
- * sample i in epoch e comes from one generator keyed by (seed, TB_RNG_CLIP, e, i).
+ * which crop, written into a caller's buffer by the caller's reader, then RandAugment in
+ * training when asked. Every random choice of sample i in epoch e comes from one generator
+ * keyed by (seed, TB_RNG_CLIP, e, i), RandAugment's from (seed, TB_RNG_RAND_AUGMENT, e, i).
  * Tests: tests/test_data.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,9 @@ int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
                        o->height);
     if (o->sampler == TB_SAMPLE_DENSE && o->stride < 1)
         return tbi_err(TB_EINVAL, "dense sampling needs a stride of at least 1");
+    int rc = tb_randaug_check(&o->rand_augment);
+    if (rc < 0)
+        return rc;
     tb_dataset *ds = tbi_calloc(1, sizeof(*ds));
     if (!ds)
         return tbi_err(TB_ENOMEM, "out of memory");
@@ -39,6 +43,8 @@ int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
         ds->o.n_views = 1;
     if (ds->o.n_crops != 3 || ds->o.train)
         ds->o.n_crops = 1;
+    if (!ds->o.train)
+        ds->o.rand_augment.n_ops = 0; /* evaluation clips are not augmented */
     snprintf(ds->root, sizeof(ds->root), "%s", o->root ? o->root : "");
     snprintf(ds->ext, sizeof(ds->ext), "%s", o->ext && o->ext[0] ? o->ext : "mp4");
     /* Kinetics items carry no time window. */
@@ -230,5 +236,11 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
     }
     rc = tb_reader_read(r, path, frames, o->n_frames, o->train ? &o->crop : &eval, &rng,
                         o->width, o->height, out, &info->clip);
+    /* RandAugment on the cropped (and flipped) frames, from its own stream */
+    if (rc == 0 && o->rand_augment.n_ops > 0) {
+        struct tb_ra_plan plan;
+        tb_randaug_draw(&o->rand_augment, seed, epoch, i, &plan);
+        rc = tb_randaug_apply(&plan, &o->rand_augment, out, o->n_frames, o->width, o->height);
+    }
     return rc;
 }
