@@ -8,7 +8,8 @@
  * - the draws: op choice uniform and with replacement, probability 0.5, the magnitude's
  *   clipped normal (mean, spread, mass at the clip), the signs, against their distributions;
  * - the settings' parser; the loader: batches identical for 1 and 4 workers, and each clip
- *   the unaugmented clip with its drawn plan applied (after the crop, in training only).
+ *   the unaugmented clip with its drawn plan applied (after the crop, in training only);
+ *   `tubelet train --rand-augment`: refused for --task mae, a bad value named.
  * Skips the Pillow part without python3-pil, and the frames' parts without opencv-doc. */
 #define _POSIX_C_SOURCE 200809L
 #include "tb_test.h"
@@ -558,6 +559,21 @@ static void test_loader(void)
     tb_dataset *bad = NULL;
     CHECK_EQ(tb_dataset_open(&bad, ann, &d), TB_EINVAL);
     CHECK(bad == NULL);
+    /* The flag: for --task cls; a bad value is a usage error naming the bad part. */
+    tbt_case = "tubelet train --rand-augment";
+    char *out = NULL;
+    const char *t = tbt_tubelet();
+    int rc = tbt_run(&out, 120, "%s train --task mae --format kinetics --data / --train %s "
+                     "--out %s --dim 32 --depth 1 --heads 2 --frames 4 --size 32 --batch 2 "
+                     "--epochs 1 --rand-augment m7-n4", t, list, tbt_path("mae"));
+    CHECK_MSG(rc != 0 && out && strstr(out, "RandAugment and head dropout are for fine-tuning "
+              "a classifier (--task cls), not --task mae"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s train --format kinetics --data / --train %s --out %s "
+                 "--rand-augment m7-n4-w0", t, list, tbt_path("cls"));
+    CHECK_MSG(rc == 2 && out && strstr(out, "--rand-augment: RandAugment 'm7-n4-w0': bad part "
+              "'w0'"), "%s", out);
+    free(out);
     free(got);
     free(want);
     tb_reader_close(&r);

@@ -216,8 +216,7 @@ int main(void)
          "head.weight, head.bias"},
         {"avion-videomae-pretrain.cfg", k400, "--dec-dim 32 --dec-depth 1 --dec-heads 2", NULL,
          {NULL}, "", NULL},
-        {"avion-videomae-k400-ft.cfg", k400, "", "avion-videomae-pretrain.cfg",
-         {"rand-augment", NULL}, "--rand-augment none",
+        {"avion-videomae-k400-ft.cfg", k400, "", "avion-videomae-pretrain.cfg", {NULL}, "",
          "fc_norm.weight, fc_norm.bias, head.weight, head.bias"},
     };
     for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++)
@@ -256,8 +255,8 @@ int main(void)
     free(out);
     rc = tbt_run(&out, 10, "%s help train", t);
     CHECK_STR_HAS(out, "not built yet (a recipe may name them; a run with one on is refused):");
-    CHECK_STR_HAS(out, "--rand-augment mM-nN");
-    CHECK_STR_HAS(out, "(off: none)");
+    CHECK_STR_HAS(out, "--relevant-captions X");
+    CHECK_STR_HAS(out, "(off: 0)");
     free(out);
 
     /* CLS's tower: a clip checkpoint's visual.* weights do not fit timm's ViT. */

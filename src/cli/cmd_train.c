@@ -26,6 +26,7 @@ struct train_config {
     double layer_decay, drop_path;
     double mixup, cutmix, mixup_prob, mixup_switch_prob, head_dropout, random_erase;
     char *erase_mode, *cls_backbone, *inflate_temporal;
+    char *rand_augment;
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
     int embed, ctx, text_width, text_heads, text_depth;
@@ -112,6 +113,10 @@ static const struct cli_flag train_flags[] = {
       "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)", 0, 1),
     F("erase-mode", CLI_STR, erase_mode, "clip", "NAME", "cls: clip (one box through the clip: "
       "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
+    F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "cls: RandAugment on each "
+      "training clip after its crop, timm's increasing ops as VideoMAE applies them (every "
+      "frame alike): N ops of magnitude M (0-10), noise -mstdS (default 0.5; VideoMAE "
+      "fine-tuning: m7-n4); none: off", CLI_NO_RANGE),
     F("cls-backbone", CLI_STR, cls_backbone, "vit", "NAME", "cls: vit (timm's ViT, VideoMAE's "
       "names) or clip (AVION's classifier: the CLIP video tower of a --task clip run, class "
       "token and ln_post, the head on it; --init takes its visual.* weights)", CLI_NO_RANGE),
@@ -392,6 +397,11 @@ static int run_train(void *config, int n_args, char **args)
         return 2;
     }
     int multiscale = !strcmp(c->crop, "multiscale") || (mae && !strcmp(c->crop, "auto"));
+    struct tb_randaug_opts rand_augment;
+    if (tb_randaug_parse(c->rand_augment, &rand_augment) < 0) {
+        fprintf(stderr, "tubelet train: --rand-augment: %s\n", tb_errmsg());
+        return 2;
+    }
     /* Under mpirun: one process per rank, batches of --batch each (global: world x batch). */
     if ((rc = tb_dist_init(NULL, NULL)) < 0)
         goto fail;
@@ -471,7 +481,8 @@ static int run_train(void *config, int n_args, char **args)
                  .crop = {.mode = multiscale ? TB_CROP_MULTISCALE : TB_CROP_RANDOM_RESIZED,
                           .scale_min = c->scale_min, .scale_max = 1, .ratio_min = 3.0 / 4,
                           .ratio_max = 4.0 / 3,
-                          .flip = c->flip ? TB_FLIP_RANDOM : TB_FLIP_NEVER}},
+                          .flip = c->flip ? TB_FLIP_RANDOM : TB_FLIP_NEVER},
+                 .rand_augment = rand_augment},
         .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
         .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
         .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,

@@ -44,8 +44,6 @@ static char *own(const char *s, size_t len)
 static const struct {
     const char *cmd, *name, *metavar, *off, *what;
 } unbuilt[] = {
-    {"train", "rand-augment", "mM-nN", "none", "RandAugment (magnitude M, N operations per "
-     "clip); VideoMAE fine-tuning uses m7-n4"},
     {"train", "relevant-captions", "X", "0", "clip: training each clip on a random sentence "
      "whose relevancy with it is above the value, not on its own narration; AVION's EK-100 "
      "MIR uses 0.1"},

@@ -507,9 +507,11 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     else if (world > 1)
         tb_params_on_span(params, span_hook, &fu);
     if (strcmp(task->name, "cls") && (o->drop_path > 0 || o->mix.mixup > 0 ||
-                                       o->mix.cutmix > 0 || o->erase > 0 || o->head_dropout > 0)) {
-        rc = tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing and head dropout are "
-                     "for fine-tuning a classifier (--task cls), not --task %s", task->name);
+                                       o->mix.cutmix > 0 || o->erase > 0 || o->head_dropout > 0 ||
+                                       o->data.rand_augment.n_ops > 0)) {
+        rc = tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing, RandAugment and head "
+                     "dropout are for fine-tuning a classifier (--task cls), not --task %s",
+                     task->name);
         goto end;
     }
     if (o->layer_decay > 0 && o->layer_decay < 1) {
