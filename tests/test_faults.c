@@ -422,7 +422,10 @@ static struct tb_dataset_opts dataset_opts(void)
         .root = root_dir, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS, .n_frames = L_T,
         .train = 1, .width = L_W, .height = L_H,
         .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.3, .scale_max = 1,
-                 .ratio_min = 0.75, .ratio_max = 4 / 3.0, .flip = TB_FLIP_RANDOM}};
+                 .ratio_min = 0.75, .ratio_max = 4 / 3.0, .flip = TB_FLIP_RANDOM},
+        /* RandAugment's frame of scratch is an allocation of the workers too */
+        .rand_augment = {.n_ops = 4, .magnitude = 9, .magnitude_std = 0.5,
+                         .fill = {128, 128, 128}}};
 }
 
 static void loader_prepare(void *p, int64_t k)
