@@ -422,10 +422,17 @@ static struct tb_dataset_opts dataset_opts(void)
         .root = root_dir, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS, .n_frames = L_T,
         .train = 1, .width = L_W, .height = L_H,
         .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.3, .scale_max = 1,
-                 .ratio_min = 0.75, .ratio_max = 4 / 3.0, .flip = TB_FLIP_RANDOM},
-        /* RandAugment's frame of scratch is an allocation of the workers too */
-        .rand_augment = {.n_ops = 4, .magnitude = 9, .magnitude_std = 0.5,
-                         .fill = {128, 128, 128}}};
+                 .ratio_min = 0.75, .ratio_max = 4 / 3.0, .flip = TB_FLIP_RANDOM}};
+}
+
+/* The same with RandAugment, whose frame of scratch is a worker's allocation too (the loader's
+ * sweeps and cls training). */
+static struct tb_dataset_opts dataset_opts_augmented(void)
+{
+    struct tb_dataset_opts o = dataset_opts();
+    o.rand_augment = (struct tb_randaug_opts){.n_ops = 4, .magnitude = 9, .magnitude_std = 0.5,
+                                              .fill = {128, 128, 128}};
+    return o;
 }
 
 static void loader_prepare(void *p, int64_t k)
@@ -443,7 +450,7 @@ static int loader_step(void *p, int i)
     case 0:
         return tb_ann_load(&c->ann, train_csv, &(struct tb_ann_opts){.format = TB_ANN_EPIC});
     case 1: {
-        struct tb_dataset_opts o = dataset_opts();
+        struct tb_dataset_opts o = dataset_opts_augmented();
         return tb_dataset_open(&c->ds, c->ann, &o);
     }
     case 2: {
@@ -544,7 +551,7 @@ static void test_loader(void)
     struct tb_annotations *ann = NULL;
     tb_dataset *ds = NULL;
     tb_reader *r = NULL;
-    struct tb_dataset_opts o = dataset_opts();
+    struct tb_dataset_opts o = dataset_opts_augmented();
     int rc = tb_ann_load(&ann, train_csv, &(struct tb_ann_opts){.format = TB_ANN_EPIC});
     if (rc == 0)
         rc = tb_dataset_open(&ds, ann, &o);
@@ -1240,6 +1247,7 @@ static void train_opts(struct train_ctx *c, const char *task)
         .tensorboard = 1, .out_dir = c->out, .on_step = train_on_step, .user = c};
     if (!strcmp(task, "cls")) {
         c->o.model.classes = TB_SYNTH_N_VERBS;
+        c->o.data = dataset_opts_augmented();
     } else if (!strcmp(task, "mae")) {
         c->o.mae = (struct tb_mae_config){.mask_ratio = 0.5, .dec_dim = 16, .dec_depth = 1,
                                           .dec_heads = 2, .norm_target = 1};

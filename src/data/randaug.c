@@ -4,12 +4,17 @@
  * Pillow's arithmetic (ImageOps, ImageEnhance's blend, the SMOOTH kernel, the affine
  * transform's bicubic and bilinear filters). Not here: timm's other op sets, weighted op
  * choice, AutoAugment and AugMix. Compiled with -ffp-contract=off (CMakeLists.txt): Pillow's
- * float and double expressions are reproduced term by term, and a fused multiply-add would
- * round differently. Tests: tests/test_augment.c (against tests/ref/randaug_ref.py). */
+ * float and double expressions are reproduced term by term (a pixel's three channels side by
+ * side in one vector, each lane the scalar arithmetic), and a fused multiply-add would round
+ * differently. Tests: tests/test_augment.c (against tests/ref/randaug_ref.py). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include "core/internal.h"
 #include "tubelet/data.h"
@@ -327,21 +332,60 @@ static inline int clampi(int v, int n)
     return v < 0 ? 0 : v < n ? v : n - 1;
 }
 
-/* Pillow's cubic through four samples (a = -1), evaluated at d in [0, 1). */
-static inline double cubic(double v1, double v2, double v3, double v4, double d)
+/* Four lanes of doubles (GCC's and clang's vector extension): a pixel's channels side by side
+ * and a lane of zeros, each lane computing exactly what the scalar code would. */
+typedef double v4d __attribute__((vector_size(32)));
+
+/* Bytes after a frame of scratch, the geometric ops' source: they read a pixel 4 bytes at a
+ * time. */
+#define SCRATCH_PAD 16
+
+/* A pixel's three channels and the next byte, as doubles. (Vectors go through pointers: by
+ * value they would raise GCC's ABI warnings where AVX is off.) */
+#ifdef __AVX2__
+static inline void load3(const uint8_t *p, v4d *v)
 {
-    double p1 = v2;
-    double p2 = -v1 + v3;
-    double p3 = 2 * (v1 - v2) + v3 - v4;
-    double p4 = -v1 + v2 - v3 + v4;
-    return p1 + d * (p2 + d * (p3 + d * p4));
+    int32_t u;
+    memcpy(&u, p, 4);
+    *v = (v4d)_mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(u)));
+}
+#else
+static inline void load3(const uint8_t *p, v4d *v)
+{
+    *v = (v4d){p[0], p[1], p[2], p[3]};
+}
+#endif
+
+/* Pillow's cubic through four samples (a = -1) at d in [0, 1), on four lanes: v[k] holds
+ * the k-th sample of each. */
+static inline void cubic4(const v4d v[4], double d, v4d *out)
+{
+    v4d p1 = v[1];
+    v4d p2 = -v[0] + v[2];
+    v4d p3 = 2 * (v[0] - v[1]) + v[2] - v[3];
+    v4d p4 = -v[0] + v[1] - v[2] + v[3];
+    *out = p1 + d * (p2 + d * (p3 + d * p4));
+}
+
+/* Four pixels' lanes from base + offsets off[k] into v, then their cubic at d into out. */
+static inline void cubic_at(const uint8_t *base, const size_t off[4], double d, v4d *out)
+{
+    v4d v[4];
+    for (int k = 0; k < 4; k++)
+        load3(base + off[k], &v[k]);
+    cubic4(v, d, out);
 }
 
 /* One output pixel of ImagingGenericTransform with bicubic_filter32RGB or
  * bilinear_filter32RGB at source point (xin, yin); 0 when it falls outside the source (the
- * pixel keeps the fill). Rows and columns past the edge repeat the edge. */
-static int sample(const uint8_t *src, int W, int H, double xin, double yin, int bicubic,
-                  uint8_t *out)
+ * pixel keeps the fill). Rows and columns past the edge repeat the edge. When every source
+ * point of a transform lies on a row centre (dy == 0, axis 1: shear or translation along x)
+ * Pillow's vertical interpolation returns its second row exactly (v2 + 0 * (...)), and on a
+ * column centre (dx == 0, axis 2) its horizontal ones return their second column: those
+ * passes are skipped, the results the same to the bit. */
+static inline __attribute__((always_inline)) int sample(const uint8_t *src, int W, int H,
+                                                       double xin, double yin, int bicubic,
+                                                       int axis, uint8_t *out)
 {
     if (xin < 0.0 || xin >= W || yin < 0.0 || yin >= H)
         return 0;
@@ -355,38 +399,63 @@ static int sample(const uint8_t *src, int W, int H, double xin, double yin, int 
         const uint8_t *r0 = src + (size_t)clampi(y, H) * row;
         const uint8_t *r1 = y + 1 >= 0 && y + 1 < H ? src + (size_t)(y + 1) * row : NULL;
         for (int c = 0; c < 3; c++) {
+            if (axis == 2) {
+                double v1 = r0[x0 + c];
+                out[c] = (uint8_t)(r1 ? v1 + (r1[x0 + c] - v1) * dy : v1);
+                continue;
+            }
             double v1 = r0[x0 + c] + (r0[x1 + c] - r0[x0 + c]) * dx;
-            double v2 = r1 ? r1[x0 + c] + (r1[x1 + c] - r1[x0 + c]) * dx : v1;
-            v1 = v1 + (v2 - v1) * dy;
+            if (axis == 0) {
+                double v2 = r1 ? r1[x0 + c] + (r1[x1 + c] - r1[x0 + c]) * dx : v1;
+                v1 = v1 + (v2 - v1) * dy;
+            }
             out[c] = (uint8_t)v1;
         }
         return 1;
     }
     x--;
     y--;
-    int xs[4];
-    for (int k = 0; k < 4; k++)
-        xs[k] = clampi(x + k, W) * 3;
-    const uint8_t *rows[4];
-    rows[0] = src + (size_t)clampi(y, H) * row;
-    for (int k = 1; k < 4; k++)
-        rows[k] = y + k >= 0 && y + k < H ? src + (size_t)(y + k) * row : NULL;
-    for (int c = 0; c < 3; c++) {
-        double v[4];
-        for (int k = 0; k < 4; k++) {
-            const uint8_t *r = rows[k];
-            v[k] = r ? cubic(r[xs[0] + c], r[xs[1] + c], r[xs[2] + c], r[xs[3] + c], dx)
-                     : v[k - 1];
-        }
-        double s = cubic(v[0], v[1], v[2], v[3], dy);
-        out[c] = s <= 0.0 ? 0 : s >= 255.0 ? 255 : (uint8_t)s;
+    size_t taps[4]; /* byte offsets of the columns, and below of the rows */
+    if (x >= 0 && x + 3 < W) {
+        for (int k = 0; k < 4; k++)
+            taps[k] = (size_t)(x + k) * 3;
+    } else {
+        for (int k = 0; k < 4; k++)
+            taps[k] = (size_t)clampi(x + k, W) * 3;
     }
+    size_t rows[4];
+    if (axis == 1) {
+        rows[1] = (size_t)(y + 1) * row; /* in the frame: yin was */
+    } else if (y >= 0 && y + 3 < H) {
+        for (int k = 0; k < 4; k++)
+            rows[k] = (size_t)(y + k) * row;
+    } else {
+        rows[0] = (size_t)clampi(y, H) * row;
+        for (int k = 1; k < 4; k++)
+            rows[k] = y + k >= 0 && y + k < H ? (size_t)(y + k) * row : rows[k - 1];
+    }
+    v4d r;
+    if (axis == 1) {
+        cubic_at(src + rows[1], taps, dx, &r);
+    } else if (axis == 2) {
+        cubic_at(src + taps[1], rows, dy, &r);
+    } else {
+        v4d v[4];
+        for (int j = 0; j < 4; j++)
+            cubic_at(src + rows[j], taps, dx, &v[j]);
+        cubic4(v, dy, &r);
+    }
+    for (int c = 0; c < 3; c++)
+        out[c] = r[c] <= 0.0 ? 0 : r[c] >= 255.0 ? 255 : (uint8_t)r[c];
     return 1;
 }
 
-/* dst = src under the inverse map a (output pixel centre -> source point), fill outside. */
-static void affine(const uint8_t *src, uint8_t *dst, int W, int H, const double a[6],
-                   int bicubic, const uint8_t fill[3])
+/* dst = src under the inverse map a (output pixel centre -> source point), fill outside;
+ * bicubic and axis constants where it is inlined. */
+static inline __attribute__((always_inline)) void affine_pass(const uint8_t *src, uint8_t *dst,
+                                                              int W, int H, const double a[6],
+                                                              int bicubic, int axis,
+                                                              const uint8_t fill[3])
 {
     for (int y = 0; y < H; y++) {
         double yin = y + 0.5;
@@ -395,12 +464,34 @@ static void affine(const uint8_t *src, uint8_t *dst, int W, int H, const double 
             double xs = a[0] * xin + a[1] * yin + a[2];
             double ys = a[3] * xin + a[4] * yin + a[5];
             uint8_t *o = dst + ((size_t)y * W + x) * 3;
-            if (!sample(src, W, H, xs, ys, bicubic, o)) {
+            if (!sample(src, W, H, xs, ys, bicubic, axis, o)) {
                 o[0] = fill[0];
                 o[1] = fill[1];
                 o[2] = fill[2];
             }
         }
+    }
+}
+
+static void affine(const uint8_t *src, uint8_t *dst, int W, int H, const double a[6],
+                   int bicubic, const uint8_t fill[3])
+{
+    /* y' = y exactly: every point on a row centre; x' = x: on a column centre */
+    if (a[3] == 0 && a[4] == 1 && a[5] == 0) {
+        if (bicubic)
+            affine_pass(src, dst, W, H, a, 1, 1, fill);
+        else
+            affine_pass(src, dst, W, H, a, 0, 1, fill);
+    } else if (a[0] == 1 && a[1] == 0 && a[2] == 0) {
+        if (bicubic)
+            affine_pass(src, dst, W, H, a, 1, 2, fill);
+        else
+            affine_pass(src, dst, W, H, a, 0, 2, fill);
+    } else {
+        if (bicubic)
+            affine_pass(src, dst, W, H, a, 1, 0, fill);
+        else
+            affine_pass(src, dst, W, H, a, 0, 0, fill);
     }
 }
 
@@ -516,7 +607,8 @@ int tb_randaug_op(uint8_t *clip, int n_frames, int width, int height, enum tb_ra
         return tbi_err(TB_EINVAL, "RandAugment: bad op %d or frame shape %dx%d", (int)op, width,
                        height);
     uint8_t *scratch = NULL;
-    if (needs_scratch(op) && !(scratch = tbi_malloc((size_t)width * height * 3)))
+    size_t bytes = (size_t)width * height * 3 + SCRATCH_PAD;
+    if (needs_scratch(op) && !(scratch = tbi_malloc(bytes)))
         return tbi_err(TB_ENOMEM, "out of memory for RandAugment's frame");
     apply_op(clip, n_frames, width, height, op, arg, resample, fill, scratch);
     free(scratch);
@@ -532,7 +624,7 @@ int tb_randaug_apply(const struct tb_ra_plan *plan, const struct tb_randaug_opts
         if (!s->apply)
             continue;
         if (needs_scratch(s->op) && !scratch &&
-            !(scratch = tbi_malloc((size_t)width * height * 3)))
+            !(scratch = tbi_malloc((size_t)width * height * 3 + SCRATCH_PAD)))
             return tbi_err(TB_ENOMEM, "out of memory for RandAugment's frame");
         apply_op(clip, n_frames, width, height, s->op, s->arg, o->resample, o->fill, scratch);
     }
