@@ -26,6 +26,7 @@ struct bench_config {
     int size;
     int seed;
     int every;
+    char *rand_augment;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
@@ -45,6 +46,8 @@ static const struct cli_flag bench_flags[] = {
     F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
     F("every", CLI_INT, every, "0", "N", "also print a line of clips, open descriptors and "
       "resident memory every N clips (0: none)", 0, 100000000),
+    F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "RandAugment on every clip, as "
+      "train's (e.g. m7-n4); none: off", CLI_NO_RANGE),
 };
 #undef F
 
@@ -130,6 +133,10 @@ static int run_bench(void *config, int n_args, char **args)
         .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.08, .scale_max = 1,
                  .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3, .flip = TB_FLIP_RANDOM},
     };
+    if (tb_randaug_parse(c->rand_augment, &dopts.rand_augment) < 0) {
+        fprintf(stderr, "tubelet bench-load: --rand-augment: %s\n", tb_errmsg());
+        return 2;
+    }
     struct tb_loader_opts lo = {.batch_size = c->batch, .n_workers = c->workers,
                                 .prefetch = c->prefetch, .seed = (uint64_t)c->seed,
                                 .shuffle = 1, .world = 1, .max_failure_rate = 0.05};
@@ -180,10 +187,12 @@ static int run_bench(void *config, int n_args, char **args)
     tb_loader_get_stats(l, &st);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"workers\": %d, \"batch\": %d, "
+    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"rand_augment\": \"%s\", "
+           "\"workers\": %d, \"batch\": %d, "
            "\"clips\": %lld, \"seconds\": %.3f, \"clips_per_s\": %.2f, "
            "\"decoded_frames_per_s\": %.1f, \"cpu_percent\": %.0f, \"rss_mb_at_10pct\": %.1f, "
-           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload, c->workers,
+           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload,
+           c->rand_augment[0] ? c->rand_augment : "none", c->workers,
            c->batch, (long long)clips, secs, clips / secs, st.frames_decoded / secs,
            100 * cpu / secs, rss_early, rss_mb(), ru.ru_maxrss / 1024.0);
     if (c->every)
