@@ -46,7 +46,9 @@ enum tb_rng_purpose {
                                 c = 0 the boxes, c = 1 the values */
     TB_RNG_DROPOUT = 14,     /* dropout before the head (tb_dropout_draw): a = epoch, b =
                                 sample index */
-    TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
+    TB_RNG_CAPTION = 16,     /* a training clip's caption among its relevant sentences
+                                (tb_mir_captions_draw): a = epoch, b = sample index */
+    TB_RNG_N_PURPOSES = 17   /* count + 1 (the values start at 1) */
 };
 
 /* Start the generator for (seed, purpose, a, b), the keys as listed above. Two calls give the
