@@ -194,8 +194,8 @@ int main(void)
     const char *clip = "--embed 16 --text-width 32 --text-heads 2 --text-depth 1 --context 16";
     const struct recipe recipes[] = {
         {"avion-lavila-pretrain.cfg", narr, clip, "", {NULL}, "", NULL},
-        {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg",
-         {"relevant-captions", NULL}, "--relevant-captions 0 --frames 8", "none"},
+        {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg", {NULL}, "--frames 8",
+         "none"},
         /* 8 frames from the pretraining's 4: its temporal embedding inflated */
         {"avion-ek100-cls.cfg", epic, "--frames 8", "avion-lavila-pretrain.cfg", {NULL}, "",
          "head.weight, head.bias"},
@@ -218,23 +218,22 @@ int main(void)
     /* The settings on the command line: refused when on, "0.0" or empty is off, only
      * train's, listed by help. */
     tbt_case = "not built yet, as flags";
-    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --relevant-captions=0.5", t,
+    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --rand-augment=m9-n2", t,
                  data, d);
     CHECK_EQ(rc, 2);
-    CHECK_STR_HAS(out, "--relevant-captions 0.5 is not built yet: clip: training each clip");
-    CHECK_STR_HAS(out, "give --relevant-captions 0 to run without it");
+    CHECK_STR_HAS(out, "--rand-augment m9-n2 is not built yet: RandAugment");
+    CHECK_STR_HAS(out, "give --rand-augment none to run without it");
     CHECK_STR_HAS(out, "not run: 1 setting above is not built yet");
     free(out);
-    rc = tbt_run(&out, 10, "%s train --relevant-captions 0.0 --rand-augment ''", t);
+    rc = tbt_run(&out, 10, "%s train --rand-augment ''", t);
     CHECK_MSG(rc == 2 && out && strstr(out, "--data, --train and --out are required"), "%s",
               out);
     free(out);
-    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --relevant-captions", t,
-                 data, d);
-    CHECK_MSG(rc == 2 && out && strstr(out, "--relevant-captions needs a value (X)"), "%s", out);
+    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --rand-augment", t, data, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--rand-augment needs a value (mM-nN)"), "%s", out);
     free(out);
-    rc = tbt_run(&out, 10, "%s prep --out %s/p --relevant-captions 0 a.mp4", t, d);
-    CHECK_MSG(rc == 2 && out && strstr(out, "unknown flag '--relevant-captions'"), "%s", out);
+    rc = tbt_run(&out, 10, "%s prep --out %s/p --rand-augment none a.mp4", t, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "unknown flag '--rand-augment'"), "%s", out);
     free(out);
     rc = tbt_run(&out, 10, "%s help train", t);
     CHECK_STR_HAS(out, "not built yet (a recipe may name them; a run with one on is refused):");

@@ -46,9 +46,6 @@ static const struct {
 } unbuilt[] = {
     {"train", "rand-augment", "mM-nN", "none", "RandAugment (magnitude M, N operations per "
      "clip); VideoMAE fine-tuning uses m7-n4"},
-    {"train", "relevant-captions", "X", "0", "clip: training each clip on a random sentence "
-     "whose relevancy with it is above the value, not on its own narration; AVION's EK-100 "
-     "MIR uses 0.1"},
 };
 #define N_UNBUILT ((int)(sizeof(unbuilt) / sizeof(unbuilt[0])))
 /* The last parse's value of each (owned; NULL: not given), where it came from ("FILE:LINE: ",
