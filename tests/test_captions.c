@@ -12,7 +12,8 @@
  *   another shape, column order, protocol 2, Fortran order or not an array refused, named;
  * - an EK-100-sized split (67,217 clips, 97 verbs, 300 nouns, long-tailed, one clip in ten
  *   with two nouns, every narration distinct: 67,217 x 67,217): its memory bounded and sampled
- *   rows right;
+ *   rows right; a smaller one of 2,500 clips from a float64 .npy and from the classes: the
+ *   same sets, the same draws;
  * - `tubelet train --task clip --relevant-captions`: the same checkpoint for 1 and 4 loader
  *   workers; another than without it; with a threshold that leaves each clip its own
  *   sentence only, the same as without it (the sentence reaches the clip's tokens); with one
@@ -367,6 +368,50 @@ static void test_files(const struct tb_annotations *a, const struct tb_mir_sente
     tb_mir_sentences_free(&sl);
 }
 
+/* The .npy header of a (rows, cols) array of descr. */
+static void npy_header(FILE *f, const char *descr, int rows, int cols)
+{
+    char h[128];
+    int len = snprintf(h, sizeof(h), "{'descr': '%s', 'fortran_order': False, 'shape': (%d, "
+                       "%d), }", descr, rows, cols);
+    int pad = (64 - (10 + len + 1) % 64) % 64;
+    uint16_t hl = (uint16_t)(len + pad + 1);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc(hl & 255, f);
+    fputc(hl >> 8, f);
+    fwrite(h, 1, (size_t)len, f);
+    for (int k = 0; k < pad; k++)
+        fputc(' ', f);
+    fputc('\n', f);
+}
+
+/* The relevancy of annotations a over sentences s into path: float32 from the library's
+ * tb_mir_relevancy, or float64 from this file's rel_of. */
+static void write_npy(const struct tb_annotations *a, const struct tb_mir_sentences *s,
+                      const char *path, int f64)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    npy_header(f, f64 ? "<f8" : "<f4", a->n_items, s->n);
+    float *r32 = malloc(sizeof(float) * (size_t)s->n);
+    double *r64 = malloc(sizeof(double) * (size_t)s->n);
+    for (int i = 0; r32 && r64 && i < a->n_items; i++) {
+        if (f64) {
+            for (int j = 0; j < s->n; j++)
+                r64[j] = rel_of(&a->items[i], &a->items[s->item[j]]);
+            fwrite(r64, sizeof(double), (size_t)s->n, f);
+        } else {
+            CHECK_EQ(tb_mir_relevancy(a, s, i, 1, r32), 0);
+            fwrite(r32, sizeof(float), (size_t)s->n, f);
+        }
+    }
+    free(r32);
+    free(r64);
+    fclose(f);
+}
+
 /* ---- an EK-100-sized split ---------------------------------------------------------------- */
 
 /* An index of 0 .. n-1 with probability proportional to 1 / (k + 1) (Zipf, exponent 1). */
@@ -467,6 +512,61 @@ end:
     tb_ann_free(&a);
 }
 
+/* A split of 2,500 clips from a float64 file (its rows grouped and grown past the first
+ * allocation) and from the classes: the same sentences for every clip, and the same draws. */
+static void test_medium_file(void)
+{
+    tbt_case = "a float64 file and the classes: the same sets and draws";
+    enum { N = 2500 };
+    const char *csv = tbt_path("medium.csv");
+    char npy[4400];
+    snprintf(npy, sizeof(npy), "%s", tbt_path("medium.npy"));
+    write_large(csv, N);
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    struct tb_mir_sentences *s = NULL;
+    tb_mir_captions *cf = NULL, *cc = NULL;
+    CHECK_EQ(tb_ann_load(&a, csv, &o), 0);
+    CHECK_EQ(a ? tb_mir_sentences_build(&s, a) : -1, 0);
+    if (!a || !s)
+        goto end;
+    write_npy(a, s, npy, 1);
+    CHECK_MSG(tb_mir_captions_open(&cf, a, s, 0.1, npy) == 0, "%s", tb_errmsg());
+    CHECK_EQ(tb_mir_captions_open(&cc, a, s, 0.1, NULL), 0);
+    if (!cf || !cc)
+        goto end;
+    struct tb_mir_captions_stats sf, sc;
+    tb_mir_captions_stats(cf, &sf);
+    tb_mir_captions_stats(cc, &sc);
+    CHECK_EQ(sf.n_pairs, sc.n_pairs);
+    /* clips of one class have equal rows: the file stores no more rows than classes */
+    CHECK_MSG(sf.n_rows <= sc.n_rows && sc.n_rows < N && sf.n_entries > 1 << 16, "%lld rows "
+              "from the file, %lld classes, %lld entries (more than the first allocation's "
+              "65,536?)", (long long)sf.n_rows, (long long)sc.n_rows, (long long)sf.n_entries);
+    int *lf = malloc(sizeof(int) * (size_t)s->n), *lc = malloc(sizeof(int) * (size_t)s->n);
+    int same = 1, draws = 1;
+    for (int i = 0; lf && lc && i < N; i++) {
+        int64_t m = tb_mir_captions_list(cf, i, lf);
+        same &= m == tb_mir_captions_list(cc, i, lc) &&
+                !memcmp(lf, lc, sizeof(int) * (size_t)m);
+        for (int e = 0; e < 3; e++) {
+            tb_rng g1, g2;
+            tb_rng_init_for(&g1, 5, TB_RNG_CAPTION, (uint64_t)e, (uint64_t)i);
+            g2 = g1;
+            draws &= tb_mir_captions_draw(cf, i, &g1) == tb_mir_captions_draw(cc, i, &g2);
+        }
+    }
+    CHECK_MSG(same, "a clip's sentences differ between the file and the classes");
+    CHECK_MSG(draws, "a draw differs between the file and the classes");
+    free(lf);
+    free(lc);
+end:
+    tb_mir_captions_close(&cf);
+    tb_mir_captions_close(&cc);
+    tb_mir_sentences_free(&s);
+    tb_ann_free(&a);
+}
+
 /* ---- tubelet train ------------------------------------------------------------------------ */
 
 static int ckpt_differs(const char *run_a, const char *run_b)
@@ -486,33 +586,6 @@ static int ckpt_differs(const char *run_a, const char *run_b)
     tb_st_free(&fa);
     tb_st_free(&fb);
     return differ;
-}
-
-/* Writes the relevancy of annotations a over sentences s to path as a float32 .npy. */
-static void write_npy(const struct tb_annotations *a, const struct tb_mir_sentences *s,
-                      const char *path)
-{
-    float *rel = malloc(sizeof(float) * (size_t)a->n_items * (size_t)s->n);
-    CHECK_EQ(rel ? tb_mir_relevancy(a, s, 0, a->n_items, rel) : -1, 0);
-    FILE *f = fopen(path, "wb");
-    if (f && rel) {
-        char h[128];
-        int len = snprintf(h, sizeof(h), "{'descr': '<f4', 'fortran_order': False, 'shape': "
-                           "(%d, %d), }", a->n_items, s->n);
-        int pad = 64 - (10 + len + 1) % 64;
-        fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-        uint16_t hl = (uint16_t)(len + pad % 64 + 1);
-        fputc(hl & 255, f);
-        fputc(hl >> 8, f);
-        fwrite(h, 1, (size_t)len, f);
-        for (int k = 0; k < pad % 64; k++)
-            fputc(' ', f);
-        fputc('\n', f);
-        fwrite(rel, sizeof(float), (size_t)a->n_items * (size_t)s->n, f);
-    }
-    if (f)
-        fclose(f);
-    free(rel);
 }
 
 static void test_train(void)
@@ -596,7 +669,7 @@ static void test_train(void)
         "--workers 2 --relevant-captions 0.99", files[0], files[1]};
     if (a && s) {
         snprintf(p, sizeof(p), "%s/rel.npy", d);
-        write_npy(a, s, p);
+        write_npy(a, s, p, 0);
         snprintf(p, sizeof(p), "%s/sentences.csv", d);
         write_sentences(a, s, p);
     }
@@ -668,6 +741,7 @@ int main(void)
     tb_mir_sentences_free(&s);
     tb_ann_free(&a);
     test_large();
+    test_medium_file();
     test_train();
     TBT_EXIT();
 }
