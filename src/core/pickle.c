@@ -133,6 +133,8 @@ static int string(struct vm *m, uint64_t n)
     int x = new_val(m, V_STR);
     if (x < 0)
         return x;
+    if (n > (uint64_t)INT64_MAX / 2)
+        return bad(m, "a string longer than any file");
     size_t keep = n < TEXT ? (size_t)n : TEXT - 1;
     TBI_TRY(get(m, m->v[x].text, keep));
     m->v[x].long_text = n > keep;
