@@ -2,9 +2,8 @@
  * data flags on the command line, and its --print-config fed back prints the same; each runs
  * 2 steps of its task on a tiny synthetic dataset (model, clip size, batch and epochs cut down
  * on the command line, which wins over the file), and the run directory's config.txt is that
- * --print-config. A recipe that needs a setting not built yet is refused with every such
- * setting named by file and line (taken from the file here), and runs once the command line
- * switches them off. The fine-tuning recipes start from the pretraining runs' checkpoints. */
+ * --print-config, and its evaluation tests with the views and crops the recipe states. The
+ * fine-tuning recipes start from the pretraining runs' checkpoints. */
 #define _POSIX_C_SOURCE 200809L
 #include "tb_test.h"
 #include "tubelet/data.h"
@@ -14,8 +13,7 @@ struct recipe {
     const char *data;     /* --train/--val/--format flags on the synthetic data */
     const char *tiny;     /* the task's own size flags */
     const char *init;     /* --init: a run of an earlier recipe (its file), "" none, NULL as is */
-    const char *unbuilt[8]; /* the settings refused, in file order; NULL-terminated */
-    const char *off;      /* those switched off */
+    const char *more;     /* more flags for the cut-down run */
     const char *init_new; /* what the init log names as new, for an --init run */
 };
 
@@ -49,23 +47,6 @@ static void write_kinetics(const char *path)
         fprintf(f, "P01_0%d.mp4 %d\n", i + 1, i);
     if (f)
         fclose(f);
-}
-
-/* The line of "key =" in the config file; 0 if absent. */
-static int line_of(const char *path, const char *key)
-{
-    char *text = tbt_read(path, NULL), *p = text;
-    int line = 1, found = 0;
-    size_t k = strlen(key);
-    while (p && *p && !found) {
-        if (!strncmp(p, key, k) && (p[k] == ' ' || p[k] == '='))
-            found = line;
-        p = strchr(p, '\n');
-        p = p ? p + 1 : NULL;
-        line++;
-    }
-    free(text);
-    return found;
 }
 
 static int count(const char *hay, const char *needle)
@@ -105,44 +86,13 @@ static void run_recipe(const struct recipe *r, const char *data)
     rc = tbt_run(&out2, 30, "%s train --config %s --print-config", t, dump);
     CHECK_MSG(rc == 0 && out && out2 && !strcmp(out, out2), "--print-config of its dump "
               "differs:\n%s\n---\n%s", out, out2);
-    for (int i = 0; r->unbuilt[i]; i++) {
-        char kv[200];
-        snprintf(kv, sizeof(kv), "\n%s = ", r->unbuilt[i]);
-        CHECK_STR_HAS(out, kv); /* kept, so the dump is refused too */
-    }
     free(out);
     free(out2);
-
-    /* A recipe needing what is not built is refused, naming each setting with its line. */
-    int n_unbuilt = 0;
-    while (r->unbuilt[n_unbuilt])
-        n_unbuilt++;
-    if (n_unbuilt) {
-        rc = tbt_run(&out, 30, "%s train %s --out %s", t, flags, run);
-        CHECK_EQ(rc, 2);
-        for (int i = 0; i < n_unbuilt; i++) {
-            char want[4600];
-            int line = line_of(cfg, r->unbuilt[i]);
-            CHECK_MSG(line > 0, "no '%s =' line", r->unbuilt[i]);
-            snprintf(want, sizeof(want), "configs/%s:%d: '%s = ", r->file, line, r->unbuilt[i]);
-            CHECK_STR_HAS(out, want);
-        }
-        CHECK_EQ(count(out, "' is not built yet: "), n_unbuilt);
-        char total[80];
-        snprintf(total, sizeof(total), "not run: %d setting", n_unbuilt);
-        CHECK_STR_HAS(out, total);
-        CHECK_MSG(!tbt_exists(run), "a refused run made %s", run);
-        free(out);
-        rc = tbt_run(&out, 30, "%s train --config %s --data %s --train x --out %s", t, dump,
-                     data, run);
-        CHECK_MSG(rc == 2 && out && strstr(out, "not built yet"), "its dump ran: %s", out);
-        free(out);
-    }
 
     /* Two steps of the recipe, cut down; the run's config.txt is the resolved config. */
     char small[3000];
     snprintf(small, sizeof(small), "--dim 32 --depth 1 --heads 2 --frames 4 --size 32 "
-             "--epochs 1 --workers 2 --log-every 1 %s %s %s", r->tiny, init, r->off);
+             "--epochs 1 --workers 2 --log-every 1 %s %s %s", r->tiny, init, r->more);
     rc = tbt_run(&out2, 30, "%s train %s %s --out %s --print-config", t, flags, small, run);
     CHECK_MSG(rc == 0, "%s", out2);
     rc = tbt_run(&out, 120, "%s train %s %s --out %s", t, flags, small, run);
@@ -208,15 +158,15 @@ int main(void)
     snprintf(k400, sizeof(k400), "--train %s --val %s --batch 2", k400_list, k400_list);
     const char *clip = "--embed 16 --text-width 32 --text-heads 2 --text-depth 1 --context 16";
     const struct recipe recipes[] = {
-        {"avion-lavila-pretrain.cfg", narr, clip, "", {NULL}, "", NULL},
-        {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg",
-         {"relevant-captions", NULL}, "--relevant-captions 0 --frames 8", "none"},
+        {"avion-lavila-pretrain.cfg", narr, clip, "", "", NULL},
+        {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg", "--frames 8",
+         "none"},
         /* 8 frames from the pretraining's 4: its temporal embedding inflated */
-        {"avion-ek100-cls.cfg", epic, "--frames 8", "avion-lavila-pretrain.cfg", {NULL}, "",
+        {"avion-ek100-cls.cfg", epic, "--frames 8", "avion-lavila-pretrain.cfg", "",
          "head.weight, head.bias"},
         {"avion-videomae-pretrain.cfg", k400, "--dec-dim 32 --dec-depth 1 --dec-heads 2", NULL,
-         {NULL}, "", NULL},
-        {"avion-videomae-k400-ft.cfg", k400, "", "avion-videomae-pretrain.cfg", {NULL}, "",
+         "", NULL},
+        {"avion-videomae-k400-ft.cfg", k400, "", "avion-videomae-pretrain.cfg", "",
          "fc_norm.weight, fc_norm.bias, head.weight, head.bias"},
     };
     for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++)
@@ -230,33 +180,6 @@ int main(void)
     rc = tbt_run(&out, 10, "ls %s/configs/*.cfg | wc -l", TB_SOURCE_DIR);
     CHECK_MSG(rc == 0 && out && atoi(out) == (int)(sizeof(recipes) / sizeof(recipes[0])),
               "configs/ holds %s files", out);
-    free(out);
-
-    /* The settings on the command line: refused when on, "0.0" or empty is off, only
-     * train's, listed by help. */
-    tbt_case = "not built yet, as flags";
-    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --relevant-captions=0.5", t,
-                 data, d);
-    CHECK_EQ(rc, 2);
-    CHECK_STR_HAS(out, "--relevant-captions 0.5 is not built yet: clip: training each clip");
-    CHECK_STR_HAS(out, "give --relevant-captions 0 to run without it");
-    CHECK_STR_HAS(out, "not run: 1 setting above is not built yet");
-    free(out);
-    rc = tbt_run(&out, 10, "%s train --relevant-captions 0.0 --rand-augment ''", t);
-    CHECK_MSG(rc == 2 && out && strstr(out, "--data, --train and --out are required"), "%s",
-              out);
-    free(out);
-    rc = tbt_run(&out, 10, "%s train --data %s --train x --out %s/f --relevant-captions", t,
-                 data, d);
-    CHECK_MSG(rc == 2 && out && strstr(out, "--relevant-captions needs a value (X)"), "%s", out);
-    free(out);
-    rc = tbt_run(&out, 10, "%s prep --out %s/p --relevant-captions 0 a.mp4", t, d);
-    CHECK_MSG(rc == 2 && out && strstr(out, "unknown flag '--relevant-captions'"), "%s", out);
-    free(out);
-    rc = tbt_run(&out, 10, "%s help train", t);
-    CHECK_STR_HAS(out, "not built yet (a recipe may name them; a run with one on is refused):");
-    CHECK_STR_HAS(out, "--relevant-captions X");
-    CHECK_STR_HAS(out, "(off: 0)");
     free(out);
 
     /* CLS's tower: a clip checkpoint's visual.* weights do not fit timm's ViT. */

@@ -14,10 +14,11 @@
  * dataset + loader (one worker, then two) and every batch of an epoch, the ViT, VideoMAE and
  * the dual encoder (open, init, plan, one forward and backward), a checkpoint's save (over
  * nothing and over an older one) and load, prep of a short video (from nothing and resuming
- * after a lost chunk), and two epochs of training of each task (checkpoints, metrics,
- * TensorBoard events, the final evaluation). `test_faults NAME...` runs those (main's list);
- * ctest runs it on one OpenMP thread, which a machine busy with other tests needs to keep it
- * fast, and the models again on the portable kernels (test_faults_portable). */
+ * after a lost chunk), and two epochs of training of each task (clip with relevant captions;
+ * checkpoints, metrics, TensorBoard events, the final evaluation). `test_faults NAME...` runs
+ * those (main's list); ctest runs it on one OpenMP thread, which a machine busy with other
+ * tests needs to keep it fast, and the models again on the portable kernels
+ * (test_faults_portable). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <pthread.h>
@@ -1259,6 +1260,7 @@ static void train_opts(struct train_ctx *c, const char *task)
                                             .temperature = 0.07};
         c->o.class_names = c->verbs_csv;
         c->o.similarity = c->sim;
+        c->o.relevant_captions = 0.1; /* its sentences and sparse rows, allocated at open */
     }
 }
 

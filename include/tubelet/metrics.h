@@ -1,16 +1,18 @@
 /* include/tubelet/metrics.h - EPIC-Kitchens-100 metrics. Multi-instance retrieval (MIR): mAP
  * and nDCG from a similarity and a relevancy matrix, in both directions; the sentence list and
- * the relevancy of a split built from its EPIC annotations; the relevancy file (.npy). Action
+ * the relevancy of a split built from its EPIC annotations; the relevancy file (.npy); the
+ * relevant captions a training clip draws from (AVION's EK-100 MIR fine-tuning). Action
  * classification as AVION reports it: views averaged, action top-1/top-5, verb and noun by
  * marginalising the actions, mean class accuracy. docs/METRICS.md gives the definitions, where
  * they were read, the tie rules and how they depart from the official code; docs/FORMATS.md
  * the files. Tests: tests/test_mir.c (against tests/ref/mir_ref.py), tests/test_cls_metrics.c
- * (against tests/ref/ek100_cls_ref.py). */
+ * (against tests/ref/ek100_cls_ref.py), tests/test_captions.c. */
 #ifndef TUBELET_METRICS_H
 #define TUBELET_METRICS_H
 
 #include "tubelet/base.h"
 #include "tubelet/data.h"
+#include "tubelet/rng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,6 +89,60 @@ TB_API int tb_mir_relevancy(const struct tb_annotations *ann, const struct tb_mi
  * relevancy 1 with it (else its columns are in another sentence order). */
 TB_API int tb_mir_relevancy_load(const char *path, const struct tb_annotations *ann,
                                  const struct tb_mir_sentences *s, float *rel);
+
+/* ---- relevant captions (training) -------------------------------------------------------- */
+
+/* For every clip of a training split, the sentences whose relevancy with it is above a
+ * threshold: AVION's EK-100 MIR fine-tuning trains each clip on one of them, drawn uniformly
+ * (clip_dataset.py, ek100_mir: np.where(relevancy_mat[i] > 0.1), random.sample of one).
+ * Stored sparse, never as the dense (clips, sentences) matrix: clips whose rows are equal share
+ * one list; from the classes, the list holds groups of sentences with equal classes (equal
+ * relevancy to every clip). Read-only once built: any number of threads may draw. */
+typedef struct tb_mir_captions tb_mir_captions;
+
+struct tb_mir_captions_stats {
+    int64_t n_items, n_sentences;
+    int64_t n_rows;        /* distinct rows stored */
+    int64_t n_groups;      /* sentence groups: classes (computed) or single sentences (file) */
+    int64_t n_entries;     /* (row, group) entries stored: those above the threshold */
+    int64_t n_pairs;       /* (clip, sentence) pairs above the threshold: the dense count */
+    int64_t n_empty;       /* clips with no sentence above it */
+    int64_t bytes;         /* memory held */
+};
+
+/* Build the relevant sentences of every clip of ann among s (the split's sentences:
+ * tb_mir_sentences_build or _load, on ann) for threshold in [0, 1): those of relevancy
+ * strictly above it. path NULL or "": the relevancy from the classes (tb_mir_relevancy's
+ * definition, compared in double precision as EK-100's float64 file). Else the relevancy file
+ * at path, of shape (ann->n_items, s->n), read a row at a time (memory: one row): a .npy
+ * (tb_mir_relevancy_load's) or a pickle of one NumPy array (AVION's
+ * caption_relevancy_EPIC_100_retrieval_train.pkl: protocols 3 to 5), float32 (compared in
+ * float32, as NumPy compares a float32 array with a Python float) or float64; every value in
+ * [0, 1] and every sentence at 1 with its own clip, else TB_EFORMAT naming the file, the row
+ * and the column. ann and s are only read; s may be freed after. */
+TB_API int tb_mir_captions_open(tb_mir_captions **out, const struct tb_annotations *ann,
+                                const struct tb_mir_sentences *s, double threshold,
+                                const char *path);
+
+/* The number of sentences above the threshold for clip item (0 .. n_items - 1). */
+TB_API int64_t tb_mir_captions_count(const tb_mir_captions *c, int64_t item);
+
+/* The k-th (0 <= k < count) of them in ascending order: a sentence index of s. The same for
+ * a relevancy file as for the classes it was computed from; O(groups x log) per call from
+ * the classes. */
+TB_API int tb_mir_captions_sentence(const tb_mir_captions *c, int64_t item, int64_t k);
+
+/* All of them, ascending, into out (room for count); returns count. O(count log count). */
+TB_API int64_t tb_mir_captions_list(const tb_mir_captions *c, int64_t item, int *out);
+
+/* One of them drawn uniformly with rng (one tb_rng_below), or -1 when there is none (AVION
+ * has no rule for that case: its loader fails; the caller keeps the clip's own narration). */
+TB_API int tb_mir_captions_draw(const tb_mir_captions *c, int64_t item, tb_rng *rng);
+
+TB_API void tb_mir_captions_stats(const tb_mir_captions *c, struct tb_mir_captions_stats *st);
+
+/* NULL-safe; sets *c to NULL. */
+TB_API void tb_mir_captions_close(tb_mir_captions **c);
 
 /* ---- EPIC-Kitchens-100 action classification --------------------------------------------- */
 

@@ -48,6 +48,8 @@ enum tb_rng_purpose {
                                 sample index */
     TB_RNG_RAND_AUGMENT = 15, /* RandAugment's ops (tb_randaug_draw): a = epoch, b = sample
                                  index */
+    TB_RNG_CAPTION = 16,     /* a training clip's caption among its relevant sentences
+                                (tb_mir_captions_draw): a = epoch, b = sample index */
     TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
 };
 

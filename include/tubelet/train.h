@@ -272,6 +272,15 @@ struct tb_train_opts {
                                          * NULL or "": computed from its classes */
     const char *similarity;             /* clip evaluation: also write the (clips, sentences)
                                          * similarity matrix here (.npy, float32); NULL: no */
+    double relevant_captions;           /* clip: each training clip's caption drawn from the
+                                         * training sentences whose relevancy with it is above
+                                         * this (tb_mir_captions_open; AVION's EK-100 MIR
+                                         * fine-tuning: 0.1); 0: its own narration */
+    const char *train_relevancy;        /* their relevancy: a .npy or pickled array of (train
+                                         * clips, sentences); NULL or "": from the classes */
+    const char *train_sentences;        /* its columns: a sentence CSV (EK-100's
+                                         * EPIC_100_retrieval_train_sentence.csv); NULL or "":
+                                         * tb_mir_sentences_build's order */
     uint64_t seed;
     int eval_every;                     /* epochs; 0: only at the end */
     int val_views, val_crops;

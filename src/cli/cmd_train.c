@@ -30,8 +30,8 @@ struct train_config {
     double blr, warmup_lr, mask_ratio, decoder_ratio;
     int dec_dim, dec_depth, dec_heads, norm_target;
     int embed, ctx, text_width, text_heads, text_depth;
-    double temperature, margin;
-    char *class_names, *prompt, *relevancy, *loss;
+    double temperature, margin, relevant_captions;
+    char *class_names, *prompt, *relevancy, *loss, *train_relevancy, *train_sentences;
     int learn_temperature;
 };
 
@@ -184,6 +184,17 @@ static const struct cli_flag train_flags[] = {
       CLI_NO_RANGE),
     F("relevancy", CLI_STR, relevancy, "", "FILE.npy", "clip: the validation split's relevancy "
       "(default: computed from its verb and noun classes, as EK-100's)", CLI_NO_RANGE),
+    F("relevant-captions", CLI_DOUBLE, relevant_captions, "0", "X", "clip: train each clip on "
+      "a sentence of the training split drawn among those of relevancy above X with it, not on "
+      "its own narration (AVION's EK-100 MIR fine-tuning: 0.1); 0: off", 0, 1),
+    F("train-relevancy", CLI_STR, train_relevancy, "", "FILE", "clip: --relevant-captions' "
+      "relevancy, (train clips, sentences), as .npy or AVION's pickle (caption_relevancy_EPIC_"
+      "100_retrieval_train.pkl) (default: computed from the verb and noun classes)",
+      CLI_NO_RANGE),
+    F("train-sentences", CLI_STR, train_sentences, "", "FILE", "clip: --relevant-captions' "
+      "sentences in their order, the relevancy's columns: a CSV naming a clip of --train per "
+      "row by narration_id (EPIC_100_retrieval_train_sentence.csv; default: built from --train "
+      "as EK-100 builds it)", CLI_NO_RANGE),
     F("skip-bad-rows", CLI_BOOL, skip_bad_rows, "false", "", "evaluate --val without its rows "
       "that make no clip (unparsable, video missing or unreadable, window outside it) rather "
       "than refuse it; --train's are always skipped, counted in metrics.jsonl", CLI_NO_RANGE),
@@ -510,7 +521,8 @@ static int run_train(void *config, int n_args, char **args)
                  .temperature = c->temperature, .learn_temperature = c->learn_temperature},
         .max_margin = !strcmp(c->loss, "max-margin"),
         .margin = c->margin, .class_names = c->class_names, .prompt = c->prompt,
-        .relevancy = c->relevancy,
+        .relevancy = c->relevancy, .relevant_captions = c->relevant_captions,
+        .train_relevancy = c->train_relevancy, .train_sentences = c->train_sentences,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .tensorboard = c->tensorboard, .config_text = cfg.buf,

@@ -1,8 +1,7 @@
 /* src/cli/flags.c - table-driven flag parsing (see flags.h). Numbers are parsed whole with
  * strtol/strtod and range-checked; an unknown flag, a missing value or trailing junk is a
- * usage error that names the flag (or the config file and line). Settings of published
- * recipes that are not built yet have one table here: they parse and print, and a run with
- * one switched on is refused. Tests: tests/test_cli.c, tests/test_configs.c. */
+ * usage error that names the flag (or the config file and line); old spellings of flags
+ * parse through one alias table. Tests: tests/test_cli.c, tests/test_configs.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -36,89 +35,6 @@ static char *own(const char *s, size_t len)
     return copy;
 }
 
-/* Settings that published recipes (configs/) use and tubelet does not have yet. A config
- * file or the command line may carry one, so a recipe's file names everything it needs;
- * --print-config keeps it; a run with one set to anything but its off value is refused with
- * the file and line, what is missing, and how to run without it. Numbers compare as numbers
- * ("0.0" is off when off is "0"); an empty value is off. */
-static const struct {
-    const char *cmd, *name, *metavar, *off, *what;
-} unbuilt[] = {
-    {"train", "relevant-captions", "X", "0", "clip: training each clip on a random sentence "
-     "whose relevancy with it is above the value, not on its own narration; AVION's EK-100 "
-     "MIR uses 0.1"},
-};
-#define N_UNBUILT ((int)(sizeof(unbuilt) / sizeof(unbuilt[0])))
-/* The last parse's value of each (owned; NULL: not given), where it came from ("FILE:LINE: ",
- * or NULL for the command line) and when (messages follow the order of the settings). */
-static const char *unbuilt_val[N_UNBUILT], *unbuilt_where[N_UNBUILT];
-static int unbuilt_seq[N_UNBUILT], n_unbuilt_set;
-
-static void unbuilt_reset(void)
-{
-    for (int i = 0; i < N_UNBUILT; i++)
-        unbuilt_val[i] = unbuilt_where[i] = NULL;
-    n_unbuilt_set = 0;
-}
-
-static int find_unbuilt(const struct cli_command *cmd, const char *name, size_t len)
-{
-    for (int i = 0; i < N_UNBUILT; i++)
-        if (!strcmp(unbuilt[i].cmd, cmd->name) && strlen(unbuilt[i].name) == len &&
-            !strncmp(unbuilt[i].name, name, len))
-            return i;
-    return -1;
-}
-
-static int unbuilt_off(int i)
-{
-    const char *v = unbuilt_val[i], *off = unbuilt[i].off;
-    char *e1, *e2;
-    if (!v || !*v || !strcmp(v, off))
-        return 1;
-    double a = strtod(v, &e1), b = strtod(off, &e2);
-    return e1 != v && !*e1 && e2 != off && !*e2 && a == b;
-}
-
-static int set_unbuilt(int i, const char *val, const char *where)
-{
-    unbuilt_seq[i] = ++n_unbuilt_set;
-    unbuilt_val[i] = own(val, strlen(val));
-    unbuilt_where[i] = where ? own(where, strlen(where)) : NULL;
-    if (!unbuilt_val[i] || (where && !unbuilt_where[i])) {
-        fprintf(stderr, "tubelet: out of memory\n");
-        return -1;
-    }
-    return 0;
-}
-
-/* Every setting that is on, each with its source; -1 if any (the run is refused). */
-static int refuse_unbuilt(const struct cli_command *cmd)
-{
-    int n = 0;
-    for (int seq = 1; seq <= n_unbuilt_set; seq++) {
-        int i = 0;
-        while (i < N_UNBUILT && unbuilt_seq[i] != seq)
-            i++;
-        if (i == N_UNBUILT || strcmp(unbuilt[i].cmd, cmd->name) || unbuilt_off(i))
-            continue;
-        if (unbuilt_where[i])
-            fprintf(stderr, "tubelet %s: %s'%s = %s' is not built yet: %s; set it to %s or "
-                    "remove the line to run without it\n", cmd->name, unbuilt_where[i],
-                    unbuilt[i].name, unbuilt_val[i], unbuilt[i].what, unbuilt[i].off);
-        else
-            fprintf(stderr, "tubelet %s: --%s %s is not built yet: %s; leave it out or give "
-                    "--%s %s to run without it\n", cmd->name, unbuilt[i].name, unbuilt_val[i],
-                    unbuilt[i].what, unbuilt[i].name, unbuilt[i].off);
-        n++;
-    }
-    if (n)
-        fprintf(stderr, "tubelet %s: not run: %d setting%s above %s not built yet (see "
-                "'tubelet help %s')\n", cmd->name, n, n > 1 ? "s" : "", n > 1 ? "are" : "is",
-                cmd->name);
-    return n ? -1 : 0;
-}
-
 void cli_parse_free(void)
 {
     for (size_t i = 0; i < n_owned; i++)
@@ -128,7 +44,6 @@ void cli_parse_free(void)
     owned = NULL;
     args_owned = NULL;
     n_owned = cap_owned = 0;
-    unbuilt_reset();
 }
 
 static int in_range(const struct cli_flag *f, double v)
@@ -327,12 +242,7 @@ static int load_config(const struct cli_command *cmd, void *config, const char *
         *eq = '\0';
         char *key = trim(s), *val = trim(eq + 1);
         const struct cli_flag *fl = find_flag(cmd, key, strlen(key));
-        int u = fl ? -1 : find_unbuilt(cmd, key, strlen(key));
         snprintf(where, sizeof(where), "%s:%d: ", path, line_no);
-        if (u >= 0) {
-            rc = set_unbuilt(u, val, where);
-            continue;
-        }
         if (!fl || !strcmp(key, "config")) {
             fprintf(stderr, "tubelet: %s:%d: unknown key '%s' for 'tubelet %s'\n", path, line_no,
                     key, cmd->name);
@@ -363,7 +273,6 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
     int n_pos = 0;
 
     memset(config, 0, cmd->config_size);
-    unbuilt_reset();
     for (int i = 0; i < cmd->n_flags; i++) {
         const struct cli_flag *f = &cmd->flags[i];
         if (f->def && set_value(f, config, f->def, "default of ") < 0)
@@ -435,17 +344,6 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
             negated = f && f->type == CLI_BOOL;
             f = negated ? f : NULL;
         }
-        int u = f ? -1 : find_unbuilt(cmd, name, len);
-        if (u >= 0) {
-            if (!eq && i + 1 >= argc) {
-                fprintf(stderr, "tubelet %s: --%s needs a value (%s)\n", cmd->name,
-                        unbuilt[u].name, unbuilt[u].metavar);
-                goto fail;
-            }
-            if (set_unbuilt(u, eq ? eq + 1 : argv[++i], NULL) < 0)
-                goto fail;
-            continue;
-        }
         if (!f) {
             fprintf(stderr, "tubelet %s: unknown flag '--%.*s' (see 'tubelet help %s')\n",
                     cmd->name, (int)len, name, cmd->name);
@@ -486,8 +384,6 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
                 cmd->args && cmd->args[0] ? cmd->args : "no arguments", cmd->name);
         goto fail;
     }
-    if (refuse_unbuilt(cmd) < 0)
-        goto fail;
     pos[n_pos] = NULL;
     *n_args = n_pos;
     *args = pos;
@@ -540,14 +436,6 @@ void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config
         format_value(val, sizeof(val), &cmd->flags[i], config);
         fprintf(f, "%s = %s\n", cmd->flags[i].name, val);
     }
-    int header = 0;
-    for (int i = 0; i < N_UNBUILT; i++) {
-        if (strcmp(unbuilt[i].cmd, cmd->name) || !unbuilt_val[i])
-            continue;
-        if (!header++)
-            fprintf(f, "# not built yet: a run is refused while one of these is on\n");
-        fprintf(f, "%s = %s\n", unbuilt[i].name, unbuilt_val[i]);
-    }
 }
 
 void cli_print_help(FILE *f, const struct cli_command *cmd)
@@ -571,14 +459,4 @@ void cli_print_help(FILE *f, const struct cli_command *cmd)
     fprintf(f, "  %-26s %s\n", "--config FILE", "read 'flag = value' lines (command line wins)");
     fprintf(f, "  %-26s %s\n", "--print-config", "print the resolved flags as a config file");
     fprintf(f, "  %-26s %s\n", "--help", "this text");
-    for (int i = 0, header = 0; i < N_UNBUILT; i++) {
-        char left[64];
-        if (strcmp(unbuilt[i].cmd, cmd->name))
-            continue;
-        if (!header++)
-            fprintf(f, "\nnot built yet (a recipe may name them; a run with one on is "
-                       "refused):\n");
-        snprintf(left, sizeof(left), "--%s %s", unbuilt[i].name, unbuilt[i].metavar);
-        fprintf(f, "  %-26s %s (off: %s)\n", left, unbuilt[i].what, unbuilt[i].off);
-    }
 }

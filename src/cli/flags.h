@@ -54,16 +54,13 @@ struct cli_command {
 
 /* Parse argv (after the subcommand name) into config: defaults, then --config FILE, then the
  * command line. Positional arguments are collected into *args (pointers into argv).
- * Settings in flags.c's table of those not built yet parse too (from a file or as flags);
- * one that is on refuses the run, each named with its file and line.
  * Returns 0 to run, 1 when --help or --print-config was handled (exit 0), or -1 after
  * printing a usage error to stderr (exit 2). */
 int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config, int *n_args,
               char ***args);
 
 void cli_print_help(FILE *f, const struct cli_command *cmd);
-/* The resolved configuration as "key = value" lines, which --config reads back; the last
- * parse's not-built settings follow, so a refused recipe stays refused. */
+/* The resolved configuration as "key = value" lines, which --config reads back. */
 void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config);
 
 /* Free strings the parser allocated. */

@@ -269,6 +269,34 @@ static void swap_bytes(unsigned char *p, int64_t n, int size)
         }
 }
 
+int tbi_npy_read_f64(struct tbi_npy *h, const char *path, int64_t n, double *out)
+{
+    int64_t done = 0;
+    while (done < n) {
+        int64_t k = n - done < CHUNK ? n - done : CHUNK;
+        /* float64 lands in place; float32 lands in the upper half of the span and widens
+         * upwards, so no element is overwritten before it is read */
+        unsigned char *dst = (unsigned char *)(out + done);
+        unsigned char *raw = h->item_bytes == 8 ? dst : dst + 4 * k;
+        if (fread(raw, (size_t)h->item_bytes, (size_t)k, h->f) != (size_t)k)
+            return tbi_err(TB_EIO, "%s: read failed (or the file ends) %lld elements into a "
+                           "read of %lld", path, (long long)done, (long long)n);
+        if (h->swap)
+            swap_bytes(raw, k, h->item_bytes);
+        if (h->item_bytes == 4)
+            for (int64_t i = 0; i < k; i++) {
+                float x;
+                memcpy(&x, raw + 4 * i, 4);
+                out[done + i] = x;
+            }
+        else
+            for (int64_t i = 0; i < k; i++)
+                memcpy(&out[done + i], raw + 8 * i, 8);
+        done += k;
+    }
+    return 0;
+}
+
 int tbi_npy_read_f32(struct tbi_npy *h, const char *path, float *out)
 {
     unsigned char *buf = tbi_malloc((size_t)CHUNK * 8);

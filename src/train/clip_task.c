@@ -6,7 +6,10 @@
  * the batch's clips and captions, gathers both towers' features from every process, computes
  * the symmetric InfoNCE over all of them (the same loss on every process) and backpropagates
  * each process's own rows: the loop's mean of the gradients then equals the gradient of one
- * process with the whole batch. Tests: tests/test_train.c, tests/test_dist.c. */
+ * process with the whole batch. With relevant captions (AVION's EK-100 MIR fine-tuning) a
+ * clip's caption is a sentence drawn for (epoch, sample) among those relevant to it, taken
+ * from the tokenized split (every sentence is a clip's narration). Tests: tests/test_train.c,
+ * tests/test_dist.c, tests/test_captions.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +30,8 @@ struct clip {
     tb_tokenizer *tok;
     int B, E, ctx, world;
     int32_t *item_ids;        /* (items, ctx): every training caption, tokenized */
+    struct tb_mir_sentences *sent; /* relevant captions: the sentences, and for each clip */
+    tb_mir_captions *caps;         /* those above the threshold; both NULL: off */
     int32_t *ids;             /* (B, ctx) of the loaded batch */
     int n;                    /* its clips */
     float *v, *t;             /* (B, E): this process's features */
@@ -41,6 +46,8 @@ static void clip_close(void **state)
         return;
     tb_clip_close(&t->m);
     tb_tokenizer_close(&t->tok);
+    tb_mir_captions_close(&t->caps);
+    tb_mir_sentences_free(&t->sent);
     void *bufs[] = {t->item_ids, t->ids, t->v, t->t, t->all_v, t->all_t, t->dv_all, t->dt_all};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
@@ -67,6 +74,37 @@ static int tokenize_split(tb_tokenizer *tok, const struct tb_annotations *ann, i
             return tbi_err_prefix(rc, "%s:%d: the narration", ann->path, it->line);
         *n_cut += n > ctx;
     }
+    return 0;
+}
+
+/* Relevant captions: the training split's sentences and, for every clip, those whose
+ * relevancy with it is above o->relevant_captions; logged with their memory. */
+static int open_captions(struct clip *t, const struct tb_train_opts *o)
+{
+    const char *rel = o->train_relevancy, *sent = o->train_sentences;
+    int has_rel = rel && rel[0], has_sent = sent && sent[0];
+    if (!(o->relevant_captions > 0)) {
+        if (has_rel || has_sent)
+            return tbi_err(TB_EINVAL, "--train-relevancy and --train-sentences give the "
+                           "relevancy of relevant captions: they need --relevant-captions");
+        return 0;
+    }
+    double t0 = tbi_now_s();
+    int rc = has_sent ? tb_mir_sentences_load(&t->sent, sent, o->train_ann)
+                      : tb_mir_sentences_build(&t->sent, o->train_ann);
+    if (rc < 0 ||
+        (rc = tb_mir_captions_open(&t->caps, o->train_ann, t->sent, o->relevant_captions,
+                                   rel)) < 0)
+        return tbi_err_prefix(rc, "--relevant-captions %g", o->relevant_captions);
+    struct tb_mir_captions_stats st;
+    tb_mir_captions_stats(t->caps, &st);
+    tbi_log(TB_LOG_INFO, "relevant captions: %lld clips x %lld sentences, %lld pairs of "
+            "relevancy above %g (%s), %.1f a clip; %lld clips with none keep their own "
+            "narration; %lld distinct rows, %lld entries, %.2f MB, %.1f s",
+            (long long)st.n_items, (long long)st.n_sentences, (long long)st.n_pairs,
+            o->relevant_captions, has_rel ? rel : "from the classes",
+            (double)st.n_pairs / (double)st.n_items, (long long)st.n_empty,
+            (long long)st.n_rows, (long long)st.n_entries, st.bytes / 1e6, tbi_now_s() - t0);
     return 0;
 }
 
@@ -100,6 +138,8 @@ static int clip_open(void **state, const struct tb_train_opts *o)
         else
             rc = tokenize_split(t->tok, o->train_ann, t->ctx, t->item_ids, &n_cut);
     }
+    if (rc == 0)
+        rc = open_captions(t, o);
     if (rc < 0) {
         void *p = t;
         clip_close(&p);
@@ -147,10 +187,20 @@ static int clip_load(void *state, const struct tb_train_opts *o, const struct tb
     tb_norm_values(o->norm, &mean, &std);
     if (b->n != t->B)
         return tbi_err(TB_EINVAL, "a batch of %d clips, the step takes %d", b->n, t->B);
-    /* training samples are items, one view each */
-    for (int j = 0; j < b->n; j++)
-        memcpy(t->ids + (size_t)j * t->ctx, t->item_ids + (size_t)b->index[j] * t->ctx,
+    /* training samples are items, one view each; a relevant caption is a sentence drawn for
+     * (epoch, sample), whatever process or worker loaded the clip */
+    for (int j = 0; j < b->n; j++) {
+        int64_t item = b->index[j];
+        if (t->caps) {
+            tb_rng g;
+            tb_rng_init_for(&g, o->seed, TB_RNG_CAPTION, (uint64_t)b->epoch, (uint64_t)item);
+            int k = tb_mir_captions_draw(t->caps, item, &g);
+            if (k >= 0)
+                item = t->sent->item[k];
+        }
+        memcpy(t->ids + (size_t)j * t->ctx, t->item_ids + (size_t)item * t->ctx,
                sizeof(int32_t) * (size_t)t->ctx);
+    }
     t->n = b->n;
     return tb_clip_set_clips(t->m, b->video, NULL, b->n, mean, std);
 }

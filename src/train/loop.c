@@ -514,6 +514,11 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
                      task->name);
         goto end;
     }
+    if (strcmp(task->name, "clip") && o->relevant_captions > 0) {
+        rc = tbi_err(TB_EINVAL, "relevant captions (%g) draw a caption for video-text "
+                     "training (--task clip), not --task %s", o->relevant_captions, task->name);
+        goto end;
+    }
     if (o->layer_decay > 0 && o->layer_decay < 1) {
         if (strcmp(task->name, "cls")) {
             rc = tbi_err(TB_EINVAL, "layer-wise lr decay (%g) is for fine-tuning a classifier "

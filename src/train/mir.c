@@ -13,6 +13,7 @@
 #include "core/internal.h"
 #include "core/npy.h"
 #include "data/csv.h"
+#include "train/mir_internal.h"
 #include "tubelet/metrics.h"
 
 /* ---- ranking ----------------------------------------------------------------------------- */
@@ -273,7 +274,7 @@ done:
 
 /* ---- sentences --------------------------------------------------------------------------- */
 
-static int check_epic(const struct tb_annotations *ann)
+int tbi_mir_check_epic(const struct tb_annotations *ann)
 {
     if (!ann || ann->n_items < 1)
         return tbi_err(TB_EINVAL, "MIR sentences: no annotations");
@@ -347,7 +348,7 @@ static int by_id(const void *pa, const void *pb)
 int tb_mir_sentences_build(struct tb_mir_sentences **out, const struct tb_annotations *ann)
 {
     *out = NULL;
-    int rc = check_epic(ann);
+    int rc = tbi_mir_check_epic(ann);
     if (rc < 0)
         return rc;
     int n = ann->n_items, n_sent = 0;
@@ -425,7 +426,7 @@ int tb_mir_sentences_load(struct tb_mir_sentences **out, const char *path,
     struct keyed *ids = NULL;
     int rc, col[2] = {-1, -1}, line_no = 0, cap = 0;
     *out = NULL;
-    if ((rc = check_epic(ann)) < 0)
+    if ((rc = tbi_mir_check_epic(ann)) < 0)
         return rc;
     for (int i = 0; i < ann->n_items; i++)
         if (!ann->items[i].id)
@@ -523,10 +524,17 @@ static double set_iou(const int *a, int na, const int *b, int nb)
     return (double)both / (double)(na + nb - both);
 }
 
+double tbi_mir_relevancy_of(const struct tb_ann_item *v, const struct tb_ann_item *t)
+{
+    double verb = v->verb == t->verb;
+    double noun = set_iou(v->nouns, v->n_nouns, t->nouns, t->n_nouns);
+    return (verb + noun) / 2;
+}
+
 int tb_mir_relevancy(const struct tb_annotations *ann, const struct tb_mir_sentences *s,
                      int64_t first, int64_t n_rows, float *rel)
 {
-    int rc = check_epic(ann);
+    int rc = tbi_mir_check_epic(ann);
     if (rc < 0)
         return rc;
     if (!s || s->n < 1 || !rel || first < 0 || n_rows < 0 || first > ann->n_items ||
@@ -540,12 +548,8 @@ int tb_mir_relevancy(const struct tb_annotations *ann, const struct tb_mir_sente
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n_rows; r++) {
         const struct tb_ann_item *v = &ann->items[first + r];
-        for (int j = 0; j < s->n; j++) {
-            const struct tb_ann_item *t = &ann->items[s->item[j]];
-            double verb = v->verb == t->verb;
-            double noun = set_iou(v->nouns, v->n_nouns, t->nouns, t->n_nouns);
-            rel[r * s->n + j] = (float)((verb + noun) / 2);
-        }
+        for (int j = 0; j < s->n; j++)
+            rel[r * s->n + j] = (float)tbi_mir_relevancy_of(v, &ann->items[s->item[j]]);
     }
     return 0;
 }
@@ -554,7 +558,7 @@ int tb_mir_relevancy_load(const char *path, const struct tb_annotations *ann,
                           const struct tb_mir_sentences *s, float *rel)
 {
     struct tbi_npy h;
-    int rc = check_epic(ann);
+    int rc = tbi_mir_check_epic(ann);
     if (rc < 0)
         return rc;
     if (!s || s->n < 1 || !rel)

@@ -5,7 +5,7 @@
 # the head of the built-in merges;
 # the reader's seeds add remuxes of a synth video (the ffmpeg tool, when there is one), and
 # the safetensors and .npy seeds are written in those formats' layouts by python3 (no numpy
-# needed). The files are committed; this script says how they were made. Regression inputs
+# needed); the pickled arrays of the captions target by pickle.dump itself (numpy needed). The files are committed; this script says how they were made. Regression inputs
 # (regress/) are never touched.
 set -eu
 
@@ -17,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 
 for t in reader chunk index ek100 kinetics narration safetensors flags tokenizer merges \
-         relevancy sentences; do
+         relevancy sentences captions; do
     rm -rf "${corpus:?}/$t"
     mkdir -p "$corpus/$t"
 done
@@ -157,4 +157,22 @@ safetensors('half.safetensors',
              ('scalar', 'F32', [], struct.pack('<f', 7))])
 safetensors('empty.safetensors', [])
 PY
+# The training relevancy (--train-relevancy): the same matrix pickled as AVION's file is.
+cp "$corpus/relevancy/relevancy.npy" "$corpus/relevancy/relevancy_f8_be.npy" "$corpus/captions/"
+"${PYTHON:-python3}" - "$corpus/captions" <<'PY'
+import pickle, sys
+import numpy as np
+out = sys.argv[1]
+rel = np.array([1, 0, 0, 0.75, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0.75, 0.25]).reshape(5, 3)
+def dump(name, obj, protocol):
+    with open(out + '/' + name, 'wb') as f:
+        pickle.dump(obj, f, protocol=protocol)
+for p in (2, 3, 4, 5):
+    dump('relevancy_p%d.pkl' % p, rel, p)
+dump('relevancy_f4_p4.pkl', rel.astype(np.float32), 4)
+dump('relevancy_be_p3.pkl', rel.astype('>f8'), 3)
+dump('fortran_p4.pkl', np.asfortranarray(rel), 4)
+dump('dict_p4.pkl', {'relevancy': rel}, 4)
+PY
+
 echo "make_seeds: $(find "$corpus" -type f | wc -l) seeds, $(du -sk "$corpus" | cut -f1) KB"

@@ -1,0 +1,747 @@
+/* tests/test_captions.c - relevant captions (AVION's EK-100 MIR fine-tuning; metrics.h's
+ * tb_mir_captions_*, --relevant-captions):
+ * - on hand-built clips whose verb and noun classes give relevancies 1, 1/2, 3/4, 1/6, 1/10
+ *   and 0: each clip's set of sentences above a threshold equals the one this file computes
+ *   from the classes in double precision, for thresholds on and off those values;
+ * - the draws under TB_RNG_CAPTION keyed by (epoch, clip) over 20,000 epochs: only sentences
+ *   of the set, each as often as a uniform choice gives (chi-square per clip, p = 1e-6);
+ * - a clip with no sentence above the threshold draws -1 (the clip task keeps its narration);
+ * - the relevancy from files against tests/ref/captions_ref.py (NumPy's np.where(rel[i] >
+ *   t), AVION's expression): .npy float64 and float32 (compared in float32, as NumPy does: a
+ *   threshold where the two differ is included), pickles of protocols 3, 4 and 5; files of
+ *   another shape, column order, protocol 2, Fortran order or not an array refused, named;
+ * - an EK-100-sized split (67,217 clips, 97 verbs, 300 nouns, long-tailed, one clip in ten
+ *   with two nouns, every narration distinct: 67,217 x 67,217): its memory bounded and sampled
+ *   rows right; a smaller one of 2,500 clips from a float64 .npy and from the classes: the
+ *   same sets, the same draws;
+ * - `tubelet train --task clip --relevant-captions`: the same checkpoint for 1 and 4 loader
+ *   workers; another than without it; with a threshold that leaves each clip its own
+ *   sentence only, the same as without it (the sentence reaches the clip's tokens); with one
+ *   sentence, most clips having none above the threshold (their own narration), the same as
+ *   without it; from a relevancy file and a sentence CSV, the same as from the classes;
+ *   misuse refused. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <time.h>
+
+#include "tb_test.h"
+#include "tubelet/data.h"
+#include "tubelet/metrics.h"
+#include "tubelet/rng.h"
+
+#ifndef PYTHON
+#define PYTHON "/usr/bin/python3"
+#endif
+
+/* EK-100's caption relevancy of clip v and the sentence of clip t, written here from the
+ * definition (JPoSE's create_relevancy_files.py) rather than taken from the library. */
+static double rel_of(const struct tb_ann_item *v, const struct tb_ann_item *t)
+{
+    int both = 0;
+    for (int a = 0; a < v->n_nouns; a++)
+        for (int b = 0; b < t->n_nouns; b++)
+            both += v->nouns[a] == t->nouns[b];
+    double noun = (double)both / (double)(v->n_nouns + t->n_nouns - both);
+    return ((v->verb == t->verb ? 1.0 : 0.0) + noun) / 2;
+}
+
+/* The sentences of clip i above the threshold, as a 0/1 mask (s->n) from rel_of. */
+static int expected_mask(const struct tb_annotations *a, const struct tb_mir_sentences *s,
+                         int i, double thr, char *mask)
+{
+    int m = 0;
+    for (int j = 0; j < s->n; j++)
+        m += mask[j] = rel_of(&a->items[i], &a->items[s->item[j]]) > thr;
+    return m;
+}
+
+/* The library's set for clip i equals mask: its list ascending, each once, no other; and,
+ * when each is asked for (small sets), the k-th sentence the k-th of the list. */
+static void same_set(const tb_mir_captions *c, int i, const char *mask, int n_sent,
+                     const char *what, int each)
+{
+    int64_t m = tb_mir_captions_count(c, i);
+    int *list = malloc(sizeof(int) * (size_t)(m + 1)), want = 0, ok = list != NULL;
+    for (int j = 0; j < n_sent; j++)
+        want += mask[j];
+    CHECK_EQ(list ? tb_mir_captions_list(c, i, list) : -1, m);
+    for (int64_t k = 0; ok && k < m; k++) {
+        int j = list[k];
+        ok = j >= 0 && j < n_sent && mask[j] && (!k || j > list[k - 1]) &&
+             (!each || tb_mir_captions_sentence(c, i, k) == j);
+    }
+    CHECK_MSG(ok && m == want, "%s: clip %d has %lld sentences (%s), expected %d", what, i,
+              (long long)m, ok ? "each expected" : "an unexpected, repeated or misplaced one",
+              want);
+    free(list);
+}
+
+/* An EPIC row: id, narration, verb class, noun classes (the first is noun_class). */
+static void epic_row(FILE *f, int i, const char *narr, int verb, const int *nouns, int n)
+{
+    fprintf(f, "P01_01_%d,P01,P01_01,00:00:%02d.00,00:00:%02d.00,00:00:%02d.50,%d,%d,%s,v%d,%d,"
+            "n%d,%d,\"['n']\",\"[", i, i % 60, i % 60, i % 60, 30 * (i % 60),
+            30 * (i % 60) + 15, narr, verb, verb, nouns[0], nouns[0]);
+    for (int k = 0; k < n; k++)
+        fprintf(f, "%s%d", k ? ", " : "", nouns[k]);
+    fprintf(f, "]\"\n");
+}
+
+static const char *epic_header = "narration_id,participant_id,video_id,narration_timestamp,"
+                                 "start_timestamp,stop_timestamp,start_frame,stop_frame,"
+                                 "narration,verb,verb_class,noun,noun_class,all_nouns,"
+                                 "all_noun_classes\n";
+
+/* The hand-built clips: relevancies between them are 1 (same verb and nouns), 3/4 (same verb,
+ * noun sets {0} and {0, 1}), 1/2 (same verb, no noun in common), 1/4, 1/6 ({3} against
+ * {3, 4, 5}, verbs differ), 1/10 ({3} against {3, 6, 7, 8, 9}) and 0; clip 5 repeats clip
+ * 0's narration (one sentence for both). */
+static void write_small(const char *path)
+{
+    static const struct {
+        const char *narr;
+        int verb, n, nouns[5];
+    } rows[] = {
+        {"take cup", 0, 1, {0}},
+        {"take plate", 0, 1, {1}},
+        {"wash cup", 1, 1, {0}},
+        {"wash cup and plate", 1, 2, {0, 1}},
+        {"open fridge", 2, 1, {2}},
+        {"take cup", 0, 1, {0}},
+        {"put pan pot lid", 3, 3, {3, 4, 5}},
+        {"close pan", 2, 1, {3}},
+        {"stir pan bowl spoon knife fork", 4, 5, {3, 6, 7, 8, 9}},
+        {"wash plate", 1, 1, {1}},
+        {"open pan", 2, 1, {3}},
+    };
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs(epic_header, f);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        epic_row(f, (int)i, rows[i].narr, rows[i].verb, rows[i].nouns, rows[i].n);
+    fclose(f);
+}
+
+/* The sentence CSV of s: narration_id per row (tb_mir_sentences_load reads it back). */
+static void write_sentences(const struct tb_annotations *a, const struct tb_mir_sentences *s,
+                            const char *path)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fprintf(f, "narration_id,narration\n");
+    for (int j = 0; j < s->n; j++)
+        fprintf(f, "%s,%s\n", a->items[s->item[j]].id, s->text[j]);
+    fclose(f);
+}
+
+/* The chi-square value a statistic of df degrees of freedom exceeds with probability 1e-6
+ * (Wilson-Hilferty: z = 4.753 standard deviations of the normal). */
+static double chi2_limit(int df)
+{
+    double k = 2.0 / (9.0 * df), x = 1 - k + 4.753 * sqrt(k);
+    return df * x * x * x;
+}
+
+static const double thresholds[] = {0.1, 0.2, 0.166666665, 0.5, 0.6, 0.9, 0};
+#define N_THR ((int)(sizeof(thresholds) / sizeof(thresholds[0])))
+
+static void test_sets_and_draws(const struct tb_annotations *a, const struct tb_mir_sentences *s)
+{
+    char *mask = calloc((size_t)s->n, 1);
+    for (int t = 0; t < N_THR && mask; t++) {
+        tb_mir_captions *c = NULL;
+        tbt_case = "sets from the classes";
+        CHECK_EQ(tb_mir_captions_open(&c, a, s, thresholds[t], NULL), 0);
+        if (!c)
+            continue;
+        struct tb_mir_captions_stats st;
+        tb_mir_captions_stats(c, &st);
+        int64_t pairs = 0;
+        for (int i = 0; i < a->n_items; i++) {
+            char what[64];
+            snprintf(what, sizeof(what), "threshold %g", thresholds[t]);
+            pairs += expected_mask(a, s, i, thresholds[t], mask);
+            same_set(c, i, mask, s->n, what, 1);
+        }
+        CHECK_EQ(st.n_pairs, pairs);
+        CHECK_EQ(st.n_items, a->n_items);
+        CHECK_EQ(st.n_empty, 0); /* every clip's own narration is a sentence, at 1 */
+        /* the draws at AVION's threshold: uniform over each clip's set */
+        if (thresholds[t] == 0.1) {
+            tbt_case = "draws: uniform over the set";
+            enum { E = 20000 };
+            int *hits = calloc((size_t)s->n, sizeof(int)), tested = 0;
+            for (int i = 0; i < a->n_items && hits; i++) {
+                int m = expected_mask(a, s, i, 0.1, mask), outside = 0;
+                memset(hits, 0, sizeof(int) * (size_t)s->n);
+                for (int e = 0; e < E; e++) {
+                    tb_rng g;
+                    tb_rng_init_for(&g, 3, TB_RNG_CAPTION, (uint64_t)e, (uint64_t)i);
+                    int j = tb_mir_captions_draw(c, i, &g);
+                    if (j < 0 || j >= s->n || !mask[j])
+                        outside++;
+                    else
+                        hits[j]++;
+                }
+                CHECK_MSG(!outside, "clip %d: %d draws outside its set", i, outside);
+                if (m < 2)
+                    continue;
+                double want = (double)E / m, chi2 = 0;
+                for (int j = 0; j < s->n; j++)
+                    if (mask[j])
+                        chi2 += (hits[j] - want) * (hits[j] - want) / want;
+                CHECK_MSG(chi2 < chi2_limit(m - 1), "clip %d: chi-square %.2f over %d "
+                          "sentences (limit %.2f at p = 1e-6)", i, chi2, m, chi2_limit(m - 1));
+                tested++;
+            }
+            CHECK_MSG(tested >= 8, "only %d clips with a choice", tested);
+            free(hits);
+        }
+        tb_mir_captions_close(&c);
+        CHECK(c == NULL);
+    }
+    free(mask);
+    tbt_case = "threshold out of range";
+    tb_mir_captions *c = NULL;
+    CHECK_EQ(tb_mir_captions_open(&c, a, s, 1.0, NULL), TB_EINVAL);
+    CHECK_STR_HAS(tb_errmsg(), "threshold 1; it lies in [0, 1)");
+    CHECK_EQ(tb_mir_captions_open(&c, a, s, -0.1, NULL), TB_EINVAL);
+    CHECK(c == NULL);
+    tb_mir_captions_close(&c);
+}
+
+/* A sentence list of only some clips: the others may have nothing above the threshold. */
+static void test_fallback(const struct tb_annotations *a)
+{
+    tbt_case = "fallback: no sentence above the threshold";
+    struct tb_mir_sentences *s = NULL;
+    const char *path = tbt_path("two_sentences.csv");
+    FILE *f = fopen(path, "w");
+    if (f) {
+        /* "take cup" (verb 0, {0}) and "open fridge" (verb 2, {2}) */
+        fprintf(f, "narration_id,narration\nP01_01_0,take cup\nP01_01_4,open fridge\n");
+        fclose(f);
+    }
+    CHECK_EQ(tb_mir_sentences_load(&s, path, a), 0);
+    tb_mir_captions *c = NULL;
+    CHECK_EQ(tb_mir_captions_open(&c, a, s, 0.6, NULL), 0);
+    char mask[2];
+    int empty = 0;
+    for (int i = 0; c && i < a->n_items; i++) {
+        int m = expected_mask(a, s, i, 0.6, mask);
+        same_set(c, i, mask, 2, "two sentences", 1);
+        tb_rng g;
+        tb_rng_init_for(&g, 0, TB_RNG_CAPTION, 0, (uint64_t)i);
+        int j = tb_mir_captions_draw(c, i, &g);
+        CHECK_MSG(m ? j >= 0 && mask[j] : j == -1, "clip %d: drew %d of %d", i, j, m);
+        empty += !m;
+    }
+    struct tb_mir_captions_stats st = {0};
+    if (c)
+        tb_mir_captions_stats(c, &st);
+    /* above 0.6 only with the same verb and nouns: clips 0, 4 and 5 */
+    CHECK_MSG(empty >= 5 && st.n_empty == empty, "%d clips without a sentence, stats say %lld",
+              empty, (long long)st.n_empty);
+    tb_mir_captions_close(&c);
+    tb_mir_sentences_free(&s);
+}
+
+/* Sets from files written by captions_ref.py, against its np.where lines. */
+static void same_as_lines(const tb_mir_captions *c, int n_items, int n_sent, const char *lines,
+                          const char *what)
+{
+    char *text = tbt_read(lines, NULL), *p = text, *mask = calloc((size_t)n_sent, 1);
+    CHECK_MSG(text != NULL, "%s: no %s", what, lines);
+    for (int i = 0; text && mask && i < n_items; i++) {
+        memset(mask, 0, (size_t)n_sent);
+        char *nl = strchr(p, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        for (char *q = p, *e; *q; q = e) {
+            long j = strtol(q, &e, 10);
+            if (e == q)
+                break;
+            if (j >= 0 && j < n_sent)
+                mask[j] = 1;
+        }
+        same_set(c, i, mask, n_sent, what, 1);
+        p = nl + 1;
+    }
+    free(mask);
+    free(text);
+}
+
+static void test_files(const struct tb_annotations *a, const struct tb_mir_sentences *s,
+                       const char *clips, const char *sentences)
+{
+    tbt_case = "files against captions_ref.py";
+    if (tbt_run(NULL, 60, PYTHON " -c 'import numpy'") != 0) {
+        fprintf(stderr, "skip: no numpy for tests/ref/captions_ref.py\n");
+        return;
+    }
+    const char *d = tbt_dir();
+    char *out = NULL, args[256] = "";
+    for (int t = 0; t < N_THR; t++)
+        snprintf(args + strlen(args), sizeof(args) - strlen(args), " %.17g", thresholds[t]);
+    int rc = tbt_run(&out, 120, PYTHON " %s/tests/ref/captions_ref.py %s %s %s%s",
+                     TB_SOURCE_DIR, clips, sentences, d, args);
+    CHECK_MSG(rc == 0, "captions_ref.py: %s", out);
+    free(out);
+    if (rc)
+        return;
+    struct tb_mir_sentences *sl = NULL;
+    CHECK_EQ(tb_mir_sentences_load(&sl, sentences, a), 0);
+    if (!sl)
+        return;
+    CHECK_EQ(sl->n, s->n);
+    static const char *const f8[] = {"rel_f8.npy", "rel_p3.pkl", "rel_p4.pkl", "rel_p5.pkl"};
+    char file[4400], lines[4400], what[200];
+    int differ = 0;
+    for (int t = 0; t < N_THR; t++) {
+        for (int k = 0; k < 5; k++) {
+            const char *name = k < 4 ? f8[k] : "rel_f4.npy";
+            tb_mir_captions *c = NULL;
+            snprintf(file, sizeof(file), "%s/%s", d, name);
+            snprintf(lines, sizeof(lines), "%s/pos_%s_%d.txt", d, k < 4 ? "f8" : "f4", t);
+            snprintf(what, sizeof(what), "%s, threshold %.17g", name, thresholds[t]);
+            CHECK_MSG(tb_mir_captions_open(&c, a, sl, thresholds[t], file) == 0, "%s: %s", what,
+                      tb_errmsg());
+            if (c)
+                same_as_lines(c, a->n_items, sl->n, lines, what);
+            tb_mir_captions_close(&c);
+        }
+        snprintf(file, sizeof(file), "%s/pos_f8_%d.txt", d, t);
+        snprintf(lines, sizeof(lines), "%s/pos_f4_%d.txt", d, t);
+        char *x = tbt_read(file, NULL), *y = tbt_read(lines, NULL);
+        differ += x && y && strcmp(x, y);
+        free(x);
+        free(y);
+    }
+    /* 0.166666665 lies below 1/6 but within half a float32 step of float32(1/6): in float64
+     * the 1/6 pairs are above it, in float32 they equal it */
+    CHECK_MSG(differ == 1, "%d thresholds where float32 and float64 files differ", differ);
+
+    tbt_case = "refused files";
+    tb_mir_captions *c = NULL;
+    snprintf(file, sizeof(file), "%s/rel_p2.pkl", d);
+    CHECK_EQ(tb_mir_captions_open(&c, a, sl, 0.1, file), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "protocol 2 from Python 3 keeps it as text");
+    snprintf(file, sizeof(file), "%s/rel_fortran.pkl", d);
+    CHECK_EQ(tb_mir_captions_open(&c, a, sl, 0.1, file), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "Fortran order");
+    snprintf(file, sizeof(file), "%s/not_array.pkl", d);
+    CHECK_EQ(tb_mir_captions_open(&c, a, sl, 0.1, file), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "not_array.pkl: not a pickled NumPy array");
+    /* truncated: the data cut short */
+    snprintf(file, sizeof(file), "%s/rel_p4.pkl", d);
+    snprintf(lines, sizeof(lines), "%s/cut.pkl", d);
+    tbt_run(NULL, 30, "head -c 300 %s > %s", file, lines);
+    CHECK_MSG(tb_mir_captions_open(&c, a, sl, 0.1, lines) == TB_EFORMAT &&
+              strstr(tb_errmsg(), "cut.pkl"), "%s", tb_errmsg());
+    /* the columns of another order: the built list (s) against the file of sl's order only
+     * when they differ; a shape of another split always */
+    snprintf(file, sizeof(file), "%s/rel_f8.npy", d);
+    CHECK_EQ(tb_mir_captions_open(&c, a, sl, 0.1, file), 0);
+    tb_mir_captions_close(&c);
+    struct tb_mir_sentences rev = *sl;
+    int *items = malloc(sizeof(int) * (size_t)sl->n);
+    const char **texts = malloc(sizeof(char *) * (size_t)sl->n);
+    for (int j = 0; items && texts && j < sl->n; j++) {
+        items[j] = sl->item[sl->n - 1 - j];
+        texts[j] = sl->text[sl->n - 1 - j];
+    }
+    rev.item = items;
+    rev.text = texts;
+    CHECK_EQ(tb_mir_captions_open(&c, a, &rev, 0.1, file), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "with its own clip, not 1");
+    rev.n = sl->n - 1;
+    CHECK_EQ(tb_mir_captions_open(&c, a, &rev, 0.1, file), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "but the split has 11 clips");
+    CHECK(c == NULL);
+    free(items);
+    free(texts);
+    tb_mir_sentences_free(&sl);
+}
+
+/* The .npy header of a (rows, cols) array of descr. */
+static void npy_header(FILE *f, const char *descr, int rows, int cols)
+{
+    char h[128];
+    int len = snprintf(h, sizeof(h), "{'descr': '%s', 'fortran_order': False, 'shape': (%d, "
+                       "%d), }", descr, rows, cols);
+    int pad = (64 - (10 + len + 1) % 64) % 64;
+    uint16_t hl = (uint16_t)(len + pad + 1);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc(hl & 255, f);
+    fputc(hl >> 8, f);
+    fwrite(h, 1, (size_t)len, f);
+    for (int k = 0; k < pad; k++)
+        fputc(' ', f);
+    fputc('\n', f);
+}
+
+/* The relevancy of annotations a over sentences s into path: float32 from the library's
+ * tb_mir_relevancy, or float64 from this file's rel_of. */
+static void write_npy(const struct tb_annotations *a, const struct tb_mir_sentences *s,
+                      const char *path, int f64)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    npy_header(f, f64 ? "<f8" : "<f4", a->n_items, s->n);
+    float *r32 = malloc(sizeof(float) * (size_t)s->n);
+    double *r64 = malloc(sizeof(double) * (size_t)s->n);
+    for (int i = 0; r32 && r64 && i < a->n_items; i++) {
+        if (f64) {
+            for (int j = 0; j < s->n; j++)
+                r64[j] = rel_of(&a->items[i], &a->items[s->item[j]]);
+            fwrite(r64, sizeof(double), (size_t)s->n, f);
+        } else {
+            CHECK_EQ(tb_mir_relevancy(a, s, i, 1, r32), 0);
+            fwrite(r32, sizeof(float), (size_t)s->n, f);
+        }
+    }
+    free(r32);
+    free(r64);
+    fclose(f);
+}
+
+/* ---- an EK-100-sized split ---------------------------------------------------------------- */
+
+/* An index of 0 .. n-1 with probability proportional to 1 / (k + 1) (Zipf, exponent 1). */
+static int zipf(tb_rng *g, const double *cdf, int n)
+{
+    double u = tb_rng_uniform(g) * cdf[n - 1];
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cdf[mid] > u)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static void write_large(const char *path, int n)
+{
+    double cv[97], cn[300];
+    for (int k = 0; k < 300; k++) {
+        if (k < 97)
+            cv[k] = (k ? cv[k - 1] : 0) + 1.0 / (k + 1);
+        cn[k] = (k ? cn[k - 1] : 0) + 1.0 / (k + 1);
+    }
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs(epic_header, f);
+    for (int i = 0; i < n; i++) {
+        tb_rng g;
+        tb_rng_init_for(&g, 1, TB_RNG_TEST, 100, (uint64_t)i);
+        int verb = zipf(&g, cv, 97), nouns[2] = {zipf(&g, cn, 300), 0}, k = 1;
+        if (tb_rng_uniform(&g) < 0.1 && (nouns[1] = zipf(&g, cn, 300)) != nouns[0])
+            k = 2;
+        if (k == 2 && nouns[1] < nouns[0]) {
+            int x = nouns[0];
+            nouns[0] = nouns[1];
+            nouns[1] = x;
+        }
+        char narr[64];
+        snprintf(narr, sizeof(narr), "verb%d noun%d clip%d", verb, nouns[0], i);
+        epic_row(f, i, narr, verb, nouns, k);
+    }
+    fclose(f);
+}
+
+static void test_large(void)
+{
+    tbt_case = "an EK-100-sized split";
+    enum { N = 67217 };
+    const char *path = tbt_path("large.csv");
+    write_large(path, N);
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&a, path, &o), 0);
+    struct tb_mir_sentences *s = NULL;
+    CHECK_EQ(a ? tb_mir_sentences_build(&s, a) : -1, 0);
+    if (!a || !s)
+        goto end;
+    CHECK_EQ(a->n_items, N);
+    CHECK_EQ(s->n, N);
+    tb_mir_captions *c = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(tb_mir_captions_open(&c, a, s, 0.1, NULL), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!c)
+        goto end;
+    struct tb_mir_captions_stats st;
+    tb_mir_captions_stats(c, &st);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    fprintf(stderr, "large split: %lld clips x %lld sentences, %lld pairs above 0.1 (%.0f a "
+            "clip), %lld rows, %lld groups, %lld entries, %.2f MB (the dense float32 matrix: "
+            "%.1f GB), %.2f s\n", (long long)st.n_items, (long long)st.n_sentences,
+            (long long)st.n_pairs, (double)st.n_pairs / N, (long long)st.n_rows,
+            (long long)st.n_groups, (long long)st.n_entries, st.bytes / 1e6,
+            4.0 * N * N / 1e9, secs);
+    /* bounded: what a sparse list of its pairs alone would take is ~4 bytes each */
+    CHECK_MSG(st.bytes < (int64_t)64 << 20, "%lld bytes", (long long)st.bytes);
+    CHECK_MSG(st.bytes * 20 < 4 * st.n_pairs, "%lld bytes for %lld pairs", (long long)st.bytes,
+              (long long)st.n_pairs);
+    char *mask = malloc(N);
+    for (int i = 0; mask && i < N; i += 331) {
+        expected_mask(a, s, i, 0.1, mask);
+        same_set(c, i, mask, N, "large split", 0);
+        /* a few sentences by rank, as a draw takes them */
+        tb_rng g;
+        tb_rng_init_for(&g, 0, TB_RNG_CAPTION, 0, (uint64_t)i);
+        int j = tb_mir_captions_draw(c, i, &g);
+        CHECK_MSG(j >= 0 && j < N && mask[j], "clip %d drew %d", i, j);
+    }
+    free(mask);
+    tb_mir_captions_close(&c);
+end:
+    tb_mir_sentences_free(&s);
+    tb_ann_free(&a);
+}
+
+/* A split of 2,500 clips from a float64 file (its rows grouped and grown past the first
+ * allocation) and from the classes: the same sentences for every clip, and the same draws. */
+static void test_medium_file(void)
+{
+    tbt_case = "a float64 file and the classes: the same sets and draws";
+    enum { N = 2500 };
+    const char *csv = tbt_path("medium.csv");
+    char npy[4400];
+    snprintf(npy, sizeof(npy), "%s", tbt_path("medium.npy"));
+    write_large(csv, N);
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    struct tb_mir_sentences *s = NULL;
+    tb_mir_captions *cf = NULL, *cc = NULL;
+    CHECK_EQ(tb_ann_load(&a, csv, &o), 0);
+    CHECK_EQ(a ? tb_mir_sentences_build(&s, a) : -1, 0);
+    if (!a || !s)
+        goto end;
+    write_npy(a, s, npy, 1);
+    CHECK_MSG(tb_mir_captions_open(&cf, a, s, 0.1, npy) == 0, "%s", tb_errmsg());
+    CHECK_EQ(tb_mir_captions_open(&cc, a, s, 0.1, NULL), 0);
+    if (!cf || !cc)
+        goto end;
+    struct tb_mir_captions_stats sf, sc;
+    tb_mir_captions_stats(cf, &sf);
+    tb_mir_captions_stats(cc, &sc);
+    CHECK_EQ(sf.n_pairs, sc.n_pairs);
+    /* clips of one class have equal rows: the file stores no more rows than classes */
+    CHECK_MSG(sf.n_rows <= sc.n_rows && sc.n_rows < N && sf.n_entries > 1 << 16, "%lld rows "
+              "from the file, %lld classes, %lld entries (more than the first allocation's "
+              "65,536?)", (long long)sf.n_rows, (long long)sc.n_rows, (long long)sf.n_entries);
+    int *lf = malloc(sizeof(int) * (size_t)s->n), *lc = malloc(sizeof(int) * (size_t)s->n);
+    int same = 1, draws = 1;
+    for (int i = 0; lf && lc && i < N; i++) {
+        int64_t m = tb_mir_captions_list(cf, i, lf);
+        same &= m == tb_mir_captions_list(cc, i, lc) &&
+                !memcmp(lf, lc, sizeof(int) * (size_t)m);
+        for (int e = 0; e < 3; e++) {
+            tb_rng g1, g2;
+            tb_rng_init_for(&g1, 5, TB_RNG_CAPTION, (uint64_t)e, (uint64_t)i);
+            g2 = g1;
+            draws &= tb_mir_captions_draw(cf, i, &g1) == tb_mir_captions_draw(cc, i, &g2);
+        }
+    }
+    CHECK_MSG(same, "a clip's sentences differ between the file and the classes");
+    CHECK_MSG(draws, "a draw differs between the file and the classes");
+    free(lf);
+    free(lc);
+end:
+    tb_mir_captions_close(&cf);
+    tb_mir_captions_close(&cc);
+    tb_mir_sentences_free(&s);
+    tb_ann_free(&a);
+}
+
+/* ---- tubelet train ------------------------------------------------------------------------ */
+
+static int ckpt_differs(const char *run_a, const char *run_b)
+{
+    char pa[4400], pb[4400];
+    snprintf(pa, sizeof(pa), "%s/last.safetensors", run_a);
+    snprintf(pb, sizeof(pb), "%s/last.safetensors", run_b);
+    struct tb_st_file *fa = NULL, *fb = NULL;
+    int differ = 0;
+    if (tb_st_read(&fa, pa) == 0 && tb_st_read(&fb, pb) == 0)
+        for (int i = 0; i < fa->n_tensors; i++) {
+            const struct tb_st_tensor *x = &fa->tensors[i], *y = tb_st_find(fb, x->name);
+            differ |= !y || y->n != x->n ||
+                      (x->dtype == TB_ST_F32 &&
+                       memcmp(x->data, y->data, sizeof(float) * (size_t)x->n));
+        }
+    tb_st_free(&fa);
+    tb_st_free(&fb);
+    return differ;
+}
+
+static void test_train(void)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char data[4200], csv[4400], flags[6000], *out = NULL;
+    snprintf(data, sizeof(data), "%s/data", d);
+    snprintf(csv, sizeof(csv), "%s/syn/annotations/EPIC_100_train.csv", d);
+    tbt_case = "tubelet train: data";
+    int rc = tbt_run(&out, 300, "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
+                     "%s prep %s/syn/videos/*.mp4 --out %s --short-side 48 --preset veryfast",
+                     t, d, t, d, data);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    if (rc)
+        return;
+    snprintf(flags, sizeof(flags), "--task clip --data %s --train %s --dim 32 --depth 2 "
+             "--heads 2 --patch 16 --frames 2 --size 32 --batch 4 --embed 16 --text-width 32 "
+             "--text-heads 2 --text-depth 1 --context 12 --log-every 1 --eval-every 0 "
+             "--epochs 2 --lr 1e-3 --warmup-epochs 0", data, csv);
+
+    /* the premise of the 0.99 run: each clip's only sentence above 0.99 is its narration */
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    struct tb_mir_sentences *s = NULL;
+    tb_mir_captions *c = NULL;
+    CHECK_EQ(tb_ann_load(&a, csv, &o), 0);
+    CHECK_EQ(a ? tb_mir_sentences_build(&s, a) : -1, 0);
+    CHECK_EQ(s ? tb_mir_captions_open(&c, a, s, 0.99, NULL) : -1, 0);
+    int own_only = 1, choices = 0;
+    for (int i = 0; c && i < a->n_items; i++)
+        own_only &= tb_mir_captions_count(c, i) == 1 &&
+                    !strcmp(s->text[tb_mir_captions_sentence(c, i, 0)], a->items[i].text);
+    tb_mir_captions_close(&c);
+    CHECK_EQ(s ? tb_mir_captions_open(&c, a, s, 0.1, NULL) : -1, 0);
+    for (int i = 0; c && i < a->n_items; i++)
+        choices += tb_mir_captions_count(c, i) > 1;
+    tb_mir_captions_close(&c);
+    CHECK_MSG(own_only && choices > a->n_items / 2, "the synthetic split: own only %d, %d "
+              "clips with a choice at 0.1", own_only, choices);
+
+    /* one sentence, clip 0's: at 0.99 the clips of its class draw it (their own narration),
+     * every other clip has none above and keeps its own */
+    int one_ok = 1;
+    char p[4400];
+    snprintf(p, sizeof(p), "%s/two.csv", d);
+    FILE *f = fopen(p, "w");
+    if (f && a) {
+        fprintf(f, "narration_id,narration\n%s,%s\n%s,%s\n", a->items[0].id, a->items[0].text,
+                a->items[1].id, a->items[1].text);
+        fclose(f);
+    }
+    snprintf(p, sizeof(p), "%s/one.csv", d);
+    if ((f = fopen(p, "w")) && a) {
+        fprintf(f, "narration_id,narration\n%s,%s\n", a->items[0].id, a->items[0].text);
+        fclose(f);
+        struct tb_mir_sentences *one = NULL;
+        CHECK_EQ(tb_mir_sentences_load(&one, p, a), 0);
+        CHECK_EQ(one ? tb_mir_captions_open(&c, a, one, 0.99, NULL) : -1, 0);
+        int none = 0;
+        for (int i = 0; c && i < a->n_items; i++) {
+            int64_t m = tb_mir_captions_count(c, i);
+            none += !m;
+            one_ok &= !m || !strcmp(a->items[i].text, a->items[0].text);
+        }
+        one_ok &= none > a->n_items / 2;
+        tb_mir_captions_close(&c);
+        tb_mir_sentences_free(&one);
+    }
+    CHECK_MSG(one_ok, "one sentence: the synthetic split does not fit the premise");
+
+    enum { RUNS = 7 };
+    char run[RUNS][4400], files[2][9000];
+    snprintf(files[0], sizeof(files[0]), "--workers 3 --relevant-captions 0.1 --train-relevancy "
+             "%s/rel.npy --train-sentences %s/sentences.csv", d, d);
+    snprintf(files[1], sizeof(files[1]), "--workers 2 --relevant-captions 0.99 "
+             "--train-sentences %s/one.csv", d);
+    const char *extra[RUNS] = {
+        "--workers 1 --relevant-captions 0.1", "--workers 4 --relevant-captions 0.1",
+        "--workers 2 --relevant-captions 0.1", "--workers 2 --relevant-captions 0",
+        "--workers 2 --relevant-captions 0.99", files[0], files[1]};
+    if (a && s) {
+        snprintf(p, sizeof(p), "%s/rel.npy", d);
+        write_npy(a, s, p, 0);
+        snprintf(p, sizeof(p), "%s/sentences.csv", d);
+        write_sentences(a, s, p);
+    }
+    for (int k = 0; k < RUNS; k++) {
+        tbt_case = "tubelet train --relevant-captions";
+        snprintf(run[k], sizeof(run[k]), "%s/run%d", d, k);
+        rc = tbt_run(&out, 300, "%s train %s %s --out %s", t, flags, extra[k], run[k]);
+        CHECK_MSG(rc == 0, "%s: %s", extra[k], out);
+        if (k != 3)
+            CHECK_STR_HAS(out, "relevant captions: ");
+        free(out);
+    }
+    tbt_case = "1, 2 and 4 workers";
+    tbt_same_ckpt(run[0], run[1], "relevant captions, 1 and 4 workers");
+    tbt_same_ckpt(run[0], run[2], "relevant captions, 1 and 2 workers");
+    tbt_case = "another run than without";
+    CHECK_MSG(ckpt_differs(run[0], run[3]), "the captions changed nothing");
+    tbt_case = "own sentence only: the run without";
+    tbt_same_ckpt(run[3], run[4], "threshold 0.99");
+    tbt_case = "from a relevancy file and a sentence CSV";
+    tbt_same_ckpt(run[0], run[5], "from rel.npy");
+    tbt_case = "none above: the clip's own narration";
+    tbt_same_ckpt(run[3], run[6], "one sentence at 0.99");
+
+    tbt_case = "misuse refused";
+    rc = tbt_run(&out, 60, "%s train %s --relevant-captions 1 --out %s/bad1", t, flags, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "threshold 1; it lies in [0, 1)"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s train %s --train-relevancy %s/rel.npy --train-sentences "
+                 "%s/sentences.csv --out %s/bad2", t, flags, d, d, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "they need --relevant-captions"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s train %s --relevant-captions 0.1 --train-sentences "
+                 "%s/two.csv --train-relevancy %s/rel.npy --out %s/bad3", t, flags, d, d, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "rel.npy: relevancy of 2 dimensions (18 x "),
+              "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s train --data %s --train %s --dim 32 --depth 1 --heads 2 "
+                 "--frames 2 --size 32 --batch 4 --epochs 1 --relevant-captions 0.1 --out "
+                 "%s/bad4", t, data, csv, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "not --task cls"), "%s", out);
+    free(out);
+    tb_mir_sentences_free(&s);
+    tb_ann_free(&a);
+}
+
+int main(void)
+{
+    tbt_begin("captions");
+    const char *clips = tbt_path("clips.csv");
+    char clips_p[4400], sent_p[4400];
+    snprintf(clips_p, sizeof(clips_p), "%s", clips);
+    snprintf(sent_p, sizeof(sent_p), "%s", tbt_path("sentences_small.csv"));
+    write_small(clips_p);
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    struct tb_mir_sentences *s = NULL;
+    tbt_case = "hand-built clips";
+    CHECK_EQ(tb_ann_load(&a, clips_p, &o), 0);
+    CHECK_EQ(a ? tb_mir_sentences_build(&s, a) : -1, 0);
+    if (a && s) {
+        CHECK_EQ(a->n_items, 11);
+        CHECK_EQ(s->n, 10); /* clip 5 repeats clip 0's narration */
+        write_sentences(a, s, sent_p);
+        test_sets_and_draws(a, s);
+        test_fallback(a);
+        test_files(a, s, clips_p, sent_p);
+    }
+    tb_mir_sentences_free(&s);
+    tb_ann_free(&a);
+    test_large();
+    test_medium_file();
+    test_train();
+    TBT_EXIT();
+}
