@@ -47,13 +47,13 @@ def expected(run):
                      line.strip()[1:-1].replace('"', "").split(", "))}
             if "eval_epoch" in row:
                 for key, value in row.items():
-                    if key in ("items", "sentences"):
+                    if key in ("items", "sentences", "views", "crops"):
                         continue
                     if key.startswith("zeroshot") and value == -1:
                         continue
                     tag = "eval/epoch" if key == "eval_epoch" else "eval/" + key
                     want.setdefault(tag, []).append((step, value, last_digit(texts[key])))
-            else:
+            elif "step" in row:  # not a start's line (start_step: rows, changed settings)
                 step = row["step"]
                 for key in TRAIN_KEYS:
                     want.setdefault("train/" + key, []).append(

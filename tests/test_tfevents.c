@@ -517,7 +517,8 @@ static double last_digit(const char *s, size_t len)
 
 /* metrics.jsonl's scalars in order: train/<key> of a step line's loss, lr, grad_norm and
  * clips_per_s at its step; eval/<key> of an evaluation's metrics (eval/epoch its epoch;
- * zero-shot ones only when computed, else -1) at the last step before it. */
+ * zero-shot ones only when computed, else -1; not its counts of items, sentences, views and
+ * crops) at the last step before it. */
 static int expected(const char *run, struct expect *x, int cap)
 {
     char path[4400];
@@ -528,8 +529,10 @@ static int expected(const char *run, struct expect *x, int cap)
     for (char *nl; line && (nl = strchr(line, '\n')); line = nl + 1) {
         *nl = '\0';
         int eval = !strncmp(line, "{\"eval_epoch\": ", 15);
-        if (!eval)
+        if (!strncmp(line, "{\"step\": ", 9))
             step = strtoll(line + 9, NULL, 10);
+        else if (!eval)
+            continue; /* a start's line (rows, changed settings): no scalars */
         for (char *k = line; (k = strchr(k, '"'));) {
             char *ke = strchr(k + 1, '"'), *v = ke + 3;
             size_t vlen = strcspn(v, ",}");
@@ -539,6 +542,7 @@ static int expected(const char *run, struct expect *x, int cap)
             int train_key = !strcmp(key, "loss") || !strcmp(key, "lr") ||
                             !strcmp(key, "grad_norm") || !strcmp(key, "clips_per_s");
             int eval_key = strcmp(key, "items") && strcmp(key, "sentences") &&
+                           strcmp(key, "views") && strcmp(key, "crops") &&
                            !(!strncmp(key, "zeroshot", 8) && !strncmp(v, "-1.0000", 7));
             if ((eval ? !eval_key : !train_key) || n == cap)
                 continue;
