@@ -24,6 +24,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "ek100_split.h"
 #include "tb_test.h"
 #include "tubelet/data.h"
 #include "tubelet/metrics.h"
@@ -414,58 +415,12 @@ static void write_npy(const struct tb_annotations *a, const struct tb_mir_senten
 
 /* ---- an EK-100-sized split ---------------------------------------------------------------- */
 
-/* An index of 0 .. n-1 with probability proportional to 1 / (k + 1) (Zipf, exponent 1). */
-static int zipf(tb_rng *g, const double *cdf, int n)
-{
-    double u = tb_rng_uniform(g) * cdf[n - 1];
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (cdf[mid] > u)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-static void write_large(const char *path, int n)
-{
-    double cv[97], cn[300];
-    for (int k = 0; k < 300; k++) {
-        if (k < 97)
-            cv[k] = (k ? cv[k - 1] : 0) + 1.0 / (k + 1);
-        cn[k] = (k ? cn[k - 1] : 0) + 1.0 / (k + 1);
-    }
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    fputs(epic_header, f);
-    for (int i = 0; i < n; i++) {
-        tb_rng g;
-        tb_rng_init_for(&g, 1, TB_RNG_TEST, 100, (uint64_t)i);
-        int verb = zipf(&g, cv, 97), nouns[2] = {zipf(&g, cn, 300), 0}, k = 1;
-        if (tb_rng_uniform(&g) < 0.1 && (nouns[1] = zipf(&g, cn, 300)) != nouns[0])
-            k = 2;
-        if (k == 2 && nouns[1] < nouns[0]) {
-            int x = nouns[0];
-            nouns[0] = nouns[1];
-            nouns[1] = x;
-        }
-        char narr[64];
-        snprintf(narr, sizeof(narr), "verb%d noun%d clip%d", verb, nouns[0], i);
-        epic_row(f, i, narr, verb, nouns, k);
-    }
-    fclose(f);
-}
-
 static void test_large(void)
 {
     tbt_case = "an EK-100-sized split";
     enum { N = 67217 };
     const char *path = tbt_path("large.csv");
-    write_large(path, N);
+    CHECK_EQ(tbt_write_ek100_split(path, N, 1), 0);
     struct tb_annotations *a = NULL;
     struct tb_ann_opts o = {.format = TB_ANN_EPIC};
     CHECK_EQ(tb_ann_load(&a, path, &o), 0);
@@ -521,7 +476,7 @@ static void test_medium_file(void)
     const char *csv = tbt_path("medium.csv");
     char npy[4400];
     snprintf(npy, sizeof(npy), "%s", tbt_path("medium.npy"));
-    write_large(csv, N);
+    CHECK_EQ(tbt_write_ek100_split(csv, N, 1), 0);
     struct tb_annotations *a = NULL;
     struct tb_ann_opts o = {.format = TB_ANN_EPIC};
     struct tb_mir_sentences *s = NULL;

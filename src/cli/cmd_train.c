@@ -309,52 +309,18 @@ static const char *const resume_free[] = {
     "inflate-temporal", "skip-bad-rows", "resume-changed", "class-names", "prompt", "relevancy",
 };
 
-/* The value of key in config text (key = value lines), copied into val; 0 if absent. */
-static int config_value(const char *text, const char *key, char *val, size_t size)
-{
-    size_t k = strlen(key);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, key, k) || strncmp(p + k, " = ", 3))
-            continue;
-        const char *v = p + k + 3, *e = strchr(v, '\n');
-        snprintf(val, size, "%.*s", e ? (int)(e - v) : (int)strlen(v), v);
-        return 1;
-    }
-    return 0;
-}
-
 /* A resume (out/last.safetensors there) under other settings than out/config.txt's, where a
  * key outside resume_free differs: "key old -> new; ..." into note (empty when none). */
-static void resume_changes(const char *out, const char *now, char *note, size_t size)
+static void resume_changes(const char *out, const struct train_config *c, char *note,
+                           size_t size)
 {
-    char path[4200], old_v[256], new_v[256], item[600];
+    char ckpt[4200], cfg[4200];
     note[0] = '\0';
-    snprintf(path, sizeof(path), "%s/last.safetensors", out);
-    if (access(path, F_OK) != 0)
-        return;
-    snprintf(path, sizeof(path), "%s/config.txt", out);
-    FILE *f = fopen(path, "r");
-    char *old = f ? calloc(1, 1 << 20) : NULL; /* config.txt: a few kB */
-    if (old && fread(old, 1, (1 << 20) - 1, f) == 0) {
-        free(old);
-        old = NULL;
-    }
-    if (f)
-        fclose(f);
-    for (int i = 0; old && i < cli_cmd_train.n_flags; i++) {
-        const char *key = cli_cmd_train.flags[i].name;
-        int free_key = 0;
-        for (size_t k = 0; k < sizeof(resume_free) / sizeof(resume_free[0]); k++)
-            free_key |= !strcmp(key, resume_free[k]);
-        if (free_key || !config_value(old, key, old_v, sizeof(old_v)) ||
-            !config_value(now, key, new_v, sizeof(new_v)) || !strcmp(old_v, new_v))
-            continue;
-        size_t used = strlen(note), n;
-        snprintf(item, sizeof(item), "%s%.40s %s -> %s", used ? "; " : "", key, old_v, new_v);
-        if (used + (n = strlen(item)) < size)
-            memcpy(note + used, item, n + 1);
-    }
-    free(old);
+    snprintf(ckpt, sizeof(ckpt), "%s/last.safetensors", out);
+    snprintf(cfg, sizeof(cfg), "%s/config.txt", out);
+    if (access(ckpt, F_OK) == 0 && access(cfg, R_OK) == 0)
+        cli_config_diff(&cli_cmd_train, c, cfg, resume_free,
+                        (int)(sizeof(resume_free) / sizeof(resume_free[0])), note, size);
 }
 
 static int run_train(void *config, int n_args, char **args)
@@ -461,7 +427,7 @@ static int run_train(void *config, int n_args, char **args)
         goto end;
     /* A resume under settings that alter the run: refused, each change named, unless asked */
     char changed[2048];
-    resume_changes(c->out, cfg.buf, changed, sizeof(changed));
+    resume_changes(c->out, c, changed, sizeof(changed));
     if (changed[0] && !c->resume_changed) {
         if (lead)
             fprintf(stderr, "tubelet train: %s/last.safetensors was trained with other settings "
@@ -751,7 +717,8 @@ static int run_eval(void *config, int n_args, char **args)
 {
     struct eval_config *c = config;
     struct tb_annotations *train = NULL, *val = NULL;
-    struct tb_cls_action_list *actions = NULL;
+    struct tb_cls_action_list *actions = NULL, space_list; /* --train's, or the checkpoint's */
+    const struct tb_cls_action_list *list = NULL;
     struct tb_label_space *space = NULL;
     struct tb_ann_opts ao = {0};
     struct tb_ckpt_info info;
@@ -845,19 +812,13 @@ static int run_eval(void *config, int n_args, char **args)
         if ((rc = tb_ann_map_actions(sets, 2)) < 0 ||
             (rc = tb_cls_action_list_build(&actions, read, 2)) < 0)
             goto fail;
+        list = actions;
     } else if (label == TB_LABEL_ACTION && space) {
         /* The checkpoint's own list: AVION's numbering, as the run made it */
         if ((rc = tb_label_space_map_actions(space, val)) < 0)
             goto fail;
-        if (!(actions = calloc(1, sizeof(*actions))) ||
-            !(actions->verb = malloc(sizeof(int) * (size_t)space->n_classes)) ||
-            !(actions->noun = malloc(sizeof(int) * (size_t)space->n_classes))) {
-            rc = TB_ENOMEM;
-            goto fail;
-        }
-        actions->n_actions = space->n_classes;
-        memcpy(actions->verb, space->verb, sizeof(int) * (size_t)space->n_classes);
-        memcpy(actions->noun, space->noun, sizeof(int) * (size_t)space->n_classes);
+        space_list = (struct tb_cls_action_list){space->n_classes, space->verb, space->noun};
+        list = &space_list;
     } else if (label == TB_LABEL_ACTION) {
         if ((rc = tb_ann_map_actions(&val, 1)) < 0)
             goto fail;
@@ -883,7 +844,7 @@ static int run_eval(void *config, int n_args, char **args)
         goto fail;
     }
     if ((rc = tb_eval_cls(m, val, &d, label, info.norm, c->views, c->crops, c->batch, c->workers,
-                          actions, &r, probs)) < 0 ||
+                          list, &r, probs)) < 0 ||
         (rc = tb_eval_cls_json(&r, scores, sizeof(scores))) < 0)
         goto fail;
     if (tb_dist_rank() == 0) {

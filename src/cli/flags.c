@@ -209,8 +209,12 @@ static char *trim(char *s)
     return s;
 }
 
-/* Read "key = value" lines; '#' starts a comment. */
-static int load_config(const struct cli_command *cmd, void *config, const char *path)
+/* Each "key = value" line of path ('#' starts a comment) to fn(ctx, key, val, where), where
+ * "path:line: " for messages, until fn returns -1. 0, or -1 (said): a line without '=', one too
+ * long, a file that cannot be read, or fn's failure. */
+static int config_lines(const char *path, int (*fn)(void *ctx, const char *key,
+                                                    const char *val, const char *where),
+                        void *ctx)
 {
     FILE *f = fopen(path, "r");
     char line[8192], where[4200];
@@ -240,22 +244,80 @@ static int load_config(const struct cli_command *cmd, void *config, const char *
             break;
         }
         *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
-        const struct cli_flag *fl = find_flag(cmd, key, strlen(key));
         snprintf(where, sizeof(where), "%s:%d: ", path, line_no);
-        if (!fl || !strcmp(key, "config")) {
-            fprintf(stderr, "tubelet: %s:%d: unknown key '%s' for 'tubelet %s'\n", path, line_no,
-                    key, cmd->name);
-            rc = -1;
-            break;
-        }
-        rc = set_value(fl, config, val, where);
+        rc = fn(ctx, trim(s), trim(eq + 1), where);
     }
     if (rc == 0 && ferror(f)) {
         fprintf(stderr, "tubelet: %s: read error\n", path);
         rc = -1;
     }
     fclose(f);
+    return rc;
+}
+
+struct apply {
+    const struct cli_command *cmd;
+    void *config;
+};
+
+static int apply_line(void *ctx, const char *key, const char *val, const char *where)
+{
+    const struct apply *a = ctx;
+    const struct cli_flag *fl = find_flag(a->cmd, key, strlen(key));
+    if (!fl || !strcmp(key, "config")) {
+        fprintf(stderr, "tubelet: %sunknown key '%s' for 'tubelet %s'\n", where, key,
+                a->cmd->name);
+        return -1;
+    }
+    return set_value(fl, a->config, val, where);
+}
+
+static int load_config(const struct cli_command *cmd, void *config, const char *path)
+{
+    struct apply a = {cmd, config};
+    return config_lines(path, apply_line, &a);
+}
+
+static void format_value(char *buf, size_t size, const struct cli_flag *f, const void *config);
+
+struct diff {
+    const struct cli_command *cmd;
+    const void *config;
+    void *scratch;             /* the file's values, one at a time */
+    const char *const *skip;
+    int n_skip;
+    char *out;
+    size_t size;
+};
+
+static int diff_line(void *ctx, const char *key, const char *val, const char *where)
+{
+    struct diff *d = ctx;
+    const struct cli_flag *fl = find_flag(d->cmd, key, strlen(key));
+    for (int i = 0; fl && i < d->n_skip; i++)
+        if (!strcmp(fl->name, d->skip[i]))
+            fl = NULL;
+    char was[4200], now[4200], item[600];
+    if (!fl || set_value(fl, d->scratch, val, where) < 0)
+        return 0; /* a key this version lacks, or a value it cannot read: not compared */
+    format_value(was, sizeof(was), fl, d->scratch);
+    format_value(now, sizeof(now), fl, d->config);
+    size_t used = strlen(d->out), n;
+    if (!strcmp(was, now))
+        return 0;
+    snprintf(item, sizeof(item), "%s%.40s %.250s -> %.250s", used ? "; " : "", fl->name, was, now);
+    if (used + (n = strlen(item)) < d->size)
+        memcpy(d->out + used, item, n + 1);
+    return 0;
+}
+
+int cli_config_diff(const struct cli_command *cmd, const void *config, const char *path,
+                    const char *const *skip, int n_skip, char *out, size_t size)
+{
+    struct diff d = {cmd, config, calloc(1, cmd->config_size), skip, n_skip, out, size};
+    out[0] = '\0';
+    int rc = d.scratch ? config_lines(path, diff_line, &d) : -1;
+    free(d.scratch);
     return rc;
 }
 

@@ -63,6 +63,14 @@ void cli_print_help(FILE *f, const struct cli_command *cmd);
 /* The resolved configuration as "key = value" lines, which --config reads back. */
 void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config);
 
+/* The flags whose value in config file path (as --config reads it: aliases, comments)
+ * differs from config's, but those named in skip (n_skip): "name old -> new" items joined by
+ * "; " into out (size bytes; "" when none; items that do not fit are left out). Keys path has
+ * and cmd lacks, and values it cannot read, are not compared. 0, or -1 when path cannot be
+ * read (said). */
+int cli_config_diff(const struct cli_command *cmd, const void *config, const char *path,
+                    const char *const *skip, int n_skip, char *out, size_t size);
+
 /* Free strings the parser allocated. */
 void cli_parse_free(void);
 

@@ -94,25 +94,39 @@ static int cmp_by_video(const void *x, const void *y)
     return c ? c : (a->i > b->i) - (a->i < b->i);
 }
 
+/* Item it's frames [*start, *end) of its video (vi; path names it): the annotated action, or
+ * the whole video where the item has no window (Kinetics); TB_ERANGE naming a's file and
+ * line where the window holds no frame. */
+static int item_window(const struct tb_annotations *a, const struct tb_ann_item *it,
+                       int windowed, const char *path, const struct tb_video_info *vi,
+                       int64_t *start, int64_t *end)
+{
+    *start = 0;
+    *end = vi->n_frames;
+    if (!windowed)
+        return 0;
+    tb_seconds_to_frames(it->start_s, it->end_s, vi->fps_num, vi->fps_den, vi->n_frames, start,
+                         end);
+    return *end > *start ? 0 : tbi_err(TB_ERANGE, "%s:%d: %s: the action (%.2f-%.2f s) is "
+                                       "outside the video (%lld frames at %d/%d fps)", a->path,
+                                       it->line, path, it->start_s, it->end_s,
+                                       (long long)vi->n_frames, vi->fps_num, vi->fps_den);
+}
+
 /* Why item `it` of a (its video's info vi, or the open's failure rc) makes no clip: 1 with
  * the message in why, else 0. */
 static int unreadable(const struct tb_annotations *a, const struct tb_ann_item *it, int rc,
                       const char *err, const struct tb_video_info *vi, char *why, size_t size)
 {
+    int64_t start, end;
     if (rc < 0) {
         snprintf(why, size, "%s:%d: %s", a->path, it->line, err);
         return 1;
     }
-    if (a->format == TB_ANN_KINETICS)
+    if (item_window(a, it, a->format != TB_ANN_KINETICS, it->video, vi, &start, &end) == 0)
         return 0;
-    int64_t start, end;
-    tb_seconds_to_frames(it->start_s, it->end_s, vi->fps_num, vi->fps_den, vi->n_frames, &start,
-                         &end);
-    if (end > start)
-        return 0;
-    snprintf(why, size, "%s:%d: %s: the action (%.2f-%.2f s) is outside the video (%lld "
-             "frames at %d/%d fps)", a->path, it->line, it->video, it->start_s, it->end_s,
-             (long long)vi->n_frames, vi->fps_num, vi->fps_den);
+    snprintf(why, size, "%s", tb_errmsg());
+    tb_errclear();
     return 1;
 }
 
@@ -199,16 +213,9 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
     struct tb_video_info vi;
     if ((rc = tb_reader_info(r, path, &vi)) < 0)
         return tbi_err_prefix(rc, "%s:%d", ds->ann->path, it->line);
-    /* The window: the annotated action, or the whole video. */
-    int64_t start = 0, end = vi.n_frames;
-    if (ds->kind != TB_ANN_KINETICS) {
-        tb_seconds_to_frames(it->start_s, it->end_s, vi.fps_num, vi.fps_den, vi.n_frames, &start,
-                             &end);
-        if (end <= start)
-            return tbi_err(TB_ERANGE, "%s:%d: %s: the action (%.2f-%.2f s) is outside the "
-                           "video (%lld frames)", ds->ann->path, it->line, path, it->start_s,
-                           it->end_s, (long long)vi.n_frames);
-    }
+    int64_t start, end;
+    if ((rc = item_window(ds->ann, it, ds->kind != TB_ANN_KINETICS, path, &vi, &start, &end)) < 0)
+        return rc;
     tb_rng rng;
     tb_rng_init_for(&rng, seed, TB_RNG_CLIP, (uint64_t)epoch, (uint64_t)i);
     if (o->sampler == TB_SAMPLE_DENSE) {

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 
+#include "core/npy.h"
 #include "fuzz.h"
 #include "tubelet/data.h"
 #include "tubelet/metrics.h"
@@ -194,4 +195,15 @@ void tbf_mir_split(const struct tb_annotations **ann, const struct tb_mir_senten
     }
     *ann = a;
     *sent = s;
+}
+
+void tbf_check_npy_header(const struct tbi_npy *h)
+{
+    int64_t n = 1;
+    for (int d = 0; d >= 0 && d < h->n_dims && d < TBI_NPY_MAX_DIMS; d++)
+        n *= h->shape[d];
+    if (h->n_dims < 0 || h->n_dims > TBI_NPY_MAX_DIMS || n != h->n ||
+        (h->item_bytes != 4 && h->item_bytes != 8))
+        tbf_fail("%d dimensions of %lld elements, n = %lld, %d-byte items", h->n_dims,
+                 (long long)n, (long long)h->n, h->item_bytes);
 }

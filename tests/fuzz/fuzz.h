@@ -44,6 +44,11 @@ void tbf_check_error(int rc, const char *call, const char *what);
  * deep a corpus reaches. */
 void tbf_count(int rc, const char *call);
 
+/* An opened .npy (or pickled array) header as npy.h promises it: dimensions within
+ * TBI_NPY_MAX_DIMS whose product is n, 4- or 8-byte items; else tbf_fail. */
+struct tbi_npy;
+void tbf_check_npy_header(const struct tbi_npy *h);
+
 /* Bytes of data[0..size) folded into a value a compiler cannot drop, so every byte of a
  * returned buffer is read (ASan then sees one that is shorter than it claims). */
 uint64_t tbf_touch(const void *data, size_t size);

@@ -33,13 +33,7 @@ static void read_pickle(const char *path)
             tbf_fail("tbi_pkl_open failed but left the file open");
         return;
     }
-    int64_t n = 1;
-    for (int d = 0; d < h.n_dims; d++)
-        n *= h.shape[d];
-    if (h.n_dims < 0 || h.n_dims > TBI_NPY_MAX_DIMS || n != h.n ||
-        (h.item_bytes != 4 && h.item_bytes != 8))
-        tbf_fail("%d dimensions of %lld elements, n = %lld, %d-byte items", h.n_dims,
-                 (long long)n, (long long)h.n, h.item_bytes);
+    tbf_check_npy_header(&h);
     if (h.n <= MAX_READ) {
         double *x = malloc(sizeof(*x) * (size_t)(h.n ? h.n : 1));
         if (!x)
