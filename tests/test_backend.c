@@ -685,6 +685,20 @@ static void case_reduce(struct io *io, struct dev *d, int prepare)
     RUN(be->ops->reduce_wait(be));
 }
 
+/* mem_avail: some memory, no more than the machine has. */
+static void case_mem_avail(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_out(io, 1);
+        return;
+    }
+    uint64_t avail = 0;
+    RUN(d->be->ops->mem_avail(d->be, &avail));
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    float ok = avail > 0 && avail <= (uint64_t)pages * (uint64_t)size;
+    RUN(d->be->ops->to_device(d->be, d->out[0], &ok, sizeof(ok)));
+}
+
 /* alloc_zero's memory reads zero, and takes writes as alloc's does. */
 static void case_alloc_zero(struct io *io, struct dev *d, int prepare)
 {
@@ -716,6 +730,7 @@ static const struct op_case cases[] = {
     {"to_host", case_memory, 0, "copies are exact"},
     {"copy", case_memory, 0, "copies are exact"},
     {"sync", case_memory, 0, "copies are exact"},
+    {"mem_avail", case_mem_avail, 0, "a yes or no"},
     {"reduce_start", case_reduce, 0, "one process: the values themselves"},
     {"reduce_wait", case_reduce, 0, "one process: the values themselves"},
     {"matmul_fwd", case_matmul_fwd, 1e-5, "float sums over K in another order"},

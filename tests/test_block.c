@@ -41,7 +41,7 @@ static void stack_open(struct stack *st, const char *backend, const struct tbi_b
     }
     CHECK_EQ(tbi_params_alloc(&st->reg), 0);
     size_t R = (size_t)Bn * S, D = (size_t)c->D;
-    size_t per = tbi_block_acts_floats(c, Bn, S) + R * (size_t)c->F;
+    size_t per = tbi_block_acts_floats(c, Bn, S, 1);
     size_t grads = (size_t)st->reg.n_floats;
     size_t n = L * per + (size_t)(L + 1) * R * D + R * D * 3 + R * tbi_block_dF_floats(c) + grads +
                3 * D;

@@ -59,90 +59,6 @@ void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block
     }
 }
 
-float *tbi_spare_take(struct tbi_spare *spare, int64_t len)
-{
-    for (int k = 0; spare && k < spare->count; k++)
-        if (spare->n[k] >= (size_t)len) {
-            float *p = spare->p[k];
-            spare->p[k] += len;
-            spare->n[k] -= (size_t)len;
-            return p;
-        }
-    return NULL;
-}
-
-/* Whether span s0 + i lives in block i's saved activations (tbi_block_place_grads). */
-static int in_block(const struct tb_params *r, int s0, int i, const struct tbi_block_acts *a,
-                    int L, int shared)
-{
-    return i < L && !shared && (size_t)tbi_span_floats(r, s0 + i) <= a[i].floats;
-}
-
-/* Fused updates: the spans no block hosts, one at a time in one buffer of the largest's size
- * (each is applied before the next is written), from spare when a region holds it. */
-static int place_fused(tbi_backend *be, struct tb_params *r, int s0, int s1,
-                       const struct tbi_block_acts *a, int L, int shared,
-                       struct tbi_spare *spare, float **own)
-{
-    int64_t top = 0;
-    for (int i = 0; i < s1 - s0; i++)
-        if (!in_block(r, s0, i, a, L, shared) && tbi_span_floats(r, s0 + i) > top)
-            top = tbi_span_floats(r, s0 + i);
-    float *buf = top ? tbi_spare_take(spare, top) : NULL;
-    if (top && !buf) {
-        TBI_TRY(be->ops->alloc(be, sizeof(float) * (size_t)top, (void **)own));
-        buf = *own;
-    }
-    for (int i = 0; i < s1 - s0; i++)
-        r->home[s0 + i] = in_block(r, s0, i, a, L, shared) ? a[i].ln1_mean : buf;
-    return 0;
-}
-
-int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
-                          const struct tbi_block_acts *a, int L, int shared,
-                          struct tbi_spare *spare, float **own)
-{
-    int64_t n_own = 0;
-    *own = NULL;
-    if (r->fused)
-        return place_fused(be, r, s0, s1, a, L, shared, spare, own);
-    for (int pass = 0; pass < 2; pass++) {
-        n_own = 0;
-        for (int i = 0; i < s1 - s0; i++) {
-            int64_t len = tbi_span_floats(r, s0 + i);
-            float *there = NULL;
-            if (in_block(r, s0, i, a, L, shared)) {
-                r->home[s0 + i] = a[i].ln1_mean;
-            } else if (pass && r->home[s0 + i]) {
-                /* in spare since the first pass */
-            } else if (!pass && (there = tbi_spare_take(spare, len))) {
-                r->home[s0 + i] = there;
-            } else {
-                r->home[s0 + i] = pass ? *own + n_own : NULL;
-                n_own += len;
-            }
-        }
-        if (pass == 0) {
-            int rc = be->ops->alloc(be, sizeof(float) * (size_t)(n_own ? n_own : 1),
-                                    (void **)own);
-            if (rc < 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-void tbi_block_acts_free_tail(const struct tb_params *r, int s0, int s1,
-                              const struct tbi_block_acts *a, float **p, size_t *n)
-{
-    size_t used = 0;
-    for (int s = s0; s < s1; s++)
-        if (r->home[s] == a->ln1_mean)
-            used = (size_t)tbi_span_floats(r, s);
-    *p = a->ln1_mean + used;
-    *n = a->floats - used;
-}
-
 /* bf16 mode's rounding of x (n) where it is stored; nothing in f32. */
 static int rnd(tbi_backend *be, const struct tbi_block_cfg *c, float *x, size_t n)
 {
@@ -184,18 +100,38 @@ static int qkv_bias(tbi_backend *be, const struct tbi_block_cfg *c, const struct
     return 0;
 }
 
-size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N)
+void tbi_tower_grads_declare(struct tbi_plan *p, struct tb_params *r, int s0, int L, int b,
+                             int end)
+{
+    for (int i = 0; i < L + 2; i++) {
+        int at = i == 0 ? b + L + 1 : i <= L ? b + L - (i - 1) : b;
+        tbi_plan_add(p, "gradient span", &r->home[s0 + i],
+                     sizeof(float) * (size_t)tbi_span_floats(r, s0 + i), at, r->fused ? at : end);
+    }
+}
+
+void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
+                               const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
+                               int b1)
+{
+    float **bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3};
+    size_t floats[] = {R * c->D, R * c->D, R * tbi_block_dF_floats(c), 3 * (size_t)c->D};
+    for (int k = 0; k < 4; k++) {
+        tbi_plan_add(p, "block scratch", bufs[k], sizeof(float) * floats[k], f0, f1);
+        tbi_plan_also(p, b0, b1);
+    }
+}
+
+size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N, int kept)
 {
     size_t R = (size_t)B * N, D = (size_t)c->D;
-    return R * D * 2 + R * 3 * D + R * 4 + (size_t)B * c->NH * N;
+    return R * 3 * D + R * D + R * 4 + (size_t)B * c->NH * N + (kept ? R * D + R * c->F : 0);
 }
 
 float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
                             int B, int N, int kept)
 {
     size_t R = (size_t)B * N, D = (size_t)c->D;
-    a->floats = kept ? tbi_block_acts_floats(c, B, N) + R * (size_t)c->F
-                     : tbi_block_acts_floats(c, B, N) - R * D;
 #define TAKE(ptr, count)                                                                       \
     do {                                                                                       \
         ptr = p;                                                                               \

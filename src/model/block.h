@@ -10,6 +10,7 @@
 #define TUBELET_MODEL_BLOCK_H
 
 #include "model/params.h"
+#include "model/plan.h"
 
 enum tbi_names { TBI_NAMES_TIMM, TBI_NAMES_CLIP };
 
@@ -62,42 +63,14 @@ struct tbi_block_acts {
     float *ln2_mean, *ln2_rstd;   /* (R) */
     float *fc1;                   /* (R, F) before the activation; the backward turns it into
                                    * act(fc1) in place. Shared by blocks that recompute it. */
-    size_t floats;                /* the set's space, from ln1_mean on */
 };
-/* Floats of one set, without fc1 (add R * F for it). */
-size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N);
-/* Carve a set from p (in the order above), returning p past it: with res1 and fc1 when kept;
- * else without both (R (F + D) floats fewer than a kept set), which the caller points at
- * buffers shared by the blocks that recompute them. */
+/* Floats of one set: with res1 and fc1 when kept, else without both. */
+size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N, int kept);
+/* Carve a set from p (in the order above; a set's buffer of the plan starts at ln1_mean),
+ * returning p past it: with res1 and fc1 when kept; else without both, which the caller
+ * points at buffers shared by the blocks that recompute them. */
 float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
                             int B, int N, int kept);
-
-/* Regions of backend memory that another part of the model is done with by the time a
- * tower's gradients are written (the video tower's activations after its backward, which
- * the text tower's comes after); taken from first to last, each shrinking as spans go in. */
-struct tbi_spare {
-    float **p;
-    size_t *n;
-    int count;
-};
-/* The first region of spare (may be NULL) that holds len floats, taken from it; NULL when
- * none. */
-float *tbi_spare_take(struct tbi_spare *spare, int64_t len);
-
-/* Homes for a tower's gradient spans [s0, s1) of r, whose span s0 is written after block
- * 0's backward and span s0 + 1 + l by block l's: span s0 + i (i < L) in block i's saved
- * activations a[i] - dead by then - when it fits and the sets are the blocks' own (not one
- * shared by recomputing blocks); else in the first region of spare (may be NULL) it fits;
- * every other span in one new allocation *own (the caller frees it; may stay NULL). With
- * fused updates (r->fused) those others all share one buffer of the largest's size instead,
- * from spare when a region holds it. */
-int tbi_block_place_grads(tbi_backend *be, struct tb_params *r, int s0, int s1,
-                          const struct tbi_block_acts *a, int L, int shared,
-                          struct tbi_spare *spare, float **own);
-/* The part of set a that a span of r's homes does not hold: its tail, past the span of
- * [s0, s1) hosted at its start, if any. */
-void tbi_block_acts_free_tail(const struct tb_params *r, int s0, int s1,
-                              const struct tbi_block_acts *a, float **p, size_t *n);
 
 /* Scratch shared by all blocks of a tower. */
 struct tbi_block_scratch {
@@ -111,6 +84,17 @@ static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
 {
     return (size_t)(c->F > 3 * c->D ? c->F : 3 * c->D);
 }
+/* Declare into p the gradient spans of a tower of L blocks whose backward starts at tick b:
+ * span s0 + L + 1 (the head's) written at b, s0 + 1 + l (block l's) at b + L - l, s0 (the
+ * embedding's) at b + L + 1; each live until end, or with fused updates (r->fused) only at
+ * its tick (applied at once). */
+void tbi_tower_grads_declare(struct tbi_plan *p, struct tb_params *r, int s0, int L, int b,
+                             int end);
+/* Declare the scratch of R rows into p, live over the forward's ticks [f0, f1] and the
+ * backward's [b0, b1]. */
+void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
+                               const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
+                               int b1);
 
 /* x (R, D) -> y (R, D), saving into a; for_backward (recomputation): only up to fc1. drop
  * (backend, (2, B), or NULL): drop path's factors of each clip's attention and MLP branches

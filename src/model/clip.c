@@ -5,6 +5,7 @@
  * Tests: tests/test_clip.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ struct tb_clip {
     int B_plan;
     int video_ready, text_ready;      /* an encoding waits for its backward */
     int i_scale, span_scale;          /* logit_scale, learned: its index and gradient span */
-    float *dscale;                    /* its gradient's home (backend, 1) */
+    struct tbi_plan plan;             /* the arena of every buffer of the step, both towers' */
 };
 
 /* CLIP's logit_scale, when learned: a gradient span of its own, after the towers'. */
@@ -86,8 +87,8 @@ void tb_clip_close(tb_clip **pm)
     tb_clip *m = *pm;
     tb_vit_close(&m->video);
     tbi_text_close(&m->text);
-    if (m->be && m->dscale)
-        m->be->ops->free(m->be, m->dscale);
+    if (m->be)
+        tbi_plan_clear(&m->plan);
     if (m->be)
         tbi_params_free(&m->reg);
     tbi_backend_close(&m->be);
@@ -112,33 +113,33 @@ int tb_clip_init(tb_clip *m, uint64_t seed)
 
 int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
 {
-    int64_t bv = 0, bt = 0;
+    int Lv = tb_vit_config(m->video)->depth, Lt = m->c.text_layers, rc;
     m->B_plan = 0;
-    TBI_TRY(tb_vit_plan(m->video, B, &bv));
-    /* The text tower's gradients that its blocks cannot host (the token table's, every
-     * block's: its activations are small) go into the video tower's, which are dead by the
-     * time the text tower's backward writes them. */
-    int sets = tb_vit_config(m->video)->depth + TBI_VIT_SPARE_EXTRA;
-    float **sp_p = tbi_calloc((size_t)sets, sizeof(*sp_p));
-    size_t *sp_n = tbi_calloc((size_t)sets, sizeof(*sp_n));
-    struct tbi_spare spare = {sp_p, sp_n, 0};
-    int rc = sp_p && sp_n ? 0 : tbi_err(TB_ENOMEM, "out of memory");
-    if (rc == 0) {
-        tbi_vit_spare(m->video, &spare);
-        rc = tbi_text_plan(m->text, B, &bt, &spare);
+    tbi_plan_clear(&m->plan);
+    /* the video tower's forward, the text tower's, the loss, the video tower's backward, then
+     * the text tower's (its gradients may take the video activations that backward reads) */
+    int tf = Lv + 4, loss = tf + Lt + 2, vb = loss + 1, tb = vb + Lv + 2, end = tb + Lt + 3;
+    struct tbi_ticks v = {.fwd = 0, .patches = 1, .bwd = vb, .grad_in = loss, .end = end};
+    struct tbi_ticks t = {.fwd = tf, .bwd = tb, .grad_in = loss, .end = end};
+    if ((rc = tbi_vit_declare(m->video, B, &m->plan, &v)) < 0 ||
+        (rc = tbi_text_declare(m->text, B, &m->plan, &t)) < 0)
+        return rc;
+    if (m->span_scale >= 0) /* written after both backwards */
+        tbi_plan_add(&m->plan, "logit scale's gradient", &m->reg.home[m->span_scale],
+                     sizeof(float), end - 1, m->reg.fused ? end - 1 : end);
+    char what[64];
+    snprintf(what, sizeof(what), "the activations of %d clips and captions", B);
+    if ((rc = tbi_plan_place(&m->plan)) < 0 ||
+        (rc = tbi_plan_alloc(&m->plan, m->be, what, "lower --batch")) < 0) {
+        tbi_plan_clear(&m->plan);
+        return rc;
     }
-    free(sp_p);
-    free(sp_n);
-    TBI_TRY(rc);
-    if (m->span_scale >= 0) {
-        if (!m->dscale)
-            TBI_TRY(m->be->ops->alloc(m->be, sizeof(float), (void **)&m->dscale));
-        m->reg.home[m->span_scale] = m->dscale;
-    }
+    tbi_vit_bind(m->video);
+    tbi_text_bind(m->text);
     m->B_plan = B;
     m->video_ready = m->text_ready = 0;
     if (bytes)
-        *bytes = bv + bt;
+        *bytes = (int64_t)m->plan.peak;
     return 0;
 }
 
@@ -214,7 +215,7 @@ int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double
         double scale;
         TBI_TRY(tb_clip_logit_scale(m, &scale));
         float g = (float)(dscale * scale);
-        TBI_TRY(m->be->ops->to_device(m->be, m->dscale, &g, sizeof(float)));
+        TBI_TRY(m->be->ops->to_device(m->be, m->reg.home[m->span_scale], &g, sizeof(float)));
         TBI_TRY(tbi_span_done(&m->reg, m->span_scale));
     }
     return 0;

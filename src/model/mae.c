@@ -13,6 +13,7 @@
 
 #include "core/internal.h"
 #include "model/block.h"
+#include "model/plan.h"
 #include "model/vit_internal.h"
 #include "tubelet/rng.h"
 
@@ -40,9 +41,10 @@ struct tb_mae {
     int32_t *q_tok;                   /* (B, Nq): the decoded tokens (= idx[b][Nv:]) */
     int32_t *q_rows;                  /* (B, Nq): their rows in x, Nv + j */
     float *w;                         /* (B * Nq): loss weights, 1 where encoder-masked */
-    float *acts;
+    struct tbi_plan plan;             /* the arena of every buffer of the step, the encoder's
+                                       * too */
     float *xe;                        /* (B*Nv, Dd): encoder features mapped */
-    float *x;                         /* (Ld, B*Nd, Dd): the blocks' inputs */
+    float **x;                        /* Ld of (B*Nd, Dd): the blocks' inputs */
     struct tbi_block_acts *ba;
     struct tbi_block_scratch s;
     float *qx, *feat, *feat_mean, *feat_rstd; /* (B*Nq, Dd) x2, (B*Nq) x2 */
@@ -50,7 +52,6 @@ struct tb_mae {
                                        * backward writes over it) */
     float *dres, *dq, *dfeat;         /* (B*Nd, Dd), (B*Nq, Dd) x2 */
     float *loss;
-    float *grad_own;
 };
 
 static int check_config(const struct tb_mae_config *c, int *Nv, int *Nq)
@@ -153,7 +154,8 @@ int tb_mae_open(tb_mae **out, const struct tb_mae_config *c)
                                    .qv_bias = 1};
     m->blk_first = tbi_calloc((size_t)m->Ld, sizeof(*m->blk_first));
     m->ba = tbi_calloc((size_t)m->Ld, sizeof(*m->ba));
-    if (!m->blk_first || !m->ba) {
+    m->x = tbi_calloc((size_t)m->Ld, sizeof(*m->x));
+    if (!m->blk_first || !m->ba || !m->x) {
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto fail;
     }
@@ -178,12 +180,7 @@ fail:
 
 static void free_acts(tb_mae *m)
 {
-    void *bufs[] = {m->acts, m->idx, m->q_tok, m->q_rows, m->w, m->grad_own};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        if (bufs[i])
-            m->be->ops->free(m->be, bufs[i]);
-    m->acts = m->w = m->grad_own = NULL;
-    m->idx = m->q_tok = m->q_rows = NULL;
+    tbi_plan_clear(&m->plan);
     free(m->h_keep);
     free(m->h_idx);
     free(m->h_rows);
@@ -192,7 +189,7 @@ static void free_acts(tb_mae *m)
     m->h_keep = m->h_idx = m->h_rows = m->h_tok = NULL;
     m->h_w = NULL;
     m->B_plan = m->B = m->B_in = m->mask_set = m->fwd_done = 0;
-    /* the encoder's spans too: their homes may be in the decoder's activations */
+    /* the encoder's spans too: their homes are in the plan */
     for (int s = 0; s < m->reg.n_spans; s++)
         m->reg.home[s] = NULL;
 }
@@ -212,6 +209,7 @@ void tb_mae_close(tb_mae **pm)
     tbi_backend_close(&m->be);
     free(m->blk_first);
     free(m->ba);
+    free(m->x);
     free(m);
     *pm = NULL;
 }
@@ -245,118 +243,88 @@ int tb_mae_init(tb_mae *m, uint64_t seed)
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
-/* Homes of the decoder's gradient spans (span0: the mapping and mask token, written after
- * block 0's backward; then one per block; the norm's and head's, written first): as the
- * encoder's, in the blocks' dead activations where they fit. */
-static int place_grads(tb_mae *m)
+/* The decoder's step, from tick d (its forward: the target and mapping, one per block, the
+ * head and loss; its backward from db: the loss and head, one per block from the top, the
+ * mapping, which writes the encoder's features' gradient), ending at end. */
+static void declare_decoder(tb_mae *m, struct tbi_plan *p, int B, int d, int db, int end)
 {
-    return tbi_block_place_grads(m->be, &m->reg, m->span0, m->reg.n_spans, m->ba, m->Ld, 0,
-                                 NULL, &m->grad_own);
-}
-
-enum { SPARE_EXTRA = 1 }; /* the block inputs */
-
-/* What of the decoder's activations is dead once the encoder's backward starts (it runs
- * last): the block inputs (with the mapped features before them), each block set's tail past
- * the gradients it hosts - the last one's together with the scratch and the head's and loss's
- * rows after it - but the predictions (tb_mae_pred reads them after a backward). For the
- * encoder's gradients, largest regions first. */
-static void decoder_spare(const tb_mae *m, int B, struct tbi_spare *sp)
-{
-    size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rv = (size_t)B * m->Nv;
-    sp->count = 0; /* SPARE_EXTRA + Ld entries */
-    for (int l = m->Ld - 1; l >= 0; l--, sp->count++)
-        tbi_block_acts_free_tail(&m->reg, m->span0, m->reg.n_spans, &m->ba[l],
-                                 &sp->p[sp->count], &sp->n[sp->count]);
-    sp->n[0] = (size_t)(m->pred - sp->p[0]); /* the last set runs into the scratch */
-    sp->p[sp->count] = m->xe;
-    sp->n[sp->count++] = Rv * Dd + (size_t)m->Ld * Rd * Dd;
+    size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;
+    size_t Rv = (size_t)B * m->Nv, V = (size_t)m->V;
+    int Ld = m->Ld, head = d + 1 + Ld, map = db + Ld + 1;
+    TBI_BUF(p, m->idx, Rd, 0, end);
+    TBI_BUF(p, m->q_tok, Rq, 0, end);
+    TBI_BUF(p, m->q_rows, Rq, 0, end);
+    TBI_BUF(p, m->w, Rq, 0, end);
+    TBI_BUF(p, m->xe, Rv * Dd, d, d);
+    for (int l = 0; l < Ld; l++) {
+        TBI_BUF(p, m->x[l], Rd * Dd, d + l, db + Ld - l);
+        TBI_BUF(p, m->ba[l].ln1_mean, tbi_block_acts_floats(&m->bc, B, m->Nd, 1), d + 1 + l,
+            db + Ld - l);
+    }
+    /* the blocks' scratch; the mapping's backward takes dD for its input's gradient */
+    tbi_block_scratch_declare(p, &m->s, &m->bc, Rd, d + 1, d + Ld, db + 1, map);
+    /* the last block's output, then the residual gradient */
+    TBI_BUF(p, m->dres, Rd * Dd, d + Ld, map);
+    TBI_BUF(p, m->qx, Rq * Dd, head, db);
+    TBI_BUF(p, m->feat, Rq * Dd, head, db);
+    TBI_BUF(p, m->feat_mean, Rq, head, db);
+    TBI_BUF(p, m->feat_rstd, Rq, head, db);
+    /* the target, then (in place) the predictions' gradient; the predictions: first the
+     * gathered patches the target is made from, read after the step (tb_mae_pred) */
+    TBI_BUF(p, m->tgt, Rq * V, d, db);
+    TBI_BUF(p, m->pred, Rq * V, d, end);
+    TBI_BUF(p, m->loss, 1, head, end);
+    TBI_BUF(p, m->dq, Rq * Dd, db, db);
+    TBI_BUF(p, m->dfeat, Rq * Dd, db, db);
+    tbi_tower_grads_declare(p, &m->reg, m->span0, Ld, db, end);
 }
 
 int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
 {
-    const struct tbi_ops *o = m->be->ops;
-    int64_t enc_bytes = 0;
     if (B < 1)
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
     if ((int64_t)B * m->Nd > INT_MAX / 4)
         return tbi_err(TB_ERANGE, "%d clips of %d decoder tokens are more rows than the ops "
                        "take: lower --batch", B, m->Nd);
     free_acts(m);
-    size_t Dd = (size_t)m->Dd, Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq;
-    size_t Rv = (size_t)B * m->Nv, V = (size_t)m->V, Ld = (size_t)m->Ld;
-    size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nd) + Rd * (size_t)m->bc.F;
-    size_t n = Rv * Dd + Ld * Rd * Dd + Ld * per_block;
-    n += Rd * Dd * 2 + Rd * tbi_block_dF_floats(&m->bc) + 3 * Dd; /* ln, dD, dF, bias3 */
-    n += Rq * Dd * 2 + Rq * 2 + Rq * V * 2 + Rd * Dd + Rq * Dd * 2 + 1;
-    size_t total = sizeof(float) * n + sizeof(int32_t) * (Rd + 2 * Rq) + sizeof(float) * Rq;
-    int rc;
-    if ((rc = o->alloc(m->be, sizeof(float) * n, (void **)&m->acts)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(int32_t) * Rd, (void **)&m->idx)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(int32_t) * Rq, (void **)&m->q_tok)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(int32_t) * Rq, (void **)&m->q_rows)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(float) * Rq, (void **)&m->w)) < 0 ||
-        !(m->h_keep = tbi_malloc(sizeof(int32_t) * Rv)) || !(m->h_idx = tbi_malloc(sizeof(int32_t) * Rd)) ||
-        !(m->h_rows = tbi_malloc(sizeof(int32_t) * Rq)) || !(m->h_tok = tbi_malloc(sizeof(int32_t) * Rq)) ||
-        !(m->h_w = tbi_malloc(sizeof(float) * Rq))) {
-        free_acts(m);
-        return tbi_err(rc < 0 ? rc : TB_ENOMEM, "out of memory for the MAE decoder's "
-                       "activations of %d clips (%.2f GB): lower --batch", B, total / 1e9);
+    size_t Rd = (size_t)B * m->Nd, Rq = (size_t)B * m->Nq, Rv = (size_t)B * m->Nv;
+    int Le = tb_vit_config(m->enc)->depth, Ld = m->Ld;
+    /* the encoder's forward, the decoder's forward and backward, the encoder's backward */
+    int d = Le + 4, db = d + Ld + 2, eb = db + Ld + 2, end = eb + Le + 2;
+    struct tbi_ticks t = {.fwd = 0, .patches = d, .bwd = eb, .grad_in = db + Ld + 1, .end = end};
+    int rc = tbi_vit_declare(m->enc, B, &m->plan, &t);
+    if (rc == 0) {
+        declare_decoder(m, &m->plan, B, d, db, end);
+        rc = tbi_plan_place(&m->plan);
     }
-    float *p = m->acts;
-#define TAKE(ptr, count)                                                                       \
-    do {                                                                                       \
-        ptr = p;                                                                               \
-        p += (count);                                                                          \
-    } while (0)
-    TAKE(m->xe, Rv * Dd);
-    TAKE(m->x, Ld * Rd * Dd);
-    for (int l = 0; l < m->Ld; l++)
-        p = tbi_block_acts_carve(&m->ba[l], p, &m->bc, B, m->Nd, 1);
-    TAKE(m->s.ln, Rd * Dd);
-    TAKE(m->s.dD, Rd * Dd);
-    TAKE(m->s.dF, Rd * tbi_block_dF_floats(&m->bc));
-    TAKE(m->s.bias3, 3 * Dd);
-    TAKE(m->qx, Rq * Dd);
-    TAKE(m->feat, Rq * Dd);
-    TAKE(m->feat_mean, Rq);
-    TAKE(m->feat_rstd, Rq);
-    TAKE(m->tgt, Rq * V);
-    m->dpred = m->tgt;
-    TAKE(m->dres, Rd * Dd);
-    TAKE(m->dq, Rq * Dd);
-    TAKE(m->dfeat, Rq * Dd);
-    TAKE(m->pred, Rq * V);
-    TAKE(m->loss, 1);
-#undef TAKE
-    TB_ASSERT((size_t)(p - m->acts) <= n);
-    /* decoder_spare's regions, as laid out here: the last block set, the scratch and the
-     * head's rows back to back, the predictions after them */
-    TB_ASSERT(m->x == m->xe + Rv * Dd && m->s.ln == m->ba[m->Ld - 1].ln1_mean +
-              m->ba[m->Ld - 1].floats && m->qx == m->s.bias3 + 3 * Dd &&
-              m->pred == m->dfeat + Rq * Dd);
-    /* The decoded tokens' rows in x never change: Nv + j. */
-    for (int b = 0; b < B; b++)
-        for (int j = 0; j < m->Nq; j++)
-            m->h_rows[(size_t)b * m->Nq + j] = m->Nv + j;
-    struct tbi_spare spare = {tbi_malloc(sizeof(float *) * (size_t)(SPARE_EXTRA + m->Ld)),
-                              tbi_malloc(sizeof(size_t) * (size_t)(SPARE_EXTRA + m->Ld)), 0};
-    if (!spare.p || !spare.n)
+    if (rc == 0 && (!(m->h_keep = tbi_malloc(sizeof(int32_t) * Rv)) ||
+                    !(m->h_idx = tbi_malloc(sizeof(int32_t) * Rd)) ||
+                    !(m->h_rows = tbi_malloc(sizeof(int32_t) * Rq)) ||
+                    !(m->h_tok = tbi_malloc(sizeof(int32_t) * Rq)) ||
+                    !(m->h_w = tbi_malloc(sizeof(float) * Rq))))
         rc = tbi_err(TB_ENOMEM, "out of memory");
-    else if ((rc = o->to_device(m->be, m->q_rows, m->h_rows, sizeof(int32_t) * Rq)) == 0 &&
-             (rc = place_grads(m)) == 0) {
-        decoder_spare(m, B, &spare);
-        rc = tbi_vit_plan_spare(m->enc, B, &enc_bytes, &spare);
+    char what[64];
+    snprintf(what, sizeof(what), "the activations of %d clips", B);
+    if (rc == 0)
+        rc = tbi_plan_alloc(&m->plan, m->be, what, "lower --batch");
+    if (rc == 0) {
+        tbi_vit_bind(m->enc);
+        for (int l = 0; l < Ld; l++)
+            tbi_block_acts_carve(&m->ba[l], m->ba[l].ln1_mean, &m->bc, B, m->Nd, 1);
+        m->dpred = m->tgt;
+        /* The decoded tokens' rows in x never change: Nv + j. */
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < m->Nq; j++)
+                m->h_rows[(size_t)b * m->Nq + j] = m->Nv + j;
+        rc = m->be->ops->to_device(m->be, m->q_rows, m->h_rows, sizeof(int32_t) * Rq);
     }
-    free(spare.p);
-    free(spare.n);
     if (rc < 0) {
         free_acts(m);
         return rc;
     }
     m->B_plan = B;
     if (bytes_out)
-        *bytes_out = enc_bytes + (int64_t)total;
+        *bytes_out = (int64_t)m->plan.peak;
     return 0;
 }
 
@@ -500,9 +468,8 @@ int tb_mae_run(tb_mae *m, float *loss)
                                            : "no masks: tb_mae_set_mask first");
     m->B_in = m->mask_set = m->fwd_done = 0;
     m->B = B;
-    size_t Rd = (size_t)B * Nd, Rq = (size_t)B * Nq;
-    /* Encoder over the visible tokens. Target: the decoded tokens' patches (the encoder's,
-     * which may live in the decoder's space: read before the decoder writes anything, into
+    size_t Rq = (size_t)B * Nq;
+    /* Encoder over the visible tokens. Target: the decoded tokens' patches (gathered into
      * pred's space until the head writes it), un-normalised and normalised per tube. */
     TBI_TRY(tb_vit_run(m->enc, NULL, 0, NULL));
     TBI_TRY(o->gather_rows(be, m->pred, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
@@ -512,14 +479,14 @@ int tb_mae_run(tb_mae *m, float *loss)
     TBI_TRY(o->matmul_fwd(be, m->xe, tbi_vit_feat(m->enc), tbi_param_data(r, m->i_e2d), NULL,
                           B * m->Nv, m->De, Dd));
     /* [visible..., mask token...] + positions; the blocks; the decoded rows normed, head. */
-    TBI_TRY(o->tokens_fill_fwd(be, m->x, m->xe, tbi_param_data(r, m->i_mask), m->sincos, m->idx,
+    TBI_TRY(o->tokens_fill_fwd(be, m->x[0], m->xe, tbi_param_data(r, m->i_mask), m->sincos, m->idx,
                                B, m->Nv, Nq, Dd));
     for (int l = 0; l < m->Ld; l++) {
         struct tbi_block_w w;
         block_w(m, l, &w, NULL);
-        float *y = l + 1 < m->Ld ? m->x + (size_t)(l + 1) * Rd * Dd : m->dres;
+        float *y = l + 1 < m->Ld ? m->x[l + 1] : m->dres;
         TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, NULL,
-                                  m->x + (size_t)l * Rd * Dd, y, B, Nd, 0));
+                                  m->x[l], y, B, Nd, 0));
     }
     /* the last block's output is in dres (no backward reads it) */
     TBI_TRY(o->gather_rows(be, m->qx, m->dres, m->q_rows, B, Nd, Nq, Dd));
@@ -572,7 +539,7 @@ int tb_mae_backward(tb_mae *m)
         struct tbi_block_w w, g;
         block_w(m, l, &w, &g);
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, &m->ba[l], &m->s, NULL,
-                                   m->x + (size_t)l * Rd * Dd, m->dres, B, Nd, 0));
+                                   m->x[l], m->dres, B, Nd, 0));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */

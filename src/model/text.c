@@ -23,9 +23,8 @@ struct tbi_text {
     int *blk_first;
     /* activations (backend), for up to B_plan captions of ctx tokens; R = B * ctx rows */
     int B_plan, B, ready;             /* ready: a forward's activations wait for a backward */
-    float *acts;
     int32_t *ids, *eot;               /* (R), (B) */
-    float *x;                         /* (L + 1, R, D) */
+    float **x;                        /* L + 1 of (R, D) */
     struct tbi_block_acts *ba;        /* L */
     struct tbi_block_scratch s;
     float *dres;                      /* (R, D) */
@@ -33,7 +32,6 @@ struct tbi_text {
     float *dsel, *dfeat;              /* (B, D) */
     float *projT, *dprojT;            /* (E, D) */
     float *emb, *demb;                /* (B, E) */
-    float *grad_own;
 };
 
 static int add(struct tbi_text *t, const char *prefix, const char *name, enum tb_init init,
@@ -107,8 +105,9 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
     t->bc = bc;
     t->blk_first = tbi_calloc((size_t)c->layers, sizeof(*t->blk_first));
     t->ba = tbi_calloc((size_t)c->layers, sizeof(*t->ba));
+    t->x = tbi_calloc((size_t)c->layers + 1, sizeof(*t->x));
     t->span0 = reg->n_spans;
-    int rc = !t->blk_first || !t->ba ? tbi_err(TB_ENOMEM, "out of memory") : add_params(t, prefix);
+    int rc = !t->blk_first || !t->ba || !t->x ? tbi_err(TB_ENOMEM, "out of memory") : add_params(t, prefix);
     t->span1 = reg->n_spans;
     if (rc < 0) {
         tbi_text_close(&t);
@@ -120,14 +119,9 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
     return 0;
 }
 
+/* Forget the plan (the dual encoder's): the gradient spans homeless. */
 static void free_acts(struct tbi_text *t)
 {
-    void *bufs[] = {t->acts, t->ids, t->eot, t->grad_own};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        if (bufs[i])
-            t->be->ops->free(t->be, bufs[i]);
-    t->acts = t->grad_own = NULL;
-    t->ids = t->eot = NULL;
     t->B_plan = t->B = t->ready = 0;
     for (int s = t->span0; s < t->span1; s++)
         t->reg->home[s] = NULL;
@@ -141,63 +135,47 @@ void tbi_text_close(struct tbi_text **pt)
     free_acts(t);
     free(t->blk_first);
     free(t->ba);
+    free(t->x);
     free(t);
     *pt = NULL;
 }
 
-int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare)
+int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct tbi_ticks *k)
 {
-    const struct tbi_ops *o = t->be->ops;
-    int D = t->c.width, F = t->bc.F, L = t->c.layers, N = t->c.ctx, E = t->c.embed, rc;
+    int D = t->c.width, L = t->c.layers, N = t->c.ctx, E = t->c.embed;
     if (B < 1 || (int64_t)B * N > INT_MAX / 4)
         return tbi_err(TB_EINVAL, "a plan for %d captions of %d tokens", B, N);
     free_acts(t);
-    size_t R = (size_t)B * N, per_block = tbi_block_acts_floats(&t->bc, B, N) + R * F;
-    size_t n = (size_t)(L + 1) * R * D + (size_t)L * per_block;
-    n += R * D * 3 + R * tbi_block_dF_floats(&t->bc) + 3 * (size_t)D;  /* scratch, dres */
-    n += (size_t)B * D * 4 + 2 * (size_t)B + 2 * (size_t)E * D + 2 * (size_t)B * E;
-    if ((rc = o->alloc(t->be, sizeof(float) * n, (void **)&t->acts)) < 0 ||
-        (rc = o->alloc(t->be, sizeof(int32_t) * R, (void **)&t->ids)) < 0 ||
-        (rc = o->alloc(t->be, sizeof(int32_t) * (size_t)B, (void **)&t->eot)) < 0) {
-        free_acts(t);
-        return tbi_err(rc, "out of memory for the text tower's activations of %d captions "
-                       "(%.2f GB): lower --batch", B, sizeof(float) * n / 1e9);
-    }
-    float *p = t->acts;
-#define TAKE(ptr, count)                                                                       \
-    do {                                                                                       \
-        ptr = p;                                                                               \
-        p += (count);                                                                          \
-    } while (0)
-    TAKE(t->x, (size_t)(L + 1) * R * D);
+    size_t R = (size_t)B * N, BD = (size_t)B * D, ED = (size_t)E * D, BE = (size_t)B * E;
+    int f = k->fwd, head = f + 1 + L, b = k->bwd, embed = b + L + 1;
+    TBI_BUF(p, t->ids, R, f, embed);
+    TBI_BUF(p, t->eot, B, f, b);
+    for (int l = 0; l <= L; l++)
+        TBI_BUF(p, t->x[l], R * D, f + l, l < L ? b + L - l : head);
     for (int l = 0; l < L; l++)
-        p = tbi_block_acts_carve(&t->ba[l], p, &t->bc, B, N, 1);
-    TAKE(t->s.ln, R * D);
-    TAKE(t->s.dD, R * D);
-    TAKE(t->s.dF, R * tbi_block_dF_floats(&t->bc));
-    TAKE(t->s.bias3, 3 * (size_t)D);
-    TAKE(t->dres, R * D);
-    TAKE(t->sel, (size_t)B * D);
-    TAKE(t->feat, (size_t)B * D);
-    TAKE(t->dsel, (size_t)B * D);
-    TAKE(t->dfeat, (size_t)B * D);
-    TAKE(t->mean, (size_t)B);
-    TAKE(t->rstd, (size_t)B);
-    TAKE(t->projT, (size_t)E * D);
-    TAKE(t->dprojT, (size_t)E * D);
-    TAKE(t->emb, (size_t)B * E);
-    TAKE(t->demb, (size_t)B * E);
-#undef TAKE
-    TB_ASSERT((size_t)(p - t->acts) <= n);
-    if ((rc = tbi_block_place_grads(t->be, t->reg, t->span0, t->span1, t->ba, L, 0, spare,
-                                    &t->grad_own)) < 0) {
-        free_acts(t);
-        return tbi_err_prefix(rc, "the text tower's gradients");
-    }
+        TBI_BUF(p, t->ba[l].ln1_mean, tbi_block_acts_floats(&t->bc, B, N, 1), f + 1 + l, b + L - l);
+    /* the scratch: the embedding's token rows in ln, the blocks', the embedding's gradient */
+    tbi_block_scratch_declare(p, &t->s, &t->bc, R, f, f + L, b + 1, embed);
+    TBI_BUF(p, t->dres, R * D, b, embed);
+    TBI_BUF(p, t->sel, BD, head, b);
+    TBI_BUF(p, t->feat, BD, head, b);
+    TBI_BUF(p, t->mean, B, head, b);
+    TBI_BUF(p, t->rstd, B, head, b);
+    TBI_BUF(p, t->projT, ED, head, b);
+    TBI_BUF(p, t->emb, BE, head, k->end);
+    TBI_BUF(p, t->demb, BE, k->grad_in, b);
+    TBI_BUF(p, t->dsel, BD, b, b);
+    TBI_BUF(p, t->dfeat, BD, b, b);
+    TBI_BUF(p, t->dprojT, ED, b, b);
+    tbi_tower_grads_declare(p, t->reg, t->span0, L, b, k->end);
     t->B_plan = B;
-    if (bytes)
-        *bytes = (int64_t)(sizeof(float) * n + sizeof(int32_t) * (R + (size_t)B));
-    return 0;
+    return p->err;
+}
+
+void tbi_text_bind(struct tbi_text *t)
+{
+    for (int l = 0; l < t->c.layers; l++)
+        tbi_block_acts_carve(&t->ba[l], t->ba[l].ln1_mean, &t->bc, t->B_plan, t->c.ctx, 1);
 }
 
 int tbi_text_check_ids(const struct tbi_text_config *c, const int32_t *ids, int B, int *eot)
@@ -244,16 +222,16 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
     /* token rows (into the scratch), + positions -> x0 */
     TBI_TRY(o->gather_rows(be, t->s.ln, tbi_param_data(r, t->i_tok), t->ids, 1, t->c.vocab,
                            (int)R, D));
-    TBI_TRY(o->tokens_fwd(be, t->x, t->s.ln, NULL, tbi_param_data(r, t->i_pos), NULL, B, N, 0,
+    TBI_TRY(o->tokens_fwd(be, t->x[0], t->s.ln, NULL, tbi_param_data(r, t->i_pos), NULL, B, N, 0,
                           D));
     for (int l = 0; l < L; l++) {
         struct tbi_block_w w;
         tbi_block_bind(r, t->blk_first[l], &t->bc, &w, NULL);
-        TBI_TRY(tbi_block_forward(be, &t->bc, &w, &t->ba[l], &t->s, NULL, t->x + l * R * D,
-                                  t->x + (l + 1) * R * D, B, N, 0));
+        TBI_TRY(tbi_block_forward(be, &t->bc, &w, &t->ba[l], &t->s, NULL, t->x[l],
+                                  t->x[l + 1], B, N, 0));
     }
     /* the end token's row, ln_final, the projection */
-    TBI_TRY(o->gather_rows(be, t->sel, t->x + (size_t)L * R * D, t->eot, B, N, 1, D));
+    TBI_TRY(o->gather_rows(be, t->sel, t->x[L], t->eot, B, N, 1, D));
     TBI_TRY(o->layernorm_fwd(be, t->feat, t->mean, t->rstd, t->sel, tbi_param_data(r, t->i_ln_w),
                              tbi_param_data(r, t->i_ln_b), B, D, t->c.eps));
     TBI_TRY(o->transpose(be, t->projT, tbi_param_data(r, t->i_proj), D, E));
@@ -300,7 +278,7 @@ int tbi_text_backward(struct tbi_text *t)
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
         tbi_block_bind(r, t->blk_first[l], &t->bc, &w, &g);
-        TBI_TRY(tbi_block_backward(be, &t->bc, &w, &g, &t->ba[l], &t->s, NULL, t->x + l * R * D,
+        TBI_TRY(tbi_block_backward(be, &t->bc, &w, &g, &t->ba[l], &t->s, NULL, t->x[l],
                                    t->dres, B, N, 0));
         TBI_TRY(tbi_span_done(r, t->span0 + 1 + l));
     }

@@ -6,6 +6,7 @@
 
 #include "model/block.h"
 #include "model/params.h"
+#include "model/plan.h"
 
 struct tbi_text_config {
     int vocab, ctx;            /* 49408 ids, 77 tokens a caption */
@@ -22,9 +23,12 @@ struct tbi_text;
 int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi_backend *be,
                      struct tb_params *reg, const char *prefix);
 void tbi_text_close(struct tbi_text **t);
-/* Activations for B captions; the gradient spans no block hosts go into spare first (may be
- * NULL: memory dead before this tower's backward starts). */
-int tbi_text_plan(struct tbi_text *t, int B, int64_t *bytes, struct tbi_spare *spare);
+/* Declare the buffers of a step of B captions into p (the dual encoder's plan), at ticks t
+ * (its forward: embedding, one per block, head: layers + 2 ticks; t->patches unused), the
+ * gradient spans' homes among them; once p is allocated, tbi_text_bind points the block sets
+ * into theirs. */
+int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct tbi_ticks *k);
+void tbi_text_bind(struct tbi_text *t);
 /* Every id of ids (B, ctx; host) inside the vocabulary (else a message naming the caption
  * and position); eot (B, may be NULL) gets each row's end-token position: its largest id's
  * first position. */

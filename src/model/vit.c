@@ -14,6 +14,7 @@
 
 #include "core/internal.h"
 #include "model/block.h"
+#include "model/plan.h"
 #include "model/vit_internal.h"
 #include "tubelet/rng.h"
 
@@ -43,16 +44,13 @@ struct tb_vit {
     int *blk_first;                   /* L: each block's first parameter */
     float *sincos;                    /* backend (Nt, D): fixed positions, when pos = sincos */
 
-    /* activations (backend), for up to B_plan clips */
+    /* activations (backend), for up to B_plan clips: buffers of the plan (plan.h), its own
+     * or a larger model's */
+    struct tbi_plan plan;             /* standalone: the arena of every buffer below */
     int B_plan, B;
     int B_in;                         /* clips in `video`, waiting for tb_vit_run */
-    float *acts;
-    float *video;                     /* (B, 3, T, H, W): in the block outputs' space or the
-                                       * backward's scratch when it fits (both dead until the
-                                       * patches are made), else its own */
-    float *video_own;
-    uint8_t *clips;                   /* (B, T, H, W, 3): the loader's batch, in the patches'
-                                       * space (dead until normalised) */
+    float *video;                     /* (B, 3, T, H, W) */
+    uint8_t *clips;                   /* (B, T, H, W, 3): the loader's batch */
     uint8_t *flip;                    /* (B) */
     int32_t *keep;                    /* (B, Nk): the kept tokens, when keep */
     float *drop;                      /* (L, 2, B): drop path's branch factors */
@@ -62,19 +60,14 @@ struct tb_vit {
     float *soft;                      /* (B, K): soft targets of the last forward */
     int soft_on;                      /* the last forward's loss was on soft targets */
     int keep_set;                     /* tb_vit_set_keep since the input */
-    float *cols_all;                  /* (B*Np, patch_len): all patches, when keep: in
-                                       * cols_own, or a larger model's spare memory */
-    float *cols_own;
+    float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
     int64_t *labels;                  /* (B) */
     float *cols;                      /* (B*Nk, patch_len) */
-    float *patch_out;                 /* (B*Nk, D), in dF's space (forward only) */
-    float *x;                         /* (L+1, B*Nt, D): block inputs, then the final output */
+    float *patch_out;                 /* (B*Nk, D) */
+    float **x;                        /* L+1 of (B*Nt, D): block inputs, then the final output */
     struct tbi_block_acts *ba;        /* L of them, or 1 shared when recomputing */
     float *res1x;                     /* (B*Nt, D) res1 of the blocks below recompute_mlp */
-    int fc1x_own;                     /* fc1x is not in the top block's space */
-    float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp: in
-                                       * the top block's space, after the gradients it hosts
-                                       * (free in their forward and backward), or its own */
+    float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp */
     struct tbi_block_scratch s;       /* ln (B*Nt, D); dD; dF: also the forward's act(fc1) */
     int F_rows;                       /* rows of the features: B, or B*Nt with pool none */
     float *pooled;                    /* (B, D) */
@@ -89,7 +82,6 @@ struct tb_vit {
      * statistics (B*Nt, D), (B*Nt); proj transposed and its gradient (E, D); the projected
      * features and their gradient (B, E) */
     float *pos_eff, *dpos_eff, *x_pre, *pre_mean, *pre_rstd, *projT, *dprojT, *emb, *demb;
-    float *grad_own;                  /* the gradient spans that no activation space hosts */
     float *wb;                        /* bf16 mode: the parameter block rounded to bf16 (the
                                        * products' weights and biases are read from it),
                                        * refreshed from the f32 master at every forward; NULL
@@ -305,8 +297,9 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
                                    .qv_bias = c->qv_bias, .bf16 = c->dtype == TB_DTYPE_BF16};
     m->blk_first = tbi_calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = tbi_calloc((size_t)c->depth, sizeof(*m->ba));
+    m->x = tbi_calloc((size_t)c->depth + 1, sizeof(*m->x));
     m->span0 = reg->n_spans;
-    if (!m->blk_first || !m->ba)
+    if (!m->blk_first || !m->ba || !m->x)
         rc = tbi_err(TB_ENOMEM, "out of memory");
     else
         rc = add_params(m);
@@ -365,19 +358,12 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     return 0;
 }
 
+/* Forget the plan: its own arena freed, the gradient spans homeless (a larger model's arena
+ * is its owner's to free). */
 static void free_acts(tb_vit *m)
 {
-    void *bufs[] = {m->acts, m->video_own, m->flip, m->labels, m->grad_own, m->keep,
-                    m->cols_own, m->drop};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        if (bufs[i])
-            m->be->ops->free(m->be, bufs[i]);
-    m->acts = m->video_own = m->grad_own = m->cols_own = m->cols_all = NULL;
-    m->clips = m->flip = NULL;
-    m->keep = NULL;
-    m->drop = NULL;
+    tbi_plan_clear(&m->plan);
     m->keep_set = m->drop_set = m->drop_on = m->hmask_set = m->hmask_on = m->soft_on = 0;
-    m->labels = NULL;
     m->B_plan = m->B_in = m->B = 0;
     for (int s = m->span0; s < m->span1; s++)
         m->reg->home[s] = NULL;
@@ -401,6 +387,7 @@ void tb_vit_close(tb_vit **pm)
         tbi_backend_close(&m->be);
     free(m->blk_first);
     free(m->ba);
+    free(m->x);
     free(m);
     *pm = NULL;
 }
@@ -432,74 +419,15 @@ int tb_vit_init(tb_vit *m, uint64_t seed)
 
 /* ---- activations ------------------------------------------------------------------------ */
 
-/* Whether a gradient span of len floats goes into a block's saved activations of `floats`
- * (tbi_block_place_grads' rule): when they are that block's own (not one set shared by
- * recomputed blocks) and large enough. */
-static int span_hosted(const tb_vit *m, int64_t len, size_t floats)
+/* The ticks of block l's forward and of its backward. */
+static int fwd_tick(const struct tbi_ticks *t, int l)
 {
-    return !m->c.recompute && (size_t)len <= floats;
+    return t->fwd + 3 + l;
 }
 
-/* Give each gradient span a home: block l's (span 1 + l) in the activations of block l + 1,
- * the token embedding's (span 0) in block 0's, where they fit; the rest in one allocation of
- * their own. Block l's gradients are written when its backward runs, after block l + 1's
- * activations are dead. */
-static int place_grads(tb_vit *m, struct tbi_spare *spare)
+static int bwd_tick(const tb_vit *m, const struct tbi_ticks *t, int l)
 {
-    return tbi_block_place_grads(m->be, m->reg, m->span0, m->span1, m->ba, m->c.depth,
-                                 m->c.recompute, spare, &m->grad_own);
-}
-
-void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp)
-{
-    int sets = m->c.recompute ? 1 : m->c.depth;
-    size_t T = (size_t)m->B_plan * m->Nt, D = (size_t)m->D;
-    sp->count = 0;
-#define REGION(ptr, floats)                                                                    \
-    do {                                                                                       \
-        sp->p[sp->count] = (ptr);                                                              \
-        sp->n[sp->count++] = (floats);                                                         \
-    } while (0)
-    REGION(m->x, (size_t)(m->c.depth + 1) * T * D);
-    /* the backward's scratch, as the plan lays it out: dres, dD and dF one after the other;
-     * ln, then res1x and fc1x where the plan has them */
-    REGION(m->dres, 2 * T * D + T * tbi_block_dF_floats(&m->bc));
-    REGION(m->s.ln, T * D + (m->res1x ? T * D : 0) + (m->fc1x_own ? T * (size_t)m->F : 0));
-#undef REGION
-    for (int l = 0; l < sets; l++, sp->count++)
-        tbi_block_acts_free_tail(m->reg, m->span0, m->span1, &m->ba[l], &sp->p[sp->count],
-                                 &sp->n[sp->count]);
-}
-
-/* Room for the float video (video floats, or 0: the plan holds it) and every patch
- * (all_cols, or 0) in a larger model's memory that is free until its own forward (spare, may
- * be NULL), taken from a copy of the regions (the gradients take them again after the
- * backward); NULL for what does not fit. */
-static int early_spare(const struct tbi_spare *spare, size_t video, size_t all_cols,
-                       float **video_at, float **cols_at)
-{
-    *video_at = *cols_at = NULL;
-    if (!spare || !spare->count || (!video && !all_cols))
-        return 0;
-    struct tbi_spare c = {tbi_malloc(sizeof(float *) * (size_t)spare->count),
-                          tbi_malloc(sizeof(size_t) * (size_t)spare->count), spare->count};
-    if (c.p && c.n) {
-        memcpy(c.p, spare->p, sizeof(float *) * (size_t)spare->count);
-        memcpy(c.n, spare->n, sizeof(size_t) * (size_t)spare->count);
-        *video_at = video ? tbi_spare_take(&c, (int64_t)video) : NULL;
-        *cols_at = all_cols ? tbi_spare_take(&c, (int64_t)all_cols) : NULL;
-    }
-    int ok = c.p && c.n;
-    free(c.p);
-    free(c.n);
-    return ok ? 0 : tbi_err(TB_ENOMEM, "out of memory");
-}
-
-/* Bytes of memory this machine has, or 0 when it cannot tell. */
-static uint64_t machine_bytes(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+    return t->bwd + m->c.depth - l;
 }
 
 /* The flags that lower a plan, for the message of one too big. */
@@ -512,15 +440,39 @@ static const char *lowering_flags(const struct tb_vit_config *c)
     return "lower --batch, or use --recompute";
 }
 
-int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
+/* The blocks' saved activations and scratch: each set from its forward to its backward (one
+ * set over every block's when recomputing); res1 and fc1 of the blocks below recompute_mlp,
+ * and the scratch, in the ticks of the blocks that use them. */
+static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks *t, int B)
 {
-    return tbi_vit_plan_spare(m, B, bytes_out, NULL);
+    int L = m->c.depth, K = m->c.recompute_mlp;
+    size_t T = (size_t)B * m->Nt, D = (size_t)m->D, F = (size_t)m->F;
+    for (int l = 0; l < (m->c.recompute ? 1 : L); l++) {
+        int last = m->c.recompute ? L - 1 : l;
+        TBI_BUF(p, m->ba[l].ln1_mean, tbi_block_acts_floats(&m->bc, B, m->Nt, l >= K),
+            fwd_tick(t, l), m->c.recompute ? fwd_tick(t, last) : bwd_tick(m, t, l));
+        if (m->c.recompute)
+            tbi_plan_also(p, bwd_tick(m, t, last), bwd_tick(m, t, 0));
+    }
+    if (K > 0) {
+        TBI_BUF(p, m->res1x, T * D, fwd_tick(t, 0), fwd_tick(t, K - 1));
+        tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
+        TBI_BUF(p, m->fc1x, T * F, fwd_tick(t, 0), fwd_tick(t, K - 1));
+        tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
+    }
+    int f0 = fwd_tick(t, 0), f1 = fwd_tick(t, L - 1), b0 = bwd_tick(m, t, L - 1);
+    int b1 = t->bwd + L + 1; /* the embedding's backward uses dD and dF too */
+    tbi_block_scratch_declare(p, &m->s, &m->bc, T, f0, f1, b0, b1);
+    /* block l's input from the tick that writes it to its backward; the last output to the
+     * head's backward */
+    for (int l = 0; l <= L; l++)
+        TBI_BUF(p, m->x[l], T * D, l ? fwd_tick(t, l - 1) : t->fwd + 2,
+            l < L ? bwd_tick(m, t, l) : t->bwd);
 }
 
-int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spare)
+int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks *t)
 {
-    const struct tbi_ops *o = m->be->ops;
-    int D = m->D, F = m->F, L = m->c.depth, K = m->K > 0 ? m->K : 1, rc;
+    int D = m->D, L = m->c.depth, K = m->K > 0 ? m->K : 1;
     if (B < 1)
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
     /* The ops count rows (tokens of the batch) in int; their elements in size_t. */
@@ -528,127 +480,82 @@ int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *s
         return tbi_err(TB_ERANGE, "%d clips of %d tokens are more rows than the ops take: %s",
                        B, m->Nt, lowering_flags(&m->c));
     free_acts(m);
-    size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, n = 0;
+    size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, E = (size_t)m->E, NtD = (size_t)m->Nt * D;
     m->F_rows = m->pool < 0 ? (int)T : B;
-    size_t FR = (size_t)m->F_rows;
-    size_t per_block = tbi_block_acts_floats(&m->bc, B, m->Nt); /* + fc1 */
-    size_t dF = T * tbi_block_dF_floats(&m->bc);
-    int n_acts = m->c.recompute ? 1 : L, K_mlp = m->c.recompute_mlp;
-    n += P * m->patch_len + (size_t)(L + 1) * T * D + n_acts * per_block +
-         (size_t)(n_acts - K_mlp) * T * F;
-    n -= (size_t)K_mlp * T * D;                     /* res1: one set shared by them */
-    n += K_mlp > 0 ? T * D : 0;
-    n += T * D;
-    /* fc1x: after block L - 2's gradients in block L - 1's space when it fits there. */
-    int64_t g_top = tbi_span_floats(m->reg, m->span0 + L - 1);
-    size_t top = per_block + T * F, g_off = span_hosted(m, g_top, top) ? (size_t)g_top : 0;
-    int fc1x_own = K_mlp > 0 && top - g_off < T * F;
-    n += fc1x_own ? T * F : 0;
-    n += (size_t)B * D + FR * D + FR * 2 + (size_t)B * K * 3 + 1;
-    n += 2 * (size_t)B * D + (size_t)B * K;                    /* head dropout, soft targets */
-    n += T * D * 2 + dF + (size_t)B * D + FR * D + 3 * (size_t)D;              /* backward */
-    size_t E = (size_t)m->E, NtD = (size_t)m->Nt * D;
-    n += m->clip ? 2 * NtD + T * D + 2 * T + 2 * E * D + 2 * (size_t)B * E : 0; /* CLIP */
-    /* The float video lives in the block outputs' space (written only from the patches on)
-     * or the backward's scratch (dres, dD, dF: dead during the forward's first products)
-     * when it fits. */
-    size_t video = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
-    size_t x_floats = (size_t)(L + 1) * T * D, scratch = T * D * 2 + dF;
-    size_t all_cols = m->c.keep ? (size_t)B * m->Np * m->patch_len : 0;
-    int need_video = video > x_floats && video > scratch;
-    float *video_spare = NULL, *cols_spare = NULL;
-    if ((rc = early_spare(spare, need_video ? video : 0, all_cols, &video_spare,
-                          &cols_spare)) < 0)
-        return rc;
-    int video_own = need_video && !video_spare, cols_own = all_cols && !cols_spare;
-    size_t total = sizeof(float) * (n + (video_own ? video : 0) + (cols_own ? all_cols : 0)) +
-                   (size_t)B * (1 + sizeof(int64_t)) + (m->c.keep ? sizeof(int32_t) * P : 0);
-    uint64_t have = machine_bytes();
-    if (have && total > have)
-        return tbi_err(TB_ENOMEM, "the activations of %d clips need %.2f GB, more than this "
-                       "machine's %.2f GB: %s", B, total / 1e9, have / 1e9,
-                       lowering_flags(&m->c));
-    if ((rc = o->alloc(m->be, sizeof(float) * n, (void **)&m->acts)) < 0 ||
-        (video_own && (rc = o->alloc(m->be, sizeof(float) * video, (void **)&m->video_own)) < 0) ||
-        (rc = o->alloc(m->be, (size_t)B, (void **)&m->flip)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(int64_t) * (size_t)B, (void **)&m->labels)) < 0 ||
-        (rc = o->alloc(m->be, sizeof(float) * 2 * (size_t)L * B, (void **)&m->drop)) < 0 ||
-        (m->c.keep && (rc = o->alloc(m->be, sizeof(int32_t) * P, (void **)&m->keep)) < 0) ||
-        (cols_own && (rc = o->alloc(m->be, sizeof(float) * all_cols, (void **)&m->cols_own)) < 0)) {
-        free_acts(m);
-        return tbi_err(rc, "out of memory for the activations of %d clips (%.2f GB): %s", B,
-                       total / 1e9, lowering_flags(&m->c));
+    size_t FR = (size_t)m->F_rows, pixels = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
+    int f = t->fwd, head = t->fwd + L + 3, b = t->bwd, embed = t->bwd + L + 1, end = t->end;
+    /* input, patches, embedding */
+    TBI_BUF(p, m->clips, pixels, f, f);
+    TBI_BUF(p, m->flip, B, f, f);
+    TBI_BUF(p, m->video, pixels, f, f + 1);
+    TBI_BUF(p, m->cols_all, m->c.keep ? (size_t)B * m->Np * m->patch_len : 0, f + 1, t->patches);
+    TBI_BUF(p, m->cols, P * m->patch_len, f + 1, embed);
+    TBI_BUF(p, m->keep, m->c.keep ? P : 0, f, end);
+    TBI_BUF(p, m->drop, 2 * (size_t)L * B, f, end);
+    TBI_BUF(p, m->hmask, (size_t)B * D, f, end);
+    TBI_BUF(p, m->patch_out, P * D, f + 2, f + 2);
+    declare_blocks(m, p, t, B);
+    /* head and loss, and their gradients */
+    TBI_BUF(p, m->pooled, (size_t)B * D, head, b);
+    TBI_BUF(p, m->feat, FR * D, head, end);
+    TBI_BUF(p, m->feat_mean, FR, head, end);
+    TBI_BUF(p, m->feat_rstd, FR, head, end);
+    TBI_BUF(p, m->feat_drop, (size_t)B * D, head, b);
+    TBI_BUF(p, m->logits, (size_t)B * K, head, end);
+    TBI_BUF(p, m->probs, (size_t)B * K, head, end);
+    TBI_BUF(p, m->soft, (size_t)B * K, head, end);
+    TBI_BUF(p, m->labels, B, head, end);
+    TBI_BUF(p, m->loss, 1, head, end);
+    TBI_BUF(p, m->dlogits, (size_t)B * K, b, b);
+    TBI_BUF(p, m->dpool, (size_t)B * D, b, b);
+    TBI_BUF(p, m->dfeat, FR * D, t->grad_in, b);
+    TBI_BUF(p, m->dres, T * D, b, embed);
+    if (m->clip) {
+        TBI_BUF(p, m->pos_eff, NtD, f + 2, f + 2);
+        TBI_BUF(p, m->dpos_eff, NtD, embed, embed);
+        TBI_BUF(p, m->x_pre, T * D, f + 2, embed);
+        TBI_BUF(p, m->pre_mean, T, f + 2, embed);
+        TBI_BUF(p, m->pre_rstd, T, f + 2, embed);
+        TBI_BUF(p, m->projT, E * D, head, b);
+        TBI_BUF(p, m->dprojT, E * D, b, b);
+        TBI_BUF(p, m->emb, (size_t)B * E, head, end);
+        TBI_BUF(p, m->demb, (size_t)B * E, t->grad_in, b);
     }
-    float *p = m->acts;
-#define TAKE(ptr, count)                                                                       \
-    do {                                                                                       \
-        ptr = p;                                                                               \
-        p += (count);                                                                          \
-    } while (0)
-    TAKE(m->cols, P * m->patch_len);
-    TAKE(m->x, (size_t)(L + 1) * T * D);
-    TAKE(m->s.ln, T * D);
-    m->res1x = NULL;
-    if (K_mlp > 0)
-        TAKE(m->res1x, T * D);
-    m->fc1x_own = fc1x_own;
-    if (fc1x_own)
-        TAKE(m->fc1x, T * F);
-    for (int l = 0; l < n_acts; l++)
-        p = tbi_block_acts_carve(&m->ba[l], p, &m->bc, B, m->Nt, l >= K_mlp);
-    if (K_mlp > 0 && !fc1x_own)
-        m->fc1x = m->ba[L - 1].ln1_mean + g_off;
-    for (int l = 0; l < K_mlp; l++) {
+    tbi_tower_grads_declare(p, m->reg, m->span0, L, t->bwd, end);
+    m->B_plan = B;
+    return p->err;
+}
+
+void tbi_vit_bind(tb_vit *m)
+{
+    int L = m->c.depth, K = m->c.recompute_mlp, B = m->B_plan;
+    for (int l = 0; l < (m->c.recompute ? 1 : L); l++)
+        tbi_block_acts_carve(&m->ba[l], m->ba[l].ln1_mean, &m->bc, B, m->Nt, l >= K);
+    for (int l = 0; l < K; l++) {
         m->ba[l].fc1 = m->fc1x;
         m->ba[l].res1 = m->res1x;
     }
-    TAKE(m->pooled, (size_t)B * D);
-    TAKE(m->feat, FR * D);
-    TAKE(m->feat_mean, FR);
-    TAKE(m->feat_rstd, FR);
-    TAKE(m->logits, (size_t)B * K);
-    TAKE(m->probs, (size_t)B * K);
-    TAKE(m->dlogits, (size_t)B * K);
-    TAKE(m->loss, 1);
-    TAKE(m->hmask, (size_t)B * D);
-    TAKE(m->feat_drop, (size_t)B * D);
-    TAKE(m->soft, (size_t)B * K);
-    TAKE(m->dres, T * D);
-    TAKE(m->s.dD, T * D);
-    TAKE(m->s.dF, dF);
-    TAKE(m->s.bias3, 3 * (size_t)D);
-    m->patch_out = m->s.dF; /* P <= T, D <= F */
-    TAKE(m->dpool, (size_t)B * D);
-    TAKE(m->dfeat, FR * D);
-    if (m->clip) {
-        TAKE(m->pos_eff, NtD);
-        TAKE(m->dpos_eff, NtD);
-        TAKE(m->x_pre, T * D);
-        TAKE(m->pre_mean, T);
-        TAKE(m->pre_rstd, T);
-        TAKE(m->projT, E * D);
-        TAKE(m->dprojT, E * D);
-        TAKE(m->emb, (size_t)B * E);
-        TAKE(m->demb, (size_t)B * E);
-    }
-#undef TAKE
-    TB_ASSERT((size_t)(p - m->acts) <= n);
-    /* tbi_vit_spare's regions: scratch laid out back to back */
-    TB_ASSERT(m->s.dD == m->dres + T * D && m->s.dF == m->s.dD + T * D);
-    TB_ASSERT(!m->res1x || m->res1x == m->s.ln + T * D);
-    TB_ASSERT(!fc1x_own || m->fc1x == m->s.ln + T * D + (m->res1x ? T * D : 0));
-    m->video = video_own ? m->video_own : video_spare ? video_spare : video <= x_floats ? m->x
-                                                                                   : m->dres;
-    m->cols_all = cols_spare ? cols_spare : m->cols_own;
-    /* uint8 clips take a quarter of the floats of the patches they become */
-    m->clips = (uint8_t *)(m->c.keep ? m->cols_all : m->cols);
-    if ((rc = place_grads(m, spare)) < 0) {
+}
+
+int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
+{
+    int L = m->c.depth, rc;
+    struct tbi_ticks t = {.fwd = 0, .patches = 1, .bwd = L + 4, .grad_in = L + 4,
+                          .end = 2 * L + 6};
+    if ((rc = tbi_vit_declare(m, B, &m->plan, &t)) < 0 || (rc = tbi_plan_place(&m->plan)) < 0) {
         free_acts(m);
-        return tbi_err_prefix(rc, "the gradients");
+        return rc;
     }
+    char what[64];
+    snprintf(what, sizeof(what), "the activations of %d clips", B);
+    if ((rc = tbi_plan_alloc(&m->plan, m->be, what, lowering_flags(&m->c))) < 0) {
+        free_acts(m);
+        return rc;
+    }
+    tbi_vit_bind(m);
     m->B_plan = B;
     if (bytes_out)
-        *bytes_out = (int64_t)total;
+        *bytes_out = (int64_t)m->plan.peak;
     return 0;
 }
 
@@ -706,11 +613,9 @@ static float *head_in(const tb_vit *m)
 static int block_forward(tb_vit *m, int l, int for_backward)
 {
     struct tbi_block_w w;
-    size_t R = (size_t)m->B * m->Nt;
     bind(m, l, &w, NULL);
-    return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s, drop_of(m, l),
-                             m->x + (size_t)l * R * m->D, m->x + (size_t)(l + 1) * R * m->D,
-                             m->B, m->Nt, for_backward);
+    return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s, drop_of(m, l), m->x[l],
+                             m->x[l + 1], m->B, m->Nt, for_backward);
 }
 
 static int check_batch(const tb_vit *m, int B)
@@ -762,11 +667,11 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
                                 c->frames / c->tubelet, m->S, D));
         TBI_TRY(o->tokens_fwd(be, m->x_pre, m->patch_out, tbi_param_data(r, m->i_cls),
                               m->pos_eff, NULL, B, m->Nk, 1, D));
-        TBI_TRY(o->layernorm_fwd(be, m->x, m->pre_mean, m->pre_rstd, m->x_pre,
+        TBI_TRY(o->layernorm_fwd(be, m->x[0], m->pre_mean, m->pre_rstd, m->x_pre,
                                  tbi_param_data(r, m->i_pre_w), tbi_param_data(r, m->i_pre_b),
                                  B * Nt, D, LN_EPS));
     } else {
-        TBI_TRY(o->tokens_fwd(be, m->x, m->patch_out,
+        TBI_TRY(o->tokens_fwd(be, m->x[0], m->patch_out,
                               m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
                               c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
                               c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D));
@@ -775,7 +680,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         TBI_TRY(block_forward(m, l, 0));
     /* Pooling: the class token, or the mean of all tokens, or none; then the norm (of the
      * pooled rows, or of every token) and the head. */
-    const float *xl = m->x + (size_t)L * B * Nt * D, *pooled = xl;
+    const float *xl = m->x[L], *pooled = xl;
     if (m->pool >= 0) {
         TBI_TRY(o->pool_fwd(be, m->pool, m->pooled, xl, B, Nt, D));
         pooled = m->pooled;
@@ -1010,7 +915,7 @@ static int backward(tb_vit *m)
     const struct tb_params *r = m->reg;
     int B = m->B, D = m->D, Nt = m->Nt, L = c->depth;
     size_t R = (size_t)B * Nt;
-    const float *xl = m->x + (size_t)L * R * D;
+    const float *xl = m->x[L];
     if (m->E > 0) {
         /* the projection: dfeat from the features' gradient, proj's gradient transposed */
         TBI_TRY(o->matmul_bwd(be, m->dfeat, m->dprojT, NULL, m->demb, m->feat, m->projT, B, D,
@@ -1034,7 +939,7 @@ static int backward(tb_vit *m)
         if (c->recompute)
             TBI_TRY(block_forward(m, l, 1));
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s, drop_of(m, l),
-                                   m->x + (size_t)l * R * D, m->dres, B, Nt,
+                                   m->x[l], m->dres, B, Nt,
                                    l < c->recompute_mlp));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }

@@ -6,6 +6,7 @@
 
 #include "model/block.h"
 #include "model/params.h"
+#include "model/plan.h"
 #include "tensor/backend.h"
 #include "tubelet/model.h"
 
@@ -23,19 +24,11 @@ float *tbi_vit_feat(tb_vit *m);
 float *tbi_vit_dfeat(tb_vit *m);
 const float *tbi_vit_patches(tb_vit *m);
 int tbi_vit_backward_dev(tb_vit *m);
-/* tb_vit_plan, with the gradient spans no block hosts placed in spare's regions where they
- * fit, and the float video (when the plan has no room of its own for it) and every patch
- * (with keep: tbi_vit_patches) there too: memory of a larger model that holds nothing from
- * this ViT's input (tb_vit_set_clips) to the larger model's own forward after this one's, nor
- * from this ViT's backward on (the MAE's decoder, which reads the patches first). The
- * gradients so placed live until the next input. */
-int tbi_vit_plan_spare(tb_vit *m, int B, int64_t *bytes_out, struct tbi_spare *spare);
-/* What of the planned activations holds nothing once the backward is done - the block
- * inputs, the backward's scratch and each set's tail past the gradients it hosts - as
- * regions into sp (p and n of depth + TBI_VIT_SPARE_EXTRA entries, the caller's), for
- * gradients written after this ViT's backward. */
-enum { TBI_VIT_SPARE_EXTRA = 3 }; /* block inputs, two runs of scratch */
-void tbi_vit_spare(const tb_vit *m, struct tbi_spare *sp);
+/* Declare the buffers of a step of B clips into p (another model's plan), as tb_vit_plan
+ * does its own; once p is allocated, tbi_vit_bind points the block sets into theirs. The
+ * gradient spans' homes are buffers of p. */
+int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks *t);
+void tbi_vit_bind(tb_vit *m);
 
 /* VideoMAE's get_sinusoid_encoding_table (n, D): angle = p / 10000^(2 (j / 2) / D), sine on
  * even j, cosine on odd j; into host memory, or into new backend memory (*out). */

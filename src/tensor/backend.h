@@ -39,6 +39,9 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
       (be, host_dst, src, bytes))                                                              \
     X(copy, (tbi_backend * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes)) \
     X(sync, (tbi_backend * be), (be))                                                          \
+    /* *host_bytes = the backend memory free for new allocations: a plan is checked against it \
+     * before its arena is made (the CPU's: MemAvailable, else all of its RAM) */              \
+    X(mem_avail, (tbi_backend * be, uint64_t *host_bytes), (be, host_bytes))                   \
     /* data parallelism: x (n) becomes a bucket of the mean over the processes, which may run \
      * while later ops do (x untouched until reduce_wait); after reduce_wait every bucket      \
      * holds its mean. The CPU's run in the wait; one process: nothing to do */               \

@@ -5,8 +5,10 @@
  * Tests: tests/test_backend.c, and every test that trains. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "tensor/cpu/kernels.h"
@@ -81,6 +83,23 @@ int tbi_cpu_copy(tbi_backend *be, void *dst, const void *src, size_t bytes)
 int tbi_cpu_sync(tbi_backend *be)
 {
     (void)be;
+    return 0;
+}
+
+int tbi_cpu_mem_avail(tbi_backend *be, uint64_t *host_bytes)
+{
+    (void)be;
+    unsigned long long kb = 0;
+    char line[128];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    *host_bytes = kb ? (uint64_t)kb * 1024
+                     : pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
     return 0;
 }
 

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Peak memory of one training step (after a warm-up step), two builds side by side, for every
+# configuration of bench/train_pairs.sh, mae_pairs.sh and clip_pairs.sh (fp32, 2 threads):
+# bench_train, bench_mae and bench_clip's peak RSS, new over old. Memory, not speed: one run
+# each is enough (the step's allocations do not depend on timing).
+# Usage: bench/plan_memory.sh NEW_BUILD OLD_BUILD
+set -eu
+new=$1
+old=$2
+export OPENBLAS_CORETYPE=Haswell OMP_NUM_THREADS=2
+rss() { sed -n 's/.*"peak_rss_mb": *\([0-9.]*\).*/\1/p'; }
+row() { # name command-tail (run from each build's bench/)
+    name=$1
+    shift
+    a=$("$new/bench/$@" | rss)
+    b=$("$old/bench/$@" | rss)
+    echo "| $name | $b | $a | $(echo "$a $b" | awk '{ printf "%.3f", $1 / $2 }') |"
+}
+echo "| configuration | peak RSS MB before | after | after / before |"
+echo "|---|---|---|---|"
+row "cls ViT-T 8x112 b8" bench_train 192 12 3 8 112 8 1
+row "cls ViT-S 16x112 b4" bench_train 384 12 6 16 112 4 1
+row "cls ViT-B 16x224 b2" bench_train 768 12 12 16 224 2 1
+row "cls ViT-B 16x224 b2 recompute-mlp 8" bench_train 768 12 12 16 224 2 1 16 2 0 8
+for dm in none running-cell; do
+    row "mae ViT-S 16x112 b4 $dm" bench_mae 384 12 6 16 112 4 1 0.9 $dm 384 4 6 adamw 0 0
+    row "mae ViT-S 16x112 b4 $dm fused" bench_mae 384 12 6 16 112 4 1 0.9 $dm 384 4 6 adamw 1 0
+    row "mae ViT-B 16x224 b2 $dm" bench_mae 768 12 12 16 224 2 1 0.9 $dm 384 4 6 adamw 0 0
+    row "mae ViT-B 16x224 b2 $dm fused" bench_mae 768 12 12 16 224 2 1 0.9 $dm 384 4 6 adamw 1 0
+done
+row "mae ViT-B 16x224 b2 fused recompute-mlp 8" bench_mae 768 12 12 16 224 2 1 0.9 none 384 4 6 adamw 1 8
+row "clip ViT-S 4x112 b8" bench_clip 384 12 6 16 4 112 8 256 256 4 6 1
+row "clip ViT-B 4x224 b4" bench_clip 768 12 12 16 4 224 4 256 512 8 12 1
+row "clip ViT-B 4x224 b4 recompute-mlp 10" bench_clip 768 12 12 16 4 224 4 256 512 8 12 1 0 10

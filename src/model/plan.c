@@ -1,0 +1,152 @@
+/* src/model/plan.c - the step's memory planner (plan.h): declarations, placement by
+ * lifetime, the arena. Tests: tests/test_plan.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "model/plan.h"
+
+void tbi_plan_clear(struct tbi_plan *p)
+{
+    if (p->arena)
+        p->be->ops->free(p->be, p->arena);
+    free(p->b);
+    *p = (struct tbi_plan){0};
+}
+
+void tbi_plan_add(struct tbi_plan *p, const char *name, void *slot, size_t bytes, int first,
+                  int last)
+{
+    *(void **)slot = NULL;
+    if (!bytes || p->err)
+        return;
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 64;
+        struct tbi_plan_buf *b = tbi_realloc(p->b, sizeof(*b) * (size_t)cap);
+        if (!b) {
+            p->err = tbi_err(TB_ENOMEM, "out of memory");
+            return;
+        }
+        p->b = b;
+        p->cap = cap;
+    }
+    TB_ASSERT(first <= last);
+    size_t align = TBI_PLAN_ALIGN;
+    p->b[p->n++] = (struct tbi_plan_buf){.name = name, .slot = slot,
+                                         .bytes = (bytes + align - 1) / align * align,
+                                         .n = 1, .live = {{first, last}}};
+}
+
+void tbi_plan_also(struct tbi_plan *p, int first, int last)
+{
+    if (p->err || !p->n)
+        return;
+    struct tbi_plan_buf *b = &p->b[p->n - 1];
+    TB_ASSERT(b->n < TBI_PLAN_RANGES && first <= last);
+    b->live[b->n][0] = first;
+    b->live[b->n++][1] = last;
+}
+
+/* Whether a and b are live at a common tick. */
+static int overlap(const struct tbi_plan_buf *a, const struct tbi_plan_buf *b)
+{
+    for (int i = 0; i < a->n; i++)
+        for (int j = 0; j < b->n; j++)
+            if (a->live[i][0] <= b->live[j][1] && b->live[j][0] <= a->live[i][1])
+                return 1;
+    return 0;
+}
+
+/* The placing order: larger first; then the earlier live, then the earlier declared. */
+struct key {
+    size_t bytes;
+    int first, i;
+};
+
+static int by_size(const void *x, const void *y)
+{
+    const struct key *a = x, *b = y;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    return a->i < b->i ? -1 : 1;
+}
+
+/* A placed buffer's bytes [off, end). */
+struct extent {
+    size_t off, end;
+};
+
+static int by_offset(const void *x, const void *y)
+{
+    const struct extent *a = x, *b = y;
+    return a->off != b->off ? (a->off < b->off ? -1 : 1) : (a->end > b->end) - (a->end < b->end);
+}
+
+/* The offset for bytes: the smallest gap between the extents of the placed buffers live
+ * beside it (n, sorted by offset) that holds it, else past all of them. */
+static size_t best_fit(const struct extent *near, int n, size_t bytes)
+{
+    size_t at = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
+    for (int k = 0; k < n; k++) {
+        if (near[k].off > at && near[k].off - at >= bytes && near[k].off - at < best_gap) {
+            best = at;
+            best_gap = near[k].off - at;
+        }
+        if (near[k].end > at)
+            at = near[k].end;
+    }
+    return best != SIZE_MAX ? best : at;
+}
+
+int tbi_plan_place(struct tbi_plan *p)
+{
+    if (p->err)
+        return p->err;
+    size_t n = (size_t)(p->n ? p->n : 1);
+    struct key *order = tbi_malloc(sizeof(*order) * n);
+    struct extent *near = tbi_malloc(sizeof(*near) * n);
+    if (!order || !near) {
+        free(order);
+        free(near);
+        return tbi_err(TB_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < p->n; i++)
+        order[i] = (struct key){p->b[i].bytes, p->b[i].live[0][0], i};
+    qsort(order, (size_t)p->n, sizeof(*order), by_size);
+    p->peak = 0;
+    for (int k = 0; k < p->n; k++) {
+        struct tbi_plan_buf *b = &p->b[order[k].i];
+        int m = 0;
+        for (int j = 0; j < k; j++) {
+            const struct tbi_plan_buf *c = &p->b[order[j].i];
+            if (overlap(b, c))
+                near[m++] = (struct extent){c->off, c->off + c->bytes};
+        }
+        qsort(near, (size_t)m, sizeof(*near), by_offset);
+        b->off = best_fit(near, m, b->bytes);
+        if (b->off + b->bytes > p->peak)
+            p->peak = b->off + b->bytes;
+    }
+    free(order);
+    free(near);
+    return 0;
+}
+
+int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const char *advice)
+{
+    TB_ASSERT(!p->arena);
+    uint64_t have = 0;
+    TBI_TRY(be->ops->mem_avail(be, &have));
+    if (p->peak > have)
+        return tbi_err(TB_ENOMEM, "%s need %.2f GB, more than the %.2f GB of %s memory free: %s",
+                       what, p->peak / 1e9, have / 1e9, be->name, advice);
+    int rc = be->ops->alloc(be, p->peak ? p->peak : 1, &p->arena);
+    if (rc < 0)
+        return tbi_err(rc, "out of memory for %s (%.2f GB): %s", what, p->peak / 1e9, advice);
+    p->be = be;
+    for (int i = 0; i < p->n; i++)
+        *(void **)p->b[i].slot = (char *)p->arena + p->b[i].off;
+    return 0;
+}
