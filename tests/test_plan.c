@@ -3,12 +3,17 @@
  * bytes live at one tick and the sum of all; buffers whose lifetimes nest as a model's do
  * reach that lower bound; the slots get their buffers, a zero-byte one NULL; a plan larger
  * than the backend's free memory is refused naming what and the advice, before any arena.
- * The models' own declarations are checked by their parity tests (test_vit, test_mae,
- * test_clip: any buffer used outside its declared ticks would corrupt another's values). */
+ * The models' declarations: a step of the classifier (plain, --recompute, --recompute-mlp,
+ * fused updates), VideoMAE and the dual encoder gives the same bits - loss, outputs, every
+ * gradient - with the buffers shared as planned and with every buffer apart
+ * (TUBELET_PLAN=apart): a buffer used outside its declared ticks would have another's
+ * values in it. Their parity tests (test_vit, test_mae, test_clip) check the values. */
 #define _POSIX_C_SOURCE 200809L
 #include "model/plan.h"
 #include "tb_test.h"
+#include "tubelet/data.h"
 #include "tubelet/rng.h"
+#include "tubelet/train.h"
 
 enum { N = 60, TICKS = 40 };
 
@@ -143,11 +148,201 @@ static void test_slots(void)
     tbi_backend_close(&be);
 }
 
+/* Random values for n floats. */
+static void fill(float *x, size_t n, uint64_t seed)
+{
+    tb_rng r;
+    tb_rng_init(&r, seed, 1);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(tb_rng_uniform(&r) * 2 - 1);
+}
+
+/* Every gradient of r after the step (with fused updates, which keep none: every weight after
+ * the update), then the outputs (n_outs), into a new buffer of *n floats. */
+static float *collect(tb_params *r, int fused, const float *outs, size_t n_outs, size_t *n)
+{
+    *n = (size_t)tb_params_floats(r) + n_outs;
+    float *all = malloc(sizeof(float) * *n);
+    for (int i = 0; all && i < tb_params_count(r); i++) {
+        float *at = all + tb_params_at(r, i)->offset;
+        CHECK_EQ(fused ? tb_params_read(r, i, at) : tb_params_read_grad(r, i, at), 0);
+    }
+    if (all)
+        memcpy(all + tb_params_floats(r), outs, sizeof(float) * n_outs);
+    return all;
+}
+
+enum { B = 3, DIM = 32, DEPTH = 3, K = 5 };
+
+/* Fused updates: each span's AdamW update as the backward completes it. */
+static int update_span(void *ctx, int span)
+{
+    return tb_optim_update_span(ctx, span, 1.0f);
+}
+
+/* One step of the classifier: loss, logits, gradients. */
+static float *cls_step(int recompute, int recompute_mlp, int fused, size_t *n)
+{
+    struct tb_vit_config c = {.dim = DIM, .depth = DEPTH, .heads = 2, .patch = 8, .tubelet = 2,
+                              .frames = 4, .height = 32, .width = 24, .classes = K,
+                              .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS,
+                              .recompute = recompute, .recompute_mlp = recompute_mlp};
+    tb_vit *m = NULL;
+    size_t nv = (size_t)B * 3 * 4 * 32 * 24;
+    float *video = malloc(sizeof(float) * nv), outs[1 + B * K];
+    int64_t labels[B] = {0, 3, 4};
+    float *all = NULL;
+    struct tb_optim opt = {.kind = TB_OPT_ADAMW, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+                           .eps = 1e-8f, .weight_decay = 0.05f};
+    if (video && tb_vit_open(&m, &c) == 0) {
+        fill(video, nv, 2);
+        CHECK_EQ(tb_vit_init(m, 1), 0);
+        if (fused) {
+            CHECK_EQ(tb_optim_init(&opt, tb_vit_params(m)), 0);
+            tb_params_fuse(tb_vit_params(m), update_span, &opt);
+            tb_optim_begin_step(&opt);
+        }
+        CHECK_EQ(tb_vit_plan(m, B, NULL), 0);
+        CHECK_EQ(tb_vit_forward(m, video, B, labels, 0.1f, &outs[0]), 0);
+        CHECK_EQ(tb_vit_backward(m), 0);
+        CHECK_EQ(tb_vit_logits(m, outs + 1), 0);
+        all = collect(tb_vit_params(m), fused, outs, 1 + B * K, n);
+    }
+    tb_optim_free(&opt);
+    tb_vit_close(&m);
+    free(video);
+    return all;
+}
+
+static float *mae_step(size_t *n)
+{
+    struct tb_mae_config c = {.enc = {.dim = DIM, .depth = DEPTH, .heads = 2, .patch = 8,
+                                      .tubelet = 2, .frames = 4, .height = 32, .width = 32},
+                              .mask_ratio = 0.75, .dec_dim = 16, .dec_depth = 2,
+                              .dec_heads = 2, .norm_target = 1};
+    tb_mae *m = NULL;
+    size_t nv = (size_t)B * 3 * 4 * 32 * 32;
+    float *video = malloc(sizeof(float) * nv), *all = NULL;
+    if (video && tb_mae_open(&m, &c) == 0) {
+        int Np = 0, Nq = 0, V = 0;
+        tb_mae_sizes(m, &Np, NULL, &Nq, &V);
+        uint8_t *mask = malloc((size_t)B * Np);
+        float *outs = malloc(sizeof(float) * (1 + (size_t)B * Nq * V));
+        fill(video, nv, 3);
+        CHECK_EQ(tb_mae_init(m, 1), 0);
+        CHECK_EQ(tb_mae_plan(m, B, NULL), 0);
+        CHECK_EQ(tb_mae_set_video(m, video, B, tb_mean_imagenet, tb_std_imagenet), 0);
+        for (int b = 0; mask && b < B; b++)
+            CHECK_EQ(tb_mae_make_mask(m, 5, 0, b, mask + (size_t)b * Np, NULL), 0);
+        if (mask && outs && tb_mae_set_mask(m, mask, NULL) == 0) {
+            CHECK_EQ(tb_mae_run(m, &outs[0]), 0);
+            CHECK_EQ(tb_mae_backward(m), 0);
+            CHECK_EQ(tb_mae_pred(m, outs + 1), 0);
+            all = collect(tb_mae_params(m), 0, outs, 1 + (size_t)B * Nq * V, n);
+        }
+        free(mask);
+        free(outs);
+    }
+    tb_mae_close(&m);
+    free(video);
+    return all;
+}
+
+static float *clip_step(size_t *n)
+{
+    enum { E = 16, CTX = 8, VOCAB = 50 };
+    struct tb_clip_config c = {.video = {.dim = DIM, .depth = DEPTH, .heads = 2, .patch = 8,
+                                         .frames = 2, .height = 16, .width = 16},
+                               .embed = E, .vocab = VOCAB, .ctx = CTX, .text_width = 16,
+                               .text_heads = 2, .text_layers = 2, .text_causal = 1,
+                               .learn_temperature = 1};
+    tb_clip *m = NULL;
+    size_t nv = (size_t)B * 3 * 2 * 16 * 16;
+    float *video = malloc(sizeof(float) * nv), outs[1 + 2 * B * E], dv[B * E], dt[B * E];
+    int32_t ids[B * CTX];
+    float *all = NULL;
+    for (int i = 0; i < B * CTX; i++)
+        ids[i] = (i * 7 + 3) % VOCAB;
+    if (video && tb_clip_open(&m, &c) == 0) {
+        fill(video, nv, 4);
+        double loss = 0, scale = 0, dscale = 0;
+        CHECK_EQ(tb_clip_init(m, 1), 0);
+        CHECK_EQ(tb_clip_plan(m, B, NULL), 0);
+        CHECK_EQ(tb_clip_set_video(m, video, B), 0);
+        CHECK_EQ(tb_clip_encode_video(m, outs + 1), 0);
+        CHECK_EQ(tb_clip_encode_text(m, ids, B, outs + 1 + B * E), 0);
+        CHECK_EQ(tb_clip_logit_scale(m, &scale), 0);
+        CHECK_EQ(tb_clip_infonce(outs + 1, outs + 1 + B * E, B, E, scale, &loss, dv, dt, &dscale),
+                 0);
+        CHECK_EQ(tb_clip_backward(m, dv, dt, dscale), 0);
+        outs[0] = (float)loss;
+        all = collect(tb_clip_params(m), 0, outs, 1 + 2 * B * E, n);
+    }
+    tb_clip_close(&m);
+    free(video);
+    return all;
+}
+
+/* The step with the planned sharing and with every buffer apart: the same bits. */
+static void same_apart(const char *what, float *(*step)(void *arg, size_t *n), void *arg)
+{
+    tbt_case = what;
+    size_t n_shared = 0, n_apart = 0;
+    unsetenv("TUBELET_PLAN");
+    float *shared = step(arg, &n_shared);
+    setenv("TUBELET_PLAN", "apart", 1);
+    float *alone = step(arg, &n_apart);
+    unsetenv("TUBELET_PLAN");
+    CHECK(shared && alone && n_shared == n_apart && n_shared > 0);
+    size_t differ = 0;
+    for (size_t i = 0; shared && alone && i < n_shared; i++)
+        differ += memcmp(&shared[i], &alone[i], sizeof(float)) != 0;
+    CHECK_MSG(differ == 0, "%zu of %zu values differ between the shared and apart plans", differ,
+              n_shared);
+    printf("%s: %zu values (loss, outputs, gradients), shared and apart alike\n", what, n_shared);
+    free(shared);
+    free(alone);
+}
+
+struct cls_args {
+    int recompute, recompute_mlp, fused;
+};
+
+static float *cls_arg(void *arg, size_t *n)
+{
+    const struct cls_args *a = arg;
+    return cls_step(a->recompute, a->recompute_mlp, a->fused, n);
+}
+
+static float *mae_arg(void *arg, size_t *n)
+{
+    (void)arg;
+    return mae_step(n);
+}
+
+static float *clip_arg(void *arg, size_t *n)
+{
+    (void)arg;
+    return clip_step(n);
+}
+
+static void test_models(void)
+{
+    struct cls_args plain = {0, 0, 0}, whole = {1, 0, 0}, mlp = {0, 2, 0}, fused = {0, 1, 1};
+    same_apart("cls: the planned lifetimes hold", cls_arg, &plain);
+    same_apart("cls --recompute", cls_arg, &whole);
+    same_apart("cls --recompute-mlp 2", cls_arg, &mlp);
+    same_apart("cls --recompute-mlp 1, fused updates", cls_arg, &fused);
+    same_apart("mae", mae_arg, NULL);
+    same_apart("clip, a learned temperature", clip_arg, NULL);
+}
+
 int main(void)
 {
     tbt_begin("plan");
     test_random();
     test_tower();
     test_slots();
+    test_models();
     TBT_EXIT();
 }
