@@ -134,8 +134,8 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
         tbi_plan_clear(&m->plan);
         return rc;
     }
-    tbi_vit_bind(m->video);
-    tbi_text_bind(m->text);
+    tbi_vit_bind(m->video, B);
+    tbi_text_bind(m->text, B);
     m->B_plan = B;
     m->video_ready = m->text_ready = 0;
     if (bytes)

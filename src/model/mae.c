@@ -308,7 +308,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     if (rc == 0)
         rc = tbi_plan_alloc(&m->plan, m->be, what, "lower --batch");
     if (rc == 0) {
-        tbi_vit_bind(m->enc);
+        tbi_vit_bind(m->enc, B);
         for (int l = 0; l < Ld; l++)
             tbi_block_acts_carve(&m->ba[l], m->ba[l].ln1_mean, &m->bc, B, m->Nd, 1);
         m->dpred = m->tgt;

@@ -107,7 +107,8 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
     t->ba = tbi_calloc((size_t)c->layers, sizeof(*t->ba));
     t->x = tbi_calloc((size_t)c->layers + 1, sizeof(*t->x));
     t->span0 = reg->n_spans;
-    int rc = !t->blk_first || !t->ba || !t->x ? tbi_err(TB_ENOMEM, "out of memory") : add_params(t, prefix);
+    int rc = !t->blk_first || !t->ba || !t->x ? tbi_err(TB_ENOMEM, "out of memory")
+                                                : add_params(t, prefix);
     t->span1 = reg->n_spans;
     if (rc < 0) {
         tbi_text_close(&t);
@@ -168,14 +169,14 @@ int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct
     TBI_BUF(p, t->dfeat, BD, b, b);
     TBI_BUF(p, t->dprojT, ED, b, b);
     tbi_tower_grads_declare(p, t->reg, t->span0, L, b, k->end);
-    t->B_plan = B;
     return p->err;
 }
 
-void tbi_text_bind(struct tbi_text *t)
+void tbi_text_bind(struct tbi_text *t, int B)
 {
+    t->B_plan = B;
     for (int l = 0; l < t->c.layers; l++)
-        tbi_block_acts_carve(&t->ba[l], t->ba[l].ln1_mean, &t->bc, t->B_plan, t->c.ctx, 1);
+        tbi_block_acts_carve(&t->ba[l], t->ba[l].ln1_mean, &t->bc, B, t->c.ctx, 1);
 }
 
 int tbi_text_check_ids(const struct tbi_text_config *c, const int32_t *ids, int B, int *eot)

@@ -28,7 +28,7 @@ void tbi_text_close(struct tbi_text **t);
  * gradient spans' homes among them; once p is allocated, tbi_text_bind points the block sets
  * into theirs. */
 int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct tbi_ticks *k);
-void tbi_text_bind(struct tbi_text *t);
+void tbi_text_bind(struct tbi_text *t, int B);
 /* Every id of ids (B, ctx; host) inside the vocabulary (else a message naming the caption
  * and position); eot (B, may be NULL) gets each row's end-token position: its largest id's
  * first position. */

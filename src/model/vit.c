@@ -450,7 +450,7 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
     for (int l = 0; l < (m->c.recompute ? 1 : L); l++) {
         int last = m->c.recompute ? L - 1 : l;
         TBI_BUF(p, m->ba[l].ln1_mean, tbi_block_acts_floats(&m->bc, B, m->Nt, l >= K),
-            fwd_tick(t, l), m->c.recompute ? fwd_tick(t, last) : bwd_tick(m, t, l));
+                fwd_tick(t, l), m->c.recompute ? fwd_tick(t, last) : bwd_tick(m, t, l));
         if (m->c.recompute)
             tbi_plan_also(p, bwd_tick(m, t, last), bwd_tick(m, t, 0));
     }
@@ -467,7 +467,7 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
      * head's backward */
     for (int l = 0; l <= L; l++)
         TBI_BUF(p, m->x[l], T * D, l ? fwd_tick(t, l - 1) : t->fwd + 2,
-            l < L ? bwd_tick(m, t, l) : t->bwd);
+                l < L ? bwd_tick(m, t, l) : t->bwd);
 }
 
 int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks *t)
@@ -522,13 +522,13 @@ int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks
         TBI_BUF(p, m->demb, (size_t)B * E, t->grad_in, b);
     }
     tbi_tower_grads_declare(p, m->reg, m->span0, L, t->bwd, end);
-    m->B_plan = B;
     return p->err;
 }
 
-void tbi_vit_bind(tb_vit *m)
+void tbi_vit_bind(tb_vit *m, int B)
 {
-    int L = m->c.depth, K = m->c.recompute_mlp, B = m->B_plan;
+    int L = m->c.depth, K = m->c.recompute_mlp;
+    m->B_plan = B;
     for (int l = 0; l < (m->c.recompute ? 1 : L); l++)
         tbi_block_acts_carve(&m->ba[l], m->ba[l].ln1_mean, &m->bc, B, m->Nt, l >= K);
     for (int l = 0; l < K; l++) {
@@ -552,8 +552,7 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
         free_acts(m);
         return rc;
     }
-    tbi_vit_bind(m);
-    m->B_plan = B;
+    tbi_vit_bind(m, B);
     if (bytes_out)
         *bytes_out = (int64_t)m->plan.peak;
     return 0;

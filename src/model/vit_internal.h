@@ -28,7 +28,7 @@ int tbi_vit_backward_dev(tb_vit *m);
  * does its own; once p is allocated, tbi_vit_bind points the block sets into theirs. The
  * gradient spans' homes are buffers of p. */
 int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks *t);
-void tbi_vit_bind(tb_vit *m);
+void tbi_vit_bind(tb_vit *m, int B);
 
 /* VideoMAE's get_sinusoid_encoding_table (n, D): angle = p / 10000^(2 (j / 2) / D), sine on
  * even j, cosine on odd j; into host memory, or into new backend memory (*out). */
