@@ -339,6 +339,17 @@ static int read_stats(tb_params *r, const struct tbi_step_stats *dev, struct tbi
     }
 }
 
+/* A step that failed (rc) after a non-finite one that no read has seen yet: the non-finite
+ * one is named, as it stopped the run first (its error, the same on every process); else
+ * rc, with its message. */
+static int first_failure(tb_params *r, const struct tbi_step_stats *dev, int rc)
+{
+    struct tbi_step_stats h;
+    if (r->be->ops->to_host(r->be, &h, dev, sizeof(h)) < 0 || h.bad == TBI_BAD_NONE)
+        return rc;
+    return read_stats(r, dev, &h);
+}
+
 /* Whether any process failed (rc < 0 here, or elsewhere): then all stop, each with its own
  * message or one saying another process failed. */
 static int any_failed(int rc, int64_t step)
@@ -642,8 +653,10 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
                                       (float)o->min_lr);
             opt.lr = lr;
-            if ((rc = optimizer_step(&sr, &pos, e, &k)) < 0)
+            if ((rc = optimizer_step(&sr, &pos, e, &k)) < 0) {
+                rc = first_failure(params, fu.stats, rc);
                 goto end;
+            }
             pos.step++;
             clips_log += (int64_t)B * world * K;
             int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
