@@ -647,6 +647,172 @@ OP(sum_squares)
     RUN(d->be->ops->to_device(d->be, d->out[0], &f, sizeof(f)));
 }
 
+OP(sum_squares_acc)
+{
+    if (prepare) {
+        add_in(io, 12345, 1), add_out(io, 1);
+        return;
+    }
+    double *acc = dev_alloc(d->be, sizeof(double)), s = 0.5;
+    RUN(d->be->ops->to_device(d->be, acc, &s, sizeof(s)));
+    RUN(d->be->ops->sum_squares_acc(d->be, acc, d->in[0], 12345));
+    RUN(d->be->ops->sum_squares_acc(d->be, acc, d->in[0] + 100, 1000));
+    RUN(d->be->ops->to_host(d->be, &s, acc, sizeof(s)));
+    RUN(d->be->ops->free(d->be, acc));
+    float f = (float)s;
+    RUN(d->be->ops->to_device(d->be, d->out[0], &f, sizeof(f)));
+}
+
+/* A step's numbers on the device, from h; the outputs get the fields after the ops. */
+static struct tbi_step_stats *stats_on(tbi_backend *be, const struct tbi_step_stats *h)
+{
+    struct tbi_step_stats *st = dev_alloc(be, sizeof(*st));
+    RUN(be->ops->to_device(be, st, h, sizeof(*h)));
+    return st;
+}
+
+/* x, or a finite stand-in for NaN and infinities (the harness compares finite values) */
+static float finite_as(double x)
+{
+    return isfinite(x) ? (float)x : isnan(x) ? 12345.0f : x > 0 ? 54321.0f : -54321.0f;
+}
+
+static void stats_out(struct dev *d, struct tbi_step_stats *st, float *out)
+{
+    struct tbi_step_stats h;
+    RUN(d->be->ops->to_host(d->be, &h, st, sizeof(h)));
+    RUN(d->be->ops->free(d->be, st));
+    float f[12] = {finite_as(h.loss), h.scale, finite_as(h.sumsq), finite_as(h.span_sumsq),
+                   finite_as(h.norm), (float)h.bad, (float)h.bad_span, (float)h.bad_step,
+                   (float)h.bad_epoch, (float)h.bad_batch, finite_as(h.bad_loss),
+                   finite_as(h.bad_norm)};
+    RUN(d->be->ops->to_device(d->be, out, f, sizeof(f)));
+}
+
+/* Two micro-batches' losses into a step's */
+OP(step_loss)
+{
+    if (prepare) {
+        add_in(io, 2, 1), add_out(io, 12);
+        return;
+    }
+    struct tbi_step_stats h = {0}, *st = stats_on(d->be, &h);
+    RUN(d->be->ops->step_loss(d->be, st, d->in[0], 3));
+    RUN(d->be->ops->step_loss(d->be, st, d->in[0] + 1, 3));
+    stats_out(d, st, d->out[0]);
+}
+
+/* Clipping (a norm above the limit and one below), a fused span, and the flags: a NaN loss,
+ * an infinite norm, a NaN span; a flag stays. */
+OP(step_check)
+{
+    if (prepare) {
+        add_out(io, 12), add_out(io, 12), add_out(io, 12), add_out(io, 12), add_out(io, 12);
+        add_out(io, 12);
+        return;
+    }
+    tbi_backend *be = d->be;
+    struct tbi_step_stats h = {.loss = 2.5f, .sumsq = 9.0}, *st = stats_on(be, &h);
+    RUN(be->ops->step_check(be, st, -1, 0, 1.0, 2, 7, 1, 3)); /* norm 1.5 > 1: clipped */
+    stats_out(d, st, d->out[0]);
+    st = stats_on(be, &h);
+    RUN(be->ops->step_check(be, st, -1, 0, 5.0, 1, 7, 1, 3)); /* norm 3 < 5 */
+    stats_out(d, st, d->out[1]);
+    h.span_sumsq = 4;
+    st = stats_on(be, &h);
+    RUN(be->ops->step_check(be, st, 2, 1, 0, 1, 7, 0, 0));
+    stats_out(d, st, d->out[2]);
+    h.loss = NAN;
+    st = stats_on(be, &h);
+    RUN(be->ops->step_check(be, st, -1, 0, 1.0, 1, 8, 2, 4));
+    RUN(be->ops->step_check(be, st, -1, 0, 1.0, 1, 9, 2, 5)); /* the first stays */
+    stats_out(d, st, d->out[3]);
+    h.loss = 1, h.sumsq = INFINITY;
+    st = stats_on(be, &h);
+    RUN(be->ops->step_check(be, st, -1, 0, 1.0, 1, 8, 2, 4));
+    stats_out(d, st, d->out[4]);
+    h.sumsq = 1, h.span_sumsq = NAN;
+    st = stats_on(be, &h);
+    RUN(be->ops->step_check(be, st, 3, 1, 0, 1, 8, 0, 0));
+    stats_out(d, st, d->out[5]);
+}
+
+/* The checked updates: at st->scale as the plain op at that factor (outputs 0-2), and nothing
+ * written with st->bad set (outputs 3-5: the inputs). */
+static void checked_case(struct io *io, struct dev *d, int prepare, int kind)
+{
+    int states = kind == 0 ? 2 : 1;
+    if (prepare) {
+        add_in(io, 500, 1), add_in(io, 500, 1), add_in(io, 500, 0.1f), add_in(io, 500, 0.1f);
+        for (int i = 0; i < 500; i++)
+            io->in[3][i] *= io->in[3][i];
+        for (int i = 0; i < 2 * (1 + states); i++)
+            add_out(io, 500);
+        return;
+    }
+    tbi_backend *be = d->be;
+    for (int bad = 0; bad < 2; bad++) {
+        float **o = d->out + bad * (1 + states);
+        struct tbi_step_stats h = {.scale = 0.7f, .bad = bad ? TBI_BAD_NORM : 0};
+        struct tbi_step_stats *st = stats_on(be, &h);
+        for (int i = 0; i < 1 + states; i++)
+            RUN(be->ops->copy(be, o[i], d->in[i == 0 ? 0 : i + 1], sizeof(float) * 500));
+        if (kind == 0)
+            RUN(be->ops->adamw_checked(be, o[0], d->in[1], st, o[1], o[2], 500, 1e-3f, 0.9f,
+                                       0.999f, 1e-8f, 0.05f, 3));
+        else if (kind == 1)
+            RUN(be->ops->lion_checked(be, o[0], d->in[1], st, o[1], 500, 1e-3f, 0.9f, 0.99f,
+                                      0.05f));
+        else
+            RUN(be->ops->sgd_checked(be, o[0], d->in[1], st, o[1], 500, 1e-2f, 0.9f, 4e-5f));
+        RUN(be->ops->free(be, st));
+    }
+}
+OP(adamw_checked)
+{
+    checked_case(io, d, prepare, 0);
+}
+
+OP(lion_checked)
+{
+    checked_case(io, d, prepare, 1);
+}
+
+OP(sgd_checked)
+{
+    checked_case(io, d, prepare, 2);
+}
+
+/* InfoNCE over 7 pairs of 24: the loss, the gradients of rows 2-5 times 3, the scale's. */
+enum { IN = 7, IE = 24 };
+static void infonce_case(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_in(io, IN * IE, 1), add_in(io, IN * IE, 1);
+        add_out(io, 1), add_out(io, 4 * IE), add_out(io, 4 * IE), add_out(io, 1);
+        return;
+    }
+    tbi_backend *be = d->be;
+    double *work = dev_alloc(be, sizeof(double) * (tbi_infonce_work(IN, IE) + 2)), ds = 0;
+    double *sc = work + tbi_infonce_work(IN, IE), scale = 14.3;
+    RUN(be->ops->to_device(be, sc, &scale, sizeof(scale)));
+    RUN(be->ops->infonce_fwd(be, d->out[0], work, d->in[0], d->in[1], IN, IE, sc));
+    RUN(be->ops->infonce_bwd(be, d->out[1], d->out[2], sc + 1, work, IN, IE, sc, 2, 4, 3.0f));
+    RUN(be->ops->to_host(be, &ds, sc + 1, sizeof(ds)));
+    RUN(be->ops->free(be, work));
+    float f = (float)ds;
+    RUN(be->ops->to_device(be, d->out[3], &f, sizeof(f)));
+}
+OP(infonce_fwd)
+{
+    infonce_case(io, d, prepare);
+}
+
+OP(infonce_bwd)
+{
+    infonce_case(io, d, prepare);
+}
+
 OP(round_bf16)
 {
     if (prepare) {
@@ -777,6 +943,15 @@ static const struct op_case cases[] = {
     {"sgd", case_sgd, 1e-6, "a fused multiply-add may round once"},
     {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
     {"round_bf16", case_round_bf16, 0, "bit operations: exact"},
+    {"sum_squares_acc", case_sum_squares_acc, 1e-6, "double sums in another order"},
+    {"step_loss", case_step_loss, 0, "one division and add"},
+    {"step_check", case_step_check, 1e-7, "a square root and a division"},
+    {"adamw_checked", case_adamw_checked, 1e-6, "sqrt and division rounded differently"},
+    {"lion_checked", case_lion_checked, 1e-6, "a sign flips only where the interpolation "
+                                              "rounds to zero"},
+    {"sgd_checked", case_sgd_checked, 1e-6, "a fused multiply-add may round once"},
+    {"infonce_fwd", case_infonce_fwd, 1e-6, "double sums and exp in another order"},
+    {"infonce_bwd", case_infonce_bwd, 1e-6, "double sums and exp in another order"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 

@@ -9,11 +9,14 @@
  *   the causal mask) runs first.
  * - The loss alone: tb_clip_infonce against finite differences, and its value for perfectly
  *   aligned and for swapped pairs.
+ * - The loss as the backend's ops (infonce_fwd, infonce_bwd: the clip task's) against
+ *   tb_clip_infonce to the bit, on the CPU and guarded backends.
  * - Bad settings and inputs: clear errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
 #include "tb_test.h"
+#include "tensor/backend.h"
 #include "tubelet/model.h"
 #include "tubelet/rng.h"
 #include "tubelet/safetensors.h"
@@ -237,6 +240,76 @@ static void test_infonce(void)
     CHECK_STR_HAS(tb_errmsg(), "needs 2 pairs, not 1");
 }
 
+/* The backend's InfoNCE (infonce_fwd, infonce_bwd) against tb_clip_infonce, to the bit: the
+ * loss, the scale's gradient, and the gradient rows of each process's share times the
+ * processes (1, 2 and 4 of them: what the clip task asks for), for batches of 1 to 64 pairs,
+ * a zero row (its norm floored) among them, on the CPU and the guarded backend. */
+static void test_infonce_ops(void)
+{
+    tbt_case = "InfoNCE as backend ops, to the bit";
+    static const int shapes[][2] = {{1, 16}, {5, 7}, {8, 16}, {12, 256}, {64, 32}};
+    static const char *const names[] = {"cpu", "cpu-guarded"};
+    tb_rng r;
+    tb_rng_init_for(&r, 4, TB_RNG_TEST, 3, 0);
+    for (int b = 0; b < 2; b++) {
+        tbi_backend *be = NULL;
+        CHECK_EQ(tbi_backend_open(&be, names[b]), 0);
+        for (size_t k = 0; be && k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+            int N = shapes[k][0], E = shapes[k][1];
+            size_t ne = (size_t)N * E, nw = tbi_infonce_work(N, E);
+            float *v = malloc(sizeof(float) * ne), *t = malloc(sizeof(float) * ne);
+            float *dv = malloc(sizeof(float) * ne), *dt = malloc(sizeof(float) * ne);
+            float *got = malloc(sizeof(float) * 2 * ne), *dev = NULL, lossf = 0;
+            double *work = NULL, ds = 0, got_ds = 0, l = 0, scale = k % 2 ? 1 / 0.07 : 3.7;
+            for (size_t i = 0; i < ne; i++)
+                v[i] = (float)tb_rng_normal(&r) * 3, t[i] = (float)tb_rng_normal(&r);
+            if (N > 4)
+                memset(t + 2 * E, 0, sizeof(float) * (size_t)E);
+            CHECK_EQ(tb_clip_infonce(v, t, N, E, scale, &l, dv, dt, &ds), 0);
+            CHECK_EQ(be->ops->alloc(be, sizeof(float) * (4 * ne + 1), (void **)&dev), 0);
+            CHECK_EQ(be->ops->alloc(be, sizeof(double) * (nw + 2), (void **)&work), 0);
+            CHECK_EQ(be->ops->to_device(be, work + nw + 1, &scale, sizeof(double)), 0);
+            CHECK_EQ(be->ops->to_device(be, dev, v, sizeof(float) * ne), 0);
+            CHECK_EQ(be->ops->to_device(be, dev + ne, t, sizeof(float) * ne), 0);
+            const double *sc = work + nw + 1; /* the scale on the backend */
+            CHECK_EQ(be->ops->infonce_fwd(be, dev + 4 * ne, work, dev, dev + ne, N, E, sc), 0);
+            CHECK_EQ(be->ops->to_host(be, &lossf, dev + 4 * ne, sizeof(float)), 0);
+            float want_l = (float)l;
+            CHECK_MSG(!memcmp(&lossf, &want_l, sizeof(float)), "%s, %d x %d: loss %.9g, the "
+                      "host's %.9g", names[b], N, E, lossf, want_l);
+            for (int world = 1; world <= 4; world *= 2) {
+                if (N % world)
+                    continue;
+                int rows = N / world, bad = 0;
+                for (int rank = 0; rank < world; rank++) {
+                    size_t mine = (size_t)rows * E, off = (size_t)rank * mine;
+                    CHECK_EQ(be->ops->infonce_bwd(be, dev + 2 * ne, dev + 3 * ne, work + nw,
+                                                  work, N, E, sc, rank * rows, rows,
+                                                  (float)world), 0);
+                    CHECK_EQ(be->ops->to_host(be, got, dev + 2 * ne, sizeof(float) * mine), 0);
+                    CHECK_EQ(be->ops->to_host(be, got + ne, dev + 3 * ne, sizeof(float) * mine),
+                             0);
+                    CHECK_EQ(be->ops->to_host(be, &got_ds, work + nw, sizeof(double)), 0);
+                    for (size_t i = 0; i < mine; i++) {
+                        float wv = dv[off + i] * (float)world, wt = dt[off + i] * (float)world;
+                        bad += memcmp(&wv, got + i, sizeof(float)) != 0;
+                        bad += memcmp(&wt, got + ne + i, sizeof(float)) != 0;
+                    }
+                    bad += memcmp(&got_ds, &ds, sizeof(double)) != 0;
+                }
+                CHECK_MSG(bad == 0, "%s, %d x %d, %d processes: %d gradient values differ from "
+                          "the host's", names[b], N, E, world, bad);
+            }
+            CHECK_EQ(be->ops->infonce_bwd(be, NULL, NULL, NULL, work, N, E, sc, 0, N + 1, 1),
+                     TB_EINVAL);
+            be->ops->free(be, dev);
+            be->ops->free(be, work);
+            free(v), free(t), free(dv), free(dt), free(got);
+        }
+        tbi_backend_close(&be);
+    }
+}
+
 static void test_bad_input(void)
 {
     tbt_case = "bad settings and inputs";
@@ -311,6 +384,7 @@ int main(int argc, char **argv)
 #define RUN(name) if (!only || !strcmp(only, #name)) test_##name()
     RUN(reference_self_test);
     RUN(infonce);
+    RUN(infonce_ops);
     RUN(against_pytorch);
     RUN(bad_input);
     TBT_EXIT();

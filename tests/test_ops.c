@@ -7,11 +7,15 @@
  * - GELU and QuickGELU against their formulas, patchify against the Conv3d definition,
  *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update;
  * - the bf16 mode's operations (products, GELU, attention) to the bit against their exact
- *   values rounded once, ties decided by a float32 sum's order counted (test_bf16_ops).
+ *   values rounded once, ties decided by a float32 sum's order counted (test_bf16_ops);
+ * - a step's numbers on the backend (test_step_ops): the squares, loss and clipping factor to
+ *   the bit against the host loop's arithmetic of before, the non-finite flags and their
+ *   record, and checked updates equal to the plain ones - or writing nothing once flagged.
  * It runs again under ctest with TUBELET_CPU=portable, TUBELET_GEMM=openblas and other thread
  * counts (tests/CMakeLists.txt), which steer the kernels to their other paths. */
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -21,6 +25,7 @@
 #include "tensor/cpu/vmath.h"
 #include "tensor/cpu/kernels.h"
 #include "tubelet/rng.h"
+#include "tubelet/train.h"
 
 static tb_rng rng;
 
@@ -811,6 +816,120 @@ static void test_patchify_adamw(void)
     free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
 }
 
+/* The step ops on the CPU backend against the host arithmetic the loop used before them (the
+ * same bits): the squares of three spans, a K = 3 step's loss, its norm and clipping factor;
+ * the flags: a NaN loss, an infinite norm, a NaN fused span, each recorded with its step and
+ * kept past a finite check; then the checked AdamW, Lion and SGD equal the plain op at the
+ * factor, and leave weights and moments untouched (to the bit) once a flag is set. */
+static void test_step_ops(void)
+{
+    tbt_case = "step ops: the loop's arithmetic";
+    tbi_backend *be = NULL;
+    CHECK_EQ(tbi_backend_open(&be, "cpu"), 0);
+    if (!be)
+        return;
+    const size_t n = 3000;
+    float *g = randn(n, 2), *micro = NULL, losses[3] = {2.31f, 2.2999f, 1.0e-3f};
+    struct tbi_step_stats *st = NULL, h;
+    CHECK_EQ(be->ops->alloc(be, sizeof(*st), (void **)&st), 0);
+    CHECK_EQ(be->ops->alloc(be, sizeof(float), (void **)&micro), 0);
+    static const double clips[] = {0, 1.0, 50.0};
+    for (int c = 0; c < 3; c++) {
+        CHECK_EQ(be->ops->zero(be, st, sizeof(*st)), 0);
+        double host_ss = 0;
+        float host_loss = 0;
+        for (int k = 0; k < 3; k++) {
+            CHECK_EQ(be->ops->sum_squares_acc(be, &st->sumsq, g + k * 1000, 1000 - 7 * k), 0);
+            CHECK_EQ(be->ops->sum_squares(be, &host_ss, g + k * 1000, 1000 - 7 * k), 0);
+            CHECK_EQ(be->ops->to_device(be, micro, &losses[k], sizeof(float)), 0);
+            CHECK_EQ(be->ops->step_loss(be, st, micro, 3), 0);
+            host_loss += losses[k] / (float)3;
+        }
+        CHECK_EQ(be->ops->step_check(be, st, -1, 0, clips[c], 3, 12, 2, 9), 0);
+        CHECK_EQ(be->ops->to_host(be, &h, st, sizeof(h)), 0);
+        double norm = sqrt(host_ss) / 3;
+        float scale = tb_clip_factor(norm, clips[c]) / (float)3;
+        CHECK_MSG(!memcmp(&h.sumsq, &host_ss, 8) && !memcmp(&h.norm, &norm, 8) &&
+                  !memcmp(&h.loss, &host_loss, 4) && !memcmp(&h.scale, &scale, 4) && !h.bad,
+                  "clip %g: sumsq %.17g/%.17g norm %.17g/%.17g loss %.9g/%.9g scale %.9g/%.9g "
+                  "bad %d", clips[c], h.sumsq, host_ss, h.norm, norm, h.loss, host_loss,
+                  h.scale, scale, h.bad);
+    }
+
+    tbt_case = "step ops: the non-finite flags";
+    const struct {
+        float loss;
+        double sumsq, span_sumsq;
+        int span;
+        enum tbi_bad want;
+    } bad[] = {{NAN, 4, 0, -1, TBI_BAD_LOSS}, {INFINITY, 4, 0, -1, TBI_BAD_LOSS},
+               {1, INFINITY, 0, -1, TBI_BAD_NORM}, {1, NAN, 0, -1, TBI_BAD_NORM},
+               {1, 4, NAN, 5, TBI_BAD_SPAN}, {1, 4, 1, 5, TBI_BAD_NONE}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        h = (struct tbi_step_stats){.loss = bad[i].loss, .sumsq = bad[i].sumsq,
+                                    .span_sumsq = bad[i].span_sumsq};
+        CHECK_EQ(be->ops->to_device(be, st, &h, sizeof(h)), 0);
+        CHECK_EQ(be->ops->step_check(be, st, bad[i].span, bad[i].span >= 0, 1.0, 1, 40 + i, 3,
+                                     7), 0);
+        /* a later finite step leaves the first record as it was */
+        h.loss = 0.5f, h.sumsq = 1;
+        CHECK_EQ(be->ops->to_device(be, st, &h, offsetof(struct tbi_step_stats, span_sumsq)), 0);
+        CHECK_EQ(be->ops->step_check(be, st, -1, 0, 1.0, 1, 99, 9, 9), 0);
+        CHECK_EQ(be->ops->to_host(be, &h, st, sizeof(h)), 0);
+        int ok = (int)h.bad == (int)bad[i].want;
+        if (bad[i].want != TBI_BAD_NONE)
+            ok &= h.bad_step == 40 + (int64_t)i && h.bad_epoch == 3 && h.bad_batch == 7 &&
+                  h.bad_span == bad[i].span &&
+                  (bad[i].want != TBI_BAD_LOSS || !memcmp(&h.bad_loss, &bad[i].loss, 4));
+        CHECK_MSG(ok, "case %zu: flag %d (want %d), step %lld, epoch %lld, batch %lld, span %d",
+                  i, h.bad, bad[i].want, (long long)h.bad_step, (long long)h.bad_epoch,
+                  (long long)h.bad_batch, h.bad_span);
+    }
+
+    tbt_case = "step ops: checked updates";
+    float *p0 = randn(n, 1), *m0 = randn(n, 0.1f), *v0 = randn(n, 0.1f);
+    for (size_t i = 0; i < n; i++)
+        v0[i] *= v0[i];
+    float *p[2], *m[2], *v[2];
+    for (int j = 0; j < 2; j++)
+        p[j] = malloc(4 * n), m[j] = malloc(4 * n), v[j] = malloc(4 * n);
+    for (int kind = 0; kind < 3; kind++)
+        for (int flagged = 0; flagged < 2; flagged++) {
+            h = (struct tbi_step_stats){.scale = 0.37f, .bad = flagged ? TBI_BAD_NORM : 0};
+            CHECK_EQ(be->ops->to_device(be, st, &h, sizeof(h)), 0);
+            for (int j = 0; j < 2; j++) {
+                memcpy(p[j], p0, 4 * n), memcpy(m[j], m0, 4 * n), memcpy(v[j], v0, 4 * n);
+            }
+            if (kind == 0) {
+                CHECK_EQ(be->ops->adamw_checked(be, p[0], g, st, m[0], v[0], n, 1e-3f, 0.9f,
+                                                0.999f, 1e-8f, 0.05f, 4), 0);
+                CHECK_EQ(be->ops->adamw(be, p[1], g, 0.37f, m[1], v[1], n, 1e-3f, 0.9f, 0.999f,
+                                        1e-8f, 0.05f, 4), 0);
+            } else if (kind == 1) {
+                CHECK_EQ(be->ops->lion_checked(be, p[0], g, st, m[0], n, 1e-3f, 0.9f, 0.99f,
+                                               0.05f), 0);
+                CHECK_EQ(be->ops->lion(be, p[1], g, 0.37f, m[1], n, 1e-3f, 0.9f, 0.99f, 0.05f),
+                         0);
+            } else {
+                CHECK_EQ(be->ops->sgd_checked(be, p[0], g, st, m[0], n, 1e-2f, 0.9f, 4e-5f), 0);
+                CHECK_EQ(be->ops->sgd(be, p[1], g, 0.37f, m[1], n, 1e-2f, 0.9f, 4e-5f), 0);
+            }
+            /* flagged: against the untouched copy */
+            const float *wp = flagged ? p0 : p[1], *wm = flagged ? m0 : m[1];
+            const float *wv = flagged ? v0 : v[1];
+            CHECK_MSG(!memcmp(p[0], wp, 4 * n) && !memcmp(m[0], wm, 4 * n) &&
+                      !memcmp(v[0], wv, 4 * n), "%s, %s: weights or moments differ",
+                      kind == 0 ? "adamw" : kind == 1 ? "lion" : "sgd",
+                      flagged ? "flagged (nothing may be written)" : "against the plain op");
+        }
+    for (int j = 0; j < 2; j++)
+        free(p[j]), free(m[j]), free(v[j]);
+    free(p0), free(m0), free(v0), free(g);
+    be->ops->free(be, st);
+    be->ops->free(be, micro);
+    tbi_backend_close(&be);
+}
+
 /* Resident memory of this process, in kB (/proc/self/status), or -1. */
 static long rss_kb(void)
 {
@@ -1187,5 +1306,6 @@ int main(void)
     test_round_bf16();
     test_bf16_ops();
     test_share_team();
+    test_step_ops();
     TBT_EXIT();
 }

@@ -1215,6 +1215,24 @@ int main(void)
     CHECK_EQ(rc, 1);
     CHECK_STR_HAS(out, "the loss is nan at step 161 (epoch 1, batch 1); stopping");
     free(out);
+    /* The flag is read once per log interval: four more steps run (their updates skipped on
+     * the backend), and the error still names the first step; nothing was saved. */
+    tbt_case = "a loss that is not finite, read 4 steps later";
+    char run_c5[4400], ck5[4500];
+    snprintf(run_c5, sizeof(run_c5), "%s/run_c5", d);
+    snprintf(ck5, sizeof(ck5), "%s/last.safetensors", run_c5);
+    nan_head_copy(run_a, run_c5, "40");
+    size_t n_before = 0, n_after = 0;
+    char *before = tbt_read(ck5, &n_before);
+    rc = tbt_run(&out, 300, "%s train %s --log-every 5 --out %s", t, common, run_c5);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "the loss is nan at step 161 (epoch 1, batch 1); stopping");
+    free(out);
+    char *after = tbt_read(ck5, &n_after);
+    CHECK_MSG(before && after && n_before == n_after && !memcmp(before, after, n_before),
+              "%s changed", ck5);
+    free(before);
+    free(after);
 
     tbt_case = "eval of a NaN model";
     rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4", t, dst, data,

@@ -23,6 +23,26 @@ enum tbi_act { TBI_ACT_GELU, TBI_ACT_QUICKGELU };
 /* Token pooling (pool_fwd/pool_bwd): the first token (a class token), or the mean. */
 enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
 
+/* A training step's numbers, kept on the backend so that a step never waits for the host
+ * (the step_* ops write them; the loop reads the whole struct once per log interval and
+ * before a checkpoint; docs/DEVELOPING.md, "Syncs in a step"). The first block is this
+ * step's (zeroed at its start); the second, once bad is set, holds the first non-finite
+ * step's and stays: every *_checked update is skipped from then on, so the weights are the
+ * ones before that step when the host reads the flag. */
+enum tbi_bad { TBI_BAD_NONE, TBI_BAD_LOSS, TBI_BAD_NORM, TBI_BAD_SPAN };
+struct tbi_step_stats {
+    float loss;        /* the micro-batches' mean loss (then, reduced, the processes' mean) */
+    float scale;       /* the update's gradient factor: clipping x 1 / K (step_check) */
+    double sumsq;      /* the gradient's sum of squares (sum_squares_acc) */
+    double span_sumsq; /* fused updates: the current span's */
+    double norm;       /* sqrt(sumsq) / K (step_check) */
+    int32_t bad;       /* enum tbi_bad: what was not finite first; sticky */
+    int32_t bad_span;  /* TBI_BAD_SPAN: the span */
+    int64_t bad_step, bad_epoch, bad_batch; /* where (as the caller of step_check numbers them) */
+    float bad_loss;
+    double bad_norm;
+};
+
 /* X(name, parameters, arguments): every op, in one list. */
 #define TBI_OP_LIST(X)                                                                         \
     /* memory: bytes of backend memory, zeroed; freed with free (NULL is a no-op) */           \
@@ -242,7 +262,60 @@ enum tbi_pool { TBI_POOL_FIRST, TBI_POOL_MEAN };
     X(round_bf16, (tbi_backend * be, float *x, size_t n), (be, x, n))                         \
     /* *host_out += the sum of squares of x (n), in double */                                  \
     X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
-      (be, host_out, x, n))
+      (be, host_out, x, n))                                                                    \
+    /* the same into backend memory: *acc (1 double) += the sum of squares of x (n) */         \
+    X(sum_squares_acc, (tbi_backend * be, double *acc, const float *x, size_t n),              \
+      (be, acc, x, n))                                                                         \
+    /* st->loss += *loss (1) / K, both on the backend (a micro-batch's loss into the step's) */ \
+    X(step_loss, (tbi_backend * be, struct tbi_step_stats *st, const float *loss, int K),      \
+      (be, st, loss, K))                                                                       \
+    /* Unless st->bad is set already: span >= 0 (fused updates), st->span_sumsq into st->sumsq \
+     * and bad = TBI_BAD_SPAN if it is not finite; span < 0 (the step's end), norm = sqrt(sumsq) \
+     * (/ K unless fused), bad = TBI_BAD_LOSS if the loss is not finite, else TBI_BAD_NORM if  \
+     * the norm is not (fused: its spans were checked), else scale = the clipping factor      \
+     * (max_norm / (norm + 1e-6) where 0 < max_norm < norm, else 1) / K. A new bad records     \
+     * step, epoch, batch, loss and norm (host values, as the caller names them) */            \
+    X(step_check,                                                                              \
+      (tbi_backend * be, struct tbi_step_stats *st, int span, int fused, double max_norm,      \
+       int K, int64_t step, int64_t epoch, int64_t batch),                                     \
+      (be, st, span, fused, max_norm, K, step, epoch, batch))                                  \
+    /* adamw, lion and sgd with grad_scale = st->scale read on the backend; nothing is written \
+     * (weights, moments) once st->bad is set: the update of a non-finite step never lands */  \
+    X(adamw_checked,                                                                           \
+      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,     \
+       float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,           \
+       float weight_decay, int64_t step),                                                      \
+      (be, param, grad, st, m, v, n, lr, beta1, beta2, eps, weight_decay, step))              \
+    X(lion_checked,                                                                            \
+      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,     \
+       float *m, size_t n, float lr, float beta1, float beta2, float weight_decay),            \
+      (be, param, grad, st, m, n, lr, beta1, beta2, weight_decay))                             \
+    X(sgd_checked,                                                                             \
+      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,     \
+       float *m, size_t n, float lr, float momentum, float weight_decay),                      \
+      (be, param, grad, st, m, n, lr, momentum, weight_decay))                                 \
+    /* The symmetric InfoNCE loss (model.h's tb_clip_infonce, to the bit) of v, t (N, E, not \
+     * normalised; pair i matches) at the logit scale *scale (1 double, on the backend): *loss \
+     * (1) written, and work (tbi_infonce_work(N, E) doubles) keeps what the backward needs.  \
+     * Computed in double. The backward writes rows [row0, row0 + rows) of the gradients on v \
+     * and t, times mult, into dv, dt (rows, E; either may be NULL), and *dscale (1 double, or \
+     * NULL): the loss's gradient on the scale (data parallel: each process its own rows,     \
+     * mult the processes) */                                                                  \
+    X(infonce_fwd,                                                                             \
+      (tbi_backend * be, float *loss, double *work, const float *v, const float *t, int N,     \
+       int E, const double *scale),                                                            \
+      (be, loss, work, v, t, N, E, scale))                                                     \
+    X(infonce_bwd,                                                                             \
+      (tbi_backend * be, float *dv, float *dt, double *dscale, double *work, int N, int E,     \
+       const double *scale, int row0, int rows, float mult),                                   \
+      (be, dv, dt, dscale, work, N, E, scale, row0, rows, mult))
+
+/* The doubles of infonce_fwd's work: both sides' unit rows and their gradients (4 N E), the
+ * logits and their gradient (2 N N), the norms (2 N). */
+static inline size_t tbi_infonce_work(int N, int E)
+{
+    return 4 * (size_t)N * (size_t)E + 2 * (size_t)N * (size_t)N + 2 * (size_t)N;
+}
 
 /* The op table of a backend. */
 struct tbi_ops {

@@ -36,7 +36,12 @@ struct clip {
     int n;                    /* its clips */
     float *v, *t;             /* (B, E): this process's features */
     float *all_v, *all_t;     /* (world B, E) */
-    float *dv_all, *dt_all;   /* (world B, E) */
+    float *dv_all, *dt_all;   /* (world B, E): the host's gradients (InfoNCE: the first B rows) */
+    /* InfoNCE on the backend: the gathered features, v then t (2, world B, E); this process's
+     * gradients on them, dv then dt (2, B, E); the loss's work (tbi_infonce_work doubles), then
+     * the logit scale and its gradient (2) */
+    float *d_feat, *d_grad;
+    double *d_work;
 };
 
 static void clip_close(void **state)
@@ -44,13 +49,19 @@ static void clip_close(void **state)
     struct clip *t = *state;
     if (!t)
         return;
-    tb_clip_close(&t->m);
     tb_tokenizer_close(&t->tok);
     tb_mir_captions_close(&t->caps);
     tb_mir_sentences_free(&t->sent);
     void *bufs[] = {t->item_ids, t->ids, t->v, t->t, t->all_v, t->all_t, t->dv_all, t->dt_all};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
+    if (t->m) {
+        tbi_backend *be = tb_clip_params(t->m)->be;
+        be->ops->free(be, t->d_feat);
+        be->ops->free(be, t->d_grad);
+        be->ops->free(be, t->d_work);
+    }
+    tb_clip_close(&t->m);
     free(t);
     *state = NULL;
 }
@@ -138,6 +149,14 @@ static int clip_open(void **state, const struct tb_train_opts *o)
         else
             rc = tokenize_split(t->tok, o->train_ann, t->ctx, t->item_ids, &n_cut);
     }
+    if (rc == 0 && !o->max_margin) {
+        tbi_backend *dev = tb_clip_params(t->m)->be;
+        int N = t->B * t->world;
+        if ((rc = dev->ops->alloc(dev, sizeof(float) * 2 * all, (void **)&t->d_feat)) == 0 &&
+            (rc = dev->ops->alloc(dev, sizeof(float) * 2 * be, (void **)&t->d_grad)) == 0)
+            rc = dev->ops->alloc(dev, sizeof(double) * (tbi_infonce_work(N, t->E) + 2),
+                                 (void **)&t->d_work);
+    }
     if (rc == 0)
         rc = open_captions(t, o);
     if (rc < 0) {
@@ -205,29 +224,60 @@ static int clip_load(void *state, const struct tb_train_opts *o, const struct tb
     return tb_clip_set_clips(t->m, b->video, NULL, b->n, mean, std);
 }
 
+/* InfoNCE on the backend over the gathered features (host: the model gives and takes its
+ * features there, model.h), the loss into *loss (backend), this process's gradient rows
+ * (times the processes: the loop averages them) into dv, dt (B, E; host) and the scale's
+ * into *dscale. */
+static int infonce(struct clip *t, double scale, float *loss, float *dv, float *dt,
+                   double *dscale)
+{
+    tbi_backend *be = tb_clip_params(t->m)->be;
+    size_t all = (size_t)t->B * t->E * t->world, mine = (size_t)t->B * t->E;
+    int N = t->B * t->world;
+    float *v = t->d_feat, *tx = t->d_feat + all, *dvd = t->d_grad, *dtd = t->d_grad + mine;
+    double *work = t->d_work, *sc = work + tbi_infonce_work(N, t->E), *ds = sc + 1;
+    TBI_TRY(be->ops->to_device(be, v, t->all_v, sizeof(float) * all));
+    TBI_TRY(be->ops->to_device(be, tx, t->all_t, sizeof(float) * all));
+    TBI_TRY(be->ops->to_device(be, sc, &scale, sizeof(double)));
+    TBI_TRY(be->ops->infonce_fwd(be, loss, work, v, tx, N, t->E, sc));
+    TBI_TRY(be->ops->infonce_bwd(be, dvd, dtd, ds, work, N, t->E, sc, tb_dist_rank() * t->B,
+                                 t->B, (float)t->world));
+    TBI_TRY(be->ops->to_host(be, dv, dvd, sizeof(float) * mine));
+    TBI_TRY(be->ops->to_host(be, dt, dtd, sizeof(float) * mine));
+    return be->ops->to_host(be, dscale, ds, sizeof(double));
+}
+
+/* AVION's max-margin loss, on the host (tb_clip_max_margin): the loss into *loss (backend),
+ * this process's gradient rows (times the processes) out in *dv, *dt. */
+static int max_margin(struct clip *t, const struct tb_train_opts *o, float *loss, float **dv,
+                      float **dt)
+{
+    size_t be = (size_t)t->B * t->E;
+    double l = 0;
+    TBI_TRY(tb_clip_max_margin(t->all_v, t->all_t, t->B * t->world, t->E, o->margin, &l,
+                               t->dv_all, t->dt_all));
+    *dv = t->dv_all + (size_t)tb_dist_rank() * be, *dt = t->dt_all + (size_t)tb_dist_rank() * be;
+    for (size_t i = 0; i < be; i++) {
+        (*dv)[i] *= (float)t->world;
+        (*dt)[i] *= (float)t->world;
+    }
+    return tbi_task_loss(tb_clip_params(t->m), loss, (float)l);
+}
+
 static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct clip *t = state;
     size_t be = (size_t)t->B * t->E;
-    int N = t->B * t->world, rank = tb_dist_rank();
     TBI_TRY(tb_clip_encode_video(t->m, t->v));
     TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, t->t));
     TBI_TRY(tb_dist_gather_f32(t->v, be, t->all_v));
     TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
     double scale = 0, dscale = 0;
+    float *dv = t->dv_all, *dt = t->dt_all;
     TBI_TRY(tb_clip_logit_scale(t->m, &scale));
-    double l = 0;
-    TBI_TRY(o->max_margin ? tb_clip_max_margin(t->all_v, t->all_t, N, t->E, o->margin, &l,
-                                               t->dv_all, t->dt_all)
-                          : tb_clip_infonce(t->all_v, t->all_t, N, t->E, scale, &l, t->dv_all,
-                                            t->dt_all, &dscale));
-    *loss = (float)l; /* a non-finite loss is the loop's to catch, naming the step */
-    /* this process's rows, times the processes: the loop averages the gradients */
-    float *dv = t->dv_all + (size_t)rank * be, *dt = t->dt_all + (size_t)rank * be;
-    for (size_t i = 0; i < be; i++) {
-        dv[i] *= (float)t->world;
-        dt[i] *= (float)t->world;
-    }
+    /* a non-finite loss is the loop's to catch, naming the step */
+    TBI_TRY(o->max_margin ? max_margin(t, o, loss, &dv, &dt)
+                          : infonce(t, scale, loss, dv, dt, &dscale));
     /* the logit scale's gradient is the whole loss's on every process already */
     return tb_clip_backward(t->m, dv, dt, dscale);
 }

@@ -169,8 +169,11 @@ static int cls_load(void *state, const struct tb_train_opts *o, const struct tb_
 static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct cls *t = state;
-    int rc = t->use_soft ? tb_vit_run_soft(t->m, t->soft, loss)
-                         : tb_vit_run(t->m, t->labels, (float)o->smoothing, loss);
+    float l = 0;
+    int rc = t->use_soft ? tb_vit_run_soft(t->m, t->soft, &l)
+                         : tb_vit_run(t->m, t->labels, (float)o->smoothing, &l);
+    if (rc == 0)
+        rc = tbi_task_loss(tb_vit_params(t->m), loss, l);
     return rc < 0 ? rc : tb_vit_backward(t->m);
 }
 

@@ -8,13 +8,15 @@
  * redone after a kill are logged again (the later line of a step is the one that counts) and
  * a line the kill cut short is dropped. A metrics.jsonl that cannot be written (a full disk)
  * stops the run. Under mpirun every process runs this loop on its shard; a failure on one
- * stops all of them (no process is left waiting in a reduction).
+ * stops all of them (no process is left waiting in a reduction). A step's loss, gradient norm
+ * and non-finite flag stay on the backend (the update ops read the flag there) and are read
+ * once per log interval and before a checkpoint (docs/DEVELOPING.md, "Syncs in a step").
  * Tests: tests/test_train.c, tests/test_dist.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,17 +234,18 @@ static int log_eval(struct run_log *lg, int64_t step, const struct tb_eval_resul
 /* The backward's span hook: each complete gradient span's data-parallel mean starts at once
  * (a bucket, reduced while the backward goes on; every process starts the same spans in the
  * same order). With fused updates the span's mean is awaited (the next span may reuse its
- * buffer), its sum of squares goes into the step's norm (for the log), a non-finite one stops
- * the run before that span's update (the spans before it have taken theirs: the weights in
- * memory are then part-updated, the last checkpoint on disk is untouched), and the update is
- * applied. */
+ * buffer), its sum of squares goes into the step's numbers on the backend (for the log), and
+ * the update is applied unless that sum (or an earlier one) is not finite: step_check flags
+ * it and the checked update ops skip the span and every one after it (the spans before it
+ * have taken theirs: the weights in memory are then part-updated, the last checkpoint on disk
+ * is untouched), and the run stops at the next read of the flag, naming the span and step. */
 struct spans {
     tb_params *r;
     struct tb_optim *opt;                /* fused updates: the optimizer; else NULL */
     int world;
     unsigned char *started;              /* (spans): this step's buckets started */
     int defer;                           /* accumulating: no bucket until the sum is whole */
-    double sum;                          /* fused: this step's squares so far */
+    struct tbi_step_stats *stats;        /* the step's numbers (backend) */
     int64_t step;
 };
 
@@ -250,25 +253,20 @@ static int span_hook(void *ctx, int span)
 {
     struct spans *f = ctx;
     tb_params *r = f->r;
+    tbi_backend *be = r->be;
     if (f->world > 1 && !f->defer) {
-        TBI_TRY(r->be->ops->reduce_start(r->be, r->home[span], (size_t)tbi_span_floats(r, span)));
+        TBI_TRY(be->ops->reduce_start(be, r->home[span], (size_t)tbi_span_floats(r, span)));
         f->started[span] = 1;
     }
     if (!f->opt)
         return 0;
     if (f->world > 1)
-        TBI_TRY(r->be->ops->reduce_wait(r->be));
-    double ss = 0;
-    TBI_TRY(tb_grad_span_sum_squares(r, span, &ss));
-    if (!isfinite(ss)) {
-        int first, end;
-        tb_params_span_range(r, span, &first, &end);
-        return tbi_err(TB_ERANGE, "the gradient of %s (and the rest of its span) is not finite "
-                       "at step %" PRId64 "; stopping (the last checkpoint is untouched)",
-                       tb_params_at(r, first)->name, f->step);
-    }
-    f->sum += ss;
-    return tb_optim_update_span(f->opt, span, 1.0f);
+        TBI_TRY(be->ops->reduce_wait(be));
+    TBI_TRY(be->ops->zero(be, &f->stats->span_sumsq, sizeof(double)));
+    TBI_TRY(be->ops->sum_squares_acc(be, &f->stats->span_sumsq, r->home[span],
+                                     (size_t)tbi_span_floats(r, span)));
+    TBI_TRY(be->ops->step_check(be, f->stats, span, 1, 0, 1, f->step, 0, 0));
+    return tbi_optim_update_span_checked(f->opt, span, f->stats);
 }
 
 /* Gradient accumulation (--accum-steps K): after micro-batch j's backward its gradients (in
@@ -291,19 +289,65 @@ static int accumulate(tb_params *r, float *acc, int j, int last)
     return 0;
 }
 
-/* After a backward on every process (unfused): the buckets a backward did not start (none,
- * as the models are written), then the end of all of them; every gradient is then the mean. */
-static int reduce_grads(struct spans *f)
+/* After a backward on every process: the buckets a backward did not start (unfused: none,
+ * as the models are written; fused: the spans were awaited one by one), then the step's loss
+ * (a bucket of one float), and the end of all of them; every gradient is then the mean, and
+ * the loss the processes' mean. */
+static int reduce_step(struct spans *f)
 {
     tb_params *r = f->r;
+    tbi_backend *be = r->be;
     if (f->world < 2)
         return 0;
-    for (int s = 0; s < r->n_spans; s++) {
+    for (int s = 0; !f->opt && s < r->n_spans; s++) {
         if (!f->started[s])
-            TBI_TRY(r->be->ops->reduce_start(r->be, r->home[s], (size_t)tbi_span_floats(r, s)));
+            TBI_TRY(be->ops->reduce_start(be, r->home[s], (size_t)tbi_span_floats(r, s)));
         f->started[s] = 0;
     }
-    return r->be->ops->reduce_wait(r->be);
+    TBI_TRY(be->ops->reduce_start(be, &f->stats->loss, 1));
+    return be->ops->reduce_wait(be);
+}
+
+/* The step's numbers read back (the one read of a step's results: docs/DEVELOPING.md, "Syncs
+ * in a step"), into *h. A non-finite step recorded since the last read stops the run here,
+ * named as it was found: its weights are those before it (the updates from it on were
+ * skipped on the backend). 0 or TB_ERANGE. */
+static int read_stats(tb_params *r, const struct tbi_step_stats *dev, struct tbi_step_stats *h)
+{
+    TBI_TRY(r->be->ops->to_host(r->be, h, dev, sizeof(*h)));
+    switch (h->bad) {
+    case TBI_BAD_LOSS:
+        return tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64 ", batch %"
+                       PRId64 "); stopping (lower --lr?)", h->bad_loss, h->bad_step,
+                       h->bad_epoch, h->bad_batch);
+    case TBI_BAD_NORM:
+        return tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %" PRId64
+                       ", batch %" PRId64 ", loss %f); stopping", h->bad_norm, h->bad_step,
+                       h->bad_epoch, h->bad_batch, h->bad_loss);
+    case TBI_BAD_SPAN: {
+        int first, end;
+        tb_params_span_range(r, h->bad_span, &first, &end);
+        return tbi_err(TB_ERANGE, "the gradient of %s (and the rest of its span) is not finite "
+                       "at step %" PRId64 "; stopping (the last checkpoint is untouched)",
+                       tb_params_at(r, first)->name, h->bad_step);
+    }
+    case TBI_BAD_NONE:
+        return 0;
+    default:
+        return tbi_err(TB_EINVAL, "the step's numbers on the %s backend hold flag %d: memory "
+                       "written by something else?", r->be->name, (int)h->bad);
+    }
+}
+
+/* A step that failed (rc) after a non-finite one that no read has seen yet: the non-finite
+ * one is named, as it stopped the run first (its error, the same on every process); else
+ * rc, with its message. */
+static int first_failure(tb_params *r, const struct tbi_step_stats *dev, int rc)
+{
+    struct tbi_step_stats h;
+    if (r->be->ops->to_host(r->be, &h, dev, sizeof(h)) < 0 || h.bad == TBI_BAD_NONE)
+        return rc;
+    return read_stats(r, dev, &h);
 }
 
 /* Whether any process failed (rc < 0 here, or elsewhere): then all stop, each with its own
@@ -325,56 +369,50 @@ struct stepper {
     struct tb_optim *opt;                /* its lr set for this step */
     struct spans *fu;
     float *acc;                          /* K > 1: the micro-batches' gradient sum */
+    float *micro;                        /* a micro-batch's loss (backend, 1) */
     int K;
 };
 
 /* One optimizer step: K micro-batches from batch *k of epoch e on (*k advanced past them),
  * each loaded and run by the task, their gradients summed, reduced over the processes,
- * checked (a non-finite loss or norm stops the run before the update, naming the step) and
- * applied; the mean loss and the norm of the mean gradient out. */
+ * checked on the backend (step_check: a non-finite loss or norm flags the step, naming it,
+ * and the update ops then skip it) and applied. Nothing is read back: the loss and the norm of
+ * the mean gradient stay in s->fu->stats for the loop's next read. */
 static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int64_t e,
-                          int64_t *k, float *loss, double *gnorm)
+                          int64_t *k)
 {
     const struct tb_train_opts *o = s->o;
     tb_params *params = s->task->params(s->st);
+    tbi_backend *be = params->be;
+    struct tbi_step_stats *stats = s->fu->stats;
     int K = s->K, rc;
+    /* this step's numbers to zero; a non-finite step's record (from bad on) stays */
+    TBI_TRY(be->ops->zero(be, stats, offsetof(struct tbi_step_stats, bad)));
     if (o->fused_update) { /* the backward applies the update */
         tb_optim_begin_step(s->opt);
-        s->fu->sum = 0;
         s->fu->step = pos->step;
     }
     for (int j = 0; j < K; j++, (*k)++) { /* the micro-batches */
         struct tb_batch *b = NULL;
-        float micro = 0;
         rc = tb_loader_next(s->l, &b);
         if (rc == 0) {
             rc = s->task->load(s->st, o, b);
             tb_loader_release(s->l, b);
         }
         TBI_TRY(any_failed(rc, pos->step));
-        rc = s->task->step(s->st, o, &micro);
+        rc = s->task->step(s->st, o, s->micro);
         if (rc == 0 && K > 1)
             rc = accumulate(params, s->acc, j, j == K - 1);
         /* a process that failed mid-backward handed over fewer buckets: none is reduced */
         TBI_TRY(any_failed(rc, pos->step));
-        *loss += micro / (float)K;
+        TBI_TRY(be->ops->step_loss(be, stats, s->micro, K));
     }
+    TBI_TRY(reduce_step(s->fu));
     if (!o->fused_update)
-        TBI_TRY(reduce_grads(s->fu));
-    TBI_TRY(tb_dist_mean_f32(loss, 1));
-    if (!isfinite(*loss))
-        return tbi_err(TB_ERANGE, "the loss is %f at step %" PRId64 " (epoch %" PRId64 ", batch %"
-                       PRId64 "); stopping (lower --lr?)", *loss, pos->step + 1, e + 1, *k);
-    *gnorm = sqrt(s->fu->sum);
-    if (o->fused_update)
-        return 0;
-    TBI_TRY(tb_grad_norm(params, gnorm));
-    *gnorm /= K; /* the norm of the mean of the micro-batches' gradients */
-    if (!isfinite(*gnorm)) /* stop before the update spreads it into the weights */
-        return tbi_err(TB_ERANGE, "the gradient norm is %f at step %" PRId64 " (epoch %" PRId64
-                       ", batch %" PRId64 ", loss %f); stopping", *gnorm, pos->step + 1, e + 1,
-                       *k, *loss);
-    return tb_optim_update(s->opt, tb_clip_factor(*gnorm, o->clip_grad) / (float)K);
+        TBI_TRY(tbi_grad_sum_squares_acc(params, &stats->sumsq));
+    TBI_TRY(be->ops->step_check(be, stats, -1, o->fused_update, o->clip_grad, K,
+                                pos->step + 1, e + 1, *k));
+    return o->fused_update ? 0 : tbi_optim_update_checked(s->opt, stats);
 }
 
 static int save(const char *path, const struct tbi_task *t, void *st,
@@ -449,6 +487,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     struct run_log lg = {0};
     struct spans fu = {0};
     float *acc = NULL;                   /* --accum-steps: the micro-batches' gradient sum */
+    float *micro = NULL;                 /* a micro-batch's loss (backend) */
     char ckpt[4096], mpath[4096];
     struct tb_train_pos pos = {0, 0, 0};
     int rc, B = o->batch;
@@ -499,8 +538,11 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
-    if (K > 1 && (rc = params->be->ops->alloc(params->be, sizeof(float) *
-                                              (size_t)params->n_floats, (void **)&acc)) < 0)
+    if ((K > 1 && (rc = params->be->ops->alloc(params->be, sizeof(float) *
+                                               (size_t)params->n_floats, (void **)&acc)) < 0) ||
+        (rc = params->be->ops->alloc(params->be, sizeof(*fu.stats), (void **)&fu.stats)) < 0 ||
+        (rc = params->be->ops->zero(params->be, fu.stats, sizeof(*fu.stats))) < 0 ||
+        (rc = params->be->ops->alloc(params->be, sizeof(float), (void **)&micro)) < 0)
         goto end;
     if (o->fused_update)
         tb_params_fuse(params, span_hook, &fu);
@@ -599,7 +641,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         goto end;
 
     struct stepper sr = {.task = task, .st = st, .o = o, .l = l, .opt = &opt, .fu = &fu,
-                         .acc = acc, .K = K};
+                         .acc = acc, .micro = micro, .K = K};
+    struct tbi_step_stats seen = {0};    /* the step's numbers as last read */
     double t_start = tbi_now_s(), t_log = t_start;
     int64_t clips_log = 0, step0 = pos.step;
     for (int64_t e = pos.epoch; e < o->epochs; e++) {
@@ -609,16 +652,23 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         for (int64_t k0 = e == pos.epoch ? pos.batch : 0, k = k0; k0 + K <= nb; k0 = k) {
             float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
                                       (float)o->min_lr);
-            float loss = 0;
-            double gnorm = 0;
             opt.lr = lr;
-            if ((rc = optimizer_step(&sr, &pos, e, &k, &loss, &gnorm)) < 0)
+            if ((rc = optimizer_step(&sr, &pos, e, &k)) < 0) {
+                rc = first_failure(params, fu.stats, rc);
                 goto end;
+            }
             pos.step++;
             clips_log += (int64_t)B * world * K;
+            int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
+            int stop = tb_dist_max_int(o->cancel && *o->cancel);
+            /* The step's numbers are read at a log line, before a checkpoint (the epoch's
+             * last step, Ctrl-C) and nowhere else: on_step sees those of the last read. */
+            if ((log_now || stop || k + K > nb) && (rc = read_stats(params, fu.stats, &seen)) < 0)
+                goto end;
+            float loss = seen.loss;
+            double gnorm = seen.norm;
             double t = tbi_now_s();
             rc = 0;
-            int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
             if (lead && (log_now || o->on_step)) {
                 double rate = clips_log / (t - t_log > 1e-9 ? t - t_log : 1e-9);
                 struct tb_train_progress pr = {
@@ -649,7 +699,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             }
             if ((rc = any_failed(rc, pos.step)) < 0)
                 goto end;
-            if (tb_dist_max_int(o->cancel && *o->cancel)) {
+            if (stop) {
                 pos.epoch = e;
                 pos.batch = k;
                 if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
@@ -677,8 +727,9 @@ end:
     tb_loader_close(&l);
     tb_dataset_close(&ds);
     tb_optim_free(&opt);
-    if (acc)
-        params->be->ops->free(params->be, acc);
+    params->be->ops->free(params->be, acc); /* NULL-safe */
+    params->be->ops->free(params->be, fu.stats);
+    params->be->ops->free(params->be, micro);
     task->close(&st);
     free(fu.started);
     return rc;

@@ -105,7 +105,10 @@ static int mae_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct mae *t = state;
     (void)o;
-    int rc = tb_mae_run(t->m, loss);
+    float l = 0;
+    int rc = tb_mae_run(t->m, &l);
+    if (rc == 0)
+        rc = tbi_task_loss(tb_mae_params(t->m), loss, l);
     return rc < 0 ? rc : tb_mae_backward(t->m);
 }
 

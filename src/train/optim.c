@@ -1,6 +1,7 @@
 /* src/train/optim.c - AdamW, Lion and SGD, the gradient norm, clipping and the learning-rate schedule
  * (train.h), over a parameter registry: the optimizer's moments live on the model's backend
- * and every update and norm is a backend op. Tests: tests/test_vit.c (three AdamW steps
+ * and every update and norm is a backend op (the loop's read their factor and non-finite flag
+ * on the backend: the *_checked functions). Tests: tests/test_vit.c (three AdamW steps
  * against PyTorch's), tests/test_mae.c (AdamW and Lion). */
 #include <string.h>
 #include <math.h>
@@ -46,7 +47,10 @@ void tb_optim_begin_step(struct tb_optim *opt)
     opt->step++;
 }
 
-int tb_optim_update_span(struct tb_optim *opt, int span, float grad_scale)
+/* One span's update from grad x grad_scale, or (st not NULL) from grad x st->scale with
+ * nothing written once st->bad is set: both read on the backend (the loop's updates). */
+static int update_span(struct tb_optim *opt, int span, float grad_scale,
+                       const struct tbi_step_stats *st)
 {
     tb_params *r = opt->params;
     tbi_backend *be = r->be;
@@ -56,26 +60,55 @@ int tb_optim_update_span(struct tb_optim *opt, int span, float grad_scale)
         float *w = tbi_param_data(r, i), *m = opt->m + p->offset;
         const float *g = tbi_param_grad(r, i);
         size_t n = (size_t)p->n;
-        int rc = opt->kind == TB_OPT_LION
-                     ? be->ops->lion(be, w, g, grad_scale, m, n, lr, opt->beta1, opt->beta2, wd)
-                 : opt->kind == TB_OPT_SGD
-                     ? be->ops->sgd(be, w, g, grad_scale, m, n, lr, opt->beta1, wd)
-                     : be->ops->adamw(be, w, g, grad_scale, m, opt->v + p->offset, n, lr,
-                                      opt->beta1, opt->beta2, opt->eps, wd, opt->step);
+        int rc;
+        if (opt->kind == TB_OPT_LION)
+            rc = st ? be->ops->lion_checked(be, w, g, st, m, n, lr, opt->beta1, opt->beta2, wd)
+                    : be->ops->lion(be, w, g, grad_scale, m, n, lr, opt->beta1, opt->beta2, wd);
+        else if (opt->kind == TB_OPT_SGD)
+            rc = st ? be->ops->sgd_checked(be, w, g, st, m, n, lr, opt->beta1, wd)
+                    : be->ops->sgd(be, w, g, grad_scale, m, n, lr, opt->beta1, wd);
+        else if (st)
+            rc = be->ops->adamw_checked(be, w, g, st, m, opt->v + p->offset, n, lr, opt->beta1,
+                                        opt->beta2, opt->eps, wd, opt->step);
+        else
+            rc = be->ops->adamw(be, w, g, grad_scale, m, opt->v + p->offset, n, lr,
+                                opt->beta1, opt->beta2, opt->eps, wd, opt->step);
         if (rc < 0)
             return rc;
     }
     return 0;
 }
 
-int tb_optim_update(struct tb_optim *opt, float grad_scale)
+int tb_optim_update_span(struct tb_optim *opt, int span, float grad_scale)
+{
+    return update_span(opt, span, grad_scale, NULL);
+}
+
+int tbi_optim_update_span_checked(struct tb_optim *opt, int span,
+                                  const struct tbi_step_stats *st)
+{
+    return update_span(opt, span, 0, st);
+}
+
+/* Every span's update (update_span's arguments), after the backward. */
+static int update_all(struct tb_optim *opt, float grad_scale, const struct tbi_step_stats *st)
 {
     tb_params *r = opt->params;
     TBI_TRY(tbi_params_check_kept(r, "the optimizer's update after the backward"));
     tb_optim_begin_step(opt);
     for (int s = 0; s < r->n_spans; s++)
-        TBI_TRY(tb_optim_update_span(opt, s, grad_scale));
+        TBI_TRY(update_span(opt, s, grad_scale, st));
     return 0;
+}
+
+int tb_optim_update(struct tb_optim *opt, float grad_scale)
+{
+    return update_all(opt, grad_scale, NULL);
+}
+
+int tbi_optim_update_checked(struct tb_optim *opt, const struct tbi_step_stats *st)
+{
+    return update_all(opt, 0, st);
 }
 
 const char *tb_optimizer_name(enum tb_optimizer kind)
@@ -113,6 +146,18 @@ int tb_grad_norm(tb_params *r, double *norm)
     for (int s = 0; s < r->n_spans; s++)
         TBI_TRY(tb_grad_span_sum_squares(r, s, &ss));
     *norm = sqrt(ss);
+    return 0;
+}
+
+int tbi_grad_sum_squares_acc(tb_params *r, double *acc)
+{
+    TBI_TRY(tbi_params_check_kept(r, "the gradient norm after the backward"));
+    for (int s = 0; s < r->n_spans; s++) {
+        if (!r->home[s])
+            return tbi_err(TB_EINVAL, "no gradients before the model is planned");
+        TBI_TRY(r->be->ops->sum_squares_acc(r->be, acc, r->home[s],
+                                            (size_t)tbi_span_floats(r, s)));
+    }
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #define TUBELET_TRAIN_TASK_H
 
 #include "core/strbuf.h"
+#include "model/params.h"
 #include "tubelet/train.h"
 
 /* A label space as checkpoint metadata (,"label_space":"...") and back (labels.c). */
@@ -23,7 +24,8 @@ struct tbi_task {
      * normalisation, ...): what evaluation and resumption need. */
     int (*meta)(void *state, const struct tb_train_opts *o, struct tbi_sb *sb);
     /* Take batch b onto the device (the loop releases it right after), then one forward and
-     * backward: the mean loss of this process's clips, gradients of every parameter. */
+     * backward: the mean loss of this process's clips into *loss (backend memory, 1 float:
+     * the loop reads it once per log interval), gradients of every parameter. */
     int (*load)(void *state, const struct tb_train_opts *o, const struct tb_batch *b);
     int (*step)(void *state, const struct tb_train_opts *o, float *loss);
     /* Evaluate on o->val_ann (every process runs it: it is sharded and reduced inside); NULL
@@ -32,6 +34,23 @@ struct tbi_task {
 };
 
 extern const struct tbi_task tbi_task_cls, tbi_task_mae, tbi_task_clip;
+
+/* The loop's updates and norm on the backend (optim.c): as tb_optim_update(_span), with the
+ * factor and the non-finite flag read from st (backend memory) by the update ops - nothing is
+ * written once st->bad is set; the squares of every gradient span added to *acc (backend). */
+struct tbi_step_stats;
+int tbi_optim_update_checked(struct tb_optim *opt, const struct tbi_step_stats *st);
+int tbi_optim_update_span_checked(struct tb_optim *opt, int span,
+                                  const struct tbi_step_stats *st);
+int tbi_grad_sum_squares_acc(tb_params *r, double *acc);
+
+/* A loss the model read back to the host (tb_vit_run, tb_mae_run, tb_clip_max_margin give
+ * it there) into the step's backend float: a copy onto the device, no read (the model's own
+ * read is the sync docs/DEVELOPING.md lists as the models' to remove). */
+static inline int tbi_task_loss(tb_params *r, float *loss, float host)
+{
+    return r->be->ops->to_device(r->be, loss, &host, sizeof(host));
+}
 
 /* What a task's open does between opening its model (registry r) and planning it: fused
  * updates when o asks for them (the loop gives the update itself later). 0. */

@@ -461,6 +461,76 @@ int tbi_cpu_sum_squares(tbi_backend *be, double *host_out, const float *x, size_
     return 0;
 }
 
+int tbi_cpu_sum_squares_acc(tbi_backend *be, double *acc, const float *x, size_t n)
+{
+    (void)be;
+    *acc += tbi_sum_squares(x, n);
+    return 0;
+}
+
+int tbi_cpu_step_loss(tbi_backend *be, struct tbi_step_stats *st, const float *loss, int K)
+{
+    (void)be;
+    tbi_step_loss(st, loss, K);
+    return 0;
+}
+
+int tbi_cpu_step_check(tbi_backend *be, struct tbi_step_stats *st, int span, int fused,
+                       double max_norm, int K, int64_t step, int64_t epoch, int64_t batch)
+{
+    (void)be;
+    tbi_step_check(st, span, fused, max_norm, K, step, epoch, batch);
+    return 0;
+}
+
+int tbi_cpu_adamw_checked(tbi_backend *be, float *param, const float *grad,
+                          const struct tbi_step_stats *st, float *m, float *v, size_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int64_t step)
+{
+    (void)be;
+    if (!st->bad)
+        tbi_adamw(param, grad, st->scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    return 0;
+}
+
+int tbi_cpu_lion_checked(tbi_backend *be, float *param, const float *grad,
+                         const struct tbi_step_stats *st, float *m, size_t n, float lr,
+                         float beta1, float beta2, float weight_decay)
+{
+    (void)be;
+    if (!st->bad)
+        tbi_lion(param, grad, st->scale, m, n, lr, beta1, beta2, weight_decay);
+    return 0;
+}
+
+int tbi_cpu_sgd_checked(tbi_backend *be, float *param, const float *grad,
+                        const struct tbi_step_stats *st, float *m, size_t n, float lr,
+                        float momentum, float weight_decay)
+{
+    (void)be;
+    if (!st->bad)
+        tbi_sgd(param, grad, st->scale, m, n, lr, momentum, weight_decay);
+    return 0;
+}
+
+int tbi_cpu_infonce_fwd(tbi_backend *be, float *loss, double *work, const float *v,
+                        const float *t, int N, int E, const double *scale)
+{
+    (void)be;
+    *loss = (float)tbi_infonce_fwd(work, v, t, N, E, *scale);
+    return 0;
+}
+
+int tbi_cpu_infonce_bwd(tbi_backend *be, float *dv, float *dt, double *dscale, double *work,
+                        int N, int E, const double *scale, int row0, int rows, float mult)
+{
+    if (row0 < 0 || rows < 0 || row0 + rows > N)
+        return tbi_err(TB_EINVAL, "%s infonce_bwd: rows [%d, %d) of %d", be->name, row0,
+                       row0 + rows, N);
+    tbi_infonce_bwd(dv, dt, dscale, work, N, E, *scale, row0, rows, mult);
+    return 0;
+}
+
 static const struct tbi_ops cpu_ops = {
 #define TBI_OP_ENTRY(name, params, args) .name = tbi_cpu_##name,
     TBI_OP_LIST(TBI_OP_ENTRY)

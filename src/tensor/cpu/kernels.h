@@ -170,4 +170,19 @@ void tbi_round_bf16(float *x, size_t n);
 /* Sum of squares of x (n), accumulated in double. */
 double tbi_sum_squares(const float *x, size_t n);
 
+/* A step's numbers (backend.h's struct tbi_step_stats; step.c): st->loss += *loss / K; the
+ * non-finite check and clipping factor of step_check, as the op list says. */
+struct tbi_step_stats;
+void tbi_step_loss(struct tbi_step_stats *st, const float *loss, int K);
+void tbi_step_check(struct tbi_step_stats *st, int span, int fused, double max_norm, int K,
+                    int64_t step, int64_t epoch, int64_t batch);
+
+/* The symmetric InfoNCE loss in double (contrastive.c; the op list's infonce_fwd and
+ * infonce_bwd): the loss returned, work (tbi_infonce_work(N, E) doubles) kept for the
+ * backward, which writes rows [row0, row0 + rows) of dv, dt times mult and *dscale. */
+double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E,
+                       double scale);
+void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
+                     double scale, int row0, int rows, float mult);
+
 #endif /* TUBELET_TENSOR_CPU_KERNELS_H */

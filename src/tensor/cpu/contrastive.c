@@ -1,0 +1,127 @@
+/* src/tensor/cpu/contrastive.c - the symmetric InfoNCE loss (CLIP's, LaViLa's) as backend ops
+ * (infonce_fwd, infonce_bwd): rows L2-normalised (norms floored at 1e-12), logits = scale x
+ * cosine, the mean of the video->text (rows) and text->video (columns) cross-entropies, and
+ * the gradients back through the normalisations. Computed in double, in the very order of
+ * model.h's tb_clip_infonce, so the clip task's losses and weights keep their bits; it does not
+ * gather features (the caller passes all N pairs). Tests: tests/test_clip.c (to the bit against
+ * tb_clip_infonce), tests/test_backend.c. */
+#include <math.h>
+#include <string.h>
+
+#include "tensor/backend.h"
+#include "tensor/cpu/kernels.h"
+
+/* The parts of work (tbi_infonce_work(N, E) doubles). */
+struct parts {
+    double *u, *w;   /* (N, E): video and text rows, normalised */
+    double *du, *dw; /* (N, E): the loss's gradients on them */
+    double *s, *g;   /* (N, N): logits, and the loss's gradient on them */
+    double *nu, *nw; /* (N): the rows' norms, floored */
+};
+
+static struct parts split(double *work, int N, int E)
+{
+    size_t ne = (size_t)N * E, nn = (size_t)N * N;
+    struct parts p;
+    p.u = work, p.w = p.u + ne, p.du = p.w + ne, p.dw = p.du + ne;
+    p.s = p.dw + ne, p.g = p.s + nn, p.nu = p.g + nn, p.nw = p.nu + N;
+    return p;
+}
+
+/* Rows of x (N, E) normalised into u, their norms (floored) into norm. */
+static void l2_normalise(const float *x, int N, int E, double *u, double *norm)
+{
+    for (int i = 0; i < N; i++) {
+        double s = 0;
+        for (int e = 0; e < E; e++)
+            s += (double)x[(size_t)i * E + e] * x[(size_t)i * E + e];
+        norm[i] = fmax(sqrt(s), 1e-12);
+        for (int e = 0; e < E; e++)
+            u[(size_t)i * E + e] = x[(size_t)i * E + e] / norm[i];
+    }
+}
+
+/* Mean cross-entropy of the rows of s (N, N; row i's target i) taken along rows (stride_r,
+ * stride_c pick rows or columns); g += its gradient / 2. */
+static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c, double *g)
+{
+    double loss = 0;
+    for (int i = 0; i < N; i++) {
+        double mx = -INFINITY, z = 0;
+        for (int j = 0; j < N; j++)
+            mx = fmax(mx, s[i * stride_r + j * stride_c]);
+        for (int j = 0; j < N; j++)
+            z += exp(s[i * stride_r + j * stride_c] - mx);
+        double lse = mx + log(z);
+        loss += lse - s[i * stride_r + i * stride_c];
+        for (int j = 0; j < N; j++) {
+            double p = exp(s[i * stride_r + j * stride_c] - lse);
+            g[i * stride_r + j * stride_c] += (p - (i == j)) / (2.0 * N);
+        }
+    }
+    return loss / N;
+}
+
+double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E, double scale)
+{
+    struct parts p = split(work, N, E);
+    l2_normalise(v, N, E, p.u, p.nu);
+    l2_normalise(t, N, E, p.w, p.nw);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double d = 0;
+            for (int e = 0; e < E; e++)
+                d += p.u[(size_t)i * E + e] * p.w[(size_t)j * E + e];
+            p.s[(size_t)i * N + j] = scale * d;
+        }
+    memset(p.g, 0, sizeof(double) * (size_t)N * N);
+    return (xent_diag(p.s, N, N, 1, p.g) + xent_diag(p.s, N, 1, N, p.g)) / 2;
+}
+
+/* Rows [row0, row0 + rows) of dx (rows, E) from du through u = x / max(|x|, 1e-12):
+ * (du - u (u . du)) / |x| above the floor, times mult. */
+static void l2_backward(float *dx, const double *du, const double *u, const double *norm,
+                        int row0, int rows, int E, float mult)
+{
+    for (int i = row0; i < row0 + rows; i++) {
+        const double *ui = u + (size_t)i * E, *gi = du + (size_t)i * E;
+        double dot = 0;
+        for (int e = 0; e < E; e++)
+            dot += ui[e] * gi[e];
+        int floored = norm[i] <= 1e-12;
+        float *d = dx + (size_t)(i - row0) * E;
+        for (int e = 0; e < E; e++)
+            d[e] = (float)((gi[e] - (floored ? 0 : ui[e] * dot)) / norm[i]) * mult;
+    }
+}
+
+void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
+                     double scale, int row0, int rows, float mult)
+{
+    struct parts p = split(work, N, E);
+    size_t nn = (size_t)N * N;
+    if (dscale) {
+        /* logits = scale x cosine: d loss / d scale = sum g_ij cosine_ij */
+        double d = 0;
+        for (size_t k = 0; k < nn; k++)
+            d += p.g[k] * p.s[k] / scale;
+        *dscale = d;
+    }
+    if (!dv && !dt)
+        return;
+    memset(p.du, 0, sizeof(double) * 2 * (size_t)N * E); /* du and dw */
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double gij = scale * p.g[(size_t)i * N + j];
+            if (gij == 0)
+                continue;
+            for (int e = 0; e < E; e++) {
+                p.du[(size_t)i * E + e] += gij * p.w[(size_t)j * E + e];
+                p.dw[(size_t)j * E + e] += gij * p.u[(size_t)i * E + e];
+            }
+        }
+    if (dv)
+        l2_backward(dv, p.du, p.u, p.nu, row0, rows, E, mult);
+    if (dt)
+        l2_backward(dt, p.dw, p.w, p.nw, row0, rows, E, mult);
+}
