@@ -1,8 +1,9 @@
 #!/bin/sh
 # Two builds, the same bits: short fp32 trainings of cls (plain, fused updates, --recompute,
-# --recompute-mlp), mae and clip on one small synthetic dataset, by each build, and their
-# checkpoints and logged losses compared byte for byte. For a change that must not move a
-# number (a memory planner, a refactor): prints one line per run and exits 1 on any difference.
+# --recompute-mlp), mae and clip (frozen and learned temperature, max-margin, fused) on one
+# small synthetic dataset, by each build, and their checkpoints and logged losses compared
+# byte for byte. For a change that must not move a number (a memory planner, a refactor):
+# prints one line per run and exits 1 on any difference.
 # Usage: bench/same_bits.sh NEW_BUILD OLD_BUILD [OUT=bench/out/same_bits]
 set -eu
 new=$1
@@ -44,6 +45,9 @@ check cls-fused --label verb --tubelet 2 --fused-update --clip-grad 0
 check cls-recompute --label verb --tubelet 2 --recompute
 check cls-mlp --label verb --tubelet 2 --recompute-mlp 2
 check mae --task mae --tubelet 2 --dec-dim 32 --dec-depth 2 --dec-heads 2
-check clip --task clip --tubelet 2 --embed 32 --text-width 32 --text-heads 2 --text-depth 2 \
-    --context 16
+clip="--task clip --tubelet 2 --embed 32 --text-width 32 --text-heads 2 --text-depth 2 --context 16"
+check clip $clip
+check clip-learned $clip --learn-temperature --temperature 0.05
+check clip-max-margin $clip --loss max-margin --learn-temperature
+check clip-fused $clip --learn-temperature --fused-update --clip-grad 0
 exit $fail

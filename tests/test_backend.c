@@ -813,6 +813,48 @@ OP(infonce_bwd)
     infonce_case(io, d, prepare);
 }
 
+/* One process: the gather is a copy of every element. */
+OP(gather)
+{
+    if (prepare) {
+        add_in(io, 1001, 1), add_out(io, 1001);
+        return;
+    }
+    RUN(d->be->ops->gather(d->be, d->out[0], d->in[0], 1001));
+}
+
+/* The logit scale from a log below, inside and above the clamp, its gradient from a loss's
+ * gradient on the scale; the clamped logs written back. */
+static void logit_scale_case(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_out(io, 3), add_out(io, 3), add_out(io, 3);
+        return;
+    }
+    tbi_backend *be = d->be;
+    const float logs[3] = {-0.5f, 2.6593f, 7.0f};
+    double *sd = dev_alloc(be, sizeof(double) * 2), scale = 0, ds = -0.37;
+    RUN(be->ops->to_device(be, d->out[0], logs, sizeof(logs)));
+    RUN(be->ops->to_device(be, sd + 1, &ds, sizeof(ds)));
+    for (int i = 0; i < 3; i++) {
+        RUN(be->ops->logit_scale(be, sd, d->out[0] + i));
+        RUN(be->ops->logit_scale_bwd(be, d->out[2] + i, sd + 1, sd));
+        RUN(be->ops->to_host(be, &scale, sd, sizeof(scale)));
+        float f = (float)scale;
+        RUN(be->ops->to_device(be, d->out[1] + i, &f, sizeof(f)));
+    }
+    RUN(be->ops->free(be, sd));
+}
+OP(logit_scale)
+{
+    logit_scale_case(io, d, prepare);
+}
+
+OP(logit_scale_bwd)
+{
+    logit_scale_case(io, d, prepare);
+}
+
 OP(round_bf16)
 {
     if (prepare) {
@@ -952,6 +994,9 @@ static const struct op_case cases[] = {
     {"sgd_checked", case_sgd_checked, 1e-6, "a fused multiply-add may round once"},
     {"infonce_fwd", case_infonce_fwd, 1e-6, "double sums and exp in another order"},
     {"infonce_bwd", case_infonce_bwd, 1e-6, "double sums and exp in another order"},
+    {"gather", case_gather, 0, "copies are exact"},
+    {"logit_scale", case_logit_scale, 1e-12, "one exp, one product"},
+    {"logit_scale_bwd", case_logit_scale_bwd, 1e-12, "one exp, one product"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 

@@ -206,10 +206,11 @@ TB_API int tb_vit_erase(tb_vit *m, const int32_t *boxes, uint64_t seed, const ui
  * (tb_dropout_draw). Once per input, after it; a forward without it drops nothing. */
 TB_API int tb_vit_set_head_dropout(tb_vit *m, const float *mask);
 /* Forward the input set with soft targets (B, K; host: mixup's, tb_mix_targets), the mean
- * soft-target cross-entropy in *loss; tb_vit_backward then follows it. */
+ * soft-target cross-entropy in *loss (host; NULL: not read back); tb_vit_backward then
+ * follows it. */
 TB_API int tb_vit_run_soft(tb_vit *m, const float *targets, float *loss);
 /* Forward the input set: with labels (B, host), also the mean cross-entropy with label
- * smoothing, in *loss. */
+ * smoothing, in *loss (host; NULL: not read back). */
 TB_API int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss);
 /* Both in one call. */
 TB_API int tb_vit_forward(tb_vit *m, const float *video, int B, const int64_t *labels,
@@ -285,6 +286,7 @@ TB_API int tb_mae_set_video(tb_mae *m, const float *video, int B, const float me
 TB_API int tb_mae_set_clips(tb_mae *m, const uint8_t *clips, const uint8_t *flip, int B,
                             const float mean[3], const float std[3]);
 TB_API int tb_mae_set_mask(tb_mae *m, const uint8_t *mask, const uint8_t *drop);
+/* The loss into *loss (host; NULL: not read back). */
 TB_API int tb_mae_run(tb_mae *m, float *loss);
 /* The last forward's predictions (B, decoded, values) into host memory. */
 TB_API int tb_mae_pred(tb_mae *m, float *host);

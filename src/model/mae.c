@@ -498,11 +498,14 @@ int tb_mae_run(tb_mae *m, float *loss)
                           tbi_param_data(r, m->i_head_b), (int)Rq, Dd, m->V));
     TBI_TRY(o->mse_fwd(be, m->loss, m->pred, m->tgt, m->w, (int)Rq, m->V));
     m->fwd_done = 1;
-    float l_val;
-    TBI_TRY(o->to_host(be, &l_val, m->loss, sizeof(float)));
-    if (loss)
-        *loss = l_val;
-    return 0;
+    /* the host reads the loss only when asked (a training step takes it on the backend:
+     * tbi_*_loss) */
+    return loss ? o->to_host(be, loss, m->loss, sizeof(float)) : 0;
+}
+
+float *tbi_mae_loss(tb_mae *m)
+{
+    return m->loss;
 }
 
 int tb_mae_pred(tb_mae *m, float *host)

@@ -718,11 +718,9 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
     }
     m->smoothing = smoothing;
     m->grad_source = 1;
-    float l_val;
-    TBI_TRY(o->to_host(be, &l_val, m->loss, sizeof(float)));
-    if (loss)
-        *loss = l_val;
-    return 0;
+    /* the host reads the loss only when asked (a training step takes it on the backend:
+     * tbi_*_loss) */
+    return loss ? o->to_host(be, loss, m->loss, sizeof(float)) : 0;
 }
 
 int tb_vit_set_video(tb_vit *m, const float *video, int B)
@@ -1021,14 +1019,19 @@ int tb_vit_backward_features(tb_vit *m, const float *dfeat)
 
 /* ---- for a larger model (MAE) ------------------------------------------------------------ */
 
+float *tbi_vit_loss(tb_vit *m)
+{
+    return m->loss;
+}
+
 float *tbi_vit_feat(tb_vit *m)
 {
-    return m->feat;
+    return m->E > 0 ? m->emb : m->feat;
 }
 
 float *tbi_vit_dfeat(tb_vit *m)
 {
-    return m->dfeat;
+    return m->E > 0 ? m->demb : m->dfeat;
 }
 
 const float *tbi_vit_patches(tb_vit *m)

@@ -67,6 +67,9 @@ struct tbi_step_stats {
      * holds its mean. The CPU's run in the wait; one process: nothing to do */               \
     X(reduce_start, (tbi_backend * be, float *x, size_t n), (be, x, n))                        \
     X(reduce_wait, (tbi_backend * be), (be))                                                   \
+    /* all (processes, n) = every process's x (n), in rank order (data parallelism's           \
+     * all-gather: the contrastive loss's features); one process: a copy */                     \
+    X(gather, (tbi_backend * be, float *all, const float *x, size_t n), (be, all, x, n))       \
     /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or NULL) */                             \
     X(matmul_fwd,                                                                              \
       (tbi_backend * be, float *out, const float *inp, const float *w, const float *bias,      \
@@ -308,7 +311,14 @@ struct tbi_step_stats {
     X(infonce_bwd,                                                                             \
       (tbi_backend * be, float *dv, float *dt, double *dscale, double *work, int N, int E,     \
        const double *scale, int row0, int rows, float mult),                                   \
-      (be, dv, dt, dscale, work, N, E, scale, row0, rows, mult))
+      (be, dv, dt, dscale, work, N, E, scale, row0, rows, mult))                                          \
+    /* CLIP's learned temperature: param (1, the log of the logit scale) clamped in place to   \
+     * [0, 4.6052] (LaViLa's clamp_(0, 4.6052)), *scale (1 double) = exp of it */               \
+    X(logit_scale, (tbi_backend * be, double *scale, float *param), (be, scale, param))       \
+    /* grad (1) = (float)(dscale x scale): the loss's gradient on that log, from its gradient \
+     * on the scale (infonce_bwd's) */                                                        \
+    X(logit_scale_bwd, (tbi_backend * be, float *grad, const double *dscale, const double *scale), \
+      (be, grad, dscale, scale))
 
 /* The doubles of infonce_fwd's work: both sides' unit rows and their gradients (4 N E), the
  * logits and their gradient (2 N N), the norms (2 N). */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "model/vit_internal.h"
 #include "train/task.h"
 #include "tubelet/dist.h"
 #include "tubelet/metrics.h"
@@ -36,11 +37,10 @@ struct clip {
     int n;                    /* its clips */
     float *v, *t;             /* (B, E): this process's features */
     float *all_v, *all_t;     /* (world B, E) */
-    float *dv_all, *dt_all;   /* (world B, E): the host's gradients (InfoNCE: the first B rows) */
-    /* InfoNCE on the backend: the gathered features, v then t (2, world B, E); this process's
-     * gradients on them, dv then dt (2, B, E); the loss's work (tbi_infonce_work doubles), then
-     * the logit scale and its gradient (2) */
-    float *d_feat, *d_grad;
+    float *dv_all, *dt_all;   /* (world B, E): max-margin's gradients, on the host */
+    /* InfoNCE on the backend: the gathered features, v then t (2, world B, E), and the loss's
+     * work (tbi_infonce_work doubles) */
+    float *d_feat;
     double *d_work;
 };
 
@@ -58,7 +58,6 @@ static void clip_close(void **state)
     if (t->m) {
         tbi_backend *be = tb_clip_params(t->m)->be;
         be->ops->free(be, t->d_feat);
-        be->ops->free(be, t->d_grad);
         be->ops->free(be, t->d_work);
     }
     tb_clip_close(&t->m);
@@ -152,9 +151,8 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     if (rc == 0 && !o->max_margin) {
         tbi_backend *dev = tb_clip_params(t->m)->be;
         int N = t->B * t->world;
-        if ((rc = dev->ops->alloc(dev, sizeof(float) * 2 * all, (void **)&t->d_feat)) == 0 &&
-            (rc = dev->ops->alloc(dev, sizeof(float) * 2 * be, (void **)&t->d_grad)) == 0)
-            rc = dev->ops->alloc(dev, sizeof(double) * (tbi_infonce_work(N, t->E) + 2),
+        if ((rc = dev->ops->alloc(dev, sizeof(float) * 2 * all, (void **)&t->d_feat)) == 0)
+            rc = dev->ops->alloc(dev, sizeof(double) * tbi_infonce_work(N, t->E),
                                  (void **)&t->d_work);
     }
     if (rc == 0)
@@ -224,27 +222,26 @@ static int clip_load(void *state, const struct tb_train_opts *o, const struct tb
     return tb_clip_set_clips(t->m, b->video, NULL, b->n, mean, std);
 }
 
-/* InfoNCE on the backend over the gathered features (host: the model gives and takes its
- * features there, model.h), the loss into *loss (backend), this process's gradient rows
- * (times the processes: the loop averages them) into dv, dt (B, E; host) and the scale's
- * into *dscale. */
-static int infonce(struct clip *t, double scale, float *loss, float *dv, float *dt,
-                   double *dscale)
+/* InfoNCE on the backend: both towers' features gathered from every process, the loss into
+ * *loss (backend), this process's gradient rows (times the processes: the loop averages them)
+ * into the towers' gradient buffers and the scale's into the model's, then the backward. */
+static int infonce_step(struct clip *t, float *loss)
 {
     tbi_backend *be = tb_clip_params(t->m)->be;
     size_t all = (size_t)t->B * t->E * t->world, mine = (size_t)t->B * t->E;
     int N = t->B * t->world;
-    float *v = t->d_feat, *tx = t->d_feat + all, *dvd = t->d_grad, *dtd = t->d_grad + mine;
-    double *work = t->d_work, *sc = work + tbi_infonce_work(N, t->E), *ds = sc + 1;
-    TBI_TRY(be->ops->to_device(be, v, t->all_v, sizeof(float) * all));
-    TBI_TRY(be->ops->to_device(be, tx, t->all_t, sizeof(float) * all));
-    TBI_TRY(be->ops->to_device(be, sc, &scale, sizeof(double)));
-    TBI_TRY(be->ops->infonce_fwd(be, loss, work, v, tx, N, t->E, sc));
-    TBI_TRY(be->ops->infonce_bwd(be, dvd, dtd, ds, work, N, t->E, sc, tb_dist_rank() * t->B,
-                                 t->B, (float)t->world));
-    TBI_TRY(be->ops->to_host(be, dv, dvd, sizeof(float) * mine));
-    TBI_TRY(be->ops->to_host(be, dt, dtd, sizeof(float) * mine));
-    return be->ops->to_host(be, dscale, ds, sizeof(double));
+    float *v = t->d_feat, *tx = t->d_feat + all;
+    double *sc, *ds;
+    TBI_TRY(tb_clip_encode_video(t->m, NULL));
+    TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, NULL));
+    TBI_TRY(be->ops->gather(be, v, tbi_clip_emb(t->m, 0), mine));
+    TBI_TRY(be->ops->gather(be, tx, tbi_clip_emb(t->m, 1), mine));
+    TBI_TRY(tbi_clip_scale(t->m, &sc, &ds));
+    TBI_TRY(be->ops->infonce_fwd(be, loss, t->d_work, v, tx, N, t->E, sc));
+    TBI_TRY(be->ops->infonce_bwd(be, tbi_clip_demb(t->m, 0), tbi_clip_demb(t->m, 1), ds,
+                                 t->d_work, N, t->E, sc, tb_dist_rank() * t->B, t->B,
+                                 (float)t->world));
+    return tbi_clip_backward_dev(t->m);
 }
 
 /* AVION's max-margin loss, on the host (tb_clip_max_margin): the loss into *loss (backend),
@@ -267,19 +264,16 @@ static int max_margin(struct clip *t, const struct tb_train_opts *o, float *loss
 static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct clip *t = state;
+    if (!o->max_margin) /* a non-finite loss is the loop's to catch, naming the step */
+        return infonce_step(t, loss);
     size_t be = (size_t)t->B * t->E;
     TBI_TRY(tb_clip_encode_video(t->m, t->v));
     TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, t->t));
     TBI_TRY(tb_dist_gather_f32(t->v, be, t->all_v));
     TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
-    double scale = 0, dscale = 0;
     float *dv = t->dv_all, *dt = t->dt_all;
-    TBI_TRY(tb_clip_logit_scale(t->m, &scale));
-    /* a non-finite loss is the loop's to catch, naming the step */
-    TBI_TRY(o->max_margin ? max_margin(t, o, loss, &dv, &dt)
-                          : infonce(t, scale, loss, dv, dt, &dscale));
-    /* the logit scale's gradient is the whole loss's on every process already */
-    return tb_clip_backward(t->m, dv, dt, dscale);
+    TBI_TRY(max_margin(t, o, loss, &dv, &dt));
+    return tb_clip_backward(t->m, dv, dt, 0);
 }
 
 static int clip_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)

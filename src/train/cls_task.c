@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "model/vit_internal.h"
 #include "train/task.h"
 #include "tubelet/dist.h"
 
@@ -169,12 +170,11 @@ static int cls_load(void *state, const struct tb_train_opts *o, const struct tb_
 static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct cls *t = state;
-    float l = 0;
-    int rc = t->use_soft ? tb_vit_run_soft(t->m, t->soft, &l)
-                         : tb_vit_run(t->m, t->labels, (float)o->smoothing, &l);
-    if (rc == 0)
-        rc = tbi_task_loss(tb_vit_params(t->m), loss, l);
-    return rc < 0 ? rc : tb_vit_backward(t->m);
+    tbi_backend *be = tb_vit_params(t->m)->be;
+    TBI_TRY(t->use_soft ? tb_vit_run_soft(t->m, t->soft, NULL)
+                        : tb_vit_run(t->m, t->labels, (float)o->smoothing, NULL));
+    TBI_TRY(be->ops->copy(be, loss, tbi_vit_loss(t->m), sizeof(float)));
+    return tb_vit_backward(t->m);
 }
 
 /* With --label action, the label space's action list (AVION's, over the training and

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "model/vit_internal.h"
 #include "train/task.h"
 
 struct mae {
@@ -104,12 +105,11 @@ static int mae_load(void *state, const struct tb_train_opts *o, const struct tb_
 static int mae_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct mae *t = state;
+    tbi_backend *be = tb_mae_params(t->m)->be;
     (void)o;
-    float l = 0;
-    int rc = tb_mae_run(t->m, &l);
-    if (rc == 0)
-        rc = tbi_task_loss(tb_mae_params(t->m), loss, l);
-    return rc < 0 ? rc : tb_mae_backward(t->m);
+    TBI_TRY(tb_mae_run(t->m, NULL));
+    TBI_TRY(be->ops->copy(be, loss, tbi_mae_loss(t->m), sizeof(float)));
+    return tb_mae_backward(t->m);
 }
 
 const struct tbi_task tbi_task_mae = {

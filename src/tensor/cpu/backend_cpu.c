@@ -117,6 +117,12 @@ int tbi_cpu_reduce_wait(tbi_backend *be)
     return tb_dist_bucket_wait();
 }
 
+int tbi_cpu_gather(tbi_backend *be, float *all, const float *x, size_t n)
+{
+    (void)be;
+    return tb_dist_gather_f32(x, n, all);
+}
+
 int tbi_cpu_matmul_fwd(tbi_backend *be, float *out, const float *inp, const float *w,
                        const float *bias, int M, int K, int N)
 {
@@ -528,6 +534,21 @@ int tbi_cpu_infonce_bwd(tbi_backend *be, float *dv, float *dt, double *dscale, d
         return tbi_err(TB_EINVAL, "%s infonce_bwd: rows [%d, %d) of %d", be->name, row0,
                        row0 + rows, N);
     tbi_infonce_bwd(dv, dt, dscale, work, N, E, *scale, row0, rows, mult);
+    return 0;
+}
+
+int tbi_cpu_logit_scale(tbi_backend *be, double *scale, float *param)
+{
+    (void)be;
+    *scale = tbi_logit_scale(param);
+    return 0;
+}
+
+int tbi_cpu_logit_scale_bwd(tbi_backend *be, float *grad, const double *dscale,
+                            const double *scale)
+{
+    (void)be;
+    *grad = (float)(*dscale * *scale);
     return 0;
 }
 

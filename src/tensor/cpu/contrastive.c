@@ -3,8 +3,10 @@
  * cosine, the mean of the video->text (rows) and text->video (columns) cross-entropies, and
  * the gradients back through the normalisations. Computed in double, in the very order of
  * model.h's tb_clip_infonce, so the clip task's losses and weights keep their bits; it does not
- * gather features (the caller passes all N pairs). Tests: tests/test_clip.c (to the bit against
- * tb_clip_infonce), tests/test_backend.c. */
+ * gather features (the caller passes all N pairs). Also AVION's max-margin ranking loss, for the
+ * host (model.h's tb_clip_max_margin, which with tb_clip_infonce is this file's kernels on host
+ * memory). Tests: tests/test_clip.c (against finite differences, closed forms and PyTorch),
+ * tests/test_backend.c. */
 #include <math.h>
 #include <string.h>
 
@@ -95,6 +97,25 @@ static void l2_backward(float *dx, const double *du, const double *u, const doub
     }
 }
 
+/* da, db (N, E) = the gradients on unit rows a, b from g (N, N), the loss's gradient on
+ * scale x a_i . b_j. */
+static void pair_grads(const double *g, double scale, const double *a, double *da,
+                       const double *b, double *db, int N, int E)
+{
+    memset(da, 0, sizeof(double) * (size_t)N * E);
+    memset(db, 0, sizeof(double) * (size_t)N * E);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double gij = scale * g[(size_t)i * N + j];
+            if (gij == 0)
+                continue;
+            for (int e = 0; e < E; e++) {
+                da[(size_t)i * E + e] += gij * b[(size_t)j * E + e];
+                db[(size_t)j * E + e] += gij * a[(size_t)i * E + e];
+            }
+        }
+}
+
 void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
                      double scale, int row0, int rows, float mult)
 {
@@ -109,19 +130,61 @@ void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, 
     }
     if (!dv && !dt)
         return;
-    memset(p.du, 0, sizeof(double) * 2 * (size_t)N * E); /* du and dw */
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < N; j++) {
-            double gij = scale * p.g[(size_t)i * N + j];
-            if (gij == 0)
-                continue;
-            for (int e = 0; e < E; e++) {
-                p.du[(size_t)i * E + e] += gij * p.w[(size_t)j * E + e];
-                p.dw[(size_t)j * E + e] += gij * p.u[(size_t)i * E + e];
-            }
-        }
+    pair_grads(p.g, scale, p.u, p.du, p.w, p.dw, N, E);
     if (dv)
         l2_backward(dv, p.du, p.u, p.nu, row0, rows, E, mult);
     if (dt)
         l2_backward(dt, p.dw, p.w, p.nw, row0, rows, E, mult);
+}
+
+double tbi_max_margin(double *work, const float *v, const float *t, int N, int E, double margin,
+                      float *dv, float *dt)
+{
+    struct parts p = split(work, N, E);
+    double *x = p.s, *g = p.g;
+    l2_normalise(v, N, E, p.u, p.nu);
+    l2_normalise(t, N, E, p.w, p.nw);
+    /* x[i][j] = cos(text i, video j), as AVION's sim_matrix(text, video) */
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double d = 0;
+            for (int e = 0; e < E; e++)
+                d += p.w[(size_t)i * E + e] * p.u[(size_t)j * E + e];
+            x[(size_t)i * N + j] = d;
+        }
+    /* relu(margin - (x_ii - x_ij)) and relu(margin - (x_ii - x_ji)) over i != j, averaged; a
+     * NaN similarity makes the loss NaN, as PyTorch's relu passes NaN on (never a flattering 0) */
+    memset(g, 0, sizeof(double) * (size_t)N * N);
+    double sum = 0, inv = 1.0 / (2.0 * N * (N - 1));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            if (i == j)
+                continue;
+            double a = margin - (x[(size_t)i * N + i] - x[(size_t)i * N + j]);
+            double b = margin - (x[(size_t)i * N + i] - x[(size_t)j * N + i]);
+            if (!(a <= 0)) {
+                sum += a;
+                g[(size_t)i * N + i] -= inv, g[(size_t)i * N + j] += inv;
+            }
+            if (!(b <= 0)) {
+                sum += b;
+                g[(size_t)i * N + i] -= inv, g[(size_t)j * N + i] += inv;
+            }
+        }
+    /* x's rows are the texts: the pairs' gradients with the towers' roles swapped */
+    if (dv || dt) {
+        pair_grads(g, 1, p.w, p.dw, p.u, p.du, N, E);
+        if (dt)
+            l2_backward(dt, p.dw, p.w, p.nw, 0, N, E, 1.0f);
+        if (dv)
+            l2_backward(dv, p.du, p.u, p.nu, 0, N, E, 1.0f);
+    }
+    return sum * inv;
+}
+
+double tbi_logit_scale(float *param)
+{
+    float clamped = *param < 0 ? 0 : *param > 4.6052f ? 4.6052f : *param;
+    *param = clamped;
+    return exp((double)clamped);
 }

@@ -184,5 +184,11 @@ double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int 
                        double scale);
 void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
                      double scale, int row0, int rows, float mult);
+/* AVION's max-margin ranking loss (model.h's tb_clip_max_margin; N >= 2), returned, its
+ * gradients into dv, dt (N, E; either may be NULL); work as infonce's. */
+/* CLIP's logit scale: *param (its log) clamped to [0, 4.6052], exp of it returned. */
+double tbi_logit_scale(float *param);
+double tbi_max_margin(double *work, const float *v, const float *t, int N, int E, double margin,
+                      float *dv, float *dt);
 
 #endif /* TUBELET_TENSOR_CPU_KERNELS_H */
