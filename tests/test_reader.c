@@ -104,9 +104,11 @@ static void check_numbers(tb_reader *r, const char *video, const int64_t *frames
 
 static void test_frame_numbers(void)
 {
-    tb_reader *r = NULL;
+    tb_reader *r = NULL, *one = NULL;
     tbt_case = "frame numbers";
     CHECK_EQ(tb_reader_open(&r, NULL), 0);
+    /* One open file: every change of chunk closes one and opens the next. */
+    CHECK_EQ(tb_reader_open(&one, &(struct tb_reader_opts){.n_cached = 1}), 0);
     const char *videos[3 + N_ENCODINGS] = {fnum_mkv, fnum_mp4, fnum_dir};
     for (int e = 0; e < N_ENCODINGS; e++)
         videos[3 + e] = fnum_enc_dir[e];
@@ -127,6 +129,7 @@ static void test_frame_numbers(void)
             char what[64];
             snprintf(what, sizeof(what), "case %zu", c);
             check_numbers(r, videos[v], cases[c], 8, what);
+            check_numbers(one, videos[v], cases[c], 8, what);
         }
         /* A long run of random clips in one reader: the decoder's position is reused. */
         tb_rng rng;
@@ -136,8 +139,10 @@ static void test_frame_numbers(void)
             int64_t start = (int64_t)tb_rng_below(&rng, 540);
             tb_sample_segments(start, start + 60, 4, 1, &rng, f);
             check_numbers(r, videos[v], f, 4, "random clip");
+            check_numbers(one, videos[v], f, 4, "random clip, one open file");
         }
     }
+    tb_reader_close(&one);
     tb_reader_close(&r);
     tb_reader_close(&r); /* closing twice is harmless */
 }
