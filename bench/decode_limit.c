@@ -14,9 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-
+#include "chunk_decoder.h"
 #include "tubelet/data.h"
 #include "tubelet/sample.h"
 
@@ -49,18 +47,11 @@ static int64_t decode_chunk(const char *path, const struct tb_chunk_info *ch,
 {
     AVFormatContext *fmt = NULL;
     AVCodecContext *dec = NULL;
-    const AVCodec *codec = NULL;
     int64_t n_decoded = -1, pos = -1; /* pos: the next frame the decoder outputs */
-    if (avformat_open_input(&fmt, path, av_find_input_format("mp4"), NULL) < 0)
-        goto end;
-    int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-    if (si < 0 || !(dec = avcodec_alloc_context3(codec)))
+    int si = open_chunk_decoder(path, &fmt, &dec);
+    if (si < 0)
         goto end;
     AVStream *st = fmt->streams[si];
-    avcodec_parameters_to_context(dec, st->codecpar);
-    dec->thread_count = 1;
-    if (avcodec_open2(dec, codec, NULL) < 0)
-        goto end;
     AVRational frame_tb = av_inv_q(st->avg_frame_rate);
     int64_t t0 = st->start_time == AV_NOPTS_VALUE ? 0 : st->start_time;
     n_decoded = 0;
