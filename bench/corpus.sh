@@ -27,7 +27,7 @@ loop() {
 loop vtest "$data/vtest.avi" 2        # 4.0 min, static surveillance camera
 loop box "$out/box.mp4" 7             # 2.0 min, hand-held
 loop cup "$out/cup.mp4" 15            # 2.2 min, hand-held
-loop Megamind "$data/Megamind.avi" 12 # 2.0 min, film
+loop Megamind "$data/Megamind.avi" 12 # 2.4 min, film
 
 [ -f "$out/syn/annotations/EPIC_100_train.csv" ] ||
     "$build/tubelet" synth --out "$out/syn" --videos 4 --seconds 120 --size 640x360 >/dev/null
