@@ -115,30 +115,8 @@ static int64_t decode_naive(const struct seg *s, AVPacket *pkt, AVFrame *frame)
     /* The demuxer finds the keyframe at or before the first wanted frame. */
     av_seek_frame(fmt, si, t0 + av_rescale_q(first, frame_tb, st->time_base),
                   AVSEEK_FLAG_BACKWARD);
-    n_decoded = 0;
-    int done = 0;
-    while (!done) {
-        int ret = av_read_frame(fmt, pkt);
-        if (ret < 0) {
-            avcodec_send_packet(dec, NULL);
-        } else if (pkt->stream_index != si) {
-            av_packet_unref(pkt);
-            continue;
-        } else {
-            avcodec_send_packet(dec, pkt);
-            av_packet_unref(pkt);
-        }
-        while (avcodec_receive_frame(dec, frame) == 0) {
-            n_decoded++;
-            int64_t no = av_rescale_q_rnd(frame->best_effort_timestamp - t0, st->time_base,
-                                          frame_tb, AV_ROUND_NEAR_INF);
-            av_frame_unref(frame);
-            if (no >= last)
-                done = 1;
-        }
-        if (ret < 0)
-            break;
-    }
+    int64_t next = -1;
+    n_decoded = decode_to(fmt, dec, si, pkt, frame, last, &next);
 end:
     avcodec_free_context(&dec);
     avformat_close_input(&fmt);

@@ -64,30 +64,12 @@ static int64_t decode_chunk(const char *path, const struct tb_chunk_info *ch,
                           AVSEEK_FLAG_BACKWARD);
             avcodec_flush_buffers(dec);
         }
-        for (int got = 0; !got;) {
-            int ret = av_read_frame(fmt, pkt);
-            if (ret < 0) {
-                avcodec_send_packet(dec, NULL);
-            } else if (pkt->stream_index != si) {
-                av_packet_unref(pkt);
-                continue;
-            } else {
-                avcodec_send_packet(dec, pkt);
-                av_packet_unref(pkt);
-            }
-            while (!got && avcodec_receive_frame(dec, frame) == 0) {
-                int64_t no = av_rescale_q_rnd(frame->best_effort_timestamp - t0, st->time_base,
-                                              frame_tb, AV_ROUND_NEAR_INF);
-                av_frame_unref(frame);
-                n_decoded++;
-                pos = no + 1;
-                got = no >= want;
-            }
-            if (ret < 0 && !got) {
-                n_decoded = -1;
-                goto end;
-            }
+        int64_t d = decode_to(fmt, dec, si, pkt, frame, want, &pos);
+        if (d < 0) {
+            n_decoded = -1;
+            goto end;
         }
+        n_decoded += d;
     }
 end:
     avcodec_free_context(&dec);
