@@ -14,9 +14,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-
+#include "chunk_decoder.h"
 #include "tubelet/video.h"
 
 struct seg {
@@ -102,20 +100,11 @@ static int64_t decode_naive(const struct seg *s, AVPacket *pkt, AVFrame *frame)
 {
     AVFormatContext *fmt = NULL;
     AVCodecContext *dec = NULL;
-    const AVCodec *codec = NULL;
     int64_t n_decoded = -1;
-    /* The cheapest open: the chunk's MP4 header has the codec parameters, so no format
-     * probing and no stream-information pass (which decodes frames). */
-    if (avformat_open_input(&fmt, s->path, av_find_input_format("mp4"), NULL) < 0)
-        goto end;
-    int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-    if (si < 0 || !(dec = avcodec_alloc_context3(codec)))
+    int si = open_chunk_decoder(s->path, &fmt, &dec);
+    if (si < 0)
         goto end;
     AVStream *st = fmt->streams[si];
-    avcodec_parameters_to_context(dec, st->codecpar);
-    dec->thread_count = 1;
-    if (avcodec_open2(dec, codec, NULL) < 0)
-        goto end;
     int64_t first = s->frames[0], last = s->frames[0];
     for (int i = 1; i < s->n; i++) {
         first = s->frames[i] < first ? s->frames[i] : first;
@@ -126,30 +115,8 @@ static int64_t decode_naive(const struct seg *s, AVPacket *pkt, AVFrame *frame)
     /* The demuxer finds the keyframe at or before the first wanted frame. */
     av_seek_frame(fmt, si, t0 + av_rescale_q(first, frame_tb, st->time_base),
                   AVSEEK_FLAG_BACKWARD);
-    n_decoded = 0;
-    int done = 0;
-    while (!done) {
-        int ret = av_read_frame(fmt, pkt);
-        if (ret < 0) {
-            avcodec_send_packet(dec, NULL);
-        } else if (pkt->stream_index != si) {
-            av_packet_unref(pkt);
-            continue;
-        } else {
-            avcodec_send_packet(dec, pkt);
-            av_packet_unref(pkt);
-        }
-        while (avcodec_receive_frame(dec, frame) == 0) {
-            n_decoded++;
-            int64_t no = av_rescale_q_rnd(frame->best_effort_timestamp - t0, st->time_base,
-                                          frame_tb, AV_ROUND_NEAR_INF);
-            av_frame_unref(frame);
-            if (no >= last)
-                done = 1;
-        }
-        if (ret < 0)
-            break;
-    }
+    int64_t next = -1;
+    n_decoded = decode_to(fmt, dec, si, pkt, frame, last, &next);
 end:
     avcodec_free_context(&dec);
     avformat_close_input(&fmt);

@@ -210,6 +210,66 @@ static void test_synth_lossless(void)
     }
 }
 
+/* B-frames in a chunk file, by ffprobe's picture types. */
+static int count_b_frames(const char *path)
+{
+    char *out = NULL;
+    int rc = tbt_run(&out, 60, "ffprobe -v error -select_streams v:0 -show_entries "
+                     "frame=pict_type -of csv=p=0 '%s'", path);
+    int n = 0;
+    CHECK_MSG(rc == 0, "ffprobe %s: %s", path, out);
+    for (char *p = out; rc == 0 && p && *p; p = strchr(p, '\n'), p += p != NULL)
+        n += *p == 'B';
+    free(out);
+    return n;
+}
+
+/* --no-bframes writes none (the preset's default has them); --gop 1 makes every frame a
+ * keyframe; the settings are in the index, and a rerun with others re-encodes. */
+static void test_encodings(void)
+{
+    tbt_case = "encodings";
+    char src[4200], root[4200], chunk[4400], *out = NULL;
+    snprintf(src, sizeof(src), "%s/enc_src.mp4", tbt_dir());
+    snprintf(root, sizeof(root), "%s/enc", tbt_dir());
+    int rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y -f lavfi -i "
+                     "testsrc2=size=192x108:rate=30 -t 4 -c:v libx264 -crf 10 %s", src);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    snprintf(chunk, sizeof(chunk), "%s/enc_src.mp4/0.mp4", root);
+    static const struct {
+        const char *flags;
+        int b_frames;          /* 1: some expected, 0: none */
+        int intra;
+        const char *param;     /* in the index's settings, or NULL for none of " bframes=" */
+    } cases[] = {
+        {"--gop 30", 1, 0, NULL},
+        {"--gop 30 --no-bframes", 0, 0, " bframes=0 "},
+        {"--gop 1", 0, 1, NULL},
+        {"--gop 30 --bframes", 1, 0, NULL},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        rc = prep(&out, root, cases[c].flags, src);
+        CHECK_MSG(rc == 0, "prep %s: %s", cases[c].flags, out);
+        CHECK_STR_HAS(out, "(0 reused)"); /* each differs from the run before */
+        free(out);
+        int nb = count_b_frames(chunk);
+        CHECK_MSG(cases[c].b_frames ? nb > 0 : nb == 0, "%s: %d B-frames", cases[c].flags, nb);
+        struct tb_video_index *idx = NULL;
+        char dir[4400];
+        snprintf(dir, sizeof(dir), "%s/enc_src.mp4", root);
+        CHECK_EQ(tb_index_load(&idx, dir), 0);
+        if (!idx)
+            continue;
+        if (cases[c].intra)
+            CHECK_EQ(idx->chunks[0].n_keyframes, idx->chunks[0].n_frames);
+        CHECK_MSG(cases[c].param ? strstr(idx->params, cases[c].param) != NULL
+                                 : strstr(idx->params, " bframes=") == NULL,
+                  "%s: settings '%s'", cases[c].flags, idx->params);
+        tb_index_free(&idx);
+    }
+}
+
 static const char *const real_videos[] = {"vtest.avi", "Megamind.avi", "tree.avi", "box.mp4",
                                            "cup.mp4"};
 #define N_REAL ((int)(sizeof(real_videos) / sizeof(real_videos[0])))
@@ -797,6 +857,7 @@ int main(int argc, char **argv)
     RUN(bad_inputs);
     RUN(truncated);
     RUN(same_stem);
+    RUN(encodings);
     RUN(noise);
     if (!tbt_opencv_video("vtest.avi")) {
         fprintf(stderr, "opencv-doc videos are missing (scripts/setup.sh installs them)\n");

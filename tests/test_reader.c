@@ -1,7 +1,8 @@
 /* tests/test_reader.c - the fused decode-crop reader.
  * - frame numbers: videos whose pixels spell their frame number (FFV1 and lossless H.264 with
- *   B-frames, plain and prepared into chunks) read back as exactly the frames asked for, in any
- *   order, with repeats, across chunk boundaries, just before keyframes, the last frame;
+ *   B-frames, plain and prepared into chunks with every kind of encoding prep writes) read back
+ *   as exactly the frames asked for, in any order, with repeats, across chunk boundaries, just
+ *   before keyframes, the last frame;
  * - against the ffmpeg tool (select=eq(n\,N), crop, scale flags=bilinear, hflip) on real videos
  *   and prepared chunks: crops identical, resized crops within mean abs difference 1;
  * - skipping non-reference frames changes nothing but the work;
@@ -22,6 +23,17 @@
 #define NUM_H 48
 
 static char fnum_mkv[4200], fnum_mp4[4200], fnum_dir[4200];
+
+/* The frame-number video prepared with each kind of encoding prep writes (besides fnum_dir's
+ * default): all-intra, a short interval without B-frames, and AVION's (one keyframe per
+ * chunk, x264's default tune). */
+static const char *const fnum_encodings[][2] = {
+    {"intra", "--gop 1"},
+    {"short", "--gop 8 --no-bframes"},
+    {"avion", "--gop 250 --tune none"},
+};
+#define N_ENCODINGS ((int)(sizeof(fnum_encodings) / sizeof(fnum_encodings[0])))
+static char fnum_enc_dir[N_ENCODINGS][4400];
 
 /* The frame number a frame-number video's RGB frame (w x h) spells. */
 static int64_t spelled(const uint8_t *rgb, int w)
@@ -60,6 +72,15 @@ static int make_fixtures(void)
     CHECK_MSG(rc == 0, "prep: %s", out);
     free(out);
     snprintf(fnum_dir, sizeof(fnum_dir), "%s/fnum.mp4", root);
+    for (int e = 0; e < N_ENCODINGS; e++) {
+        rc = tbt_run(&out, 300, "%s prep --out %s_%s --chunk-seconds 4 --short-side 0 --crf 0 "
+                     "--preset fast %s %s", tbt_tubelet(), root, fnum_encodings[e][0],
+                     fnum_encodings[e][1], fnum_mp4);
+        CHECK_MSG(rc == 0, "prep %s: %s", fnum_encodings[e][1], out);
+        free(out);
+        snprintf(fnum_enc_dir[e], sizeof(fnum_enc_dir[e]), "%s_%s/fnum.mp4", root,
+                 fnum_encodings[e][0]);
+    }
     return tbt_failures ? -1 : 0;
 }
 
@@ -83,11 +104,15 @@ static void check_numbers(tb_reader *r, const char *video, const int64_t *frames
 
 static void test_frame_numbers(void)
 {
-    tb_reader *r = NULL;
+    tb_reader *r = NULL, *one = NULL;
     tbt_case = "frame numbers";
     CHECK_EQ(tb_reader_open(&r, NULL), 0);
-    const char *videos[] = {fnum_mkv, fnum_mp4, fnum_dir};
-    for (int v = 0; v < 3; v++) {
+    /* One open file: every change of chunk closes one and opens the next. */
+    CHECK_EQ(tb_reader_open(&one, &(struct tb_reader_opts){.n_cached = 1}), 0);
+    const char *videos[3 + N_ENCODINGS] = {fnum_mkv, fnum_mp4, fnum_dir};
+    for (int e = 0; e < N_ENCODINGS; e++)
+        videos[3 + e] = fnum_enc_dir[e];
+    for (int v = 0; v < 3 + N_ENCODINGS; v++) {
         struct tb_video_info info;
         CHECK_EQ(tb_reader_info(r, videos[v], &info), 0);
         CHECK_EQ(info.n_frames, 600);
@@ -104,6 +129,7 @@ static void test_frame_numbers(void)
             char what[64];
             snprintf(what, sizeof(what), "case %zu", c);
             check_numbers(r, videos[v], cases[c], 8, what);
+            check_numbers(one, videos[v], cases[c], 8, what);
         }
         /* A long run of random clips in one reader: the decoder's position is reused. */
         tb_rng rng;
@@ -113,10 +139,65 @@ static void test_frame_numbers(void)
             int64_t start = (int64_t)tb_rng_below(&rng, 540);
             tb_sample_segments(start, start + 60, 4, 1, &rng, f);
             check_numbers(r, videos[v], f, 4, "random clip");
+            check_numbers(one, videos[v], f, 4, "random clip, one open file");
         }
     }
+    tb_reader_close(&one);
     tb_reader_close(&r);
     tb_reader_close(&r); /* closing twice is harmless */
+}
+
+/* Frames decoded from the keyframe before each wanted frame (wants ascending, in one chunk),
+ * going on without a seek where no keyframe lies between: the least a decoder can do on an
+ * encoding without B-frames. */
+static int64_t least_work(const struct tb_chunk_info *c, const int64_t *wants, int n)
+{
+    int64_t total = 0, next = -1;
+    for (int i = 0; i < n; i++) {
+        int64_t key = 0;
+        for (int j = 0; j < c->n_keyframes; j++)
+            if (c->keyframes[j] <= wants[i])
+                key = c->keyframes[j];
+        int64_t from = next >= 0 && next > key && next <= wants[i] ? next : key;
+        if (next == wants[i] + 1)
+            continue; /* a repeat */
+        total += wants[i] - from + 1;
+        next = wants[i] + 1;
+    }
+    return total;
+}
+
+/* On all-intra and short-interval chunks without B-frames the reader decodes only what the
+ * wanted frames depend on, and a later clip of the same chunk reuses the open decoder. */
+static void test_least_work(void)
+{
+    tb_reader *r = NULL;
+    CHECK_EQ(tb_reader_open(&r, NULL), 0);
+    for (int e = 0; e < 2; e++) { /* intra, short: without B-frames */
+        tbt_case = fnum_encodings[e][1];
+        struct tb_video_index *idx = NULL;
+        CHECK_EQ(tb_index_load(&idx, fnum_enc_dir[e]), 0);
+        if (!idx)
+            continue;
+        const int64_t clips[][4] = {{130, 145, 163, 178}, {121, 122, 150, 239}, {200, 201,
+                                    201, 230}};
+        for (int c = 0; c < 3; c++) {
+            uint8_t *rgb = malloc((size_t)4 * NUM_W * NUM_H * 3);
+            struct tb_clip_stats st;
+            CHECK_EQ(tb_reader_read(r, fnum_enc_dir[e], clips[c], 4, &no_crop, NULL, NUM_W,
+                                    NUM_H, rgb, &st), 0);
+            int64_t rel[4];
+            for (int i = 0; i < 4; i++)
+                rel[i] = clips[c][i] - idx->chunks[1].start_frame;
+            CHECK_EQ(st.n_decoded, least_work(&idx->chunks[1], rel, 4));
+            CHECK_EQ(st.n_opens, c == 0); /* all three clips lie in chunk 1 */
+            free(rgb);
+        }
+        if (e == 0) /* all-intra: every frame is a keyframe */
+            CHECK_EQ(idx->chunks[1].n_keyframes, idx->chunks[1].n_frames);
+        tb_index_free(&idx);
+    }
+    tb_reader_close(&r);
 }
 
 /* A raw H.264 stream (Annex B, no container) has no timestamps and no index to seek by: it is
@@ -509,6 +590,7 @@ int main(void)
     if (make_fixtures() < 0)
         return 1;
     test_frame_numbers();
+    test_least_work();
     test_raw_stream();
     test_errors();
     test_frames_cli();

@@ -39,6 +39,8 @@ struct tb_prep_opts {
     const char *preset;         /* borrowed: x264 preset name */
     const char *tune;           /* borrowed: x264 tune ("" for none; "fastdecode": no CABAC,
                                    no deblocking, no weighted prediction) */
+    int no_bframes;             /* 1: no B-frames (x264 bframes=0: every frame decodes in
+                                   order, none waits for a later one); 0: the preset's (3) */
     const char *ext;            /* borrowed: chunk file extension and directory suffix */
     int n_threads;              /* decoder and encoder threads per video; 0 = FFmpeg's choice */
     const volatile int *cancel; /* borrowed, may be NULL: when *cancel != 0, stop soon with

@@ -19,6 +19,7 @@ struct prep_config {
     int crf;
     char *preset;
     char *tune;
+    int bframes;
     char *ext;
     int jobs;
     int threads;
@@ -45,6 +46,9 @@ static const struct cli_flag prep_flags[] = {
     F("tune", CLI_STR, tune, TB_PREP_DEFAULT_TUNE, "NAME",
       "x264 tune, or none; fastdecode (CAVLC, no deblocking) decodes ~1.3-1.9x faster for "
       "~10% more bytes", CLI_NO_RANGE),
+    F("bframes", CLI_BOOL, bframes, "true", "",
+      "B-frames as the preset has them (3); --no-bframes: none, so no frame waits for a "
+      "later one", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, TB_PREP_DEFAULT_EXT, "EXT",
       "chunk file extension and directory suffix (AVION's EPIC-Kitchens data: MP4)", CLI_NO_RANGE),
     F("jobs", CLI_INT, jobs, "1", "J",
@@ -100,7 +104,8 @@ static int run_prep(void *config, int n_args, char **args)
     struct tb_prep_opts o = {
         .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
         .fps_num = c->fps.num, .fps_den = c->fps.den, .gop = c->gop, .crf = c->crf,
-        .preset = c->preset, .tune = c->tune, .ext = c->ext, .n_threads = threads,
+        .preset = c->preset, .tune = c->tune, .no_bframes = !c->bframes, .ext = c->ext,
+        .n_threads = threads,
         .cancel = &cli_cancel, .overwrite = c->overwrite,
     };
     struct report r = {.root = c->out, .t0 = cli_now()};

@@ -34,6 +34,7 @@ struct tbi_writer_opts {
     int crf;
     const char *preset;
     const char *tune;       /* x264 tune, "" or NULL for none */
+    int no_bframes;         /* 1: x264 bframes=0; 0: the preset's */
     int n_threads;
 };
 

@@ -317,7 +317,8 @@ static int begin_chunk(struct prep *p, int k)
     struct tbi_writer_opts wo = {
         .width = p->out_w, .height = p->out_h, .fps_num = p->o->fps_num,
         .fps_den = p->o->fps_den, .gop = p->o->gop, .crf = p->o->crf,
-        .preset = p->o->preset, .tune = p->o->tune, .n_threads = p->o->n_threads,
+        .preset = p->o->preset, .tune = p->o->tune, .no_bframes = p->o->no_bframes,
+        .n_threads = p->o->n_threads,
     };
     if ((rc = tbi_writer_open(&p->w, path, &wo)) < 0)
         return tbi_err_prefix(rc, "%s", p->src);
@@ -503,11 +504,13 @@ static int make_params(struct prep *p)
     if (st.st_size == 0)
         return tbi_err(TB_EDECODE, "%s: empty file", p->src);
     return tbi_fmt(p->params, sizeof(p->params),
-                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s tune=%s "
+                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s tune=%s%s "
                    "src_bytes=%lld src_mtime=%lld",
                    p->o->chunk_seconds, p->o->fps_num, p->o->fps_den, p->o->short_side,
                    p->o->gop, p->o->crf, p->o->preset,
-                   p->o->tune && p->o->tune[0] ? p->o->tune : "none", (long long)st.st_size,
+                   p->o->tune && p->o->tune[0] ? p->o->tune : "none",
+                   /* Named only when set, so videos prepared before the option stay done. */
+                   p->o->no_bframes ? " bframes=0" : "", (long long)st.st_size,
                    (long long)st.st_mtime);
 }
 

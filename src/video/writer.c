@@ -109,6 +109,9 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
         rc = tbi_err(TB_EINVAL, "%s: bad x264 preset '%s' or crf %d", path, o->preset, o->crf);
         goto fail;
     }
+    /* libx264 applies this after the preset's and tune's own B-frame counts. */
+    if (o->no_bframes)
+        w->enc->max_b_frames = 0;
     if ((ret = avcodec_open2(w->enc, codec, NULL)) < 0) {
         rc = tbi_av_err(ret, TB_EENCODE, "%s: cannot open libx264 (preset '%s', %dx%d)", path,
                         o->preset, o->width, o->height);
