@@ -4,6 +4,7 @@ per source; Ctrl-C cancels a prep promptly, keeping finished chunks and leaving 
 import filecmp
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -47,6 +48,23 @@ def test_prep_equals_tubelet_prep(dataset, tmp_path):
     again = tubelet.prep(dataset["videos"], out, chunk_seconds=4, short_side=96,
                          preset="veryfast", threads=1)
     assert [r["chunks_skipped"] for r in again] == [3, 3]
+
+
+def test_prep_without_bframes(dataset, tubelet_bin, tmp_path):
+    # bframes=False is `tubelet prep --no-bframes`: the same files byte for byte
+    src = dataset["videos"][:1]
+    tubelet.prep(src, tmp_path / "py", chunk_seconds=4, short_side=96, preset="veryfast",
+                 threads=1, bframes=False)
+    subprocess.run([tubelet_bin, "prep", *src, "--out", str(tmp_path / "cli"), "--chunk-seconds",
+                    "4", "--short-side", "96", "--preset", "veryfast", "--threads", "1",
+                    "--no-bframes"], check=True, capture_output=True)
+    assert tree(tmp_path / "py") == tree(tmp_path / "cli")
+    for f in tree(tmp_path / "cli"):
+        assert filecmp.cmp(tmp_path / "py" / f, tmp_path / "cli" / f, shallow=False), f
+    # and not the files made with B-frames: the index names the setting
+    idx = os.path.join(os.path.basename(src[0]), "video.idx")
+    assert not filecmp.cmp(tmp_path / "py" / idx, os.path.join(dataset["root"], idx),
+                           shallow=False)
 
 
 def test_prep_missing_source(dataset, tmp_path):
