@@ -556,16 +556,24 @@ void tbi_round_bf16(float *x, size_t n)
     }
 }
 
+/* Each thread's share summed, the shares added in thread order: the same bits on every run
+ * for a given team (an OpenMP reduction adds them in whatever order threads finish, which for
+ * three or more threads changed a gradient norm's last bit from run to run). */
 double tbi_sum_squares(const float *x, size_t n)
 {
-    double s = 0;
-#pragma omp parallel reduction(+ : s)
+    enum { MAX_PARTS = 64 };
+    double part[MAX_PARTS];
+    int nt = omp_get_max_threads() < MAX_PARTS ? omp_get_max_threads() : MAX_PARTS, used = 1;
+#pragma omp parallel num_threads(nt)
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        double part;
-        sum_squares_span(&part, x + lo, hi - lo);
-        s += part;
+        sum_squares_span(&part[omp_get_thread_num()], x + lo, hi - lo);
+        if (omp_get_thread_num() == 0)
+            used = omp_get_num_threads();
     }
+    double s = 0;
+    for (int t = 0; t < used; t++)
+        s += part[t];
     return s;
 }
