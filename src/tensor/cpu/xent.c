@@ -3,33 +3,81 @@
  * with soft targets (timm's SoftTargetCrossEntropy: mixup's), and
  * the patch-embedding im2col. Tests: tests/test_ops.c, tests/test_vit.c (PyTorch). */
 #include <math.h>
+#include <omp.h>
 
 #include "tensor/cpu/kernels.h"
+
+/* The rows' losses are summed per thread (static shares of the rows) and the threads' sums
+ * added in thread order: the same bits on every run for a given team (an OpenMP reduction
+ * adds them in the order threads finish). */
+enum { MAX_PARTS = 64 };
+
+static int team(void)
+{
+    return omp_get_max_threads() < MAX_PARTS ? omp_get_max_threads() : MAX_PARTS;
+}
+
+static double in_order(const double *part, int used)
+{
+    double total = 0;
+    for (int t = 0; t < used; t++)
+        total += part[t];
+    return total;
+}
+
+/* A row's probabilities into p and its loss: with label smoothing on a hard target. */
+static double hard_row(float *p, const float *z, int64_t target, int K, float smoothing)
+{
+    float mx = z[0];
+    for (int k = 1; k < K; k++)
+        mx = z[k] > mx ? z[k] : mx;
+    double sum = 0;
+    for (int k = 0; k < K; k++)
+        sum += exp((double)z[k] - mx);
+    double lse = mx + log(sum), mean_nll = 0;
+    for (int k = 0; k < K; k++) {
+        p[k] = (float)exp((double)z[k] - lse);
+        mean_nll += lse - z[k];
+    }
+    mean_nll /= K;
+    double nll = lse - z[target];
+    return (1.0 - smoothing) * nll + smoothing * mean_nll;
+}
+
+/* The same on soft targets t (K). */
+static double soft_row(float *p, const float *z, const float *t, int K)
+{
+    float mx = z[0];
+    for (int k = 1; k < K; k++)
+        mx = z[k] > mx ? z[k] : mx;
+    double sum = 0, row = 0;
+    for (int k = 0; k < K; k++)
+        sum += exp((double)z[k] - mx);
+    double lse = mx + log(sum);
+    for (int k = 0; k < K; k++) {
+        p[k] = (float)exp((double)z[k] - lse);
+        row += t[k] * (lse - z[k]);
+    }
+    return row;
+}
 
 float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
                    float smoothing)
 {
-    double total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (int b = 0; b < B; b++) {
-        const float *z = logits + (size_t)b * K;
-        float *p = probs + (size_t)b * K;
-        float mx = z[0];
-        for (int k = 1; k < K; k++)
-            mx = z[k] > mx ? z[k] : mx;
-        double sum = 0;
-        for (int k = 0; k < K; k++)
-            sum += exp((double)z[k] - mx);
-        double lse = mx + log(sum), mean_nll = 0;
-        for (int k = 0; k < K; k++) {
-            p[k] = (float)exp((double)z[k] - lse);
-            mean_nll += lse - z[k];
-        }
-        mean_nll /= K;
-        double nll = lse - z[targets[b]];
-        total += (1.0 - smoothing) * nll + smoothing * mean_nll;
+    double part[MAX_PARTS];
+    int used = 1;
+#pragma omp parallel num_threads(team())
+    {
+        double total = 0;
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++)
+            total += hard_row(probs + (size_t)b * K, logits + (size_t)b * K, targets[b], K,
+                              smoothing);
+        part[omp_get_thread_num()] = total;
+        if (omp_get_thread_num() == 0)
+            used = omp_get_num_threads();
     }
-    return (float)(total / B);
+    return (float)(in_order(part, used) / B);
 }
 
 void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
@@ -46,25 +94,20 @@ void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, in
 
 float tbi_xent_soft_fwd(float *probs, const float *logits, const float *targets, int B, int K)
 {
-    double total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (int b = 0; b < B; b++) {
-        const float *z = logits + (size_t)b * K, *t = targets + (size_t)b * K;
-        float *p = probs + (size_t)b * K;
-        float mx = z[0];
-        for (int k = 1; k < K; k++)
-            mx = z[k] > mx ? z[k] : mx;
-        double sum = 0, row = 0;
-        for (int k = 0; k < K; k++)
-            sum += exp((double)z[k] - mx);
-        double lse = mx + log(sum);
-        for (int k = 0; k < K; k++) {
-            p[k] = (float)exp((double)z[k] - lse);
-            row += t[k] * (lse - z[k]);
-        }
-        total += row;
+    double part[MAX_PARTS];
+    int used = 1;
+#pragma omp parallel num_threads(team())
+    {
+        double total = 0;
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++)
+            total += soft_row(probs + (size_t)b * K, logits + (size_t)b * K,
+                              targets + (size_t)b * K, K);
+        part[omp_get_thread_num()] = total;
+        if (omp_get_thread_num() == 0)
+            used = omp_get_num_threads();
     }
-    return (float)(total / B);
+    return (float)(in_order(part, used) / B);
 }
 
 void tbi_xent_soft_bwd(float *dlogits, const float *probs, const float *targets, int B, int K)
