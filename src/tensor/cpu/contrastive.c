@@ -64,18 +64,24 @@ static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c
     return loss / N;
 }
 
+/* out (N, N) = scale x a_i . b_j over unit rows a, b (N, E). */
+static void dots(double *out, const double *a, const double *b, int N, int E, double scale)
+{
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double d = 0;
+            for (int e = 0; e < E; e++)
+                d += a[(size_t)i * E + e] * b[(size_t)j * E + e];
+            out[(size_t)i * N + j] = scale * d;
+        }
+}
+
 double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E, double scale)
 {
     struct parts p = split(work, N, E);
     l2_normalise(v, N, E, p.u, p.nu);
     l2_normalise(t, N, E, p.w, p.nw);
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < N; j++) {
-            double d = 0;
-            for (int e = 0; e < E; e++)
-                d += p.u[(size_t)i * E + e] * p.w[(size_t)j * E + e];
-            p.s[(size_t)i * N + j] = scale * d;
-        }
+    dots(p.s, p.u, p.w, N, E, scale);
     memset(p.g, 0, sizeof(double) * (size_t)N * N);
     return (xent_diag(p.s, N, N, 1, p.g) + xent_diag(p.s, N, 1, N, p.g)) / 2;
 }
@@ -145,13 +151,7 @@ double tbi_max_margin(double *work, const float *v, const float *t, int N, int E
     l2_normalise(v, N, E, p.u, p.nu);
     l2_normalise(t, N, E, p.w, p.nw);
     /* x[i][j] = cos(text i, video j), as AVION's sim_matrix(text, video) */
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < N; j++) {
-            double d = 0;
-            for (int e = 0; e < E; e++)
-                d += p.w[(size_t)i * E + e] * p.u[(size_t)j * E + e];
-            x[(size_t)i * N + j] = d;
-        }
+    dots(x, p.w, p.u, N, E, 1);
     /* relu(margin - (x_ii - x_ij)) and relu(margin - (x_ii - x_ji)) over i != j, averaged; a
      * NaN similarity makes the loss NaN, as PyTorch's relu passes NaN on (never a flattering 0) */
     memset(g, 0, sizeof(double) * (size_t)N * N);

@@ -3,6 +3,7 @@
  * with soft targets (timm's SoftTargetCrossEntropy: mixup's), and
  * the patch-embedding im2col. Tests: tests/test_ops.c, tests/test_vit.c (PyTorch). */
 #include <math.h>
+#include <stddef.h>
 #include <omp.h>
 
 #include "tensor/cpu/kernels.h"
@@ -61,8 +62,9 @@ static double soft_row(float *p, const float *z, const float *t, int K)
     return row;
 }
 
-float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
-                   float smoothing)
+/* The mean over the B rows of their losses: on hard targets (soft NULL) or soft ones. */
+static float mean_loss(float *probs, const float *logits, const int64_t *targets,
+                       const float *soft, int B, int K, float smoothing)
 {
     double part[MAX_PARTS];
     int used = 1;
@@ -70,14 +72,23 @@ float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, in
     {
         double total = 0;
 #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++)
-            total += hard_row(probs + (size_t)b * K, logits + (size_t)b * K, targets[b], K,
-                              smoothing);
+        for (int b = 0; b < B; b++) {
+            float *p = probs + (size_t)b * K;
+            const float *z = logits + (size_t)b * K;
+            total += soft ? soft_row(p, z, soft + (size_t)b * K, K)
+                          : hard_row(p, z, targets[b], K, smoothing);
+        }
         part[omp_get_thread_num()] = total;
         if (omp_get_thread_num() == 0)
             used = omp_get_num_threads();
     }
     return (float)(in_order(part, used) / B);
+}
+
+float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, int B, int K,
+                   float smoothing)
+{
+    return mean_loss(probs, logits, targets, NULL, B, K, smoothing);
 }
 
 void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
@@ -94,20 +105,7 @@ void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, in
 
 float tbi_xent_soft_fwd(float *probs, const float *logits, const float *targets, int B, int K)
 {
-    double part[MAX_PARTS];
-    int used = 1;
-#pragma omp parallel num_threads(team())
-    {
-        double total = 0;
-#pragma omp for schedule(static)
-        for (int b = 0; b < B; b++)
-            total += soft_row(probs + (size_t)b * K, logits + (size_t)b * K,
-                              targets + (size_t)b * K, K);
-        part[omp_get_thread_num()] = total;
-        if (omp_get_thread_num() == 0)
-            used = omp_get_num_threads();
-    }
-    return (float)(in_order(part, used) / B);
+    return mean_loss(probs, logits, NULL, targets, B, K, 0);
 }
 
 void tbi_xent_soft_bwd(float *dlogits, const float *probs, const float *targets, int B, int K)
