@@ -46,6 +46,7 @@ from torch import nn  # noqa: E402
 
 torch.set_num_threads(a.threads)
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "tests", "ref"))  # clip_ref imports decay_ref
 spec = importlib.util.spec_from_file_location(
     "clip_ref", os.path.join(here, "..", "tests", "ref", "clip_ref.py"))
 ref = importlib.util.module_from_spec(spec)
@@ -194,9 +195,9 @@ if a.check:
     sys.exit(0 if abs(lf - ls) < 1e-4 * abs(ls) and worst < 1e-3 else 1)
 
 impl = "fused" if not (a.foreach or a.for_loop) else "foreach" if a.foreach else "for-loop"
-groups = [{"params": [q for n, q in model.named_parameters() if ref.decays(n, q)],
+groups = [{"params": [q for n, q in model.named_parameters() if ref.avion_rule(n, q)],
            "weight_decay": 0.01},
-          {"params": [q for n, q in model.named_parameters() if not ref.decays(n, q)],
+          {"params": [q for n, q in model.named_parameters() if not ref.avion_rule(n, q)],
            "weight_decay": 0.0}]
 kw = {"fused": True} if impl == "fused" else {"foreach": impl == "foreach"}
 opt = torch.optim.AdamW(groups, lr=3e-5, betas=(0.9, 0.98), eps=1e-8, **kw)

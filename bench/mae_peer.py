@@ -42,6 +42,7 @@ import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(a.threads)
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "tests", "ref"))  # mae_ref imports decay_ref
 spec = importlib.util.spec_from_file_location("mae_ref", os.path.join(here, "..", "tests", "ref", "mae_ref.py"))
 ref = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ref)
