@@ -1,6 +1,6 @@
 #!/bin/sh
-# Two builds, the same bits: short fp32 trainings of cls (plain, fused updates, --recompute,
-# --recompute-mlp), mae and clip (frozen and learned temperature, max-margin, fused) on one
+# Two builds, the same bits: short trainings of cls (plain, fused updates, --recompute,
+# --recompute-mlp; and in bf16: plain, with drop path and head dropout, recomputed), mae and clip (frozen and learned temperature, max-margin, fused) on one
 # small synthetic dataset, by each build, and their checkpoints and logged losses compared
 # byte for byte. For a change that must not move a number (a memory planner, a refactor):
 # prints one line per run and exits 1 on any difference.
@@ -44,6 +44,11 @@ check cls --label verb --tubelet 2
 check cls-fused --label verb --tubelet 2 --fused-update --clip-grad 0
 check cls-recompute --label verb --tubelet 2 --recompute
 check cls-mlp --label verb --tubelet 2 --recompute-mlp 2
+check cls-bf16 --label verb --tubelet 2 --precision bf16
+check cls-bf16-drop --label verb --tubelet 2 --precision bf16 --recompute-mlp 2 --drop-path 0.2 \
+    --head-dropout 0.5
+check cls-bf16-recompute --label verb --tubelet 2 --precision bf16 --recompute --fused-update \
+    --clip-grad 0
 check mae --task mae --tubelet 2 --dec-dim 32 --dec-depth 2 --dec-heads 2
 clip="--task clip --tubelet 2 --embed 32 --text-width 32 --text-heads 2 --text-depth 2 --context 16"
 check clip $clip

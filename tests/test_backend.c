@@ -16,10 +16,12 @@
 
 #include "tb_test.h"
 #include "tensor/backend.h"
+#include "tensor/cpu/kernels.h"
 #include "tubelet/data.h"
 #include "tubelet/rng.h"
 
 static tb_rng rng;
+static tbi_backend *cpu; /* the reference */
 
 static float *randn(size_t n, float s)
 {
@@ -128,6 +130,7 @@ enum { NT = 33, NH = 2, HS = 16, D = NH * HS, NC = 1, NP = 20 };
 
 typedef void (*case_fn)(struct io *io, struct dev *d, int prepare);
 
+#define F tbi_f32
 #define OP(name) static void case_##name(struct io *io, struct dev *d, int prepare)
 #define RUN(call) CHECK_EQ((call), 0)
 
@@ -137,7 +140,8 @@ OP(matmul_fwd)
         add_in(io, M * K, 1), add_in(io, N * K, 0.3f), add_in(io, N, 1), add_out(io, M * N);
         return;
     }
-    RUN(d->be->ops->matmul_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], M, K, N));
+    RUN(d->be->ops->matmul_fwd(d->be, TB_DTYPE_F32, F(d->out[0]), F(d->in[0]), F(d->in[1]),
+                               F(d->in[2]), M, K, N));
 }
 
 OP(matmul_bwd)
@@ -147,8 +151,8 @@ OP(matmul_bwd)
         add_out(io, M * K), add_out(io, N * K), add_out(io, N);
         return;
     }
-    RUN(d->be->ops->matmul_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->in[1],
-                               d->in[2], M, K, N));
+    RUN(d->be->ops->matmul_bwd(d->be, TB_DTYPE_F32, F(d->out[0]), F(d->out[1]), F(d->out[2]),
+                               F(d->in[0]), F(d->in[1]), F(d->in[2]), M, K, N));
 }
 
 OP(layernorm_fwd)
@@ -158,7 +162,7 @@ OP(layernorm_fwd)
         add_out(io, R * C), add_out(io, R), add_out(io, R);
         return;
     }
-    RUN(d->be->ops->layernorm_fwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->in[1],
+    RUN(d->be->ops->layernorm_fwd(d->be, F(d->out[0]), d->out[1], d->out[2], d->in[0], d->in[1],
                                   d->in[2], R, C, 1e-5f));
 }
 
@@ -170,7 +174,7 @@ OP(layernorm_bwd)
         add_out(io, R * C), add_out(io, C), add_out(io, C);
         return;
     }
-    RUN(d->be->ops->layernorm_bwd(d->be, d->out[0], d->out[1], d->out[2], d->in[0], d->in[1],
+    RUN(d->be->ops->layernorm_bwd(d->be, d->out[0], d->out[1], d->out[2], F(d->in[0]), d->in[1],
                                   d->in[2], d->in[3], d->in[4], R, C));
 }
 
@@ -183,9 +187,10 @@ static void act_case(struct io *io, struct dev *d, int prepare, int act, int bwd
         return;
     }
     if (bwd)
-        RUN(d->be->ops->act_bwd(d->be, act, d->out[0], d->out[1], d->in[0], d->in[1], 1000));
+        RUN(d->be->ops->act_bwd(d->be, act, F(d->out[0]), F(d->out[1]), F(d->in[0]),
+                                F(d->in[1]), 1000));
     else
-        RUN(d->be->ops->act_fwd(d->be, act, d->out[0], d->in[0], 1000));
+        RUN(d->be->ops->act_fwd(d->be, act, F(d->out[0]), F(d->in[0]), 1000));
 }
 OP(act_fwd)
 {
@@ -225,10 +230,11 @@ static void attention_case(struct io *io, struct dev *d, int prepare, int causal
         return;
     }
     /* The backward's inputs (out, lse) come from the same backend's forward. */
-    RUN(d->be->ops->attention_fwd(d->be, d->out[0], d->out[1], d->in[0], B, NT, NH, HS, causal));
+    RUN(d->be->ops->attention_fwd(d->be, F(d->out[0]), d->out[1], F(d->in[0]), B, NT, NH, HS,
+                                  causal));
     if (bwd)
-        RUN(d->be->ops->attention_bwd(d->be, d->out[2], d->in[1], d->in[0], d->out[0], d->out[1],
-                                      B, NT, NH, HS, causal));
+        RUN(d->be->ops->attention_bwd(d->be, F(d->out[2]), F(d->in[1]), F(d->in[0]),
+                                      F(d->out[0]), d->out[1], B, NT, NH, HS, causal));
 }
 OP(attention_fwd)
 {
@@ -855,14 +861,190 @@ OP(logit_scale_bwd)
     logit_scale_case(io, d, prepare);
 }
 
-OP(round_bf16)
+/* ---- bf16 storage: the typed ops with bf16 tensors, as bf16 mode's blocks pass them ------- */
+
+#define BF(p) tbi_t_of((p), TB_DTYPE_BF16)
+
+/* A bf16 tensor on d's backend: host floats x (n) rounded, or zeros (x NULL). */
+static void *bf16_in(struct dev *d, const float *x, size_t n)
+{
+    uint16_t *h = calloc(n ? n : 1, sizeof(uint16_t));
+    if (x)
+        tbi_bf16_from_f32(h, x, n);
+    void *p = dev_alloc(d->be, sizeof(uint16_t) * n);
+    CHECK_EQ(d->be->ops->to_device(d->be, p, h, sizeof(uint16_t) * n), 0);
+    free(h);
+    return p;
+}
+
+/* A bf16 tensor p (n) widened into the case's f32 output out, and freed. */
+static void bf16_out(struct dev *d, float *out, void *p, size_t n)
+{
+    uint16_t *h = malloc(sizeof(uint16_t) * (n ? n : 1));
+    float *f = malloc(sizeof(float) * (n ? n : 1));
+    CHECK_EQ(d->be->ops->to_host(d->be, h, p, sizeof(uint16_t) * n), 0);
+    tbi_f32_from_bf16(f, h, n);
+    CHECK_EQ(d->be->ops->to_device(d->be, out, f, sizeof(float) * n), 0);
+    CHECK_EQ(d->be->ops->free(d->be, p), 0);
+    free(h), free(f);
+}
+
+/* out, inp bf16; weights f32; a bf16 product */
+static void case_matmul_fwd_bf16(struct io *io, struct dev *d, int prepare)
 {
     if (prepare) {
-        add_in(io, 12345, 3), add_out(io, 12345);
+        case_matmul_fwd(io, d, 1);
         return;
     }
-    RUN(d->be->ops->copy(d->be, d->out[0], d->in[0], sizeof(float) * 12345));
-    RUN(d->be->ops->round_bf16(d->be, d->out[0], 12345));
+    void *x = bf16_in(d, io->in[0], M * K), *y = bf16_in(d, NULL, M * N);
+    RUN(d->be->ops->matmul_fwd(d->be, TB_DTYPE_BF16, BF(y), BF(x), F(d->in[1]), F(d->in[2]), M,
+                               K, N));
+    bf16_out(d, d->out[0], y, M * N);
+    CHECK_EQ(d->be->ops->free(d->be, x), 0);
+}
+
+/* dinp and inp bf16; dout (a branch's f32 gradient), weights and their gradients f32 */
+static void case_matmul_bwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_matmul_bwd(io, d, 1);
+        return;
+    }
+    void *x = bf16_in(d, io->in[1], M * K), *dx = bf16_in(d, NULL, M * K);
+    RUN(d->be->ops->matmul_bwd(d->be, TB_DTYPE_BF16, BF(dx), F(d->out[1]), F(d->out[2]),
+                               F(d->in[0]), BF(x), F(d->in[2]), M, K, N));
+    bf16_out(d, d->out[0], dx, M * K);
+    CHECK_EQ(d->be->ops->free(d->be, x), 0);
+}
+
+static void case_layernorm_fwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_layernorm_fwd(io, d, 1);
+        return;
+    }
+    void *y = bf16_in(d, NULL, R * C);
+    RUN(d->be->ops->layernorm_fwd(d->be, BF(y), d->out[1], d->out[2], d->in[0], d->in[1],
+                                  d->in[2], R, C, 1e-5f));
+    bf16_out(d, d->out[0], y, R * C);
+}
+
+static void case_layernorm_bwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_layernorm_bwd(io, d, 1);
+        return;
+    }
+    void *dy = bf16_in(d, io->in[0], R * C);
+    RUN(d->be->ops->layernorm_bwd(d->be, d->out[0], d->out[1], d->out[2], BF(dy), d->in[1],
+                                  d->in[2], d->in[3], d->in[4], R, C));
+    CHECK_EQ(d->be->ops->free(d->be, dy), 0);
+}
+
+static void case_act_fwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        act_case(io, d, 1, TBI_ACT_GELU, 0);
+        return;
+    }
+    void *x = bf16_in(d, io->in[0], 1000);
+    RUN(d->be->ops->act_fwd(d->be, TBI_ACT_GELU, BF(x), BF(x), 1000)); /* in place */
+    bf16_out(d, d->out[0], x, 1000);
+}
+
+/* in place, as a block's backward runs it: dinp over dout, out over inp */
+static void case_act_bwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        act_case(io, d, 1, TBI_ACT_GELU, 1);
+        return;
+    }
+    void *x = bf16_in(d, io->in[0], 1000), *dy = bf16_in(d, io->in[1], 1000);
+    RUN(d->be->ops->act_bwd(d->be, TBI_ACT_GELU, BF(dy), BF(x), BF(x), BF(dy), 1000));
+    bf16_out(d, d->out[0], dy, 1000);
+    bf16_out(d, d->out[1], x, 1000);
+}
+
+static void attention_bf16(struct io *io, struct dev *d, int prepare, int bwd)
+{
+    size_t qkv = (size_t)B * NT * 3 * D, o = (size_t)B * NT * D;
+    if (prepare) {
+        attention_case(io, d, 1, 0, bwd);
+        return;
+    }
+    void *q = bf16_in(d, io->in[0], qkv), *y = bf16_in(d, NULL, o);
+    RUN(d->be->ops->attention_fwd(d->be, BF(y), d->out[1], BF(q), B, NT, NH, HS, 0));
+    if (bwd) {
+        void *dy = bf16_in(d, io->in[1], o), *dq = bf16_in(d, NULL, qkv);
+        RUN(d->be->ops->attention_bwd(d->be, BF(dq), BF(dy), BF(q), BF(y), d->out[1], B, NT, NH,
+                                      HS, 0));
+        bf16_out(d, d->out[2], dq, qkv);
+        CHECK_EQ(d->be->ops->free(d->be, dy), 0);
+    }
+    bf16_out(d, d->out[0], y, o);
+    CHECK_EQ(d->be->ops->free(d->be, q), 0);
+}
+static void case_attention_fwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    attention_bf16(io, d, prepare, 0);
+}
+static void case_attention_bwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    attention_bf16(io, d, prepare, 1);
+}
+
+/* What bf16 storage means, on the CPU backend: each bf16 case equals its f32 case run on the
+ * rounded operands with the results rounded (the products round every operand and result;
+ * the other ops the bf16 tensors alone), to the bit. in and out: the rounded ones, as bits.
+ * The attention backward reads the forward's stored (rounded) output, which its f32 case
+ * does not round: it is checked by parity alone, and the kernels' bf16 to the bit in
+ * test_ops. */
+static void test_bf16_storage(void)
+{
+    static const struct {
+        case_fn bf16, f32;
+        unsigned in, out;
+        const char *name;
+    } spec[] = {
+        {case_matmul_fwd_bf16, case_matmul_fwd, 7, 1, "matmul_fwd in bf16"},
+        {case_matmul_bwd_bf16, case_matmul_bwd, 7, 7, "matmul_bwd in bf16"},
+        {case_layernorm_fwd_bf16, case_layernorm_fwd, 0, 1, "layernorm_fwd into bf16"},
+        {case_layernorm_bwd_bf16, case_layernorm_bwd, 1, 0, "layernorm_bwd from bf16"},
+        {case_act_fwd_bf16, case_act_fwd, 1, 1, "act_fwd in bf16, in place"},
+        {case_act_bwd_bf16, case_act_bwd, 3, 3, "act_bwd in bf16, in place"},
+        {case_attention_fwd_bf16, case_attention_fwd, 1, 1, "attention_fwd in bf16"},
+    };
+    for (size_t k = 0; k < sizeof(spec) / sizeof(spec[0]); k++) {
+        tbt_case = spec[k].name;
+        struct io io = {0};
+        struct dev d;
+        float *got[MAX_IO] = {0}, *want[MAX_IO] = {0};
+        spec[k].bf16(&io, NULL, 1);
+        dev_open(&d, cpu, &io);
+        spec[k].bf16(&io, &d, 0);
+        dev_close(&d, &io, got);
+        for (int i = 0; i < io.n_inputs; i++)
+            if (spec[k].in >> i & 1)
+                tbi_round_bf16(io.in[i], io.n_in[i]);
+        dev_open(&d, cpu, &io);
+        spec[k].f32(&io, &d, 0);
+        dev_close(&d, &io, want);
+        for (int i = 0; i < io.n_outputs; i++) {
+            if (spec[k].out >> i & 1)
+                tbi_round_bf16(want[i], io.n_out[i]);
+            size_t differ = 0, nonzero = 0;
+            for (size_t e = 0; e < io.n_out[i]; e++) {
+                differ += memcmp(&got[i][e], &want[i][e], sizeof(float)) != 0;
+                nonzero += want[i][e] != 0;
+            }
+            CHECK_MSG(!differ && nonzero, "%s, output %d: %zu of %zu values differ from the f32 "
+                      "op on rounded operands, rounded (%zu non-zero)", spec[k].name, i, differ,
+                      io.n_out[i], nonzero);
+            free(got[i]), free(want[i]);
+        }
+        for (int i = 0; i < io.n_inputs; i++)
+            free(io.in[i]);
+    }
 }
 
 /* The memory ops: copies both ways, zero, a device-to-device copy (into its middle). */
@@ -943,6 +1125,14 @@ static const struct op_case cases[] = {
     {"reduce_wait", case_reduce, 0, "one process: the values themselves"},
     {"matmul_fwd", case_matmul_fwd, 1e-5, "float sums over K in another order"},
     {"matmul_bwd", case_matmul_bwd, 1e-5, "float sums over M or N in another order"},
+    {"matmul_fwd", case_matmul_fwd_bf16, 1e-2, "bf16 results: a sum's order may move one bit"},
+    {"matmul_bwd", case_matmul_bwd_bf16, 1e-2, "bf16 results: a sum's order may move one bit"},
+    {"layernorm_fwd", case_layernorm_fwd_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"layernorm_bwd", case_layernorm_bwd_bf16, 1e-5, "row and column sums in another order"},
+    {"act_fwd", case_act_fwd_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"act_bwd", case_act_bwd_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"attention_fwd", case_attention_fwd_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"attention_bwd", case_attention_bwd_bf16, 1e-2, "bf16 results: one bit either way"},
     {"layernorm_fwd", case_layernorm_fwd, 1e-5, "the mean and variance summed in another order"},
     {"layernorm_bwd", case_layernorm_bwd, 1e-5, "row and column sums in another order"},
     {"act_fwd", case_act_fwd, 1e-6, "erfc and exp approximated differently"},
@@ -984,7 +1174,6 @@ static const struct op_case cases[] = {
     {"lion", case_lion, 1e-6, "a sign flips only where the interpolation rounds to zero"},
     {"sgd", case_sgd, 1e-6, "a fused multiply-add may round once"},
     {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
-    {"round_bf16", case_round_bf16, 0, "bit operations: exact"},
     {"sum_squares_acc", case_sum_squares_acc, 1e-6, "double sums in another order"},
     {"step_loss", case_step_loss, 0, "one division and add"},
     {"step_check", case_step_check, 1e-7, "a square root and a division"},
@@ -1091,7 +1280,6 @@ static void test_guard(void)
 
 /* The CPU reference of normalize against its formula: out[b][c][t][y][x] = (in[b][t][y][x'][c]
  * - mean[c]) / std[c], x' mirrored where flip[b]. */
-static tbi_backend *cpu;
 
 static void test_normalize(void)
 {
@@ -1259,6 +1447,7 @@ int main(void)
     test_normalize();
     test_token_grads();
     test_adjoints();
+    test_bf16_storage();
     int others = 0;
     for (int b = 0; tbi_backend_names[b]; b++) {
         if (!strcmp(tbi_backend_names[b], "cpu"))

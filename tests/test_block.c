@@ -41,14 +41,14 @@ static void stack_open(struct stack *st, const char *backend, const struct tbi_b
     }
     CHECK_EQ(tbi_params_alloc(&st->reg), 0);
     size_t R = (size_t)Bn * S, D = (size_t)c->D;
-    size_t per = tbi_block_acts_floats(c, Bn, S, 1);
+    size_t per = tbi_block_acts_bytes(c, Bn, S, 1) / sizeof(float);
     size_t grads = (size_t)st->reg.n_floats;
     size_t n = L * per + (size_t)(L + 1) * R * D + R * D * 3 + R * tbi_block_dF_floats(c) + grads +
                3 * D;
     CHECK_EQ(st->be->ops->alloc(st->be, sizeof(float) * n, (void **)&st->acts), 0);
     float *p = st->acts;
-    for (int l = 0; l < L; l++)
-        p = tbi_block_acts_carve(&st->a[l], p, c, Bn, S, 1);
+    for (int l = 0; l < L; l++, p += per)
+        tbi_block_acts_carve(&st->a[l], p, c, Bn, S, 1);
     st->x = p, p += (size_t)(L + 1) * R * D;
     st->dres = p, p += R * D;
     st->s.ln = p, p += R * D;

@@ -59,29 +59,21 @@ void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block
     }
 }
 
-/* bf16 mode's rounding of x (n) where it is stored; nothing in f32. */
-static int rnd(tbi_backend *be, const struct tbi_block_cfg *c, float *x, size_t n)
+/* A block's activation as a tensor of its dtype; an f32 one. */
+static tbi_t act(const struct tbi_block_cfg *c, const void *p)
 {
-    return c->bf16 ? be->ops->round_bf16(be, x, n) : 0;
+    return tbi_t_of(p, c->dt);
 }
 
 /* A branch's output gradient, given the residual gradient dres (B N rows of D): dres itself,
- * or with drop path dres times the branch's factors (B), or in bf16 mode rounded as the
- * branch's bf16 output's gradient is; *out is dres, or buf holding the result. */
+ * or with drop path dres times the branch's factors (B) in buf (f32; a bf16 product rounds
+ * it as it reads it). */
 static int branch_grad(tbi_backend *be, const struct tbi_block_cfg *c, float *buf,
                        const float *dres, const float *factors, int B, int N,
                        const float **out)
 {
-    size_t n = (size_t)N * c->D;
-    *out = dres;
-    if (!factors && !c->bf16)
-        return 0;
-    if (factors)
-        TBI_TRY(be->ops->scale_add(be, buf, NULL, dres, factors, B, n));
-    else
-        TBI_TRY(be->ops->copy(be, buf, dres, sizeof(float) * (size_t)B * n));
-    *out = buf;
-    return rnd(be, c, buf, (size_t)B * n);
+    *out = factors ? buf : dres;
+    return factors ? be->ops->scale_add(be, buf, NULL, dres, factors, B, (size_t)N * c->D) : 0;
 }
 
 /* The qkv bias the product takes: the whole one, or (q, 0, v) assembled in scratch. */
@@ -114,7 +106,7 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
                                int b1)
 {
-    float **bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3};
+    void *bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3};
     size_t floats[] = {R * c->D, R * c->D, R * tbi_block_dF_floats(c), 3 * (size_t)c->D};
     for (int k = 0; k < 4; k++) {
         tbi_plan_add(p, "block scratch", bufs[k], sizeof(float) * floats[k], f0, f1);
@@ -122,34 +114,47 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
     }
 }
 
-size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N, int kept)
+/* The parts of a set in order (kept: with res1 and fc1): bytes, 64-byte aligned. */
+static size_t acts_parts(const struct tbi_block_cfg *c, int B, int N, int kept, size_t part[9])
 {
-    size_t R = (size_t)B * N, D = (size_t)c->D;
-    return R * 3 * D + R * D + R * 4 + (size_t)B * c->NH * N + (kept ? R * D + R * c->F : 0);
+    size_t R = (size_t)B * N, D = (size_t)c->D, f = sizeof(float), h = tbi_dt_size(c->dt);
+    size_t sizes[9] = {R * f, R * f, R * 3 * D * h, R * D * h, (size_t)B * c->NH * N * f,
+                       kept ? R * D * f : 0, R * f, R * f, kept ? R * (size_t)c->F * h : 0};
+    size_t total = 0;
+    for (int k = 0; k < 9; k++)
+        total += part[k] = (sizes[k] + 63) & ~(size_t)63;
+    return total;
 }
 
-float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
-                            int B, int N, int kept)
+size_t tbi_block_acts_bytes(const struct tbi_block_cfg *c, int B, int N, int kept)
 {
-    size_t R = (size_t)B * N, D = (size_t)c->D;
-#define TAKE(ptr, count)                                                                       \
+    size_t part[9];
+    return acts_parts(c, B, N, kept, part);
+}
+
+void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_block_cfg *c, int B,
+                          int N, int kept)
+{
+    size_t part[9];
+    acts_parts(c, B, N, kept, part);
+    char *q = p;
+    int k = 0;
+#define TAKE(field)                                                                            \
     do {                                                                                       \
-        ptr = p;                                                                               \
-        p += (count);                                                                          \
+        if (part[k])                                                                           \
+            a->field = (void *)q;                                                              \
+        q += part[k++];                                                                        \
     } while (0)
-    TAKE(a->ln1_mean, R);
-    TAKE(a->ln1_rstd, R);
-    TAKE(a->qkv, R * 3 * D);
-    TAKE(a->att, R * D);
-    TAKE(a->lse, (size_t)B * c->NH * N);
-    if (kept)
-        TAKE(a->res1, R * D);
-    TAKE(a->ln2_mean, R);
-    TAKE(a->ln2_rstd, R);
-    if (kept)
-        TAKE(a->fc1, R * (size_t)c->F);
+    TAKE(ln1_mean);
+    TAKE(ln1_rstd);
+    TAKE(qkv);
+    TAKE(att);
+    TAKE(lse);
+    TAKE(res1);
+    TAKE(ln2_mean);
+    TAKE(ln2_rstd);
+    TAKE(fc1);
 #undef TAKE
-    return p;
 }
 
 /* res1 = x + proj(att), drop path's factors on the branch: the forward's, and the backward's
@@ -160,13 +165,11 @@ static int residual1(tbi_backend *be, const struct tbi_block_cfg *c, const struc
 {
     const struct tbi_ops *o = be->ops;
     int D = c->D, R = B * N;
-    size_t RD = (size_t)R * D;
-    TBI_TRY(o->matmul_fwd(be, a->res1, a->att, w->p[TBI_BLK_PROJ_W], w->p[TBI_BLK_PROJ_B], R, D,
-                          D));
-    TBI_TRY(rnd(be, c, a->res1, RD));
+    TBI_TRY(o->matmul_fwd(be, c->dt, f32(a->res1), act(c, a->att), f32(w->p[TBI_BLK_PROJ_W]),
+                          f32(w->p[TBI_BLK_PROJ_B]), R, D, D));
     if (drop)
         return o->scale_add(be, a->res1, x, a->res1, drop, B, (size_t)N * D);
-    return o->add(be, a->res1, a->res1, x, RD);
+    return o->add(be, a->res1, a->res1, x, (size_t)R * D);
 }
 
 int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -177,33 +180,29 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p;
     int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
-    size_t RD = (size_t)R * D, RF = (size_t)R * F;
     /* r = x + proj(attention(qkv(norm1(x)))) */
     const float *bias;
     TBI_TRY(qkv_bias(be, c, w, s, &bias));
-    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
+    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
                              p[TBI_BLK_LN1_B], R, D, c->eps));
-    TBI_TRY(rnd(be, c, s->ln, RD));
-    TBI_TRY(o->matmul_fwd(be, a->qkv, s->ln, p[TBI_BLK_QKV_W], bias, R, D, 3 * D));
-    TBI_TRY(rnd(be, c, a->qkv, 3 * RD));
-    TBI_TRY(o->attention_fwd(be, a->att, a->lse, a->qkv, B, N, c->NH, HS, c->causal));
-    TBI_TRY(rnd(be, c, a->att, RD));
+    TBI_TRY(o->matmul_fwd(be, c->dt, act(c, a->qkv), act(c, s->ln), f32(p[TBI_BLK_QKV_W]),
+                          f32(bias), R, D, 3 * D));
+    TBI_TRY(o->attention_fwd(be, act(c, a->att), a->lse, act(c, a->qkv), B, N, c->NH, HS,
+                             c->causal));
     TBI_TRY(residual1(be, c, w, a, drop, x, B, N));
     /* y = r + fc2(act(fc1(norm2(r)))) */
-    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
-                             p[TBI_BLK_LN2_B], R, D, c->eps));
-    TBI_TRY(rnd(be, c, s->ln, RD));
-    TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
-    TBI_TRY(rnd(be, c, a->fc1, RF));
+    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, a->res1,
+                             p[TBI_BLK_LN2_W], p[TBI_BLK_LN2_B], R, D, c->eps));
+    TBI_TRY(o->matmul_fwd(be, c->dt, act(c, a->fc1), act(c, s->ln), f32(p[TBI_BLK_FC1_W]),
+                          f32(p[TBI_BLK_FC1_B]), R, D, F));
     if (for_backward)
         return 0;
-    TBI_TRY(o->act_fwd(be, c->act, s->dF, a->fc1, RF));
-    TBI_TRY(rnd(be, c, s->dF, RF));
-    TBI_TRY(o->matmul_fwd(be, y, s->dF, p[TBI_BLK_FC2_W], p[TBI_BLK_FC2_B], R, F, D));
-    TBI_TRY(rnd(be, c, y, RD));
+    TBI_TRY(o->act_fwd(be, c->act, act(c, s->dF), act(c, a->fc1), (size_t)R * F));
+    TBI_TRY(o->matmul_fwd(be, c->dt, f32(y), act(c, s->dF), f32(p[TBI_BLK_FC2_W]),
+                          f32(p[TBI_BLK_FC2_B]), R, F, D));
     if (drop)
         return o->scale_add(be, y, a->res1, y, drop + B, B, (size_t)N * D);
-    return o->add(be, y, y, a->res1, RD);
+    return o->add(be, y, y, a->res1, (size_t)R * D);
 }
 
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -213,64 +212,45 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
 {
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p, *const *gp = g->p;
-    int D = c->D, F = c->F, R = B * N, HS = D / c->NH;
-    size_t RD = (size_t)R * D, RF = (size_t)R * F, DD = (size_t)D * D, DF = (size_t)D * F;
-    float *dF = s->dF, *d3D = s->dF, *dD = s->dD;
+    int D = c->D, F = c->F, R = B * N, HS = D / c->NH, dt = c->dt;
+    tbi_t dF = act(c, s->dF), d3D = dF, dD = act(c, s->dD), none = {0};
     /* The LayerNorm outputs are not kept (two rows of D per token): recomputed from the
      * block's input and the saved statistics, to the bit. */
     if (recompute)
         TBI_TRY(residual1(be, c, w, a, drop, x, B, N));
-    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln2_mean, a->ln2_rstd, a->res1, p[TBI_BLK_LN2_W],
-                             p[TBI_BLK_LN2_B], R, D, c->eps));
-    TBI_TRY(rnd(be, c, s->ln, RD));
-    if (recompute) {
-        TBI_TRY(o->matmul_fwd(be, a->fc1, s->ln, p[TBI_BLK_FC1_W], p[TBI_BLK_FC1_B], R, D, F));
-        TBI_TRY(rnd(be, c, a->fc1, RF));
-    }
+    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, a->res1,
+                             p[TBI_BLK_LN2_W], p[TBI_BLK_LN2_B], R, D, c->eps));
+    if (recompute)
+        TBI_TRY(o->matmul_fwd(be, dt, act(c, a->fc1), act(c, s->ln), f32(p[TBI_BLK_FC1_W]),
+                              f32(p[TBI_BLK_FC1_B]), R, D, F));
     /* MLP branch. fc2's input gradient first: the activation's backward then also gives
      * act(fc1) again, in place of fc1 (not needed after it), for fc2's weight gradient: one
-     * pass instead of two, and no buffer of its own. */
-    /* With drop path, the branch's output gradient is dres times its factors: in dD until
-     * fc1's backward writes dD. In bf16 mode the branch's output was bf16, so its gradient
-     * is too: a rounded copy of dres there (dres itself stays f32). */
+     * pass instead of two, and no buffer of its own. With drop path, the branch's output
+     * gradient is dres times its factors: in dD until fc1's backward writes dD. */
     const float *dmlp;
-    TBI_TRY(branch_grad(be, c, dD, dres, drop ? drop + B : NULL, B, N, &dmlp));
-    TBI_TRY(o->matmul_bwd(be, dF, NULL, NULL, dmlp, a->fc1, p[TBI_BLK_FC2_W], R, F, D));
-    TBI_TRY(rnd(be, c, dF, RF));
-    TBI_TRY(o->act_bwd(be, c->act, dF, a->fc1, a->fc1, dF, RF));
-    TBI_TRY(rnd(be, c, dF, RF));
-    TBI_TRY(rnd(be, c, a->fc1, RF));
-    TBI_TRY(o->matmul_bwd(be, NULL, gp[TBI_BLK_FC2_W], gp[TBI_BLK_FC2_B], dmlp, a->fc1,
-                          p[TBI_BLK_FC2_W], R, F, D));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC2_W], DF));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC2_B], (size_t)D));
-    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_FC1_W], gp[TBI_BLK_FC1_B], dF, s->ln,
-                          p[TBI_BLK_FC1_W], R, D, F));
-    TBI_TRY(rnd(be, c, dD, RD));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC1_W], DF));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_FC1_B], (size_t)F));
+    TBI_TRY(branch_grad(be, c, s->dD, dres, drop ? drop + B : NULL, B, N, &dmlp));
+    TBI_TRY(o->matmul_bwd(be, dt, dF, none, none, f32(dmlp), act(c, a->fc1),
+                          f32(p[TBI_BLK_FC2_W]), R, F, D));
+    TBI_TRY(o->act_bwd(be, c->act, dF, act(c, a->fc1), act(c, a->fc1), dF, (size_t)R * F));
+    TBI_TRY(o->matmul_bwd(be, dt, none, f32(gp[TBI_BLK_FC2_W]), f32(gp[TBI_BLK_FC2_B]),
+                          f32(dmlp), act(c, a->fc1), f32(p[TBI_BLK_FC2_W]), R, F, D));
+    TBI_TRY(o->matmul_bwd(be, dt, dD, f32(gp[TBI_BLK_FC1_W]), f32(gp[TBI_BLK_FC1_B]), dF,
+                          act(c, s->ln), f32(p[TBI_BLK_FC1_W]), R, D, F));
     TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, a->res1,
                              p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
-    /* Attention branch (its scaled, or in bf16 rounded, output gradient in ln: norm1's output
-     * is recomputed after). */
+    /* Attention branch (its scaled output gradient in ln: norm1's output is recomputed
+     * after). */
     const float *datt;
     TBI_TRY(branch_grad(be, c, s->ln, dres, drop, B, N, &datt));
-    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_PROJ_W], gp[TBI_BLK_PROJ_B], datt, a->att,
-                          p[TBI_BLK_PROJ_W], R, D, D));
-    TBI_TRY(rnd(be, c, dD, RD));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_PROJ_W], DD));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_PROJ_B], (size_t)D));
-    TBI_TRY(o->attention_bwd(be, d3D, dD, a->qkv, a->att, a->lse, B, N, c->NH, HS, c->causal));
-    TBI_TRY(rnd(be, c, d3D, 3 * RD));
-    TBI_TRY(o->layernorm_fwd(be, s->ln, a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
+    TBI_TRY(o->matmul_bwd(be, dt, dD, f32(gp[TBI_BLK_PROJ_W]), f32(gp[TBI_BLK_PROJ_B]),
+                          f32(datt), act(c, a->att), f32(p[TBI_BLK_PROJ_W]), R, D, D));
+    TBI_TRY(o->attention_bwd(be, d3D, dD, act(c, a->qkv), act(c, a->att), a->lse, B, N, c->NH,
+                             HS, c->causal));
+    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],
                              p[TBI_BLK_LN1_B], R, D, c->eps));
-    TBI_TRY(rnd(be, c, s->ln, RD));
     float *dbias = c->qv_bias ? s->bias3 : gp[TBI_BLK_QKV_B];
-    TBI_TRY(o->matmul_bwd(be, dD, gp[TBI_BLK_QKV_W], dbias, d3D, s->ln, p[TBI_BLK_QKV_W], R, D,
-                          3 * D));
-    TBI_TRY(rnd(be, c, dD, RD));
-    TBI_TRY(rnd(be, c, gp[TBI_BLK_QKV_W], 3 * DD));
-    TBI_TRY(rnd(be, c, dbias, 3 * (size_t)D));
+    TBI_TRY(o->matmul_bwd(be, dt, dD, f32(gp[TBI_BLK_QKV_W]), f32(dbias), d3D, act(c, s->ln),
+                          f32(p[TBI_BLK_QKV_W]), R, D, 3 * D));
     if (c->qv_bias) { /* the k bias's gradient is dropped: there is none */
         size_t row = sizeof(float) * (size_t)D;
         TBI_TRY(o->copy(be, gp[TBI_BLK_QKV_B], s->bias3, row));

@@ -14,6 +14,9 @@
 
 enum tbi_names { TBI_NAMES_TIMM, TBI_NAMES_CLIP };
 
+/* The model code's shorthand for an f32 tensor at the op boundary (backend.h's tbi_t). */
+#define f32 tbi_f32
+
 struct tbi_block_cfg {
     int D, NH, F;              /* width, heads, MLP width */
     float eps;                 /* LayerNorm */
@@ -21,10 +24,11 @@ struct tbi_block_cfg {
     int causal;                /* key j > query i masked (text towers) */
     int names;                 /* enum tbi_names */
     int qv_bias;               /* VideoMAE's attn.q_bias and attn.v_bias, no k bias (timm names) */
-    int bf16;                  /* bf16 mode (docs/PRECISION.md): the products' outputs, their
-                                * inputs, GELU's output and every gradient a product writes are
-                                * rounded to bf16 where stored; the weights passed are already
-                                * rounded copies; LayerNorm and the residual stream stay f32 */
+    int dt;                    /* enum tb_dtype: the activations' and the products' type. bf16
+                                * mode (docs/PRECISION.md): the saved qkv, attention output and
+                                * fc1, and the scratch, are stored as bf16; the products round
+                                * their operands and results to bf16; LayerNorm's statistics,
+                                * the residual stream and every weight stay f32 */
 };
 
 /* A block's parameters in registry order (one gradient span per block). With qv_bias,
@@ -52,31 +56,33 @@ int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_bloc
 void tbi_block_bind(const struct tb_params *r, int first, const struct tbi_block_cfg *c,
                     struct tbi_block_w *w, struct tbi_block_w *g);
 
-/* What a block keeps for its backward, for R = B * N token rows. */
+/* What a block keeps for its backward, for R = B * N token rows: f32, except the three of
+ * the blocks' dtype (c->dt). */
 struct tbi_block_acts {
     float *ln1_mean, *ln1_rstd;   /* (R) */
-    float *qkv;                   /* (R, 3D) */
-    float *att;                   /* (R, D) attention output, before proj */
+    void *qkv;                    /* (R, 3D), dt */
+    void *att;                    /* (R, D), dt: attention output, before proj */
     float *lse;                   /* (B, NH, N) */
     float *res1;                  /* (R, D) x + proj(att); shared, as fc1, by blocks that
                                    * recompute it */
     float *ln2_mean, *ln2_rstd;   /* (R) */
-    float *fc1;                   /* (R, F) before the activation; the backward turns it into
-                                   * act(fc1) in place. Shared by blocks that recompute it. */
+    void *fc1;                    /* (R, F), dt: before the activation; the backward turns it
+                                   * into act(fc1) in place. Shared by blocks that recompute it. */
 };
-/* Floats of one set: with res1 and fc1 when kept, else without both. */
-size_t tbi_block_acts_floats(const struct tbi_block_cfg *c, int B, int N, int kept);
-/* Carve a set from p (in the order above; a set's buffer of the plan starts at ln1_mean),
- * returning p past it: with res1 and fc1 when kept; else without both, which the caller
+/* Bytes of one set: with res1 and fc1 when kept, else without both. */
+size_t tbi_block_acts_bytes(const struct tbi_block_cfg *c, int B, int N, int kept);
+/* Carve a set from p (in the order above, each part 64-byte aligned; a set's buffer of the
+ * plan starts at ln1_mean): with res1 and fc1 when kept; else without both, which the caller
  * points at buffers shared by the blocks that recompute them. */
-float *tbi_block_acts_carve(struct tbi_block_acts *a, float *p, const struct tbi_block_cfg *c,
-                            int B, int N, int kept);
+void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_block_cfg *c, int B,
+                          int N, int kept);
 
-/* Scratch shared by all blocks of a tower. */
+/* Scratch shared by all blocks of a tower, sized as f32 (a tower also uses it for f32 rows
+ * of its own); the blocks store their dtype (c->dt) in ln, dD and dF. */
 struct tbi_block_scratch {
-    float *ln;                    /* (R, D): a LayerNorm output */
-    float *dD;                    /* (R, D) */
-    float *dF;                    /* (R, max(F, 3D)): the forward's act(fc1), the backward's
+    void *ln;                     /* (R, D): a LayerNorm output */
+    void *dD;                     /* (R, D) */
+    void *dF;                     /* (R, max(F, 3D)): the forward's act(fc1), the backward's
                                    * fc1 and qkv gradients */
     float *bias3;                 /* (3D), with qv_bias: (q, 0, v), or its gradient */
 };

@@ -258,7 +258,7 @@ static void declare_decoder(tb_mae *m, struct tbi_plan *p, int B, int d, int db,
     TBI_BUF(p, m->xe, Rv * Dd, d, d);
     for (int l = 0; l < Ld; l++) {
         TBI_BUF(p, m->x[l], Rd * Dd, d + l, db + Ld - l);
-        TBI_BUF(p, m->ba[l].ln1_mean, tbi_block_acts_floats(&m->bc, B, m->Nd, 1), d + 1 + l,
+        tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean, tbi_block_acts_bytes(&m->bc, B, m->Nd, 1), d + 1 + l,
             db + Ld - l);
     }
     /* the blocks' scratch; the mapping's backward takes dD for its input's gradient */
@@ -476,8 +476,8 @@ int tb_mae_run(tb_mae *m, float *loss)
     TBI_TRY(o->patch_target(be, m->tgt, m->pred, (int)Rq, 3, m->PP, m->mean01, m->std01,
                             m->c.norm_target));
     /* Mapped to the decoder's width. */
-    TBI_TRY(o->matmul_fwd(be, m->xe, tbi_vit_feat(m->enc), tbi_param_data(r, m->i_e2d), NULL,
-                          B * m->Nv, m->De, Dd));
+    TBI_TRY(o->matmul_fwd(be, TB_DTYPE_F32, f32(m->xe), f32(tbi_vit_feat(m->enc)),
+                          f32(tbi_param_data(r, m->i_e2d)), f32(NULL), B * m->Nv, m->De, Dd));
     /* [visible..., mask token...] + positions; the blocks; the decoded rows normed, head. */
     TBI_TRY(o->tokens_fill_fwd(be, m->x[0], m->xe, tbi_param_data(r, m->i_mask), m->sincos, m->idx,
                                B, m->Nv, Nq, Dd));
@@ -490,12 +490,13 @@ int tb_mae_run(tb_mae *m, float *loss)
     }
     /* the last block's output is in dres (no backward reads it) */
     TBI_TRY(o->gather_rows(be, m->qx, m->dres, m->q_rows, B, Nd, Nq, Dd));
-    TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, m->qx,
+    TBI_TRY(o->layernorm_fwd(be, f32(m->feat), m->feat_mean, m->feat_rstd, m->qx,
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              (int)Rq, Dd, LN_EPS));
     /* The head; the loss. */
-    TBI_TRY(o->matmul_fwd(be, m->pred, m->feat, tbi_param_data(r, m->i_head_w),
-                          tbi_param_data(r, m->i_head_b), (int)Rq, Dd, m->V));
+    TBI_TRY(o->matmul_fwd(be, TB_DTYPE_F32, f32(m->pred), f32(m->feat),
+                          f32(tbi_param_data(r, m->i_head_w)),
+                          f32(tbi_param_data(r, m->i_head_b)), (int)Rq, Dd, m->V));
     TBI_TRY(o->mse_fwd(be, m->loss, m->pred, m->tgt, m->w, (int)Rq, m->V));
     m->fwd_done = 1;
     /* the host reads the loss only when asked (a training step takes it on the backend:
@@ -527,12 +528,12 @@ int tb_mae_backward(tb_mae *m)
     m->fwd_done = 0;
     /* Loss -> head -> norm -> the decoded rows of the last block's output. */
     TBI_TRY(o->mse_bwd(be, m->dpred, m->pred, m->tgt, m->w, (int)Rq, m->V));
-    TBI_TRY(o->matmul_bwd(be, m->dfeat, tbi_param_grad(r, m->i_head_w),
-                          tbi_param_grad(r, m->i_head_b), m->dpred, m->feat,
-                          tbi_param_data(r, m->i_head_w), (int)Rq, Dd, m->V));
+    TBI_TRY(o->matmul_bwd(be, TB_DTYPE_F32, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
+                          f32(tbi_param_grad(r, m->i_head_b)), f32(m->dpred), f32(m->feat),
+                          f32(tbi_param_data(r, m->i_head_w)), (int)Rq, Dd, m->V));
     TBI_TRY(o->zero(be, m->dq, sizeof(float) * Rq * Dd));
     TBI_TRY(o->layernorm_bwd(be, m->dq, tbi_param_grad(r, m->i_norm_w),
-                             tbi_param_grad(r, m->i_norm_b), m->dfeat, m->qx,
+                             tbi_param_grad(r, m->i_norm_b), f32(m->dfeat), m->qx,
                              tbi_param_data(r, m->i_norm_w), m->feat_mean, m->feat_rstd,
                              (int)Rq, Dd));
     TBI_TRY(tbi_span_done(r, m->reg.n_spans - 1)); /* the norm's and head's */
@@ -548,8 +549,10 @@ int tb_mae_backward(tb_mae *m)
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */
     float *dxe = m->s.dD; /* (B*Nv, Dd): the blocks are done with it */
     TBI_TRY(o->tokens_fill_bwd(be, dxe, tbi_param_grad(r, m->i_mask), m->dres, B, Nv, Nq, Dd));
-    TBI_TRY(o->matmul_bwd(be, tbi_vit_dfeat(m->enc), tbi_param_grad(r, m->i_e2d), NULL, dxe,
-                          tbi_vit_feat(m->enc), tbi_param_data(r, m->i_e2d), B * Nv, m->De, Dd));
+    TBI_TRY(o->matmul_bwd(be, TB_DTYPE_F32, f32(tbi_vit_dfeat(m->enc)),
+                          f32(tbi_param_grad(r, m->i_e2d)), f32(NULL), f32(dxe),
+                          f32(tbi_vit_feat(m->enc)), f32(tbi_param_data(r, m->i_e2d)), B * Nv,
+                          m->De, Dd));
     TBI_TRY(tbi_span_done(r, m->span0)); /* the mapping's and mask token's */
     return tbi_vit_backward_dev(m->enc);
 }

@@ -154,7 +154,7 @@ int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct
     for (int l = 0; l <= L; l++)
         TBI_BUF(p, t->x[l], R * D, f + l, l < L ? b + L - l : head);
     for (int l = 0; l < L; l++)
-        TBI_BUF(p, t->ba[l].ln1_mean, tbi_block_acts_floats(&t->bc, B, N, 1), f + 1 + l, b + L - l);
+        tbi_plan_add(p, "block activations", &t->ba[l].ln1_mean, tbi_block_acts_bytes(&t->bc, B, N, 1), f + 1 + l, b + L - l);
     /* the scratch: the embedding's token rows in ln, the blocks', the embedding's gradient */
     tbi_block_scratch_declare(p, &t->s, &t->bc, R, f, f + L, b + 1, embed);
     TBI_BUF(p, t->dres, R * D, b, embed);
@@ -233,10 +233,12 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
     }
     /* the end token's row, ln_final, the projection */
     TBI_TRY(o->gather_rows(be, t->sel, t->x[L], t->eot, B, N, 1, D));
-    TBI_TRY(o->layernorm_fwd(be, t->feat, t->mean, t->rstd, t->sel, tbi_param_data(r, t->i_ln_w),
-                             tbi_param_data(r, t->i_ln_b), B, D, t->c.eps));
+    TBI_TRY(o->layernorm_fwd(be, tbi_f32(t->feat), t->mean, t->rstd, t->sel,
+                             tbi_param_data(r, t->i_ln_w), tbi_param_data(r, t->i_ln_b), B, D,
+                             t->c.eps));
     TBI_TRY(o->transpose(be, t->projT, tbi_param_data(r, t->i_proj), D, E));
-    TBI_TRY(o->matmul_fwd(be, t->emb, t->feat, t->projT, NULL, B, D, E));
+    TBI_TRY(o->matmul_fwd(be, TB_DTYPE_F32, tbi_f32(t->emb), tbi_f32(t->feat), tbi_f32(t->projT),
+                          tbi_f32(NULL), B, D, E));
     t->ready = 1;
     return 0;
 }
@@ -266,11 +268,12 @@ int tbi_text_backward(struct tbi_text *t)
     if (!t->ready)
         return tbi_err(TB_EINVAL, "the text tower's backward needs a forward since the last one");
     t->ready = 0;
-    TBI_TRY(o->matmul_bwd(be, t->dfeat, t->dprojT, NULL, t->demb, t->feat, t->projT, B, D, E));
+    TBI_TRY(o->matmul_bwd(be, TB_DTYPE_F32, tbi_f32(t->dfeat), tbi_f32(t->dprojT), tbi_f32(NULL),
+                          tbi_f32(t->demb), tbi_f32(t->feat), tbi_f32(t->projT), B, D, E));
     TBI_TRY(o->transpose(be, tbi_param_grad(r, t->i_proj), t->dprojT, E, D));
     TBI_TRY(o->zero(be, t->dsel, sizeof(float) * (size_t)B * D));
     TBI_TRY(o->layernorm_bwd(be, t->dsel, tbi_param_grad(r, t->i_ln_w),
-                             tbi_param_grad(r, t->i_ln_b), t->dfeat, t->sel,
+                             tbi_param_grad(r, t->i_ln_b), tbi_f32(t->dfeat), t->sel,
                              tbi_param_data(r, t->i_ln_w), t->mean, t->rstd, B, D));
     TBI_TRY(tbi_span_done(r, t->span1 - 1)); /* ln_final's and the projection's */
     /* only the end tokens' rows have a gradient from above */

@@ -67,7 +67,7 @@ struct tb_vit {
     float **x;                        /* L+1 of (B*Nt, D): block inputs, then the final output */
     struct tbi_block_acts *ba;        /* L of them, or 1 shared when recomputing */
     float *res1x;                     /* (B*Nt, D) res1 of the blocks below recompute_mlp */
-    float *fc1x;                      /* (B*Nt, F) fc1 of the blocks below recompute_mlp */
+    void *fc1x;                       /* (B*Nt, F) fc1 of the blocks below recompute_mlp (bc.dt) */
     struct tbi_block_scratch s;       /* ln (B*Nt, D); dD; dF: also the forward's act(fc1) */
     int F_rows;                       /* rows of the features: B, or B*Nt with pool none */
     float *pooled;                    /* (B, D) */
@@ -82,10 +82,7 @@ struct tb_vit {
      * statistics (B*Nt, D), (B*Nt); proj transposed and its gradient (E, D); the projected
      * features and their gradient (B, E) */
     float *pos_eff, *dpos_eff, *x_pre, *pre_mean, *pre_rstd, *projT, *dprojT, *emb, *demb;
-    float *wb;                        /* bf16 mode: the parameter block rounded to bf16 (the
-                                       * products' weights and biases are read from it),
-                                       * refreshed from the f32 master at every forward; NULL
-                                       * in f32 */
+    int prec;                         /* enum tb_dtype: the products' (c.dtype) */
 };
 
 static int add(tb_vit *m, const char *name, enum tb_init init, int n_dims, int64_t d0, int64_t d1,
@@ -294,7 +291,8 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
     m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
                                    .act = TBI_ACT_GELU, .causal = 0,
                                    .names = m->clip ? TBI_NAMES_CLIP : TBI_NAMES_TIMM,
-                                   .qv_bias = c->qv_bias, .bf16 = c->dtype == TB_DTYPE_BF16};
+                                   .qv_bias = c->qv_bias, .dt = c->dtype};
+    m->prec = c->dtype;
     m->blk_first = tbi_calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = tbi_calloc((size_t)c->depth, sizeof(*m->ba));
     m->x = tbi_calloc((size_t)c->depth + 1, sizeof(*m->x));
@@ -348,8 +346,6 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
     m->reg = &m->own_reg;
     if ((rc = tbi_params_alloc(m->reg)) < 0 ||
         (rc = be->ops->zero(be, m->reg->data, sizeof(float) * (size_t)m->reg->n_floats)) < 0 ||
-        (c->dtype == TB_DTYPE_BF16 &&
-         (rc = be->ops->alloc(be, sizeof(float) * (size_t)m->reg->n_floats, (void **)&m->wb)) < 0) ||
         (rc = tbi_vit_ready(m)) < 0) {
         tb_vit_close(&m);
         return rc;
@@ -378,8 +374,6 @@ void tb_vit_close(tb_vit **pm)
         free_acts(m);
         if (m->sincos)
             m->be->ops->free(m->be, m->sincos);
-        if (m->wb)
-            m->be->ops->free(m->be, m->wb);
         if (m->owner)
             tbi_params_free(m->reg);
     }
@@ -449,7 +443,7 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
     size_t T = (size_t)B * m->Nt, D = (size_t)m->D, F = (size_t)m->F;
     for (int l = 0; l < (m->c.recompute ? 1 : L); l++) {
         int last = m->c.recompute ? L - 1 : l;
-        TBI_BUF(p, m->ba[l].ln1_mean, tbi_block_acts_floats(&m->bc, B, m->Nt, l >= K),
+        tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean, tbi_block_acts_bytes(&m->bc, B, m->Nt, l >= K),
                 fwd_tick(t, l), m->c.recompute ? fwd_tick(t, last) : bwd_tick(m, t, l));
         if (m->c.recompute)
             tbi_plan_also(p, bwd_tick(m, t, last), bwd_tick(m, t, 0));
@@ -457,7 +451,8 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
     if (K > 0) {
         TBI_BUF(p, m->res1x, T * D, fwd_tick(t, 0), fwd_tick(t, K - 1));
         tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
-        TBI_BUF(p, m->fc1x, T * F, fwd_tick(t, 0), fwd_tick(t, K - 1));
+        tbi_plan_add(p, "fc1x", &m->fc1x, T * F * tbi_dt_size(m->bc.dt), fwd_tick(t, 0),
+                     fwd_tick(t, K - 1));
         tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
     }
     int f0 = fwd_tick(t, 0), f1 = fwd_tick(t, L - 1), b0 = bwd_tick(m, t, L - 1);
@@ -572,47 +567,16 @@ static const float *drop_of(const tb_vit *m, int l)
     return m->drop_on ? m->drop + (size_t)l * 2 * m->B : NULL;
 }
 
-/* bf16 mode's rounding of x (n) where it is stored; nothing in f32. */
-static int rnd(const tb_vit *m, float *x, size_t n)
-{
-    return m->wb ? m->be->ops->round_bf16(m->be, x, n) : 0;
-}
-
-/* Parameter i as a product's operand: the master, or in bf16 mode its rounded copy; and its
- * gradient rounded as a bf16 product's is (nothing in f32). */
-static float *wdata(const tb_vit *m, int i)
-{
-    return m->wb ? m->wb + m->reg->p[i].offset : tbi_param_data(m->reg, i);
-}
-
-static int rnd_grad(const tb_vit *m, int i)
-{
-    return rnd(m, tbi_param_grad(m->reg, i), (size_t)m->reg->p[i].n);
-}
-
-/* Block l's weights (the products' from the rounded copy in bf16 mode) and gradients. */
-static void bind(const tb_vit *m, int l, struct tbi_block_w *w, struct tbi_block_w *g)
-{
-    static const int products[] = {TBI_BLK_QKV_W, TBI_BLK_QKV_B, TBI_BLK_PROJ_W, TBI_BLK_PROJ_B,
-                                   TBI_BLK_FC1_W, TBI_BLK_FC1_B, TBI_BLK_FC2_W, TBI_BLK_FC2_B,
-                                   TBI_BLK_V_B};
-    tbi_block_bind(m->reg, m->blk_first[l], &m->bc, w, g);
-    for (size_t k = 0; m->wb && k < sizeof(products) / sizeof(products[0]); k++)
-        if (w->p[products[k]])
-            w->p[products[k]] = m->wb + (w->p[products[k]] - m->reg->data);
-}
-
-/* The head's input: the features, or their copy times head dropout's mask, or in bf16 mode
- * that copy rounded (the product's operand; the features themselves stay f32). */
+/* The head's input: the features, or their copy times head dropout's mask. */
 static float *head_in(const tb_vit *m)
 {
-    return m->hmask_on || m->wb ? m->feat_drop : m->feat;
+    return m->hmask_on ? m->feat_drop : m->feat;
 }
 
 static int block_forward(tb_vit *m, int l, int for_backward)
 {
     struct tbi_block_w w;
-    bind(m, l, &w, NULL);
+    tbi_block_bind(m->reg, m->blk_first[l], &m->bc, &w, NULL);
     return tbi_block_forward(m->be, &m->bc, &w, acts_of(m, l), &m->s, drop_of(m, l), m->x[l],
                              m->x[l + 1], m->B, m->Nt, for_backward);
 }
@@ -641,24 +605,19 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
     if (c->keep && !m->keep_set)
         return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
                        c->keep);
-    if (m->wb) {
-        TBI_TRY(o->copy(be, m->wb, r->data, sizeof(float) * (size_t)r->n_floats));
-        TBI_TRY(o->round_bf16(be, m->wb, (size_t)r->n_floats));
-    }
     TBI_TRY(o->patchify(be, c->keep ? m->cols_all : m->cols, m->video, B, 3, c->frames, c->height,
                         c->width, c->tubelet, c->patch));
     if (c->keep)
         TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
-    TBI_TRY(rnd(m, m->cols, (size_t)B * m->Nk * m->patch_len));
     m->keep_set = 0;
     m->drop_on = m->drop_set;
     m->drop_set = 0;
     m->hmask_on = m->hmask_set;
     m->hmask_set = 0;
-    TBI_TRY(o->matmul_fwd(be, m->patch_out, m->cols, wdata(m, m->i_patch_w),
-                          m->i_patch_b >= 0 ? wdata(m, m->i_patch_b) : NULL, B * m->Nk,
-                          m->patch_len, D));
-    TBI_TRY(rnd(m, m->patch_out, (size_t)B * m->Nk * D));
+    TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->patch_out), f32(m->cols),
+                          f32(tbi_param_data(r, m->i_patch_w)),
+                          f32(m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL),
+                          B * m->Nk, m->patch_len, D));
     if (m->clip) {
         /* CLIP: tiled positions, then ln_pre into the first block's input. */
         TBI_TRY(o->pos_tile_fwd(be, m->pos_eff, tbi_param_data(r, m->i_pos),
@@ -666,7 +625,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
                                 c->frames / c->tubelet, m->S, D));
         TBI_TRY(o->tokens_fwd(be, m->x_pre, m->patch_out, tbi_param_data(r, m->i_cls),
                               m->pos_eff, NULL, B, m->Nk, 1, D));
-        TBI_TRY(o->layernorm_fwd(be, m->x[0], m->pre_mean, m->pre_rstd, m->x_pre,
+        TBI_TRY(o->layernorm_fwd(be, f32(m->x[0]), m->pre_mean, m->pre_rstd, m->x_pre,
                                  tbi_param_data(r, m->i_pre_w), tbi_param_data(r, m->i_pre_b),
                                  B * Nt, D, LN_EPS));
     } else {
@@ -684,24 +643,22 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         TBI_TRY(o->pool_fwd(be, m->pool, m->pooled, xl, B, Nt, D));
         pooled = m->pooled;
     }
-    TBI_TRY(o->layernorm_fwd(be, m->feat, m->feat_mean, m->feat_rstd, pooled,
+    TBI_TRY(o->layernorm_fwd(be, f32(m->feat), m->feat_mean, m->feat_rstd, pooled,
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              m->F_rows, D, LN_EPS));
     if (m->K > 0) {
         /* head dropout: the features times the mask, as B D segments of one */
         if (m->hmask_on)
             TBI_TRY(o->scale_add(be, m->feat_drop, NULL, m->feat, m->hmask, B * D, 1));
-        else if (m->wb)
-            TBI_TRY(o->copy(be, m->feat_drop, m->feat, sizeof(float) * (size_t)B * D));
-        TBI_TRY(rnd(m, m->feat_drop, (size_t)B * D));
-        TBI_TRY(o->matmul_fwd(be, m->logits, head_in(m), wdata(m, m->i_head_w),
-                              wdata(m, m->i_head_b), B, D, m->K));
-        TBI_TRY(rnd(m, m->logits, (size_t)B * m->K));
+        TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->logits), f32(head_in(m)),
+                              f32(tbi_param_data(r, m->i_head_w)),
+                              f32(tbi_param_data(r, m->i_head_b)), B, D, m->K));
     }
     if (m->E > 0) {
         /* feat @ proj (D, E), as a product with its transpose */
         TBI_TRY(o->transpose(be, m->projT, tbi_param_data(r, m->i_proj), D, m->E));
-        TBI_TRY(o->matmul_fwd(be, m->emb, m->feat, m->projT, NULL, B, D, m->E));
+        TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->emb), f32(m->feat), f32(m->projT), f32(NULL),
+                              B, D, m->E));
     }
     m->grad_source = 2;
     if (!labels && !soft)
@@ -915,14 +872,14 @@ static int backward(tb_vit *m)
     const float *xl = m->x[L];
     if (m->E > 0) {
         /* the projection: dfeat from the features' gradient, proj's gradient transposed */
-        TBI_TRY(o->matmul_bwd(be, m->dfeat, m->dprojT, NULL, m->demb, m->feat, m->projT, B, D,
-                              m->E));
+        TBI_TRY(o->matmul_bwd(be, m->prec, f32(m->dfeat), f32(m->dprojT), f32(NULL),
+                              f32(m->demb), f32(m->feat), f32(m->projT), B, D, m->E));
         TBI_TRY(o->transpose(be, tbi_param_grad(r, m->i_proj), m->dprojT, m->E, D));
     }
     float *dnorm = m->pool >= 0 ? m->dpool : m->dres; /* the norm's input gradient: added to */
     TBI_TRY(o->zero(be, dnorm, sizeof(float) * (size_t)m->F_rows * D));
     TBI_TRY(o->layernorm_bwd(be, dnorm, tbi_param_grad(r, m->i_norm_w),
-                             tbi_param_grad(r, m->i_norm_b), m->dfeat,
+                             tbi_param_grad(r, m->i_norm_b), f32(m->dfeat),
                              m->pool >= 0 ? m->pooled : xl, tbi_param_data(r, m->i_norm_w),
                              m->feat_mean, m->feat_rstd, m->F_rows, D));
     TBI_TRY(tbi_span_done(r, m->span1 - 1)); /* the final norm's and head's (projection's) */
@@ -932,7 +889,7 @@ static int backward(tb_vit *m)
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
-        bind(m, l, &w, &g);
+        tbi_block_bind(m->reg, m->blk_first[l], &m->bc, &w, &g);
         if (c->recompute)
             TBI_TRY(block_forward(m, l, 1));
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s, drop_of(m, l),
@@ -949,7 +906,7 @@ static int backward(tb_vit *m)
         float *dpre = m->s.dF;
         TBI_TRY(o->zero(be, dpre, sizeof(float) * R * D));
         TBI_TRY(o->layernorm_bwd(be, dpre, tbi_param_grad(r, m->i_pre_w),
-                                 tbi_param_grad(r, m->i_pre_b), m->dres, m->x_pre,
+                                 tbi_param_grad(r, m->i_pre_b), f32(m->dres), m->x_pre,
                                  tbi_param_data(r, m->i_pre_w), m->pre_mean, m->pre_rstd,
                                  (int)R, D));
         TBI_TRY(o->tokens_bwd(be, dpatch, tbi_param_grad(r, m->i_cls), m->dpos_eff, dpre, NULL,
@@ -963,13 +920,10 @@ static int backward(tb_vit *m)
                               m->dres, c->keep ? m->keep : NULL, B, m->Nk, m->has_cls,
                               m->Np + m->has_cls, D));
     }
-    TBI_TRY(rnd(m, dpatch, (size_t)B * m->Nk * D));
-    TBI_TRY(o->matmul_bwd(be, NULL, tbi_param_grad(r, m->i_patch_w),
-                          m->i_patch_b >= 0 ? tbi_param_grad(r, m->i_patch_b) : NULL, dpatch,
-                          m->cols, wdata(m, m->i_patch_w), B * m->Nk, m->patch_len, D));
-    TBI_TRY(rnd_grad(m, m->i_patch_w));
-    if (m->i_patch_b >= 0)
-        TBI_TRY(rnd_grad(m, m->i_patch_b));
+    TBI_TRY(o->matmul_bwd(be, m->prec, f32(NULL), f32(tbi_param_grad(r, m->i_patch_w)),
+                          f32(m->i_patch_b >= 0 ? tbi_param_grad(r, m->i_patch_b) : NULL),
+                          f32(dpatch), f32(m->cols), f32(tbi_param_data(r, m->i_patch_w)),
+                          B * m->Nk, m->patch_len, D));
     TBI_TRY(tbi_span_done(r, m->span0));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
@@ -989,13 +943,10 @@ int tb_vit_backward(tb_vit *m)
         TBI_TRY(o->xent_soft_bwd(m->be, m->dlogits, m->probs, m->soft, m->B, m->K));
     else
         TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
-    TBI_TRY(rnd(m, m->dlogits, (size_t)m->B * m->K));
-    TBI_TRY(o->matmul_bwd(m->be, m->dfeat, tbi_param_grad(r, m->i_head_w),
-                          tbi_param_grad(r, m->i_head_b), m->dlogits, head_in(m),
-                          wdata(m, m->i_head_w), m->B, m->D, m->K));
-    TBI_TRY(rnd(m, m->dfeat, (size_t)m->B * m->D));
-    TBI_TRY(rnd_grad(m, m->i_head_w));
-    TBI_TRY(rnd_grad(m, m->i_head_b));
+    TBI_TRY(o->matmul_bwd(m->be, m->prec, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
+                          f32(tbi_param_grad(r, m->i_head_b)), f32(m->dlogits),
+                          f32(head_in(m)), f32(tbi_param_data(r, m->i_head_w)), m->B, m->D,
+                          m->K));
     if (m->hmask_on)
         TBI_TRY(o->scale_add(m->be, m->dfeat, NULL, m->dfeat, m->hmask, m->B * m->D, 1));
     return backward(m);

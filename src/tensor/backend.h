@@ -4,8 +4,11 @@
  * code and takes the backend (its context: a CUDA stream, library handles and workspace live
  * there), and pointers to backend memory, which only ops may read or write: model, optimizer,
  * checkpoint and trainer code move data with the memory ops (to_device, to_host) alone.
- * Float32 row-major, shapes in the legend of include/tubelet/tensor.h; "host" marks the few
- * arguments that live in host memory. What each op computes is written beside its CPU
+ * Row-major, shapes in the legend of include/tubelet/tensor.h; "host" marks the few arguments
+ * that live in host memory. The tensors bf16 mode stores as bf16 (activations, the products'
+ * operands and outputs: docs/PRECISION.md) cross as tbi_t, a pointer with its element type;
+ * the rest are float32 (weights, LayerNorm statistics, the residual stream, losses, optimizer
+ * state, reductions) or say their type (int64 labels, uint8 clips, int32 indices). What each op computes is written beside its CPU
  * reference in src/tensor/cpu/kernels.h and model_ops.c. Tests: tests/test_backend.c (every
  * op of every compiled backend against the CPU reference), tests/test_ops.c (the reference). */
 #ifndef TUBELET_TENSOR_BACKEND_H
@@ -17,6 +20,36 @@
 #include "tubelet/tensor.h"
 
 typedef struct tbi_backend tbi_backend;
+
+/* A typed tensor: backend memory at p (NULL: none, where an op allows it) holding elements of
+ * dt, TB_DTYPE_F32 (float) or TB_DTYPE_BF16 (uint16_t: a float's upper half; stored from f32
+ * by rounding to nearest, ties to even, a NaN staying a NaN). An op reads any dtype exactly
+ * (bf16 widens exactly) and rounds what it writes to its tensor's dtype. */
+typedef struct {
+    void *p;
+    int dt; /* enum tb_dtype */
+} tbi_t;
+/* p as a tensor of dt, and as one of f32 (const only for the caller's convenience: an op
+ * writes only the tensors its contract says it writes). */
+static inline tbi_t tbi_t_of(const void *p, int dt)
+{
+    tbi_t t = {(void *)(uintptr_t)p, dt};
+    return t;
+}
+static inline tbi_t tbi_f32(const float *p)
+{
+    return tbi_t_of(p, TB_DTYPE_F32);
+}
+/* Bytes of one element of dt. */
+static inline size_t tbi_dt_size(int dt)
+{
+    return dt == TB_DTYPE_BF16 ? 2 : 4;
+}
+/* t moved on by n elements. */
+static inline tbi_t tbi_t_at(tbi_t t, size_t n)
+{
+    return tbi_t_of(t.p ? (char *)t.p + n * tbi_dt_size(t.dt) : NULL, t.dt);
+}
 
 /* Activations of a transformer MLP (tbi_act_*). */
 enum tbi_act { TBI_ACT_GELU, TBI_ACT_QUICKGELU };
@@ -70,32 +103,33 @@ struct tbi_step_stats {
     /* all (processes, n) = every process's x (n), in rank order (data parallelism's           \
      * all-gather: the contrastive loss's features); one process: a copy */                     \
     X(gather, (tbi_backend * be, float *all, const float *x, size_t n), (be, all, x, n))       \
-    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or NULL) */                             \
+    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or none). prec is the product's type: \
+     * TB_DTYPE_BF16 (bf16 mode's products, autocast's) rounds every operand to bf16 as it is  \
+     * read and every result as it is written, whatever the tensors' own dtypes; f32: none */  \
     X(matmul_fwd,                                                                              \
-      (tbi_backend * be, float *out, const float *inp, const float *w, const float *bias,      \
-       int M, int K, int N),                                                                   \
-      (be, out, inp, w, bias, M, K, N))                                                        \
+      (tbi_backend * be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int K,    \
+       int N),                                                                                 \
+      (be, prec, out, inp, w, bias, M, K, N))                                                  \
     /* dinp (M, K) = dout @ w; dw (N, K) = dout^T @ inp; dbias = colsum(dout); written, any    \
-     * may be NULL */                                                                          \
+     * may be none; prec as matmul_fwd's */                                                    \
     X(matmul_bwd,                                                                              \
-      (tbi_backend * be, float *dinp, float *dw, float *dbias, const float *dout,              \
-       const float *inp, const float *w, int M, int K, int N),                                 \
-      (be, dinp, dw, dbias, dout, inp, w, M, K, N))                                            \
+      (tbi_backend * be, int prec, tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t inp,   \
+       tbi_t w, int M, int K, int N),                                                          \
+      (be, prec, dinp, dw, dbias, dout, inp, w, M, K, N))                                      \
     X(layernorm_fwd,                                                                           \
-      (tbi_backend * be, float *out, float *mean, float *rstd, const float *inp,               \
+      (tbi_backend * be, tbi_t out, float *mean, float *rstd, const float *inp,                \
        const float *w, const float *b, int R, int C, float eps),                               \
       (be, out, mean, rstd, inp, w, b, R, C, eps))                                             \
     /* dinp += the input gradient; dw, db written */                                           \
     X(layernorm_bwd,                                                                           \
-      (tbi_backend * be, float *dinp, float *dw, float *db, const float *dout,                 \
-       const float *inp, const float *w, const float *mean, const float *rstd, int R, int C),  \
+      (tbi_backend * be, float *dinp, float *dw, float *db, tbi_t dout, const float *inp,      \
+       const float *w, const float *mean, const float *rstd, int R, int C),                    \
       (be, dinp, dw, db, dout, inp, w, mean, rstd, R, C))                                      \
-    X(act_fwd, (tbi_backend * be, int act, float *out, const float *inp, size_t n),            \
+    X(act_fwd, (tbi_backend * be, int act, tbi_t out, tbi_t inp, size_t n),                    \
       (be, act, out, inp, n))                                                                  \
-    /* dinp = dout * act'(inp) (may be dout); out = act(inp) when not NULL (may be inp) */     \
+    /* dinp = dout * act'(inp) (may be dout); out = act(inp) when not none (may be inp) */     \
     X(act_bwd,                                                                                 \
-      (tbi_backend * be, int act, float *dinp, float *out, const float *inp,                   \
-       const float *dout, size_t n),                                                           \
+      (tbi_backend * be, int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout, size_t n),     \
       (be, act, dinp, out, inp, dout, n))                                                      \
     X(add, (tbi_backend * be, float *out, const float *a, const float *b, size_t n),           \
       (be, out, a, b, n))                                                                      \
@@ -107,12 +141,12 @@ struct tbi_step_stats {
       (be, out, a, x, scale, B, n))                                                            \
     /* qkv (B, N, 3, NH, HS) -> out (B, N, D), lse (B, NH, N); causal: key j > query i masked */ \
     X(attention_fwd,                                                                           \
-      (tbi_backend * be, float *out, float *lse, const float *qkv, int B, int N, int NH,       \
-       int HS, int causal),                                                                    \
+      (tbi_backend * be, tbi_t out, float *lse, tbi_t qkv, int B, int N, int NH, int HS,       \
+       int causal),                                                                            \
       (be, out, lse, qkv, B, N, NH, HS, causal))                                               \
     X(attention_bwd,                                                                           \
-      (tbi_backend * be, float *dqkv, const float *dout, const float *qkv, const float *out,   \
-       const float *lse, int B, int N, int NH, int HS, int causal),                            \
+      (tbi_backend * be, tbi_t dqkv, tbi_t dout, tbi_t qkv, tbi_t out, const float *lse, int B, \
+       int N, int NH, int HS, int causal),                                                     \
       (be, dqkv, dout, qkv, out, lse, B, N, NH, HS, causal))                                   \
     /* loss (1) = mean smoothed cross-entropy of logits (B, K) at targets (B); probs saved */   \
     X(xent_fwd,                                                                                \
@@ -260,9 +294,6 @@ struct tbi_step_stats {
       (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
        size_t n, float lr, float momentum, float weight_decay),                                \
       (be, param, grad, grad_scale, m, n, lr, momentum, weight_decay))                         \
-    /* x (n) rounded in place to bfloat16, round to nearest even, kept in float storage (NaN   \
-     * stays NaN): bf16 mode's storage points, where a GPU stores bf16 (docs/PRECISION.md) */  \
-    X(round_bf16, (tbi_backend * be, float *x, size_t n), (be, x, n))                         \
     /* *host_out += the sum of squares of x (n), in double */                                  \
     X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
       (be, host_out, x, n))                                                                    \

@@ -123,37 +123,142 @@ int tbi_cpu_gather(tbi_backend *be, float *all, const float *x, size_t n)
     return tb_dist_gather_f32(x, n, all);
 }
 
-int tbi_cpu_matmul_fwd(tbi_backend *be, float *out, const float *inp, const float *w,
-                       const float *bias, int M, int K, int N)
+/* ---- typed tensors: the f32 views the kernels compute on ------------------------------- */
+
+/* The kernels are f32. A typed op computes on a view of each tensor: the tensor itself where
+ * it is f32 and prec rounds nothing, else a slot of this thread's scratch holding it widened
+ * (or rounded to bf16: a bf16 product's f32 operand). Outputs are computed in their view and
+ * stored back: narrowed into bf16, or rounded in place where an f32 tensor holds a bf16
+ * product's result. The scratch is held between calls (TBI_SCRATCH_TYPED slots, grown to the
+ * largest operand seen); a tuned path would convert inside the kernels' own loads. */
+struct views {
+    int prec;  /* enum tb_dtype: the product's type */
+    int slots; /* scratch slots taken */
+    int oom;
+};
+
+static float *slot(struct views *v, size_t n)
+{
+    float *f = v->slots < TBI_SCRATCH_TYPED_N
+                   ? tbi_scratch(TBI_SCRATCH_TYPED + v->slots++, sizeof(float) * (n ? n : 1))
+                   : NULL;
+    v->oom |= !f;
+    return f;
+}
+
+static int direct(const struct views *v, tbi_t t)
+{
+    return t.dt == TB_DTYPE_F32 && v->prec != TB_DTYPE_BF16;
+}
+
+/* An operand's view (NULL for none). */
+static float *view_in(struct views *v, tbi_t t, size_t n)
+{
+    if (!t.p || direct(v, t))
+        return t.p;
+    float *f = slot(v, n);
+    if (f && t.dt == TB_DTYPE_BF16)
+        tbi_f32_from_bf16(f, t.p, n);
+    else if (f)
+        tbi_round_bf16_copy(f, t.p, n);
+    return f;
+}
+
+/* An output's view: the tensor where it is f32, else a slot (NULL for none). */
+static float *view_out(struct views *v, tbi_t t, size_t n)
+{
+    return !t.p || t.dt == TB_DTYPE_F32 ? t.p : slot(v, n);
+}
+
+/* An output's view back into its tensor. */
+static void store(const struct views *v, tbi_t t, float *f, size_t n)
+{
+    if (!t.p)
+        return;
+    if (t.dt == TB_DTYPE_BF16)
+        tbi_bf16_from_f32(t.p, f, n);
+    else if (v->prec == TB_DTYPE_BF16)
+        tbi_round_bf16(f, n);
+}
+
+static int bad_dtype(tbi_t t)
+{
+    return tbi_err(TB_EINVAL, "tensor of dtype %d: the CPU backend has f32 and bf16", t.dt);
+}
+
+static int views_check(const struct views *v, const tbi_t *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i].dt != TB_DTYPE_F32 && t[i].dt != TB_DTYPE_BF16)
+            return bad_dtype(t[i]);
+    if (v->prec != TB_DTYPE_F32 && v->prec != TB_DTYPE_BF16)
+        return tbi_err(TB_EINVAL, "product type %d: the CPU backend has f32 and bf16", v->prec);
+    return 0;
+}
+
+static int views_oom(const struct views *v)
+{
+    return v->oom ? tbi_err(TB_ENOMEM, "out of memory for the f32 views of a typed op") : 0;
+}
+
+int tbi_cpu_matmul_fwd(tbi_backend *be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias,
+                       int M, int K, int N)
 {
     (void)be;
+    struct views v = {.prec = prec};
+    TBI_TRY(views_check(&v, (tbi_t[]){out, inp, w, bias}, 4));
+    const float *fi = view_in(&v, inp, (size_t)M * K), *fw = view_in(&v, w, (size_t)N * K);
+    const float *fb = view_in(&v, bias, (size_t)N);
+    float *fo = view_out(&v, out, (size_t)M * N);
+    TBI_TRY(views_oom(&v));
     tbi_share_tick();
-    tbi_matmul_fwd(out, inp, w, bias, M, K, N);
+    tbi_matmul_fwd(fo, fi, fw, fb, M, K, N);
+    store(&v, out, fo, (size_t)M * N);
     return 0;
 }
 
-int tbi_cpu_matmul_bwd(tbi_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
-                       const float *inp, const float *w, int M, int K, int N)
+int tbi_cpu_matmul_bwd(tbi_backend *be, int prec, tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout,
+                       tbi_t inp, tbi_t w, int M, int K, int N)
 {
     (void)be;
-    tbi_matmul_bwd(dinp, dw, dbias, dout, inp, w, M, K, N);
+    struct views v = {.prec = prec};
+    TBI_TRY(views_check(&v, (tbi_t[]){dinp, dw, dbias, dout, inp, w}, 6));
+    const float *fd = view_in(&v, dout, (size_t)M * N);
+    const float *fi = dw.p ? view_in(&v, inp, (size_t)M * K) : NULL;
+    const float *fw = dinp.p ? view_in(&v, w, (size_t)N * K) : NULL;
+    float *gi = view_out(&v, dinp, (size_t)M * K), *gw = view_out(&v, dw, (size_t)N * K);
+    float *gb = view_out(&v, dbias, (size_t)N);
+    TBI_TRY(views_oom(&v));
+    tbi_matmul_bwd(gi, gw, gb, fd, fi, fw, M, K, N);
+    store(&v, dinp, gi, (size_t)M * K);
+    store(&v, dw, gw, (size_t)N * K);
+    store(&v, dbias, gb, (size_t)N);
     return 0;
 }
 
-int tbi_cpu_layernorm_fwd(tbi_backend *be, float *out, float *mean, float *rstd, const float *inp,
+int tbi_cpu_layernorm_fwd(tbi_backend *be, tbi_t out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int R, int C, float eps)
 {
     (void)be;
-    tbi_layernorm_fwd(out, mean, rstd, inp, w, b, R, C, eps);
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, &out, 1));
+    float *fo = view_out(&v, out, (size_t)R * C);
+    TBI_TRY(views_oom(&v));
+    tbi_layernorm_fwd(fo, mean, rstd, inp, w, b, R, C, eps);
+    store(&v, out, fo, (size_t)R * C);
     return 0;
 }
 
-int tbi_cpu_layernorm_bwd(tbi_backend *be, float *dinp, float *dw, float *db, const float *dout,
+int tbi_cpu_layernorm_bwd(tbi_backend *be, float *dinp, float *dw, float *db, tbi_t dout,
                           const float *inp, const float *w, const float *mean, const float *rstd,
                           int R, int C)
 {
     (void)be;
-    tbi_layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, R, C);
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, &dout, 1));
+    const float *fd = view_in(&v, dout, (size_t)R * C);
+    TBI_TRY(views_oom(&v));
+    tbi_layernorm_bwd(dinp, dw, db, fd, inp, w, mean, rstd, R, C);
     return 0;
 }
 
@@ -162,28 +267,37 @@ static int bad_act(int act)
     return tbi_err(TB_EINVAL, "activation %d is not one of the op list's", act);
 }
 
-int tbi_cpu_act_fwd(tbi_backend *be, int act, float *out, const float *inp, size_t n)
+int tbi_cpu_act_fwd(tbi_backend *be, int act, tbi_t out, tbi_t inp, size_t n)
 {
     (void)be;
-    if (act == TBI_ACT_GELU)
-        tbi_gelu_fwd(out, inp, n);
-    else if (act == TBI_ACT_QUICKGELU)
-        tbi_quickgelu_fwd(out, inp, n);
-    else
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, (tbi_t[]){out, inp}, 2));
+    if (act != TBI_ACT_GELU && act != TBI_ACT_QUICKGELU)
         return bad_act(act);
+    const float *fi = view_in(&v, inp, n);
+    float *fo = out.p == inp.p && out.dt == inp.dt ? (float *)fi : view_out(&v, out, n);
+    TBI_TRY(views_oom(&v));
+    (act == TBI_ACT_GELU ? tbi_gelu_fwd : tbi_quickgelu_fwd)(fo, fi, n);
+    store(&v, out, fo, n);
     return 0;
 }
 
-int tbi_cpu_act_bwd(tbi_backend *be, int act, float *dinp, float *out, const float *inp,
-                    const float *dout, size_t n)
+/* In place as the contract allows: dinp may be dout and out may be inp, views alike. */
+int tbi_cpu_act_bwd(tbi_backend *be, int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout,
+                    size_t n)
 {
     (void)be;
-    if (act == TBI_ACT_GELU)
-        tbi_gelu_bwd(dinp, out, inp, dout, n);
-    else if (act == TBI_ACT_QUICKGELU)
-        tbi_quickgelu_bwd(dinp, out, inp, dout, n);
-    else
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, (tbi_t[]){dinp, out, inp, dout}, 4));
+    if (act != TBI_ACT_GELU && act != TBI_ACT_QUICKGELU)
         return bad_act(act);
+    float *fi = view_in(&v, inp, n), *fd = view_in(&v, dout, n);
+    float *gi = dinp.p == dout.p && dinp.dt == dout.dt ? fd : view_out(&v, dinp, n);
+    float *fo = out.p == inp.p && out.dt == inp.dt ? fi : view_out(&v, out, n);
+    TBI_TRY(views_oom(&v));
+    (act == TBI_ACT_GELU ? tbi_gelu_bwd : tbi_quickgelu_bwd)(gi, fo, fi, fd, n);
+    store(&v, dinp, gi, n);
+    store(&v, out, fo, n);
     return 0;
 }
 
@@ -200,22 +314,36 @@ static int attention_oom(int heads, int N)
                    heads, N);
 }
 
-int tbi_cpu_attention_fwd(tbi_backend *be, float *out, float *lse, const float *qkv, int B,
-                          int N, int NH, int HS, int causal)
+int tbi_cpu_attention_fwd(tbi_backend *be, tbi_t out, float *lse, tbi_t qkv, int B, int N,
+                          int NH, int HS, int causal)
 {
     (void)be;
-    if (tbi_attention_fwd(out, lse, qkv, B, N, NH, HS, causal) < 0)
+    struct views v = {.prec = TB_DTYPE_F32};
+    size_t RD = (size_t)B * N * NH * HS;
+    TBI_TRY(views_check(&v, (tbi_t[]){out, qkv}, 2));
+    const float *fq = view_in(&v, qkv, 3 * RD);
+    float *fo = view_out(&v, out, RD);
+    TBI_TRY(views_oom(&v));
+    if (tbi_attention_fwd(fo, lse, fq, B, N, NH, HS, causal) < 0)
         return attention_oom(B * NH, N);
+    store(&v, out, fo, RD);
     return 0;
 }
 
-int tbi_cpu_attention_bwd(tbi_backend *be, float *dqkv, const float *dout, const float *qkv,
-                          const float *out, const float *lse, int B, int N, int NH, int HS,
-                          int causal)
+int tbi_cpu_attention_bwd(tbi_backend *be, tbi_t dqkv, tbi_t dout, tbi_t qkv, tbi_t out,
+                          const float *lse, int B, int N, int NH, int HS, int causal)
 {
     (void)be;
-    if (tbi_attention_bwd(dqkv, dout, qkv, out, lse, B, N, NH, HS, causal) < 0)
+    struct views v = {.prec = TB_DTYPE_F32};
+    size_t RD = (size_t)B * N * NH * HS;
+    TBI_TRY(views_check(&v, (tbi_t[]){dqkv, dout, qkv, out}, 4));
+    const float *fd = view_in(&v, dout, RD), *fq = view_in(&v, qkv, 3 * RD);
+    const float *fo = view_in(&v, out, RD);
+    float *gq = view_out(&v, dqkv, 3 * RD);
+    TBI_TRY(views_oom(&v));
+    if (tbi_attention_bwd(gq, fd, fq, fo, lse, B, N, NH, HS, causal) < 0)
         return attention_oom(B * NH, N);
+    store(&v, dqkv, gq, 3 * RD);
     return 0;
 }
 
@@ -450,13 +578,6 @@ int tbi_cpu_sgd(tbi_backend *be, float *param, const float *grad, float grad_sca
 {
     (void)be;
     tbi_sgd(param, grad, grad_scale, m, n, lr, momentum, weight_decay);
-    return 0;
-}
-
-int tbi_cpu_round_bf16(tbi_backend *be, float *x, size_t n)
-{
-    (void)be;
-    tbi_round_bf16(x, n);
     return 0;
 }
 

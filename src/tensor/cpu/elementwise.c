@@ -533,27 +533,77 @@ TWO_WAYS(sum_squares_span, (double *sum, const float *x, size_t n), (sum, x, n))
 /* bf16 rounding on the bits: adding 0x7fff plus the kept part's lowest bit, then cutting the
  * low 16, rounds to nearest with ties to even (a carry into the exponent is the right answer,
  * up to infinity); a NaN only gets its quiet bit, which the cut keeps, so it stays NaN. */
-static ALWAYS_INLINE void round_bf16_span_body(float *x, size_t n)
+static ALWAYS_INLINE uint32_t bf16_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof(b));
+    b = (b & 0x7fffffffu) > 0x7f800000u ? b | 0x00400000u : b + 0x7fffu + ((b >> 16) & 1u);
+    return b >> 16;
+}
+
+static ALWAYS_INLINE void round_bf16_span_body(float *dst, const float *src, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &x[i], sizeof(b));
-        b = (b & 0x7fffffffu) > 0x7f800000u ? b | 0x00400000u : b + 0x7fffu + ((b >> 16) & 1u);
-        b &= 0xffff0000u;
-        memcpy(&x[i], &b, sizeof(b));
+        uint32_t b = bf16_bits(src[i]) << 16;
+        memcpy(&dst[i], &b, sizeof(b));
     }
 }
-TWO_WAYS(round_bf16_span, (float *x, size_t n), (x, n))
+TWO_WAYS(round_bf16_span, (float *dst, const float *src, size_t n), (dst, src, n))
 
-void tbi_round_bf16(float *x, size_t n)
+static ALWAYS_INLINE void to_bf16_span_body(uint16_t *dst, const float *src, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)bf16_bits(src[i]);
+}
+TWO_WAYS(to_bf16_span, (uint16_t *dst, const float *src, size_t n), (dst, src, n))
+
+static ALWAYS_INLINE void from_bf16_span_body(float *dst, const uint16_t *src, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &b, sizeof(b));
+    }
+}
+TWO_WAYS(from_bf16_span, (float *dst, const uint16_t *src, size_t n), (dst, src, n))
+
+/* The three conversions share one loop over the threads' shares (kind: 0 round, 1 to bf16,
+ * 2 from bf16). */
+static void convert(int kind, void *dst, const void *src, size_t n)
 {
 #pragma omp parallel if (n > 65536)
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        round_bf16_span(x + lo, hi - lo);
+        if (kind == 0)
+            round_bf16_span((float *)dst + lo, (const float *)src + lo, hi - lo);
+        else if (kind == 1)
+            to_bf16_span((uint16_t *)dst + lo, (const float *)src + lo, hi - lo);
+        else
+            from_bf16_span((float *)dst + lo, (const uint16_t *)src + lo, hi - lo);
     }
+}
+
+void tbi_round_bf16(float *x, size_t n)
+{
+    convert(0, x, x, n);
+}
+
+void tbi_round_bf16_copy(float *dst, const float *src, size_t n)
+{
+    convert(0, dst, src, n);
+}
+
+void tbi_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
+{
+    convert(1, dst, src, n);
+}
+
+void tbi_f32_from_bf16(float *dst, const uint16_t *src, size_t n)
+{
+    convert(2, dst, src, n);
 }
 
 /* Each thread's share summed, the shares added in thread order: the same bits on every run

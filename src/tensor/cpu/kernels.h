@@ -63,7 +63,13 @@ int tbi_sgemm_uses_own(void);
 
 /* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
  * and returns it, or NULL when out of memory. Freed only with its thread. */
-enum { TBI_SCRATCH_GEMM, TBI_SCRATCH_ATTENTION, TBI_SCRATCH_N };
+enum {
+    TBI_SCRATCH_GEMM,
+    TBI_SCRATCH_ATTENTION,
+    TBI_SCRATCH_TYPED, /* TBI_SCRATCH_TYPED_N of them: the typed ops' f32 views (backend_cpu.c) */
+    TBI_SCRATCH_TYPED_N = 6,
+    TBI_SCRATCH_N = TBI_SCRATCH_TYPED + TBI_SCRATCH_TYPED_N
+};
 float *tbi_scratch(int use, size_t bytes);
 
 /* out (M, N) = inp (M, K) @ w^T, w (N, K), + bias (N) when bias != NULL (PyTorch Linear). */
@@ -166,6 +172,11 @@ void tbi_sgd(float *param, const float *grad, float grad_scale, float *m, size_t
 /* x (n) rounded in place to the nearest bfloat16 (ties to even), kept as float: the sign, the
  * 8 exponent bits and the top 7 mantissa bits; infinities stay, a NaN stays a NaN (quiet). */
 void tbi_round_bf16(float *x, size_t n);
+/* The same rounding from src into dst; into bf16's bits (uint16_t); and bf16 widened to
+ * float (exact). */
+void tbi_round_bf16_copy(float *dst, const float *src, size_t n);
+void tbi_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
+void tbi_f32_from_bf16(float *dst, const uint16_t *src, size_t n);
 
 /* Sum of squares of x (n), accumulated in double. */
 double tbi_sum_squares(const float *x, size_t n);
