@@ -1,13 +1,15 @@
 /* bench/bench_train.c - training-step throughput of the video ViT on the CPU: random weights
  * and a random batch of uint8 clips (as the loader gives them: normalised by the model's
  * backend), forward + backward + gradient clipping + AdamW, timed over STEPS steps
- * after one warm-up step; prints one JSON line with clips/s and peak RSS. The PyTorch side is
+ * after one warm-up step; prints one JSON line with clips/s, the planned arena (activations,
+ * scratch and gradients: tb_vit_plan's bytes) and peak RSS. The PyTorch side is
  * bench/train_peer.py; bench/train_bench.sh runs both.
  * Usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [PATCH=16] [TUBELET=2]
- *        [RECOMPUTE=0] [RECOMPUTE_MLP=0] */
+ *        [RECOMPUTE=0] [RECOMPUTE_MLP=0] [PRECISION=fp32|bf16] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -27,7 +29,7 @@ int main(int argc, char **argv)
 {
     if (argc < 7) {
         fprintf(stderr, "usage: bench_train DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS] [PATCH] "
-                "[TUBELET] [RECOMPUTE] [RECOMPUTE_MLP]\n");
+                "[TUBELET] [RECOMPUTE] [RECOMPUTE_MLP] [PRECISION]\n");
         return 2;
     }
     struct tb_vit_config c = {
@@ -37,12 +39,14 @@ int main(int argc, char **argv)
         .classes = 400, .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS,
         .recompute = argc > 10 ? atoi(argv[10]) : 0,
         .recompute_mlp = argc > 11 ? atoi(argv[11]) : 0,
+        .dtype = argc > 12 && !strcmp(argv[12], "bf16") ? TB_DTYPE_BF16 : TB_DTYPE_F32,
     };
     int B = atoi(argv[6]), steps = argc > 7 ? atoi(argv[7]) : 3;
     tb_vit *m = NULL;
     struct tb_optim opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                            .weight_decay = 0.05f};
-    if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B, NULL) < 0 ||
+    int64_t plan = 0;
+    if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B, &plan) < 0 ||
         tb_optim_init(&opt, tb_vit_params(m)) < 0 || tb_vit_init(m, 1) < 0) {
         fprintf(stderr, "%s\n", tb_errmsg());
         return 1;
@@ -78,9 +82,12 @@ int main(int argc, char **argv)
         snprintf(impl, sizeof(impl), "tubelet-recompute");
     else if (c.recompute_mlp)
         snprintf(impl, sizeof(impl), "tubelet-recompute-mlp%d", c.recompute_mlp);
+    if (c.dtype == TB_DTYPE_BF16)
+        strcat(impl, "-bf16");
     printf("{\"impl\": \"%s\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
            "\"batch\": %d, \"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.3f, "
-           "\"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", impl, c.dim, c.depth, c.frames,
-           c.height, B, steps, secs, B * steps / secs, ru.ru_maxrss / 1024.0, loss);
+           "\"plan_mb\": %.1f, \"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", impl, c.dim, c.depth,
+           c.frames, c.height, B, steps, secs, B * steps / secs, plan / 1048576.0,
+           ru.ru_maxrss / 1024.0, loss);
     return 0;
 }

@@ -300,3 +300,80 @@ void tbt_same_ckpt(const char *run_a, const char *run_b, const char *what)
     tb_st_free(&fa);
     tb_st_free(&fb);
 }
+
+void tbt_same_st(const char *a_path, const char *b_path, const char *what)
+{
+    struct tb_st_file *a = NULL, *b = NULL;
+    CHECK_EQ(tb_st_read(&a, a_path), 0);
+    CHECK_EQ(tb_st_read(&b, b_path), 0);
+    if (!a || !b)
+        return;
+    CHECK_EQ(a->n_tensors, b->n_tensors);
+    int differ = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const struct tb_st_tensor *t = &a->tensors[i], *u = tb_st_find(b, t->name);
+        int same = u && u->n == t->n && !memcmp(t->data, u->data, sizeof(float) * (size_t)t->n);
+        CHECK_MSG(same, "%s: %s differs between the runs", what, t->name);
+        differ += !same;
+    }
+    fprintf(stderr, "%s: %d tensors, %d differ\n", what, a->n_tensors, differ);
+    tb_st_free(&a);
+    tb_st_free(&b);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The model outputs of the step files (vit_ref.py's, mae_ref.py's, clip_ref.py's layouts). */
+static int is_output(const char *name)
+{
+    static const char *const outs[] = {"loss", "logits", "pred", "video_emb", "text_emb"};
+    for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++)
+        if (!strcmp(name, outs[i]))
+            return 1;
+    return 0;
+}
+
+void tbt_rel_errors(const char *ours, const char *ref,
+                    int (*skip)(const char *name, int64_t k, int64_t n), double worst[3],
+                    double *median, double *same)
+{
+    int64_t n_same = 0, n_all = 0;
+    struct tb_st_file *a = NULL, *r = NULL;
+    double grads[256];
+    int n_grads = 0;
+    worst[0] = worst[1] = worst[2] = *median = 0;
+    CHECK_EQ(tb_st_read(&a, ours), 0);
+    CHECK_EQ(tb_st_read(&r, ref), 0);
+    for (int i = 0; a && r && i < r->n_tensors; i++) {
+        const struct tb_st_tensor *t = &r->tensors[i], *u = tb_st_find(a, t->name);
+        CHECK_MSG(u && u->n == t->n, "%s: no %s of %lld values", ours, t->name,
+                  (long long)t->n);
+        if (!u || u->n != t->n)
+            continue;
+        double diff = 0, norm = 0;
+        for (int64_t k = 0; k < t->n; k++) {
+            if (skip && skip(t->name, k, t->n))
+                continue;
+            double x = ((const float *)u->data)[k], y = ((const float *)t->data)[k];
+            diff += (x - y) * (x - y);
+            norm += y * y;
+        }
+        double e = sqrt(diff) / (sqrt(norm) + 1e-30);
+        int kind = is_output(t->name) ? 0 : !strncmp(t->name, "grad.", 5) ? 1 : 2;
+        if (kind < 2 && strcmp(t->name, "loss"))
+            for (int64_t k = 0; k < t->n; k++, n_all++)
+                n_same += ((const float *)u->data)[k] == ((const float *)t->data)[k];
+        worst[kind] = e > worst[kind] || isnan(e) ? e : worst[kind];
+        if (kind == 1 && n_grads < 256)
+            grads[n_grads++] = e;
+    }
+    qsort(grads, (size_t)n_grads, sizeof(double), cmp_double);
+    *median = n_grads ? grads[n_grads / 2] : 0;
+    *same = n_all ? (double)n_same / n_all : 0;
+    tb_st_free(&a);
+    tb_st_free(&r);
+}

@@ -98,6 +98,18 @@ double tbt_psnr(const uint8_t *a, const uint8_t *b, size_t n);
 void tbt_compare_st(const char *ours_path, const char *ref_path, const char *what, double tol,
                     int (*skip)(const char *name, int64_t k, int64_t n), int require_signal);
 
+/* Two step files hold the same tensors to the bit (each one that differs fails, named). */
+void tbt_same_st(const char *a_path, const char *b_path, const char *what);
+/* Relative L2 errors per tensor of ours against ref (the step files of tubelet step and the
+ * tests/ref scripts): worst[0] over the outputs (loss, logits, pred, video_emb, text_emb),
+ * worst[1] over the first step's gradients (grad.*), worst[2] over the weights after the
+ * steps; values where skip(name, k, n) is nonzero left out (skip may be NULL); *median over
+ * the gradients; *same the share of the outputs' (but the loss) and gradients' values equal
+ * to the bit. */
+void tbt_rel_errors(const char *ours, const char *ref,
+                    int (*skip)(const char *name, int64_t k, int64_t n), double worst[3],
+                    double *median, double *same);
+
 /* A tensor record over data (for tb_st_write). */
 struct tb_st_tensor tbt_tensor(const char *name, enum tb_st_dtype dtype, int n_dims,
                                const int64_t *shape, void *data);

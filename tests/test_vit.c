@@ -94,26 +94,6 @@ static void write_inputs(const struct tb_vit_config *c, int B, const char *wpath
 
 /* Two output files of tubelet step agree to the bit (the guarded backend against the plain
  * one: the same ops on the same numbers). */
-static void compare_bits(const char *a_path, const char *b_path, const char *what)
-{
-    struct tb_st_file *a = NULL, *b = NULL;
-    CHECK_EQ(tb_st_read(&a, a_path), 0);
-    CHECK_EQ(tb_st_read(&b, b_path), 0);
-    if (!a || !b)
-        return;
-    CHECK_EQ(a->n_tensors, b->n_tensors);
-    int differ = 0;
-    for (int i = 0; i < a->n_tensors; i++) {
-        const struct tb_st_tensor *t = &a->tensors[i], *u = tb_st_find(b, t->name);
-        int same = u && u->n == t->n && !memcmp(t->data, u->data, sizeof(float) * (size_t)t->n);
-        CHECK_MSG(same, "%s: %s differs between the backends", what, t->name);
-        differ += !same;
-    }
-    fprintf(stderr, "%s: %d tensors, %d differ\n", what, a->n_tensors, differ);
-    tb_st_free(&a);
-    tb_st_free(&b);
-}
-
 /* The key third of the qkv bias adds the same amount to every score of a row, which softmax
  * ignores: its true gradient is 0 and the computed one is rounding noise, which AdamW
  * (dividing by its own size) turns into O(lr) steps of arbitrary sign. Those weights are
@@ -468,58 +448,6 @@ static void test_inflate(void)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Relative L2 errors per tensor of ours against ref: worst[0] over loss and logits, worst[1]
- * over the first step's gradients, worst[2] over the weights after the steps (the key third
- * of the qkv bias skipped: skip_key_bias); *median over the gradients; *same the share of
- * the logits' and gradients' values equal to the bit. */
-static void rel_errors(const char *ours, const char *ref, double worst[3], double *median,
-                       double *same)
-{
-    int64_t n_same = 0, n_all = 0;
-    struct tb_st_file *a = NULL, *r = NULL;
-    double grads[256];
-    int n_grads = 0;
-    worst[0] = worst[1] = worst[2] = *median = 0;
-    CHECK_EQ(tb_st_read(&a, ours), 0);
-    CHECK_EQ(tb_st_read(&r, ref), 0);
-    for (int i = 0; a && r && i < r->n_tensors; i++) {
-        const struct tb_st_tensor *t = &r->tensors[i], *u = tb_st_find(a, t->name);
-        CHECK_MSG(u && u->n == t->n, "%s: no %s of %lld values", ours, t->name,
-                  (long long)t->n);
-        if (!u || u->n != t->n)
-            continue;
-        double diff = 0, norm = 0;
-        for (int64_t k = 0; k < t->n; k++) {
-            if (skip_key_bias(t->name, k, t->n))
-                continue;
-            double x = ((const float *)u->data)[k], y = ((const float *)t->data)[k];
-            diff += (x - y) * (x - y);
-            norm += y * y;
-        }
-        double e = sqrt(diff) / (sqrt(norm) + 1e-30);
-        if (!strcmp(t->name, "logits") || !strncmp(t->name, "grad.", 5))
-            for (int64_t k = 0; k < t->n; k++, n_all++)
-                n_same += ((const float *)u->data)[k] == ((const float *)t->data)[k];
-        int kind = !strcmp(t->name, "loss") || !strcmp(t->name, "logits") ? 0
-                   : !strncmp(t->name, "grad.", 5)                         ? 1
-                                                                           : 2;
-        worst[kind] = e > worst[kind] || isnan(e) ? e : worst[kind];
-        if (kind == 1 && n_grads < 256)
-            grads[n_grads++] = e;
-    }
-    qsort(grads, (size_t)n_grads, sizeof(double), cmp_double);
-    *median = n_grads ? grads[n_grads / 2] : 0;
-    *same = n_all ? (double)n_same / n_all : 0;
-    tb_st_free(&a);
-    tb_st_free(&r);
-}
-
 /* Whether this PyTorch's CPU bf16 kernels round each product once (as oneDNN does on CPUs with
  * AVX-512), for every layout the model's forward and backward use: x @ W^T, dY @ W, dY^T @ X,
  * batched products and Conv3d, each against the product of the rounded operands rounded once.
@@ -617,8 +545,8 @@ static void test_bf16(void)
         if (!ok)
             continue;
         double eb[3], ef[3], mb, mf, sb, sf;
-        rel_errors(ob, rf, eb, &mb, &sb);
-        rel_errors(of, rf, ef, &mf, &sf);
+        tbt_rel_errors(ob, rf, skip_key_bias, eb, &mb, &sb);
+        tbt_rel_errors(of, rf, skip_key_bias, ef, &mf, &sf);
         fprintf(stderr, "%s: against the emulation: bf16 loss/logits %.2e, gradients %.2e "
                 "(median %.2e), weights %.2e, %.0f%% to the bit; fp32 %.2e, %.2e (median %.2e), "
                 "%.2e, %.0f%%\n", what, eb[0], eb[1], mb, eb[2], 100 * sb, ef[0], ef[1], mf,
@@ -631,14 +559,14 @@ static void test_bf16(void)
                   "%.2e): are the rounding points the same?", what, ef[0], eb[0], mf, mb);
         if (autocast) {
             double ee[3], me, se;
-            rel_errors(ob, re, ee, &me, &se);
+            tbt_rel_errors(ob, re, skip_key_bias, ee, &me, &se);
             fprintf(stderr, "%s: against autocast (eager attention): bf16 %.2e, %.2e (median "
                     "%.2e), %.2e, %.0f%% to the bit\n", what, ee[0], ee[1], me, ee[2], 100 * se);
             CHECK_MSG(ee[0] <= tol_eager && ee[1] <= tol_eager, "%s: bf16 against autocast's "
                       "eager attention: %.2e, %.2e (tolerance %.0e)", what, ee[0], ee[1],
                       tol_eager);
         }
-        compare_bits(ob, g, what);
+        tbt_same_st(ob, g, what);
         /* Recomputation runs the same ops on the same numbers: the same bits. */
         const char *rec[] = {"--recompute", "--recompute-mlp 1"};
         for (int k = 0; k < 2; k++) {
@@ -646,14 +574,14 @@ static void test_bf16(void)
                              flags, rec[k], g);
             CHECK_MSG(rc == 0, "tubelet step %s: %s", rec[k], out);
             free(out);
-            compare_bits(ob, g, rec[k]);
+            tbt_same_st(ob, g, rec[k]);
         }
     }
     tbt_case = "bf16 refused where it is not wired";
     char *msg = NULL;
-    CHECK_EQ(tbt_run(&msg, 60, "%s step --task mae --precision bf16 --weights x --batch y --out z",
-                     tbt_tubelet()), 2);
-    CHECK_STR_HAS(msg, "bf16 is wired for --task cls only");
+    CHECK_EQ(tbt_run(&msg, 60, "%s step --task clip --precision bf16 --weights x --batch y "
+                     "--out z", tbt_tubelet()), 2);
+    CHECK_STR_HAS(msg, "bf16 is wired for --task cls and mae");
     free(msg);
     struct tb_vit_config clip = {.dim = 64, .depth = 1, .heads = 2, .patch = 8, .tubelet = 1,
                                  .frames = 2, .height = 16, .width = 16, .classes = 3,
@@ -710,7 +638,7 @@ int main(void)
                          flags, g);
         CHECK_MSG(rc == 0, "tubelet step --backend cpu-guarded: %s", out);
         free(out);
-        compare_bits(o, g, what);
+        tbt_same_st(o, g, what);
         /* A backward from a gradient on the features (a loss outside the model). */
         char fo[4300], fr[4300];
         snprintf(fo, sizeof(fo), "%s/fo%zu.safetensors", tbt_dir(), i);

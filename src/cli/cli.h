@@ -46,9 +46,10 @@ int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, c
 #include "tubelet/tensor.h"
 int cli_precision(const char *name, enum tb_dtype *out);
 #define CLI_PRECISION_HELP                                                                     \
-    "fp32, or bf16: the products' operands and outputs and the stored activations rounded to " \
-    "bf16, f32 arithmetic, master weights, optimizer state, norms and losses (docs/"          \
-    "PRECISION.md; --task cls with the timm backbone only; storage stays f32)"
+    "fp32, or bf16: the products' operands and outputs rounded to bf16 and the saved "        \
+    "activations stored as bf16; f32 arithmetic, residual stream, master weights, optimizer " \
+    "state, norms and losses (docs/"                                                          \
+    "PRECISION.md; --task cls with the timm backbone, and mae)"
 
 /* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
 extern volatile int cli_cancel;

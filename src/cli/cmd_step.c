@@ -183,7 +183,7 @@ static uint8_t *batch_mask(const struct tb_st_file *bf, const char *path, const 
 }
 
 /* --task mae: S steps of VideoMAE pretraining on the batch with its masks. */
-static int run_mae(struct step_config *c)
+static int run_mae(struct step_config *c, enum tb_dtype dtype)
 {
     struct tb_st_file *wf = NULL, *bf = NULL;
     tb_mae *m = NULL;
@@ -202,7 +202,7 @@ static int run_mae(struct step_config *c)
         .enc = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
                 .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames,
                 .height = c->size.h, .width = c->size.w, .recompute = c->recompute,
-                .recompute_mlp = c->recompute_mlp, .backend = c->backend},
+                .recompute_mlp = c->recompute_mlp, .backend = c->backend, .dtype = dtype},
         .mask_ratio = c->mask_ratio,
         .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
         .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim, .dec_depth = c->dec_depth,
@@ -430,13 +430,13 @@ static int run_step(void *config, int n_args, char **args)
     }
     enum tb_dtype dtype;
     if (cli_precision(c->precision, &dtype) < 0 ||
-        (dtype != TB_DTYPE_F32 && strcmp(c->task, "cls"))) {
+        (dtype != TB_DTYPE_F32 && !strcmp(c->task, "clip"))) {
         fprintf(stderr, "tubelet step: --precision is fp32 or bf16, and bf16 is wired for "
-                "--task cls only\n");
+                "--task cls and mae\n");
         return 2;
     }
     if (!strcmp(c->task, "mae"))
-        return run_mae(c);
+        return run_mae(c, dtype);
     if (!strcmp(c->task, "clip"))
         return run_clip(c);
     int kind = tb_optimizer_parse(c->optim);

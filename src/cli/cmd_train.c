@@ -362,9 +362,9 @@ static int run_train(void *config, int n_args, char **args)
     }
     enum tb_dtype dtype;
     if (cli_precision(c->precision, &dtype) < 0 ||
-        (dtype != TB_DTYPE_F32 && (mae || clip || !strcmp(c->cls_backbone, "clip")))) {
+        (dtype != TB_DTYPE_F32 && (clip || !strcmp(c->cls_backbone, "clip")))) {
         fprintf(stderr, "tubelet train: --precision is fp32 or bf16, and bf16 is wired for "
-                "--task cls with --cls-backbone vit only\n");
+                "--task cls (--cls-backbone vit) and mae\n");
         return 2;
     }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));

@@ -151,7 +151,7 @@ int tb_mae_open(tb_mae **out, const struct tb_mae_config *c)
     m->V = 3 * m->PP;
     m->bc = (struct tbi_block_cfg){.D = m->Dd, .NH = c->dec_heads, .F = 4 * m->Dd,
                                    .eps = LN_EPS, .act = TBI_ACT_GELU, .names = TBI_NAMES_TIMM,
-                                   .qv_bias = 1};
+                                   .qv_bias = 1, .dt = e->dtype};
     m->blk_first = tbi_calloc((size_t)m->Ld, sizeof(*m->blk_first));
     m->ba = tbi_calloc((size_t)m->Ld, sizeof(*m->ba));
     m->x = tbi_calloc((size_t)m->Ld, sizeof(*m->x));
@@ -476,7 +476,7 @@ int tb_mae_run(tb_mae *m, float *loss)
     TBI_TRY(o->patch_target(be, m->tgt, m->pred, (int)Rq, 3, m->PP, m->mean01, m->std01,
                             m->c.norm_target));
     /* Mapped to the decoder's width. */
-    TBI_TRY(o->matmul_fwd(be, TB_DTYPE_F32, f32(m->xe), f32(tbi_vit_feat(m->enc)),
+    TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->xe), f32(tbi_vit_feat(m->enc)),
                           f32(tbi_param_data(r, m->i_e2d)), f32(NULL), B * m->Nv, m->De, Dd));
     /* [visible..., mask token...] + positions; the blocks; the decoded rows normed, head. */
     TBI_TRY(o->tokens_fill_fwd(be, m->x[0], m->xe, tbi_param_data(r, m->i_mask), m->sincos, m->idx,
@@ -494,7 +494,7 @@ int tb_mae_run(tb_mae *m, float *loss)
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              (int)Rq, Dd, LN_EPS));
     /* The head; the loss. */
-    TBI_TRY(o->matmul_fwd(be, TB_DTYPE_F32, f32(m->pred), f32(m->feat),
+    TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->pred), f32(m->feat),
                           f32(tbi_param_data(r, m->i_head_w)),
                           f32(tbi_param_data(r, m->i_head_b)), (int)Rq, Dd, m->V));
     TBI_TRY(o->mse_fwd(be, m->loss, m->pred, m->tgt, m->w, (int)Rq, m->V));
@@ -528,7 +528,7 @@ int tb_mae_backward(tb_mae *m)
     m->fwd_done = 0;
     /* Loss -> head -> norm -> the decoded rows of the last block's output. */
     TBI_TRY(o->mse_bwd(be, m->dpred, m->pred, m->tgt, m->w, (int)Rq, m->V));
-    TBI_TRY(o->matmul_bwd(be, TB_DTYPE_F32, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
+    TBI_TRY(o->matmul_bwd(be, m->bc.dt, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
                           f32(tbi_param_grad(r, m->i_head_b)), f32(m->dpred), f32(m->feat),
                           f32(tbi_param_data(r, m->i_head_w)), (int)Rq, Dd, m->V));
     TBI_TRY(o->zero(be, m->dq, sizeof(float) * Rq * Dd));
@@ -549,7 +549,7 @@ int tb_mae_backward(tb_mae *m)
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */
     float *dxe = m->s.dD; /* (B*Nv, Dd): the blocks are done with it */
     TBI_TRY(o->tokens_fill_bwd(be, dxe, tbi_param_grad(r, m->i_mask), m->dres, B, Nv, Nq, Dd));
-    TBI_TRY(o->matmul_bwd(be, TB_DTYPE_F32, f32(tbi_vit_dfeat(m->enc)),
+    TBI_TRY(o->matmul_bwd(be, m->bc.dt, f32(tbi_vit_dfeat(m->enc)),
                           f32(tbi_param_grad(r, m->i_e2d)), f32(NULL), f32(dxe),
                           f32(tbi_vit_feat(m->enc)), f32(tbi_param_data(r, m->i_e2d)), B * Nv,
                           m->De, Dd));

@@ -316,9 +316,6 @@ int tbi_vit_open_in(tb_vit **out, const struct tb_vit_config *c, tbi_backend *be
                     struct tb_params *reg, const char *prefix)
 {
     *out = NULL;
-    if (c->dtype != TB_DTYPE_F32)
-        return tbi_err(TB_EUNSUPPORTED, "bf16 is wired for the classification ViT only, not "
-                       "inside MAE or CLIP models");
     return vit_create(out, c, be, reg, prefix);
 }
 

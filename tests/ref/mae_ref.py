@@ -62,6 +62,11 @@ m starting at 0. --double runs weights, batch, model, target, loss and optimizer
 rounds only the outputs to float32 (the sin-cos tables and the ImageNet constants stay the
 float32 values, as VideoMAE makes them, widened).
 
+--precision bf16: tubelet's bf16 mode emulated exactly, as vit_ref.py's (bf16_ref.py: the
+patch embedding, every Linear, attention and GELU on bf16-rounded operands in float64, their
+outputs and gradients rounded once; LayerNorm, the residual stream, positions, the mask token,
+the target and the loss float32).
+
 --init-weights W writes random weights for MODEL-FLAGS (numpy, --seed): every parameter of
 ndim >= 2 and mask_token trunc-normal std 0.02 (cut at 2 std), every bias (q_bias, v_bias too)
 and LayerNorm bias normal std 0.02, LayerNorm weights 1 + normal std 0.1 (not 0/1, so that
@@ -86,6 +91,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import bf16_ref
 from decay_ref import avion_rule
 
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
@@ -138,6 +144,13 @@ def st_write(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+EMULATE = False  # --precision bf16: the products, attention and GELU through bf16_ref
+
+
+def linear(x, w, b=None):
+    return bf16_ref.linear(x, w, b) if EMULATE else F.linear(x, w, b)
+
+
 def sincos_table(n, d):
     """VideoMAE's get_sinusoid_encoding_table(n, d): (1, n, d) float32."""
     pos = np.arange(n)[:, None].astype(np.float64)
@@ -165,16 +178,19 @@ class Attention(nn.Module):
         B, N, C = x.shape
         bias = torch.cat((self.q_bias, torch.zeros_like(self.v_bias, requires_grad=False),
                           self.v_bias))
-        qkv = F.linear(input=x, weight=self.qkv.weight, bias=bias)
+        qkv = linear(x, self.qkv.weight, bias)
         qkv = qkv.reshape(B, N, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
         return qkv[0], qkv[1], qkv[2]
 
     def forward(self, x):
         B, N, C = x.shape
         q, k, v = self.qkv_heads(x)
-        attn = (q * self.scale) @ k.transpose(-2, -1)
-        x = (attn.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, N, -1)
-        return self.proj(x)
+        if EMULATE:
+            x = bf16_ref.attention(q, k, v, self.scale)
+        else:
+            x = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1) @ v
+        x = x.transpose(1, 2).reshape(B, N, -1)
+        return linear(x, self.proj.weight, self.proj.bias)
 
 
 class Mlp(nn.Module):
@@ -185,7 +201,9 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        h = linear(x, self.fc1.weight, self.fc1.bias)
+        h = bf16_ref.gelu(h) if EMULATE else self.act(h)
+        return linear(h, self.fc2.weight, self.fc2.bias)
 
 
 class Block(nn.Module):
@@ -208,6 +226,9 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv3d(3, dim, kernel_size=k, stride=k)
 
     def forward(self, x):
+        if EMULATE:
+            return bf16_ref.patch_embed(x, self.proj.weight, self.proj.bias,
+                                        *self.proj.kernel_size[:2])
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
@@ -239,7 +260,7 @@ class Decoder(nn.Module):
     def forward(self, x, return_token_num):
         for blk in self.blocks:
             x = blk(x)
-        return self.head(self.norm(x[:, -return_token_num:]))
+        return linear(self.norm(x[:, -return_token_num:]), self.head.weight, self.head.bias)
 
 
 class PretrainVideoMAE(nn.Module):
@@ -254,7 +275,7 @@ class PretrainVideoMAE(nn.Module):
     def forward(self, x, mask, decode_mask=None):
         """x (B, 3, T, H, W); mask, decode_mask bool (B, N), True = masked / dropped."""
         decode_vis = mask if decode_mask is None else ~decode_mask
-        x_vis = self.encoder_to_decoder(self.encoder(x, mask))
+        x_vis = linear(self.encoder(x, mask), self.encoder_to_decoder.weight)
         B, N_vis, C = x_vis.shape
         pos = self.pos_embed.expand(B, -1, -1).type_as(x).clone().detach()
         pos_vis = pos[~mask].reshape(B, -1, C)
@@ -486,6 +507,8 @@ def parser():
     p.add_argument("--out")
     p.add_argument("--init-weights", metavar="W", help="write random weights to W and exit")
     p.add_argument("--double", action="store_true", help="run in float64, write float32")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py)")
     p.add_argument("--self-test", action="store_true")
     return p
 
@@ -531,6 +554,10 @@ def main(argv=None):
             return 0
         if not (a.weights and a.batch and a.out):
             raise BadInput("--weights, --batch and --out are required (or --init-weights)")
+        if a.precision == "bf16" and a.double:
+            raise BadInput("--precision bf16 runs in float32 (its emulation in float64)")
+        global EMULATE
+        EMULATE = a.precision == "bf16"
         torch.set_num_threads(1)
         run_steps(a)
     except BadInput as e:
