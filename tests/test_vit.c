@@ -577,19 +577,18 @@ static void test_bf16(void)
             tbt_same_st(ob, g, rec[k]);
         }
     }
-    tbt_case = "bf16 refused where it is not wired";
+    tbt_case = "a precision that is not one";
     char *msg = NULL;
-    CHECK_EQ(tbt_run(&msg, 60, "%s step --task clip --precision bf16 --weights x --batch y "
-                     "--out z", tbt_tubelet()), 2);
-    CHECK_STR_HAS(msg, "bf16 is wired for --task cls and mae");
+    CHECK_EQ(tbt_run(&msg, 60, "%s step --precision fp16 --weights x --batch y --out z",
+                     tbt_tubelet()), 2);
+    CHECK_STR_HAS(msg, "--precision is fp32 or bf16");
     free(msg);
-    struct tb_vit_config clip = {.dim = 64, .depth = 1, .heads = 2, .patch = 8, .tubelet = 1,
-                                 .frames = 2, .height = 16, .width = 16, .classes = 3,
-                                 .pool = TB_POOL_CLS, .pos = TB_POS_LEARNED,
-                                 .layout = TB_LAYOUT_CLIP, .dtype = TB_DTYPE_BF16};
+    struct tb_vit_config odd = {.dim = 64, .depth = 1, .heads = 2, .patch = 8, .tubelet = 1,
+                                .frames = 2, .height = 16, .width = 16, .classes = 3,
+                                .pool = TB_POOL_CLS, .pos = TB_POS_LEARNED, .dtype = 7};
     tb_vit *bad = NULL;
-    CHECK_EQ(tb_vit_open(&bad, &clip), TB_EUNSUPPORTED);
-    CHECK_STR_HAS(tb_errmsg(), "bf16 is wired for the timm layout only");
+    CHECK_EQ(tb_vit_open(&bad, &odd), TB_EINVAL);
+    CHECK_STR_HAS(tb_errmsg(), "unknown dtype 7");
 }
 
 int main(void)

@@ -49,7 +49,7 @@ int cli_precision(const char *name, enum tb_dtype *out);
     "fp32, or bf16: the products' operands and outputs rounded to bf16 and the saved "        \
     "activations stored as bf16; f32 arithmetic, residual stream, master weights, optimizer " \
     "state, norms and losses (docs/"                                                          \
-    "PRECISION.md; --task cls with the timm backbone, and mae)"
+    "PRECISION.md)"
 
 /* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
 extern volatile int cli_cancel;

@@ -301,7 +301,7 @@ static int32_t *batch_ids(const struct tb_st_file *bf, const char *path, int B, 
 }
 
 /* --task clip: S steps of the dual encoder's InfoNCE on the batch's clips and captions. */
-static int run_clip(struct step_config *c)
+static int run_clip(struct step_config *c, enum tb_dtype dtype)
 {
     struct tb_st_file *wf = NULL, *bf = NULL;
     tb_clip *m = NULL;
@@ -320,7 +320,7 @@ static int run_clip(struct step_config *c)
                   .tubelet = c->tubelet, .frames = c->frames, .height = c->size.h,
                   .width = c->size.w,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->backend},
+                  .backend = c->backend, .dtype = dtype},
         .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
         .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
         .temperature = c->temperature, .learn_temperature = c->learn_temperature,
@@ -429,16 +429,14 @@ static int run_step(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_precision(c->precision, &dtype) < 0 ||
-        (dtype != TB_DTYPE_F32 && !strcmp(c->task, "clip"))) {
-        fprintf(stderr, "tubelet step: --precision is fp32 or bf16, and bf16 is wired for "
-                "--task cls and mae\n");
+    if (cli_precision(c->precision, &dtype) < 0) {
+        fprintf(stderr, "tubelet step: --precision is fp32 or bf16\n");
         return 2;
     }
     if (!strcmp(c->task, "mae"))
         return run_mae(c, dtype);
     if (!strcmp(c->task, "clip"))
-        return run_clip(c);
+        return run_clip(c, dtype);
     int kind = tb_optimizer_parse(c->optim);
     if (strcmp(c->task, "cls") || kind < 0 ||
         (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false"))) {

@@ -361,10 +361,8 @@ static int run_train(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_precision(c->precision, &dtype) < 0 ||
-        (dtype != TB_DTYPE_F32 && (clip || !strcmp(c->cls_backbone, "clip")))) {
-        fprintf(stderr, "tubelet train: --precision is fp32 or bf16, and bf16 is wired for "
-                "--task cls (--cls-backbone vit) and mae\n");
+    if (cli_precision(c->precision, &dtype) < 0) {
+        fprintf(stderr, "tubelet train: --precision is fp32 or bf16\n");
         return 2;
     }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));

@@ -57,7 +57,7 @@ int tb_clip_open(tb_clip **out, const struct tb_clip_config *c)
     struct tbi_text_config tc = {.vocab = c->vocab, .ctx = c->ctx, .width = c->text_width,
                                  .heads = c->text_heads, .layers = c->text_layers,
                                  .embed = c->embed, .eps = TEXT_EPS, .act = TBI_ACT_GELU,
-                                 .causal = c->text_causal};
+                                 .causal = c->text_causal, .dt = c->video.dtype};
     tb_clip *m = tbi_calloc(1, sizeof(*m));
     if (!m)
         return tbi_err(TB_ENOMEM, "out of memory");

@@ -94,7 +94,8 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
         return tbi_err(TB_EINVAL, "bad text tower: vocabulary %d, context %d, %d blocks, "
                        "projection width %d", c->vocab, c->ctx, c->layers, c->embed);
     struct tbi_block_cfg bc = {.D = c->width, .NH = c->heads, .F = 4 * c->width, .eps = c->eps,
-                               .act = c->act, .causal = c->causal, .names = TBI_NAMES_CLIP};
+                               .act = c->act, .causal = c->causal, .names = TBI_NAMES_CLIP,
+                               .dt = c->dt};
     TBI_TRY(tbi_block_check(&bc));
     struct tbi_text *t = tbi_calloc(1, sizeof(*t));
     if (!t)
@@ -237,7 +238,7 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
                              tbi_param_data(r, t->i_ln_w), tbi_param_data(r, t->i_ln_b), B, D,
                              t->c.eps));
     TBI_TRY(o->transpose(be, t->projT, tbi_param_data(r, t->i_proj), D, E));
-    TBI_TRY(o->matmul_fwd(be, TB_DTYPE_F32, tbi_f32(t->emb), tbi_f32(t->feat), tbi_f32(t->projT),
+    TBI_TRY(o->matmul_fwd(be, t->bc.dt, tbi_f32(t->emb), tbi_f32(t->feat), tbi_f32(t->projT),
                           tbi_f32(NULL), B, D, E));
     t->ready = 1;
     return 0;
@@ -268,7 +269,7 @@ int tbi_text_backward(struct tbi_text *t)
     if (!t->ready)
         return tbi_err(TB_EINVAL, "the text tower's backward needs a forward since the last one");
     t->ready = 0;
-    TBI_TRY(o->matmul_bwd(be, TB_DTYPE_F32, tbi_f32(t->dfeat), tbi_f32(t->dprojT), tbi_f32(NULL),
+    TBI_TRY(o->matmul_bwd(be, t->bc.dt, tbi_f32(t->dfeat), tbi_f32(t->dprojT), tbi_f32(NULL),
                           tbi_f32(t->demb), tbi_f32(t->feat), tbi_f32(t->projT), B, D, E));
     TBI_TRY(o->transpose(be, tbi_param_grad(r, t->i_proj), t->dprojT, E, D));
     TBI_TRY(o->zero(be, t->dsel, sizeof(float) * (size_t)B * D));

@@ -15,6 +15,7 @@ struct tbi_text_config {
     float eps;                 /* LayerNorm: 1e-5 */
     int act;                   /* enum tbi_act: exact GELU (AVION's) */
     int causal;                /* 1: each token sees itself and those before it */
+    int dt;                    /* enum tb_dtype: bf16 mode's (the video tower's) */
 };
 
 struct tbi_text;

@@ -66,17 +66,25 @@ def gelu(x):
     return _Op.apply(lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))), x)
 
 
+def _probs(q, k, scale, causal):
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:  # key j > query i masked
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return s.softmax(-1)
+
+
 class _Attention(torch.autograd.Function):
     """Fused attention (B, NH, N, HS) on bf16 q, k, v: float64 inside, the output rounded. Its
     backward is a fused kernel's (FlashAttention's): P recomputed, dS = P (dP - rowsum(dO O))
     with O the stored, rounded output; dq, dk, dv rounded."""
 
     @staticmethod
-    def forward(ctx, q, k, v, scale):
+    def forward(ctx, q, k, v, scale, causal):
         q, k, v = rnd(q), rnd(k), rnd(v)
-        p = ((q.double() @ k.double().transpose(-2, -1)) * scale).softmax(-1)
+        p = _probs(q.double(), k.double(), scale, causal)
         o = rnd(p @ v.double())
-        ctx.scale = scale
+        ctx.scale, ctx.causal = scale, causal
         ctx.save_for_backward(q, k, v, o)
         return o
 
@@ -84,14 +92,16 @@ class _Attention(torch.autograd.Function):
     def backward(ctx, g):
         q, k, v, o = (t.double() for t in ctx.saved_tensors)
         g = rnd(g).double()
-        p = ((q @ k.transpose(-2, -1)) * ctx.scale).softmax(-1)
+        p = _probs(q, k, ctx.scale, ctx.causal)
         ds = p * (g @ v.transpose(-2, -1) - (g * o).sum(-1, keepdim=True)) * ctx.scale
-        return rnd(ds @ k), rnd(ds.transpose(-2, -1) @ q), rnd(p.transpose(-2, -1) @ g), None
+        return (rnd(ds @ k), rnd(ds.transpose(-2, -1) @ q), rnd(p.transpose(-2, -1) @ g), None,
+                None)
 
 
-def attention(q, k, v, scale):
-    """Fused attention (B, NH, N, HS), softmax over keys: _Attention."""
-    return _Attention.apply(q, k, v, scale)
+def attention(q, k, v, scale, causal=False):
+    """Fused attention (B, NH, N, HS), softmax over keys (causal: key j > query i masked):
+    _Attention."""
+    return _Attention.apply(q, k, v, scale, causal)
 
 
 def patch_embed(video, w, b, tubelet, patch):

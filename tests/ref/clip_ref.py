@@ -28,6 +28,11 @@ max-margin, its EK-100 MIR fine-tuning). Weight decay as AVION's main_lavila_pre
 (decay_ref.avion_rule): none where p.ndim < 2 or 'bias', 'ln', 'bn', 'pos_embed' or
 'positional_embedding' is in the name.
 
+--precision bf16: tubelet's bf16 mode emulated exactly, as vit_ref.py's (bf16_ref.py: the patch
+embedding, every Linear, the projections, attention (fused, causal in the text tower) and GELU
+on bf16-rounded operands in float64, their outputs and gradients rounded once; LayerNorm, the
+residual streams, positions, the class token and the loss float32).
+
 Batch: 'video' float32 (B, 3, T, H, W), 'text' int64 (B, N) ids below V. Weights: every
 parameter by name, float32, strictly (missing or misshapen: exit status 2)."""
 import argparse
@@ -41,10 +46,17 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bf16_ref  # noqa: E402
 from decay_ref import avion_rule  # noqa: E402
 from mae_ref import BadInput, Lion, st_read, st_write  # noqa: E402
 
 PROG = "clip_ref.py"
+EMULATE = False  # --precision bf16: the products, attention and GELU through bf16_ref
+
+
+def product(x, w):
+    """x @ w (AVION's projections), a bf16 product under --precision bf16."""
+    return bf16_ref.linear(x, w.t()) if EMULATE else x @ w
 
 
 class Block(nn.Module):
@@ -62,8 +74,23 @@ class Block(nn.Module):
 
     def forward(self, x, mask=None):  # x (N, B, D): MultiheadAttention's layout
         h = self.ln_1(x)
-        x = x + self.attn(h, h, h, need_weights=False, attn_mask=mask)[0]
-        return x + self.mlp(self.ln_2(x))
+        if not EMULATE:
+            x = x + self.attn(h, h, h, need_weights=False, attn_mask=mask)[0]
+            return x + self.mlp(self.ln_2(x))
+        x = x + self.attention_bf16(h, mask is not None)
+        h = bf16_ref.linear(self.ln_2(x), self.mlp.c_fc.weight, self.mlp.c_fc.bias)
+        return x + bf16_ref.linear(bf16_ref.gelu(h), self.mlp.c_proj.weight, self.mlp.c_proj.bias)
+
+    def attention_bf16(self, h, causal):
+        """nn.MultiheadAttention's computation with its products, attention and output
+        through bf16_ref (fused attention: the scale applied to the scores in float64)."""
+        N, B, D = h.shape
+        nh = self.attn.num_heads
+        qkv = bf16_ref.linear(h, self.attn.in_proj_weight, self.attn.in_proj_bias)
+        q, k, v = (t.reshape(N, B, nh, D // nh).permute(1, 2, 0, 3) for t in qkv.chunk(3, -1))
+        o = bf16_ref.attention(q, k, v, (D // nh) ** -0.5, causal)
+        o = o.permute(2, 0, 1, 3).reshape(N, B, D)
+        return bf16_ref.linear(o, self.attn.out_proj.weight, self.attn.out_proj.bias)
 
 
 class Blocks(nn.Module):
@@ -99,7 +126,9 @@ class Visual(nn.Module):
 
     def forward(self, x):
         B, C, T, H, W = x.shape
-        if self.a.tubelet == 1:
+        if EMULATE:  # one product either way: tokens (t, h, w)
+            x = bf16_ref.patch_embed(x, self.conv1.weight, None, self.a.tubelet, self.a.patch)
+        elif self.a.tubelet == 1:
             x = x.permute(0, 2, 1, 3, 4).reshape(B * T, C, H, W)
             x = self.conv1(x).flatten(2).transpose(2, 1).reshape(B, T * self.s, -1)
         else:  # tokens (t, h, w), as the Conv3d output flattens
@@ -111,7 +140,7 @@ class Visual(nn.Module):
             pos = pos + self.temporal_embedding.repeat_interleave(self.s, 0)
         x = x + torch.cat([self.positional_embedding[:1], pos])[None]
         x = self.transformer(self.ln_pre(x))
-        return self.ln_post(x[:, 0]) @ self.proj
+        return product(self.ln_post(x[:, 0]), self.proj)
 
 
 class DualEncoder(nn.Module):
@@ -132,7 +161,7 @@ class DualEncoder(nn.Module):
     def encode_text(self, ids):
         x = self.token_embedding(ids) + self.positional_embedding
         x = self.ln_final(self.transformer(x, self.attn_mask.to(x.dtype)))
-        return x[torch.arange(x.shape[0]), ids.argmax(-1)] @ self.text_projection
+        return product(x[torch.arange(x.shape[0]), ids.argmax(-1)], self.text_projection)
 
     def forward(self, video, ids):
         return self.visual(video), self.encode_text(ids)
@@ -238,6 +267,8 @@ def parser():
     p.add_argument("--batch")
     p.add_argument("--out")
     p.add_argument("--double", action="store_true", help="run in float64, write float32")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py)")
     p.add_argument("--self-test", action="store_true")
     return p
 
@@ -258,6 +289,10 @@ def main(argv=None):
         finish(a)
         if not (a.weights and a.batch and a.out):
             raise BadInput("--weights, --batch and --out are required")
+        if a.precision == "bf16" and a.double:
+            raise BadInput("--precision bf16 runs in float32 (its emulation in float64)")
+        global EMULATE
+        EMULATE = a.precision == "bf16"
         torch.set_num_threads(1)
         run_steps(a)
     except BadInput as e:
