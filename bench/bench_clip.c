@@ -8,9 +8,10 @@
  * bench/clip_pairs.sh runs both (docs/PERFORMANCE.md, section 9).
  * RECOMPUTE / RECOMPUTE_MLP are the video tower's (model.h's tb_vit_config).
  * Usage: bench_clip DIM DEPTH HEADS PATCH FRAMES SIZE BATCH EMBED TEXT_WIDTH TEXT_HEADS
- *        TEXT_DEPTH [STEPS=3] [RECOMPUTE=0] [RECOMPUTE_MLP=0] */
+ *        TEXT_DEPTH [STEPS=3] [RECOMPUTE=0] [RECOMPUTE_MLP=0] [PRECISION=fp32|bf16] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -61,7 +62,8 @@ int main(int argc, char **argv)
         .video = {.dim = atoi(argv[1]), .depth = atoi(argv[2]), .heads = atoi(argv[3]),
                   .patch = atoi(argv[4]), .frames = atoi(argv[5]), .height = atoi(argv[6]),
                   .width = atoi(argv[6]), .recompute = argc > 13 ? atoi(argv[13]) : 0,
-                  .recompute_mlp = argc > 14 ? atoi(argv[14]) : 0},
+                  .recompute_mlp = argc > 14 ? atoi(argv[14]) : 0,
+                  .dtype = argc > 15 && !strcmp(argv[15], "bf16") ? TB_DTYPE_BF16 : TB_DTYPE_F32},
         .embed = atoi(argv[8]), .vocab = VOCAB, .ctx = CTX, .text_width = atoi(argv[9]),
         .text_heads = atoi(argv[10]), .text_layers = atoi(argv[11]), .text_causal = 1,
     };
@@ -71,10 +73,10 @@ int main(int argc, char **argv)
         return 2;
     }
     tb_clip *m = NULL;
-    int64_t plan_bytes = 0;
+    struct tb_plan_bytes plan = {0};
     struct tb_optim opt = {.kind = TB_OPT_ADAMW, .lr = 3e-5f, .beta1 = 0.9f, .beta2 = 0.98f,
                            .eps = 1e-8f, .weight_decay = 0.01f};
-    if (tb_clip_open(&m, &c) < 0 || tb_clip_plan(m, B, &plan_bytes) < 0 ||
+    if (tb_clip_open(&m, &c) < 0 || tb_clip_plan(m, B, &plan) < 0 ||
         tb_optim_init(&opt, tb_clip_params(m)) < 0 || tb_clip_init(m, 1) < 0) {
         fprintf(stderr, "bench_clip: %s\n", tb_errmsg());
         return 1;
@@ -137,17 +139,21 @@ int main(int argc, char **argv)
         snprintf(impl, sizeof(impl), "tubelet-recompute");
     else if (c.video.recompute_mlp)
         snprintf(impl, sizeof(impl), "tubelet-recompute-mlp%d", c.video.recompute_mlp);
+    if (c.video.dtype == TB_DTYPE_BF16)
+        strcat(impl, "-bf16");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"impl\": \"%s\", \"task\": \"clip\", \"dim\": %d, \"depth\": %d, "
            "\"heads\": %d, \"patch\": %d, \"frames\": %d, \"size\": %d, \"batch\": %d, "
            "\"embed\": %d, \"text_width\": %d, \"text_heads\": %d, \"text_depth\": %d, "
            "\"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.4f, \"peak_rss_mb\": %.1f, "
-           "\"params\": %lld, \"plan_mb\": %.1f, \"loss\": %.4f, \"phase_s\": {",
+           "\"params\": %lld, \"plan_mb\": %.1f, \"acts_mb\": %.1f, \"loss\": %.4f, "
+           "\"phase_s\": {",
            impl, c.video.dim, c.video.depth, c.video.heads, c.video.patch, c.video.frames,
            c.video.height, B, E, c.text_width, c.text_heads, c.text_layers, steps, secs,
            B * steps / secs, ru.ru_maxrss / 1024.0,
-           (long long)tb_params_floats(tb_clip_params(m)), plan_bytes / 1048576.0, loss);
+           (long long)tb_params_floats(tb_clip_params(m)), plan.arena / 1048576.0,
+           plan.activations / 1048576.0, loss);
     for (int k = 0; k < N_PH; k++)
         printf("%s\"%s\": %.3f", k ? ", " : "", phase_names[k], ph[k] / steps);
     printf("}}\n");

@@ -6,7 +6,7 @@
  * is bench/mae_peer.py; bench/mae_pairs.sh runs both (docs/PERFORMANCE.md, section 6).
  * Usage: bench_mae DIM DEPTH HEADS FRAMES SIZE BATCH [STEPS=3] [MASK_RATIO=0.9]
  *        [DECODER_MASK=none|running-cell] [DEC_DIM=384] [DEC_DEPTH=4] [DEC_HEADS=6]
- *        [OPTIM=adamw|lion] [FUSED=0|1] [RECOMPUTE_MLP=0]
+ *        [OPTIM=adamw|lion] [FUSED=0|1] [RECOMPUTE_MLP=0] [PRECISION=fp32|bf16]
  * FUSED 1: the update of each gradient span applied as the backward completes it
  * (tb_params_fuse); RECOMPUTE_MLP K: the encoder's first K blocks recompute their MLP input. */
 #define _POSIX_C_SOURCE 200809L
@@ -55,7 +55,8 @@ int main(int argc, char **argv)
     struct tb_mae_config c = {
         .enc = {.dim = atoi(argv[1]), .depth = atoi(argv[2]), .heads = atoi(argv[3]),
                 .frames = atoi(argv[4]), .height = atoi(argv[5]), .width = atoi(argv[5]),
-                .patch = 16, .tubelet = 2, .recompute_mlp = argc > 15 ? atoi(argv[15]) : 0},
+                .patch = 16, .tubelet = 2, .recompute_mlp = argc > 15 ? atoi(argv[15]) : 0,
+                .dtype = argc > 16 && !strcmp(argv[16], "bf16") ? TB_DTYPE_BF16 : TB_DTYPE_F32},
         .mask_ratio = argc > 8 ? atof(argv[8]) : 0.9,
         .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
         .decoder_ratio = 0.5,
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
     int B = atoi(argv[6]), steps = argc > 7 ? atoi(argv[7]) : 3;
     int fused = argc > 14 && atoi(argv[14]);
     tb_mae *m = NULL;
-    int64_t plan_bytes = 0;
+    struct tb_plan_bytes plan = {0};
     struct tb_optim opt = {.kind = (enum tb_optimizer)optim, .lr = 1.5e-4f, .beta1 = 0.9f, .beta2 = 0.95f,
                            .eps = 1e-8f, .weight_decay = 0.05f};
     if (tb_mae_open(&m, &c) < 0)  {
@@ -76,7 +77,7 @@ int main(int argc, char **argv)
     }
     if (fused)
         tb_params_fuse(tb_mae_params(m), apply_span, &opt);
-    if (tb_mae_plan(m, B, &plan_bytes) < 0 || tb_optim_init(&opt, tb_mae_params(m)) < 0 ||
+    if (tb_mae_plan(m, B, &plan) < 0 || tb_optim_init(&opt, tb_mae_params(m)) < 0 ||
         tb_mae_init(m, 1) < 0) {
         fprintf(stderr, "bench_mae: %s\n", tb_errmsg());
         return 1;
@@ -113,15 +114,17 @@ int main(int argc, char **argv)
     double secs = now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"impl\": \"tubelet\", \"task\": \"mae\", \"dim\": %d, \"depth\": %d, "
+    printf("{\"impl\": \"%s\", \"task\": \"mae\", \"dim\": %d, \"depth\": %d, "
            "\"frames\": %d, \"size\": %d, \"batch\": %d, \"steps\": %d, \"mask_ratio\": %g, "
            "\"decoder_mask\": \"%s\", \"dec_dim\": %d, \"dec_depth\": %d, \"optim\": \"%s\", "
            "\"fused\": %d, \"recompute_mlp\": %d, \"seconds\": %.3f, "
-           "\"clips_per_s\": %.3f, \"peak_rss_mb\": %.1f, \"plan_mb\": %.1f, \"loss\": %.4f}\n", c.enc.dim,
+           "\"clips_per_s\": %.3f, \"peak_rss_mb\": %.1f, \"plan_mb\": %.1f, \"acts_mb\": %.1f, "
+           "\"loss\": %.4f}\n",
+           c.enc.dtype == TB_DTYPE_BF16 ? "tubelet-bf16" : "tubelet", c.enc.dim,
            c.enc.depth, c.enc.frames, c.enc.height, B, steps, c.mask_ratio, dmode, c.dec_dim,
            c.dec_depth, tb_optimizer_name(opt.kind), fused,
            c.enc.recompute_mlp, secs, B * steps / secs, ru.ru_maxrss / 1024.0,
-           plan_bytes / 1048576.0, loss);
+           plan.arena / 1048576.0, plan.activations / 1048576.0, loss);
     tb_optim_free(&opt);
     tb_mae_close(&m);
     free(clips);

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     tb_vit *m = NULL;
     struct tb_optim opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                            .weight_decay = 0.05f};
-    int64_t plan = 0;
+    struct tb_plan_bytes plan = {0};
     if (tb_vit_open(&m, &c) < 0 || tb_vit_plan(m, B, &plan) < 0 ||
         tb_optim_init(&opt, tb_vit_params(m)) < 0 || tb_vit_init(m, 1) < 0) {
         fprintf(stderr, "%s\n", tb_errmsg());
@@ -86,8 +86,9 @@ int main(int argc, char **argv)
         strcat(impl, "-bf16");
     printf("{\"impl\": \"%s\", \"dim\": %d, \"depth\": %d, \"frames\": %d, \"size\": %d, "
            "\"batch\": %d, \"steps\": %d, \"seconds\": %.3f, \"clips_per_s\": %.3f, "
-           "\"plan_mb\": %.1f, \"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", impl, c.dim, c.depth,
-           c.frames, c.height, B, steps, secs, B * steps / secs, plan / 1048576.0,
+           "\"plan_mb\": %.1f, \"acts_mb\": %.1f, \"peak_rss_mb\": %.1f, \"loss\": %.4f}\n", impl,
+           c.dim, c.depth, c.frames, c.height, B, steps, secs, B * steps / secs,
+           plan.arena / 1048576.0, plan.activations / 1048576.0,
            ru.ru_maxrss / 1024.0, loss);
     return 0;
 }

@@ -168,12 +168,19 @@ TB_API const char *tb_vit_backend(const tb_vit *m);
  * embeddings, zero biases, LayerNorm 1/0, from a seed. */
 TB_API int tb_vit_init(tb_vit *m, uint64_t seed);
 
+/* What a step's memory plan holds: the arena (activations, scratch and the gradients, most
+ * of which live in activation space the backward is done with), and the most bytes of
+ * activations and scratch live at one moment of the step. */
+struct tb_plan_bytes {
+    int64_t arena, activations;
+};
+
 /* Allocate activation buffers for batches of up to B clips; *bytes (may be NULL) gets their
- * size. A plan larger than this machine's memory fails with TB_ENOMEM, a message giving the
+ * sizes. A plan larger than this machine's memory fails with TB_ENOMEM, a message giving the
  * bytes needed and the flags that lower it. Gradients exist once planned; most of them live
  * in activation space the backward is done with, so they hold the last backward's gradients
  * until the next forward overwrites them. */
-TB_API int tb_vit_plan(tb_vit *m, int B, int64_t *bytes);
+TB_API int tb_vit_plan(tb_vit *m, int B, struct tb_plan_bytes *bytes);
 
 /* The input of the next forward, from host memory: video float (B, 3, T, H, W), or uint8
  * clips (B, T, H, W, 3) as the loader gives them, normalised on the backend by (x - mean) /
@@ -277,7 +284,7 @@ TB_API tb_params *tb_mae_params(tb_mae *m);
 TB_API void tb_mae_sizes(const tb_mae *m, int *tokens, int *visible, int *decoded, int *values);
 /* Truncated normal (std 0.02) weights and mask token, zero biases, LayerNorm 1/0. */
 TB_API int tb_mae_init(tb_mae *m, uint64_t seed);
-TB_API int tb_mae_plan(tb_mae *m, int B, int64_t *bytes);
+TB_API int tb_mae_plan(tb_mae *m, int B, struct tb_plan_bytes *bytes);
 /* The input (as tb_vit_set_video / _set_clips; mean and std on the 0-255 scale are the
  * normalisation applied, undone for the target), then its masks (host, (B, N) each, 1 =
  * masked from the encoder; drop 1 = not decoded, NULL without decoder masking), then run. */
@@ -331,7 +338,7 @@ TB_API const struct tb_clip_config *tb_clip_config(const tb_clip *m);
 TB_API tb_params *tb_clip_params(tb_clip *m);
 TB_API int tb_clip_init(tb_clip *m, uint64_t seed);
 /* Activations for up to B clips and B captions. */
-TB_API int tb_clip_plan(tb_clip *m, int B, int64_t *bytes);
+TB_API int tb_clip_plan(tb_clip *m, int B, struct tb_plan_bytes *bytes);
 /* The video input (as tb_vit_set_video / _set_clips), then its features (B, E; host). */
 TB_API int tb_clip_set_video(tb_clip *m, const float *video, int B);
 TB_API int tb_clip_set_clips(tb_clip *m, const uint8_t *clips, const uint8_t *flip, int B,

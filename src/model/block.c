@@ -99,6 +99,7 @@ void tbi_tower_grads_declare(struct tbi_plan *p, struct tb_params *r, int s0, in
         int at = i == 0 ? b + L + 1 : i <= L ? b + L - (i - 1) : b;
         tbi_plan_add(p, "gradient span", &r->home[s0 + i],
                      sizeof(float) * (size_t)tbi_span_floats(r, s0 + i), at, r->fused ? at : end);
+        tbi_plan_grad(p);
     }
 }
 

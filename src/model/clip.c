@@ -117,7 +117,7 @@ int tb_clip_init(tb_clip *m, uint64_t seed)
     return tb_params_init(&m->reg, seed);
 }
 
-int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
+int tb_clip_plan(tb_clip *m, int B, struct tb_plan_bytes *bytes)
 {
     int Lv = tb_vit_config(m->video)->depth, Lt = m->c.text_layers, rc;
     m->B_plan = 0;
@@ -133,6 +133,7 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
     if (m->span_scale >= 0) /* written after both backwards */
         tbi_plan_add(&m->plan, "logit scale's gradient", &m->reg.home[m->span_scale],
                      sizeof(float), end - 1, m->reg.fused ? end - 1 : end);
+    tbi_plan_grad(&m->plan);
     char what[64];
     snprintf(what, sizeof(what), "the activations of %d clips and captions", B);
     if ((rc = tbi_plan_place(&m->plan)) < 0 ||
@@ -145,7 +146,7 @@ int tb_clip_plan(tb_clip *m, int B, int64_t *bytes)
     m->B_plan = B;
     m->video_ready = m->text_ready = 0;
     if (bytes)
-        *bytes = (int64_t)m->plan.peak;
+        *bytes = tbi_plan_bytes(&m->plan);
     return 0;
 }
 

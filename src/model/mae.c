@@ -279,7 +279,7 @@ static void declare_decoder(tb_mae *m, struct tbi_plan *p, int B, int d, int db,
     tbi_tower_grads_declare(p, &m->reg, m->span0, Ld, db, end);
 }
 
-int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
+int tb_mae_plan(tb_mae *m, int B, struct tb_plan_bytes *bytes_out)
 {
     if (B < 1)
         return tbi_err(TB_EINVAL, "a plan for %d clips", B);
@@ -324,7 +324,7 @@ int tb_mae_plan(tb_mae *m, int B, int64_t *bytes_out)
     }
     m->B_plan = B;
     if (bytes_out)
-        *bytes_out = (int64_t)m->plan.peak;
+        *bytes_out = tbi_plan_bytes(&m->plan);
     return 0;
 }
 

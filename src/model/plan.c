@@ -37,6 +37,33 @@ void tbi_plan_add(struct tbi_plan *p, const char *name, void *slot, size_t bytes
                                          .n = 1, .live = {{first, last}}};
 }
 
+void tbi_plan_grad(struct tbi_plan *p)
+{
+    if (!p->err && p->n)
+        p->b[p->n - 1].grad = 1;
+}
+
+/* The most bytes of activations live at one tick. */
+static size_t live_acts(const struct tbi_plan *p)
+{
+    int last = 0;
+    for (int i = 0; i < p->n; i++)
+        for (int r = 0; r < p->b[i].n; r++)
+            last = p->b[i].live[r][1] > last ? p->b[i].live[r][1] : last;
+    size_t most = 0;
+    for (int t = 0; t <= last; t++) {
+        size_t sum = 0;
+        for (int i = 0; i < p->n; i++)
+            for (int r = 0; r < p->b[i].n && !p->b[i].grad; r++)
+                if (p->b[i].live[r][0] <= t && t <= p->b[i].live[r][1]) {
+                    sum += p->b[i].bytes;
+                    break;
+                }
+        most = sum > most ? sum : most;
+    }
+    return most;
+}
+
 void tbi_plan_also(struct tbi_plan *p, int first, int last)
 {
     if (p->err || !p->n)
@@ -112,6 +139,7 @@ int tbi_plan_place(struct tbi_plan *p)
 {
     if (p->err)
         return p->err;
+    p->acts = live_acts(p);
     if (apart()) {
         p->peak = 0;
         for (int i = 0; i < p->n; i++) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "tensor/backend.h"
+#include "tubelet/model.h"
 
 enum { TBI_PLAN_RANGES = 2, TBI_PLAN_ALIGN = 256 };
 
@@ -23,6 +24,7 @@ struct tbi_plan_buf {
     size_t bytes, off;         /* bytes rounded up to TBI_PLAN_ALIGN */
     int n;                     /* live ranges, each [first, last] ticks */
     int live[TBI_PLAN_RANGES][2];
+    int grad;                  /* a gradient span (tbi_plan_grad), not an activation */
 };
 
 struct tbi_plan {
@@ -30,6 +32,8 @@ struct tbi_plan {
     int n, cap;
     int err;                   /* the first failure while declaring (0: none) */
     size_t peak;               /* the arena's bytes, once placed */
+    size_t acts;               /* the most bytes of activations (every buffer but the
+                                * gradients) live at one tick, once placed */
     void *arena;               /* backend memory, once allocated */
     tbi_backend *be;
 };
@@ -53,6 +57,8 @@ void tbi_plan_add(struct tbi_plan *p, const char *name, void *slot, size_t bytes
 /* Declare buf (a pointer variable) as count of its elements, named after itself. */
 #define TBI_BUF(p, buf, count, first, last)                                                    \
     tbi_plan_add(p, #buf, &(buf), sizeof(*(buf)) * (size_t)(count), first, last)
+/* Mark the buffer declared last as a gradient span (not counted in p->acts). */
+void tbi_plan_grad(struct tbi_plan *p);
 /* Another live range of the buffer declared last. */
 void tbi_plan_also(struct tbi_plan *p, int first, int last);
 /* Offsets for every buffer and the peak (p->peak); p->err if a declaration failed. */
@@ -61,5 +67,12 @@ int tbi_plan_place(struct tbi_plan *p);
  * when be has not that much memory free, or cannot give it: a message naming what (e.g.
  * "the activations of 8 clips") and the advice (the flags that lower the peak). */
 int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const char *advice);
+
+/* The placed plan's sizes, as the models report them. */
+static inline struct tb_plan_bytes tbi_plan_bytes(const struct tbi_plan *p)
+{
+    struct tb_plan_bytes b = {(int64_t)p->peak, (int64_t)p->acts};
+    return b;
+}
 
 #endif /* TUBELET_MODEL_PLAN_H */

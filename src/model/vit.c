@@ -526,7 +526,7 @@ void tbi_vit_bind(tb_vit *m, int B)
     }
 }
 
-int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
+int tb_vit_plan(tb_vit *m, int B, struct tb_plan_bytes *bytes_out)
 {
     int L = m->c.depth, rc;
     struct tbi_ticks t = {.fwd = 0, .patches = 1, .bwd = L + 4, .grad_in = L + 4,
@@ -543,7 +543,7 @@ int tb_vit_plan(tb_vit *m, int B, int64_t *bytes_out)
     }
     tbi_vit_bind(m, B);
     if (bytes_out)
-        *bytes_out = (int64_t)m->plan.peak;
+        *bytes_out = tbi_plan_bytes(&m->plan);
     return 0;
 }
 

@@ -132,7 +132,7 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     t->ctx = c.ctx;
     t->world = tb_dist_world();
     size_t be = (size_t)t->B * t->E, all = be * (size_t)t->world;
-    int64_t bytes = 0;
+    struct tb_plan_bytes bytes = {0};
     if ((rc = tb_clip_open(&t->m, &c)) == 0 &&
         (rc = tbi_task_fuse(tb_clip_params(t->m), o)) == 0 &&
         (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
@@ -162,9 +162,10 @@ static int clip_open(void **state, const struct tb_train_opts *o)
         clip_close(&p);
         return rc;
     }
-    tbi_log(TB_LOG_INFO, "clip: %lld parameters; activations of %d clips and captions: %.1f "
-            "MB; %d of %d captions longer than %d tokens, cut", (long long)tb_params_floats(
-            tb_clip_params(t->m)), t->B, bytes / 1e6, n_cut, o->train_ann->n_items, t->ctx);
+    tbi_log(TB_LOG_INFO, "clip: %lld parameters; memory plan of %d clips and captions: %.1f "
+            "MB (activations at most %.1f MB at once); %d of %d captions longer than %d tokens, "
+            "cut", (long long)tb_params_floats(tb_clip_params(t->m)), t->B, bytes.arena / 1e6,
+            bytes.activations / 1e6, n_cut, o->train_ann->n_items, t->ctx);
     *state = t;
     return 0;
 }

@@ -78,7 +78,7 @@ static int cls_open(void **state, const struct tb_train_opts *o)
         return tbi_err(TB_EINVAL, "mixup and cutmix pair each clip with the batch's reverse: "
                        "the batch (%d) must be even, as timm's", o->batch);
     }
-    int64_t bytes = 0;
+    struct tb_plan_bytes bytes = {0};
     size_t B = (size_t)o->batch;
     if ((rc = tb_vit_open(&t->m, &o->model)) < 0 ||
         (rc = tbi_task_fuse(tb_vit_params(t->m), o)) < 0 ||
@@ -95,8 +95,10 @@ static int cls_open(void **state, const struct tb_train_opts *o)
         cls_close(&p);
         return rc;
     }
-    tbi_log(TB_LOG_INFO, "model: %lld parameters; activations of %d clips: %.1f MB",
-            (long long)tb_params_floats(tb_vit_params(t->m)), o->batch, bytes / 1e6);
+    tbi_log(TB_LOG_INFO, "model: %lld parameters; memory plan of %d clips: %.1f MB "
+            "(activations at most %.1f MB at once; gradients among them)",
+            (long long)tb_params_floats(tb_vit_params(t->m)), o->batch, bytes.arena / 1e6,
+            bytes.activations / 1e6);
     *state = t;
     return 0;
 }

@@ -40,7 +40,7 @@ static int mae_open(void **state, const struct tb_train_opts *o)
         return tbi_err(TB_ENOMEM, "out of memory");
     struct tb_mae_config c = o->mae;
     c.enc = o->model;
-    int64_t bytes = 0;
+    struct tb_plan_bytes bytes = {0};
     if ((rc = tb_mae_open(&t->m, &c)) == 0) {
         tb_mae_sizes(t->m, &t->N, NULL, NULL, NULL);
         if ((rc = tbi_task_fuse(tb_mae_params(t->m), o)) == 0)
@@ -57,9 +57,9 @@ static int mae_open(void **state, const struct tb_train_opts *o)
     int visible, decoded;
     tb_mae_sizes(t->m, NULL, &visible, &decoded, NULL);
     tbi_log(TB_LOG_INFO, "MAE: %lld parameters; %d of %d tokens visible, %d decoded; "
-            "activations of %d clips: %.1f MB",
+            "memory plan of %d clips: %.1f MB (activations at most %.1f MB at once)",
             (long long)tb_params_floats(tb_mae_params(t->m)), visible, t->N, decoded, o->batch,
-            bytes / 1e6);
+            bytes.arena / 1e6, bytes.activations / 1e6);
     *state = t;
     return 0;
 }
