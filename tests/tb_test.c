@@ -377,3 +377,32 @@ void tbt_rel_errors(const char *ours, const char *ref,
     tb_st_free(&a);
     tb_st_free(&r);
 }
+
+void tbt_bf16_verdict(const char *what, const char *bf16, const char *fp32, const char *emu,
+                      int (*skip)(const char *name, int64_t k, int64_t n), const double tol[3])
+{
+    double eb[3], ef[3], mb, mf, sb, sf;
+    tbt_rel_errors(bf16, emu, skip, eb, &mb, &sb);
+    tbt_rel_errors(fp32, emu, skip, ef, &mf, &sf);
+    fprintf(stderr, "%s: against the emulation: bf16 outputs %.2e, gradients %.2e (median "
+            "%.2e), weights %.2e, %.0f%% to the bit; fp32 %.2e, %.2e (median %.2e), %.2e, "
+            "%.0f%%\n", what, eb[0], eb[1], mb, eb[2], 100 * sb, ef[0], ef[1], mf, ef[2],
+            100 * sf);
+    CHECK_MSG(eb[0] <= tol[0] && eb[1] <= tol[1] && eb[2] <= tol[2], "%s: bf16 against the "
+              "emulation: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, %.0e)", what, eb[0], eb[1],
+              eb[2], tol[0], tol[1], tol[2]);
+    CHECK_MSG(eb[0] < ef[0] && mb < mf, "%s: the fp32 mode is as near the bf16 emulation as the "
+              "bf16 mode (outputs %.2e against %.2e, median gradient %.2e against %.2e): are "
+              "the rounding points the same?", what, ef[0], eb[0], mf, mb);
+}
+
+void tbt_bf16_files(struct tbt_bf16_files *f, size_t i)
+{
+    const char *d = tbt_dir();
+    snprintf(f->w, sizeof(f->w), "%s/bw%zu.safetensors", d, i);
+    snprintf(f->b, sizeof(f->b), "%s/bb%zu.safetensors", d, i);
+    snprintf(f->bf16, sizeof(f->bf16), "%s/bob%zu.safetensors", d, i);
+    snprintf(f->fp32, sizeof(f->fp32), "%s/bof%zu.safetensors", d, i);
+    snprintf(f->emu, sizeof(f->emu), "%s/brf%zu.safetensors", d, i);
+    snprintf(f->other, sizeof(f->other), "%s/bg%zu.safetensors", d, i);
+}

@@ -110,6 +110,18 @@ void tbt_rel_errors(const char *ours, const char *ref,
                     int (*skip)(const char *name, int64_t k, int64_t n), double worst[3],
                     double *median, double *same);
 
+/* The scratch files of bf16 comparison i: weights, batch, and the step files of bf16 mode,
+ * fp32 mode, the emulation and another run (guarded, recomputed). */
+struct tbt_bf16_files {
+    char w[4300], b[4300], bf16[4300], fp32[4300], emu[4300], other[4300];
+};
+void tbt_bf16_files(struct tbt_bf16_files *f, size_t i);
+/* bf16 mode's step file (bf16) and fp32 mode's (fp32) against bf16's exact emulation (emu):
+ * the relative errors printed; bf16 within tol (outputs, gradients, weights after the steps)
+ * and nearer the emulation than fp32 (outputs, median gradient). */
+void tbt_bf16_verdict(const char *what, const char *bf16, const char *fp32, const char *emu,
+                      int (*skip)(const char *name, int64_t k, int64_t n), const double tol[3]);
+
 /* A tensor record over data (for tb_st_write). */
 struct tb_st_tensor tbt_tensor(const char *name, enum tb_st_dtype dtype, int n_dims,
                                const int64_t *shape, void *data);

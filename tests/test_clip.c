@@ -186,32 +186,27 @@ static void test_against_pytorch(void)
 static void test_bf16(void)
 {
     /* Measured (the two variants): see the message each prints. */
-    const double tol_out = 1e-2, tol_grad = 2e-2, tol_weights = 1.5e-1;
+    const double tol[3] = {1e-2, 2e-2, 1.5e-1}; /* outputs, gradients, weights */
     const struct variant vs[] = {{4, 1, 32, 48, "adamw", "infonce"},
                                  {4, 2, 32, 32, "adamw", "infonce", 1}};
     for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
         const struct variant *v = &vs[i];
         struct tb_clip_config c = config(v);
-        char what[160], w[4300], b[4300], ob[4300], of[4300], rf[4300], g[4300], flags[1400];
+        char what[160], flags[1400];
         char *out = NULL;
-        snprintf(what, sizeof(what), "bf16, %d frames of %dx%d, tubelet %d%s", v->frames,
+        snprintf(what, sizeof(what), "bf16, %d frames f.fp32 %dx%d, tubelet %d%s", v->frames,
                  v->height, v->width, v->tubelet,
                  v->learn_temperature ? ", learned temperature" : "");
         tbt_case = what;
-        const char *d = tbt_dir();
-        snprintf(w, sizeof(w), "%s/bw%zu.safetensors", d, i);
-        snprintf(b, sizeof(b), "%s/bb%zu.safetensors", d, i);
-        snprintf(ob, sizeof(ob), "%s/bob%zu.safetensors", d, i);
-        snprintf(of, sizeof(of), "%s/bof%zu.safetensors", d, i);
-        snprintf(rf, sizeof(rf), "%s/brf%zu.safetensors", d, i);
-        snprintf(g, sizeof(g), "%s/bg%zu.safetensors", d, i);
-        write_inputs(&c, w, b, 950 + i);
+        struct tbt_bf16_files f;
+        tbt_bf16_files(&f, i);
+        write_inputs(&c, f.w, f.b, 950 + i);
         snprintf(flags, sizeof(flags), "--dim %d --depth %d --heads %d --patch %d --tubelet %d "
                  "--frames %d --size %dx%d --embed %d --vocab %d --context %d --text-width %d "
                  "--text-heads %d --text-depth %d --optim adamw --steps 3 --lr 0.001 --wd 0.05 "
                  "--beta1 0.9 --beta2 0.98 --loss infonce %s --weights %s --batch %s", DIM,
                  DEPTH, HEADS, PATCH, v->tubelet, v->frames, v->width, v->height, EMBED, VOCAB,
-                 CTX, TW, TH, TL, v->learn_temperature ? "--learn-temperature" : "", w, b);
+                 CTX, TW, TH, TL, v->learn_temperature ? "--learn-temperature" : "", f.w, f.b);
         const char *runs[][2] = {
             {"step", "--precision bf16"},
             {"step", ""},
@@ -219,7 +214,7 @@ static void test_bf16(void)
             {"step", "--precision bf16 --backend cpu-guarded"},
             {"step", "--precision bf16 --recompute"},
         };
-        const char *outs[] = {ob, of, rf, g, g};
+        const char *outs[] = {f.bf16, f.fp32, f.emu, f.other, f.other};
         int ok = 1;
         for (int k = 0; k < 5 && ok; k++) {
             int rc = strcmp(runs[k][0], "ref")
@@ -231,24 +226,12 @@ static void test_bf16(void)
             ok &= rc == 0;
             free(out);
             if (ok && k == 3)
-                tbt_same_st(ob, g, "bf16 on the guarded backend");
+                tbt_same_st(f.bf16, f.other, "bf16 on the guarded backend");
         }
         if (!ok)
             continue;
-        tbt_same_st(ob, g, "bf16 with --recompute");
-        double eb[3], ef[3], mb, mf, sb, sf;
-        tbt_rel_errors(ob, rf, skip_key_bias, eb, &mb, &sb);
-        tbt_rel_errors(of, rf, skip_key_bias, ef, &mf, &sf);
-        fprintf(stderr, "%s: against the emulation: bf16 loss/features %.2e, gradients %.2e "
-                "(median %.2e), weights %.2e, %.0f%% to the bit; fp32 %.2e, %.2e (median %.2e), "
-                "%.2e, %.0f%%\n", what, eb[0], eb[1], mb, eb[2], 100 * sb, ef[0], ef[1], mf,
-                ef[2], 100 * sf);
-        CHECK_MSG(eb[0] <= tol_out && eb[1] <= tol_grad && eb[2] <= tol_weights,
-                  "%s: bf16 against the emulation: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, "
-                  "%.0e)", what, eb[0], eb[1], eb[2], tol_out, tol_grad, tol_weights);
-        CHECK_MSG(eb[0] < ef[0] && mb < mf, "%s: the fp32 mode is as near the bf16 emulation "
-                  "as the bf16 mode (outputs %.2e against %.2e, median gradient %.2e against "
-                  "%.2e): are the rounding points the same?", what, ef[0], eb[0], mf, mb);
+        tbt_same_st(f.bf16, f.other, "bf16 with --recompute");
+        tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
     }
 }
 

@@ -499,7 +499,7 @@ static void test_bf16(void)
      * ours bf16: loss/logits 4.9e-3 and 1.2e-3, gradients 7.3e-3 and 2.2e-3. AdamW's steps
      * amplify small gradient differences (a step is about lr where a gradient is tiny), hence
      * the weights' looser tolerance. */
-    const double tol_out = 1e-2, tol_grad = 2e-2, tol_weights = 1.5e-1, tol_eager = 2e-2;
+    const double tol[3] = {1e-2, 2e-2, 1.5e-1}, tol_eager = 2e-2;
     const struct variant vs[] = {{"cls", "learned", 2, 32, 32}, {"mean", "sincos", 1, 32, 48}};
     int autocast = autocast_rounds_once();
     char *out = NULL;
@@ -514,24 +514,18 @@ static void test_bf16(void)
             .pool = strcmp(v->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
             .pos = strcmp(v->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
         };
-        char what[128], w[4300], b[4300], ob[4300], of[4300], rf[4300], re[4300], g[4300];
-        char flags[1024];
+        char what[128], re[4300], flags[1024];
         snprintf(what, sizeof(what), "bf16, %s pool, %s positions, tubelet %d", v->pool, v->pos,
                  v->tubelet);
         tbt_case = what;
-        const char *d = tbt_dir();
-        snprintf(w, sizeof(w), "%s/bw%zu.safetensors", d, i);
-        snprintf(b, sizeof(b), "%s/bb%zu.safetensors", d, i);
-        snprintf(ob, sizeof(ob), "%s/bob%zu.safetensors", d, i);
-        snprintf(of, sizeof(of), "%s/bof%zu.safetensors", d, i);
-        snprintf(rf, sizeof(rf), "%s/brf%zu.safetensors", d, i);
-        snprintf(re, sizeof(re), "%s/bre%zu.safetensors", d, i);
-        snprintf(g, sizeof(g), "%s/bg%zu.safetensors", d, i);
-        write_inputs(&c, 3, w, b, 4000 + i, NULL);
+        struct tbt_bf16_files f;
+        tbt_bf16_files(&f, i);
+        snprintf(re, sizeof(re), "%s/bre%zu.safetensors", tbt_dir(), i);
+        write_inputs(&c, 3, f.w, f.b, 4000 + i, NULL);
         snprintf(flags, sizeof(flags), "--dim 64 --depth 2 --heads 2 --patch 8 --tubelet %d "
                  "--frames 4 --size %dx%d --classes 32 --pool %s --pos %s --steps 3 --lr 0.01 "
-                 "--weights %s --batch %s", v->tubelet, v->width, v->height, v->pool, v->pos, w,
-                 b);
+                 "--weights %s --batch %s", v->tubelet, v->width, v->height, v->pool, v->pos, f.w,
+                 f.b);
         const char *runs[][3] = {
             {tbt_tubelet(), " step", "--precision bf16"},
             {tbt_tubelet(), " step", ""},
@@ -539,7 +533,7 @@ static void test_bf16(void)
             {tbt_tubelet(), " step", "--precision bf16 --backend cpu-guarded"},
             {PYTHON " ", TB_SOURCE_DIR "/tests/ref/vit_ref.py", "--precision autocast"},
         };
-        const char *outs[] = {ob, of, rf, g, re};
+        const char *outs[] = {f.bf16, f.fp32, f.emu, f.other, re};
         int ok = 1;
         for (int k = 0; k < 4 + autocast; k++) {
             int rc = tbt_run(&out, 300, "%s%s %s %s --out %s", runs[k][0], runs[k][1], flags,
@@ -550,37 +544,25 @@ static void test_bf16(void)
         }
         if (!ok)
             continue;
-        double eb[3], ef[3], mb, mf, sb, sf;
-        tbt_rel_errors(ob, rf, skip_key_bias, eb, &mb, &sb);
-        tbt_rel_errors(of, rf, skip_key_bias, ef, &mf, &sf);
-        fprintf(stderr, "%s: against the emulation: bf16 loss/logits %.2e, gradients %.2e "
-                "(median %.2e), weights %.2e, %.0f%% to the bit; fp32 %.2e, %.2e (median %.2e), "
-                "%.2e, %.0f%%\n", what, eb[0], eb[1], mb, eb[2], 100 * sb, ef[0], ef[1], mf,
-                ef[2], 100 * sf);
-        CHECK_MSG(eb[0] <= tol_out && eb[1] <= tol_grad && eb[2] <= tol_weights,
-                  "%s: bf16 against the emulation: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, "
-                  "%.0e)", what, eb[0], eb[1], eb[2], tol_out, tol_grad, tol_weights);
-        CHECK_MSG(eb[0] < ef[0] && mb < mf, "%s: the fp32 mode is as near the bf16 emulation "
-                  "as the bf16 mode (loss/logits %.2e against %.2e, median gradient %.2e against "
-                  "%.2e): are the rounding points the same?", what, ef[0], eb[0], mf, mb);
+        tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
         if (autocast) {
             double ee[3], me, se;
-            tbt_rel_errors(ob, re, skip_key_bias, ee, &me, &se);
+            tbt_rel_errors(f.bf16, re, skip_key_bias, ee, &me, &se);
             fprintf(stderr, "%s: against autocast (eager attention): bf16 %.2e, %.2e (median "
                     "%.2e), %.2e, %.0f%% to the bit\n", what, ee[0], ee[1], me, ee[2], 100 * se);
             CHECK_MSG(ee[0] <= tol_eager && ee[1] <= tol_eager, "%s: bf16 against autocast's "
                       "eager attention: %.2e, %.2e (tolerance %.0e)", what, ee[0], ee[1],
                       tol_eager);
         }
-        tbt_same_st(ob, g, what);
+        tbt_same_st(f.bf16, f.other, what);
         /* Recomputation runs the same ops on the same numbers: the same bits. */
         const char *rec[] = {"--recompute", "--recompute-mlp 1"};
         for (int k = 0; k < 2; k++) {
             int rc = tbt_run(&out, 120, "%s step %s --precision bf16 %s --out %s", tbt_tubelet(),
-                             flags, rec[k], g);
+                             flags, rec[k], f.other);
             CHECK_MSG(rc == 0, "tubelet step %s: %s", rec[k], out);
             free(out);
-            tbt_same_st(ob, g, rec[k]);
+            tbt_same_st(f.bf16, f.other, rec[k]);
         }
     }
     tbt_case = "a precision that is not one";
