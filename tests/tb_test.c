@@ -406,3 +406,31 @@ void tbt_bf16_files(struct tbt_bf16_files *f, size_t i)
     snprintf(f->emu, sizeof(f->emu), "%s/brf%zu.safetensors", d, i);
     snprintf(f->other, sizeof(f->other), "%s/bg%zu.safetensors", d, i);
 }
+
+int tbt_bf16_runs(const struct tbt_bf16_files *f, const char *task, const char *ref,
+                  const char *flags)
+{
+    const char *runs[][2] = {
+        {"step", "--precision bf16"},
+        {"step", ""},
+        {"ref", "--precision bf16"},
+        {"step", "--precision bf16 --backend cpu-guarded"},
+        {"step", "--precision bf16 --recompute"},
+    };
+    const char *outs[] = {f->bf16, f->fp32, f->emu, f->other, f->other};
+    const char *same[] = {NULL, NULL, NULL, "bf16 on the guarded backend", "bf16 with --recompute"};
+    for (int k = 0; k < 5; k++) {
+        char *out = NULL;
+        int rc = strcmp(runs[k][0], "ref")
+                     ? tbt_run(&out, 120, "%s step %s %s %s --out %s", tbt_tubelet(), task, flags,
+                               runs[k][1], outs[k])
+                     : tbt_run(&out, 300, "%s %s %s --out %s", ref, flags, runs[k][1], outs[k]);
+        CHECK_MSG(rc == 0, "%s %s: %s", runs[k][0], runs[k][1], out);
+        free(out);
+        if (rc != 0)
+            return 0;
+        if (same[k])
+            tbt_same_st(f->bf16, f->other, same[k]);
+    }
+    return 1;
+}

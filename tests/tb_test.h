@@ -116,6 +116,12 @@ struct tbt_bf16_files {
     char w[4300], b[4300], bf16[4300], fp32[4300], emu[4300], other[4300];
 };
 void tbt_bf16_files(struct tbt_bf16_files *f, size_t i);
+/* The runs of bf16 comparison f: `tubelet step TASK FLAGS` in bf16 and in fp32, the emulation
+ * (the command REF, e.g. "python3 tests/ref/mae_ref.py", with FLAGS --precision bf16), and
+ * bf16 on the guarded backend and with --recompute, each of those two the same bits as the
+ * first. 1 if every run ran. */
+int tbt_bf16_runs(const struct tbt_bf16_files *f, const char *task, const char *ref,
+                  const char *flags);
 /* bf16 mode's step file (bf16) and fp32 mode's (fp32) against bf16's exact emulation (emu):
  * the relative errors printed; bf16 within tol (outputs, gradients, weights after the steps)
  * and nearer the emulation than fp32 (outputs, median gradient). */

@@ -193,8 +193,7 @@ static void test_bf16(void)
         const struct variant *v = &vs[i];
         struct tb_clip_config c = config(v);
         char what[160], flags[1400];
-        char *out = NULL;
-        snprintf(what, sizeof(what), "bf16, %d frames f.fp32 %dx%d, tubelet %d%s", v->frames,
+        snprintf(what, sizeof(what), "bf16, %d frames of %dx%d, tubelet %d%s", v->frames,
                  v->height, v->width, v->tubelet,
                  v->learn_temperature ? ", learned temperature" : "");
         tbt_case = what;
@@ -207,30 +206,8 @@ static void test_bf16(void)
                  "--beta1 0.9 --beta2 0.98 --loss infonce %s --weights %s --batch %s", DIM,
                  DEPTH, HEADS, PATCH, v->tubelet, v->frames, v->width, v->height, EMBED, VOCAB,
                  CTX, TW, TH, TL, v->learn_temperature ? "--learn-temperature" : "", f.w, f.b);
-        const char *runs[][2] = {
-            {"step", "--precision bf16"},
-            {"step", ""},
-            {"ref", "--precision bf16"},
-            {"step", "--precision bf16 --backend cpu-guarded"},
-            {"step", "--precision bf16 --recompute"},
-        };
-        const char *outs[] = {f.bf16, f.fp32, f.emu, f.other, f.other};
-        int ok = 1;
-        for (int k = 0; k < 5 && ok; k++) {
-            int rc = strcmp(runs[k][0], "ref")
-                         ? tbt_run(&out, 120, "%s step --task clip %s %s --out %s", tbt_tubelet(),
-                                   flags, runs[k][1], outs[k])
-                         : tbt_run(&out, 300, PYTHON " %s/tests/ref/clip_ref.py %s %s --out %s",
-                                   TB_SOURCE_DIR, flags, runs[k][1], outs[k]);
-            CHECK_MSG(rc == 0, "%s %s: %s", runs[k][0], runs[k][1], out);
-            ok &= rc == 0;
-            free(out);
-            if (ok && k == 3)
-                tbt_same_st(f.bf16, f.other, "bf16 on the guarded backend");
-        }
-        if (!ok)
+        if (!tbt_bf16_runs(&f, "--task clip", PYTHON " " TB_SOURCE_DIR "/tests/ref/clip_ref.py", flags))
             continue;
-        tbt_same_st(f.bf16, f.other, "bf16 with --recompute");
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
     }
 }

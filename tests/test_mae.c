@@ -397,7 +397,6 @@ static void test_bf16(void)
         const struct variant *v = &vs[i];
         struct tb_mae_config c = config(v);
         char what[160], flags[1400];
-        char *out = NULL;
         snprintf(what, sizeof(what), "bf16, ratio %.2f, %s decoder, %s target, %s", v->ratio,
                  v->running_cell ? "running-cell" : "full", v->norm_target ? "normalised" : "raw",
                  v->optim);
@@ -413,30 +412,8 @@ static void test_bf16(void)
         char mae[128];
         snprintf(mae, sizeof(mae), "--task mae --mask-ratio %g %s", v->ratio,
                  v->running_cell ? "--decoder-mask running-cell" : "");
-        const char *runs[][3] = {
-            {"step", mae, "--precision bf16"},
-            {"step", mae, ""},
-            {"ref", "", "--precision bf16"},
-            {"step", mae, "--precision bf16 --backend cpu-guarded"},
-            {"step", mae, "--precision bf16 --recompute"},
-        };
-        const char *outs[] = {f.bf16, f.fp32, f.emu, f.other, f.other};
-        int ok = 1;
-        for (int k = 0; k < 5 && ok; k++) {
-            int rc = strcmp(runs[k][0], "ref")
-                         ? tbt_run(&out, 120, "%s step %s %s %s --out %s", tbt_tubelet(),
-                                   runs[k][1], flags, runs[k][2], outs[k])
-                         : tbt_run(&out, 300, PYTHON " %s/tests/ref/mae_ref.py %s %s --out %s",
-                                   TB_SOURCE_DIR, flags, runs[k][2], outs[k]);
-            CHECK_MSG(rc == 0, "%s %s: %s", runs[k][0], runs[k][2], out);
-            ok &= rc == 0;
-            free(out);
-            if (ok && k == 3)
-                tbt_same_st(f.bf16, f.other, "bf16 on the guarded backend");
-        }
-        if (!ok)
+        if (!tbt_bf16_runs(&f, mae, PYTHON " " TB_SOURCE_DIR "/tests/ref/mae_ref.py", flags))
             continue;
-        tbt_same_st(f.bf16, f.other, "bf16 with --recompute");
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, NULL, tol);
     }
 }
