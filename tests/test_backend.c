@@ -641,18 +641,6 @@ OP(sgd)
     one_state_case(io, d, prepare, 1);
 }
 
-OP(sum_squares)
-{
-    if (prepare) {
-        add_in(io, 12345, 1), add_out(io, 1);
-        return;
-    }
-    double s = 0;
-    RUN(d->be->ops->sum_squares(d->be, &s, d->in[0], 12345));
-    float f = (float)s;
-    RUN(d->be->ops->to_device(d->be, d->out[0], &f, sizeof(f)));
-}
-
 OP(sum_squares_acc)
 {
     if (prepare) {
@@ -1173,7 +1161,6 @@ static const struct op_case cases[] = {
     {"adamw", case_adamw, 1e-6, "sqrt and division rounded differently"},
     {"lion", case_lion, 1e-6, "a sign flips only where the interpolation rounds to zero"},
     {"sgd", case_sgd, 1e-6, "a fused multiply-add may round once"},
-    {"sum_squares", case_sum_squares, 1e-6, "double sums in another order"},
     {"sum_squares_acc", case_sum_squares_acc, 1e-6, "double sums in another order"},
     {"step_loss", case_step_loss, 0, "one division and add"},
     {"step_check", case_step_check, 1e-7, "a square root and a division"},

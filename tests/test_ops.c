@@ -840,7 +840,7 @@ static void test_step_ops(void)
         float host_loss = 0;
         for (int k = 0; k < 3; k++) {
             CHECK_EQ(be->ops->sum_squares_acc(be, &st->sumsq, g + k * 1000, 1000 - 7 * k), 0);
-            CHECK_EQ(be->ops->sum_squares(be, &host_ss, g + k * 1000, 1000 - 7 * k), 0);
+            host_ss += tbi_sum_squares(g + k * 1000, 1000 - 7 * k);
             CHECK_EQ(be->ops->to_device(be, micro, &losses[k], sizeof(float)), 0);
             CHECK_EQ(be->ops->step_loss(be, st, micro, 3), 0);
             host_loss += losses[k] / (float)3;

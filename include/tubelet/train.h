@@ -55,10 +55,8 @@ TB_API int tb_optimizer_parse(const char *name);
 TB_API int tb_optimizer_states(enum tb_optimizer kind);
 TB_API const char *tb_optimizer_state_name(enum tb_optimizer kind, int k);
 
-/* The global L2 norm of r's gradients, into *norm; the sum of squares of span s's, added to
- * *sum. */
+/* The global L2 norm of r's gradients, into *norm. */
 TB_API int tb_grad_norm(tb_params *r, double *norm);
-TB_API int tb_grad_span_sum_squares(tb_params *r, int span, double *sum);
 /* torch.nn.utils.clip_grad_norm_'s factor for gradients of that norm: max_norm / (norm +
  * 1e-6) when norm > max_norm > 0, else 1. */
 TB_API float tb_clip_factor(double norm, double max_norm);

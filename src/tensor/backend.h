@@ -294,10 +294,7 @@ struct tbi_step_stats {
       (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
        size_t n, float lr, float momentum, float weight_decay),                                \
       (be, param, grad, grad_scale, m, n, lr, momentum, weight_decay))                         \
-    /* *host_out += the sum of squares of x (n), in double */                                  \
-    X(sum_squares, (tbi_backend * be, double *host_out, const float *x, size_t n),             \
-      (be, host_out, x, n))                                                                    \
-    /* the same into backend memory: *acc (1 double) += the sum of squares of x (n) */         \
+    /* *acc (1 double, backend memory) += the sum of squares of x (n), in double */         \
     X(sum_squares_acc, (tbi_backend * be, double *acc, const float *x, size_t n),              \
       (be, acc, x, n))                                                                         \
     /* st->loss += *loss (1) / K, both on the backend (a micro-batch's loss into the step's) */ \

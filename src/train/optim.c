@@ -132,23 +132,6 @@ const char *tb_optimizer_state_name(enum tb_optimizer kind, int k)
     return kind == TB_OPT_SGD ? "momentum_buffer" : k ? "exp_avg_sq" : "exp_avg";
 }
 
-int tb_grad_span_sum_squares(tb_params *r, int span, double *sum)
-{
-    if (!r->home[span])
-        return tbi_err(TB_EINVAL, "no gradients before the model is planned");
-    return r->be->ops->sum_squares(r->be, sum, r->home[span], (size_t)tbi_span_floats(r, span));
-}
-
-int tb_grad_norm(tb_params *r, double *norm)
-{
-    double ss = 0;
-    TBI_TRY(tbi_params_check_kept(r, "the gradient norm after the backward"));
-    for (int s = 0; s < r->n_spans; s++)
-        TBI_TRY(tb_grad_span_sum_squares(r, s, &ss));
-    *norm = sqrt(ss);
-    return 0;
-}
-
 int tbi_grad_sum_squares_acc(tb_params *r, double *acc)
 {
     TBI_TRY(tbi_params_check_kept(r, "the gradient norm after the backward"));
@@ -159,6 +142,20 @@ int tbi_grad_sum_squares_acc(tb_params *r, double *acc)
                                             (size_t)tbi_span_floats(r, s)));
     }
     return 0;
+}
+
+/* The sum of squares on the backend (one double), read back once. */
+int tb_grad_norm(tb_params *r, double *norm)
+{
+    tbi_backend *be = r->be;
+    double *acc = NULL, ss = 0;
+    int rc = be->ops->alloc(be, sizeof(double), (void **)&acc);
+    if (rc == 0 && (rc = tbi_grad_sum_squares_acc(r, acc)) == 0)
+        rc = be->ops->to_host(be, &ss, acc, sizeof(double));
+    if (acc)
+        be->ops->free(be, acc);
+    *norm = sqrt(ss);
+    return rc;
 }
 
 float tb_clip_factor(double norm, double max_norm)

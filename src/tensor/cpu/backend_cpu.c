@@ -581,13 +581,6 @@ int tbi_cpu_sgd(tbi_backend *be, float *param, const float *grad, float grad_sca
     return 0;
 }
 
-int tbi_cpu_sum_squares(tbi_backend *be, double *host_out, const float *x, size_t n)
-{
-    (void)be;
-    *host_out += tbi_sum_squares(x, n);
-    return 0;
-}
-
 int tbi_cpu_sum_squares_acc(tbi_backend *be, double *acc, const float *x, size_t n)
 {
     (void)be;
