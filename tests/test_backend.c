@@ -437,8 +437,8 @@ OP(scale_add)
         add_out(io, (size_t)B * 500), add_out(io, (size_t)B * 500);
         return;
     }
-    RUN(d->be->ops->scale_add(d->be, d->out[0], d->in[0], d->in[1], d->in[2], B, 500));
-    RUN(d->be->ops->scale_add(d->be, d->out[1], NULL, d->in[1], d->in[2], B, 500));
+    RUN(d->be->ops->scale_add(d->be, F(d->out[0]), d->in[0], d->in[1], d->in[2], B, 500));
+    RUN(d->be->ops->scale_add(d->be, F(d->out[1]), NULL, d->in[1], d->in[2], B, 500));
 }
 
 OP(scatter_rows)
@@ -953,6 +953,19 @@ static void case_act_bwd_bf16(struct io *io, struct dev *d, int prepare)
     bf16_out(d, d->out[1], x, 1000);
 }
 
+/* out bf16: a drop path's branch gradient, as a block passes it */
+static void case_scale_add_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_scale_add(io, d, 1);
+        return;
+    }
+    void *y = bf16_in(d, NULL, B * 500);
+    RUN(d->be->ops->scale_add(d->be, BF(y), d->in[0], d->in[1], d->in[2], B, 500));
+    bf16_out(d, d->out[0], y, B * 500);
+    RUN(d->be->ops->scale_add(d->be, F(d->out[1]), NULL, d->in[1], d->in[2], B, 500));
+}
+
 static void attention_bf16(struct io *io, struct dev *d, int prepare, int bwd)
 {
     size_t qkv = (size_t)B * NT * 3 * D, o = (size_t)B * NT * D;
@@ -1001,6 +1014,7 @@ static void test_bf16_storage(void)
         {case_act_fwd_bf16, case_act_fwd, 1, 1, "act_fwd in bf16, in place"},
         {case_act_bwd_bf16, case_act_bwd, 3, 3, "act_bwd in bf16, in place"},
         {case_attention_fwd_bf16, case_attention_fwd, 1, 1, "attention_fwd in bf16"},
+        {case_scale_add_bf16, case_scale_add, 0, 1, "scale_add into bf16"},
     };
     for (size_t k = 0; k < sizeof(spec) / sizeof(spec[0]); k++) {
         tbt_case = spec[k].name;
@@ -1147,6 +1161,7 @@ static const struct op_case cases[] = {
     {"gather_rows", case_gather_rows, 0, "a gather: exact"},
     {"scatter_rows", case_scatter_rows, 0, "a scatter: exact"},
     {"scale_add", case_scale_add, 0, "one multiply and add"},
+    {"scale_add", case_scale_add_bf16, 1e-2, "bf16 results: one bit either way"},
     {"tokens_fill_fwd", case_tokens_fill_fwd, 0, "one add per element"},
     {"tokens_fill_bwd", case_tokens_fill_bwd, 1e-6, "sums over the batch in another order"},
     {"patch_target", case_patch_target, 1e-5, "the tube's mean and std summed in another order"},

@@ -181,12 +181,13 @@ static int update_span(void *ctx, int span)
 }
 
 /* One step of the classifier: loss, logits, gradients. */
-static float *cls_step(int recompute, int recompute_mlp, int fused, size_t *n)
+static float *cls_step(int recompute, int recompute_mlp, int fused, int bf16, size_t *n)
 {
     struct tb_vit_config c = {.dim = DIM, .depth = DEPTH, .heads = 2, .patch = 8, .tubelet = 2,
                               .frames = 4, .height = 32, .width = 24, .classes = K,
                               .pool = TB_POOL_MEAN, .pos = TB_POS_SINCOS,
-                              .recompute = recompute, .recompute_mlp = recompute_mlp};
+                              .recompute = recompute, .recompute_mlp = recompute_mlp,
+                              .dtype = bf16 ? TB_DTYPE_BF16 : TB_DTYPE_F32};
     tb_vit *m = NULL;
     size_t nv = (size_t)B * 3 * 4 * 32 * 24;
     float *video = malloc(sizeof(float) * nv), outs[1 + B * K];
@@ -203,7 +204,16 @@ static float *cls_step(int recompute, int recompute_mlp, int fused, size_t *n)
             tb_optim_begin_step(&opt);
         }
         CHECK_EQ(tb_vit_plan(m, B, NULL), 0);
-        CHECK_EQ(tb_vit_forward(m, video, B, labels, 0.1f, &outs[0]), 0);
+        if (bf16) { /* and drop path: its branch gradients are the blocks' dtype */
+            float drop[DEPTH * 2 * B];
+            int64_t index[B] = {0, 1, 2};
+            tb_vit_drop_path_draw(drop, DEPTH, B, 0.5, 3, 0, index);
+            CHECK_EQ(tb_vit_set_video(m, video, B), 0);
+            CHECK_EQ(tb_vit_set_drop_path(m, drop), 0);
+            CHECK_EQ(tb_vit_run(m, labels, 0.1f, &outs[0]), 0);
+        } else {
+            CHECK_EQ(tb_vit_forward(m, video, B, labels, 0.1f, &outs[0]), 0);
+        }
         CHECK_EQ(tb_vit_backward(m), 0);
         CHECK_EQ(tb_vit_logits(m, outs + 1), 0);
         all = collect(tb_vit_params(m), fused, outs, 1 + B * K, n);
@@ -305,13 +315,13 @@ static void same_apart(const char *what, float *(*step)(void *arg, size_t *n), v
 }
 
 struct cls_args {
-    int recompute, recompute_mlp, fused;
+    int recompute, recompute_mlp, fused, bf16;
 };
 
 static float *cls_arg(void *arg, size_t *n)
 {
     const struct cls_args *a = arg;
-    return cls_step(a->recompute, a->recompute_mlp, a->fused, n);
+    return cls_step(a->recompute, a->recompute_mlp, a->fused, a->bf16, n);
 }
 
 static float *mae_arg(void *arg, size_t *n)
@@ -328,11 +338,13 @@ static float *clip_arg(void *arg, size_t *n)
 
 static void test_models(void)
 {
-    struct cls_args plain = {0, 0, 0}, whole = {1, 0, 0}, mlp = {0, 2, 0}, fused = {0, 1, 1};
+    struct cls_args plain = {0, 0, 0, 0}, whole = {1, 0, 0, 0}, mlp = {0, 2, 0, 0};
+    struct cls_args fused = {0, 1, 1, 0}, bf16 = {0, 1, 0, 1};
     same_apart("cls: the planned lifetimes hold", cls_arg, &plain);
     same_apart("cls --recompute", cls_arg, &whole);
     same_apart("cls --recompute-mlp 2", cls_arg, &mlp);
     same_apart("cls --recompute-mlp 1, fused updates", cls_arg, &fused);
+    same_apart("cls in bf16 with drop path, --recompute-mlp 1", cls_arg, &bf16);
     same_apart("mae", mae_arg, NULL);
     same_apart("clip, a learned temperature", clip_arg, NULL);
 }

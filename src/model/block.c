@@ -65,15 +65,14 @@ static tbi_t act(const struct tbi_block_cfg *c, const void *p)
     return tbi_t_of(p, c->dt);
 }
 
-/* A branch's output gradient, given the residual gradient dres (B N rows of D): dres itself,
- * or with drop path dres times the branch's factors (B) in buf (f32; a bf16 product rounds
- * it as it reads it). */
-static int branch_grad(tbi_backend *be, const struct tbi_block_cfg *c, float *buf,
-                       const float *dres, const float *factors, int B, int N,
-                       const float **out)
+/* A branch's output gradient, given the residual gradient dres (B N rows of D): dres itself
+ * (f32: a bf16 product rounds it as it reads it), or with drop path dres times the branch's
+ * factors (B) in buf, of the blocks' dtype. */
+static int branch_grad(tbi_backend *be, const struct tbi_block_cfg *c, void *buf,
+                       const float *dres, const float *factors, int B, int N, tbi_t *out)
 {
-    *out = factors ? buf : dres;
-    return factors ? be->ops->scale_add(be, buf, NULL, dres, factors, B, (size_t)N * c->D) : 0;
+    *out = factors ? act(c, buf) : tbi_f32(dres);
+    return factors ? be->ops->scale_add(be, *out, NULL, dres, factors, B, (size_t)N * c->D) : 0;
 }
 
 /* The qkv bias the product takes: the whole one, or (q, 0, v) assembled in scratch. */
@@ -108,9 +107,10 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                int b1)
 {
     void *bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3};
-    size_t floats[] = {R * c->D, R * c->D, R * tbi_block_dF_floats(c), 3 * (size_t)c->D};
+    size_t h = tbi_dt_size(c->dt), D = (size_t)c->D;
+    size_t bytes[] = {R * D * h, R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * sizeof(float)};
     for (int k = 0; k < 4; k++) {
-        tbi_plan_add(p, "block scratch", bufs[k], sizeof(float) * floats[k], f0, f1);
+        tbi_plan_add(p, "block scratch", bufs[k], bytes[k], f0, f1);
         tbi_plan_also(p, b0, b1);
     }
 }
@@ -169,7 +169,7 @@ static int residual1(tbi_backend *be, const struct tbi_block_cfg *c, const struc
     TBI_TRY(o->matmul_fwd(be, c->dt, f32(a->res1), act(c, a->att), f32(w->p[TBI_BLK_PROJ_W]),
                           f32(w->p[TBI_BLK_PROJ_B]), R, D, D));
     if (drop)
-        return o->scale_add(be, a->res1, x, a->res1, drop, B, (size_t)N * D);
+        return o->scale_add(be, f32(a->res1), x, a->res1, drop, B, (size_t)N * D);
     return o->add(be, a->res1, a->res1, x, (size_t)R * D);
 }
 
@@ -202,7 +202,7 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     TBI_TRY(o->matmul_fwd(be, c->dt, f32(y), act(c, s->dF), f32(p[TBI_BLK_FC2_W]),
                           f32(p[TBI_BLK_FC2_B]), R, F, D));
     if (drop)
-        return o->scale_add(be, y, a->res1, y, drop + B, B, (size_t)N * D);
+        return o->scale_add(be, f32(y), a->res1, y, drop + B, B, (size_t)N * D);
     return o->add(be, y, y, a->res1, (size_t)R * D);
 }
 
@@ -228,23 +228,23 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
      * act(fc1) again, in place of fc1 (not needed after it), for fc2's weight gradient: one
      * pass instead of two, and no buffer of its own. With drop path, the branch's output
      * gradient is dres times its factors: in dD until fc1's backward writes dD. */
-    const float *dmlp;
+    tbi_t dmlp;
     TBI_TRY(branch_grad(be, c, s->dD, dres, drop ? drop + B : NULL, B, N, &dmlp));
-    TBI_TRY(o->matmul_bwd(be, dt, dF, none, none, f32(dmlp), act(c, a->fc1),
+    TBI_TRY(o->matmul_bwd(be, dt, dF, none, none, dmlp, act(c, a->fc1),
                           f32(p[TBI_BLK_FC2_W]), R, F, D));
     TBI_TRY(o->act_bwd(be, c->act, dF, act(c, a->fc1), act(c, a->fc1), dF, (size_t)R * F));
     TBI_TRY(o->matmul_bwd(be, dt, none, f32(gp[TBI_BLK_FC2_W]), f32(gp[TBI_BLK_FC2_B]),
-                          f32(dmlp), act(c, a->fc1), f32(p[TBI_BLK_FC2_W]), R, F, D));
+                          dmlp, act(c, a->fc1), f32(p[TBI_BLK_FC2_W]), R, F, D));
     TBI_TRY(o->matmul_bwd(be, dt, dD, f32(gp[TBI_BLK_FC1_W]), f32(gp[TBI_BLK_FC1_B]), dF,
                           act(c, s->ln), f32(p[TBI_BLK_FC1_W]), R, D, F));
     TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, a->res1,
                              p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
     /* Attention branch (its scaled output gradient in ln: norm1's output is recomputed
      * after). */
-    const float *datt;
+    tbi_t datt;
     TBI_TRY(branch_grad(be, c, s->ln, dres, drop, B, N, &datt));
     TBI_TRY(o->matmul_bwd(be, dt, dD, f32(gp[TBI_BLK_PROJ_W]), f32(gp[TBI_BLK_PROJ_B]),
-                          f32(datt), act(c, a->att), f32(p[TBI_BLK_PROJ_W]), R, D, D));
+                          datt, act(c, a->att), f32(p[TBI_BLK_PROJ_W]), R, D, D));
     TBI_TRY(o->attention_bwd(be, d3D, dD, act(c, a->qkv), act(c, a->att), a->lse, B, N, c->NH,
                              HS, c->causal));
     TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln1_mean, a->ln1_rstd, x, p[TBI_BLK_LN1_W],

@@ -77,14 +77,14 @@ size_t tbi_block_acts_bytes(const struct tbi_block_cfg *c, int B, int N, int kep
 void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_block_cfg *c, int B,
                           int N, int kept);
 
-/* Scratch shared by all blocks of a tower, sized as f32 (a tower also uses it for f32 rows
- * of its own); the blocks store their dtype (c->dt) in ln, dD and dF. */
+/* Scratch shared by all blocks of a tower, of the blocks' dtype (c->dt) but bias3; the
+ * blocks' alone (a tower plans its own rows). */
 struct tbi_block_scratch {
     void *ln;                     /* (R, D): a LayerNorm output */
     void *dD;                     /* (R, D) */
     void *dF;                     /* (R, max(F, 3D)): the forward's act(fc1), the backward's
                                    * fc1 and qkv gradients */
-    float *bias3;                 /* (3D), with qv_bias: (q, 0, v), or its gradient */
+    float *bias3;                 /* (3D, f32), with qv_bias: (q, 0, v), or its gradient */
 };
 static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
 {

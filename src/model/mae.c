@@ -51,6 +51,7 @@ struct tb_mae {
     float *pred, *tgt, *dpred;        /* (B*Nq, V); dpred is tgt's space (the loss's
                                        * backward writes over it) */
     float *dres, *dq, *dfeat;         /* (B*Nd, Dd), (B*Nq, Dd) x2 */
+    float *dxe;                       /* (B*Nv, Dd): the mapped tokens' gradient */
     float *loss;
 };
 
@@ -261,8 +262,8 @@ static void declare_decoder(tb_mae *m, struct tbi_plan *p, int B, int d, int db,
         tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean, tbi_block_acts_bytes(&m->bc, B, m->Nd, 1), d + 1 + l,
             db + Ld - l);
     }
-    /* the blocks' scratch; the mapping's backward takes dD for its input's gradient */
-    tbi_block_scratch_declare(p, &m->s, &m->bc, Rd, d + 1, d + Ld, db + 1, map);
+    tbi_block_scratch_declare(p, &m->s, &m->bc, Rd, d + 1, d + Ld, db + 1, db + Ld);
+    TBI_BUF(p, m->dxe, Rv * Dd, map, map);
     /* the last block's output, then the residual gradient */
     TBI_BUF(p, m->dres, Rd * Dd, d + Ld, map);
     TBI_BUF(p, m->qx, Rq * Dd, head, db);
@@ -547,7 +548,7 @@ int tb_mae_backward(tb_mae *m)
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */
-    float *dxe = m->s.dD; /* (B*Nv, Dd): the blocks are done with it */
+    float *dxe = m->dxe;
     TBI_TRY(o->tokens_fill_bwd(be, dxe, tbi_param_grad(r, m->i_mask), m->dres, B, Nv, Nq, Dd));
     TBI_TRY(o->matmul_bwd(be, m->bc.dt, f32(tbi_vit_dfeat(m->enc)),
                           f32(tbi_param_grad(r, m->i_e2d)), f32(NULL), f32(dxe),

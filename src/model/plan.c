@@ -6,10 +6,25 @@
 #include "core/internal.h"
 #include "model/plan.h"
 
+/* Under AddressSanitizer, TUBELET_PLAN=apart leaves a poisoned gap after every buffer: an op
+ * that writes past its buffer's end faults there, at once (in a shared plan it would land in
+ * another buffer of the same arena, unseen). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+enum { GAP = 4096 }; /* apart: the bytes after each buffer */
+
 void tbi_plan_clear(struct tbi_plan *p)
 {
-    if (p->arena)
+    if (p->arena) {
+        UNPOISON(p->arena, p->peak);
         p->be->ops->free(p->be, p->arena);
+    }
     free(p->b);
     *p = (struct tbi_plan){0};
 }
@@ -140,11 +155,11 @@ int tbi_plan_place(struct tbi_plan *p)
     if (p->err)
         return p->err;
     p->acts = live_acts(p);
-    if (apart()) {
+    if ((p->apart = apart())) {
         p->peak = 0;
         for (int i = 0; i < p->n; i++) {
             p->b[i].off = p->peak;
-            p->peak += p->b[i].bytes;
+            p->peak += p->b[i].bytes + GAP;
         }
         return 0;
     }
@@ -190,7 +205,10 @@ int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const 
     if (rc < 0)
         return tbi_err(rc, "out of memory for %s (%.2f GB): %s", what, p->peak / 1e9, advice);
     p->be = be;
-    for (int i = 0; i < p->n; i++)
+    for (int i = 0; i < p->n; i++) {
         *(void **)p->b[i].slot = (char *)p->arena + p->b[i].off;
+        if (p->apart)
+            POISON((char *)p->arena + p->b[i].off + p->b[i].bytes, GAP);
+    }
     return 0;
 }

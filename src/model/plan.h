@@ -34,6 +34,7 @@ struct tbi_plan {
     size_t peak;               /* the arena's bytes, once placed */
     size_t acts;               /* the most bytes of activations (every buffer but the
                                 * gradients) live at one tick, once placed */
+    int apart;                 /* TUBELET_PLAN=apart: every buffer alone, a gap after each */
     void *arena;               /* backend memory, once allocated */
     tbi_backend *be;
 };

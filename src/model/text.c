@@ -28,6 +28,7 @@ struct tbi_text {
     struct tbi_block_acts *ba;        /* L */
     struct tbi_block_scratch s;
     float *dres;                      /* (R, D) */
+    float *tok, *dtok;                /* (R, D): the token rows, their gradient */
     float *sel, *feat, *mean, *rstd;  /* (B, D) x2, (B) x2: the end tokens, ln_final's */
     float *dsel, *dfeat;              /* (B, D) */
     float *projT, *dprojT;            /* (E, D) */
@@ -156,8 +157,9 @@ int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct
         TBI_BUF(p, t->x[l], R * D, f + l, l < L ? b + L - l : head);
     for (int l = 0; l < L; l++)
         tbi_plan_add(p, "block activations", &t->ba[l].ln1_mean, tbi_block_acts_bytes(&t->bc, B, N, 1), f + 1 + l, b + L - l);
-    /* the scratch: the embedding's token rows in ln, the blocks', the embedding's gradient */
-    tbi_block_scratch_declare(p, &t->s, &t->bc, R, f, f + L, b + 1, embed);
+    tbi_block_scratch_declare(p, &t->s, &t->bc, R, f + 1, f + L, b + 1, b + L);
+    TBI_BUF(p, t->tok, R * D, f, f);
+    TBI_BUF(p, t->dtok, R * D, embed, embed);
     TBI_BUF(p, t->dres, R * D, b, embed);
     TBI_BUF(p, t->sel, BD, head, b);
     TBI_BUF(p, t->feat, BD, head, b);
@@ -221,10 +223,10 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
     t->B = B;
     t->ready = 0;
     TBI_TRY(o->to_device(be, t->ids, ids, sizeof(int32_t) * R));
-    /* token rows (into the scratch), + positions -> x0 */
-    TBI_TRY(o->gather_rows(be, t->s.ln, tbi_param_data(r, t->i_tok), t->ids, 1, t->c.vocab,
+    /* token rows, + positions -> x0 */
+    TBI_TRY(o->gather_rows(be, t->tok, tbi_param_data(r, t->i_tok), t->ids, 1, t->c.vocab,
                            (int)R, D));
-    TBI_TRY(o->tokens_fwd(be, t->x[0], t->s.ln, NULL, tbi_param_data(r, t->i_pos), NULL, B, N, 0,
+    TBI_TRY(o->tokens_fwd(be, t->x[0], t->tok, NULL, tbi_param_data(r, t->i_pos), NULL, B, N, 0,
                           D));
     for (int l = 0; l < L; l++) {
         struct tbi_block_w w;
@@ -287,9 +289,9 @@ int tbi_text_backward(struct tbi_text *t)
                                    t->dres, B, N, 0));
         TBI_TRY(tbi_span_done(r, t->span0 + 1 + l));
     }
-    TBI_TRY(o->tokens_bwd(be, t->s.dD, NULL, tbi_param_grad(r, t->i_pos), t->dres, NULL, B, N, 0,
+    TBI_TRY(o->tokens_bwd(be, t->dtok, NULL, tbi_param_grad(r, t->i_pos), t->dres, NULL, B, N, 0,
                           N, D));
-    TBI_TRY(o->embed_bwd(be, tbi_param_grad(r, t->i_tok), t->s.dD, t->ids, (int)R, t->c.vocab,
+    TBI_TRY(o->embed_bwd(be, tbi_param_grad(r, t->i_tok), t->dtok, t->ids, (int)R, t->c.vocab,
                          D));
     return tbi_span_done(r, t->span0);
 }

@@ -78,6 +78,8 @@ struct tb_vit {
     int grad_source;                  /* what a backward may start from: 0 nothing, 1 labels
                                        * (the model's loss) or features */
     float *dres, *dpool, *dfeat;      /* (B*Nt, D), (B, D), (F_rows, D) */
+    float *dpatch;                    /* (B*Nk, D): the patch tokens' gradient */
+    float *dpre;                      /* CLIP: (B*Nt, D), ln_pre's input gradient */
     /* CLIP: the tiled positions and their gradient (Nt, D), the tokens before ln_pre and its
      * statistics (B*Nt, D), (B*Nt); proj transposed and its gradient (E, D); the projected
      * features and their gradient (B, E) */
@@ -450,8 +452,7 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
         tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
     }
     int f0 = fwd_tick(t, 0), f1 = fwd_tick(t, L - 1), b0 = bwd_tick(m, t, L - 1);
-    int b1 = t->bwd + L + 1; /* the embedding's backward uses dD and dF too */
-    tbi_block_scratch_declare(p, &m->s, &m->bc, T, f0, f1, b0, b1);
+    tbi_block_scratch_declare(p, &m->s, &m->bc, T, f0, f1, b0, bwd_tick(m, t, 0));
     /* block l's input from the tick that writes it to its backward; the last output to the
      * head's backward */
     for (int l = 0; l <= L; l++)
@@ -499,9 +500,11 @@ int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks
     TBI_BUF(p, m->dpool, (size_t)B * D, b, b);
     TBI_BUF(p, m->dfeat, FR * D, t->grad_in, b);
     TBI_BUF(p, m->dres, T * D, b, embed);
+    TBI_BUF(p, m->dpatch, P * D, embed, embed);
     if (m->clip) {
         TBI_BUF(p, m->pos_eff, NtD, f + 2, f + 2);
         TBI_BUF(p, m->dpos_eff, NtD, embed, embed);
+        TBI_BUF(p, m->dpre, T * D, embed, embed);
         TBI_BUF(p, m->x_pre, T * D, f + 2, embed);
         TBI_BUF(p, m->pre_mean, T, f + 2, embed);
         TBI_BUF(p, m->pre_rstd, T, f + 2, embed);
@@ -643,7 +646,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
     if (m->K > 0) {
         /* head dropout: the features times the mask, as B D segments of one */
         if (m->hmask_on)
-            TBI_TRY(o->scale_add(be, m->feat_drop, NULL, m->feat, m->hmask, B * D, 1));
+            TBI_TRY(o->scale_add(be, f32(m->feat_drop), NULL, m->feat, m->hmask, B * D, 1));
         TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->logits), f32(head_in(m)),
                               f32(tbi_param_data(r, m->i_head_w)),
                               f32(tbi_param_data(r, m->i_head_b)), B, D, m->K));
@@ -893,11 +896,10 @@ static int backward(tb_vit *m)
     }
     /* Tokens: positions, class token, patch embedding (the video needs no gradient); the
      * patch rows gathered contiguous (B*Np, D) for the weight gradient. */
-    float *dpatch = m->s.dD;
+    float *dpatch = m->dpatch;
     if (m->clip) {
-        /* ln_pre (its input gradient into the block scratch's dF, free now), the tokens, the
-         * tiled positions */
-        float *dpre = m->s.dF;
+        /* ln_pre, the tokens, the tiled positions */
+        float *dpre = m->dpre;
         TBI_TRY(o->zero(be, dpre, sizeof(float) * R * D));
         TBI_TRY(o->layernorm_bwd(be, dpre, tbi_param_grad(r, m->i_pre_w),
                                  tbi_param_grad(r, m->i_pre_b), f32(m->dres), m->x_pre,
@@ -942,7 +944,7 @@ int tb_vit_backward(tb_vit *m)
                           f32(head_in(m)), f32(tbi_param_data(r, m->i_head_w)), m->B, m->D,
                           m->K));
     if (m->hmask_on)
-        TBI_TRY(o->scale_add(m->be, m->dfeat, NULL, m->dfeat, m->hmask, m->B * m->D, 1));
+        TBI_TRY(o->scale_add(m->be, f32(m->dfeat), NULL, m->dfeat, m->hmask, m->B * m->D, 1));
     return backward(m);
 }
 

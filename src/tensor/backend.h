@@ -136,8 +136,8 @@ struct tbi_step_stats {
     /* B segments of n: out = a + scale[b] x in segment b (a NULL: 0; scale (B) on the device; \
      * out may be a or x): drop path's per-clip branch factors */                              \
     X(scale_add,                                                                               \
-      (tbi_backend * be, float *out, const float *a, const float *x, const float *scale,       \
-       int B, size_t n),                                                                       \
+      (tbi_backend * be, tbi_t out, const float *a, const float *x, const float *scale, int B, \
+       size_t n),                                                                              \
       (be, out, a, x, scale, B, n))                                                            \
     /* qkv (B, N, 3, NH, HS) -> out (B, N, D), lse (B, NH, N); causal: key j > query i masked */ \
     X(attention_fwd,                                                                           \

@@ -449,11 +449,16 @@ int tbi_cpu_gather_rows(tbi_backend *be, float *dst, const float *src, const int
     return 0;
 }
 
-int tbi_cpu_scale_add(tbi_backend *be, float *out, const float *a, const float *x,
+int tbi_cpu_scale_add(tbi_backend *be, tbi_t out, const float *a, const float *x,
                       const float *scale, int B, size_t n)
 {
     (void)be;
-    tbi_scale_add(out, a, x, scale, B, n);
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, &out, 1));
+    float *fo = view_out(&v, out, (size_t)B * n);
+    TBI_TRY(views_oom(&v));
+    tbi_scale_add(fo, a, x, scale, B, n);
+    store(&v, out, fo, (size_t)B * n);
     return 0;
 }
 
