@@ -212,8 +212,9 @@ const struct cli_command cli_cmd_prep = {
                "after the current frame and keeps finished chunks. A video is named after its\n"
                "file's stem; another source with the same stem is refused (video.idx names\n"
                "the source) unless --overwrite is given.\n"
-               "--plan --ann FILE: measure which encoding to use first (docs/FORMATS.md, \"prep\n"
-               "--plan\"); --plan --apply: then prepare with the one it chose.",
+               "--plan --ann FILE: measure candidate encodings on a sample and print the table and\n"
+               "the prep command of the cheapest meeting the target (docs/FORMATS.md, \"Choosing\n"
+               "the encoding\"); --plan --apply: then prepare with it.",
     .flags = prep_flags,
     .n_flags = (int)(sizeof(prep_flags) / sizeof(prep_flags[0])),
     .config_size = sizeof(struct prep_config),
