@@ -47,7 +47,8 @@ struct tb_plan_opts {
     double sample_seconds;        /* seconds from the start of each; 0 means 3 */
     int n_clips;                  /* clips drawn from the CSV for the counts; 0 means 4000 */
     int n_calib_clips;            /* clips the loader makes to calibrate the per-clip cost, as
-                                     bench-load makes them (2 workers); 0 means 320 */
+                                     bench-load makes them (2 workers); 0 means 320. It counts
+                                     the process's CPU time: run nothing else in it meanwhile */
     uint64_t seed;
     const struct tb_plan_encoding *encodings; /* borrowed; NULL: tb_plan_default_encodings */
     int n_encodings;
