@@ -243,7 +243,7 @@ static void test_bad_inputs(void)
                "0,cup,0,\"['cup']\",\"[0]\"\n");
     fclose(f);
     CHECK_EQ(make_plan(&p, 60, &po, other), TB_EINVAL);
-    CHECK_STR_HAS(tb_errmsg(), "no row names any of the 2 source videos");
+    CHECK_STR_HAS(tb_errmsg(), "no row names any of the 2 source videos with a window");
     CHECK_EQ(make_plan(&p, 60, &po, tbt_path("missing.csv")), TB_ENOENT);
     /* A source that is not a video. */
     char bad[4300];

@@ -65,8 +65,11 @@ static void print_command(const struct tb_plan *p, const struct cli_plan_args *a
     printf("chosen: %s (%.0f MB per hour, %.1f clips/s per core predicted)\nprep command:\n"
            "  tubelet prep", flags, p->rows[p->chosen].mb_per_hour,
            p->rows[p->chosen].clips_per_core);
-    for (int i = 0; i < a->n_srcs; i++)
+    /* A long list of sources is the user's own glob: not repeated. */
+    for (int i = 0; i < a->n_srcs && a->n_srcs <= 16; i++)
         printf(" %s", a->srcs[i]);
+    if (a->n_srcs > 16)
+        printf(" SRC...");
     printf(" --out %s %s --chunk-seconds %d --crf %d --preset %s\n",
            a->prep->out_root && a->prep->out_root[0] ? a->prep->out_root : "ROOT", flags,
            a->prep->chunk_seconds, a->prep->crf, a->prep->preset);

@@ -234,8 +234,9 @@ static int draw_csv_clips(struct plan_run *r)
                             o->prep->fps_den, o->n_frames, r->n_clips, o->seed, r->clips,
                             video_of);
     if (rc == 0)
-        rc = tbi_err(TB_EINVAL, "%s: no row names any of the %d source videos (video ids are "
-                     "file stems, e.g. '%s')", o->ann_path, r->n_src, r->names[0]);
+        rc = tbi_err(TB_EINVAL, "%s: no row names any of the %d source videos with a window "
+                     "inside it (video ids are file stems, e.g. '%s')", o->ann_path, r->n_src,
+                     r->names[0]);
     if (rc < 0)
         goto end;
     r->p->n_actions = rc;
