@@ -114,19 +114,20 @@ static void on_done(void *user, int i_src, const char *src, int status,
     pthread_mutex_unlock(&r->lock);
 }
 
-/* --plan: print the table; with --apply put the chosen encoding into c and go on (1), else
- * stop with this exit status (0 or 1) - returned as -1 - status. */
+/* --plan: print the table. Returns 1 to go on preparing (--apply: c now holds the chosen
+ * encoding), or 0 to stop with exit status *status. */
 static int plan_first(struct prep_config *c, const struct tb_prep_opts *o, int n_args,
-                      char **args)
+                      char **args, int *status)
 {
     int n_frames = !strcmp(c->workload, "w1") ? 4 : !strcmp(c->workload, "w2") ? 16 : 0;
+    *status = 2;
     if (!n_frames) {
         fprintf(stderr, "tubelet prep: unknown --workload '%s' (w1 or w2)\n", c->workload);
-        return -1 - 2;
+        return 0;
     }
     if (!c->ann[0]) {
         fprintf(stderr, "tubelet prep: --plan needs --ann FILE (the annotation CSV)\n");
-        return -1 - 2;
+        return 0;
     }
     struct cli_plan_args a = {
         .srcs = args, .n_srcs = n_args, .ann = c->ann, .n_frames = n_frames,
@@ -134,15 +135,13 @@ static int plan_first(struct prep_config *c, const struct tb_prep_opts *o, int n
         .n_videos = c->plan_videos, .seconds = c->plan_seconds, .prep = o,
     };
     struct tb_plan_encoding e;
-    int rc = cli_prep_plan(&a, &e);
-    if (rc < 0)
-        return -1 - 1;
-    if (!c->apply)
-        return -1 - 0;
-    if (rc == 0) {
-        fprintf(stderr, "tubelet prep: --apply: no encoding meets the target; nothing "
-                "prepared\n");
-        return -1 - 1;
+    int found = cli_prep_plan(&a, &e);
+    *status = found < 0 || (c->apply && found == 0);
+    if (found <= 0 || !c->apply) {
+        if (found == 0 && c->apply)
+            fprintf(stderr, "tubelet prep: --apply: no encoding meets the target; nothing "
+                    "prepared\n");
+        return 0;
     }
     c->gop = e.gop;
     c->bframes = e.bframes;
@@ -169,9 +168,9 @@ static int run_prep(void *config, int n_args, char **args)
             .fps_num = c->fps.num, .fps_den = c->fps.den, .crf = c->crf, .preset = c->preset,
             .ext = c->ext, .n_threads = c->threads ? c->threads : cli_n_cpus(), .cancel = &cli_cancel,
         };
-        int rc = plan_first(c, &po, n_args, args);
-        if (rc < 0)
-            return -1 - rc;
+        int status;
+        if (!plan_first(c, &po, n_args, args, &status))
+            return status;
     }
     int threads = c->threads;
     if (threads == 0) {
