@@ -47,6 +47,8 @@ struct tb_prep_opts {
                                    TB_ECANCELED, leaving finished chunks in place */
     int overwrite;              /* 1: replace a video prepared from another source with the
                                    same stem; 0: refuse it (TB_EINVAL naming both sources) */
+    int64_t max_frames;         /* 0: the whole source; else only its first max_frames output
+                                   frames (a sample, as prep --plan encodes) */
 };
 
 struct tb_prep_result {

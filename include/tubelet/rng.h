@@ -50,6 +50,8 @@ enum tb_rng_purpose {
                                  index */
     TB_RNG_CAPTION = 16,     /* a training clip's caption among its relevant sentences
                                 (tb_mir_captions_draw): a = epoch, b = sample index */
+    TB_RNG_PLAN = 17,        /* prep --plan's clips (tb_plan_make): a = 0 the clips counted,
+                                a = 1 the calibration clips; b = 0 */
     TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */
 };
 

@@ -170,6 +170,26 @@ TB_API int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames
                           const struct tb_crop_spec *spec, tb_rng *rng, int out_w, int out_h,
                           uint8_t *out, struct tb_clip_stats *stats);
 
+/* ---- decode cost ----------------------------------------------------------------------- */
+
+/* What decoding one prepared chunk costs on this machine, by the kind of frame: keyframes,
+ * other frames that later frames refer to, and disposable (non-reference) frames, which the
+ * reader skips unless they are wanted. Times are CPU seconds of the calling thread. */
+struct tb_decode_cost {
+    int64_t n_key, n_ref, n_disposable; /* packets of each kind, over all passes */
+    double key_s, ref_s, disposable_s;  /* CPU seconds decoding them (send + receive) */
+    double open_s;                      /* CPU seconds of one open and close of the file, as
+                                           the reader opens a chunk (mean over the passes) */
+    int64_t bytes;                      /* size of the file */
+    int delay;                          /* frames the decoder holds back for reordering
+                                           (B-frames): after a wanted frame it must decode
+                                           this many more before the wanted one comes out */
+};
+
+/* Decode the chunk at path (a file tubelet prep wrote) from start to end n_passes times
+ * (0 means 1) on one thread, timing every packet. Errors name the file and frame. */
+TB_API int tb_decode_cost_measure(const char *path, int n_passes, struct tb_decode_cost *out);
+
 /* ---- images ------------------------------------------------------------------------------ */
 
 enum tb_image_format { TB_IMAGE_RAW, TB_IMAGE_PNG, TB_IMAGE_JPEG, TB_IMAGE_PPM };

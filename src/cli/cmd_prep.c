@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/prep_plan.h"
 #include "tubelet/prep.h"
 
 #define STR2(x) #x
@@ -24,6 +25,13 @@ struct prep_config {
     int jobs;
     int threads;
     int overwrite;
+    int plan;
+    int apply;
+    char *ann;
+    char *workload;
+    double target;
+    int plan_videos;
+    double plan_seconds;
 };
 
 #define F(name, type, field, def, meta, help, ...)                                       \
@@ -58,6 +66,25 @@ static const struct cli_flag prep_flags[] = {
     F("overwrite", CLI_BOOL, overwrite, "false", "",
       "replace a video prepared from another source with the same stem (else refused)",
       CLI_NO_RANGE),
+    F("plan", CLI_BOOL, plan, "false", "",
+      "measure candidate encodings (GOP 250/30/16/8/1, B-frames, tune, short side) on a "
+      "sample of SRC and print MB per hour and predicted clips/s per core for the clips of "
+      "--ann; encodes nothing unless --apply", CLI_NO_RANGE),
+    F("apply", CLI_BOOL, apply, "false", "",
+      "with --plan: then prepare SRC into --out with the chosen encoding (--gop, --bframes, "
+      "--tune given are replaced)", CLI_NO_RANGE),
+    F("ann", CLI_STR, ann, NULL, "FILE",
+      "with --plan: EPIC-Kitchens-100 CSV whose rows (video id = source file stem) give the "
+      "clip windows", CLI_NO_RANGE),
+    F("workload", CLI_STR, workload, "w1", "NAME",
+      "with --plan: w1 (4 frames per clip) or w2 (16), AVION's segment sampling", CLI_NO_RANGE),
+    F("target-clips-per-core", CLI_DOUBLE, target, "0", "X",
+      "with --plan: clips per CPU-second to reach; 0 means 60 for w1, 10 for w2 (one H200 "
+      "on 16 cores)", 0, 1e6),
+    F("plan-videos", CLI_INT, plan_videos, "4", "N",
+      "with --plan: sources sampled (spread over those with actions)", 1, 64),
+    F("plan-seconds", CLI_DOUBLE, plan_seconds, "3", "S",
+      "with --plan: seconds sampled from the start of each", 0.5, 60),
 };
 #undef F
 
@@ -87,12 +114,63 @@ static void on_done(void *user, int i_src, const char *src, int status,
     pthread_mutex_unlock(&r->lock);
 }
 
+/* --plan: print the table. Returns 1 to go on preparing (--apply: c now holds the chosen
+ * encoding), or 0 to stop with exit status *status. */
+static int plan_first(struct prep_config *c, const struct tb_prep_opts *o, int n_args,
+                      char **args, int *status)
+{
+    int n_frames = !strcmp(c->workload, "w1") ? 4 : !strcmp(c->workload, "w2") ? 16 : 0;
+    *status = 2;
+    if (!n_frames) {
+        fprintf(stderr, "tubelet prep: unknown --workload '%s' (w1 or w2)\n", c->workload);
+        return 0;
+    }
+    if (!c->ann[0]) {
+        fprintf(stderr, "tubelet prep: --plan needs --ann FILE (the annotation CSV)\n");
+        return 0;
+    }
+    struct cli_plan_args a = {
+        .srcs = args, .n_srcs = n_args, .ann = c->ann, .n_frames = n_frames,
+        .target = c->target > 0 ? c->target : n_frames == 4 ? 60 : 10,
+        .n_videos = c->plan_videos, .seconds = c->plan_seconds, .prep = o,
+    };
+    struct tb_plan_encoding e;
+    int found = cli_prep_plan(&a, &e);
+    *status = found < 0 || (c->apply && found == 0);
+    if (found <= 0 || !c->apply) {
+        if (found == 0 && c->apply)
+            fprintf(stderr, "tubelet prep: --apply: no encoding meets the target; nothing "
+                    "prepared\n");
+        return 0;
+    }
+    c->gop = e.gop;
+    c->bframes = e.bframes;
+    c->tune = e.fastdecode ? "fastdecode" : "none";
+    c->short_side = e.short_side;
+    printf("applying: preparing %d sources into %s\n", n_args, c->out);
+    return 1;
+}
+
 static int run_prep(void *config, int n_args, char **args)
 {
     struct prep_config *c = config;
-    if (!c->out[0]) {
+    if (!c->out[0] && (!c->plan || c->apply)) {
         fprintf(stderr, "tubelet prep: --out ROOT is required\n");
         return 2;
+    }
+    if (c->apply && !c->plan) {
+        fprintf(stderr, "tubelet prep: --apply goes with --plan\n");
+        return 2;
+    }
+    if (c->plan) {
+        struct tb_prep_opts po = {
+            .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
+            .fps_num = c->fps.num, .fps_den = c->fps.den, .crf = c->crf, .preset = c->preset,
+            .ext = c->ext, .n_threads = c->threads ? c->threads : cli_n_cpus(), .cancel = &cli_cancel,
+        };
+        int status;
+        if (!plan_first(c, &po, n_args, args, &status))
+            return status;
     }
     int threads = c->threads;
     if (threads == 0) {
@@ -132,7 +210,10 @@ const struct cli_command cli_cmd_prep = {
                "A rerun skips chunks already finished with the same settings; Ctrl-C stops\n"
                "after the current frame and keeps finished chunks. A video is named after its\n"
                "file's stem; another source with the same stem is refused (video.idx names\n"
-               "the source) unless --overwrite is given.",
+               "the source) unless --overwrite is given.\n"
+               "--plan --ann FILE: measure candidate encodings on a sample and print the table and\n"
+               "the prep command of the cheapest meeting the target (docs/FORMATS.md, \"Choosing\n"
+               "the encoding\"); --plan --apply: then prepare with it.",
     .flags = prep_flags,
     .n_flags = (int)(sizeof(prep_flags) / sizeof(prep_flags[0])),
     .config_size = sizeof(struct prep_config),

@@ -1,10 +1,11 @@
-/* src/core/fs.c - the few file-system operations the library needs: mkdir -p, existence
+/* src/core/fs.c - the few file-system operations the library needs: mkdir -p, rm -r, existence
  * checks, whole-file reads, and atomic writes (write a sibling, fsync, rename, fsync the
  * directory); and the monotonic clock. POSIX only.
  * Tests: tests/test_core.c. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,24 @@ int tbi_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
+int tbi_remove_tree(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0 && errno == ENOENT)
+        return 0;
+    if (nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return tbi_err(TB_EIO, "%s: cannot remove: %s", dir, strerror(errno));
+    return 0;
 }
 
 int tbi_mkdirs(const char *dir)

@@ -43,6 +43,9 @@ void tbi_assert_fail(const char *expr, const char *file, int line);
 
 /* Create dir and its parents (mode 0777 before umask). 0 or TB_EIO with a message. */
 int tbi_mkdirs(const char *dir);
+/* Remove dir and everything under it (symbolic links are removed, not followed); a missing
+ * dir is not an error. */
+int tbi_remove_tree(const char *dir);
 
 /* 1 if path names an existing regular file, else 0. */
 int tbi_is_file(const char *path);

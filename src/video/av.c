@@ -282,3 +282,32 @@ void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame)
     if (!src_range)
         sws_setColorspaceDetails(sws, inv, 1, tab, dst_range, bri, con, sat);
 }
+
+int tbi_h264_nal_length(const AVCodecParameters *par)
+{
+    if (par->codec_id != AV_CODEC_ID_H264 || par->extradata_size < 7 || par->extradata[0] != 1)
+        return 0;
+    return (par->extradata[4] & 3) + 1;
+}
+
+int tbi_h264_disposable(const uint8_t *d, int size, int nal_len)
+{
+    int vcl = 0;
+    while (size > nal_len) {
+        uint32_t len = 0;
+        for (int i = 0; i < nal_len; i++)
+            len = len << 8 | d[i];
+        d += nal_len;
+        size -= nal_len;
+        if (len == 0 || len > (uint32_t)size)
+            return 0;
+        int type = d[0] & 0x1f, ref_idc = (d[0] >> 5) & 3;
+        if (type == 5 || ((type == 1 || type == 2) && ref_idc))
+            return 0;
+        if (type == 1 || type == 2)
+            vcl = 1;
+        d += len;
+        size -= (int)len;
+    }
+    return vcl;
+}

@@ -63,4 +63,12 @@ int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t e
 struct SwsContext;
 void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame);
 
+/* The size of the NAL length prefix of H.264 in MP4 (from its avcC header); 0 for anything
+ * else (no packet is then known to be disposable). */
+int tbi_h264_nal_length(const AVCodecParameters *par);
+
+/* 1 if the H.264 access unit d[0..size) is disposable: its slices all have nal_ref_idc 0, so
+ * no other frame refers to it (the reader skips such frames when nobody wants them). */
+int tbi_h264_disposable(const uint8_t *d, int size, int nal_len);
+
 #endif /* TUBELET_VIDEO_AV_H */

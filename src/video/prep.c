@@ -383,6 +383,8 @@ static int emit(struct prep *p, int64_t n)
 {
     int k = (int)(n / p->chunk_frames);
     int rc;
+    if (p->o->max_frames > 0 && n >= p->o->max_frames)
+        return 0; /* past the sample */
     if (k != p->cur) {
         TB_ASSERT(k == p->cur + 1);
         if ((rc = end_chunk(p)) < 0 || (rc = begin_chunk(p, k)) < 0)
@@ -456,6 +458,8 @@ static int finish_frames(struct prep *p)
     int rc;
     if (end < 1)
         end = 1;
+    if (p->o->max_frames > 0 && end > p->o->max_frames)
+        end = p->o->max_frames;
     for (; p->next_out < end; p->next_out++)
         if ((rc = emit(p, p->next_out)) < 0)
             return rc;
@@ -503,14 +507,17 @@ static int make_params(struct prep *p)
         return tbi_err(TB_EINVAL, "%s: not a regular file", p->src);
     if (st.st_size == 0)
         return tbi_err(TB_EDECODE, "%s: empty file", p->src);
+    char sample[40] = "";
+    if (p->o->max_frames > 0)
+        snprintf(sample, sizeof(sample), " max_frames=%lld", (long long)p->o->max_frames);
     return tbi_fmt(p->params, sizeof(p->params),
-                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s tune=%s%s "
+                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s tune=%s%s%s "
                    "src_bytes=%lld src_mtime=%lld",
                    p->o->chunk_seconds, p->o->fps_num, p->o->fps_den, p->o->short_side,
                    p->o->gop, p->o->crf, p->o->preset,
                    p->o->tune && p->o->tune[0] ? p->o->tune : "none",
                    /* Named only when set, so videos prepared before the option stay done. */
-                   p->o->no_bframes ? " bframes=0" : "", (long long)st.st_size,
+                   p->o->no_bframes ? " bframes=0" : "", sample, (long long)st.st_size,
                    (long long)st.st_mtime);
 }
 
@@ -705,20 +712,24 @@ static int run(struct prep *p)
             return rc;
         if ((rc = take_frame(p, p->frame)) < 0)
             return rc;
+        if (p->o->max_frames > 0 && p->next_out >= p->o->max_frames)
+            break;
     }
     if (!p->started)
         return tbi_err(TB_EDECODE, "%s: no decodable video frames", p->src);
     /* A file decoding to much less than it declares is cut short or broken. */
     if ((rc = finish_frames(p)) < 0 ||
-        (rc = tbi_check_truncation(&p->in, p->first_ts, p->last_ts + p->last_dur, p->n_decoded,
-                                   p->src, NULL, NULL)) < 0)
+        (!p->o->max_frames &&
+         (rc = tbi_check_truncation(&p->in, p->first_ts, p->last_ts + p->last_dur,
+                                    p->n_decoded, p->src, NULL, NULL)) < 0))
         return rc;
 
     struct tb_video_index idx = {0};
     index_header(p, &idx);
     idx.n_chunks = p->n_chunks;
     idx.chunks = p->chunks;
-    idx.n_frames = p->next_out;
+    idx.n_frames = p->o->max_frames > 0 && p->next_out > p->o->max_frames ? p->o->max_frames
+                                                                           : p->next_out;
     p->res->n_frames = idx.n_frames;
     p->res->n_chunks = p->n_chunks;
     remove_leftovers(p);

@@ -287,36 +287,6 @@ static int get_video(tb_reader *r, const char *name, struct video **out)
 
 /* ---- decoders ---------------------------------------------------------------------------- */
 
-static int nal_length_size(const AVCodecParameters *par)
-{
-    if (par->codec_id != AV_CODEC_ID_H264 || par->extradata_size < 7 || par->extradata[0] != 1)
-        return 0;
-    return (par->extradata[4] & 3) + 1;
-}
-
-/* An H.264 access unit whose slices all have nal_ref_idc 0: no other frame refers to it. */
-static int h264_disposable(const uint8_t *d, int size, int nal_len)
-{
-    int vcl = 0;
-    while (size > nal_len) {
-        uint32_t len = 0;
-        for (int i = 0; i < nal_len; i++)
-            len = len << 8 | d[i];
-        d += nal_len;
-        size -= nal_len;
-        if (len == 0 || len > (uint32_t)size)
-            return 0;
-        int type = d[0] & 0x1f, ref_idc = (d[0] >> 5) & 3;
-        if (type == 5 || ((type == 1 || type == 2) && ref_idc))
-            return 0;
-        if (type == 1 || type == 2)
-            vcl = 1;
-        d += len;
-        size -= (int)len;
-    }
-    return vcl;
-}
-
 static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder **out,
                         struct tb_clip_stats *stats)
 {
@@ -357,7 +327,7 @@ static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder *
     d->dropped_hi = -1;
     d->bad_lo = d->bad_key = -1;
     d->eof = 0;
-    d->nal_len = r->o.decode_all ? 0 : nal_length_size(d->in.st->codecpar);
+    d->nal_len = r->o.decode_all ? 0 : tbi_h264_nal_length(d->in.st->codecpar);
     d->ts0 = d->in.st->start_time == AV_NOPTS_VALUE ? 0 : d->in.st->start_time;
     d->used = ++r->clock;
     if (v->idx && (d->in.st->codecpar->width != v->info.width ||
@@ -636,7 +606,7 @@ static int decode_segment(tb_reader *r, struct video *v, int seg, const struct w
             int64_t pno = s->sequential ? -1 : frame_of(d, s, pkt->pts);
             if (d->nal_len && pno >= 0 && pno != want &&
                 !is_wanted(w + i, n - i, pno + s->first) &&
-                h264_disposable(pkt->data, pkt->size, d->nal_len)) {
+                tbi_h264_disposable(pkt->data, pkt->size, d->nal_len)) {
                 /* Nothing refers to this frame and nobody wants it. */
                 if (pno > d->dropped_hi)
                     d->dropped_hi = pno;
