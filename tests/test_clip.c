@@ -206,7 +206,8 @@ static void test_bf16(void)
                  "--beta1 0.9 --beta2 0.98 --loss infonce %s --weights %s --batch %s", DIM,
                  DEPTH, HEADS, PATCH, v->tubelet, v->frames, v->width, v->height, EMBED, VOCAB,
                  CTX, TW, TH, TL, v->learn_temperature ? "--learn-temperature" : "", f.w, f.b);
-        if (!tbt_bf16_runs(&f, "--task clip", PYTHON " " TB_SOURCE_DIR "/tests/ref/clip_ref.py", flags))
+        if (!tbt_bf16_runs(&f, "--task clip", PYTHON " " TB_SOURCE_DIR "/tests/ref/clip_ref.py",
+                           flags))
             continue;
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
     }

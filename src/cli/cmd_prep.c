@@ -166,7 +166,8 @@ static int run_prep(void *config, int n_args, char **args)
         struct tb_prep_opts po = {
             .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
             .fps_num = c->fps.num, .fps_den = c->fps.den, .crf = c->crf, .preset = c->preset,
-            .ext = c->ext, .n_threads = c->threads ? c->threads : cli_n_cpus(), .cancel = &cli_cancel,
+            .ext = c->ext, .n_threads = c->threads ? c->threads : cli_n_cpus(),
+            .cancel = &cli_cancel,
         };
         int status;
         if (!plan_first(c, &po, n_args, args, &status))
@@ -211,9 +212,9 @@ const struct cli_command cli_cmd_prep = {
                "after the current frame and keeps finished chunks. A video is named after its\n"
                "file's stem; another source with the same stem is refused (video.idx names\n"
                "the source) unless --overwrite is given.\n"
-               "--plan --ann FILE: measure candidate encodings on a sample and print the table and\n"
-               "the prep command of the cheapest meeting the target (docs/FORMATS.md, \"Choosing\n"
-               "the encoding\"); --plan --apply: then prepare with it.",
+               "--plan --ann FILE: measure candidate encodings on a sample and print the table\n"
+               "and the prep command of the cheapest meeting the target (docs/FORMATS.md,\n"
+               "\"Choosing the encoding\"); --plan --apply: then prepare with it.",
     .flags = prep_flags,
     .n_flags = (int)(sizeof(prep_flags) / sizeof(prep_flags[0])),
     .config_size = sizeof(struct prep_config),

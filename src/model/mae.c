@@ -259,8 +259,8 @@ static void declare_decoder(tb_mae *m, struct tbi_plan *p, int B, int d, int db,
     TBI_BUF(p, m->xe, Rv * Dd, d, d);
     for (int l = 0; l < Ld; l++) {
         TBI_BUF(p, m->x[l], Rd * Dd, d + l, db + Ld - l);
-        tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean, tbi_block_acts_bytes(&m->bc, B, m->Nd, 1), d + 1 + l,
-            db + Ld - l);
+        tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean,
+                     tbi_block_acts_bytes(&m->bc, B, m->Nd, 1), d + 1 + l, db + Ld - l);
     }
     tbi_block_scratch_declare(p, &m->s, &m->bc, Rd, d + 1, d + Ld, db + 1, db + Ld);
     TBI_BUF(p, m->dxe, Rv * Dd, map, map);

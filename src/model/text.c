@@ -156,7 +156,8 @@ int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct
     for (int l = 0; l <= L; l++)
         TBI_BUF(p, t->x[l], R * D, f + l, l < L ? b + L - l : head);
     for (int l = 0; l < L; l++)
-        tbi_plan_add(p, "block activations", &t->ba[l].ln1_mean, tbi_block_acts_bytes(&t->bc, B, N, 1), f + 1 + l, b + L - l);
+        tbi_plan_add(p, "block activations", &t->ba[l].ln1_mean,
+                     tbi_block_acts_bytes(&t->bc, B, N, 1), f + 1 + l, b + L - l);
     tbi_block_scratch_declare(p, &t->s, &t->bc, R, f + 1, f + L, b + 1, b + L);
     TBI_BUF(p, t->tok, R * D, f, f);
     TBI_BUF(p, t->dtok, R * D, embed, embed);

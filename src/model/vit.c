@@ -439,8 +439,9 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
     size_t T = (size_t)B * m->Nt, D = (size_t)m->D, F = (size_t)m->F;
     for (int l = 0; l < (m->c.recompute ? 1 : L); l++) {
         int last = m->c.recompute ? L - 1 : l;
-        tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean, tbi_block_acts_bytes(&m->bc, B, m->Nt, l >= K),
-                fwd_tick(t, l), m->c.recompute ? fwd_tick(t, last) : bwd_tick(m, t, l));
+        tbi_plan_add(p, "block activations", &m->ba[l].ln1_mean,
+                     tbi_block_acts_bytes(&m->bc, B, m->Nt, l >= K), fwd_tick(t, l),
+                     m->c.recompute ? fwd_tick(t, last) : bwd_tick(m, t, l));
         if (m->c.recompute)
             tbi_plan_also(p, bwd_tick(m, t, last), bwd_tick(m, t, 0));
     }

@@ -8,8 +8,9 @@
  * that live in host memory. The tensors bf16 mode stores as bf16 (activations, the products'
  * operands and outputs: docs/PRECISION.md) cross as tbi_t, a pointer with its element type;
  * the rest are float32 (weights, LayerNorm statistics, the residual stream, losses, optimizer
- * state, reductions) or say their type (int64 labels, uint8 clips, int32 indices). What each op computes is written beside its CPU
- * reference in src/tensor/cpu/kernels.h and model_ops.c. Tests: tests/test_backend.c (every
+ * state, reductions) or say their type (int64 labels, uint8 clips, int32 indices). What
+ * each op computes is written beside its CPU reference in src/tensor/cpu/kernels.h and
+ * model_ops.c. Tests: tests/test_backend.c (every
  * op of every compiled backend against the CPU reference), tests/test_ops.c (the reference). */
 #ifndef TUBELET_TENSOR_BACKEND_H
 #define TUBELET_TENSOR_BACKEND_H
