@@ -84,7 +84,6 @@ struct tb_vit {
      * statistics (B*Nt, D), (B*Nt); proj transposed and its gradient (E, D); the projected
      * features and their gradient (B, E) */
     float *pos_eff, *dpos_eff, *x_pre, *pre_mean, *pre_rstd, *projT, *dprojT, *emb, *demb;
-    int prec;                         /* enum tb_dtype: the products' (c.dtype) */
 };
 
 static int add(tb_vit *m, const char *name, enum tb_init init, int n_dims, int64_t d0, int64_t d1,
@@ -291,7 +290,6 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
                                    .act = TBI_ACT_GELU, .causal = 0,
                                    .names = m->clip ? TBI_NAMES_CLIP : TBI_NAMES_TIMM,
                                    .qv_bias = c->qv_bias, .dt = c->dtype};
-    m->prec = c->dtype;
     m->blk_first = tbi_calloc((size_t)c->depth, sizeof(*m->blk_first));
     m->ba = tbi_calloc((size_t)c->depth, sizeof(*m->ba));
     m->x = tbi_calloc((size_t)c->depth + 1, sizeof(*m->x));
@@ -612,7 +610,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
     m->drop_set = 0;
     m->hmask_on = m->hmask_set;
     m->hmask_set = 0;
-    TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->patch_out), f32(m->cols),
+    TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->patch_out), f32(m->cols),
                           f32(tbi_param_data(r, m->i_patch_w)),
                           f32(m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL),
                           B * m->Nk, m->patch_len, D));
@@ -648,14 +646,14 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         /* head dropout: the features times the mask, as B D segments of one */
         if (m->hmask_on)
             TBI_TRY(o->scale_add(be, f32(m->feat_drop), NULL, m->feat, m->hmask, B * D, 1));
-        TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->logits), f32(head_in(m)),
+        TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->logits), f32(head_in(m)),
                               f32(tbi_param_data(r, m->i_head_w)),
                               f32(tbi_param_data(r, m->i_head_b)), B, D, m->K));
     }
     if (m->E > 0) {
         /* feat @ proj (D, E), as a product with its transpose */
         TBI_TRY(o->transpose(be, m->projT, tbi_param_data(r, m->i_proj), D, m->E));
-        TBI_TRY(o->matmul_fwd(be, m->prec, f32(m->emb), f32(m->feat), f32(m->projT), f32(NULL),
+        TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->emb), f32(m->feat), f32(m->projT), f32(NULL),
                               B, D, m->E));
     }
     m->grad_source = 2;
@@ -870,7 +868,7 @@ static int backward(tb_vit *m)
     const float *xl = m->x[L];
     if (m->E > 0) {
         /* the projection: dfeat from the features' gradient, proj's gradient transposed */
-        TBI_TRY(o->matmul_bwd(be, m->prec, f32(m->dfeat), f32(m->dprojT), f32(NULL),
+        TBI_TRY(o->matmul_bwd(be, m->bc.dt, f32(m->dfeat), f32(m->dprojT), f32(NULL),
                               f32(m->demb), f32(m->feat), f32(m->projT), B, D, m->E));
         TBI_TRY(o->transpose(be, tbi_param_grad(r, m->i_proj), m->dprojT, m->E, D));
     }
@@ -917,7 +915,7 @@ static int backward(tb_vit *m)
                               m->dres, c->keep ? m->keep : NULL, B, m->Nk, m->has_cls,
                               m->Np + m->has_cls, D));
     }
-    TBI_TRY(o->matmul_bwd(be, m->prec, f32(NULL), f32(tbi_param_grad(r, m->i_patch_w)),
+    TBI_TRY(o->matmul_bwd(be, m->bc.dt, f32(NULL), f32(tbi_param_grad(r, m->i_patch_w)),
                           f32(m->i_patch_b >= 0 ? tbi_param_grad(r, m->i_patch_b) : NULL),
                           f32(dpatch), f32(m->cols), f32(tbi_param_data(r, m->i_patch_w)),
                           B * m->Nk, m->patch_len, D));
@@ -940,7 +938,7 @@ int tb_vit_backward(tb_vit *m)
         TBI_TRY(o->xent_soft_bwd(m->be, m->dlogits, m->probs, m->soft, m->B, m->K));
     else
         TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
-    TBI_TRY(o->matmul_bwd(m->be, m->prec, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
+    TBI_TRY(o->matmul_bwd(m->be, m->bc.dt, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
                           f32(tbi_param_grad(r, m->i_head_b)), f32(m->dlogits),
                           f32(head_in(m)), f32(tbi_param_data(r, m->i_head_w)), m->B, m->D,
                           m->K));

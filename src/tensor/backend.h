@@ -46,11 +46,6 @@ static inline size_t tbi_dt_size(int dt)
 {
     return dt == TB_DTYPE_BF16 ? 2 : 4;
 }
-/* t moved on by n elements. */
-static inline tbi_t tbi_t_at(tbi_t t, size_t n)
-{
-    return tbi_t_of(t.p ? (char *)t.p + n * tbi_dt_size(t.dt) : NULL, t.dt);
-}
 
 /* Activations of a transformer MLP (tbi_act_*). */
 enum tbi_act { TBI_ACT_GELU, TBI_ACT_QUICKGELU };
