@@ -1,6 +1,7 @@
 #!/bin/sh
 # Two builds, the same bits: short trainings of cls (plain, fused updates, --recompute,
-# --recompute-mlp; and in bf16: plain, with drop path and head dropout, recomputed), mae and clip (frozen and learned temperature, max-margin, fused) on one
+# --recompute-mlp; and in bf16: plain, with drop path and head dropout, recomputed), mae (and
+# in bf16) and clip (frozen and learned temperature, max-margin, fused; bf16) on one
 # small synthetic dataset, by each build, and their checkpoints and logged losses compared
 # byte for byte. For a change that must not move a number (a memory planner, a refactor):
 # prints one line per run and exits 1 on any difference.
@@ -49,10 +50,13 @@ check cls-bf16-drop --label verb --tubelet 2 --precision bf16 --recompute-mlp 2 
     --head-dropout 0.5
 check cls-bf16-recompute --label verb --tubelet 2 --precision bf16 --recompute --fused-update \
     --clip-grad 0
-check mae --task mae --tubelet 2 --dec-dim 32 --dec-depth 2 --dec-heads 2
+mae="--task mae --tubelet 2 --dec-dim 32 --dec-depth 2 --dec-heads 2"
+check mae $mae
+check mae-bf16 $mae --precision bf16
 clip="--task clip --tubelet 2 --embed 32 --text-width 32 --text-heads 2 --text-depth 2 --context 16"
 check clip $clip
 check clip-learned $clip --learn-temperature --temperature 0.05
 check clip-max-margin $clip --loss max-margin --learn-temperature
 check clip-fused $clip --learn-temperature --fused-update --clip-grad 0
+check clip-bf16 $clip --learn-temperature --precision bf16
 exit $fail

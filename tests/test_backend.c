@@ -514,9 +514,9 @@ static void mse_case(struct io *io, struct dev *d, int prepare, int bwd)
         return;
     }
     if (bwd)
-        RUN(d->be->ops->mse_bwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], R, C));
+        RUN(d->be->ops->mse_bwd(d->be, d->out[0], tbi_f32(d->in[0]), d->in[1], d->in[2], R, C));
     else
-        RUN(d->be->ops->mse_fwd(d->be, d->out[0], d->in[0], d->in[1], d->in[2], R, C));
+        RUN(d->be->ops->mse_fwd(d->be, d->out[0], tbi_f32(d->in[0]), d->in[1], d->in[2], R, C));
 }
 OP(mse_fwd)
 {
@@ -966,6 +966,28 @@ static void case_scale_add_bf16(struct io *io, struct dev *d, int prepare)
     RUN(d->be->ops->scale_add(d->be, F(d->out[1]), NULL, d->in[1], d->in[2], B, 500));
 }
 
+/* MAE's loss on bf16 predictions (the head's product in bf16 mode). */
+static void mse_bf16(struct io *io, struct dev *d, int prepare, int bwd)
+{
+    if (prepare) {
+        mse_case(io, d, 1, bwd);
+        return;
+    }
+    void *pred = bf16_in(d, io->in[0], (size_t)R * C);
+    if (bwd)
+        RUN(d->be->ops->mse_bwd(d->be, d->out[0], BF(pred), d->in[1], d->in[2], R, C));
+    else
+        RUN(d->be->ops->mse_fwd(d->be, d->out[0], BF(pred), d->in[1], d->in[2], R, C));
+}
+static void case_mse_fwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    mse_bf16(io, d, prepare, 0);
+}
+static void case_mse_bwd_bf16(struct io *io, struct dev *d, int prepare)
+{
+    mse_bf16(io, d, prepare, 1);
+}
+
 static void attention_bf16(struct io *io, struct dev *d, int prepare, int bwd)
 {
     size_t qkv = (size_t)B * NT * 3 * D, o = (size_t)B * NT * D;
@@ -1015,6 +1037,8 @@ static void test_bf16_storage(void)
         {case_act_bwd_bf16, case_act_bwd, 3, 3, "act_bwd in bf16, in place"},
         {case_attention_fwd_bf16, case_attention_fwd, 1, 1, "attention_fwd in bf16"},
         {case_scale_add_bf16, case_scale_add, 0, 1, "scale_add into bf16"},
+        {case_mse_fwd_bf16, case_mse_fwd, 1, 0, "mse_fwd from bf16 predictions"},
+        {case_mse_bwd_bf16, case_mse_bwd, 1, 0, "mse_bwd from bf16 predictions"},
     };
     for (size_t k = 0; k < sizeof(spec) / sizeof(spec[0]); k++) {
         tbt_case = spec[k].name;
@@ -1162,6 +1186,8 @@ static const struct op_case cases[] = {
     {"scatter_rows", case_scatter_rows, 0, "a scatter: exact"},
     {"scale_add", case_scale_add, 0, "one multiply and add"},
     {"scale_add", case_scale_add_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"mse_fwd", case_mse_fwd_bf16, 1e-6, "bf16 predictions: double sums in another order"},
+    {"mse_bwd", case_mse_bwd_bf16, 1e-6, "bf16 predictions: the weight sum in another order"},
     {"tokens_fill_fwd", case_tokens_fill_fwd, 0, "one add per element"},
     {"tokens_fill_bwd", case_tokens_fill_bwd, 1e-6, "sums over the batch in another order"},
     {"patch_target", case_patch_target, 1e-5, "the tube's mean and std summed in another order"},

@@ -85,7 +85,7 @@ static void stack_run(struct stack *st, const struct tb_st_file *in, const char 
         struct tbi_block_w w, g;
         tbi_block_bind(&st->reg, st->first[l], &st->c, &w, &g);
         CHECK_EQ(tbi_block_backward(st->be, &st->c, &w, &g, &st->a[l], &st->s, NULL, st->x + l * R * D,
-                                    st->dres, Bn, S, 0), 0);
+                                    st->dres, Bn, S, TBI_FROM_SET), 0);
     }
     int np = tb_params_count(&st->reg);
     struct tb_st_tensor *ts = calloc((size_t)np + 2, sizeof(*ts));

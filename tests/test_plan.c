@@ -224,10 +224,11 @@ static float *cls_step(int recompute, int recompute_mlp, int fused, int bf16, si
     return all;
 }
 
-static float *mae_step(size_t *n)
+static float *mae_step(int dtype, size_t *n)
 {
     struct tb_mae_config c = {.enc = {.dim = DIM, .depth = DEPTH, .heads = 2, .patch = 8,
-                                      .tubelet = 2, .frames = 4, .height = 32, .width = 32},
+                                      .tubelet = 2, .frames = 4, .height = 32, .width = 32,
+                                      .dtype = dtype},
                               .mask_ratio = 0.75, .dec_dim = 16, .dec_depth = 2,
                               .dec_heads = 2, .norm_target = 1};
     tb_mae *m = NULL;
@@ -258,11 +259,12 @@ static float *mae_step(size_t *n)
     return all;
 }
 
-static float *clip_step(size_t *n)
+static float *clip_step(int dtype, size_t *n)
 {
     enum { E = 16, CTX = 8, VOCAB = 50 };
     struct tb_clip_config c = {.video = {.dim = DIM, .depth = DEPTH, .heads = 2, .patch = 8,
-                                         .frames = 2, .height = 16, .width = 16},
+                                         .frames = 2, .height = 16, .width = 16,
+                                         .dtype = dtype},
                                .embed = E, .vocab = VOCAB, .ctx = CTX, .text_width = 16,
                                .text_heads = 2, .text_layers = 2, .text_causal = 1,
                                .learn_temperature = 1};
@@ -324,29 +326,31 @@ static float *cls_arg(void *arg, size_t *n)
     return cls_step(a->recompute, a->recompute_mlp, a->fused, a->bf16, n);
 }
 
-static float *mae_arg(void *arg, size_t *n)
+static float *mae_arg(void *dtype, size_t *n)
 {
-    (void)arg;
-    return mae_step(n);
+    return mae_step(*(int *)dtype, n);
 }
 
-static float *clip_arg(void *arg, size_t *n)
+static float *clip_arg(void *dtype, size_t *n)
 {
-    (void)arg;
-    return clip_step(n);
+    return clip_step(*(int *)dtype, n);
 }
 
 static void test_models(void)
 {
     struct cls_args plain = {0, 0, 0, 0}, whole = {1, 0, 0, 0}, mlp = {0, 2, 0, 0};
-    struct cls_args fused = {0, 1, 1, 0}, bf16 = {0, 1, 0, 1};
+    struct cls_args fused = {0, 1, 1, 0}, bf16 = {0, 1, 0, 1}, bf16_whole = {1, 0, 0, 1};
+    int f32 = TB_DTYPE_F32, bf = TB_DTYPE_BF16;
     same_apart("cls: the planned lifetimes hold", cls_arg, &plain);
     same_apart("cls --recompute", cls_arg, &whole);
     same_apart("cls --recompute-mlp 2", cls_arg, &mlp);
     same_apart("cls --recompute-mlp 1, fused updates", cls_arg, &fused);
     same_apart("cls in bf16 with drop path, --recompute-mlp 1", cls_arg, &bf16);
-    same_apart("mae", mae_arg, NULL);
-    same_apart("clip, a learned temperature", clip_arg, NULL);
+    same_apart("cls in bf16 with drop path, --recompute", cls_arg, &bf16_whole);
+    same_apart("mae", mae_arg, &f32);
+    same_apart("mae in bf16", mae_arg, &bf);
+    same_apart("clip, a learned temperature", clip_arg, &f32);
+    same_apart("clip in bf16", clip_arg, &bf);
 }
 
 int main(void)

@@ -106,21 +106,28 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
                                int b1)
 {
-    void *bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3};
-    size_t h = tbi_dt_size(c->dt), D = (size_t)c->D;
-    size_t bytes[] = {R * D * h, R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * sizeof(float)};
-    for (int k = 0; k < 4; k++) {
+    void *bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3, &s->res1};
+    size_t h = tbi_dt_size(c->dt), D = (size_t)c->D, f = sizeof(float);
+    size_t bytes[] = {R * D * h, R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * f,
+                      tbi_block_keeps_res1(c) ? 0 : R * D * f};
+    for (int k = 0; k < 4 + !tbi_block_keeps_res1(c); k++) {
+        if (bufs[k] == &s->dD) { /* a gradient's: the backward's alone */
+            tbi_plan_add(p, "block scratch", bufs[k], bytes[k], b0, b1);
+            continue;
+        }
         tbi_plan_add(p, "block scratch", bufs[k], bytes[k], f0, f1);
         tbi_plan_also(p, b0, b1);
     }
 }
 
-/* The parts of a set in order (kept: with res1 and fc1): bytes, 64-byte aligned. */
+/* The parts of a set in order (kept: with fc1, and res1 where sets keep it): bytes, 64-byte
+ * aligned. */
 static size_t acts_parts(const struct tbi_block_cfg *c, int B, int N, int kept, size_t part[9])
 {
     size_t R = (size_t)B * N, D = (size_t)c->D, f = sizeof(float), h = tbi_dt_size(c->dt);
     size_t sizes[9] = {R * f, R * f, R * 3 * D * h, R * D * h, (size_t)B * c->NH * N * f,
-                       kept ? R * D * f : 0, R * f, R * f, kept ? R * (size_t)c->F * h : 0};
+                       kept && tbi_block_keeps_res1(c) ? R * D * f : 0, R * f, R * f,
+                       kept ? R * (size_t)c->F * h : 0};
     size_t total = 0;
     for (int k = 0; k < 9; k++)
         total += part[k] = (sizes[k] + 63) & ~(size_t)63;
@@ -142,8 +149,7 @@ void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_bl
     int k = 0;
 #define TAKE(field)                                                                            \
     do {                                                                                       \
-        if (part[k])                                                                           \
-            a->field = (void *)q;                                                              \
+        a->field = part[k] ? (void *)q : NULL;                                                 \
         q += part[k++];                                                                        \
     } while (0)
     TAKE(ln1_mean);
@@ -158,19 +164,19 @@ void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_bl
 #undef TAKE
 }
 
-/* res1 = x + proj(att), drop path's factors on the branch: the forward's, and the backward's
- * again for a block that recomputes it (the same bits). */
+/* res1 = x + proj(att) into r1, drop path's factors on the branch: the forward's, and the
+ * backward's again for a block that recomputes it (the same bits). */
 static int residual1(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
-                     const struct tbi_block_acts *a, const float *drop, const float *x, int B,
-                     int N)
+                     const struct tbi_block_acts *a, float *r1, const float *drop,
+                     const float *x, int B, int N)
 {
     const struct tbi_ops *o = be->ops;
     int D = c->D, R = B * N;
-    TBI_TRY(o->matmul_fwd(be, c->dt, f32(a->res1), act(c, a->att), f32(w->p[TBI_BLK_PROJ_W]),
+    TBI_TRY(o->matmul_fwd(be, c->dt, f32(r1), act(c, a->att), f32(w->p[TBI_BLK_PROJ_W]),
                           f32(w->p[TBI_BLK_PROJ_B]), R, D, D));
     if (drop)
-        return o->scale_add(be, f32(a->res1), x, a->res1, drop, B, (size_t)N * D);
-    return o->add(be, a->res1, a->res1, x, (size_t)R * D);
+        return o->scale_add(be, f32(r1), x, r1, drop, B, (size_t)N * D);
+    return o->add(be, r1, r1, x, (size_t)R * D);
 }
 
 int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -190,9 +196,10 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
                           f32(bias), R, D, 3 * D));
     TBI_TRY(o->attention_fwd(be, act(c, a->att), a->lse, act(c, a->qkv), B, N, c->NH, HS,
                              c->causal));
-    TBI_TRY(residual1(be, c, w, a, drop, x, B, N));
+    float *r1 = a->res1 ? a->res1 : s->res1;
+    TBI_TRY(residual1(be, c, w, a, r1, drop, x, B, N));
     /* y = r + fc2(act(fc1(norm2(r)))) */
-    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, a->res1,
+    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, r1,
                              p[TBI_BLK_LN2_W], p[TBI_BLK_LN2_B], R, D, c->eps));
     TBI_TRY(o->matmul_fwd(be, c->dt, act(c, a->fc1), act(c, s->ln), f32(p[TBI_BLK_FC1_W]),
                           f32(p[TBI_BLK_FC1_B]), R, D, F));
@@ -202,14 +209,14 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     TBI_TRY(o->matmul_fwd(be, c->dt, f32(y), act(c, s->dF), f32(p[TBI_BLK_FC2_W]),
                           f32(p[TBI_BLK_FC2_B]), R, F, D));
     if (drop)
-        return o->scale_add(be, f32(y), a->res1, y, drop + B, B, (size_t)N * D);
-    return o->add(be, y, y, a->res1, (size_t)R * D);
+        return o->scale_add(be, f32(y), r1, y, drop + B, B, (size_t)N * D);
+    return o->add(be, y, y, r1, (size_t)R * D);
 }
 
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                        const struct tbi_block_w *g, const struct tbi_block_acts *a,
                        const struct tbi_block_scratch *s, const float *drop, const float *x,
-                       float *dres, int B, int N, int recompute)
+                       float *dres, int B, int N, int from)
 {
     const struct tbi_ops *o = be->ops;
     float *const *p = w->p, *const *gp = g->p;
@@ -217,11 +224,12 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
     tbi_t dF = act(c, s->dF), d3D = dF, dD = act(c, s->dD), none = {0};
     /* The LayerNorm outputs are not kept (two rows of D per token): recomputed from the
      * block's input and the saved statistics, to the bit. */
-    if (recompute)
-        TBI_TRY(residual1(be, c, w, a, drop, x, B, N));
-    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, a->res1,
+    float *r1 = a->res1 ? a->res1 : s->res1;
+    if (from == TBI_FROM_MLP || (from == TBI_FROM_SET && !a->res1))
+        TBI_TRY(residual1(be, c, w, a, r1, drop, x, B, N));
+    TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, r1,
                              p[TBI_BLK_LN2_W], p[TBI_BLK_LN2_B], R, D, c->eps));
-    if (recompute)
+    if (from == TBI_FROM_MLP)
         TBI_TRY(o->matmul_fwd(be, dt, act(c, a->fc1), act(c, s->ln), f32(p[TBI_BLK_FC1_W]),
                               f32(p[TBI_BLK_FC1_B]), R, D, F));
     /* MLP branch. fc2's input gradient first: the activation's backward then also gives
@@ -237,7 +245,7 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
                           dmlp, act(c, a->fc1), f32(p[TBI_BLK_FC2_W]), R, F, D));
     TBI_TRY(o->matmul_bwd(be, dt, dD, f32(gp[TBI_BLK_FC1_W]), f32(gp[TBI_BLK_FC1_B]), dF,
                           act(c, s->ln), f32(p[TBI_BLK_FC1_W]), R, D, F));
-    TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, a->res1,
+    TBI_TRY(o->layernorm_bwd(be, dres, gp[TBI_BLK_LN2_W], gp[TBI_BLK_LN2_B], dD, r1,
                              p[TBI_BLK_LN2_W], a->ln2_mean, a->ln2_rstd, R, D));
     /* Attention branch (its scaled output gradient in ln: norm1's output is recomputed
      * after). */

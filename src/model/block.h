@@ -28,8 +28,16 @@ struct tbi_block_cfg {
                                 * mode (docs/PRECISION.md): the saved qkv, attention output and
                                 * fc1, and the scratch, are stored as bf16; the products round
                                 * their operands and results to bf16; LayerNorm's statistics,
-                                * the residual stream and every weight stay f32 */
+                                * the residual stream and every weight stay f32, and the
+                                * residual sum res1 is not kept (tbi_block_keeps_res1) */
 };
+
+/* Whether a set keeps the residual sum res1 (f32): not in bf16 mode, where it would be a
+ * sixth of a set's bytes and costs one (D, D) product to compute again in the backward. */
+static inline int tbi_block_keeps_res1(const struct tbi_block_cfg *c)
+{
+    return c->dt == TB_DTYPE_F32;
+}
 
 /* A block's parameters in registry order (one gradient span per block). With qv_bias,
  * QKV_B is the q bias (D) and V_B the v bias (D); without, QKV_B is the whole (3D) and there
@@ -63,17 +71,17 @@ struct tbi_block_acts {
     void *qkv;                    /* (R, 3D), dt */
     void *att;                    /* (R, D), dt: attention output, before proj */
     float *lse;                   /* (B, NH, N) */
-    float *res1;                  /* (R, D) x + proj(att); shared, as fc1, by blocks that
-                                   * recompute it */
+    float *res1;                  /* (R, D) x + proj(att), when kept; else NULL: the
+                                   * scratch's */
     float *ln2_mean, *ln2_rstd;   /* (R) */
     void *fc1;                    /* (R, F), dt: before the activation; the backward turns it
                                    * into act(fc1) in place. Shared by blocks that recompute it. */
 };
-/* Bytes of one set: with res1 and fc1 when kept, else without both. */
+/* Bytes of one set: with fc1 and (tbi_block_keeps_res1) res1 when kept, else without both. */
 size_t tbi_block_acts_bytes(const struct tbi_block_cfg *c, int B, int N, int kept);
 /* Carve a set from p (in the order above, each part 64-byte aligned; a set's buffer of the
- * plan starts at ln1_mean): with res1 and fc1 when kept; else without both, which the caller
- * points at buffers shared by the blocks that recompute them. */
+ * plan starts at ln1_mean), its parts as tbi_block_acts_bytes's; without fc1, the caller
+ * points it at a buffer shared by the blocks that recompute it. */
 void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_block_cfg *c, int B,
                           int N, int kept);
 
@@ -85,6 +93,7 @@ struct tbi_block_scratch {
     void *dF;                     /* (R, max(F, 3D)): the forward's act(fc1), the backward's
                                    * fc1 and qkv gradients */
     float *bias3;                 /* (3D, f32), with qv_bias: (q, 0, v), or its gradient */
+    float *res1;                  /* (R, D, f32): res1 of the blocks whose set has none */
 };
 static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
 {
@@ -97,7 +106,8 @@ static inline size_t tbi_block_dF_floats(const struct tbi_block_cfg *c)
 void tbi_tower_grads_declare(struct tbi_plan *p, struct tb_params *r, int s0, int L, int b,
                              int end);
 /* Declare the scratch of R rows into p, live over the forward's ticks [f0, f1] and the
- * backward's [b0, b1]. */
+ * backward's [b0, b1]; res1 too where no set keeps it (!tbi_block_keeps_res1), else the
+ * caller declares it for the blocks that recompute it. */
 void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
                                int b1);
@@ -109,12 +119,18 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
                       const struct tbi_block_acts *a, const struct tbi_block_scratch *s,
                       const float *drop, const float *x, float *y, int B, int N,
                       int for_backward);
+/* Where a block's backward finds what its forward made: */
+enum {
+    TBI_FROM_SET,   /* the set as saved: res1 computed again first when it has none */
+    TBI_FROM_MLP,   /* a set that did not keep res1 and fc1: both computed again first (two
+                     * products, the same bits) */
+    TBI_FROM_FRESH, /* all of it, from a forward for_backward just before */
+};
 /* dres (R, D): the output's gradient in, the input's out; the parameter gradients into g
- * (written). res1 and fc1 are computed again first when recompute (a set that did not keep
- * them: two products, the same bits). drop: the forward's. */
+ * (written); from: a TBI_FROM_*. drop: the forward's. */
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
                        const struct tbi_block_w *g, const struct tbi_block_acts *a,
                        const struct tbi_block_scratch *s, const float *drop, const float *x,
-                       float *dres, int B, int N, int recompute);
+                       float *dres, int B, int N, int from);
 
 #endif /* TUBELET_MODEL_BLOCK_H */

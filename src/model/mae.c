@@ -47,13 +47,23 @@ struct tb_mae {
     float **x;                        /* Ld of (B*Nd, Dd): the blocks' inputs */
     struct tbi_block_acts *ba;
     struct tbi_block_scratch s;
-    float *qx, *feat, *feat_mean, *feat_rstd; /* (B*Nq, Dd) x2, (B*Nq) x2 */
-    float *pred, *tgt, *dpred;        /* (B*Nq, V); dpred is tgt's space (the loss's
+    float *qx, *feat_mean, *feat_rstd; /* (B*Nq, Dd), (B*Nq) x2 */
+    void *feat, *dfeat;               /* (B*Nq, Dd) of bc.dt: the norm's output (the head's
+                                       * operand), the head's input gradient */
+    float *gath;                      /* (B*Nq, V): the decoded tokens' patches */
+    void *pred;                       /* (B*Nq, V) of bc.dt: the head's product */
+    float *tgt, *dpred;               /* (B*Nq, V); dpred is tgt's space (the loss's
                                        * backward writes over it) */
-    float *dres, *dq, *dfeat;         /* (B*Nd, Dd), (B*Nq, Dd) x2 */
+    float *dres, *dq;                 /* (B*Nd, Dd), (B*Nq, Dd) */
     float *dxe;                       /* (B*Nv, Dd): the mapped tokens' gradient */
     float *loss;
 };
+
+/* A tensor of the decoder's type (bc.dt: bf16 in bf16 mode). */
+static tbi_t act(const tb_mae *m, const void *p)
+{
+    return tbi_t_of(p, m->bc.dt);
+}
 
 static int check_config(const struct tb_mae_config *c, int *Nv, int *Nq)
 {
@@ -267,16 +277,17 @@ static void declare_decoder(tb_mae *m, struct tbi_plan *p, int B, int d, int db,
     /* the last block's output, then the residual gradient */
     TBI_BUF(p, m->dres, Rd * Dd, d + Ld, map);
     TBI_BUF(p, m->qx, Rq * Dd, head, db);
-    TBI_BUF(p, m->feat, Rq * Dd, head, db);
+    tbi_plan_add(p, "m->feat", &m->feat, Rq * Dd * tbi_dt_size(m->bc.dt), head, db);
     TBI_BUF(p, m->feat_mean, Rq, head, db);
     TBI_BUF(p, m->feat_rstd, Rq, head, db);
-    /* the target, then (in place) the predictions' gradient; the predictions: first the
-     * gathered patches the target is made from, read after the step (tb_mae_pred) */
+    /* the patches the target is made from; the target, then (in place) the predictions'
+     * gradient; the predictions, read after the step (tb_mae_pred) */
+    TBI_BUF(p, m->gath, Rq * V, d, d);
     TBI_BUF(p, m->tgt, Rq * V, d, db);
-    TBI_BUF(p, m->pred, Rq * V, d, end);
+    tbi_plan_add(p, "m->pred", &m->pred, Rq * V * tbi_dt_size(m->bc.dt), head, end);
     TBI_BUF(p, m->loss, 1, head, end);
     TBI_BUF(p, m->dq, Rq * Dd, db, db);
-    TBI_BUF(p, m->dfeat, Rq * Dd, db, db);
+    tbi_plan_add(p, "m->dfeat", &m->dfeat, Rq * Dd * tbi_dt_size(m->bc.dt), db, db);
     tbi_tower_grads_declare(p, &m->reg, m->span0, Ld, db, end);
 }
 
@@ -470,11 +481,11 @@ int tb_mae_run(tb_mae *m, float *loss)
     m->B_in = m->mask_set = m->fwd_done = 0;
     m->B = B;
     size_t Rq = (size_t)B * Nq;
-    /* Encoder over the visible tokens. Target: the decoded tokens' patches (gathered into
-     * pred's space until the head writes it), un-normalised and normalised per tube. */
+    /* Encoder over the visible tokens. Target: the decoded tokens' patches, un-normalised and
+     * normalised per tube. */
     TBI_TRY(tb_vit_run(m->enc, NULL, 0, NULL));
-    TBI_TRY(o->gather_rows(be, m->pred, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
-    TBI_TRY(o->patch_target(be, m->tgt, m->pred, (int)Rq, 3, m->PP, m->mean01, m->std01,
+    TBI_TRY(o->gather_rows(be, m->gath, tbi_vit_patches(m->enc), m->q_tok, B, m->Np, Nq, m->V));
+    TBI_TRY(o->patch_target(be, m->tgt, m->gath, (int)Rq, 3, m->PP, m->mean01, m->std01,
                             m->c.norm_target));
     /* Mapped to the decoder's width. */
     TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->xe), f32(tbi_vit_feat(m->enc)),
@@ -491,14 +502,14 @@ int tb_mae_run(tb_mae *m, float *loss)
     }
     /* the last block's output is in dres (no backward reads it) */
     TBI_TRY(o->gather_rows(be, m->qx, m->dres, m->q_rows, B, Nd, Nq, Dd));
-    TBI_TRY(o->layernorm_fwd(be, f32(m->feat), m->feat_mean, m->feat_rstd, m->qx,
+    TBI_TRY(o->layernorm_fwd(be, act(m, m->feat), m->feat_mean, m->feat_rstd, m->qx,
                              tbi_param_data(r, m->i_norm_w), tbi_param_data(r, m->i_norm_b),
                              (int)Rq, Dd, LN_EPS));
     /* The head; the loss. */
-    TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->pred), f32(m->feat),
-                          f32(tbi_param_data(r, m->i_head_w)),
+    tbi_t pred = act(m, m->pred);
+    TBI_TRY(o->matmul_fwd(be, m->bc.dt, pred, act(m, m->feat), f32(tbi_param_data(r, m->i_head_w)),
                           f32(tbi_param_data(r, m->i_head_b)), (int)Rq, Dd, m->V));
-    TBI_TRY(o->mse_fwd(be, m->loss, m->pred, m->tgt, m->w, (int)Rq, m->V));
+    TBI_TRY(o->mse_fwd(be, m->loss, pred, m->tgt, m->w, (int)Rq, m->V));
     m->fwd_done = 1;
     /* the host reads the loss only when asked (a training step takes it on the backend:
      * tbi_*_loss) */
@@ -512,9 +523,20 @@ float *tbi_mae_loss(tb_mae *m)
 
 int tb_mae_pred(tb_mae *m, float *host)
 {
+    size_t n = (size_t)m->B * m->Nq * m->V;
     if (!m->B)
         return tbi_err(TB_EINVAL, "no predictions: no forward since planning");
-    return m->be->ops->to_host(m->be, host, m->pred, sizeof(float) * (size_t)m->B * m->Nq * m->V);
+    if (m->bc.dt == TB_DTYPE_F32)
+        return m->be->ops->to_host(m->be, host, m->pred, sizeof(float) * n);
+    /* bf16: the values into host's second half, widened front to back (value i is read
+     * before float i, which overlaps only values up to i, is written) */
+    uint16_t *h = (uint16_t *)host + n;
+    TBI_TRY(m->be->ops->to_host(m->be, h, m->pred, sizeof(uint16_t) * n));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(host + i, &u, sizeof(u));
+    }
+    return 0;
 }
 
 int tb_mae_backward(tb_mae *m)
@@ -528,13 +550,13 @@ int tb_mae_backward(tb_mae *m)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     m->fwd_done = 0;
     /* Loss -> head -> norm -> the decoded rows of the last block's output. */
-    TBI_TRY(o->mse_bwd(be, m->dpred, m->pred, m->tgt, m->w, (int)Rq, m->V));
-    TBI_TRY(o->matmul_bwd(be, m->bc.dt, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
-                          f32(tbi_param_grad(r, m->i_head_b)), f32(m->dpred), f32(m->feat),
+    TBI_TRY(o->mse_bwd(be, m->dpred, act(m, m->pred), m->tgt, m->w, (int)Rq, m->V));
+    TBI_TRY(o->matmul_bwd(be, m->bc.dt, act(m, m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
+                          f32(tbi_param_grad(r, m->i_head_b)), f32(m->dpred), act(m, m->feat),
                           f32(tbi_param_data(r, m->i_head_w)), (int)Rq, Dd, m->V));
     TBI_TRY(o->zero(be, m->dq, sizeof(float) * Rq * Dd));
     TBI_TRY(o->layernorm_bwd(be, m->dq, tbi_param_grad(r, m->i_norm_w),
-                             tbi_param_grad(r, m->i_norm_b), f32(m->dfeat), m->qx,
+                             tbi_param_grad(r, m->i_norm_b), act(m, m->dfeat), m->qx,
                              tbi_param_data(r, m->i_norm_w), m->feat_mean, m->feat_rstd,
                              (int)Rq, Dd));
     TBI_TRY(tbi_span_done(r, m->reg.n_spans - 1)); /* the norm's and head's */
@@ -544,7 +566,7 @@ int tb_mae_backward(tb_mae *m)
         struct tbi_block_w w, g;
         block_w(m, l, &w, &g);
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, &m->ba[l], &m->s, NULL,
-                                   m->x[l], m->dres, B, Nd, 0));
+                                   m->x[l], m->dres, B, Nd, TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */

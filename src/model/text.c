@@ -287,7 +287,7 @@ int tbi_text_backward(struct tbi_text *t)
         struct tbi_block_w w, g;
         tbi_block_bind(r, t->blk_first[l], &t->bc, &w, &g);
         TBI_TRY(tbi_block_backward(be, &t->bc, &w, &g, &t->ba[l], &t->s, NULL, t->x[l],
-                                   t->dres, B, N, 0));
+                                   t->dres, B, N, TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, t->span0 + 1 + l));
     }
     TBI_TRY(o->tokens_bwd(be, t->dtok, NULL, tbi_param_grad(r, t->i_pos), t->dres, NULL, B, N, 0,

@@ -66,7 +66,6 @@ struct tb_vit {
     float *patch_out;                 /* (B*Nk, D) */
     float **x;                        /* L+1 of (B*Nt, D): block inputs, then the final output */
     struct tbi_block_acts *ba;        /* L of them, or 1 shared when recomputing */
-    float *res1x;                     /* (B*Nt, D) res1 of the blocks below recompute_mlp */
     void *fc1x;                       /* (B*Nt, F) fc1 of the blocks below recompute_mlp (bc.dt) */
     struct tbi_block_scratch s;       /* ln (B*Nt, D); dD; dF: also the forward's act(fc1) */
     int F_rows;                       /* rows of the features: B, or B*Nt with pool none */
@@ -444,8 +443,10 @@ static void declare_blocks(tb_vit *m, struct tbi_plan *p, const struct tbi_ticks
             tbi_plan_also(p, bwd_tick(m, t, last), bwd_tick(m, t, 0));
     }
     if (K > 0) {
-        TBI_BUF(p, m->res1x, T * D, fwd_tick(t, 0), fwd_tick(t, K - 1));
-        tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
+        if (tbi_block_keeps_res1(&m->bc)) { /* else the scratch has it for every block */
+            TBI_BUF(p, m->s.res1, T * D, fwd_tick(t, 0), fwd_tick(t, K - 1));
+            tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
+        }
         tbi_plan_add(p, "fc1x", &m->fc1x, T * F * tbi_dt_size(m->bc.dt), fwd_tick(t, 0),
                      fwd_tick(t, K - 1));
         tbi_plan_also(p, bwd_tick(m, t, K - 1), bwd_tick(m, t, 0));
@@ -522,10 +523,8 @@ void tbi_vit_bind(tb_vit *m, int B)
     m->B_plan = B;
     for (int l = 0; l < (m->c.recompute ? 1 : L); l++)
         tbi_block_acts_carve(&m->ba[l], m->ba[l].ln1_mean, &m->bc, B, m->Nt, l >= K);
-    for (int l = 0; l < K; l++) {
+    for (int l = 0; l < K; l++)
         m->ba[l].fc1 = m->fc1x;
-        m->ba[l].res1 = m->res1x;
-    }
 }
 
 int tb_vit_plan(tb_vit *m, int B, struct tb_plan_bytes *bytes_out)
@@ -890,7 +889,9 @@ static int backward(tb_vit *m)
             TBI_TRY(block_forward(m, l, 1));
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, acts_of(m, l), &m->s, drop_of(m, l),
                                    m->x[l], m->dres, B, Nt,
-                                   l < c->recompute_mlp));
+                                   c->recompute            ? TBI_FROM_FRESH
+                                   : l < c->recompute_mlp ? TBI_FROM_MLP
+                                                           : TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
     }
     /* Tokens: positions, class token, patch embedding (the video needs no gradient); the

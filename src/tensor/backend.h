@@ -236,14 +236,15 @@ struct tbi_step_stats {
        const float *host_mean, const float *host_std, int norm),                               \
       (be, out, cols, R, C, PP, host_mean, host_std, norm))                                    \
     /* loss (1) = sum_r w[r] mean_c (pred - tgt)^2 / sum_r w[r] over rows (R, C); w (R) >= 0,  \
-     * some > 0. The backward writes dpred (which may be tgt) */                               \
+     * some > 0; pred typed (a bf16 product's result in bf16 mode), the rest f32. The         \
+     * backward writes dpred (which may be tgt) */                                             \
     X(mse_fwd,                                                                                 \
-      (tbi_backend * be, float *loss, const float *pred, const float *tgt, const float *w,     \
-       int R, int C),                                                                          \
+      (tbi_backend * be, float *loss, tbi_t pred, const float *tgt, const float *w, int R,     \
+       int C),                                                                                 \
       (be, loss, pred, tgt, w, R, C))                                                          \
     X(mse_bwd,                                                                                 \
-      (tbi_backend * be, float *dpred, const float *pred, const float *tgt, const float *w,    \
-       int R, int C),                                                                          \
+      (tbi_backend * be, float *dpred, tbi_t pred, const float *tgt, const float *w, int R,    \
+       int C),                                                                                 \
       (be, dpred, pred, tgt, w, R, C))                                                         \
     /* CLIP's video positions: pos (1 + T S, D), row 0 = spatial's row 0, row 1 + t S + s =   \
      * spatial (1 + S, D)'s row 1 + s + temporal (T, D)'s row t (temporal NULL: none) */        \

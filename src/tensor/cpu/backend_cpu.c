@@ -529,19 +529,27 @@ int tbi_cpu_patch_target(tbi_backend *be, float *out, const float *cols, int R, 
     return 0;
 }
 
-int tbi_cpu_mse_fwd(tbi_backend *be, float *loss, const float *pred, const float *tgt,
-                    const float *w, int R, int C)
+int tbi_cpu_mse_fwd(tbi_backend *be, float *loss, tbi_t pred, const float *tgt, const float *w,
+                    int R, int C)
 {
     (void)be;
-    *loss = tbi_mse_fwd(pred, tgt, w, R, C);
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, &pred, 1));
+    const float *fp = view_in(&v, pred, (size_t)R * C);
+    TBI_TRY(views_oom(&v));
+    *loss = tbi_mse_fwd(fp, tgt, w, R, C);
     return 0;
 }
 
-int tbi_cpu_mse_bwd(tbi_backend *be, float *dpred, const float *pred, const float *tgt,
-                    const float *w, int R, int C)
+int tbi_cpu_mse_bwd(tbi_backend *be, float *dpred, tbi_t pred, const float *tgt, const float *w,
+                    int R, int C)
 {
     (void)be;
-    tbi_mse_bwd(dpred, pred, tgt, w, R, C);
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, &pred, 1));
+    const float *fp = view_in(&v, pred, (size_t)R * C);
+    TBI_TRY(views_oom(&v));
+    tbi_mse_bwd(dpred, fp, tgt, w, R, C);
     return 0;
 }
 
