@@ -1327,7 +1327,8 @@ static void gemm_bf16_case(struct bf16_gemm_count *cnt, int ta, int tb, int M, i
             want_sums[i] += a.r[(size_t)k * lda + i];
     int nth = omp_get_max_threads();
     for (int st = 0; st < 4; st++) {
-        int adt = st & 1 ? TB_DTYPE_BF16 : TB_DTYPE_F32, bdt = st & 2 ? TB_DTYPE_BF16 : TB_DTYPE_F32;
+        int adt = st & 1 ? TB_DTYPE_BF16 : TB_DTYPE_F32;
+        int bdt = st & 2 ? TB_DTYPE_BF16 : TB_DTYPE_F32;
         const void *A = bf16_operand_as(&a, adt), *B = bf16_operand_as(&b, bdt);
         for (size_t i = 0; i < nc; i++)
             c[i] = c2[0][i] = c2[1][i] = NAN;
@@ -1341,12 +1342,12 @@ static void gemm_bf16_case(struct bf16_gemm_count *cnt, int ta, int tb, int M, i
         CHECK_MSG(!memcmp(c, c2[0], sizeof(float) * nc) &&
                       (!ta || !memcmp(sums, sums2, sizeof(float) * (size_t)M)),
                   "bf16 gemm %dx%dx%d ta %d tb %d: 2 threads and 1 differ", M, N, K, ta, tb);
-#pragma omp parallel num_threads(2)
-        {
-            int t = omp_get_thread_num();
+        /* (a team of one, under OMP_THREAD_LIMIT=1, runs both) */
+#pragma omp parallel num_threads(2) reduction(| : rc)
+        for (int t = omp_get_thread_num(); t < 2; t += omp_get_num_threads())
             rc |= tbi_gemm_bf16(ta, tb, M, N, K, A, adt, lda, B, bdt, ldb, bias, c2[t], ldc,
                                 NULL);
-        }
+        CHECK_MSG(rc == 0, "bf16 gemm %dx%dx%d in a region: %d", M, N, K, rc);
         for (int t = 0; t < 2; t++)
             CHECK_MSG(!memcmp(c, c2[t], sizeof(float) * nc),
                       "bf16 gemm %dx%dx%d ta %d tb %d: in a region, thread %d differs", M, N, K,
