@@ -130,7 +130,8 @@ int tbi_cpu_gather(tbi_backend *be, float *all, const float *x, size_t n)
  * (or rounded to bf16: a bf16 product's f32 operand). Outputs are computed in their view and
  * stored back: narrowed into bf16, or rounded in place where an f32 tensor holds a bf16
  * product's result. The scratch is held between calls (TBI_SCRATCH_TYPED slots, grown to the
- * largest operand seen); a tuned path would convert inside the kernels' own loads. */
+ * largest operand seen). The bf16 products on avx512_bf16 convert inside the kernel's packing
+ * instead (matmul_fwd_bf16, matmul_bwd_bf16): views for their outputs and bias alone. */
 struct views {
     int prec;  /* enum tb_dtype: the product's type */
     int slots; /* scratch slots taken */

@@ -16,7 +16,8 @@
  * OpenBLAS; outside, OpenBLAS runs only where its team is sure to come out as large as it asks
  * (openblas_safe): Debian's OpenMP build of it spins in sched_yield forever when it does not,
  * as in a region of one. TUBELET_GEMM=openblas in the environment sends the products outside
- * regions to OpenBLAS; TUBELET_CPU=portable turns off every AVX-512 path (tbi_cpu_avx512). The
+ * regions to OpenBLAS; TUBELET_CPU=portable turns off every AVX-512 path (tbi_cpu_avx512;
+ * TUBELET_CPU=avx512 only the avx512_bf16 ones, gemm_bf16.c's bf16 products). The
  * portable kernel is tuned no further than its register tile: the fallback, not the fast path.
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
 #define _POSIX_C_SOURCE 200809L

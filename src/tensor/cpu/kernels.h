@@ -6,7 +6,8 @@
  * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
  * the widest activations costs more than it is worth. Where the CPU has AVX-512 some kernels
  * have a second, faster implementation; tbi_cpu_avx512() chooses, and TUBELET_CPU=portable
- * forces the portable one everywhere. Tests: tests/test_ops.c. */
+ * forces the portable one everywhere (TUBELET_CPU=avx512: AVX-512, but not the avx512_bf16
+ * paths, tbi_cpu_avx512_bf16). Tests: tests/test_ops.c. */
 #ifndef TUBELET_TENSOR_CPU_KERNELS_H
 #define TUBELET_TENSOR_CPU_KERNELS_H
 
