@@ -11,9 +11,7 @@
  * Tests: tests/test_ops.c (test_gemm_bf16), tests/test_backend.c (test_bf16_storage). */
 #include <immintrin.h>
 #include <omp.h>
-#include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/cpu/avx512.h"
@@ -27,30 +25,6 @@
 #define KC 512 /* values of k: 256 pairs, a B sliver of 32 KB as gemm.c's 256 floats */
 #define MC 96
 #define NC 2048
-
-static int min_i(int a, int b)
-{
-    return a < b ? a : b;
-}
-
-static int round_up(int x, int m)
-{
-    return (x + m - 1) / m * m;
-}
-
-int tbi_cpu_avx512_bf16(void)
-{
-    static atomic_int have = -1;
-    int h = atomic_load(&have);
-    if (h < 0) {
-        const char *e = getenv("TUBELET_CPU");
-        __builtin_cpu_init();
-        h = tbi_cpu_avx512() && __builtin_cpu_supports("avx512bf16") &&
-            !(e && !strcmp(e, "avx512"));
-        atomic_store(&have, h);
-    }
-    return h;
-}
 
 /* ---- packing: every operand becomes 32-bit words of two bf16 (k even low, k odd high) ---- */
 
@@ -128,11 +102,7 @@ BF16 static ALWAYS_INLINE void pack_at(uint32_t *dst, const struct prod *p, int 
 {
     int kp = (kc + 1) / 2;
     __m512 acc[MC / MR];
-#pragma GCC unroll 8
-    for (int s = 0; s < MC / MR; s++)
-        acc[s] = sums && s * MR < mc
-                     ? _mm512_maskz_loadu_ps(lanes(min_i(MR, mc - s * MR)), sums + s * MR)
-                     : _mm512_setzero_ps();
+    tbi_sums_load(acc, MC / MR, MR, sums, mc);
     for (int q = 0; q < kp; q++) {
         size_t r0 = (size_t)(p0 + 2 * q) * p->lda + i0;
         int two = 2 * q + 1 < kc;
@@ -153,10 +123,7 @@ BF16 static ALWAYS_INLINE void pack_at(uint32_t *dst, const struct prod *p, int 
             }
         }
     }
-#pragma GCC unroll 8
-    for (int s = 0; s < MC / MR; s++)
-        if (sums && s * MR < mc)
-            _mm512_mask_storeu_ps(sums + s * MR, lanes(min_i(MR, mc - s * MR)), acc[s]);
+    tbi_sums_store(acc, MC / MR, MR, sums, mc);
 }
 
 /* dst holds ceil(mc / MR) slivers, each kp x MR words (pair-major), zero past mc rows and past
@@ -220,20 +187,13 @@ BF16 static void pack_b(uint32_t *dst, const struct prod *p, int p0, int j0, int
 
 /* C (m x n of an MR x NR tile) = acc + bias (n, when not NULL) + C (when add: the K blocks after
  * the first) from kp pairs of a packed A sliver (kp x MR words) and B sliver (kp x NR): 24
- * accumulators, two loads of B and twelve broadcasts per pair. The C tile is fetched before the
- * loop, as gemm.c's tile_begin does, so that its lines arrive during it. */
+ * accumulators, two loads of B and twelve broadcasts per pair; the C tile fetched before the
+ * loop (tbi_tile_begin). */
 BF16 static void kernel(int kp, const uint32_t *a, const uint32_t *restrict b, float *c,
                         size_t ldc, int m, int n, int add, const float *bias)
 {
     __m512 acc0[MR], acc1[MR];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-        acc0[i] = acc1[i] = _mm512_setzero_ps();
-        if (i < m) {
-            __builtin_prefetch(c + (size_t)i * ldc, 1, 3);
-            __builtin_prefetch(c + (size_t)i * ldc + NR - 1, 1, 3);
-        }
-    }
+    tbi_tile_begin(acc0, acc1, MR, NR, c, ldc, m);
     for (int q = 0; q < kp; q++, a += MR, b += NR) {
         __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
 #pragma GCC unroll 12
