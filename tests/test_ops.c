@@ -8,6 +8,8 @@
  *   cross-entropy with label smoothing against its formula, AdamW against PyTorch's update;
  * - the bf16 mode's operations (products, GELU, attention) to the bit against their exact
  *   values rounded once, ties decided by a float32 sum's order counted (test_bf16_ops);
+ * - the bf16 GEMM (gemm_bf16.c) against the double product of its rounded operands, within
+ *   f32 accumulation's bound, both storages, every transpose (test_gemm_bf16);
  * - a step's numbers on the backend (test_step_ops): the squares, loss and clipping factor to
  *   the bit against the host loop's arithmetic of before, the non-finite flags and their
  *   record, and checked updates equal to the plain ones - or writing nothing once flagged.
@@ -1270,6 +1272,190 @@ static void test_bf16_ops(void)
             c.n, c.same, c.ties, 100.0 * c.ties / c.n, c.bad);
 }
 
+/* ---- the bf16 GEMM (gemm_bf16.c) ---- */
+/* One operand of the bf16 GEMM: f32 values (rows ld apart), their bf16 rounding as floats (the
+ * reference's operand) and as bf16 bits (the other storage the kernel reads). */
+struct bf16_operand {
+    float *f, *r;
+    uint16_t *h;
+};
+
+static void bf16_operand_init(struct bf16_operand *o, size_t n)
+{
+    o->f = randn(n, 1);
+    o->r = malloc(sizeof(float) * (n ? n : 1));
+    o->h = malloc(sizeof(uint16_t) * (n ? n : 1));
+    tbi_round_bf16_copy(o->r, o->f, n);
+    tbi_bf16_from_f32(o->h, o->f, n);
+}
+
+static void bf16_operand_free(struct bf16_operand *o)
+{
+    free(o->f), free(o->r), free(o->h);
+}
+
+static const void *bf16_operand_as(const struct bf16_operand *o, int dt)
+{
+    return dt == TB_DTYPE_BF16 ? (const void *)o->h : (const void *)o->f;
+}
+
+/* The shapes' counts for the report: elements, and those equal to the f32 kernel's. */
+struct bf16_gemm_count {
+    long n, same_f32;
+};
+
+/* One product of the bf16 GEMM in every storage of its operands, outside a region on 2
+ * threads, on 1, and in a region of 2 (each thread its own C): within f32 accumulation's bound
+ * of the double product of the rounded operands, everywhere the same bits; its row sums (ta)
+ * tbi_colsum's order on the rounded A, to the bit. */
+static void gemm_bf16_case(struct bf16_gemm_count *cnt, int ta, int tb, int M, int N, int K,
+                           int pad, int with_bias)
+{
+    int lda = max_i(1, (ta ? M : K) + pad), ldb = max_i(1, (tb ? K : N) + pad), ldc = N + pad;
+    struct bf16_operand a, b;
+    bf16_operand_init(&a, (size_t)(ta ? K : M) * lda);
+    bf16_operand_init(&b, (size_t)(tb ? N : K) * ldb);
+    float *bias = with_bias ? randn_bf16((size_t)N, 1) : NULL;
+    size_t nc = (size_t)M * ldc + 1;
+    float *c = malloc(sizeof(float) * nc), *c2[2] = {malloc(sizeof(float) * nc),
+                                                     malloc(sizeof(float) * nc)};
+    float *f32 = zeros(nc), *sums = ta ? zeros((size_t)M + 1) : NULL;
+    float *want_sums = zeros((size_t)M + 1), *sums2 = zeros((size_t)M + 1);
+    tbi_sgemm_bias(ta, tb, M, N, K, a.r, lda, b.r, ldb, bias, f32, ldc);
+    for (int i = 0; i < M && ta; i++)
+        for (int k = 0; k < K; k++)
+            want_sums[i] += a.r[(size_t)k * lda + i];
+    int nth = omp_get_max_threads();
+    for (int st = 0; st < 4; st++) {
+        int adt = st & 1 ? TB_DTYPE_BF16 : TB_DTYPE_F32;
+        int bdt = st & 2 ? TB_DTYPE_BF16 : TB_DTYPE_F32;
+        const void *A = bf16_operand_as(&a, adt), *B = bf16_operand_as(&b, bdt);
+        for (size_t i = 0; i < nc; i++)
+            c[i] = c2[0][i] = c2[1][i] = NAN;
+        omp_set_num_threads(2);
+        int rc = tbi_gemm_bf16(ta, tb, M, N, K, A, adt, lda, B, bdt, ldb, bias, c, ldc, sums);
+        omp_set_num_threads(1);
+        rc |= tbi_gemm_bf16(ta, tb, M, N, K, A, adt, lda, B, bdt, ldb, bias, c2[0], ldc,
+                            ta ? sums2 : NULL);
+        omp_set_num_threads(nth);
+        CHECK_MSG(rc == 0, "bf16 gemm %dx%dx%d: %d", M, N, K, rc);
+        CHECK_MSG(!memcmp(c, c2[0], sizeof(float) * nc) &&
+                      (!ta || !memcmp(sums, sums2, sizeof(float) * (size_t)M)),
+                  "bf16 gemm %dx%dx%d ta %d tb %d: 2 threads and 1 differ", M, N, K, ta, tb);
+        /* (a team of one, under OMP_THREAD_LIMIT=1, runs both) */
+#pragma omp parallel num_threads(2) reduction(| : rc)
+        for (int t = omp_get_thread_num(); t < 2; t += omp_get_num_threads())
+            rc |= tbi_gemm_bf16(ta, tb, M, N, K, A, adt, lda, B, bdt, ldb, bias, c2[t], ldc,
+                                NULL);
+        CHECK_MSG(rc == 0, "bf16 gemm %dx%dx%d in a region: %d", M, N, K, rc);
+        for (int t = 0; t < 2; t++)
+            CHECK_MSG(!memcmp(c, c2[t], sizeof(float) * nc),
+                      "bf16 gemm %dx%dx%d ta %d tb %d: in a region, thread %d differs", M, N, K,
+                      ta, tb, t);
+        long bad = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < ldc; j++) {
+                size_t at = (size_t)i * ldc + j;
+                if (j >= N) {
+                    bad += !isnan(c[at]); /* the padding: never written */
+                    continue;
+                }
+                double s = bias ? bias[j] : 0, mag = fabs(s);
+                for (int k = 0; k < K; k++) {
+                    double x = ta ? a.r[(size_t)k * lda + i] : a.r[(size_t)i * lda + k];
+                    double y = tb ? b.r[(size_t)j * ldb + k] : b.r[(size_t)k * ldb + j];
+                    s += x * y, mag += fabs(x * y);
+                }
+                double err = fabs(c[at] - s), bound = (K + 2) * ldexp(1, -23) * mag;
+                if (!(err <= bound) && bad++ < 3)
+                    CHECK_MSG(0, "bf16 gemm %dx%dx%d ta %d tb %d (%s, %s) [%d,%d]: %.9g, want "
+                              "%.12g (bound %.3g)", M, N, K, ta, tb, adt ? "bf16" : "f32",
+                              bdt ? "bf16" : "f32", i, j, c[at], s, bound);
+                cnt->n++;
+                cnt->same_f32 += c[at] == f32[at];
+            }
+        CHECK_MSG(bad == 0, "bf16 gemm %dx%dx%d ta %d tb %d: %ld elements wrong", M, N, K, ta, tb,
+                  bad);
+        if (ta)
+            CHECK_MSG(!memcmp(sums, want_sums, sizeof(float) * (size_t)M),
+                      "bf16 gemm %dx%dx%d: row sums differ from the rounded A's in order", M,
+                      N, K);
+    }
+    bf16_operand_free(&a), bf16_operand_free(&b);
+    free(bias), free(c), free(c2[0]), free(c2[1]), free(f32), free(sums), free(want_sums);
+    free(sums2);
+}
+
+/* f32 operands rounded as packed to tbi_round_bf16's bits: ties both ways, a carry into the
+ * exponent, overflow to infinity, infinities and NaN (a K = 1 product by 1, per storage
+ * layout: read along rows, transposed, and interleaved). Subnormals are left out: VDPBF16PS
+ * flushes them. */
+static void gemm_bf16_rounding(void)
+{
+    static const uint32_t special[] = {0x3f808000, 0x3f818000, 0xbf808000, 0x3f80c000,
+                                       0x3fff8000, 0x7f7fffff, 0xff7fffff, 0x7f800000,
+                                       0xff800000, 0x7fc00001, 0xffa00000, 0x00800000};
+    enum { M = 40 };
+    float x[M], want[M], c[M], one = 1;
+    for (int i = 0; i < M; i++) {
+        uint32_t bits = i < 12 ? special[i] : 0;
+        if (i < 12)
+            memcpy(&x[i], &bits, sizeof(bits));
+        else
+            x[i] = (float)tb_rng_normal(&rng);
+    }
+    memcpy(want, x, sizeof(x));
+    tbi_round_bf16(want, M);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            /* op(A) is M x 1 either way: A (M, 1) by rows, or (1, M) transposed */
+            CHECK_EQ(tbi_gemm_bf16(ta, tb, M, 1, 1, x, TB_DTYPE_F32, ta ? M : 1, &one,
+                                   TB_DTYPE_F32, 1, NULL, c, 1, NULL), 0);
+            for (int i = 0; i < M; i++)
+                CHECK_MSG(isnan(want[i]) ? isnan(c[i]) : !memcmp(&c[i], &want[i], 4),
+                          "bf16 gemm rounding ta %d: %a gives %a, tbi_round_bf16 %a", ta, x[i],
+                          c[i], want[i]);
+            /* and as B: op(B) is 1 x M */
+            CHECK_EQ(tbi_gemm_bf16(0, tb, 1, M, 1, &one, TB_DTYPE_F32, 1, x, TB_DTYPE_F32,
+                                   tb ? 1 : M, NULL, c, M, NULL), 0);
+            for (int i = 0; i < M; i++)
+                CHECK_MSG(isnan(want[i]) ? isnan(c[i]) : !memcmp(&c[i], &want[i], 4),
+                          "bf16 gemm rounding of B, tb %d: %a gives %a, tbi_round_bf16 %a", tb,
+                          x[i], c[i], want[i]);
+        }
+}
+
+/* The bf16 GEMM against the double product of its rounded operands, each element within the
+ * bound of an f32 sum of K + 2 terms: every transpose, both storages, shapes that end mid-tile,
+ * cross the K (512), M (96) and N (2048) blocks, odd K (the last pair padded), K = 1 and 0, with
+ * a bias, row sums. How many elements equal the f32 kernel's on the same rounded operands is
+ * counted, not required: VDPBF16PS adds a pair's two products in its own order. Without
+ * avx512_bf16 (or with TUBELET_CPU=avx512), it must decline. */
+static void test_gemm_bf16(void)
+{
+    tbt_case = "bf16 gemm";
+    if (!tbi_cpu_avx512_bf16()) {
+        float z = 0;
+        CHECK(tbi_gemm_bf16(0, 0, 1, 1, 1, &z, TB_DTYPE_F32, 1, &z, TB_DTYPE_F32, 1, NULL, &z, 1,
+                            NULL) == -1);
+        fprintf(stderr, "bf16 gemm: no avx512_bf16 path here (declines, as it must)\n");
+        return;
+    }
+    static const int shapes[][3] = {{1, 1, 1},      {12, 32, 512},   {13, 33, 513},
+                                    {7, 5, 3},      {100, 70, 301},  {97, 2100, 40},
+                                    {200, 31, 1030}, {5, 9, 1},      {6, 25, 600},
+                                    {5, 9, 0},      {0, 5, 3},       {37, 45, 300}};
+    struct bf16_gemm_count cnt = {0};
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int t = 0; t < 4; t++)
+            gemm_bf16_case(&cnt, t & 1, t >> 1, shapes[i][0], shapes[i][1], shapes[i][2],
+                           (int)(i % 3), i % 2 == 0);
+    gemm_bf16_rounding();
+    fprintf(stderr, "bf16 gemm: %ld elements within the bound, %ld (%.1f%%) equal to the f32 "
+            "kernel's on the rounded operands\n", cnt.n, cnt.same_f32,
+            100.0 * cnt.same_f32 / (cnt.n ? cnt.n : 1));
+}
+
 /* The fair share's rule (share.c): the team is the ceiling less the cores other processes use,
  * rounded to nearest, never below one or above the ceiling. */
 static void test_share_team(void)
@@ -1305,6 +1491,7 @@ int main(void)
     test_optim_zero_runs();
     test_round_bf16();
     test_bf16_ops();
+    test_gemm_bf16();
     test_share_team();
     test_step_ops();
     TBT_EXIT();

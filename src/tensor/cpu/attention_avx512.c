@@ -38,11 +38,6 @@
 #define QS 192       /* query rows per strip (96: ViT-B's backward 4% slower; dK, dV have K = QS) */
 #define KB 256       /* keys per block (a multiple of TN): the strips are QS x KB */
 
-static int min_i(int a, int b)
-{
-    return a < b ? a : b;
-}
-
 static size_t padded(int N)
 {
     return (size_t)(N + TN - 1) / TN * TN;

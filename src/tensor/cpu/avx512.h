@@ -9,10 +9,60 @@
 #define AVX512 __attribute__((target("avx512f")))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* The blocked kernels' integer arithmetic: the smaller of two, x rounded up to a multiple of m. */
+static inline int min_i(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static inline int round_up(int x, int m)
+{
+    return (x + m - 1) / m * m;
+}
+
 /* Lanes [0, n) of 16: none for n <= 0, all for n >= 16. */
 static inline __mmask16 lanes(int n)
 {
     return n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+}
+
+/* The running row sums of a packing of A^T (gemm.c's and gemm_bf16.c's pack_at), ns slivers of
+ * mr rows, mc rows in all, kept in registers: acc[s] = sums[s mr ..] (0 without sums), and
+ * back. Inlined with constant ns and mr, the loops unroll into the caller's registers. */
+AVX512 static ALWAYS_INLINE void tbi_sums_load(__m512 *acc, int ns, int mr, const float *sums,
+                                               int mc)
+{
+#pragma GCC unroll 8
+    for (int s = 0; s < ns; s++)
+        acc[s] = sums && s * mr < mc
+                     ? _mm512_maskz_loadu_ps(lanes(min_i(mr, mc - s * mr)), sums + s * mr)
+                     : _mm512_setzero_ps();
+}
+
+AVX512 static ALWAYS_INLINE void tbi_sums_store(const __m512 *acc, int ns, int mr, float *sums,
+                                                int mc)
+{
+#pragma GCC unroll 8
+    for (int s = 0; s < ns; s++)
+        if (sums && s * mr < mc)
+            _mm512_mask_storeu_ps(sums + s * mr, lanes(min_i(mr, mc - s * mr)), acc[s]);
+}
+
+/* Before a register kernel's loop over k: mr pairs of zeroed accumulators (a tile of mr x nr, nr
+ * <= 32), and the C tile's m rows fetched (C is read or written only after the loop; fetched
+ * now, its lines, from memory for wide products, arrive during the loop instead of stalling at
+ * its end). */
+AVX512 static ALWAYS_INLINE void tbi_tile_begin(__m512 *acc0, __m512 *acc1, int mr, int nr,
+                                                float *c, size_t ldc, int m)
+{
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        acc0[i] = acc1[i] = _mm512_setzero_ps();
+        if (i < m) {
+            __builtin_prefetch(c + (size_t)i * ldc, 1, 3);
+            __builtin_prefetch(c + (size_t)i * ldc + nr - 1, 1, 3);
+        }
+    }
 }
 
 /* r[i] (row i of a 16 x 16 block) becomes column i: 64 shuffles instead of 256 scalar moves.

@@ -130,7 +130,8 @@ int tbi_cpu_gather(tbi_backend *be, float *all, const float *x, size_t n)
  * (or rounded to bf16: a bf16 product's f32 operand). Outputs are computed in their view and
  * stored back: narrowed into bf16, or rounded in place where an f32 tensor holds a bf16
  * product's result. The scratch is held between calls (TBI_SCRATCH_TYPED slots, grown to the
- * largest operand seen); a tuned path would convert inside the kernels' own loads. */
+ * largest operand seen). The bf16 products on avx512_bf16 convert inside the kernel's packing
+ * instead (matmul_fwd_bf16, matmul_bwd_bf16): views for their outputs and bias alone. */
 struct views {
     int prec;  /* enum tb_dtype: the product's type */
     int slots; /* scratch slots taken */
@@ -201,12 +202,52 @@ static int views_oom(const struct views *v)
     return v->oom ? tbi_err(TB_ENOMEM, "out of memory for the f32 views of a typed op") : 0;
 }
 
+/* bf16 products on avx512_bf16 (gemm_bf16.c): the operands read in their storage type, only
+ * the outputs (and the bias: a rounded copy of a vector) through views, stored as the twin's.
+ * 1 where it ran, 0 where the twin must (no avx512_bf16, or no scratch for its packing), or a
+ * negative TB_E*. */
+static int matmul_fwd_bf16(tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int K, int N)
+{
+    struct views v = {.prec = TB_DTYPE_BF16};
+    if (!tbi_cpu_avx512_bf16())
+        return 0;
+    const float *fb = view_in(&v, bias, (size_t)N);
+    float *fo = view_out(&v, out, (size_t)M * N);
+    TBI_TRY(views_oom(&v));
+    tbi_share_tick();
+    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias */
+    if (tbi_gemm_bf16(0, 1, M, N, K, inp.p, inp.dt, K, w.p, w.dt, K, fb, fo, N, NULL) < 0)
+        return 0;
+    store(&v, out, fo, (size_t)M * N);
+    return 1;
+}
+
+static int matmul_bwd_bf16(tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t inp, tbi_t w,
+                           int M, int K, int N)
+{
+    struct views v = {.prec = TB_DTYPE_BF16};
+    if (!tbi_cpu_avx512_bf16() || (dbias.p && !dw.p))
+        return 0;
+    float *gi = view_out(&v, dinp, (size_t)M * K), *gw = view_out(&v, dw, (size_t)N * K);
+    float *gb = view_out(&v, dbias, (size_t)N);
+    TBI_TRY(views_oom(&v));
+    if (tbi_matmul_bwd_bf16(gi, gw, gb, dout.p, dout.dt, inp.p, inp.dt, w.p, w.dt, M, K, N) < 0)
+        return 0;
+    store(&v, dinp, gi, (size_t)M * K);
+    store(&v, dw, gw, (size_t)N * K);
+    store(&v, dbias, gb, (size_t)N);
+    return 1;
+}
+
 int tbi_cpu_matmul_fwd(tbi_backend *be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias,
                        int M, int K, int N)
 {
     (void)be;
     struct views v = {.prec = prec};
     TBI_TRY(views_check(&v, (tbi_t[]){out, inp, w, bias}, 4));
+    int ran = prec == TB_DTYPE_BF16 ? matmul_fwd_bf16(out, inp, w, bias, M, K, N) : 0;
+    if (ran)
+        return ran < 0 ? ran : 0;
     const float *fi = view_in(&v, inp, (size_t)M * K), *fw = view_in(&v, w, (size_t)N * K);
     const float *fb = view_in(&v, bias, (size_t)N);
     float *fo = view_out(&v, out, (size_t)M * N);
@@ -223,6 +264,9 @@ int tbi_cpu_matmul_bwd(tbi_backend *be, int prec, tbi_t dinp, tbi_t dw, tbi_t db
     (void)be;
     struct views v = {.prec = prec};
     TBI_TRY(views_check(&v, (tbi_t[]){dinp, dw, dbias, dout, inp, w}, 6));
+    int ran = prec == TB_DTYPE_BF16 ? matmul_bwd_bf16(dinp, dw, dbias, dout, inp, w, M, K, N) : 0;
+    if (ran)
+        return ran < 0 ? ran : 0;
     const float *fd = view_in(&v, dout, (size_t)M * N);
     const float *fi = dw.p ? view_in(&v, inp, (size_t)M * K) : NULL;
     const float *fw = dinp.p ? view_in(&v, w, (size_t)N * K) : NULL;

@@ -16,7 +16,8 @@
  * OpenBLAS; outside, OpenBLAS runs only where its team is sure to come out as large as it asks
  * (openblas_safe): Debian's OpenMP build of it spins in sched_yield forever when it does not,
  * as in a region of one. TUBELET_GEMM=openblas in the environment sends the products outside
- * regions to OpenBLAS; TUBELET_CPU=portable turns off every AVX-512 path (tbi_cpu_avx512). The
+ * regions to OpenBLAS; TUBELET_CPU=portable turns off every AVX-512 path (tbi_cpu_avx512;
+ * TUBELET_CPU=avx512 only the avx512_bf16 ones, gemm_bf16.c's bf16 products). The
  * portable kernel is tuned no further than its register tile: the fallback, not the fast path.
  * Tests: tests/test_ops.c (against a double-precision loop, every transpose, odd shapes). */
 #define _POSIX_C_SOURCE 200809L
@@ -40,16 +41,6 @@
 #define IN_PLACE_MAX_N 512 /* products narrower than this read a row-major A unpacked */
 #define SPLIT_N_MAX_ROW_BLOCKS 4 /* at most this many MC blocks a thread: split the columns */
 
-static int min_i(int a, int b)
-{
-    return a < b ? a : b;
-}
-
-static int round_up(int x, int m)
-{
-    return (x + m - 1) / m * m;
-}
-
 /* op(A) = A^T: each row of A (one k) is read once, left to right, and dealt out MR at a time
  * to the slivers. (Sliver by sliver instead, every k touched a new row and page: a stall per
  * 12 floats.) With sums: sums[i] (i < mc) += op(A)(i0 + i, p0 + k) for k in order, the
@@ -58,11 +49,7 @@ AVX512 static ALWAYS_INLINE void pack_at(float *dst, const float *A, size_t lda,
                                          int mc, int kc, float *sums)
 {
     __m512 acc[MC / MR];
-#pragma GCC unroll 8
-    for (int s = 0; s < MC / MR; s++)
-        acc[s] = sums && s * MR < mc
-                     ? _mm512_maskz_loadu_ps(lanes(min_i(MR, mc - s * MR)), sums + s * MR)
-                     : _mm512_setzero_ps();
+    tbi_sums_load(acc, MC / MR, MR, sums, mc);
     for (int k = 0; k < kc; k++) {
         const float *src = A + (size_t)(p0 + k) * lda + i0;
 #pragma GCC unroll 8
@@ -76,10 +63,7 @@ AVX512 static ALWAYS_INLINE void pack_at(float *dst, const float *A, size_t lda,
                 acc[s] = _mm512_add_ps(acc[s], v);
         }
     }
-#pragma GCC unroll 8
-    for (int s = 0; s < MC / MR; s++)
-        if (sums && s * MR < mc)
-            _mm512_mask_storeu_ps(sums + s * MR, lanes(min_i(MR, mc - s * MR)), acc[s]);
+    tbi_sums_store(acc, MC / MR, MR, sums, mc);
 }
 
 /* dst holds ceil(mc / MR) slivers, each kc x MR (k-major), zero-padded past mc rows:
@@ -138,23 +122,8 @@ AVX512 static void pack_b(float *dst, const float *B, size_t ldb, int tb, int p0
 /* The register kernels: an MR x NR tile of C, its 24 accumulators in registers (the loops over
  * rows unrolled), fed by broadcast-FMAs over kc. Each addresses A its own way so that its loop
  * holds nothing but the loads and FMAs: with one kernel taking A(i, k) = a[i * ars + k * aks],
- * GCC kept twelve row pointers, spilled them and reloaded two per k (4% slower). */
-
-/* Before the loop: zeroed accumulators, and the C tile fetched (it is read or written only after
- * the kc loop; fetched now, its lines, from memory for wide products, arrive during the loop
- * instead of stalling at its end). */
-AVX512 static ALWAYS_INLINE void tile_begin(__m512 acc0[MR], __m512 acc1[MR], float *c,
-                                            size_t ldc, int m)
-{
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-        acc0[i] = acc1[i] = _mm512_setzero_ps();
-        if (i < m) {
-            __builtin_prefetch(c + (size_t)i * ldc, 1, 3);
-            __builtin_prefetch(c + (size_t)i * ldc + NR - 1, 1, 3);
-        }
-    }
-}
+ * GCC kept twelve row pointers, spilled them and reloaded two per k (4% slower). Before the
+ * loop, tbi_tile_begin (avx512.h) zeroes the accumulators and fetches the C tile. */
 
 /* After it: C (m x n of the tile) = alpha * acc + beta * C, plus bias (n, added to every row)
  * when not NULL; C is not read when beta == 0. */
@@ -189,7 +158,7 @@ AVX512 static void kernel(int kc, const float *a, const float *restrict b, float
                           int m, int n, float alpha, float beta, const float *bias)
 {
     __m512 acc0[MR], acc1[MR];
-    tile_begin(acc0, acc1, c, ldc, m);
+    tbi_tile_begin(acc0, acc1, MR, NR, c, ldc, m);
     for (int k = 0; k < kc; k++, a += MR, b += NR) {
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
@@ -209,7 +178,7 @@ AVX512 static void kernel_rows(int kc, const float *a, size_t lda, const float *
                                const float *bias)
 {
     __m512 acc0[MR], acc1[MR];
-    tile_begin(acc0, acc1, c, ldc, MR);
+    tbi_tile_begin(acc0, acc1, MR, NR, c, ldc, MR);
     const float *p0 = a, *p1 = a + 3 * lda, *p2 = a + 6 * lda, *p3 = a + 9 * lda;
     for (int k = 0; k < kc; k++, p0++, p1++, p2++, p3++, b += NR) {
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
@@ -392,34 +361,62 @@ float *tbi_scratch(int use, size_t bytes)
     return s->buf[use];
 }
 
+/* A switch decided once (any thread may ask first: the answer is kept atomically). */
+static int once(atomic_int *flag, int (*decide)(void))
+{
+    int h = atomic_load(flag);
+    if (h < 0) {
+        h = decide();
+        atomic_store(flag, h);
+    }
+    return h;
+}
+
+/* Whether the environment variable name is value. */
+static int env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, value);
+}
+
+/* The whole x86-64-v4 set, not AVX-512F alone: elementwise.c's wrappers are compiled for it
+ * (only the Xeon Phis had F without BW, DQ and VL). libgcc also checks that the OS saves the
+ * zmm registers. */
+static int decide_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512cd") && !env_is("TUBELET_CPU", "portable");
+}
+
 int tbi_cpu_avx512(void)
 {
     static atomic_int have = -1;
-    int h = atomic_load(&have);
-    if (h < 0) {
-        /* The whole x86-64-v4 set, not AVX-512F alone: elementwise.c's wrappers are compiled
-         * for it (only the Xeon Phis had F without BW, DQ and VL). libgcc also checks that
-         * the OS saves the zmm registers. */
-        const char *e = getenv("TUBELET_CPU");
-        __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-            __builtin_cpu_supports("avx512cd") && !(e && !strcmp(e, "portable"));
-        atomic_store(&have, h);
-    }
-    return h;
+    return once(&have, decide_avx512);
+}
+
+static int decide_avx512_bf16(void)
+{
+    return tbi_cpu_avx512() && __builtin_cpu_supports("avx512bf16") &&
+           !env_is("TUBELET_CPU", "avx512");
+}
+
+int tbi_cpu_avx512_bf16(void)
+{
+    static atomic_int have = -1;
+    return once(&have, decide_avx512_bf16);
+}
+
+static int decide_own(void)
+{
+    return tbi_cpu_avx512() && !env_is("TUBELET_GEMM", "openblas");
 }
 
 static int use_own(void)
 {
     static atomic_int use = -1;
-    int u = atomic_load(&use);
-    if (u < 0) {
-        const char *e = getenv("TUBELET_GEMM");
-        u = tbi_cpu_avx512() && !(e && !strcmp(e, "openblas"));
-        atomic_store(&use, u);
-    }
-    return u;
+    return once(&use, decide_own);
 }
 
 int tbi_sgemm_uses_own(void)

@@ -6,7 +6,8 @@
  * those are written (=), since nothing else adds to them in a ViT and a zeroing pass over
  * the widest activations costs more than it is worth. Where the CPU has AVX-512 some kernels
  * have a second, faster implementation; tbi_cpu_avx512() chooses, and TUBELET_CPU=portable
- * forces the portable one everywhere. Tests: tests/test_ops.c. */
+ * forces the portable one everywhere (TUBELET_CPU=avx512: AVX-512, but not the avx512_bf16
+ * paths, tbi_cpu_avx512_bf16). Tests: tests/test_ops.c. */
 #ifndef TUBELET_TENSOR_CPU_KERNELS_H
 #define TUBELET_TENSOR_CPU_KERNELS_H
 
@@ -61,11 +62,34 @@ void tbi_sgemm_portable(int ta, int tb, int M, int N, int K, float alpha, const 
  * not TUBELET_GEMM=openblas): its bits do not depend on the number of threads. */
 int tbi_sgemm_uses_own(void);
 
+/* 1 where the CPU has avx512_bf16 besides tbi_cpu_avx512()'s set and TUBELET_CPU is not
+ * "avx512" (AVX-512 without the bf16 paths: their f32-view twins run) nor "portable"; read
+ * once. The bf16 products below go by it. */
+int tbi_cpu_avx512_bf16(void);
+/* C (M, N, f32) = op(A) @ op(B) + bias (N, added to every row; NULL: none), row-major, op =
+ * transpose when ta / tb; A and B each stored as adt / bdt (enum tb_dtype: f32, rounded to
+ * bf16 as read, or bf16): every operand rounded to bf16, the products summed in f32, pairs of k
+ * at a time (VDPBF16PS: each pair's two products added one by one, rounded to nearest even,
+ * subnormals flushed), so not the bits of tbi_sgemm on the rounded operands. sums (M, ta only;
+ * NULL: none) = the rows of op(A) as rounded, summed in order (tbi_colsum's bits on the
+ * rounded A). All threads outside an OpenMP region, the calling one inside. 0, or -1 (having
+ * written nothing) without avx512_bf16 (tbi_cpu_avx512_bf16), out of memory, or sums with !ta. */
+int tbi_gemm_bf16(int ta, int tb, int M, int N, int K, const void *A, int adt, int lda,
+                  const void *B, int bdt, int ldb, const float *bias, float *C, int ldc,
+                  float *sums);
+/* tbi_matmul_bwd's products (dinp, dw written; dbias the rounded dout's column sums; each may
+ * be NULL, but dbias only with dw) from dout, inp, w stored as ddt, idt, wdt, on tbi_gemm_bf16;
+ * with two threads the two products side by side. 0, or -1 as tbi_gemm_bf16 (or dbias without
+ * dw): then the outputs are undefined and the caller runs its f32 twin. */
+int tbi_matmul_bwd_bf16(float *dinp, float *dw, float *dbias, const void *dout, int ddt,
+                        const void *inp, int idt, const void *w, int wdt, int M, int K, int N);
+
 /* Per-thread scratch kept between calls, one buffer per use; grows to bytes (64-byte aligned)
  * and returns it, or NULL when out of memory. Freed only with its thread. */
 enum {
     TBI_SCRATCH_GEMM,
     TBI_SCRATCH_ATTENTION,
+    TBI_SCRATCH_GEMM_BF16, /* gemm_bf16.c's packed operands */
     TBI_SCRATCH_TYPED, /* TBI_SCRATCH_TYPED_N of them: the typed ops' f32 views (backend_cpu.c) */
     TBI_SCRATCH_TYPED_N = 6,
     TBI_SCRATCH_N = TBI_SCRATCH_TYPED + TBI_SCRATCH_TYPED_N
