@@ -4,7 +4,8 @@
  * constant rate: no scanning) or one plain file (indexed once by reading its packets, or by
  * decoding it when its packets carry no presentation timestamps). A small LRU of open
  * decoders serves the clips; each remembers the next frame it will output, so a clip that
- * continues where the last one stopped does not seek. Decoded frames are identified by their
+ * continues where the last one stopped does not seek; a slot taken over by another chunk of
+ * the same stream keeps its decoder, flushed. Decoded frames are identified by their
  * timestamps, never by counting, so a seek that lands elsewhere cannot shift the numbering.
  * Not here: choosing which frames (sample.c) or crops (crop.c).
  * Tests: tests/test_reader.c. */
