@@ -1,21 +1,35 @@
 /* bench/chunk_decoder.h - the cheapest open of a prepared chunk for the decode-only benchmarks
  * (bench_reader's decode-only, decode_limit): the chunk's MP4 header has the codec parameters,
- * so no format probing and no stream-information pass (which decodes frames); one decoder
- * thread. */
+ * so no format probing, no stream-information pass (which decodes frames) and no packet
+ * parser (MP4's packets are whole frames); one decoder thread, kept for the next chunk when
+ * its stream is the same (as the reader does: src/video/av.c, tbi_input_switch_chunk). */
 #ifndef TUBELET_BENCH_CHUNK_DECODER_H
 #define TUBELET_BENCH_CHUNK_DECODER_H
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <string.h>
 
-/* Open path's video stream and its decoder into *fmt and *dec (the caller frees both, also
- * on failure). Returns the stream index, or -1. */
+/* Open path's video stream into *fmt and its decoder into *dec: *dec as it is, flushed, when
+ * it decodes a stream with the same codec, size and header, else a new one (the caller frees
+ * both, also on failure). Returns the stream index, or -1. */
 static int open_chunk_decoder(const char *path, AVFormatContext **fmt, AVCodecContext **dec)
 {
     const AVCodec *codec = NULL;
+    if (!(*fmt = avformat_alloc_context()))
+        return -1;
+    (*fmt)->flags |= AVFMT_FLAG_NOPARSE | AVFMT_FLAG_NOFILLIN;
     if (avformat_open_input(fmt, path, av_find_input_format("mp4"), NULL) < 0)
         return -1;
     int si = av_find_best_stream(*fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    const AVCodecParameters *par = si >= 0 ? (*fmt)->streams[si]->codecpar : NULL;
+    if (par && *dec && (*dec)->codec_id == par->codec_id && (*dec)->width == par->width &&
+        (*dec)->height == par->height && (*dec)->extradata_size == par->extradata_size &&
+        !memcmp((*dec)->extradata, par->extradata, (size_t)par->extradata_size)) {
+        avcodec_flush_buffers(*dec);
+        return si;
+    }
+    avcodec_free_context(dec);
     if (si < 0 || !(*dec = avcodec_alloc_context3(codec)) ||
         avcodec_parameters_to_context(*dec, (*fmt)->streams[si]->codecpar) < 0)
         return -1;

@@ -2,12 +2,13 @@
  * alone decoding exactly the frames each clip needs, nothing else (no crop, no conversion, no
  * loader). Clips are drawn as bench-load's: an action of the EPIC CSV uniformly, T frames by
  * AVION's segment sampling with jitter over its window (W1: T = 4, W2: T = 16). Per chunk a
- * clip touches: open it without probing, and for each wanted frame in order seek to the
- * keyframe before it unless the decoder reaches it by going on, then decode up to it. With
- * B-frames the decoder's reordering delay makes it read (and decode) a few frames past the
- * wanted one; nothing else is decoded. Single-threaded; prints one JSON line with clips per
- * CPU-second (user + system time, so other jobs on the machine count little), frames decoded
- * per clip, and the same count computed from the index alone.
+ * clip touches: open it without probing or parsing (one decoder, flushed and kept from chunk
+ * to chunk while the stream is the same, as the reader does), and for each wanted frame in
+ * order seek to the keyframe before it unless the decoder reaches it by going on, then decode
+ * up to it. With B-frames the decoder's reordering delay makes it read (and decode) a few
+ * frames past the wanted one; nothing else is decoded. Single-threaded; prints one JSON line
+ * with clips per CPU-second (user + system time, so other jobs on the machine count little),
+ * frames decoded per clip, and the same count computed from the index alone.
  * Usage: decode_limit ROOT ANN.csv w1|w2 [CLIPS=400] [SEED=1] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,15 +41,16 @@ static int64_t key_before(const struct tb_chunk_info *c, int64_t f)
     return k;
 }
 
-/* Decode frames[0..n) (ascending, chunk-relative) of one chunk file; returns frames decoded
- * or -1. */
+/* Decode frames[0..n) (ascending, chunk-relative) of one chunk file with *decp (kept for the
+ * next chunk when its stream is the same); returns frames decoded or -1. */
 static int64_t decode_chunk(const char *path, const struct tb_chunk_info *ch,
-                            const int64_t *frames, int n, AVPacket *pkt, AVFrame *frame)
+                            const int64_t *frames, int n, AVPacket *pkt, AVFrame *frame,
+                            AVCodecContext **decp)
 {
     AVFormatContext *fmt = NULL;
-    AVCodecContext *dec = NULL;
     int64_t n_decoded = -1, pos = -1; /* pos: the next frame the decoder outputs */
-    int si = open_chunk_decoder(path, &fmt, &dec);
+    int si = open_chunk_decoder(path, &fmt, decp);
+    AVCodecContext *dec = *decp;
     if (si < 0)
         goto end;
     AVStream *st = fmt->streams[si];
@@ -72,7 +74,8 @@ static int64_t decode_chunk(const char *path, const struct tb_chunk_info *ch,
         n_decoded += d;
     }
 end:
-    avcodec_free_context(&dec);
+    if (n_decoded < 0)
+        avcodec_free_context(decp);
     avformat_close_input(&fmt);
     return n_decoded;
 }
@@ -139,6 +142,7 @@ int main(int argc, char **argv)
     av_log_set_level(AV_LOG_ERROR);
     AVPacket *pkt = av_packet_alloc();
     AVFrame *frame = av_frame_alloc();
+    AVCodecContext *dec = NULL;
     int64_t decoded = 0;
     double t0 = cpu_s();
     for (int c = 0; c < n_clips; c++) {
@@ -151,7 +155,7 @@ int main(int argc, char **argv)
                 rel[m++] = clips[c].frames[i] - ch->start_frame;
             char path[2048];
             snprintf(path, sizeof(path), "%s/%s", clips[c].dir, ch->file);
-            int64_t d = decode_chunk(path, ch, rel, m, pkt, frame);
+            int64_t d = decode_chunk(path, ch, rel, m, pkt, frame, &dec);
             if (d < 0) {
                 fprintf(stderr, "%s: cannot decode frame %lld\n", path, (long long)rel[m - 1]);
                 return 1;
@@ -165,6 +169,7 @@ int main(int argc, char **argv)
            "\"clips_per_cpu_s\": %.2f, \"decoded_per_clip\": %.1f, \"needed_per_clip\": %.1f, "
            "\"params\": \"%s\"}\n", argv[3], n_clips, secs, n_clips / secs,
            (double)decoded / n_clips, need / n_clips, clips[0].idx->params);
+    avcodec_free_context(&dec);
     av_packet_free(&pkt);
     av_frame_free(&frame);
     return 0;

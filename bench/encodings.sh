@@ -18,7 +18,8 @@ build=$1
 out=$2
 rounds=${3:-3}
 encs=${4:-"avion:--gop=250,--tune=none default:--gop=30 g30nb:--gop=30,--no-bframes
-g16nb:--gop=16,--no-bframes g8nb:--gop=8,--no-bframes g4nb:--gop=4,--no-bframes g1:--gop=1"}
+g16nb:--gop=16,--no-bframes g8nb:--gop=8,--no-bframes g6nb:--gop=6,--no-bframes
+g5nb:--gop=5,--no-bframes g4nb:--gop=4,--no-bframes g1:--gop=1"}
 bin=$build/tubelet
 sh "$(dirname "$0")/corpus.sh" "$build" "$out"
 ann=$out/train.csv

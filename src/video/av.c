@@ -73,24 +73,35 @@ static int stream_rotation(const AVStream *st)
     return deg < 0 ? deg + 360 : deg;
 }
 
-static int input_open(struct tbi_input *in, const char *path, int n_threads, int probe)
+/* The demuxer half of opening: path's best video stream, the others discarded. */
+static int input_demux(struct tbi_input *in, const char *path, int probe,
+                       const AVCodec **codec)
 {
-    const AVCodec *codec = NULL;
     int ret;
 
     memset(in, 0, sizeof(*in));
     in->stream_index = -1;
     tbi_av_init();
     const AVInputFormat *mp4 = probe ? NULL : av_find_input_format("mp4");
+    if (!probe) {
+        /* MP4's packets are whole frames with their timestamps: the H.264 header parser the
+         * demuxer would run on each packet (allocating as it goes) tells the reader nothing. */
+        if (!(in->fmt = avformat_alloc_context()))
+            return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+        in->fmt->flags |= AVFMT_FLAG_NOPARSE | AVFMT_FLAG_NOFILLIN;
+    }
     ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
                                     : avformat_open_input(&in->fmt, path, mp4, NULL);
-    if (ret < 0)
+    if (ret < 0) {
+        avformat_free_context(in->fmt); /* a failed open has freed it already (NULL) */
+        in->fmt = NULL;
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot open", path);
+    }
     if (probe && (ret = avformat_find_stream_info(in->fmt, NULL)) < 0) {
         tbi_input_close(in);
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot read stream information", path);
     }
-    ret = av_find_best_stream(in->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    ret = av_find_best_stream(in->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, codec, 0);
     if (ret < 0) {
         tbi_input_close(in);
         if (ret == AVERROR_STREAM_NOT_FOUND)
@@ -103,6 +114,15 @@ static int input_open(struct tbi_input *in, const char *path, int n_threads, int
     for (unsigned i = 0; i < in->fmt->nb_streams; i++)
         if ((int)i != ret)
             in->fmt->streams[i]->discard = AVDISCARD_ALL;
+    in->rotation = stream_rotation(in->st);
+    return 0;
+}
+
+/* The decoder half: codec opened for in's stream. On failure in is closed. */
+static int input_decoder(struct tbi_input *in, const char *path, const AVCodec *codec,
+                         int n_threads)
+{
+    int ret;
     if (!(in->dec = avcodec_alloc_context3(codec))) {
         tbi_input_close(in);
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
@@ -117,8 +137,14 @@ static int input_open(struct tbi_input *in, const char *path, int n_threads, int
         tbi_input_close(in);
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot open %s decoder", path, codec->name);
     }
-    in->rotation = stream_rotation(in->st);
     return 0;
+}
+
+static int input_open(struct tbi_input *in, const char *path, int n_threads, int probe)
+{
+    const AVCodec *codec = NULL;
+    int rc = input_demux(in, path, probe, &codec);
+    return rc < 0 ? rc : input_decoder(in, path, codec, n_threads);
 }
 
 int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
@@ -129,6 +155,39 @@ int tbi_input_open(struct tbi_input *in, const char *path, int n_threads)
 int tbi_input_open_chunk(struct tbi_input *in, const char *path, int n_threads)
 {
     return input_open(in, path, n_threads, 0);
+}
+
+/* Whether dec, opened for another chunk, decodes par's stream as a new decoder would: same
+ * codec, size, time base and header (SPS and PPS). */
+static int same_stream(const AVCodecContext *dec, const AVStream *st)
+{
+    const AVCodecParameters *par = st->codecpar;
+    return dec->codec_id == par->codec_id && dec->width == par->width &&
+           dec->height == par->height && !av_cmp_q(dec->pkt_timebase, st->time_base) &&
+           dec->extradata_size == par->extradata_size &&
+           (!par->extradata_size || !memcmp(dec->extradata, par->extradata,
+                                            (size_t)par->extradata_size));
+}
+
+int tbi_input_switch_chunk(struct tbi_input *in, const char *path, int n_threads)
+{
+    AVCodecContext *dec = in->dec;
+    const AVCodec *codec = NULL;
+    in->dec = NULL;
+    tbi_input_close(in);
+    int rc = input_demux(in, path, 0, &codec);
+    if (rc < 0) {
+        avcodec_free_context(&dec);
+        return rc;
+    }
+    if (!dec || dec->thread_count != n_threads || !same_stream(dec, in->st)) {
+        avcodec_free_context(&dec);
+        return input_decoder(in, path, codec, n_threads);
+    }
+    /* As after a seek: nothing of the last chunk is left in it. */
+    avcodec_flush_buffers(dec);
+    in->dec = dec;
+    return 0;
 }
 
 void tbi_input_close(struct tbi_input *in)

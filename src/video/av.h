@@ -35,6 +35,11 @@ int tbi_input_open(struct tbi_input *in, const char *path, int n_threads);
  * its header): no format probing and no stream-information pass, which decodes frames and
  * costs several times more than the rest of opening. */
 int tbi_input_open_chunk(struct tbi_input *in, const char *path, int n_threads);
+/* Move in (open, or closed: then as tbi_input_open_chunk) to another prepared chunk, keeping
+ * its decoder when the chunk's stream has the same codec, size, time base and header (chunks
+ * of one video do): flushed, as after a seek, instead of freed and made again with its tables
+ * and frames. On failure in is closed. */
+int tbi_input_switch_chunk(struct tbi_input *in, const char *path, int n_threads);
 void tbi_input_close(struct tbi_input *in);
 
 /* Read packets and decode until a frame comes out (0), the stream ends (TB_EOF), or an error.

@@ -4,7 +4,8 @@
  * constant rate: no scanning) or one plain file (indexed once by reading its packets, or by
  * decoding it when its packets carry no presentation timestamps). A small LRU of open
  * decoders serves the clips; each remembers the next frame it will output, so a clip that
- * continues where the last one stopped does not seek. Decoded frames are identified by their
+ * continues where the last one stopped does not seek; a slot taken over by another chunk of
+ * the same stream keeps its decoder, flushed. Decoded frames are identified by their
  * timestamps, never by counting, so a seek that lands elsewhere cannot shift the numbering.
  * Not here: choosing which frames (sample.c) or crops (crop.c).
  * Tests: tests/test_reader.c. */
@@ -302,20 +303,22 @@ static int open_decoder(tb_reader *r, struct video *v, int seg, struct decoder *
     for (int i = 0; i < r->n_decs; i++)
         if (!d || !r->decs[i].v || (d->v && r->decs[i].used < d->used))
             d = &r->decs[i];
-    if (d->v) {
+    /* A chunk keeps the decoder of the one it replaces (tbi_input_switch_chunk). */
+    if (!v->idx)
         tbi_input_close(&d->in);
-        d->v = NULL;
-    }
+    d->v = NULL;
     int rc;
     if (v->idx)
         rc = tbi_fmt(d->path, sizeof(d->path), "%s/%s", v->name, v->segs[seg].file);
     else
         rc = tbi_fmt(d->path, sizeof(d->path), "%s", v->name);
-    if (rc < 0)
+    if (rc >= 0 && v->idx && !tbi_is_file(d->path))
+        rc = tbi_err(TB_ENOENT, "%s: chunk file is missing", d->path);
+    if (rc < 0) {
+        tbi_input_close(&d->in);
         return rc;
-    if (v->idx && !tbi_is_file(d->path))
-        return tbi_err(TB_ENOENT, "%s: chunk file is missing", d->path);
-    rc = v->idx ? tbi_input_open_chunk(&d->in, d->path, r->o.n_threads)
+    }
+    rc = v->idx ? tbi_input_switch_chunk(&d->in, d->path, r->o.n_threads)
                 : tbi_input_open(&d->in, d->path, r->o.n_threads);
     if (rc < 0)
         return rc;
@@ -751,8 +754,7 @@ void tb_reader_close(tb_reader **pr)
     if (!r)
         return;
     for (int i = 0; r->decs && i < r->n_decs; i++)
-        if (r->decs[i].v)
-            tbi_input_close(&r->decs[i].in);
+        tbi_input_close(&r->decs[i].in);
     for (int i = 0; i < N_VIDEOS_CACHED; i++)
         video_free(r->videos[i]);
     free(r->decs);
