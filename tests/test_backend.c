@@ -978,6 +978,7 @@ static void mse_bf16(struct io *io, struct dev *d, int prepare, int bwd)
         RUN(d->be->ops->mse_bwd(d->be, d->out[0], BF(pred), d->in[1], d->in[2], R, C));
     else
         RUN(d->be->ops->mse_fwd(d->be, d->out[0], BF(pred), d->in[1], d->in[2], R, C));
+    CHECK_EQ(d->be->ops->free(d->be, pred), 0);
 }
 static void case_mse_fwd_bf16(struct io *io, struct dev *d, int prepare)
 {
