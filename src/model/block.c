@@ -106,18 +106,16 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
                                int b1)
 {
-    void *bufs[] = {&s->ln, &s->dD, &s->dF, &s->bias3, &s->res1};
+    void *bufs[] = {&s->ln, &s->dF, &s->bias3, &s->res1};
     size_t h = tbi_dt_size(c->dt), D = (size_t)c->D, f = sizeof(float);
-    size_t bytes[] = {R * D * h, R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * f,
+    size_t bytes[] = {R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * f,
                       tbi_block_keeps_res1(c) ? 0 : R * D * f};
-    for (int k = 0; k < 4 + !tbi_block_keeps_res1(c); k++) {
-        if (bufs[k] == &s->dD) { /* a gradient's: the backward's alone */
-            tbi_plan_add(p, "block scratch", bufs[k], bytes[k], b0, b1);
-            continue;
-        }
+    for (int k = 0; k < 3 + !tbi_block_keeps_res1(c); k++) {
         tbi_plan_add(p, "block scratch", bufs[k], bytes[k], f0, f1);
         tbi_plan_also(p, b0, b1);
     }
+    /* a gradient's: the backward's alone */
+    tbi_plan_add(p, "block scratch", &s->dD, R * D * h, b0, b1);
 }
 
 /* The parts of a set in order (kept: with fc1, and res1 where sets keep it): bytes, 64-byte
