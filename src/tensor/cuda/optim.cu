@@ -27,15 +27,26 @@ static __device__ __forceinline__ int opt_skip(opt_scale g, float *gs)
     return g.bad && *g.bad;
 }
 
-__global__ void __launch_bounds__(OPT_THREADS)
-    adamw_kernel(float *p, const float *g, opt_scale sc, float *m, float *v, size_t n,
-                 float beta1, float beta2, float eps, float step_size, float bc2_sqrt, float decay)
+/* One kernel for the three rules: the skip, the gradient factor and the grid-stride loop, then
+ * rule.apply(i, gs) on element i. */
+template <typename Rule>
+__global__ void __launch_bounds__(OPT_THREADS) update_kernel(Rule rule, opt_scale sc, size_t n)
 {
     float gs;
     if (opt_skip(sc, &gs))
         return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        rule.apply(i, gs);
+}
+
+struct adamw_rule {
+    float *p, *m, *v;
+    const float *g;
+    float beta1, beta2, eps, step_size, bc2_sqrt, decay;
+
+    __device__ void apply(size_t i, float gs) const
+    {
         const float gi = g[i] * gs;
         const float pi = p[i] * decay;
         const float mi = m[i] + (gi - m[i]) * (1.0f - beta1);
@@ -45,38 +56,43 @@ __global__ void __launch_bounds__(OPT_THREADS)
         m[i] = mi;
         v[i] = vi;
     }
-}
+};
 
-__global__ void __launch_bounds__(OPT_THREADS)
-    lion_kernel(float *p, const float *g, opt_scale sc, float *m, size_t n, float lr, float beta1,
-                float beta2, float decay, float a1, float a2)
-{
-    float gs;
-    if (opt_skip(sc, &gs))
-        return;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+struct lion_rule {
+    float *p, *m;
+    const float *g;
+    float lr, beta1, beta2, decay, a1, a2;
+
+    __device__ void apply(size_t i, float gs) const
+    {
         const float gi = g[i] * gs;
         const float c = m[i] * beta1 + a1 * gi;
         const float u = (float)((c > 0) - (c < 0));
         p[i] = p[i] * decay - lr * u;
         m[i] = m[i] * beta2 + a2 * gi;
     }
-}
+};
 
-__global__ void __launch_bounds__(OPT_THREADS)
-    sgd_kernel(float *p, const float *g, opt_scale sc, float *m, size_t n, float lr,
-               float momentum, float weight_decay)
-{
-    float gs;
-    if (opt_skip(sc, &gs))
-        return;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+struct sgd_rule {
+    float *p, *m;
+    const float *g;
+    float lr, momentum, weight_decay;
+
+    __device__ void apply(size_t i, float gs) const
+    {
         const float gi = g[i] * gs + weight_decay * p[i];
         m[i] = momentum * m[i] + gi;
         p[i] = p[i] - lr * m[i];
     }
+};
+
+template <typename Rule> static int launch_update(cudaStream_t s, Rule rule, opt_scale sc, size_t n)
+{
+    if (n == 0)
+        return 0;
+    TBC_LAUNCH(update_kernel<Rule>, tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, rule, sc, n);
+    TB_CUDA_OR_RETURN(cudaGetLastError());
+    return 0;
 }
 
 static int opt_ok(const float *p, const float *g, const float *m, const float *v)
@@ -97,15 +113,11 @@ static int adamw(cudaStream_t s, float *param, const float *grad, opt_scale sc, 
 {
     if (!opt_ok(param, grad, m, v) || step < 1)
         return TB_EINVAL;
-    if (n == 0)
-        return 0;
     /* tbi_adamw's expressions, on the host as there. */
     float bc1 = 1.0f - powf(beta1, (float)step), bc2 = 1.0f - powf(beta2, (float)step);
     float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
-    TBC_LAUNCH(adamw_kernel, tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, param, grad, sc, m, v,
-               n, beta1, beta2, eps, step_size, bc2_sqrt, decay);
-    TB_CUDA_OR_RETURN(cudaGetLastError());
-    return 0;
+    const adamw_rule r = {param, m, v, grad, beta1, beta2, eps, step_size, bc2_sqrt, decay};
+    return launch_update(s, r, sc, n);
 }
 
 static int lion(cudaStream_t s, float *param, const float *grad, opt_scale sc, float *m, size_t n,
@@ -113,13 +125,9 @@ static int lion(cudaStream_t s, float *param, const float *grad, opt_scale sc, f
 {
     if (!opt_ok(param, grad, m, m))
         return TB_EINVAL;
-    if (n == 0)
-        return 0;
     float decay = 1.0f - lr * weight_decay, a1 = 1.0f - beta1, a2 = 1.0f - beta2;
-    TBC_LAUNCH(lion_kernel, tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, param, grad, sc, m, n,
-               lr, beta1, beta2, decay, a1, a2);
-    TB_CUDA_OR_RETURN(cudaGetLastError());
-    return 0;
+    const lion_rule r = {param, m, grad, lr, beta1, beta2, decay, a1, a2};
+    return launch_update(s, r, sc, n);
 }
 
 static int sgd(cudaStream_t s, float *param, const float *grad, opt_scale sc, float *m, size_t n,
@@ -127,12 +135,8 @@ static int sgd(cudaStream_t s, float *param, const float *grad, opt_scale sc, fl
 {
     if (!opt_ok(param, grad, m, m))
         return TB_EINVAL;
-    if (n == 0)
-        return 0;
-    TBC_LAUNCH(sgd_kernel, tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, param, grad, sc, m, n,
-               lr, momentum, weight_decay);
-    TB_CUDA_OR_RETURN(cudaGetLastError());
-    return 0;
+    const sgd_rule r = {param, m, grad, lr, momentum, weight_decay};
+    return launch_update(s, r, sc, n);
 }
 
 extern "C" int tbc_adamw(cudaStream_t s, float *param, const float *grad, float grad_scale,
