@@ -56,9 +56,9 @@ emulate_ok=1
     { cat "$tmp/emulate_build.txt" >&2; echo "cuda_check: attention_emulate does not compile" >&2; exit 1; }
 "$tmp/attention_emulate" > "$tmp/emulate.txt" || emulate_ok=0
 
-# The header is shared with C: it must compile as C11 too.
+# The headers are shared with C: they must compile as C11 too.
 header_ok=1
-printf '#include "tensor/cuda/cuda_attention.h"\n' > "$tmp/header.c"
+printf '#include "tensor/cuda/cuda_attention.h"\n#include "tensor/cuda/cuda_ops.h"\n' > "$tmp/header.c"
 "${CC:-cc}" -std=c11 -Wall -Wextra -Wstrict-prototypes -Werror -I"$cuda_inc" -I"$root/include" \
     -I"$root/src" -c "$tmp/header.c" -o "$tmp/header.o" 2> "$tmp/header.txt" || header_ok=0
 
@@ -114,7 +114,7 @@ done
 sed 's/^/reference self-test: /' "$tmp/selftest.txt"
 [ "$selftest_ok" = 1 ] || status=1
 if [ "$header_ok" = 1 ]; then
-    echo "cuda_attention.h as C11: ok"
+    echo "cuda_attention.h and cuda_ops.h as C11: ok"
 else
     cat "$tmp/header.txt"
     status=1

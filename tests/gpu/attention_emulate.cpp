@@ -5,7 +5,7 @@
  * emulation does not model (the hardware's own layouts are taken from the PTX ISA, timing,
  * memory ordering), so attention_check on a GPU stays the test of record. Exit 0 or 1. */
 #define TBC_EMULATE 1
-#include "emulate.h"
+#include "emulate_ptx.h"
 
 #include "attention_ref.h"
 #include "tensor/cuda/attention.cu"
@@ -15,18 +15,32 @@ static int emulate_case(int B, int N, int NH, int HS, int causal)
     const int D = NH * HS;
     const size_t n_qkv = (size_t)B * N * 3 * D, n_out = (size_t)B * N * D;
     const size_t n_lse = (size_t)B * NH * N;
-    std::vector<bf16> qkv, dout, out(n_out), dqkv(n_qkv);
+    std::vector<bf16> qkv_h, dout_h, out(n_out), dqkv(n_qkv);
     std::vector<double> qkv_f, dout_f;
-    random_bf16(qkv, qkv_f, n_qkv);
-    random_bf16(dout, dout_f, n_out);
-    std::vector<float> lse(n_lse, NAN);
-    std::vector<float> work(tbc_attention_bwd_workspace_bytes(B, N, NH, HS) / sizeof(float), NAN);
-    memset((void *)out.data(), 0xff, n_out * sizeof(bf16));
-    memset((void *)dqkv.data(), 0xff, n_qkv * sizeof(bf16));
+    random_bf16(qkv_h, qkv_f, n_qkv);
+    random_bf16(dout_h, dout_f, n_out);
+    /* Device memory between guard pages, NaN until written (emulate_mem.h). */
+    const size_t work_bytes = tbc_attention_bwd_workspace_bytes(B, N, NH, HS);
+    bf16 *qkv = (bf16 *)emu_malloc(n_qkv * sizeof(bf16));
+    bf16 *dout = (bf16 *)emu_malloc(n_out * sizeof(bf16));
+    bf16 *out_d = (bf16 *)emu_malloc(n_out * sizeof(bf16));
+    bf16 *dqkv_d = (bf16 *)emu_malloc(n_qkv * sizeof(bf16));
+    float *lse_d = (float *)emu_malloc(n_lse * sizeof(float));
+    float *work = (float *)emu_malloc(work_bytes);
+    memcpy(qkv, qkv_h.data(), n_qkv * sizeof(bf16));
+    memcpy(dout, dout_h.data(), n_out * sizeof(bf16));
     const long c0 = emu_n_collectives;
-    int rf = tbc_attention_fwd(nullptr, out.data(), lse.data(), qkv.data(), B, N, NH, HS, causal);
-    int rb = tbc_attention_bwd(nullptr, dqkv.data(), work.data(), dout.data(), qkv.data(),
-                               out.data(), lse.data(), B, N, NH, HS, causal);
+    int rf = tbc_attention_fwd(nullptr, out_d, lse_d, qkv, B, N, NH, HS, causal);
+    int rb = tbc_attention_bwd(nullptr, dqkv_d, work, dout, qkv, out_d, lse_d, B, N, NH, HS,
+                               causal);
+    std::vector<float> lse(lse_d, lse_d + n_lse);
+    memcpy(out.data(), out_d, n_out * sizeof(bf16));
+    memcpy(dqkv.data(), dqkv_d, n_qkv * sizeof(bf16));
+    int freed = 0;
+    for (void *p : {(void *)qkv, (void *)dout, (void *)out_d, (void *)dqkv_d, (void *)lse_d,
+                    (void *)work})
+        freed |= emu_free(p);
+    rb |= freed;
     printf("HS %3d causal %d B %d NH %d N %3d ", HS, causal, B, NH, N);
     if (rf || rb) {
         printf("| launchers returned %d, %d | FAIL\n", rf, rb);

@@ -1,11 +1,14 @@
-/* tests/gpu/emulate.h - just enough of a CUDA thread block on the CPU to run the kernels of
- * src/tensor/cuda/attention.cu (compiled as C++ with TBC_EMULATE) and check their indexing
- * with no GPU: each thread is a ucontext coroutine on one OS thread; sync_block, shfl_xor,
- * ldmatrix and mma.sync are barriers across the block or warp that move data as the PTX ISA
- * documents; cp.async copies at the wait that retires it (so a read before its wait sees
- * stale data). It models no timing, no memory ordering and no bank conflicts, and the
- * products are plain fp32 sums. Used by tests/gpu/attention_emulate.cpp only. The CUDA
- * qualifiers are defined away here, the one place in the tree that names them. */
+/* tests/gpu/emulate.h - a CUDA device on the CPU, to run the kernels of src/tensor/cuda
+ * (compiled as C++ with TBC_EMULATE) and check their indexing with no GPU: each thread of a
+ * block is a ucontext coroutine on one OS thread, blocks run one after another; __syncthreads
+ * and the warp shuffles are barriers that move data as the CUDA guide documents. It checks
+ * what a GPU checks late or never: launch limits (threads, block and grid dimensions, dynamic
+ * shared memory against the architecture's opt-in maximum and the kernel's opt-in), shared
+ * memory filled with NaN bytes before each block, a warp collective with a lane that exited,
+ * and (emulate_mem.h) device memory between guard pages, NaN when fresh. It models no timing,
+ * no memory ordering and no bank conflicts. emulate_ptx.h adds attention.cu's ldmatrix,
+ * mma.sync and cp.async. Used by the tests/gpu/..._emulate.cpp. The CUDA qualifiers are defined
+ * away here, the one place in the tree that names them. */
 #ifndef TUBELET_TESTS_EMULATE_H
 #define TUBELET_TESTS_EMULATE_H
 
@@ -23,6 +26,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "emulate_mem.h"
+
 /* cuda_runtime.h defined these as host-compiler attributes; here they mean nothing. */
 #undef __global__
 #undef __device__
@@ -34,6 +39,11 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+/* Kernels take shared memory through DYNAMIC_SMEM alone, which is poisoned before each block;
+ * a static __shared__ array would be a host static here that nothing poisons, so it does not
+ * compile. */
+#undef __shared__
+using std::max;
 using std::min;
 typedef __nv_bfloat16 bf16;
 
@@ -51,7 +61,7 @@ struct emu_copy {
 
 struct emu_thread {
     ucontext_t ctx;
-    std::vector<char> stack;
+    char *stack;
     int done, waiting; /* waiting: 1 + the barrier it waits on, or 0 */
     unsigned gen;      /* that barrier's generation when it arrived */
     std::vector<emu_copy> copies;
@@ -70,7 +80,9 @@ struct emu_barrier {
     unsigned gen;
 };
 
+enum { EMU_STACK_BYTES = 256 * 1024 };
 static std::vector<emu_thread> emu_threads;
+static std::vector<char *> emu_stacks; /* kept from launch to launch: allocating is the cost */
 static std::vector<emu_barrier> emu_bars; /* [0] the block, [1 + w] warp w */
 static std::vector<emu_slot> emu_slots;
 static int emu_cur;
@@ -82,7 +94,7 @@ static long emu_n_collectives;
 
 static void emu_fail(const char *what)
 {
-    fprintf(stderr, "emulate: %s (block %u,%u thread %d)\n", what, blockIdx.x, blockIdx.y, emu_cur);
+    fprintf(stderr, "emulate: %s (%s)\n", what, emu_where);
     abort();
 }
 
@@ -109,13 +121,20 @@ static int emu_lane(void)
     return emu_cur % 32;
 }
 
+/* A collective of the whole warp (mask 0xffffffff): on a GPU, one with a lane that exited or
+ * does not exist (a block of 48 threads) is undefined; here it fails. */
 static void emu_warp_sync(void)
 {
     const int w = emu_cur / 32;
+    if ((w + 1) * 32 > (int)emu_threads.size())
+        emu_fail("warp collective in a warp of fewer than 32 threads");
+    for (int i = w * 32; i < w * 32 + 32; i++)
+        if (emu_threads[i].done)
+            emu_fail("warp collective with a full mask after a lane of the warp exited");
     emu_wait(1 + w, w * 32, 32);
 }
 
-static void sync_block(void)
+static void __syncthreads(void)
 {
     emu_wait(0, 0, (int)emu_threads.size());
 }
@@ -130,131 +149,32 @@ static emu_slot &emu_lane_slot(int lane)
     return emu_slots[emu_cur / 32 * 32 + lane];
 }
 
-static float shfl_xor(float v, int lane_mask)
+static void emu_full_mask(unsigned mask)
 {
+    if (mask != 0xffffffffu)
+        emu_fail("a warp shuffle with a partial mask (only full warps are emulated)");
+}
+
+static float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
+{
+    emu_full_mask(mask);
     emu_my_slot().v = v;
     emu_warp_sync();
     float r = emu_lane_slot(emu_lane() ^ lane_mask).v;
     emu_warp_sync();
+    emu_n_collectives++;
     return r;
 }
 
-static int emu_in_smem(const void *p, size_t bytes)
+static inline float __shfl_sync(unsigned mask, float v, int src_lane)
 {
-    const unsigned char *c = (const unsigned char *)p;
-    return c >= emu_smem_base && c + bytes <= emu_smem_base + emu_smem_size;
-}
-
-static float emu_bf16(uint32_t bits16)
-{
-    uint32_t u = bits16 << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static void emu_ldsm(uint32_t r[4], const void *p, int trans)
-{
-    if (!emu_in_smem(p, 16) || ((uintptr_t)p & 15))
-        emu_fail("ldmatrix row address outside shared memory or not 16-byte aligned");
-    emu_my_slot().p = (const uint16_t *)p;
+    emu_full_mask(mask);
+    emu_my_slot().v = v;
     emu_warp_sync();
-    const int l = emu_lane(), g = l / 4, t = l % 4;
-    for (int m = 0; m < 4; m++) {
-        uint32_t lo, hi;
-        if (!trans) {
-            const uint16_t *row = emu_lane_slot(8 * m + g).p;
-            lo = row[2 * t];
-            hi = row[2 * t + 1];
-        } else {
-            lo = emu_lane_slot(8 * m + 2 * t).p[g];
-            hi = emu_lane_slot(8 * m + 2 * t + 1).p[g];
-        }
-        r[m] = lo | hi << 16;
-    }
+    float r = emu_lane_slot(src_lane % 32).v;
     emu_warp_sync();
     emu_n_collectives++;
-}
-
-static void ldsm4(uint32_t r[4], const bf16 *p)
-{
-    emu_ldsm(r, p, 0);
-}
-
-static void ldsm4_t(uint32_t r[4], const bf16 *p)
-{
-    emu_ldsm(r, p, 1);
-}
-
-/* Element (row, k) of A, (k, n) of B, from the lanes' registers (layouts as attention.cu's). */
-static float emu_a(int row, int k)
-{
-    const emu_slot &s = emu_lane_slot(row % 8 * 4 + k % 8 / 2);
-    const uint32_t r = s.a[(row >= 8) + 2 * (k >= 8)];
-    return emu_bf16(k % 2 ? r >> 16 : r & 0xffff);
-}
-
-static float emu_b(int k, int n)
-{
-    const emu_slot &s = emu_lane_slot(n * 4 + k % 8 / 2);
-    const uint32_t r = s.b[k >= 8];
-    return emu_bf16(k % 2 ? r >> 16 : r & 0xffff);
-}
-
-static void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
-{
-    emu_slot &me = emu_my_slot();
-    memcpy(me.a, a, sizeof(me.a));
-    memcpy(me.b, b, sizeof(me.b));
-    emu_warp_sync();
-    const int l = emu_lane(), g = l / 4, t = l % 4;
-    for (int e = 0; e < 4; e++) {
-        const int row = g + e / 2 * 8, col = 2 * t + e % 2;
-        float acc = c[e];
-        for (int k = 0; k < 16; k++)
-            acc += emu_a(row, k) * emu_b(k, col);
-        c[e] = acc;
-    }
-    emu_warp_sync();
-    emu_n_collectives++;
-}
-
-static void cp_async16(void *dst, const void *src, int valid)
-{
-    if (!emu_in_smem(dst, 16) || ((uintptr_t)dst & 15) || ((uintptr_t)src & 15))
-        emu_fail("cp.async destination outside shared memory, or an address not 16-aligned");
-    emu_thread &t = emu_threads[emu_cur];
-    t.copies.push_back(emu_copy{dst, src, valid, t.committed});
-}
-
-static void cp_async_commit(void)
-{
-    emu_threads[emu_cur].committed++;
-}
-
-/* All but the newest n committed groups land now. */
-template <int n> static void cp_async_wait(void)
-{
-    emu_thread &t = emu_threads[emu_cur];
-    std::vector<emu_copy> keep;
-    for (const emu_copy &c : t.copies) {
-        if (c.group < t.committed - n) {
-            if (c.valid)
-                memcpy(c.dst, c.src, 16);
-            else
-                memset(c.dst, 0, 16);
-        } else {
-            keep.push_back(c);
-        }
-    }
-    t.copies.swap(keep);
-}
-
-static float atomicAdd(float *p, float v)
-{
-    const float old = *p;
-    *p = old + v;
-    return old;
+    return r;
 }
 
 static void emu_trampoline(void)
@@ -266,60 +186,172 @@ static void emu_trampoline(void)
 /* Out of line: getcontext returns twice, which a caller's loop variables may not survive. */
 static __attribute__((noinline)) void emu_make_thread(emu_thread *t)
 {
-    t->stack.resize(256 * 1024);
     getcontext(&t->ctx);
-    t->ctx.uc_stack.ss_sp = t->stack.data();
-    t->ctx.uc_stack.ss_size = t->stack.size();
+    t->ctx.uc_stack.ss_sp = t->stack;
+    t->ctx.uc_stack.ss_size = EMU_STACK_BYTES;
     t->ctx.uc_link = &emu_main;
     makecontext(&t->ctx, emu_trampoline, 0);
 }
 
-/* Runs body as every thread of every block of grid, blocks one after another. */
-static void emu_launch(dim3 grid, unsigned threads, size_t smem_bytes, std::function<void()> body)
+/* ---- launch limits ------------------------------------------------------------------------
+ * The launch is checked against one architecture's limits, by default sm_86's: of the three we
+ * build for (80, 86, 90) the least dynamic shared memory, so what passes here launches on all.
+ * Opt-in maxima per block (CUDA C++ Programming Guide, technical specifications per compute
+ * capability; the Ampere and Hopper tuning guides): 163 KiB on 8.0, 99 KiB on 8.6 and 8.9,
+ * 227 KiB on 9.0; above 48 KiB only after cudaFuncSetAttribute's
+ * cudaFuncAttributeMaxDynamicSharedMemorySize for that kernel. */
+static int emu_arch = 86;
+static cudaError_t emu_error = cudaSuccess; /* sticky until cudaGetLastError, as the runtime's */
+static long emu_n_refused;
+
+struct emu_attr {
+    const void *fn;
+    int max_dynamic_smem;
+};
+static std::vector<emu_attr> emu_attrs;
+
+static size_t emu_smem_optin(int arch)
 {
-    gridDim = emu_idx{grid.x, grid.y, grid.z};
-    blockDim = emu_idx{threads, 1, 1};
-    std::vector<uint4> smem((smem_bytes + 15) / 16 + 1);
-    emu_smem_base = (unsigned char *)smem.data();
-    emu_smem_size = smem_bytes;
-    emu_body = body;
-    for (unsigned by = 0; by < grid.y; by++)
-        for (unsigned bx = 0; bx < grid.x; bx++) {
-            blockIdx = emu_idx{bx, by, 0};
-            /* Garbage, not zeros: a read of what no copy wrote shows. */
-            memset(smem.data(), 0xff, smem.size() * sizeof(uint4));
-            emu_threads.assign(threads, emu_thread());
-            emu_bars.assign(1 + (threads + 31) / 32, emu_barrier{0, 0});
-            emu_slots.assign(threads, emu_slot());
-            for (unsigned i = 0; i < threads; i++)
-                emu_make_thread(&emu_threads[i]);
-            for (;;) {
-                int ran = 0, left = 0;
-                for (unsigned i = 0; i < threads; i++) {
-                    emu_thread &t = emu_threads[i];
-                    if (t.done)
-                        continue;
-                    left++;
-                    if (t.waiting && emu_bars[t.waiting - 1].gen == t.gen)
-                        continue;
-                    t.waiting = 0;
-                    emu_cur = (int)i;
-                    threadIdx = emu_idx{i, 0, 0};
-                    swapcontext(&emu_main, &t.ctx);
-                    ran = 1;
-                }
-                if (!left)
-                    break;
-                if (!ran)
-                    emu_fail("deadlock: threads wait at barriers no one else reaches");
-            }
-        }
+    return (size_t)(arch == 80 ? 163 : arch == 90 ? 227 : 99) * 1024;
 }
 
+template <class F> static cudaError_t emu_func_set_attribute(F *fn, cudaFuncAttribute attr, int v)
+{
+    const void *key = reinterpret_cast<const void *>(fn);
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return cudaSuccess;
+    if (v < 0 || (size_t)v > emu_smem_optin(emu_arch))
+        return cudaErrorInvalidValue;
+    for (emu_attr &a : emu_attrs)
+        if (a.fn == key) {
+            a.max_dynamic_smem = v;
+            return cudaSuccess;
+        }
+    emu_attrs.push_back(emu_attr{key, v});
+    return cudaSuccess;
+}
+
+static cudaError_t emu_get_last_error(void)
+{
+    const cudaError_t e = emu_error;
+    emu_error = cudaSuccess;
+    return e;
+}
+
+static int emu_refuse(cudaError_t e, const char *why, unsigned long long a, unsigned long long b)
+{
+    fprintf(stderr, "emulate: launch refused on sm_%d: %s (%llu, limit %llu)\n", emu_arch, why, a,
+            b);
+    emu_error = e;
+    emu_n_refused++;
+    return 0;
+}
+
+static int emu_launch_ok(const void *fn, dim3 g, dim3 b, size_t smem)
+{
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    const cudaError_t cfg = cudaErrorInvalidConfiguration;
+    if (!g.x || !g.y || !g.z || !threads)
+        return emu_refuse(cfg, "an empty grid or block", 0, 1);
+    if (threads > 1024)
+        return emu_refuse(cfg, "threads per block", threads, 1024);
+    if (b.x > 1024 || b.y > 1024 || b.z > 64)
+        return emu_refuse(cfg, "a block dimension (x, y <= 1024, z <= 64)", std::max(b.x, b.y),
+                          b.z > 64 ? 64 : 1024);
+    if (g.x > 2147483647u)
+        return emu_refuse(cfg, "grid x", g.x, 2147483647u);
+    if (g.y > 65535 || g.z > 65535)
+        return emu_refuse(cfg, "grid y or z", std::max(g.y, g.z), 65535);
+    if (smem > emu_smem_optin(emu_arch))
+        return emu_refuse(cudaErrorInvalidValue, "dynamic shared memory bytes", smem,
+                          emu_smem_optin(emu_arch));
+    if (smem > 48 * 1024) {
+        int opted = 0;
+        for (const emu_attr &a : emu_attrs)
+            opted |= a.fn == fn && (size_t)a.max_dynamic_smem >= smem;
+        if (!opted)
+            return emu_refuse(cudaErrorInvalidValue,
+                              "dynamic shared memory over 48 KiB without the kernel's opt-in", smem,
+                              48 * 1024);
+    }
+    return 1;
+}
+
+/* Runs the block's threads until all are done; a round where none can run is a deadlock. */
+static void emu_run_block(unsigned threads)
+{
+    for (;;) {
+        int ran = 0, left = 0;
+        for (unsigned i = 0; i < threads; i++) {
+            emu_thread &t = emu_threads[i];
+            if (t.done)
+                continue;
+            left++;
+            if (t.waiting && emu_bars[t.waiting - 1].gen == t.gen)
+                continue;
+            t.waiting = 0;
+            emu_cur = (int)i;
+            threadIdx = emu_idx{i % blockDim.x, i / blockDim.x % blockDim.y,
+                                i / (blockDim.x * blockDim.y)};
+            swapcontext(&emu_main, &t.ctx);
+            ran = 1;
+        }
+        if (!left)
+            return;
+        if (!ran)
+            emu_fail("deadlock: threads wait at barriers no one else reaches");
+    }
+}
+
+/* Runs body as every thread of every block of grid, blocks one after another, or refuses the
+ * launch as a GPU would (cudaGetLastError then says so) and runs nothing. Threads are numbered
+ * x fastest, warps are 32 consecutive numbers, as on the hardware. */
+static void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
+                       std::function<void()> body)
+{
+    if (!emu_launch_ok(fn, grid, block, smem_bytes))
+        return;
+    const unsigned threads = block.x * block.y * block.z;
+    gridDim = emu_idx{grid.x, grid.y, grid.z};
+    blockDim = emu_idx{block.x, block.y, block.z};
+    /* Shared memory between guard pages too: a read past the dynamic size faults. */
+    const size_t smem_alloc = (smem_bytes + 15) / 16 * 16;
+    const emu_place place = emu_placement;
+    emu_placement = EMU_PLACE_END;
+    emu_smem_base = (unsigned char *)emu_malloc(smem_alloc);
+    emu_placement = place;
+    emu_smem_size = smem_bytes;
+    emu_body = body;
+    while (emu_stacks.size() < threads)
+        emu_stacks.push_back((char *)malloc(EMU_STACK_BYTES));
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                blockIdx = emu_idx{bx, by, bz};
+                snprintf(emu_where, sizeof(emu_where), "block (%u, %u, %u) of (%u, %u, %u)", bx,
+                         by, bz, grid.x, grid.y, grid.z);
+                /* NaN bytes, not zeros: a read of what no thread wrote shows. */
+                memset(emu_smem_base, 0xff, smem_alloc);
+                emu_threads.assign(threads, emu_thread());
+                emu_bars.assign(1 + (threads + 31) / 32, emu_barrier{0, 0});
+                emu_slots.assign(threads, emu_slot());
+                for (unsigned i = 0; i < threads; i++) {
+                    emu_threads[i].stack = emu_stacks[i];
+                    emu_make_thread(&emu_threads[i]);
+                }
+                emu_run_block(threads);
+            }
+    snprintf(emu_where, sizeof(emu_where), "outside any kernel");
+    emu_free(emu_smem_base);
+    emu_smem_base = nullptr;
+}
+
+/* What src/tensor/cuda/cuda_common.h defines for nvcc, here for the emulator. */
 #define DYNAMIC_SMEM(name) uint4 *name = (uint4 *)emu_smem_base
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
-    ((void)(stream), emu_launch(grid, block, smem, [&] { kernel(__VA_ARGS__); }))
-#define cudaFuncSetAttribute(...) cudaSuccess
-#define cudaGetLastError() cudaSuccess
+    ((void)(stream), emu_launch(reinterpret_cast<const void *>(&kernel), dim3(grid), dim3(block),  \
+                                smem, [&] { kernel(__VA_ARGS__); }))
+#define cudaFuncSetAttribute(fn, attr, value) emu_func_set_attribute(&fn, attr, value)
+#define cudaGetLastError() emu_get_last_error()
 
 #endif /* TUBELET_TESTS_EMULATE_H */

@@ -9,15 +9,7 @@
 #include <stdint.h>
 
 #include "tensor/cuda/cuda_attention.h"
-#include "tubelet/base.h"
-
-typedef __nv_bfloat16 bf16;
-
-#define TB_CUDA_OR_RETURN(call)                                                                    \
-    do {                                                                                           \
-        if ((call) != cudaSuccess)                                                                 \
-            return TB_ECUDA;                                                                       \
-    } while (0)
+#include "tensor/cuda/cuda_common.h"
 
 /* Four warps per block, each owning 16 rows of the block's tile (the M of one mma). The forward
  * takes 64 queries against tiles of 64 keys: the scores of a warp are then 16 x 64 fp32 (32
@@ -44,11 +36,8 @@ static constexpr float LN2 = 0.6931471805599453f;
  * register m of lane 4g+t gets (row g, cols 2t, 2t+1) of matrix m, or with .trans (rows 2t,
  * 2t+1; col g). */
 /* tests/gpu/attention_emulate.cpp compiles this file for the CPU with TBC_EMULATE, its
- * emulate.h giving these primitives (with the data movement below) and TBC_LAUNCH. */
+ * emulate_ptx.h giving these primitives (with the data movement below). */
 #ifndef TBC_EMULATE
-#define DYNAMIC_SMEM(name) extern __shared__ uint4 name[]
-#define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
-    kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 
 static __device__ __forceinline__ void sync_block(void)
 {
@@ -578,11 +567,6 @@ extern "C" size_t tbc_attention_smem_bytes(int HS, int backward)
     return backward ? bwd_smem(HS) : fwd_smem(HS);
 }
 
-static int aligned(const void *p, size_t a)
-{
-    return ((uintptr_t)p & (a - 1)) == 0;
-}
-
 static int shape_ok(int B, int N, int NH, int HS)
 {
     return B >= 1 && N >= 1 && NH >= 1 && (HS == 64 || HS == 128) && (long long)B * NH <= 65535 &&
@@ -606,8 +590,8 @@ static int launch_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, in
 extern "C" int tbc_attention_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, int B,
                                  int N, int NH, int HS, int causal)
 {
-    if (!out || !lse || !qkv || !shape_ok(B, N, NH, HS) || !aligned(qkv, 16) || !aligned(out, 4) ||
-        !aligned(lse, 4))
+    if (!out || !lse || !qkv || !shape_ok(B, N, NH, HS) || !tbc_aligned(qkv, 16) ||
+        !tbc_aligned(out, 4) || !tbc_aligned(lse, 4))
         return TB_EINVAL;
     return HS == 64 ? launch_fwd<64>(s, out, lse, qkv, B, N, NH, causal)
                     : launch_fwd<128>(s, out, lse, qkv, B, N, NH, causal);
@@ -648,8 +632,8 @@ extern "C" int tbc_attention_bwd(cudaStream_t s, bf16 *dqkv, float *work, const 
                                  int NH, int HS, int causal)
 {
     if (!dqkv || !work || !dout || !qkv || !out || !lse || !shape_ok(B, N, NH, HS) ||
-        !aligned(qkv, 16) || !aligned(dout, 16) || !aligned(out, 4) || !aligned(dqkv, 4) ||
-        !aligned(work, 4) || !aligned(lse, 4))
+        !tbc_aligned(qkv, 16) || !tbc_aligned(dout, 16) || !tbc_aligned(out, 4) ||
+        !tbc_aligned(dqkv, 4) || !tbc_aligned(work, 4) || !tbc_aligned(lse, 4))
         return TB_EINVAL;
     return HS == 64 ? launch_bwd<64>(s, dqkv, work, dout, qkv, out, lse, B, N, NH, causal)
                     : launch_bwd<128>(s, dqkv, work, dout, qkv, out, lse, B, N, NH, causal);

@@ -1,0 +1,162 @@
+/* src/tensor/cuda/layernorm.cu - LayerNorm forward and backward, the CPU op's formula
+ * (src/tensor/cpu/elementwise.c: two-pass mean and biased variance, rstd = 1 / sqrt(var + eps))
+ * in fp32 with a typed output or output gradient. One warp per row: the lanes stride the row
+ * (coalesced), shuffles reduce it, any C works; the row is read again per pass, which L1 and
+ * L2 serve for the widths of our models. The parameter gradients sum over rows in a second
+ * kernel, in a fixed order (no atomics: the same bits every run). It does not fuse the residual
+ * add, nor keep a row in registers. Tests: tests/gpu/ops_emulate.cpp. */
+#include "tensor/cuda/cuda_common.h"
+
+/* Rows per block of the row kernels (a warp each); columns and row groups per block of the
+ * parameter-gradient kernel: 32 columns (a warp's coalesced 128 bytes) by 16 row groups. */
+enum { LN_WARPS = 8, LN_THREADS = 32 * LN_WARPS, LN_COLS = 32, LN_GROUPS = 16 };
+
+template <typename TO>
+__global__ void __launch_bounds__(LN_THREADS)
+    layernorm_fwd_kernel(TO *out, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b, int R, int C, float eps)
+{
+    const int lane = threadIdx.x % 32, row = blockIdx.x * LN_WARPS + threadIdx.x / 32;
+    if (row >= R)
+        return; /* the whole warp: no lane of it reaches a shuffle */
+    const float *x = inp + (size_t)row * C;
+    float sum = 0;
+    for (int c = lane; c < C; c += 32)
+        sum += x[c];
+    const float m = warp_sum(sum) / C;
+    float sq = 0;
+    for (int c = lane; c < C; c += 32) {
+        const float d = x[c] - m;
+        sq += d * d;
+    }
+    const float s = 1.0f / sqrtf(warp_sum(sq) / C + eps);
+    TO *y = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32)
+        put(y + c, (x[c] - m) * s * w[c] + b[c]);
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+/* dinp += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dout w, per row. */
+template <typename TD>
+__global__ void __launch_bounds__(LN_THREADS)
+    layernorm_bwd_kernel(float *dinp, const TD *dout, const float *inp, const float *w,
+                         const float *mean, const float *rstd, int R, int C)
+{
+    const int lane = threadIdx.x % 32, row = blockIdx.x * LN_WARPS + threadIdx.x / 32;
+    if (row >= R)
+        return;
+    const size_t o = (size_t)row * C;
+    const float m = mean[row], s = rstd[row];
+    float sum_d = 0, sum_dx = 0;
+    for (int c = lane; c < C; c += 32) {
+        const float xhat = (inp[o + c] - m) * s, dxhat = get(dout + o + c) * w[c];
+        sum_d += dxhat;
+        sum_dx += dxhat * xhat;
+    }
+    sum_d = warp_sum(sum_d) / C;
+    sum_dx = warp_sum(sum_dx) / C;
+    for (int c = lane; c < C; c += 32) {
+        const float xhat = (inp[o + c] - m) * s, dxhat = get(dout + o + c) * w[c];
+        dinp[o + c] += s * (dxhat - sum_d - xhat * sum_dx);
+    }
+}
+
+/* dw, db (C) = the sums over rows of dout xhat and dout. Block (32, 16): thread (x, y) sums
+ * rows y, y + 16, ... of column 32 blockIdx.x + x, then row y = 0 adds the 16 partials in
+ * order. Every thread reaches the barrier: columns past C load nothing. */
+template <typename TD>
+__global__ void __launch_bounds__(LN_COLS * LN_GROUPS)
+    layernorm_param_grads_kernel(float *dw, float *db, const TD *dout, const float *inp,
+                                 const float *mean, const float *rstd, int R, int C)
+{
+    DYNAMIC_SMEM(smem);
+    float(*part)[LN_GROUPS][LN_COLS + 1] = (float(*)[LN_GROUPS][LN_COLS + 1])smem;
+    const int x = threadIdx.x, y = threadIdx.y, c = blockIdx.x * LN_COLS + x;
+    float sw = 0, sb = 0;
+    if (c < C)
+        for (int r = y; r < R; r += LN_GROUPS) {
+            const size_t i = (size_t)r * C + c;
+            const float dy = get(dout + i);
+            sw += dy * (inp[i] - mean[r]) * rstd[r];
+            sb += dy;
+        }
+    part[0][y][x] = sw;
+    part[1][y][x] = sb;
+    __syncthreads();
+    if (y != 0 || c >= C)
+        return;
+    for (int g = 1; g < LN_GROUPS; g++) {
+        sw += part[0][g][x];
+        sb += part[1][g][x];
+    }
+    dw[c] = sw;
+    db[c] = sb;
+}
+
+static size_t param_grads_smem(void)
+{
+    return sizeof(float) * 2 * LN_GROUPS * (LN_COLS + 1);
+}
+
+static int shape_ok(int R, int C)
+{
+    return R >= 0 && C >= 1;
+}
+
+template <typename TO>
+static int launch_fwd(cudaStream_t s, TO *out, float *mean, float *rstd, const float *inp,
+                      const float *w, const float *b, int R, int C, float eps)
+{
+    const unsigned blocks = (unsigned)((R + LN_WARPS - 1) / LN_WARPS);
+    TBC_LAUNCH(layernorm_fwd_kernel<TO>, blocks, LN_THREADS, 0, s, out, mean, rstd, inp, w, b, R,
+               C, eps);
+    TB_CUDA_OR_RETURN(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int tbc_layernorm_fwd(cudaStream_t s, tbi_t out, float *mean, float *rstd,
+                                 const float *inp, const float *w, const float *b, int R, int C,
+                                 float eps)
+{
+    if (!out.p || !mean || !rstd || !inp || !w || !b || !shape_ok(R, C) || !tbc_typed_ok(out))
+        return TB_EINVAL;
+    if (R == 0)
+        return 0;
+    if (out.dt == TB_DTYPE_BF16)
+        return launch_fwd(s, (bf16 *)out.p, mean, rstd, inp, w, b, R, C, eps);
+    return launch_fwd(s, (float *)out.p, mean, rstd, inp, w, b, R, C, eps);
+}
+
+template <typename TD>
+static int launch_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const TD *dout,
+                      const float *inp, const float *w, const float *mean, const float *rstd,
+                      int R, int C)
+{
+    const unsigned blocks = (unsigned)((R + LN_WARPS - 1) / LN_WARPS);
+    if (blocks) {
+        TBC_LAUNCH(layernorm_bwd_kernel<TD>, blocks, LN_THREADS, 0, s, dinp, dout, inp, w, mean,
+                   rstd, R, C);
+        TB_CUDA_OR_RETURN(cudaGetLastError());
+    }
+    const unsigned col_blocks = (unsigned)((C + LN_COLS - 1) / LN_COLS);
+    TBC_LAUNCH(layernorm_param_grads_kernel<TD>, col_blocks, dim3(LN_COLS, LN_GROUPS),
+               param_grads_smem(), s, dw, db, dout, inp, mean, rstd, R, C);
+    TB_CUDA_OR_RETURN(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int tbc_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, tbi_t dout,
+                                 const float *inp, const float *w, const float *mean,
+                                 const float *rstd, int R, int C)
+{
+    if (!dinp || !dw || !db || !dout.p || !inp || !w || !mean || !rstd || !shape_ok(R, C) ||
+        !tbc_typed_ok(dout))
+        return TB_EINVAL;
+    /* R = 0: no rows, but dw and db are still written (zeros), as the CPU op's. */
+    if (dout.dt == TB_DTYPE_BF16)
+        return launch_bwd(s, dinp, dw, db, (const bf16 *)dout.p, inp, w, mean, rstd, R, C);
+    return launch_bwd(s, dinp, dw, db, (const float *)dout.p, inp, w, mean, rstd, R, C);
+}

@@ -1,0 +1,139 @@
+/* tests/gpu/emulate_ptx.h - the PTX primitives of src/tensor/cuda/attention.cu on
+ * tests/gpu/emulate.h's device: ldmatrix and mma.sync move data between the lanes as the PTX
+ * ISA documents (the products are plain fp32 sums), cp.async copies at the wait that retires
+ * it (so a read before its wait sees stale data) and asserts 16-byte aligned addresses in
+ * shared memory. attention.cu's own wrappers stand in for these under nvcc. */
+#ifndef TUBELET_TESTS_EMULATE_PTX_H
+#define TUBELET_TESTS_EMULATE_PTX_H
+
+#include "emulate.h"
+
+static void sync_block(void)
+{
+    __syncthreads();
+}
+
+static float shfl_xor(float v, int lane_mask)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+
+static int emu_in_smem(const void *p, size_t bytes)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    return c >= emu_smem_base && c + bytes <= emu_smem_base + emu_smem_size;
+}
+
+static float emu_bf16(uint32_t bits16)
+{
+    uint32_t u = bits16 << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void emu_ldsm(uint32_t r[4], const void *p, int trans)
+{
+    if (!emu_in_smem(p, 16) || ((uintptr_t)p & 15))
+        emu_fail("ldmatrix row address outside shared memory or not 16-byte aligned");
+    emu_my_slot().p = (const uint16_t *)p;
+    emu_warp_sync();
+    const int l = emu_lane(), g = l / 4, t = l % 4;
+    for (int m = 0; m < 4; m++) {
+        uint32_t lo, hi;
+        if (!trans) {
+            const uint16_t *row = emu_lane_slot(8 * m + g).p;
+            lo = row[2 * t];
+            hi = row[2 * t + 1];
+        } else {
+            lo = emu_lane_slot(8 * m + 2 * t).p[g];
+            hi = emu_lane_slot(8 * m + 2 * t + 1).p[g];
+        }
+        r[m] = lo | hi << 16;
+    }
+    emu_warp_sync();
+    emu_n_collectives++;
+}
+
+static void ldsm4(uint32_t r[4], const bf16 *p)
+{
+    emu_ldsm(r, p, 0);
+}
+
+static void ldsm4_t(uint32_t r[4], const bf16 *p)
+{
+    emu_ldsm(r, p, 1);
+}
+
+/* Element (row, k) of A, (k, n) of B, from the lanes' registers (layouts as attention.cu's). */
+static float emu_a(int row, int k)
+{
+    const emu_slot &s = emu_lane_slot(row % 8 * 4 + k % 8 / 2);
+    const uint32_t r = s.a[(row >= 8) + 2 * (k >= 8)];
+    return emu_bf16(k % 2 ? r >> 16 : r & 0xffff);
+}
+
+static float emu_b(int k, int n)
+{
+    const emu_slot &s = emu_lane_slot(n * 4 + k % 8 / 2);
+    const uint32_t r = s.b[k >= 8];
+    return emu_bf16(k % 2 ? r >> 16 : r & 0xffff);
+}
+
+static void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
+{
+    emu_slot &me = emu_my_slot();
+    memcpy(me.a, a, sizeof(me.a));
+    memcpy(me.b, b, sizeof(me.b));
+    emu_warp_sync();
+    const int l = emu_lane(), g = l / 4, t = l % 4;
+    for (int e = 0; e < 4; e++) {
+        const int row = g + e / 2 * 8, col = 2 * t + e % 2;
+        float acc = c[e];
+        for (int k = 0; k < 16; k++)
+            acc += emu_a(row, k) * emu_b(k, col);
+        c[e] = acc;
+    }
+    emu_warp_sync();
+    emu_n_collectives++;
+}
+
+static void cp_async16(void *dst, const void *src, int valid)
+{
+    if (!emu_in_smem(dst, 16) || ((uintptr_t)dst & 15) || ((uintptr_t)src & 15))
+        emu_fail("cp.async destination outside shared memory, or an address not 16-aligned");
+    emu_thread &t = emu_threads[emu_cur];
+    t.copies.push_back(emu_copy{dst, src, valid, t.committed});
+}
+
+static void cp_async_commit(void)
+{
+    emu_threads[emu_cur].committed++;
+}
+
+/* All but the newest n committed groups land now. */
+template <int n> static void cp_async_wait(void)
+{
+    emu_thread &t = emu_threads[emu_cur];
+    std::vector<emu_copy> keep;
+    for (const emu_copy &c : t.copies) {
+        if (c.group < t.committed - n) {
+            if (c.valid)
+                memcpy(c.dst, c.src, 16);
+            else
+                memset(c.dst, 0, 16);
+        } else {
+            keep.push_back(c);
+        }
+    }
+    t.copies.swap(keep);
+}
+
+static float atomicAdd(float *p, float v)
+{
+    const float old = *p;
+    *p = old + v;
+    return old;
+}
+
+#endif /* TUBELET_TESTS_EMULATE_PTX_H */
