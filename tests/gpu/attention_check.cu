@@ -44,7 +44,7 @@ static struct bufs bufs_alloc(struct shape c)
     b.n_qkv = (size_t)c.B * c.N * 3 * c.NH * c.HS;
     b.n_out = b.n_qkv / 3;
     b.n_lse = (size_t)c.B * c.NH * c.N;
-    b.work_bytes = tbc_attention_bwd_workspace_bytes(c.B, c.N, c.NH, c.HS);
+    b.work_bytes = tbc_flash_bwd_workspace_bytes(c.B, c.N, c.NH, c.HS);
     CHECK_CUDA(cudaMalloc(&b.qkv, b.n_qkv * sizeof(bf16)));
     CHECK_CUDA(cudaMalloc(&b.dqkv, b.n_qkv * sizeof(bf16)));
     CHECK_CUDA(cudaMalloc(&b.dout, b.n_out * sizeof(bf16)));
@@ -85,10 +85,10 @@ static int check_case(struct shape c)
     CHECK_CUDA(cudaMemset(dqkv, 0xff, n_qkv * sizeof(bf16)));
     CHECK_CUDA(cudaMemset(lse, 0xff, n_lse * sizeof(float)));
     CHECK_CUDA(cudaMemset(work, 0xff, work_bytes));
-    int rf = tbc_attention_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
+    int rf = tbc_flash_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
     int rb =
         rf ? rf
-           : tbc_attention_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS, c.causal);
+           : tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS, c.causal);
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(out_b.data(), out, n_out * sizeof(bf16), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lse_g.data(), lse, n_lse * sizeof(float), cudaMemcpyDeviceToHost));
@@ -229,16 +229,16 @@ static int time_all(void)
         CHECK_CUDA(cudaEventCreate(&e2));
         int rc = 0;
         for (int w = 0; w < 2 && !rc; w++) {
-            rc |= tbc_attention_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
-            rc |= tbc_attention_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS,
+            rc |= tbc_flash_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
+            rc |= tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS,
                                     c.causal);
         }
         CHECK_CUDA(cudaEventRecord(e0));
         for (int it = 0; it < iters && !rc; it++)
-            rc |= tbc_attention_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
+            rc |= tbc_flash_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
         CHECK_CUDA(cudaEventRecord(e1));
         for (int it = 0; it < iters && !rc; it++)
-            rc |= tbc_attention_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS,
+            rc |= tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS,
                                     c.causal);
         CHECK_CUDA(cudaEventRecord(e2));
         CHECK_CUDA(cudaEventSynchronize(e2));
@@ -274,7 +274,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--info")) {
             for (int HS = 64; HS <= 128; HS *= 2)
                 printf("HS %d: forward %zu bytes, backward %zu bytes of shared memory\n", HS,
-                       tbc_attention_smem_bytes(HS, 0), tbc_attention_smem_bytes(HS, 1));
+                       tbc_flash_smem_bytes(HS, 0), tbc_flash_smem_bytes(HS, 1));
             return 0;
         } else if (!strcmp(argv[i], "--selftest")) {
             return selftest();

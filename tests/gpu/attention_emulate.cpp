@@ -20,7 +20,7 @@ static int emulate_case(int B, int N, int NH, int HS, int causal)
     random_bf16(qkv_h, qkv_f, n_qkv);
     random_bf16(dout_h, dout_f, n_out);
     /* Device memory between guard pages, NaN until written (emulate_mem.h). */
-    const size_t work_bytes = tbc_attention_bwd_workspace_bytes(B, N, NH, HS);
+    const size_t work_bytes = tbc_flash_bwd_workspace_bytes(B, N, NH, HS);
     bf16 *qkv = (bf16 *)emu_malloc(n_qkv * sizeof(bf16));
     bf16 *dout = (bf16 *)emu_malloc(n_out * sizeof(bf16));
     bf16 *out_d = (bf16 *)emu_malloc(n_out * sizeof(bf16));
@@ -30,8 +30,8 @@ static int emulate_case(int B, int N, int NH, int HS, int causal)
     memcpy(qkv, qkv_h.data(), n_qkv * sizeof(bf16));
     memcpy(dout, dout_h.data(), n_out * sizeof(bf16));
     const long c0 = emu_n_collectives;
-    int rf = tbc_attention_fwd(nullptr, out_d, lse_d, qkv, B, N, NH, HS, causal);
-    int rb = tbc_attention_bwd(nullptr, dqkv_d, work, dout, qkv, out_d, lse_d, B, N, NH, HS,
+    int rf = tbc_flash_fwd(nullptr, out_d, lse_d, qkv, B, N, NH, HS, causal);
+    int rb = tbc_flash_bwd(nullptr, dqkv_d, work, dout, qkv, out_d, lse_d, B, N, NH, HS,
                                causal);
     std::vector<float> lse(lse_d, lse_d + n_lse);
     memcpy(out.data(), out_d, n_out * sizeof(bf16));
@@ -83,9 +83,9 @@ int main(void)
     /* The launchers' argument checks. */
     bf16 dummy[64] __attribute__((aligned(16)));
     float f[64];
-    const int bad = tbc_attention_fwd(nullptr, dummy, f, dummy, 1, 1, 1, 96, 0) == TB_EINVAL &&
-                    tbc_attention_fwd(nullptr, dummy, f, dummy + 1, 1, 1, 1, 64, 0) == TB_EINVAL &&
-                    tbc_attention_fwd(nullptr, dummy, f, dummy, 1, 0, 1, 64, 0) == TB_EINVAL;
+    const int bad = tbc_flash_fwd(nullptr, dummy, f, dummy, 1, 1, 1, 96, 0) == TB_EINVAL &&
+                    tbc_flash_fwd(nullptr, dummy, f, dummy + 1, 1, 1, 1, 64, 0) == TB_EINVAL &&
+                    tbc_flash_fwd(nullptr, dummy, f, dummy, 1, 0, 1, 64, 0) == TB_EINVAL;
     printf("unsupported HS, misaligned qkv, N = 0: TB_EINVAL %s\n", bad ? "ok" : "FAIL");
     failed += !bad;
     printf("%d of %d emulated cases failed\n", failed, n + 1);

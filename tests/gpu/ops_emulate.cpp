@@ -11,9 +11,12 @@
 
 #include <sys/wait.h>
 
-#include "tensor/cuda/elementwise.cu"
-#include "tensor/cuda/layernorm.cu"
-#include "tensor/cuda/optim.cu"
+#include "tensor/cuda/cuda_common.h"
+
+/* The cuda-emu backend of the library: its own emulated device in its own translation unit
+ * (src/tensor/cuda/emu/backend_emu.cpp); the memory here is this file's emulator's, the same
+ * address space. Its work is queued on its streams: launched() waits for it. */
+static tbi_backend *cu;
 
 /* Tolerances, as a fraction of the largest magnitude of the reference tensor (an error that
  * summation order makes is of the size of the terms, not of a result that cancels):
@@ -185,6 +188,8 @@ static int release(std::initializer_list<ten *> ts)
 static int launched(const char *what, int rc)
 {
     if (rc == 0)
+        rc = cu->ops->sync(cu);
+    if (rc == 0)
         return 1;
     printf("    %s: the launcher returned %d | FAIL\n", what, rc);
     n_failed++;
@@ -202,8 +207,8 @@ static void case_layernorm(tbi_backend *cpu, int R, int C, int dt)
     ten mean = fresh(TB_DTYPE_F32, R), rstd = fresh(TB_DTYPE_F32, R);
     const float eps = 1e-5f;
     TBI_OP(cpu, layernorm_fwd, host(out), hf(mean), hf(rstd), hf(x), hf(w), hf(b), R, C, eps);
-    if (launched("layernorm_fwd", tbc_layernorm_fwd(nullptr, dev(out), df(mean), df(rstd), df(x),
-                                                    df(w), df(b), R, C, eps))) {
+    if (launched("layernorm_fwd", cu->ops->layernorm_fwd(cu, dev(out), df(mean), df(rstd), df(x),
+                                                         df(w), df(b), R, C, eps))) {
         check("out", out, TOL_SUM);
         check("mean", mean, TOL_SUM);
         check("rstd", rstd, TOL_SUM);
@@ -220,8 +225,8 @@ static void case_layernorm(tbi_backend *cpu, int R, int C, int dt)
     double terms = 0;
     for (size_t i = 0; i < n; i++)
         terms = std::max(terms, fabs((double)hf(rstd)[i / C] * ten_get(dout, i) * hf(w)[i % C]));
-    if (launched("layernorm_bwd", tbc_layernorm_bwd(nullptr, df(dinp), df(dw), df(db), dev(dout),
-                                                    df(x), df(w), df(mean), df(rstd), R, C))) {
+    if (launched("layernorm_bwd", cu->ops->layernorm_bwd(cu, df(dinp), df(dw), df(db), dev(dout),
+                                                         df(x), df(w), df(mean), df(rstd), R, C))) {
         check("dinp", dinp, TOL_SUM, terms);
         check("dw", dw, TOL_SUM);
         check("db", db, TOL_SUM);
@@ -242,7 +247,7 @@ static void case_act_fwd(tbi_backend *cpu, int act, size_t n, int dt_out, int dt
     TBI_OP(cpu, act_fwd, act, host(in_place ? xh : out), host(xh), n);
     if (in_place)
         out.h = xh.h;
-    if (launched("act_fwd", tbc_act_fwd(nullptr, act, dev(out), dev(x), n)))
+    if (launched("act_fwd", cu->ops->act_fwd(cu, act, dev(out), dev(x), n)))
         check("out", out, TOL_ACT);
     if (in_place)
         release({&x});
@@ -269,7 +274,7 @@ static void case_act_bwd(tbi_backend *cpu, int act, size_t n, const int dt[4], i
         out.h = xh.h;
     }
     tbi_t dev_out = with_out ? dev(out) : tbi_t_of(nullptr, dt[1]);
-    if (launched("act_bwd", tbc_act_bwd(nullptr, act, dev(dinp), dev_out, dev(x), dev(dout), n))) {
+    if (launched("act_bwd", cu->ops->act_bwd(cu, act, dev(dinp), dev_out, dev(x), dev(dout), n))) {
         check("dinp", dinp, TOL_ACT);
         if (with_out)
             check("out", out, TOL_ACT);
@@ -310,7 +315,7 @@ static void case_add(tbi_backend *cpu, size_t n, int in_place)
     TBI_OP(cpu, add, hf(in_place ? ah : out), hf(ah), hf(b), n);
     if (in_place)
         out.h = ah.h;
-    if (launched("add", tbc_add(nullptr, df(out), df(a), df(b), n)))
+    if (launched("add", cu->ops->add(cu, df(out), df(a), df(b), n)))
         check("out", out, TOL_ADD);
     if (in_place)
         release({&a, &b});
@@ -330,8 +335,8 @@ static void case_scale_add(tbi_backend *cpu, int B, size_t n, int dt, int with_a
            B, n);
     if (in_place)
         out.h = ah.h;
-    if (launched("scale_add", tbc_scale_add(nullptr, dev(out), with_a ? df(a) : nullptr, df(x),
-                                            df(scale), B, n)))
+    if (launched("scale_add", cu->ops->scale_add(cu, dev(out), with_a ? df(a) : nullptr, df(x),
+                                                 df(scale), B, n)))
         check("out", out, TOL_ADD);
     if (in_place)
         release({&a, &x, &scale});
@@ -359,29 +364,29 @@ static int run_opt(tbi_backend *cpu, const opt_case &c, ten &p, ten &g, ten &m, 
     if (c.kind == OPT_ADAMW && c.checked) {
         TBI_OP(cpu, adamw_checked, hf(p), hf(g), st_h, hf(m), hf(v), c.n, lr, 0.9f, 0.999f, 1e-8f,
                c.wd, c.step);
-        return tbc_adamw_checked(nullptr, df(p), df(g), st_d, df(m), df(v), c.n, lr, 0.9f, 0.999f,
-                                 1e-8f, c.wd, c.step);
+        return cu->ops->adamw_checked(cu, df(p), df(g), st_d, df(m), df(v), c.n, lr, 0.9f, 0.999f,
+                                      1e-8f, c.wd, c.step);
     }
     if (c.kind == OPT_ADAMW) {
         TBI_OP(cpu, adamw, hf(p), hf(g), gs, hf(m), hf(v), c.n, lr, 0.9f, 0.999f, 1e-8f, c.wd,
                c.step);
-        return tbc_adamw(nullptr, df(p), df(g), gs, df(m), df(v), c.n, lr, 0.9f, 0.999f, 1e-8f,
-                         c.wd, c.step);
+        return cu->ops->adamw(cu, df(p), df(g), gs, df(m), df(v), c.n, lr, 0.9f, 0.999f, 1e-8f,
+                              c.wd, c.step);
     }
     if (c.kind == OPT_LION && c.checked) {
         TBI_OP(cpu, lion_checked, hf(p), hf(g), st_h, hf(m), c.n, lr, 0.9f, 0.99f, c.wd);
-        return tbc_lion_checked(nullptr, df(p), df(g), st_d, df(m), c.n, lr, 0.9f, 0.99f, c.wd);
+        return cu->ops->lion_checked(cu, df(p), df(g), st_d, df(m), c.n, lr, 0.9f, 0.99f, c.wd);
     }
     if (c.kind == OPT_LION) {
         TBI_OP(cpu, lion, hf(p), hf(g), gs, hf(m), c.n, lr, 0.9f, 0.99f, c.wd);
-        return tbc_lion(nullptr, df(p), df(g), gs, df(m), c.n, lr, 0.9f, 0.99f, c.wd);
+        return cu->ops->lion(cu, df(p), df(g), gs, df(m), c.n, lr, 0.9f, 0.99f, c.wd);
     }
     if (c.checked) {
         TBI_OP(cpu, sgd_checked, hf(p), hf(g), st_h, hf(m), c.n, lr, 0.9f, c.wd);
-        return tbc_sgd_checked(nullptr, df(p), df(g), st_d, df(m), c.n, lr, 0.9f, c.wd);
+        return cu->ops->sgd_checked(cu, df(p), df(g), st_d, df(m), c.n, lr, 0.9f, c.wd);
     }
     TBI_OP(cpu, sgd, hf(p), hf(g), gs, hf(m), c.n, lr, 0.9f, c.wd);
-    return tbc_sgd(nullptr, df(p), df(g), gs, df(m), c.n, lr, 0.9f, c.wd);
+    return cu->ops->sgd(cu, df(p), df(g), gs, df(m), c.n, lr, 0.9f, c.wd);
 }
 
 static void case_opt(tbi_backend *cpu, const opt_case &c)
@@ -447,13 +452,13 @@ static void case_arguments(void)
 {
     float *f = (float *)emu_malloc(64 * sizeof(float));
     const tbi_t odd = tbi_t_of((char *)f + 2, TB_DTYPE_F32), ok = tbi_f32(f);
-    const int refused = tbc_layernorm_fwd(nullptr, ok, f, f, f, f, f, 1, 0, 1e-5f) == TB_EINVAL &&
-                        tbc_act_fwd(nullptr, 7, ok, ok, 4) == TB_EINVAL &&
-                        tbc_act_fwd(nullptr, TBI_ACT_GELU, odd, ok, 4) == TB_EINVAL &&
-                        tbc_act_fwd(nullptr, TBI_ACT_GELU, tbi_t_of(f, 5), ok, 4) == TB_EINVAL &&
-                        tbc_adamw(nullptr, f, f, 1, f, f, 4, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0) ==
-                            TB_EINVAL &&
-                        tbc_scale_add(nullptr, ok, f, f, f, -1, 4) == TB_EINVAL;
+    const int refused =
+        cu->ops->layernorm_fwd(cu, ok, f, f, f, f, f, 1, 0, 1e-5f) == TB_EINVAL &&
+        cu->ops->act_fwd(cu, 7, ok, ok, 4) == TB_EINVAL &&
+        cu->ops->act_fwd(cu, TBI_ACT_GELU, odd, ok, 4) == TB_EINVAL &&
+        cu->ops->act_fwd(cu, TBI_ACT_GELU, tbi_t_of(f, 5), ok, 4) == TB_EINVAL &&
+        cu->ops->adamw(cu, f, f, 1, f, f, 4, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0) == TB_EINVAL &&
+        cu->ops->scale_add(cu, ok, f, f, f, -1, 4) == TB_EINVAL;
     printf("  arguments: C 0, unknown activation, misaligned f32, unknown dtype, step 0, B < 0: "
            "TB_EINVAL %s\n",
            refused ? "ok" : "FAIL");
@@ -580,8 +585,7 @@ static void planted_unwritten(void)
     for (int i = 0; i < n; i++)
         hf(y)[i] = 2 * hf(x)[i];
     TBC_LAUNCH(planted_skip_last_kernel, 1, 128, 0, nullptr, df(y), df(x), n);
-    expect("(b) last element never written: NaN fails the comparison",
-           comparison_fails("y", y));
+    expect("(b) last element never written: NaN fails the comparison", comparison_fails("y", y));
     ten s = fresh(TB_DTYPE_F32, 1);
     hf(s)[0] = 0;
     for (int i = 0; i < 32; i++)
@@ -602,38 +606,38 @@ static int refused(const std::function<void()> &launch, float *y)
 static void planted_limits(void)
 {
     float *y = (float *)emu_malloc(4);
-    expect("(c) 2048 threads per block: refused", refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, 1, 2048, 0, nullptr, y);
-           }, y));
-    expect("(c) block (1, 1, 128): refused", refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, 1, dim3(1, 1, 128), 0, nullptr, y);
-           }, y));
-    expect("(c) grid y 65536: refused", refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, dim3(1, 65536), 32, 0, nullptr, y);
-           }, y));
-    expect("(c) 64 KiB of dynamic shared memory without the opt-in: refused", refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, 1, 32, 64 * 1024, nullptr, y);
-           }, y));
-    const int set64 = cudaFuncSetAttribute(planted_touch_kernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           64 * 1024) == cudaSuccess;
-    expect("(c) 64 KiB after the opt-in: runs", set64 && !refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, 1, 32, 64 * 1024, nullptr, y);
-           }, y));
-    const int set100 = cudaFuncSetAttribute(planted_touch_kernel,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            100 * 1024) == cudaSuccess;
-    expect("(c) 100 KiB on sm_86 (99 KiB at most): opt-in and launch refused",
-           !set100 && refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, 1, 32, 100 * 1024, nullptr, y);
-           }, y));
+    expect("(c) 2048 threads per block: refused",
+           refused([&] { TBC_LAUNCH(planted_touch_kernel, 1, 2048, 0, nullptr, y); }, y));
+    expect(
+        "(c) block (1, 1, 128): refused",
+        refused([&] { TBC_LAUNCH(planted_touch_kernel, 1, dim3(1, 1, 128), 0, nullptr, y); }, y));
+    expect(
+        "(c) grid y 65536: refused",
+        refused([&] { TBC_LAUNCH(planted_touch_kernel, dim3(1, 65536), 32, 0, nullptr, y); }, y));
+    expect("(c) 64 KiB of dynamic shared memory without the opt-in: refused",
+           refused([&] { TBC_LAUNCH(planted_touch_kernel, 1, 32, 64 * 1024, nullptr, y); }, y));
+    const int set64 =
+        cudaFuncSetAttribute(planted_touch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             64 * 1024) == cudaSuccess;
+    expect(
+        "(c) 64 KiB after the opt-in: runs",
+        set64 &&
+            !refused([&] { TBC_LAUNCH(planted_touch_kernel, 1, 32, 64 * 1024, nullptr, y); }, y));
+    const int set100 =
+        cudaFuncSetAttribute(planted_touch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             100 * 1024) == cudaSuccess;
+    expect(
+        "(c) 100 KiB on sm_86 (99 KiB at most): opt-in and launch refused",
+        !set100 &&
+            refused([&] { TBC_LAUNCH(planted_touch_kernel, 1, 32, 100 * 1024, nullptr, y); }, y));
     emu_arch = 90;
-    const int set100h = cudaFuncSetAttribute(planted_touch_kernel,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             100 * 1024) == cudaSuccess;
-    expect("(c) 100 KiB on sm_90 (227 KiB) after the opt-in: runs", set100h && !refused([&] {
-               TBC_LAUNCH(planted_touch_kernel, 1, 32, 100 * 1024, nullptr, y);
-           }, y));
+    const int set100h =
+        cudaFuncSetAttribute(planted_touch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             100 * 1024) == cudaSuccess;
+    expect(
+        "(c) 100 KiB on sm_90 (227 KiB) after the opt-in: runs",
+        set100h &&
+            !refused([&] { TBC_LAUNCH(planted_touch_kernel, 1, 32, 100 * 1024, nullptr, y); }, y));
     emu_arch = 86;
     emu_free(y);
 }
@@ -643,6 +647,10 @@ int main(void)
     tbi_backend *cpu = nullptr;
     if (tbi_backend_open(&cpu, "cpu")) {
         fprintf(stderr, "ops_emulate: no CPU backend\n");
+        return 1;
+    }
+    if (tbi_backend_open(&cu, "cuda-emu")) {
+        fprintf(stderr, "ops_emulate: no cuda-emu backend: %s\n", tb_errmsg());
         return 1;
     }
     const emu_place places[] = {EMU_PLACE_END, EMU_PLACE_START};
@@ -659,6 +667,7 @@ int main(void)
     planted_unwritten();
     planted_limits();
     tbi_backend_close(&cpu);
+    tbi_backend_close(&cu);
     printf("%d of %d checks failed\n", n_failed, n_checks);
     return n_failed ? 1 : 0;
 }

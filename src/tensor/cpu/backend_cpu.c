@@ -98,8 +98,9 @@ int tbi_cpu_mem_avail(tbi_backend *be, uint64_t *host_bytes)
     if (f)
         fclose(f);
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    *host_bytes = kb ? (uint64_t)kb * 1024
-                     : pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+    *host_bytes = kb                      ? (uint64_t)kb * 1024
+                  : pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size
+                                          : UINT64_MAX;
     return 0;
 }
 
@@ -222,8 +223,8 @@ static int matmul_fwd_bf16(tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int
     return 1;
 }
 
-static int matmul_bwd_bf16(tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t inp, tbi_t w,
-                           int M, int K, int N)
+static int matmul_bwd_bf16(tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t inp, tbi_t w, int M,
+                           int K, int N)
 {
     struct views v = {.prec = TB_DTYPE_BF16};
     if (!tbi_cpu_avx512_bf16() || (dbias.p && !dw.p))
@@ -239,8 +240,8 @@ static int matmul_bwd_bf16(tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t 
     return 1;
 }
 
-int tbi_cpu_matmul_fwd(tbi_backend *be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias,
-                       int M, int K, int N)
+int tbi_cpu_matmul_fwd(tbi_backend *be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M,
+                       int K, int N)
 {
     (void)be;
     struct views v = {.prec = prec};
@@ -358,8 +359,8 @@ static int attention_oom(int heads, int N)
                    heads, N);
 }
 
-int tbi_cpu_attention_fwd(tbi_backend *be, tbi_t out, float *lse, tbi_t qkv, int B, int N,
-                          int NH, int HS, int causal)
+int tbi_cpu_attention_fwd(tbi_backend *be, tbi_t out, float *lse, tbi_t qkv, int B, int N, int NH,
+                          int HS, int causal)
 {
     (void)be;
     struct views v = {.prec = TB_DTYPE_F32};
@@ -419,8 +420,8 @@ int tbi_cpu_xent_soft_fwd(tbi_backend *be, float *loss, float *probs, const floa
     return 0;
 }
 
-int tbi_cpu_xent_soft_bwd(tbi_backend *be, float *dlogits, const float *probs,
-                          const float *targets, int B, int K)
+int tbi_cpu_xent_soft_bwd(tbi_backend *be, float *dlogits, const float *probs, const float *targets,
+                          int B, int K)
 {
     (void)be;
     tbi_xent_soft_bwd(dlogits, probs, targets, B, K);
@@ -433,8 +434,8 @@ int tbi_cpu_mix_clips(tbi_backend *be, float *x, int B, int CT, int H, int W, fl
     (void)be;
     if (host_box && (host_box[0] < 0 || host_box[0] > host_box[1] || host_box[1] > H ||
                      host_box[2] < 0 || host_box[2] > host_box[3] || host_box[3] > W))
-        return tbi_err(TB_EINVAL, "cutmix box rows %d-%d, columns %d-%d outside %dx%d",
-                       host_box[0], host_box[1], host_box[2], host_box[3], H, W);
+        return tbi_err(TB_EINVAL, "cutmix box rows %d-%d, columns %d-%d outside %dx%d", host_box[0],
+                       host_box[1], host_box[2], host_box[3], H, W);
     tbi_mix_clips(x, B, CT, H, W, lam, host_box);
     return 0;
 }
@@ -446,23 +447,25 @@ int tbi_cpu_erase_boxes(tbi_backend *be, float *x, int B, int C, int T, int H, i
     for (int i = 0; i < B * T; i++) {
         const int32_t *bx = host_boxes + (size_t)i * 4;
         if (bx[0] >= 0 && (bx[0] > bx[1] || bx[1] > H || bx[2] < 0 || bx[2] > bx[3] || bx[3] > W))
-            return tbi_err(TB_EINVAL, "erasing box of clip %d, frame %d: rows %d-%d, columns "
-                           "%d-%d outside %dx%d", i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
+            return tbi_err(TB_EINVAL,
+                           "erasing box of clip %d, frame %d: rows %d-%d, columns "
+                           "%d-%d outside %dx%d",
+                           i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
     }
     tbi_erase_boxes(x, B, C, T, H, W, host_boxes, seed, host_streams);
     return 0;
 }
 
-int tbi_cpu_normalize(tbi_backend *be, float *out, const uint8_t *clips, const uint8_t *flip,
-                      int B, int T, int H, int W, const float *host_mean, const float *host_std)
+int tbi_cpu_normalize(tbi_backend *be, float *out, const uint8_t *clips, const uint8_t *flip, int B,
+                      int T, int H, int W, const float *host_mean, const float *host_std)
 {
     (void)be;
     tbi_normalize(out, clips, flip, B, T, H, W, host_mean, host_std);
     return 0;
 }
 
-int tbi_cpu_patchify(tbi_backend *be, float *cols, const float *video, int B, int C, int T,
-                     int H, int W, int TU, int P)
+int tbi_cpu_patchify(tbi_backend *be, float *cols, const float *video, int B, int C, int T, int H,
+                     int W, int TU, int P)
 {
     (void)be;
     tbi_patchify(cols, video, B, C, T, H, W, TU, P);
@@ -506,16 +509,16 @@ int tbi_cpu_scale_add(tbi_backend *be, tbi_t out, const float *a, const float *x
     return 0;
 }
 
-int tbi_cpu_scatter_rows(tbi_backend *be, float *dst, const float *src, const int32_t *idx,
-                         int B, int N, int NK, int len)
+int tbi_cpu_scatter_rows(tbi_backend *be, float *dst, const float *src, const int32_t *idx, int B,
+                         int N, int NK, int len)
 {
     (void)be;
     tbi_scatter_rows(dst, src, idx, B, N, NK, len);
     return 0;
 }
 
-int tbi_cpu_pos_tile_fwd(tbi_backend *be, float *pos, const float *spatial,
-                         const float *temporal, int T, int S, int D)
+int tbi_cpu_pos_tile_fwd(tbi_backend *be, float *pos, const float *spatial, const float *temporal,
+                         int T, int S, int D)
 {
     (void)be;
     tbi_pos_tile_fwd(pos, spatial, temporal, T, S, D);
@@ -597,8 +600,7 @@ int tbi_cpu_mse_bwd(tbi_backend *be, float *dpred, tbi_t pred, const float *tgt,
     return 0;
 }
 
-int tbi_cpu_pool_fwd(tbi_backend *be, int pool, float *pooled, const float *x, int B, int N,
-                     int D)
+int tbi_cpu_pool_fwd(tbi_backend *be, int pool, float *pooled, const float *x, int B, int N, int D)
 {
     (void)be;
     tbi_pool_fwd(pool, pooled, x, B, N, D);
@@ -671,8 +673,8 @@ int tbi_cpu_adamw_checked(tbi_backend *be, float *param, const float *grad,
 }
 
 int tbi_cpu_lion_checked(tbi_backend *be, float *param, const float *grad,
-                         const struct tbi_step_stats *st, float *m, size_t n, float lr,
-                         float beta1, float beta2, float weight_decay)
+                         const struct tbi_step_stats *st, float *m, size_t n, float lr, float beta1,
+                         float beta2, float weight_decay)
 {
     (void)be;
     if (!st->bad)
@@ -690,16 +692,16 @@ int tbi_cpu_sgd_checked(tbi_backend *be, float *param, const float *grad,
     return 0;
 }
 
-int tbi_cpu_infonce_fwd(tbi_backend *be, float *loss, double *work, const float *v,
-                        const float *t, int N, int E, const double *scale)
+int tbi_cpu_infonce_fwd(tbi_backend *be, float *loss, double *work, const float *v, const float *t,
+                        int N, int E, const double *scale)
 {
     (void)be;
     *loss = (float)tbi_infonce_fwd(work, v, t, N, E, *scale);
     return 0;
 }
 
-int tbi_cpu_infonce_bwd(tbi_backend *be, float *dv, float *dt, double *dscale, double *work,
-                        int N, int E, const double *scale, int row0, int rows, float mult)
+int tbi_cpu_infonce_bwd(tbi_backend *be, float *dv, float *dt, double *dscale, double *work, int N,
+                        int E, const double *scale, int row0, int rows, float mult)
 {
     if (row0 < 0 || rows < 0 || row0 + rows > N)
         return tbi_err(TB_EINVAL, "%s infonce_bwd: rows [%d, %d) of %d", be->name, row0,
@@ -715,8 +717,7 @@ int tbi_cpu_logit_scale(tbi_backend *be, double *scale, float *param)
     return 0;
 }
 
-int tbi_cpu_logit_scale_bwd(tbi_backend *be, float *grad, const double *dscale,
-                            const double *scale)
+int tbi_cpu_logit_scale_bwd(tbi_backend *be, float *grad, const double *dscale, const double *scale)
 {
     (void)be;
     *grad = (float)(*dscale * *scale);
@@ -729,26 +730,68 @@ static const struct tbi_ops cpu_ops = {
 #undef TBI_OP_ENTRY
 };
 
-const char *const tbi_backend_names[] = {"cpu", "cpu-guarded", NULL};
+const char *const tbi_backend_names[] = {"cpu", "cpu-guarded",
+#ifdef TB_HAVE_CUDA_EMU
+                                         "cuda-emu",
+#endif
+                                         NULL};
 
 int tbi_guard_open(tbi_backend *be); /* backend_guard.c */
 void tbi_guard_close(tbi_backend *be);
+#ifdef TB_HAVE_CUDA_EMU
+int tbi_cuda_emu_open(tbi_backend *be); /* src/tensor/cuda/emu/backend_emu.cpp */
+void tbi_cuda_emu_close(tbi_backend *be);
+#endif
+
+static int cpu_open(tbi_backend *be)
+{
+    be->name = "cpu";
+    be->device = TB_DEVICE_CPU;
+    be->ops = &cpu_ops;
+    return 0;
+}
+
+/* The CPU's ops on guarded memory (backend_guard.c). */
+static int guarded_open(tbi_backend *be)
+{
+    cpu_open(be);
+    be->name = "cpu-guarded";
+    return tbi_guard_open(be);
+}
+
+/* The backends by name: how each opens and closes. */
+static const struct {
+    const char *name;
+    int (*open)(tbi_backend *be);
+    void (*close)(tbi_backend *be);
+} backends[] = {
+    {"cpu", cpu_open, NULL},
+    {"cpu-guarded", guarded_open, tbi_guard_close},
+#ifdef TB_HAVE_CUDA_EMU
+    {"cuda-emu", tbi_cuda_emu_open, tbi_cuda_emu_close},
+#endif
+};
+enum { N_BACKENDS = sizeof(backends) / sizeof(backends[0]) };
 
 int tbi_backend_open(tbi_backend **out, const char *name)
 {
     *out = NULL;
     if (!name || !name[0])
         name = "cpu";
-    int guarded = !strcmp(name, "cpu-guarded");
-    if (strcmp(name, "cpu") && !guarded)
-        return tbi_err(TB_EUNSUPPORTED, "no backend '%s' in this build (cpu, cpu-guarded)", name);
+    int k = 0;
+    while (k < N_BACKENDS && strcmp(name, backends[k].name))
+        k++;
+    if (k == N_BACKENDS) {
+        char known[128] = "";
+        for (int i = 0; i < N_BACKENDS; i++)
+            snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "",
+                     backends[i].name);
+        return tbi_err(TB_EUNSUPPORTED, "no backend '%s' in this build (%s)", name, known);
+    }
     tbi_backend *be = tbi_calloc(1, sizeof(*be));
     if (!be)
         return tbi_err(TB_ENOMEM, "out of memory");
-    be->name = guarded ? "cpu-guarded" : "cpu";
-    be->device = TB_DEVICE_CPU;
-    be->ops = &cpu_ops;
-    int rc = guarded ? tbi_guard_open(be) : 0;
+    int rc = backends[k].open(be);
     if (rc < 0) {
         free(be);
         return rc;
@@ -761,9 +804,9 @@ void tbi_backend_close(tbi_backend **pbe)
 {
     if (!pbe || !*pbe)
         return;
-    if (!strcmp((*pbe)->name, "cpu-guarded"))
-        tbi_guard_close(*pbe);
+    for (int k = 0; k < N_BACKENDS; k++)
+        if (!strcmp((*pbe)->name, backends[k].name) && backends[k].close)
+            backends[k].close(*pbe);
     free(*pbe);
     *pbe = NULL;
 }
-

@@ -560,7 +560,7 @@ static size_t bwd_smem(int HS)
            sizeof(float) * 4 * BR;
 }
 
-extern "C" size_t tbc_attention_smem_bytes(int HS, int backward)
+extern "C" size_t tbc_flash_smem_bytes(int HS, int backward)
 {
     if (HS != 64 && HS != 128)
         return 0;
@@ -587,8 +587,8 @@ static int launch_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, in
     return 0;
 }
 
-extern "C" int tbc_attention_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, int B,
-                                 int N, int NH, int HS, int causal)
+extern "C" int tbc_flash_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, int B, int N,
+                             int NH, int HS, int causal)
 {
     if (!out || !lse || !qkv || !shape_ok(B, N, NH, HS) || !tbc_aligned(qkv, 16) ||
         !tbc_aligned(out, 4) || !tbc_aligned(lse, 4))
@@ -597,7 +597,7 @@ extern "C" int tbc_attention_fwd(cudaStream_t s, bf16 *out, float *lse, const bf
                     : launch_fwd<128>(s, out, lse, qkv, B, N, NH, causal);
 }
 
-extern "C" size_t tbc_attention_bwd_workspace_bytes(int B, int N, int NH, int HS)
+extern "C" size_t tbc_flash_bwd_workspace_bytes(int B, int N, int NH, int HS)
 {
     if (!shape_ok(B, N, NH, HS))
         return 0;
@@ -627,9 +627,9 @@ static int launch_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
     return 0;
 }
 
-extern "C" int tbc_attention_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
-                                 const bf16 *qkv, const bf16 *out, const float *lse, int B, int N,
-                                 int NH, int HS, int causal)
+extern "C" int tbc_flash_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
+                             const bf16 *qkv, const bf16 *out, const float *lse, int B, int N,
+                             int NH, int HS, int causal)
 {
     if (!dqkv || !work || !dout || !qkv || !out || !lse || !shape_ok(B, N, NH, HS) ||
         !tbc_aligned(qkv, 16) || !tbc_aligned(dout, 16) || !tbc_aligned(out, 4) ||

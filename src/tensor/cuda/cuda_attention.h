@@ -26,24 +26,24 @@ typedef uint16_t tbc_bf16;
  * log-sum-exp of each query row's scores scaled by HS^-0.5. causal != 0: key j > query i is
  * masked. HS is 64 or 128; qkv 16-byte aligned, out and lse 4-byte. Queued on s; returns 0,
  * TB_EINVAL (bad shape, HS, alignment, B * NH > 65535) or TB_ECUDA (the launch failed). */
-int tbc_attention_fwd(cudaStream_t s, tbc_bf16 *out, float *lse, const tbc_bf16 *qkv, int B, int N,
+int tbc_flash_fwd(cudaStream_t s, tbc_bf16 *out, float *lse, const tbc_bf16 *qkv, int B, int N,
                       int NH, int HS, int causal);
 
 /* Bytes of device workspace tbc_attention_bwd needs: dQ in fp32 (B, N, NH, HS) and the row
  * terms D (B, NH, N). */
-size_t tbc_attention_bwd_workspace_bytes(int B, int N, int NH, int HS);
+size_t tbc_flash_bwd_workspace_bytes(int B, int N, int NH, int HS);
 
 /* dqkv (B, N, 3, NH, HS) bf16 = the gradients of q, k, v (written, not accumulated) given
  * dout (B, N, D), the forward's qkv, out and lse, and causal as the forward's. work: device
- * memory of tbc_attention_bwd_workspace_bytes (4-byte aligned; its contents on entry do not
+ * memory of tbc_flash_bwd_workspace_bytes (4-byte aligned; its contents on entry do not
  * matter). dout 16-byte aligned. Returns as tbc_attention_fwd. */
-int tbc_attention_bwd(cudaStream_t s, tbc_bf16 *dqkv, float *work, const tbc_bf16 *dout,
+int tbc_flash_bwd(cudaStream_t s, tbc_bf16 *dqkv, float *work, const tbc_bf16 *dout,
                       const tbc_bf16 *qkv, const tbc_bf16 *out, const float *lse, int B, int N,
                       int NH, int HS, int causal);
 
 /* Dynamic shared memory of the forward (backward = 0) or backward kernel for HS, in bytes;
  * 0 for an unsupported HS. Host-only arithmetic: needs no GPU. */
-size_t tbc_attention_smem_bytes(int HS, int backward);
+size_t tbc_flash_smem_bytes(int HS, int backward);
 
 #ifdef __cplusplus
 }

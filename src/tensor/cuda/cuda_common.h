@@ -1,8 +1,10 @@
-/* src/tensor/cuda/cuda_common.h - what the .cu files of src/tensor/cuda share: bf16, the error
- * return, the launch (<<<>>> under nvcc; with TBC_EMULATE, tests/gpu/emulate.h's checked
- * launch on the CPU, included before this), dtype-generic loads and stores, the warp sum. C++
- * only, for .cu files and their emulation; the launchers' C headers are cuda_attention.h and
- * cuda_ops.h. */
+/* src/tensor/cuda/cuda_common.h - what the .cu files of src/tensor/cuda share: the backend's
+ * context and its launchers' prototypes (one per op of the op list: tbc_<op>, the CPU op's
+ * parameters, static in the one translation unit backend.cu makes, which declares them), bf16, the
+ * launch
+ * (<<<>>> under nvcc; with TBC_EMULATE, emu/emulate.h's checked, queued launch on the CPU,
+ * included before this), the host runtime seam (tbc_rt_*: the CUDA runtime, or the emulated
+ * device's), dtype-generic loads and stores, the warp sum. C++ only. */
 #ifndef TUBELET_TENSOR_CUDA_COMMON_H
 #define TUBELET_TENSOR_CUDA_COMMON_H
 
@@ -12,10 +14,41 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "tensor/cuda/cuda_ops.h" /* backend.h, with C linkage */
+extern "C" {
+#include "core/internal.h"
+#include "tensor/backend.h"
+}
 #include "tubelet/base.h"
 
 typedef __nv_bfloat16 bf16;
+
+struct tbc_gemm_cache; /* matmul.cu */
+enum {
+    TBC_LT_WORKSPACE = 32 << 20
+}; /* cuBLASLt's workspace, bytes (Hopper's kernels want 32 MiB) */
+
+/* The backend's state (be->ctx). Kernels queue on compute; the data-parallel reductions on
+ * comm, ordered by the events. scratch: device memory an op borrows for its own duration
+ * (tbc_scratch), grown as needed. */
+struct tbc_ctx {
+    cudaStream_t compute, comm;
+    int ev_compute, ev_comm; /* event handles: tbc_rt_event_* */
+    void *scratch;
+    size_t scratch_bytes;
+    void *lt, *lt_ws;             /* cuBLASLt's handle and workspace (nvcc builds) */
+    struct tbc_gemm_cache *gemms; /* the products' plans, one per shape */
+    int n_gemms, cap_gemms;
+};
+
+static inline struct tbc_ctx *tbc_ctx_of(tbi_backend *be)
+{
+    return (struct tbc_ctx *)be->ctx;
+}
+
+static inline cudaStream_t tbc_stream(tbi_backend *be)
+{
+    return tbc_ctx_of(be)->compute;
+}
 
 #define TB_CUDA_OR_RETURN(call)                                                                    \
     do {                                                                                           \
@@ -28,6 +61,174 @@ typedef __nv_bfloat16 bf16;
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
+
+/* ---- the host runtime seam: 0 or TB_ECUDA ------------------------------------------------ */
+#ifndef TBC_EMULATE
+#define TBC_RT(call) ((call) == cudaSuccess ? 0 : TB_ECUDA)
+static inline int tbc_rt_malloc(void **p, size_t n)
+{
+    return TBC_RT(cudaMalloc(p, n ? n : 1));
+}
+static inline int tbc_rt_free(void *p)
+{
+    return TBC_RT(cudaFree(p));
+}
+static inline int tbc_rt_memset(void *p, size_t n, cudaStream_t s)
+{
+    return TBC_RT(cudaMemsetAsync(p, 0, n, s));
+}
+static inline int tbc_rt_to_device(void *d, const void *h, size_t n, cudaStream_t s)
+{
+    return TBC_RT(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+}
+static inline int tbc_rt_to_host(void *h, const void *d, size_t n, cudaStream_t s)
+{
+    if (cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s) != cudaSuccess)
+        return TB_ECUDA;
+    return TBC_RT(cudaStreamSynchronize(s));
+}
+static inline int tbc_rt_copy(void *d, const void *src, size_t n, cudaStream_t s)
+{
+    return TBC_RT(cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToDevice, s));
+}
+static inline int tbc_rt_sync(void)
+{
+    return TBC_RT(cudaDeviceSynchronize());
+}
+static inline int tbc_rt_stream(cudaStream_t *s)
+{
+    return TBC_RT(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+}
+static inline void tbc_rt_stream_destroy(cudaStream_t s)
+{
+    cudaStreamDestroy(s);
+}
+static cudaEvent_t tbc_events[64];
+static int tbc_n_events;
+static inline int tbc_rt_event(int *ev)
+{
+    if (tbc_n_events == 64 ||
+        cudaEventCreateWithFlags(&tbc_events[tbc_n_events], cudaEventDisableTiming) != cudaSuccess)
+        return TB_ECUDA;
+    *ev = tbc_n_events++;
+    return 0;
+}
+static inline int tbc_rt_record(int ev, cudaStream_t s)
+{
+    return TBC_RT(cudaEventRecord(tbc_events[ev], s));
+}
+static inline int tbc_rt_wait(cudaStream_t s, int ev)
+{
+    return TBC_RT(cudaStreamWaitEvent(s, tbc_events[ev], 0));
+}
+static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
+{
+    return TBC_RT(cudaMemGetInfo(free_b, total));
+}
+static inline int tbc_rt_last_error(void)
+{
+    return TBC_RT(cudaGetLastError());
+}
+#else
+static inline int tbc_rt_malloc(void **p, size_t n)
+{
+    *p = emu_dev_malloc(n ? n : 1);
+    return *p ? 0 : TB_ENOMEM;
+}
+static inline int tbc_rt_free(void *p)
+{
+    return emu_dev_free(p) ? TB_ECUDA : 0;
+}
+static inline int tbc_rt_memset(void *p, size_t n, cudaStream_t s)
+{
+    emu_memset(p, 0, n, s);
+    return 0;
+}
+static inline int tbc_rt_to_device(void *d, const void *h, size_t n, cudaStream_t s)
+{
+    emu_copy_in(d, h, n, s);
+    return 0;
+}
+static inline int tbc_rt_to_host(void *h, const void *d, size_t n, cudaStream_t s)
+{
+    (void)s;
+    emu_copy_out(h, d, n);
+    return 0;
+}
+static inline int tbc_rt_copy(void *d, const void *src, size_t n, cudaStream_t s)
+{
+    emu_copy_dev(d, src, n, s);
+    return 0;
+}
+static inline int tbc_rt_sync(void)
+{
+    emu_drain();
+    return 0;
+}
+static inline int tbc_rt_stream(cudaStream_t *s)
+{
+    *s = emu_stream_create();
+    return 0;
+}
+static inline void tbc_rt_stream_destroy(cudaStream_t s)
+{
+    emu_stream_destroy(s);
+}
+static inline int tbc_rt_event(int *ev)
+{
+    *ev = emu_event_create();
+    return 0;
+}
+static inline int tbc_rt_record(int ev, cudaStream_t s)
+{
+    emu_event_record(ev, s);
+    return 0;
+}
+static inline int tbc_rt_wait(cudaStream_t s, int ev)
+{
+    emu_stream_wait(s, ev);
+    return 0;
+}
+/* The emulated device's memory: TBC_EMU_MEM_GB (default 80, an H100's) */
+static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
+{
+    const char *g = getenv("TBC_EMU_MEM_GB");
+    *total = (size_t)((g ? atof(g) : 80.0) * 1073741824.0);
+    *free_b = *total;
+    return 0;
+}
+static inline int tbc_rt_last_error(void)
+{
+    return emu_get_last_error() == cudaSuccess ? 0 : TB_ECUDA;
+}
+#endif
+
+/* A launch's error (refused configuration), as the op's return; 0 when it was queued. */
+static inline int tbc_launched(tbi_backend *be, const char *op)
+{
+    if (tbc_rt_last_error())
+        return tbi_err(TB_ECUDA, "%s %s: the kernel launch failed", be->name, op);
+    return 0;
+}
+
+/* bytes of device memory for the op that asks, valid until the next call: the compute stream
+ * finishes with the old buffer before a bigger one replaces it. */
+static inline int tbc_scratch(tbi_backend *be, size_t bytes, void **out)
+{
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    if (bytes > c->scratch_bytes) {
+        if (c->scratch && tbc_rt_free(c->scratch))
+            return tbi_err(TB_ECUDA, "%s: freeing scratch memory", be->name);
+        c->scratch = NULL;
+        c->scratch_bytes = 0;
+        const size_t grown = bytes + bytes / 2;
+        if (tbc_rt_malloc(&c->scratch, grown))
+            return tbi_err(TB_ENOMEM, "%s: %zu bytes of scratch device memory", be->name, grown);
+        c->scratch_bytes = grown;
+    }
+    *out = c->scratch;
+    return 0;
+}
 
 static inline int tbc_aligned(const void *p, size_t a)
 {

@@ -32,8 +32,8 @@ static __device__ __forceinline__ float quick_sigmoid(float x)
     return 1.0f / (1.0f + expf(-QUICK_K * x));
 }
 
-__global__ void __launch_bounds__(EW_THREADS) act_fwd_kernel(int act, tbi_t out, tbi_t inp,
-                                                              size_t n)
+__global__ void __launch_bounds__(EW_THREADS)
+    act_fwd_kernel(int act, tbi_t out, tbi_t inp, size_t n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(EW_THREADS) act_fwd_kernel(int act, tbi_t out,
     }
 }
 
-__global__ void __launch_bounds__(EW_THREADS) act_bwd_kernel(int act, tbi_t dinp, tbi_t out,
-                                                              tbi_t inp, tbi_t dout, size_t n)
+__global__ void __launch_bounds__(EW_THREADS)
+    act_bwd_kernel(int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout, size_t n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -63,8 +63,8 @@ __global__ void __launch_bounds__(EW_THREADS) act_bwd_kernel(int act, tbi_t dinp
     }
 }
 
-__global__ void __launch_bounds__(EW_THREADS) add_kernel(float *out, const float *a,
-                                                          const float *b, size_t n)
+__global__ void __launch_bounds__(EW_THREADS)
+    add_kernel(float *out, const float *a, const float *b, size_t n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -74,8 +74,7 @@ __global__ void __launch_bounds__(EW_THREADS) add_kernel(float *out, const float
 /* Segment b of n at blockIdx.y (striding by gridDim.y past 65535 segments): no division per
  * element. */
 __global__ void __launch_bounds__(EW_THREADS)
-    scale_add_kernel(tbi_t out, const float *a, const float *x, const float *scale, int B,
-                     size_t n)
+    scale_add_kernel(tbi_t out, const float *a, const float *x, const float *scale, int B, size_t n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (int b = blockIdx.y; b < B; b += gridDim.y) {
@@ -91,10 +90,12 @@ static int act_ok(int act)
     return act == TBI_ACT_GELU || act == TBI_ACT_QUICKGELU;
 }
 
-extern "C" int tbc_act_fwd(cudaStream_t s, int act, tbi_t out, tbi_t inp, size_t n)
+static int tbc_act_fwd(tbi_backend *be, int act, tbi_t out, tbi_t inp, size_t n)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!act_ok(act) || !out.p || !inp.p || !tbc_typed_ok(out) || !tbc_typed_ok(inp))
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s act_fwd: a shape, dtype or alignment it does not take",
+                       be->name);
     if (n == 0)
         return 0;
     TBC_LAUNCH(act_fwd_kernel, tbc_blocks(n, EW_THREADS), EW_THREADS, 0, s, act, out, inp, n);
@@ -102,12 +103,14 @@ extern "C" int tbc_act_fwd(cudaStream_t s, int act, tbi_t out, tbi_t inp, size_t
     return 0;
 }
 
-extern "C" int tbc_act_bwd(cudaStream_t s, int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout,
-                           size_t n)
+static int tbc_act_bwd(tbi_backend *be, int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout,
+                       size_t n)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!act_ok(act) || !dinp.p || !inp.p || !dout.p || !tbc_typed_ok(dinp) ||
         (out.p && !tbc_typed_ok(out)) || !tbc_typed_ok(inp) || !tbc_typed_ok(dout))
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s act_bwd: a shape, dtype or alignment it does not take",
+                       be->name);
     if (n == 0)
         return 0;
     TBC_LAUNCH(act_bwd_kernel, tbc_blocks(n, EW_THREADS), EW_THREADS, 0, s, act, dinp, out, inp,
@@ -116,10 +119,11 @@ extern "C" int tbc_act_bwd(cudaStream_t s, int act, tbi_t dinp, tbi_t out, tbi_t
     return 0;
 }
 
-extern "C" int tbc_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n)
+static int tbc_add(tbi_backend *be, float *out, const float *a, const float *b, size_t n)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!out || !a || !b || !tbc_aligned(out, 4) || !tbc_aligned(a, 4) || !tbc_aligned(b, 4))
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s add: a shape, dtype or alignment it does not take", be->name);
     if (n == 0)
         return 0;
     TBC_LAUNCH(add_kernel, tbc_blocks(n, EW_THREADS), EW_THREADS, 0, s, out, a, b, n);
@@ -127,12 +131,14 @@ extern "C" int tbc_add(cudaStream_t s, float *out, const float *a, const float *
     return 0;
 }
 
-extern "C" int tbc_scale_add(cudaStream_t s, tbi_t out, const float *a, const float *x,
-                             const float *scale, int B, size_t n)
+static int tbc_scale_add(tbi_backend *be, tbi_t out, const float *a, const float *x,
+                         const float *scale, int B, size_t n)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!out.p || !x || !scale || B < 0 || !tbc_typed_ok(out) || !tbc_aligned(a, 4) ||
         !tbc_aligned(x, 4) || !tbc_aligned(scale, 4))
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s scale_add: a shape, dtype or alignment it does not take",
+                       be->name);
     if (B == 0 || n == 0)
         return 0;
     const dim3 grid(tbc_blocks(n, EW_THREADS), B < 65535 ? B : 65535);

@@ -68,12 +68,12 @@ __global__ void __launch_bounds__(LN_THREADS)
  * rows y, y + 16, ... of column 32 blockIdx.x + x, then row y = 0 adds the 16 partials in
  * order. Every thread reaches the barrier: columns past C load nothing. */
 template <typename TD>
-__global__ void __launch_bounds__(LN_COLS * LN_GROUPS)
+__global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
     layernorm_param_grads_kernel(float *dw, float *db, const TD *dout, const float *inp,
                                  const float *mean, const float *rstd, int R, int C)
 {
     DYNAMIC_SMEM(smem);
-    float(*part)[LN_GROUPS][LN_COLS + 1] = (float(*)[LN_GROUPS][LN_COLS + 1])smem;
+    float(*part)[LN_GROUPS][LN_COLS + 1] = (float(*)[LN_GROUPS][LN_COLS + 1]) smem;
     const int x = threadIdx.x, y = threadIdx.y, c = blockIdx.x * LN_COLS + x;
     float sw = 0, sb = 0;
     if (c < C)
@@ -111,18 +111,19 @@ static int launch_fwd(cudaStream_t s, TO *out, float *mean, float *rstd, const f
                       const float *w, const float *b, int R, int C, float eps)
 {
     const unsigned blocks = (unsigned)((R + LN_WARPS - 1) / LN_WARPS);
-    TBC_LAUNCH(layernorm_fwd_kernel<TO>, blocks, LN_THREADS, 0, s, out, mean, rstd, inp, w, b, R,
-               C, eps);
+    TBC_LAUNCH(layernorm_fwd_kernel<TO>, blocks, LN_THREADS, 0, s, out, mean, rstd, inp, w, b, R, C,
+               eps);
     TB_CUDA_OR_RETURN(cudaGetLastError());
     return 0;
 }
 
-extern "C" int tbc_layernorm_fwd(cudaStream_t s, tbi_t out, float *mean, float *rstd,
-                                 const float *inp, const float *w, const float *b, int R, int C,
-                                 float eps)
+static int tbc_layernorm_fwd(tbi_backend *be, tbi_t out, float *mean, float *rstd, const float *inp,
+                             const float *w, const float *b, int R, int C, float eps)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!out.p || !mean || !rstd || !inp || !w || !b || !shape_ok(R, C) || !tbc_typed_ok(out))
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s layernorm_fwd: a shape, dtype or alignment it does not take",
+                       be->name);
     if (R == 0)
         return 0;
     if (out.dt == TB_DTYPE_BF16)
@@ -132,8 +133,8 @@ extern "C" int tbc_layernorm_fwd(cudaStream_t s, tbi_t out, float *mean, float *
 
 template <typename TD>
 static int launch_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const TD *dout,
-                      const float *inp, const float *w, const float *mean, const float *rstd,
-                      int R, int C)
+                      const float *inp, const float *w, const float *mean, const float *rstd, int R,
+                      int C)
 {
     const unsigned blocks = (unsigned)((R + LN_WARPS - 1) / LN_WARPS);
     if (blocks) {
@@ -148,13 +149,15 @@ static int launch_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const T
     return 0;
 }
 
-extern "C" int tbc_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, tbi_t dout,
-                                 const float *inp, const float *w, const float *mean,
-                                 const float *rstd, int R, int C)
+static int tbc_layernorm_bwd(tbi_backend *be, float *dinp, float *dw, float *db, tbi_t dout,
+                             const float *inp, const float *w, const float *mean, const float *rstd,
+                             int R, int C)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!dinp || !dw || !db || !dout.p || !inp || !w || !mean || !rstd || !shape_ok(R, C) ||
         !tbc_typed_ok(dout))
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s layernorm_bwd: a shape, dtype or alignment it does not take",
+                       be->name);
     /* R = 0: no rows, but dw and db are still written (zeros), as the CPU op's. */
     if (dout.dt == TB_DTYPE_BF16)
         return launch_bwd(s, dinp, dw, db, (const bf16 *)dout.p, inp, w, mean, rstd, R, C);

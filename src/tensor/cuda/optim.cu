@@ -107,9 +107,9 @@ static opt_scale scale_of(float grad_scale, const struct tbi_step_stats *st)
     return g;
 }
 
-static int adamw(cudaStream_t s, float *param, const float *grad, opt_scale sc, float *m,
-                 float *v, size_t n, float lr, float beta1, float beta2, float eps,
-                 float weight_decay, int64_t step)
+static int adamw(cudaStream_t s, float *param, const float *grad, opt_scale sc, float *m, float *v,
+                 size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                 int64_t step)
 {
     if (!opt_ok(param, grad, m, v) || step < 1)
         return TB_EINVAL;
@@ -139,52 +139,60 @@ static int sgd(cudaStream_t s, float *param, const float *grad, opt_scale sc, fl
     return launch_update(s, r, sc, n);
 }
 
-extern "C" int tbc_adamw(cudaStream_t s, float *param, const float *grad, float grad_scale,
-                         float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                         float eps, float weight_decay, int64_t step)
+static int tbc_adamw(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
+                     float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                     float weight_decay, int64_t step)
 {
+    cudaStream_t s = tbc_stream(be);
     return adamw(s, param, grad, scale_of(grad_scale, NULL), m, v, n, lr, beta1, beta2, eps,
                  weight_decay, step);
 }
 
-extern "C" int tbc_lion(cudaStream_t s, float *param, const float *grad, float grad_scale,
-                        float *m, size_t n, float lr, float beta1, float beta2,
-                        float weight_decay)
+static int tbc_lion(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
+                    size_t n, float lr, float beta1, float beta2, float weight_decay)
 {
+    cudaStream_t s = tbc_stream(be);
     return lion(s, param, grad, scale_of(grad_scale, NULL), m, n, lr, beta1, beta2, weight_decay);
 }
 
-extern "C" int tbc_sgd(cudaStream_t s, float *param, const float *grad, float grad_scale,
-                       float *m, size_t n, float lr, float momentum, float weight_decay)
+static int tbc_sgd(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
+                   size_t n, float lr, float momentum, float weight_decay)
 {
+    cudaStream_t s = tbc_stream(be);
     return sgd(s, param, grad, scale_of(grad_scale, NULL), m, n, lr, momentum, weight_decay);
 }
 
-extern "C" int tbc_adamw_checked(cudaStream_t s, float *param, const float *grad,
-                                 const struct tbi_step_stats *st, float *m, float *v, size_t n,
-                                 float lr, float beta1, float beta2, float eps,
-                                 float weight_decay, int64_t step)
+static int tbc_adamw_checked(tbi_backend *be, float *param, const float *grad,
+                             const struct tbi_step_stats *st, float *m, float *v, size_t n,
+                             float lr, float beta1, float beta2, float eps, float weight_decay,
+                             int64_t step)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!st)
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s adamw_checked: a shape, dtype or alignment it does not take",
+                       be->name);
     return adamw(s, param, grad, scale_of(0, st), m, v, n, lr, beta1, beta2, eps, weight_decay,
                  step);
 }
 
-extern "C" int tbc_lion_checked(cudaStream_t s, float *param, const float *grad,
-                                const struct tbi_step_stats *st, float *m, size_t n, float lr,
-                                float beta1, float beta2, float weight_decay)
+static int tbc_lion_checked(tbi_backend *be, float *param, const float *grad,
+                            const struct tbi_step_stats *st, float *m, size_t n, float lr,
+                            float beta1, float beta2, float weight_decay)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!st)
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s lion_checked: a shape, dtype or alignment it does not take",
+                       be->name);
     return lion(s, param, grad, scale_of(0, st), m, n, lr, beta1, beta2, weight_decay);
 }
 
-extern "C" int tbc_sgd_checked(cudaStream_t s, float *param, const float *grad,
-                               const struct tbi_step_stats *st, float *m, size_t n, float lr,
-                               float momentum, float weight_decay)
+static int tbc_sgd_checked(tbi_backend *be, float *param, const float *grad,
+                           const struct tbi_step_stats *st, float *m, size_t n, float lr,
+                           float momentum, float weight_decay)
 {
+    cudaStream_t s = tbc_stream(be);
     if (!st)
-        return TB_EINVAL;
+        return tbi_err(TB_EINVAL, "%s sgd_checked: a shape, dtype or alignment it does not take",
+                       be->name);
     return sgd(s, param, grad, scale_of(0, st), m, n, lr, momentum, weight_decay);
 }

@@ -1,4 +1,4 @@
-/* tests/gpu/emulate_mem.h - emulated device memory for tests/gpu/emulate.h: emu_malloc stands
+/* src/tensor/cuda/emu/emulate_mem.h - emulated device memory for emulate.h: emu_malloc stands
  * in for cudaMalloc with what a GPU never gives you, an immediate fault. Each allocation gets
  * pages of its own between two PROT_NONE guard pages and is placed flush against one of them
  * (emu_placement: the end, or the start), so a global read or write past that edge faults at
@@ -79,15 +79,17 @@ static void emu_mem_init(void)
 
 /* bytes of device memory, NaN bytes, flush against a guard page as emu_placement says. Its
  * alignment is then what bytes allows at the end (a 62-byte tensor starts 2-aligned), as a
- * tensor carved from an arena may be: launchers must check what they need. */
-static void *emu_malloc(size_t bytes)
+ * tensor carved from an arena may be: launchers must check what they need. With align (a power
+ * of two, cudaMalloc's 256), the start is aligned and the few bytes between the end and the
+ * guard page are canary. */
+static void *emu_malloc(size_t bytes, size_t align = 1)
 {
     emu_mem_init();
     const size_t page = emu_page(), span = (bytes + page - 1) / page * page + (bytes ? 0 : page);
     emu_alloc e;
     e.map_bytes = span + 2 * page;
-    void *m = mmap(nullptr, e.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
+    void *m =
+        mmap(nullptr, e.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return nullptr;
     e.map = (unsigned char *)m;
@@ -98,6 +100,7 @@ static void *emu_malloc(size_t bytes)
     memset(e.map + page, 0xff, span);
     e.bytes = bytes;
     e.p = emu_placement == EMU_PLACE_END ? e.map + page + span - bytes : e.map + page;
+    e.p = (unsigned char *)((uintptr_t)e.p & ~(uintptr_t)(align - 1));
     e.id = emu_n_allocs++;
     emu_allocs.push_back(e);
     return e.p;

@@ -1,5 +1,6 @@
-/* tests/gpu/emulate.h - a CUDA device on the CPU, to run the kernels of src/tensor/cuda
- * (compiled as C++ with TBC_EMULATE) and check their indexing with no GPU: each thread of a
+/* src/tensor/cuda/emu/emulate.h - a CUDA device on the CPU, to run the kernels of
+ * src/tensor/cuda (compiled as C++ with TBC_EMULATE: the cuda-emu backend, emu/backend_emu.cpp,
+ * and the tests of tests/gpu) and check their indexing with no GPU: each thread of a
  * block is a ucontext coroutine on one OS thread, blocks run one after another; __syncthreads
  * and the warp shuffles are barriers that move data as the CUDA guide documents. It checks
  * what a GPU checks late or never: launch limits (threads, block and grid dimensions, dynamic
@@ -7,8 +8,8 @@
  * memory filled with NaN bytes before each block, a warp collective with a lane that exited,
  * and (emulate_mem.h) device memory between guard pages, NaN when fresh. It models no timing,
  * no memory ordering and no bank conflicts. emulate_ptx.h adds attention.cu's ldmatrix,
- * mma.sync and cp.async. Used by the tests/gpu/..._emulate.cpp. The CUDA qualifiers are defined
- * away here, the one place in the tree that names them. */
+ * mma.sync and cp.async; emulate_rt.h the host runtime (streams run in an adversarial order).
+ * The CUDA qualifiers are defined away here, the one place in the tree that names them. */
 #ifndef TUBELET_TESTS_EMULATE_H
 #define TUBELET_TESTS_EMULATE_H
 
@@ -82,7 +83,7 @@ struct emu_barrier {
 
 enum { EMU_STACK_BYTES = 256 * 1024 };
 static std::vector<emu_thread> emu_threads;
-static std::vector<char *> emu_stacks; /* kept from launch to launch: allocating is the cost */
+static std::vector<char *> emu_stacks;    /* kept from launch to launch: allocating is the cost */
 static std::vector<emu_barrier> emu_bars; /* [0] the block, [1 + w] warp w */
 static std::vector<emu_slot> emu_slots;
 static int emu_cur;
@@ -155,7 +156,7 @@ static void emu_full_mask(unsigned mask)
         emu_fail("a warp shuffle with a partial mask (only full warps are emulated)");
 }
 
-static float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
+static inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
 {
     emu_full_mask(mask);
     emu_my_slot().v = v;
@@ -291,8 +292,8 @@ static void emu_run_block(unsigned threads)
                 continue;
             t.waiting = 0;
             emu_cur = (int)i;
-            threadIdx = emu_idx{i % blockDim.x, i / blockDim.x % blockDim.y,
-                                i / (blockDim.x * blockDim.y)};
+            threadIdx =
+                emu_idx{i % blockDim.x, i / blockDim.x % blockDim.y, i / (blockDim.x * blockDim.y)};
             swapcontext(&emu_main, &t.ctx);
             ran = 1;
         }
@@ -303,14 +304,11 @@ static void emu_run_block(unsigned threads)
     }
 }
 
-/* Runs body as every thread of every block of grid, blocks one after another, or refuses the
- * launch as a GPU would (cudaGetLastError then says so) and runs nothing. Threads are numbered
- * x fastest, warps are 32 consecutive numbers, as on the hardware. */
-static void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
-                       std::function<void()> body)
+/* Runs body as every thread of every block of grid, blocks one after another. Threads are
+ * numbered x fastest, warps are 32 consecutive numbers, as on the hardware. */
+static void emu_run_grid(dim3 grid, dim3 block, size_t smem_bytes,
+                         const std::function<void()> &body)
 {
-    if (!emu_launch_ok(fn, grid, block, smem_bytes))
-        return;
     const unsigned threads = block.x * block.y * block.z;
     gridDim = emu_idx{grid.x, grid.y, grid.z};
     blockDim = emu_idx{block.x, block.y, block.z};
@@ -328,8 +326,8 @@ static void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 blockIdx = emu_idx{bx, by, bz};
-                snprintf(emu_where, sizeof(emu_where), "block (%u, %u, %u) of (%u, %u, %u)", bx,
-                         by, bz, grid.x, grid.y, grid.z);
+                snprintf(emu_where, sizeof(emu_where), "block (%u, %u, %u) of (%u, %u, %u)", bx, by,
+                         bz, grid.x, grid.y, grid.z);
                 /* NaN bytes, not zeros: a read of what no thread wrote shows. */
                 memset(emu_smem_base, 0xff, smem_alloc);
                 emu_threads.assign(threads, emu_thread());
@@ -346,11 +344,24 @@ static void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
     emu_smem_base = nullptr;
 }
 
+#include "emulate_rt.h"
+
+/* A launch: refused at once as a GPU would (cudaGetLastError then says so; nothing runs), else
+ * queued on the stream (emulate_rt.h) with its arguments copied, as a launch copies them; the
+ * null stream runs it at once. */
+static void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t s,
+                       std::function<void()> body)
+{
+    if (!emu_launch_ok(fn, grid, block, smem_bytes))
+        return;
+    emu_enqueue(s, [=] { emu_run_grid(grid, block, smem_bytes, body); });
+}
+
 /* What src/tensor/cuda/cuda_common.h defines for nvcc, here for the emulator. */
 #define DYNAMIC_SMEM(name) uint4 *name = (uint4 *)emu_smem_base
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
-    ((void)(stream), emu_launch(reinterpret_cast<const void *>(&kernel), dim3(grid), dim3(block),  \
-                                smem, [&] { kernel(__VA_ARGS__); }))
+    emu_launch(reinterpret_cast<const void *>(&kernel), dim3(grid), dim3(block), smem, stream,     \
+               [=] { kernel(__VA_ARGS__); })
 #define cudaFuncSetAttribute(fn, attr, value) emu_func_set_attribute(&fn, attr, value)
 #define cudaGetLastError() emu_get_last_error()
 

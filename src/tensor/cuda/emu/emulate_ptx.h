@@ -1,5 +1,5 @@
-/* tests/gpu/emulate_ptx.h - the PTX primitives of src/tensor/cuda/attention.cu on
- * tests/gpu/emulate.h's device: ldmatrix and mma.sync move data between the lanes as the PTX
+/* src/tensor/cuda/emu/emulate_ptx.h - the PTX primitives of src/tensor/cuda/attention.cu on
+ * emulate.h's device: ldmatrix and mma.sync move data between the lanes as the PTX
  * ISA documents (the products are plain fp32 sums), cp.async copies at the wait that retires
  * it (so a read before its wait sees stale data) and asserts 16-byte aligned addresses in
  * shared memory. attention.cu's own wrappers stand in for these under nvcc. */

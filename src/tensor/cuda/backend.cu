@@ -1,0 +1,229 @@
+/* src/tensor/cuda/backend.cu - the CUDA backend: the op table (from the op list, as the CPU's),
+ * its memory, streams and data parallelism, in one translation unit with every kernel file,
+ * so all but the opening function are static. Compiled twice from the same sources: by nvcc
+ * for a GPU ("cuda"; cuBLASLt for the products), and as C++ for the emulated device
+ * ("cuda-emu", emu/backend_emu.cpp, which includes emu/emulate.h first; the products then run
+ * in matmul.cu's interpreter of the same cuBLASLt records). Memory: cudaMalloc itself (the
+ * memory planner asks for one arena per model; never managed memory), zeroed on the compute
+ * stream. Data parallelism: the reductions run on a second stream, ordered after the compute
+ * stream's work by an event and before its later work by another; under MPI on the emulated
+ * device, the reduction is MPI's on the device memory itself (host memory there). A GPU run
+ * with more than one process needs NCCL, which this backend does not have yet: it says so. */
+#include "tensor/cuda/cuda_common.h"
+
+#include "tubelet/dist.h"
+
+/* Every op of the list, defined in the .cu files below (a missing one does not compile). */
+#define TBC_OP_PROTO(name, params, args) static int tbc_##name params;
+TBI_OP_LIST(TBC_OP_PROTO)
+#undef TBC_OP_PROTO
+
+#include "tensor/cuda/attention.cu"
+#include "tensor/cuda/attention_op.cu"
+#include "tensor/cuda/contrastive.cu"
+#include "tensor/cuda/elementwise.cu"
+#include "tensor/cuda/layernorm.cu"
+#include "tensor/cuda/mae.cu"
+#include "tensor/cuda/matmul.cu"
+#include "tensor/cuda/optim.cu"
+#include "tensor/cuda/step.cu"
+#include "tensor/cuda/tokens.cu"
+#include "tensor/cuda/video.cu"
+#include "tensor/cuda/xent.cu"
+
+#ifdef TBC_EMULATE
+#define TBC_NAME "cuda-emu"
+#define TBC_OPEN tbi_cuda_emu_open
+#define TBC_CLOSE tbi_cuda_emu_close
+#else
+#define TBC_NAME "cuda"
+#define TBC_OPEN tbi_cuda_open
+#define TBC_CLOSE tbi_cuda_close
+#endif
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+static int tbc_alloc(tbi_backend *be, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (tbc_rt_malloc(out, bytes))
+        return tbi_err(TB_ENOMEM, "out of memory: %zu MB of %s memory", bytes >> 20, be->name);
+    if (tbc_rt_memset(*out, bytes, tbc_stream(be)))
+        return tbi_err(TB_ECUDA, "%s: zeroing %zu bytes", be->name, bytes);
+    return 0;
+}
+
+/* No lazily zeroed pages on a GPU: the same as alloc. */
+static int tbc_alloc_zero(tbi_backend *be, size_t bytes, void **out)
+{
+    return tbc_alloc(be, bytes, out);
+}
+
+static int tbc_free(tbi_backend *be, void *p)
+{
+    if (p && tbc_rt_free(p))
+        return tbi_err(TB_ECUDA,
+                       "%s: freeing device memory failed (on the emulated device: a "
+                       "write beside an allocation)",
+                       be->name);
+    return 0;
+}
+
+static int tbc_zero(tbi_backend *be, void *p, size_t bytes)
+{
+    if (bytes && tbc_rt_memset(p, bytes, tbc_stream(be)))
+        return tbi_err(TB_ECUDA, "%s: zeroing %zu bytes", be->name, bytes);
+    return 0;
+}
+
+static int tbc_to_device(tbi_backend *be, void *dst, const void *host_src, size_t bytes)
+{
+    if (bytes && tbc_rt_to_device(dst, host_src, bytes, tbc_stream(be)))
+        return tbi_err(TB_ECUDA, "%s: a copy of %zu bytes to the device", be->name, bytes);
+    return 0;
+}
+
+static int tbc_to_host(tbi_backend *be, void *host_dst, const void *src, size_t bytes)
+{
+    if (bytes && tbc_rt_to_host(host_dst, src, bytes, tbc_stream(be)))
+        return tbi_err(TB_ECUDA, "%s: a copy of %zu bytes to the host", be->name, bytes);
+    return 0;
+}
+
+static int tbc_copy(tbi_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (bytes && dst != src && tbc_rt_copy(dst, src, bytes, tbc_stream(be)))
+        return tbi_err(TB_ECUDA, "%s: a device copy of %zu bytes", be->name, bytes);
+    return 0;
+}
+
+static int tbc_sync(tbi_backend *be)
+{
+    if (tbc_rt_sync() || tbc_rt_last_error())
+        return tbi_err(TB_ECUDA, "%s: the device reported an error", be->name);
+    return 0;
+}
+
+static int tbc_mem_avail(tbi_backend *be, uint64_t *host_bytes)
+{
+    size_t free_b = 0, total = 0;
+    if (tbc_rt_mem_info(&free_b, &total))
+        return tbi_err(TB_ECUDA, "%s: cannot query the device's memory", be->name);
+    *host_bytes = free_b;
+    return 0;
+}
+
+/* ---- data parallelism ---------------------------------------------------------------------- */
+
+/* The reduction of x waits for the compute stream's work so far (which wrote x); later
+ * compute waits for it in reduce_wait. */
+static int tbc_reduce_start(tbi_backend *be, float *x, size_t n)
+{
+    if (tb_dist_world() <= 1 || !n)
+        return 0;
+#ifdef TBC_EMULATE
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    tbc_rt_record(c->ev_compute, c->compute);
+    tbc_rt_wait(c->comm, c->ev_compute);
+    emu_enqueue(c->comm, [x, n] {
+        if (tb_dist_bucket_start(x, n) || tb_dist_bucket_wait())
+            emu_fail("the emulated all-reduce (MPI) failed");
+    });
+    return 0;
+#else
+    (void)x;
+    return tbi_err(TB_EUNSUPPORTED,
+                   "%s: %d processes need NCCL, which this build's CUDA backend "
+                   "does not have yet",
+                   be->name, tb_dist_world());
+#endif
+}
+
+static int tbc_reduce_wait(tbi_backend *be)
+{
+    if (tb_dist_world() <= 1)
+        return 0;
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    if (tbc_rt_record(c->ev_comm, c->comm) || tbc_rt_wait(c->compute, c->ev_comm))
+        return tbi_err(TB_ECUDA, "%s: ordering the reduction", be->name);
+    return 0;
+}
+
+static int tbc_gather(tbi_backend *be, float *all, const float *x, size_t n)
+{
+    if (tb_dist_world() <= 1)
+        return tbc_copy(be, all, x, sizeof(float) * n);
+#ifdef TBC_EMULATE
+    emu_enqueue(tbc_stream(be), [all, x, n] {
+        if (tb_dist_gather_f32(x, n, all))
+            emu_fail("the emulated all-gather (MPI) failed");
+    });
+    return 0;
+#else
+    (void)all;
+    return tbi_err(TB_EUNSUPPORTED,
+                   "%s: %d processes need NCCL, which this build's CUDA backend "
+                   "does not have yet",
+                   be->name, tb_dist_world());
+#endif
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+static const struct tbi_ops tbc_ops = {
+#define TBC_OP_ENTRY(name, params, args) tbc_##name,
+    TBI_OP_LIST(TBC_OP_ENTRY)
+#undef TBC_OP_ENTRY
+};
+
+extern "C" void TBC_CLOSE(tbi_backend *be)
+{
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    if (!c)
+        return;
+    tbc_rt_sync();
+    tbc_rt_free(c->scratch);
+#ifndef TBC_EMULATE
+    cudaFree(c->lt_ws);
+    if (c->lt)
+        cublasLtDestroy((cublasLtHandle_t)c->lt);
+#endif
+    gemm_cache_free(c);
+    tbc_rt_stream_destroy(c->compute);
+    tbc_rt_stream_destroy(c->comm);
+    free(c);
+    be->ctx = NULL;
+}
+
+/* be->ctx and be->ops for this backend; 0, or TB_EUNSUPPORTED / TB_ECUDA naming what is
+ * missing (no device, no driver). */
+extern "C" int TBC_OPEN(tbi_backend *be)
+{
+#ifndef TBC_EMULATE
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return tbi_err(TB_EUNSUPPORTED, "no CUDA device: %s",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "the driver sees none");
+#endif
+    struct tbc_ctx *c = (struct tbc_ctx *)calloc(1, sizeof(*c));
+    if (!c)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    be->ctx = c;
+    be->name = TBC_NAME;
+    be->device = TB_DEVICE_CUDA;
+    be->ops = &tbc_ops;
+    int bad = tbc_rt_stream(&c->compute) || tbc_rt_stream(&c->comm) ||
+              tbc_rt_event(&c->ev_compute) || tbc_rt_event(&c->ev_comm);
+#ifndef TBC_EMULATE
+    cublasLtHandle_t lt = NULL;
+    bad = bad || cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS;
+    c->lt = lt;
+    bad = bad || cudaMalloc(&c->lt_ws, TBC_LT_WORKSPACE) != cudaSuccess;
+#endif
+    if (bad) {
+        TBC_CLOSE(be);
+        return tbi_err(TB_ECUDA, "%s: cannot set up streams, events or cuBLASLt", TBC_NAME);
+    }
+    return 0;
+}
