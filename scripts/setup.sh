@@ -44,4 +44,22 @@ if command -v update-alternatives >/dev/null 2>&1; then
         fi
     done
 fi
+
+# The SASS gate (tests/gpu/sass_check.sh) reads the CUDA kernels' machine code with cuobjdump
+# and nvdisasm, which Debian's CUDA packages lack: NVIDIA's PyPI wheels, into bench/'s virtual
+# environment, wherever nvcc is (without them the gate says so and is skipped).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    bin=$(ls -d "$root"/bench/venv/lib/python3*/site-packages/nvidia/cu*/bin 2>/dev/null | tail -n 1)
+    if [ -z "$bin" ] || [ ! -x "$bin/cuobjdump" ] || [ ! -x "$bin/nvdisasm" ]; then
+        if [ ! -x "$root/bench/venv/bin/pip" ]; then
+            dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q "ok installed" ||
+                ${SUDO:-} apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+            /usr/bin/python3 -m venv "$root/bench/venv"
+        fi
+        "$root/bench/venv/bin/pip" install -q "nvidia-cuda-cuobjdump==13.5.*" \
+            "nvidia-cuda-nvdisasm==13.5.*" ||
+            echo "setup: cuobjdump and nvdisasm could not be installed: the SASS gate is skipped"
+    fi
+fi
 exit 0

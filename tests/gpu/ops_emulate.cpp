@@ -603,6 +603,55 @@ static int refused(const std::function<void()> &launch, float *y)
     return cudaGetLastError() != cudaSuccess && y[0] == 0;
 }
 
+/* (d) two streams, the second reading what the first writes: without an event between them
+ * the emulated device runs the newer stream first (emulate_rt.h), so the reader sees the fresh
+ * memory's NaN, where a GPU would usually have finished the writer and hidden the bug; with
+ * cudaEventRecord and cudaStreamWaitEvent's twins, the values arrive. */
+__global__ void planted_fill_kernel(float *y, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = (float)i;
+}
+
+__global__ void planted_read_kernel(float *z, const float *y, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        z[i] = y[i];
+}
+
+static int streamed_nans(int with_wait)
+{
+    const int n = 64;
+    cudaStream_t a = emu_stream_create(), b = emu_stream_create();
+    const int ev = emu_event_create();
+    float *y = (float *)emu_malloc(n * 4), *z = (float *)emu_malloc(n * 4);
+    TBC_LAUNCH(planted_fill_kernel, 1, n, 0, a, y, n);
+    if (with_wait) {
+        emu_event_record(ev, a);
+        emu_stream_wait(b, ev);
+    }
+    TBC_LAUNCH(planted_read_kernel, 1, n, 0, b, z, y, n);
+    const int queued = !isnan(y[0]) ? -1 : 0; /* nothing ran at the launch */
+    emu_drain();
+    int nans = 0;
+    for (int i = 0; i < n; i++)
+        nans += isnan(z[i]) ? 1 : z[i] != (float)i ? 1000 : 0;
+    emu_free(y);
+    emu_free(z);
+    emu_stream_destroy(a);
+    emu_stream_destroy(b);
+    return queued ? -1 : nans;
+}
+
+static void planted_streams(void)
+{
+    expect("(d) a reader on another stream without an event wait: reads NaN (64 of 64)",
+           streamed_nans(0) == 64);
+    expect("(d) the same with the event wait: every value arrives", streamed_nans(1) == 0);
+}
+
 static void planted_limits(void)
 {
     float *y = (float *)emu_malloc(4);
@@ -666,6 +715,7 @@ int main(void)
     planted_bounds();
     planted_unwritten();
     planted_limits();
+    planted_streams();
     tbi_backend_close(&cpu);
     tbi_backend_close(&cu);
     printf("%d of %d checks failed\n", n_failed, n_checks);
