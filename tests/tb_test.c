@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tb_test.h"
+#include "tensor/backend.h"
 #include "tubelet/rng.h"
 
 int tbt_failures;
@@ -120,8 +121,10 @@ int64_t tbt_ffmpeg_yuv(const char *path, const char *vf, int w, int h, uint8_t *
         }
     }
     if (pclose(p) != 0 || len % fb) {
-        fprintf(stderr, "ffmpeg decode of %s failed or gave a partial frame (%zu bytes, frame "
-                "%zu)\n", path, len, fb);
+        fprintf(stderr,
+                "ffmpeg decode of %s failed or gave a partial frame (%zu bytes, frame "
+                "%zu)\n",
+                path, len, fb);
         free(b);
         *buf = NULL;
         return -1;
@@ -271,11 +274,13 @@ void tbt_compare_st(const char *ours_path, const char *ref_path, const char *wha
             worst = rel;
             worst_name = r->name;
         }
-        CHECK_MSG(rel <= tol && (!require_signal || norm > 0), "%s: %s differs from the "
-                  "reference by %.2e (relative L2; tolerance %.0e)", what, r->name, rel, tol);
+        CHECK_MSG(rel <= tol && (!require_signal || norm > 0),
+                  "%s: %s differs from the "
+                  "reference by %.2e (relative L2; tolerance %.0e)",
+                  what, r->name, rel, tol);
     }
-    fprintf(stderr, "%s: %d tensors, worst relative error %.2e (%s)\n", what, ref->n_tensors,
-            worst, worst_name);
+    fprintf(stderr, "%s: %d tensors, worst relative error %.2e (%s)\n", what, ref->n_tensors, worst,
+            worst_name);
     tb_st_free(&ours);
     tb_st_free(&ref);
 }
@@ -350,8 +355,7 @@ void tbt_rel_errors(const char *ours, const char *ref,
     CHECK_EQ(tb_st_read(&r, ref), 0);
     for (int i = 0; a && r && i < r->n_tensors; i++) {
         const struct tb_st_tensor *t = &r->tensors[i], *u = tb_st_find(a, t->name);
-        CHECK_MSG(u && u->n == t->n, "%s: no %s of %lld values", ours, t->name,
-                  (long long)t->n);
+        CHECK_MSG(u && u->n == t->n, "%s: no %s of %lld values", ours, t->name, (long long)t->n);
         if (!u || u->n != t->n)
             continue;
         double diff = 0, norm = 0;
@@ -384,16 +388,20 @@ void tbt_bf16_verdict(const char *what, const char *bf16, const char *fp32, cons
     double eb[3], ef[3], mb, mf, sb, sf;
     tbt_rel_errors(bf16, emu, skip, eb, &mb, &sb);
     tbt_rel_errors(fp32, emu, skip, ef, &mf, &sf);
-    fprintf(stderr, "%s: against the emulation: bf16 outputs %.2e, gradients %.2e (median "
+    fprintf(stderr,
+            "%s: against the emulation: bf16 outputs %.2e, gradients %.2e (median "
             "%.2e), weights %.2e, %.0f%% to the bit; fp32 %.2e, %.2e (median %.2e), %.2e, "
-            "%.0f%%\n", what, eb[0], eb[1], mb, eb[2], 100 * sb, ef[0], ef[1], mf, ef[2],
-            100 * sf);
-    CHECK_MSG(eb[0] <= tol[0] && eb[1] <= tol[1] && eb[2] <= tol[2], "%s: bf16 against the "
-              "emulation: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, %.0e)", what, eb[0], eb[1],
-              eb[2], tol[0], tol[1], tol[2]);
-    CHECK_MSG(eb[0] < ef[0] && mb < mf, "%s: the fp32 mode is as near the bf16 emulation as the "
+            "%.0f%%\n",
+            what, eb[0], eb[1], mb, eb[2], 100 * sb, ef[0], ef[1], mf, ef[2], 100 * sf);
+    CHECK_MSG(eb[0] <= tol[0] && eb[1] <= tol[1] && eb[2] <= tol[2],
+              "%s: bf16 against the "
+              "emulation: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, %.0e)",
+              what, eb[0], eb[1], eb[2], tol[0], tol[1], tol[2]);
+    CHECK_MSG(eb[0] < ef[0] && mb < mf,
+              "%s: the fp32 mode is as near the bf16 emulation as the "
               "bf16 mode (outputs %.2e against %.2e, median gradient %.2e against %.2e): are "
-              "the rounding points the same?", what, ef[0], eb[0], mf, mb);
+              "the rounding points the same?",
+              what, ef[0], eb[0], mf, mb);
 }
 
 void tbt_bf16_files(struct tbt_bf16_files *f, size_t i)
@@ -433,4 +441,40 @@ int tbt_bf16_runs(const struct tbt_bf16_files *f, const char *task, const char *
             tbt_same_st(f->bf16, f->other, same[k]);
     }
     return 1;
+}
+
+int tbt_have_backend(const char *name)
+{
+    for (int i = 0; tbi_backend_names[i]; i++)
+        if (!strcmp(tbi_backend_names[i], name))
+            return 1;
+    return 0;
+}
+
+void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, const char *bf16,
+                       const char *out_path, int (*skip)(const char *name, int64_t k, int64_t n),
+                       const double tol[3])
+{
+    if (!tbt_have_backend("cuda-emu")) {
+        fprintf(stderr, "%s: no cuda-emu backend in this build (no CUDA headers): not compared\n",
+                what);
+        return;
+    }
+    char *out = NULL;
+    int rc = tbt_run(&out, 900, "%s step %s %s --precision bf16 --backend cuda-emu --out %s",
+                     tbt_tubelet(), task, flags, out_path);
+    CHECK_MSG(rc == 0, "%s: tubelet step --backend cuda-emu: %s", what, out);
+    free(out);
+    if (rc != 0)
+        return;
+    double e[3], median, same;
+    tbt_rel_errors(out_path, bf16, skip, e, &median, &same);
+    fprintf(stderr,
+            "%s: cuda-emu against the CPU's bf16 mode: outputs %.2e, gradients %.2e "
+            "(median %.2e), weights after the steps %.2e; %.0f%% to the bit\n",
+            what, e[0], e[1], median, e[2], 100 * same);
+    CHECK_MSG(e[0] <= tol[0] && e[1] <= tol[1] && e[2] <= tol[2],
+              "%s: cuda-emu against the "
+              "CPU's bf16 mode: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, %.0e)",
+              what, e[0], e[1], e[2], tol[0], tol[1], tol[2]);
 }

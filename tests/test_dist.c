@@ -59,22 +59,26 @@ static void compare_runs(const char *name, const char *task_flags, const char *t
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
     char *out = NULL, flags[4096], case_one[128], case_two[128], case_w[128];
-    snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
+    snprintf(flags, sizeof(flags),
+             "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
              "--val %s/syn/annotations/EPIC_100_validation.csv --dim 32 --depth 2 --heads 2 "
              "--patch 16 --tubelet 2 --frames 4 --size 32 --workers 1 --flip false "
-             "--log-every 1 --eval-every 0 --epochs 3 --seed 5 %s", d, d, d, task_flags);
+             "--log-every 1 --eval-every 0 --epochs 3 --seed 5 %s",
+             d, d, d, task_flags);
     snprintf(case_one, sizeof(case_one), "%s: one process, batch 4", name);
     snprintf(case_two, sizeof(case_two), "%s: two processes, %s each", name, two_batch);
     snprintf(case_w, sizeof(case_w), "%s: final weights", name);
     tbt_case = case_one;
-    int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/%s-one", t,
-                     flags, d, name);
+    int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/%s-one", t, flags,
+                     d, name);
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
 
     tbt_case = case_two;
-    rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
-                 "%s train %s %s --out %s/%s-two", t, flags, two_batch, d, name);
+    rc = tbt_run(&out, 600,
+                 "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
+                 "%s train %s %s --out %s/%s-two",
+                 t, flags, two_batch, d, name);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_STR_HAS(out, "(2 processes, 4 clips per step)");
     const char *first = out ? strstr(out, "train: ") : NULL;
@@ -90,8 +94,8 @@ static void compare_runs(const char *name, const char *task_flags, const char *t
     CHECK_EQ(read_field(one, "grad_norm", ga, 256), na);
     CHECK_EQ(read_field(two, "grad_norm", gb, 256), nb);
     for (int i = 0; i < na && i < nb; i++) {
-        CHECK_MSG(fabs(la[i] - lb[i]) <= 1e-4 * fabs(la[i]), "step %d: loss %.6f vs %.6f",
-                  i + 1, la[i], lb[i]);
+        CHECK_MSG(fabs(la[i] - lb[i]) <= 1e-4 * fabs(la[i]), "step %d: loss %.6f vs %.6f", i + 1,
+                  la[i], lb[i]);
         CHECK_MSG(fabs(ga[i] - gb[i]) <= 1e-3 * fabs(ga[i]), "step %d: grad norm %.4f vs %.4f",
                   i + 1, ga[i], gb[i]);
     }
@@ -137,15 +141,18 @@ static void fused_runs(const char *name, const char *task_flags)
     char *out = NULL, flags[4096], what[128], pa[4400], pb[4400];
     snprintf(what, sizeof(what), "%s: fused updates on two processes", name);
     tbt_case = what;
-    snprintf(flags, sizeof(flags), "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
+    snprintf(flags, sizeof(flags),
+             "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
              "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 "
              "--workers 1 --flip false --log-every 1 --eval-every 0 --epochs 2 --seed 5 "
-             "--batch 2 --clip-grad 0 %s", d, d, task_flags);
+             "--batch 2 --clip-grad 0 %s",
+             d, d, task_flags);
     const char *mode[2] = {"", "--fused-update"};
     for (int k = 0; k < 2; k++) {
-        int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
-                         " -np 2 %s train %s %s --out %s/%s-fused%d", t, flags, mode[k], d, name,
-                         k);
+        int rc = tbt_run(&out, 600,
+                         "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
+                         " -np 2 %s train %s %s --out %s/%s-fused%d",
+                         t, flags, mode[k], d, name, k);
         CHECK_MSG(rc == 0, "%s %s: %s", name, mode[k], out);
         free(out);
     }
@@ -173,9 +180,11 @@ int main(void)
     }
     free(out);
     const char *t = tbt_tubelet(), *d = tbt_dir();
-    int rc = tbt_run(&out, 300, "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
+    int rc = tbt_run(&out, 300,
+                     "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
                      "%s prep %s/syn/videos/*.mp4 --out %s/data --short-side 48 --preset "
-                     "veryfast", t, d, t, d, d);
+                     "veryfast",
+                     t, d, t, d, d);
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
 
@@ -184,17 +193,34 @@ int main(void)
     /* gradient accumulation: 2 micro-batches of 1 clip on each process, reduced once */
     char pq[4400];
     compare_runs("cls-accum", "", "--batch 1 --accum-steps 2", pq, sizeof(pq));
-    compare_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
-                 "--beta2 0.95", "--batch 2", pm, sizeof(pm));
+    compare_runs("mae",
+                 "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
+                 "--beta2 0.95",
+                 "--batch 2", pm, sizeof(pm));
     /* clip: the loss over both processes' pairs (gathered), each backpropagating its own */
     char pc[4400];
-    compare_runs("clip", "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
-                 "--context 12", "--batch 2", pc, sizeof(pc));
+    compare_runs("clip",
+                 "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
+                 "--context 12",
+                 "--batch 2", pc, sizeof(pc));
 
+    /* The emulated CUDA device: its reductions on the communication stream (MPI's, on the
+     * device memory, after an event on the compute stream; emulate_rt.h runs the newer stream
+     * first, so a missing wait reads unfinished gradients), the clip features' all-gather. */
+    if (tbt_have_backend("cuda-emu")) {
+        char pe[4400];
+        compare_runs("cls-cuda-emu", "--backend cuda-emu", "--batch 2", pe, sizeof(pe));
+        compare_runs("clip-cuda-emu",
+                     "--backend cuda-emu --task clip --embed 16 --text-width 32 "
+                     "--text-heads 2 --text-depth 1 --context 12",
+                     "--batch 2", pe, sizeof(pe));
+    } else {
+        fprintf(stderr, "no cuda-emu backend in this build: its data parallelism not run\n");
+    }
     fused_runs("cls", "");
     fused_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2");
     fused_runs("clip", "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
-               "--context 12");
+                       "--context 12");
 
     /* Evaluation under mpirun: each process takes its share of the clips (the shards padded
      * to equal length, the padding not counted), and the result is one process's. */
@@ -202,10 +228,14 @@ int main(void)
     char *e1 = NULL, *e2 = NULL;
     char evflags[4096];
     /* The validation items but the last: an odd number, so one shard is padded. */
-    tbt_run(NULL, 30, "head -n $(($(wc -l < %s/syn/annotations/EPIC_100_validation.csv) - 1)) "
-            "%s/syn/annotations/EPIC_100_validation.csv > %s/val_odd.csv", d, d, d);
-    snprintf(evflags, sizeof(evflags), "eval --ckpt %s --data %s/data --val %s/val_odd.csv "
-             "--batch 3 --views 3 --workers 1", pa, d, d);
+    tbt_run(NULL, 30,
+            "head -n $(($(wc -l < %s/syn/annotations/EPIC_100_validation.csv) - 1)) "
+            "%s/syn/annotations/EPIC_100_validation.csv > %s/val_odd.csv",
+            d, d, d);
+    snprintf(evflags, sizeof(evflags),
+             "eval --ckpt %s --data %s/data --val %s/val_odd.csv "
+             "--batch 3 --views 3 --workers 1",
+             pa, d, d);
     rc = tbt_run(&e1, 300, "OMP_NUM_THREADS=1 %s %s", t, evflags);
     CHECK_MSG(rc == 0, "%s", e1);
     rc = tbt_run(&e2, 300, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 %s %s",
@@ -222,8 +252,10 @@ int main(void)
         CHECK_MSG(fabs(v1[k] - v2[k]) <= 1e-6 * (fabs(v1[k]) + 1), "%s one process %g, two %g",
                   keys[k], v1[k], v2[k]);
     }
-    CHECK_MSG(v1[0] >= 3 && (int64_t)v1[0] % 2 == 1, "%g items: the test wants an odd number "
-              "(a padded shard)", v1[0]);
+    CHECK_MSG(v1[0] >= 3 && (int64_t)v1[0] % 2 == 1,
+              "%g items: the test wants an odd number "
+              "(a padded shard)",
+              v1[0]);
     const char *once = e2 ? strstr(e2, "\"ckpt\"") : NULL;
     CHECK_MSG(once && !strstr(once + 1, "\"ckpt\""), "the result is printed once: %s", e2);
     free(e1);
@@ -240,10 +272,12 @@ int main(void)
     char train[4400], ckpt[2][4400];
     snprintf(train, sizeof(train), "%s/syn/annotations/EPIC_100_train.csv", d);
     tbt_run(NULL, 30, "head -n $(($(wc -l < %s) - 1)) %s > %s/train_odd.csv", train, train, d);
-    rc = tbt_run(&e1, 600, "OMP_NUM_THREADS=1 %s train --data %s/data --train %s --val "
+    rc = tbt_run(&e1, 600,
+                 "OMP_NUM_THREADS=1 %s train --data %s/data --train %s --val "
                  "%s/train_odd.csv --dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 "
                  "--size 32 --workers 1 --flip false --eval-every 0 --epochs 20 --lr 0.005 "
-                 "--label action --batch 4 --out %s/act-one", t, d, train, d, d);
+                 "--label action --batch 4 --out %s/act-one",
+                 t, d, train, d, d);
     CHECK_MSG(rc == 0, "%s", e1);
     free(e1);
     snprintf(ckpt[0], sizeof(ckpt[0]), "%s/act-one/last.safetensors", d);
@@ -264,17 +298,21 @@ int main(void)
     }
     tb_st_free(&f);
     static const char *const level[3] = {"verb", "noun", "action"};
-    static const char *const what[3] = {"\"%s_top1%s\": ", "\"%s_top5%s\": ",
-                                        "\"mean_class_%s%s\": "};
+    static const char *const what[3] = {
+        "\"%s_top1%s\": ", "\"%s_top5%s\": ", "\"mean_class_%s%s\": "};
     for (int h = 0; h < 2; h++) {
         tbt_case = h ? "sharded evaluation: label action, a random head"
                      : "sharded evaluation: label action, both modes";
-        snprintf(evflags, sizeof(evflags), "eval --ckpt %s --data %s/data --val %s/train_odd.csv "
-                 "--train %s --batch 3 --views 3 --crops 3 --workers 1", ckpt[h], d, d, train);
+        snprintf(evflags, sizeof(evflags),
+                 "eval --ckpt %s --data %s/data --val %s/train_odd.csv "
+                 "--train %s --batch 3 --views 3 --crops 3 --workers 1",
+                 ckpt[h], d, d, train);
         rc = tbt_run(&e1, 300, "OMP_NUM_THREADS=1 %s %s", t, evflags);
         CHECK_MSG(rc == 0, "%s", e1);
-        rc = tbt_run(&e2, 300, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
-                     "%s %s", t, evflags);
+        rc = tbt_run(&e2, 300,
+                     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
+                     "%s %s",
+                     t, evflags);
         CHECK_MSG(rc == 0, "%s", e2);
         for (int k = 0; k < 23; k++) {
             char key[64];

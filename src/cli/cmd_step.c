@@ -54,7 +54,8 @@ static const struct cli_flag step_flags[] = {
     F("out", CLI_STR, out, NULL, "O.safetensors",
       "loss (S), logits and grad.<name> of the first step, the final weights", CLI_NO_RANGE),
     F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
-    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend)",
+    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, cuda, or the test backends cpu-guarded "
+      "and cuda-emu",
       CLI_NO_RANGE),
     F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("feature-grad", CLI_BOOL, feature_grad, "false", "",

@@ -40,7 +40,8 @@ struct train_config {
 static const struct cli_flag train_flags[] = {
     F("task", CLI_STR, task, "cls", "NAME", "cls (supervised classification), mae (VideoMAE "
       "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
-    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend: slow)",
+    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, cuda, or the test backends cpu-guarded "
+      "and cuda-emu (the CUDA kernels on an emulated device: slow)",
       CLI_NO_RANGE),
     F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
@@ -609,7 +610,8 @@ static const struct cli_flag eval_flags[] = {
     E("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
     E("label", CLI_STR, label, "", "NAME", "verb, noun or action (default: the run's)",
       CLI_NO_RANGE),
-    E("backend", CLI_STR, backend, "cpu", "NAME", "cpu, or cpu-guarded (a test backend)",
+    E("backend", CLI_STR, backend, "cpu", "NAME", "cpu, cuda, or the test backends cpu-guarded "
+      "and cuda-emu",
       CLI_NO_RANGE),
     E("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     E("views", CLI_INT, views, "1", "N", "temporal views per clip", 1, 64),

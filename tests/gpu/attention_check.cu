@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "attention_ref.h"
-#include "tensor/cuda/cuda_attention.h"
+#include "tensor/cuda/attention.cu"
 
 typedef __nv_bfloat16 bf16;
 
@@ -87,8 +87,7 @@ static int check_case(struct shape c)
     CHECK_CUDA(cudaMemset(work, 0xff, work_bytes));
     int rf = tbc_flash_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
     int rb =
-        rf ? rf
-           : tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS, c.causal);
+        rf ? rf : tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS, c.causal);
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(out_b.data(), out, n_out * sizeof(bf16), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lse_g.data(), lse, n_lse * sizeof(float), cudaMemcpyDeviceToHost));
@@ -230,16 +229,14 @@ static int time_all(void)
         int rc = 0;
         for (int w = 0; w < 2 && !rc; w++) {
             rc |= tbc_flash_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
-            rc |= tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS,
-                                    c.causal);
+            rc |= tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS, c.causal);
         }
         CHECK_CUDA(cudaEventRecord(e0));
         for (int it = 0; it < iters && !rc; it++)
             rc |= tbc_flash_fwd(0, out, lse, qkv, c.B, c.N, c.NH, c.HS, c.causal);
         CHECK_CUDA(cudaEventRecord(e1));
         for (int it = 0; it < iters && !rc; it++)
-            rc |= tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS,
-                                    c.causal);
+            rc |= tbc_flash_bwd(0, dqkv, work, dout, qkv, out, lse, c.B, c.N, c.NH, c.HS, c.causal);
         CHECK_CUDA(cudaEventRecord(e2));
         CHECK_CUDA(cudaEventSynchronize(e2));
         float fms = 0, bms = 0;

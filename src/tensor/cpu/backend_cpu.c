@@ -734,6 +734,9 @@ const char *const tbi_backend_names[] = {"cpu", "cpu-guarded",
 #ifdef TB_HAVE_CUDA_EMU
                                          "cuda-emu",
 #endif
+#ifdef TB_HAVE_CUDA_REAL
+                                         "cuda",
+#endif
                                          NULL};
 
 int tbi_guard_open(tbi_backend *be); /* backend_guard.c */
@@ -741,6 +744,10 @@ void tbi_guard_close(tbi_backend *be);
 #ifdef TB_HAVE_CUDA_EMU
 int tbi_cuda_emu_open(tbi_backend *be); /* src/tensor/cuda/emu/backend_emu.cpp */
 void tbi_cuda_emu_close(tbi_backend *be);
+#endif
+#ifdef TB_HAVE_CUDA_REAL
+int tbi_cuda_open(tbi_backend *be); /* src/tensor/cuda/backend.cu, by nvcc */
+void tbi_cuda_close(tbi_backend *be);
 #endif
 
 static int cpu_open(tbi_backend *be)
@@ -769,6 +776,9 @@ static const struct {
     {"cpu-guarded", guarded_open, tbi_guard_close},
 #ifdef TB_HAVE_CUDA_EMU
     {"cuda-emu", tbi_cuda_emu_open, tbi_cuda_emu_close},
+#endif
+#ifdef TB_HAVE_CUDA_REAL
+    {"cuda", tbi_cuda_open, tbi_cuda_close},
 #endif
 };
 enum { N_BACKENDS = sizeof(backends) / sizeof(backends[0]) };

@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "tensor/cuda/cuda_attention.h"
 #include "tensor/cuda/cuda_common.h"
 
 /* Four warps per block, each owning 16 rows of the block's tile (the M of one mma). The forward
@@ -560,7 +559,9 @@ static size_t bwd_smem(int HS)
            sizeof(float) * 4 * BR;
 }
 
-extern "C" size_t tbc_flash_smem_bytes(int HS, int backward)
+/* Dynamic shared memory of the forward (backward = 0) or backward kernel for HS, in bytes;
+ * 0 for an unsupported HS. Host-only arithmetic: needs no GPU. */
+static inline size_t tbc_flash_smem_bytes(int HS, int backward)
 {
     if (HS != 64 && HS != 128)
         return 0;
@@ -587,8 +588,12 @@ static int launch_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, in
     return 0;
 }
 
-extern "C" int tbc_flash_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, int B, int N,
-                             int NH, int HS, int causal)
+/* qkv (B, N, 3, NH, HS) bf16 -> out (B, N, D) bf16 and lse (B, NH, N) fp32, the natural-log
+ * log-sum-exp of each query row's scores scaled by HS^-0.5. causal != 0: key j > query i is
+ * masked. HS is 64 or 128; qkv 16-byte aligned, out and lse 4-byte. Queued on s; returns 0,
+ * TB_EINVAL (bad shape, HS, alignment, B * NH > 65535) or TB_ECUDA (the launch failed). */
+static int tbc_flash_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *qkv, int B, int N,
+                         int NH, int HS, int causal)
 {
     if (!out || !lse || !qkv || !shape_ok(B, N, NH, HS) || !tbc_aligned(qkv, 16) ||
         !tbc_aligned(out, 4) || !tbc_aligned(lse, 4))
@@ -597,7 +602,9 @@ extern "C" int tbc_flash_fwd(cudaStream_t s, bf16 *out, float *lse, const bf16 *
                     : launch_fwd<128>(s, out, lse, qkv, B, N, NH, causal);
 }
 
-extern "C" size_t tbc_flash_bwd_workspace_bytes(int B, int N, int NH, int HS)
+/* Bytes of device workspace tbc_flash_bwd needs: dQ in fp32 (B, N, NH, HS) and the row terms
+ * D (B, NH, N). */
+static size_t tbc_flash_bwd_workspace_bytes(int B, int N, int NH, int HS)
 {
     if (!shape_ok(B, N, NH, HS))
         return 0;
@@ -627,9 +634,14 @@ static int launch_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
     return 0;
 }
 
-extern "C" int tbc_flash_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
-                             const bf16 *qkv, const bf16 *out, const float *lse, int B, int N,
-                             int NH, int HS, int causal)
+/* dqkv (B, N, 3, NH, HS) bf16 = the gradients of q, k, v (written, not accumulated) given
+ * dout (B, N, D), the forward's qkv, out and lse, and causal as the forward's. work: device
+ * memory of tbc_flash_bwd_workspace_bytes (4-byte aligned; its contents on entry do not
+ * matter). dout 16-byte aligned. Returns as tbc_flash_fwd. dQ is summed with atomicAdd:
+ * its low bits may differ between runs. */
+static int tbc_flash_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout, const bf16 *qkv,
+                         const bf16 *out, const float *lse, int B, int N, int NH, int HS,
+                         int causal)
 {
     if (!dqkv || !work || !dout || !qkv || !out || !lse || !shape_ok(B, N, NH, HS) ||
         !tbc_aligned(qkv, 16) || !tbc_aligned(dout, 16) || !tbc_aligned(out, 4) ||

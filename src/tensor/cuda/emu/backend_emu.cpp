@@ -3,8 +3,18 @@
  * emulate.h (checked launches, guarded NaN memory, streams run in an adversarial order:
  * emulate_rt.h) and emulate_ptx.h (attention's tensor-core primitives). A test backend: it
  * runs what the GPU would run, slowly, and shows the bugs a GPU hides (docs/CUDA.md says
- * which it cannot see). Built wherever the CUDA headers are, nvcc or not. */
+ * which it cannot see). Built wherever the CUDA headers are, nvcc or not. The sources go into a
+ * namespace of their own: the same kernels compiled by nvcc (backend.cu) link beside them. */
 #define TBC_EMULATE 1
 #include "emulate_ptx.h"
 
+extern "C" {
+#include "core/internal.h"
+#include "tensor/backend.h"
+#include "tubelet/dist.h"
+}
+
+namespace tbc_emu
+{
 #include "tensor/cuda/backend.cu"
+}
