@@ -24,6 +24,11 @@ extern "C" {
 enum tb_dtype { TB_DTYPE_F32, TB_DTYPE_BF16 };
 enum tb_device { TB_DEVICE_CPU, TB_DEVICE_CUDA };
 
+/* 0 if the backend called name ("cpu", "cuda", the test backends "cpu-guarded", "cuda-emu")
+ * is in this build and opens here (for "cuda": a GPU and its driver are found), else a negative
+ * TB_E* with the reason in tb_errmsg(). */
+TB_API int tb_backend_probe(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

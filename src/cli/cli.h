@@ -46,10 +46,23 @@ int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, c
 #include "tubelet/tensor.h"
 int cli_precision(const char *name, enum tb_dtype *out);
 #define CLI_PRECISION_HELP                                                                     \
-    "fp32, or bf16: the products' operands and outputs rounded to bf16 and the saved "        \
+    "auto (bf16 on cuda, else fp32), fp32, or bf16: the products' operands and outputs "      \
+    "rounded to bf16 and the saved "                                                          \
     "activations stored as bf16; f32 arithmetic, residual stream, master weights, optimizer " \
     "state, norms and losses (docs/"                                                          \
     "PRECISION.md)"
+
+/* --device, --backend and --precision to the backend's name and the dtype: --backend, where
+ * given, names the backend (cpu, cuda, or a test backend: cpu-guarded, cuda-emu); else
+ * --device cpu or cuda, or auto: cuda where a GPU is found, else cpu. --precision auto is bf16
+ * on a CUDA device, fp32 elsewhere. One line on stderr names the device and why. 0, or 2 (the
+ * exit status) after a message. */
+int cli_device(const char *cmd, const char *device, const char *backend, const char *precision,
+               const char **backend_out, enum tb_dtype *dtype);
+#define CLI_DEVICE_HELP "cpu, cuda, or auto: cuda where a GPU and its driver are found, else cpu"
+#define CLI_BACKEND_HELP                                                                       \
+    "the backend itself, over --device: cpu, cuda, or a test backend: cpu-guarded (memory "   \
+    "unreadable outside its ops), cuda-emu (the CUDA kernels on an emulated device: slow)"
 
 /* Set to 1 by the first Ctrl-C (SIGINT) or SIGTERM; long commands poll it and stop cleanly. */
 extern volatile int cli_cancel;

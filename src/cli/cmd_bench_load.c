@@ -95,17 +95,6 @@ int cli_ann_format(const char *name, enum tb_ann_format *out)
     return 0;
 }
 
-int cli_precision(const char *name, enum tb_dtype *out)
-{
-    if (!strcmp(name, "fp32"))
-        *out = TB_DTYPE_F32;
-    else if (!strcmp(name, "bf16"))
-        *out = TB_DTYPE_BF16;
-    else
-        return -1;
-    return 0;
-}
-
 static int run_bench(void *config, int n_args, char **args)
 {
     struct bench_config *c = config;

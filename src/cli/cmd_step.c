@@ -19,7 +19,7 @@ struct step_config {
     struct cli_size size;
     int classes;
     char *pool, *pos;
-    char *weights, *batch, *out, *backend, *precision;
+    char *weights, *batch, *out, *device, *backend, *precision;
     int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
     char *task, *optim, *decoder_mask;
@@ -54,10 +54,9 @@ static const struct cli_flag step_flags[] = {
     F("out", CLI_STR, out, NULL, "O.safetensors",
       "loss (S), logits and grad.<name> of the first step, the final weights", CLI_NO_RANGE),
     F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
-    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, cuda, or the test backends cpu-guarded "
-      "and cuda-emu",
-      CLI_NO_RANGE),
-    F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
+    F("device", CLI_STR, device, "auto", "NAME", CLI_DEVICE_HELP, CLI_NO_RANGE),
+    F("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
+    F("precision", CLI_STR, precision, "auto", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("feature-grad", CLI_BOOL, feature_grad, "false", "",
       "one backward from the batch's 'dfeat' (B, D) on the features (the head's input): "
       "writes 'feat' and every gradient but the head's", CLI_NO_RANGE),
@@ -430,10 +429,9 @@ static int run_step(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_precision(c->precision, &dtype) < 0) {
-        fprintf(stderr, "tubelet step: --precision is fp32 or bf16\n");
+    if (cli_device("step", c->device, c->backend, c->precision, (const char **)&c->backend,
+                   &dtype))
         return 2;
-    }
     if (!strcmp(c->task, "mae"))
         return run_mae(c, dtype);
     if (!strcmp(c->task, "clip"))

@@ -17,7 +17,7 @@
 struct train_config {
     char *task, *data, *train, *val, *format, *val_format, *label, *out, *ext;
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
-    char *pool, *pos, *sampler, *norm, *backend, *precision;
+    char *pool, *pos, *sampler, *norm, *device, *backend, *precision;
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps;
     int skip_bad_rows, resume_changed;
@@ -40,10 +40,9 @@ struct train_config {
 static const struct cli_flag train_flags[] = {
     F("task", CLI_STR, task, "cls", "NAME", "cls (supervised classification), mae (VideoMAE "
       "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
-    F("backend", CLI_STR, backend, "cpu", "NAME", "cpu, cuda, or the test backends cpu-guarded "
-      "and cuda-emu (the CUDA kernels on an emulated device: slow)",
-      CLI_NO_RANGE),
-    F("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
+    F("device", CLI_STR, device, "auto", "NAME", CLI_DEVICE_HELP, CLI_NO_RANGE),
+    F("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
+    F("precision", CLI_STR, precision, "auto", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
@@ -362,10 +361,9 @@ static int run_train(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_precision(c->precision, &dtype) < 0) {
-        fprintf(stderr, "tubelet train: --precision is fp32 or bf16\n");
+    if (cli_device("train", c->device, c->backend, c->precision, (const char **)&c->backend,
+                   &dtype))
         return 2;
-    }
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
     int qv_bias = !strcmp(c->qv_bias, "true");
     if (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false") && strcmp(c->qv_bias, "auto")) {
@@ -587,7 +585,8 @@ const struct cli_command cli_cmd_train = {
 /* ---- eval -------------------------------------------------------------------------------- */
 
 struct eval_config {
-    char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *backend, *precision;
+    char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *device, *backend,
+        *precision;
     int views, crops, batch, workers, skip_bad_rows;
     char *class_names, *prompt, *relevancy, *similarity, *task, *scores;
 };
@@ -610,10 +609,9 @@ static const struct cli_flag eval_flags[] = {
     E("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
     E("label", CLI_STR, label, "", "NAME", "verb, noun or action (default: the run's)",
       CLI_NO_RANGE),
-    E("backend", CLI_STR, backend, "cpu", "NAME", "cpu, cuda, or the test backends cpu-guarded "
-      "and cuda-emu",
-      CLI_NO_RANGE),
-    E("precision", CLI_STR, precision, "fp32", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
+    E("device", CLI_STR, device, "auto", "NAME", CLI_DEVICE_HELP, CLI_NO_RANGE),
+    E("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
+    E("precision", CLI_STR, precision, "auto", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
     E("views", CLI_INT, views, "1", "N", "temporal views per clip", 1, 64),
     E("crops", CLI_INT, crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
@@ -735,10 +733,9 @@ static int run_eval(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_precision(c->precision, &dtype) < 0) {
-        fprintf(stderr, "tubelet eval: --precision is fp32 or bf16\n");
+    if (cli_device("eval", c->device, c->backend, c->precision, (const char **)&c->backend,
+                   &dtype))
         return 2;
-    }
     if (cli_ann_format(c->format, &ao.format) < 0 ||
         (c->label[0] && parse_label(c->label, &label) < 0) || c->crops == 2 ||
         (strcmp(c->task, "auto") && strcmp(c->task, "cls") && strcmp(c->task, "mir") &&

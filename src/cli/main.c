@@ -15,7 +15,12 @@
 
 #define TUBELET_VERSION "0.1.0"
 
+/* TB_CLI_STEP_ONLY: the GPU bundle's program (bench/gpu-bundle.sh), `tubelet step` alone, so
+ * the video libraries (FFmpeg) need not travel with it. */
 static const struct cli_command *const commands[] = {
+#ifdef TB_CLI_STEP_ONLY
+    &cli_cmd_step,
+#else
     &cli_cmd_synth,
     &cli_cmd_prep,
     &cli_cmd_probe,
@@ -28,6 +33,7 @@ static const struct cli_command *const commands[] = {
     &cli_cmd_eval,
     &cli_cmd_plot,
     &cli_cmd_tokenize,
+#endif
 };
 #define N_COMMANDS ((int)(sizeof(commands) / sizeof(commands[0])))
 

@@ -810,6 +810,14 @@ int tbi_backend_open(tbi_backend **out, const char *name)
     return 0;
 }
 
+int tb_backend_probe(const char *name)
+{
+    tbi_backend *be = NULL;
+    int rc = tbi_backend_open(&be, name);
+    tbi_backend_close(&be);
+    return rc;
+}
+
 void tbi_backend_close(tbi_backend **pbe)
 {
     if (!pbe || !*pbe)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# bench/gpu-bundle.sh - builds here (nvcc, no GPU needed) the one compressed bundle that
+# bench/gpu-check.sh runs on a GPU machine, which has CUDA but no FFmpeg, OpenBLAS or MPI and
+# no package registry: the programs (test_backend, the parity harness with every backend;
+# tubelet-step, `tubelet step` alone; attention_check, the flash kernels against double
+# precision) and the shared libraries they need but the C runtime's and the CUDA libraries
+# the GPU machine has (the driver, cuBLASLt: 500 MB; the CUDA runtime travels, it is small and
+# must match the build). Prints its size; exits 1 if it is over the 64 MiB a device call
+# carries.
+#   bench/gpu-bundle.sh [OUT]   OUT: default build-gpu-bundle/tubelet-gpu.tar.xz
+#   env: BUILD (the CMake build to use, default build-gpu-bundle), JOBS
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build-gpu-bundle}
+out=${1:-$build/tubelet-gpu.tar.xz}
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTB_CUDA=ON >/dev/null
+cmake --build "$build" -j "${JOBS:-$(nproc)}" --target tubelet_step_only test_backend \
+    attention_check >/dev/null
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+b=$stage/tubelet-gpu
+mkdir -p "$b/bin" "$b/lib"
+cp "$build/tubelet-step" "$build/tests/test_backend" "$build/tests/gpu/attention_check" "$b/bin/"
+for exe in "$b"/bin/*; do
+    ldd "$exe" | awk '/=> \// { print $3 }'
+done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libcublasLt|libcuda)\.so' |
+    while read -r lib; do cp -L "$lib" "$b/lib/"; done
+cp "$root/bench/gpu-check.sh" "$b/"
+git -C "$root" rev-parse HEAD > "$b/COMMIT" 2>/dev/null || echo unknown > "$b/COMMIT"
+mkdir -p "$(dirname "$out")"
+tar -C "$stage" -cf - tubelet-gpu | xz -6 -T0 > "$out"
+bytes=$(stat -c %s "$out")
+echo "gpu-bundle: $out, $((bytes / 1024)) KiB ($(ls "$b/lib" | wc -l) libraries: $(ls "$b/lib" | tr '\n' ' '))"
+if [ "$bytes" -gt $((64 * 1024 * 1024)) ]; then
+    echo "gpu-bundle: over the 64 MiB a device call carries" >&2
+    exit 1
+fi
