@@ -1012,6 +1012,41 @@ static void case_attention_fwd_bf16(struct io *io, struct dev *d, int prepare)
 {
     attention_bf16(io, d, prepare, 0);
 }
+
+/* Heads of 64 in bf16, causal or not: on CUDA the flash kernels' shapes (the cases above take
+ * its plain kernels). */
+static void attention_bf16_64(struct io *io, struct dev *d, int prepare, int bwd, int causal)
+{
+    enum { H64 = 64, D64 = NH * H64 };
+    size_t qkv = (size_t)B * NT * 3 * D64, o = (size_t)B * NT * D64, lse = (size_t)B * NH * NT;
+    if (prepare) {
+        add_in(io, qkv, 1);
+        add_in(io, o, 1);
+        add_out(io, o), add_out(io, lse);
+        if (bwd)
+            add_out(io, qkv);
+        return;
+    }
+    void *q = bf16_in(d, io->in[0], qkv), *y = bf16_in(d, NULL, o);
+    RUN(d->be->ops->attention_fwd(d->be, BF(y), d->out[1], BF(q), B, NT, NH, H64, causal));
+    if (bwd) {
+        void *dy = bf16_in(d, io->in[1], o), *dq = bf16_in(d, NULL, qkv);
+        RUN(d->be->ops->attention_bwd(d->be, BF(dq), BF(dy), BF(q), BF(y), d->out[1], B, NT, NH,
+                                      H64, causal));
+        bf16_out(d, d->out[2], dq, qkv);
+        CHECK_EQ(d->be->ops->free(d->be, dy), 0);
+    }
+    bf16_out(d, d->out[0], y, o);
+    CHECK_EQ(d->be->ops->free(d->be, q), 0);
+}
+static void case_attention_fwd_bf16_64(struct io *io, struct dev *d, int prepare)
+{
+    attention_bf16_64(io, d, prepare, 0, 0);
+}
+static void case_attention_bwd_bf16_64_causal(struct io *io, struct dev *d, int prepare)
+{
+    attention_bf16_64(io, d, prepare, 1, 1);
+}
 static void case_attention_bwd_bf16(struct io *io, struct dev *d, int prepare)
 {
     attention_bf16(io, d, prepare, 1);
@@ -1201,6 +1236,10 @@ static const struct op_case cases[] = {
     {"act_bwd", case_act_bwd_bf16, 1e-2, "bf16 results: one bit either way"},
     {"attention_fwd", case_attention_fwd_bf16, 1e-2, "bf16 results: one bit either way"},
     {"attention_bwd", case_attention_bwd_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"attention_fwd", case_attention_fwd_bf16_64, 1e-2, "bf16 results; CUDA's flash kernels "
+                                                        "also round the probabilities to bf16"},
+    {"attention_bwd", case_attention_bwd_bf16_64_causal, 1e-2, "bf16 results; CUDA's flash "
+                                                               "kernels round P and dS to bf16"},
     {"layernorm_fwd", case_layernorm_fwd, 1e-5, "the mean and variance summed in another order"},
     {"layernorm_bwd", case_layernorm_bwd, 1e-5, "row and column sums in another order"},
     {"act_fwd", case_act_fwd, 1e-6, "erfc and exp approximated differently"},
