@@ -189,12 +189,21 @@ static inline int tbc_rt_wait(cudaStream_t s, int ev)
     emu_stream_wait(s, ev);
     return 0;
 }
-/* The emulated device's memory: TBC_EMU_MEM_GB (default 80, an H100's) */
+/* The emulated device's memory: TBC_EMU_MEM_GB (default 80, an H100's), or less where the
+ * host has less available (emulated device memory is host memory). */
 static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 {
     const char *g = getenv("TBC_EMU_MEM_GB");
     *total = (size_t)((g ? atof(g) : 80.0) * 1073741824.0);
-    *free_b = *total;
+    unsigned long long kb = 0;
+    char line[128];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    *free_b = kb && kb * 1024 < *total ? (size_t)kb * 1024 : *total;
     return 0;
 }
 static inline int tbc_rt_last_error(void)

@@ -47,6 +47,8 @@ static inline float gemm_at(const void *p, int dt, size_t r, size_t c, size_t ld
  * the library's kernel would be). fp32 sums over k in order; the bias added once. */
 static void gemm_interpret(struct tbc_gemm g, const void *A, const void *B, void *D, void *bias)
 {
+    snprintf(emu_where, sizeof(emu_where), "in the interpreted cuBLASLt product %dx%dx%d", g.m,
+             g.n, g.k);
     for (int j = 0; j < g.n; j++)
         for (int i = 0; i < g.m; i++) {
             float acc = 0;
@@ -69,6 +71,7 @@ static void gemm_interpret(struct tbc_gemm g, const void *A, const void *B, void
                     g.transb ? gemm_at(B, g.ab_dt, j, l, g.ldb) : gemm_at(B, g.ab_dt, l, j, g.ldb);
             store_t(tbi_t_of(bias, g.ab_dt), (size_t)j, acc);
         }
+    snprintf(emu_where, sizeof(emu_where), "outside any kernel");
 }
 
 static int gemm_run(tbi_backend *be, const struct tbc_gemm *g, const void *A, const void *B,
