@@ -20,6 +20,7 @@ struct step_config {
     int classes;
     char *pool, *pos;
     char *weights, *batch, *out, *device, *backend, *precision;
+    const char *use_backend; /* --device and --backend resolved (cli_device) */
     int steps, recompute, recompute_mlp, feature_grad;
     double lr, wd, smoothing, beta1, beta2, eps;
     char *task, *optim, *decoder_mask;
@@ -202,7 +203,7 @@ static int run_mae(struct step_config *c, enum tb_dtype dtype)
         .enc = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
                 .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames,
                 .height = c->size.h, .width = c->size.w, .recompute = c->recompute,
-                .recompute_mlp = c->recompute_mlp, .backend = c->backend, .dtype = dtype},
+                .recompute_mlp = c->recompute_mlp, .backend = c->use_backend, .dtype = dtype},
         .mask_ratio = c->mask_ratio,
         .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
         .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim, .dec_depth = c->dec_depth,
@@ -320,7 +321,7 @@ static int run_clip(struct step_config *c, enum tb_dtype dtype)
                   .tubelet = c->tubelet, .frames = c->frames, .height = c->size.h,
                   .width = c->size.w,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->backend, .dtype = dtype},
+                  .backend = c->use_backend, .dtype = dtype},
         .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
         .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
         .temperature = c->temperature, .learn_temperature = c->learn_temperature,
@@ -429,7 +430,7 @@ static int run_step(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_device("step", c->device, c->backend, c->precision, (const char **)&c->backend,
+    if (cli_device("step", c->device, c->backend, c->precision, &c->use_backend,
                    &dtype))
         return 2;
     if (!strcmp(c->task, "mae"))
@@ -451,7 +452,7 @@ static int run_step(void *config, int n_args, char **args)
         .pool = !strcmp(c->pool, "cls") ? TB_POOL_CLS : !strcmp(c->pool, "none") ? TB_POOL_NONE
                                                                                  : TB_POOL_MEAN,
         .pos = !strcmp(c->pos, "learned") ? TB_POS_LEARNED : TB_POS_SINCOS,
-        .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->backend,
+        .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->use_backend,
         .qv_bias = !strcmp(c->qv_bias, "true"), .dtype = dtype,
     };
     if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||

@@ -18,6 +18,7 @@ struct train_config {
     char *task, *data, *train, *val, *format, *val_format, *label, *out, *ext;
     int dim, depth, heads, patch, tubelet, frames, input_size, classes;
     char *pool, *pos, *sampler, *norm, *device, *backend, *precision;
+    const char *use_backend; /* --device and --backend resolved (cli_device) */
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps;
     int skip_bad_rows, resume_changed;
@@ -361,7 +362,7 @@ static int run_train(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_device("train", c->device, c->backend, c->precision, (const char **)&c->backend,
+    if (cli_device("train", c->device, c->backend, c->precision, &c->use_backend,
                    &dtype))
         return 2;
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
@@ -446,7 +447,7 @@ static int run_train(void *config, int n_args, char **args)
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->backend, .qv_bias = qv_bias, .dtype = dtype},
+                  .backend = c->use_backend, .qv_bias = qv_bias, .dtype = dtype},
         .train_ann = train, .val_ann = val, .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
@@ -587,6 +588,7 @@ const struct cli_command cli_cmd_train = {
 struct eval_config {
     char *ckpt, *data, *ext, *train, *val, *format, *label, *predictions, *device, *backend,
         *precision;
+    const char *use_backend; /* --device and --backend resolved (cli_device) */
     int views, crops, batch, workers, skip_bad_rows;
     char *class_names, *prompt, *relevancy, *similarity, *task, *scores;
 };
@@ -647,7 +649,7 @@ static int eval_clip(const struct eval_config *c, struct tb_ckpt_info *info,
     struct tb_eval_result r;
     struct tb_clip_config cc = info->clip;
     cc.video = info->model;
-    cc.video.backend = c->backend;
+    cc.video.backend = c->use_backend;
     int rc;
     if ((rc = tb_clip_open(&m, &cc)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_clip_params(m), NULL, NULL)) < 0 ||
@@ -733,7 +735,7 @@ static int run_eval(void *config, int n_args, char **args)
         return 2;
     }
     enum tb_dtype dtype;
-    if (cli_device("eval", c->device, c->backend, c->precision, (const char **)&c->backend,
+    if (cli_device("eval", c->device, c->backend, c->precision, &c->use_backend,
                    &dtype))
         return 2;
     if (cli_ann_format(c->format, &ao.format) < 0 ||
@@ -788,7 +790,7 @@ static int run_eval(void *config, int n_args, char **args)
                 c->ckpt);
         goto end;
     }
-    info.model.backend = c->backend;
+    info.model.backend = c->use_backend;
     info.model.dtype = dtype;
     if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||

@@ -1,9 +1,23 @@
 /* src/cli/device.c - where a command runs: --device, --backend and --precision to the
  * backend's name and the model's dtype, and the line that says which (cli.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+
+/* Rank 0, or no launcher: the process that speaks (MPI's, Slurm's or torchrun's variables). */
+static int lead_process(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                       "SLURM_PROCID", "RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && strcmp(v, "0"))
+            return 0;
+    }
+    return 1;
+}
 
 int cli_device(const char *cmd, const char *device, const char *backend, const char *precision,
                const char **backend_out, enum tb_dtype *dtype)
@@ -35,8 +49,9 @@ int cli_device(const char *cmd, const char *device, const char *backend, const c
         fprintf(stderr, "tubelet %s: --precision is auto, fp32 or bf16\n", cmd);
         return 2;
     }
-    fprintf(stderr, "tubelet %s: info: backend %s (%s), precision %s\n", cmd, name, why,
-            *dtype == TB_DTYPE_BF16 ? "bf16" : "fp32");
+    if (lead_process())
+        fprintf(stderr, "tubelet: info: backend %s (%s), precision %s\n", name, why,
+                *dtype == TB_DTYPE_BF16 ? "bf16" : "fp32");
     *backend_out = name;
     return 0;
 }
