@@ -89,5 +89,6 @@ int main(void)
     printf("unsupported HS, misaligned qkv, N = 0: TB_EINVAL %s\n", bad ? "ok" : "FAIL");
     failed += !bad;
     printf("%d of %d emulated cases failed\n", failed, n + 1);
+    emu_release();
     return failed ? 1 : 0;
 }

@@ -718,6 +718,7 @@ int main(void)
     planted_streams();
     tbi_backend_close(&cpu);
     tbi_backend_close(&cu);
+    emu_release();
     printf("%d of %d checks failed\n", n_failed, n_checks);
     return n_failed ? 1 : 0;
 }

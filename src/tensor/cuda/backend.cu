@@ -193,6 +193,9 @@ extern "C" void TBC_CLOSE(tbi_backend *be)
     tbc_rt_stream_destroy(c->comm);
     free(c);
     be->ctx = NULL;
+#ifdef TBC_EMULATE
+    emu_release();
+#endif
 }
 
 /* be->ctx and be->ops for this backend; 0, or TB_EUNSUPPORTED / TB_ECUDA naming what is

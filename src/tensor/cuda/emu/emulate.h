@@ -346,6 +346,15 @@ static void emu_run_grid(dim3 grid, dim3 block, size_t smem_bytes,
 
 #include "emulate_rt.h"
 
+/* The threads' stacks, kept from launch to launch, back to the system (a backend's close). */
+static inline void emu_release(void)
+{
+    emu_drain();
+    for (char *st : emu_stacks)
+        free(st);
+    emu_stacks.clear();
+}
+
 /* A launch: refused at once as a GPU would (cudaGetLastError then says so; nothing runs), else
  * queued on the stream (emulate_rt.h) with its arguments copied, as a launch copies them; the
  * null stream runs it at once. */
