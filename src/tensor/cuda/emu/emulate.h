@@ -279,11 +279,27 @@ static int emu_launch_ok(const void *fn, dim3 g, dim3 b, size_t smem)
 }
 
 /* Runs the block's threads until all are done; a round where none can run is a deadlock. */
+/* The order threads run in between barriers: by index, or (TBC_EMU_THREADS=reverse) the
+ * highest first. A read of what another thread writes in the same barrier interval shows in one
+ * of the two orders (NaN from fresh memory, or a stale value): the suite runs test_backend in
+ * both. */
+static int emu_reverse_threads(void)
+{
+    static int reverse = -1;
+    if (reverse < 0) {
+        const char *o = getenv("TBC_EMU_THREADS");
+        reverse = o && !strcmp(o, "reverse");
+    }
+    return reverse;
+}
+
 static void emu_run_block(unsigned threads)
 {
+    const int reverse = emu_reverse_threads();
     for (;;) {
         int ran = 0, left = 0;
-        for (unsigned i = 0; i < threads; i++) {
+        for (unsigned k = 0; k < threads; k++) {
+            const unsigned i = reverse ? threads - 1 - k : k;
             emu_thread &t = emu_threads[i];
             if (t.done)
                 continue;
