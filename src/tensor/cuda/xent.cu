@@ -1,21 +1,133 @@
-/* src/tensor/cuda/xent.cu - softmax cross-entropy, hard and soft targets (not yet on CUDA: each op
- * says so, and the parity harness fails on it). */
+/* src/tensor/cuda/xent.cu - softmax cross-entropy with label smoothing (PyTorch's) or soft
+ * targets (timm's SoftTargetCrossEntropy), the CPU's arithmetic (src/tensor/cpu/xent.c): one
+ * thread per row, its max in float, its sum of exponentials, log-sum-exp and loss in double,
+ * the probabilities kept as float; the rows' losses into scratch, then one thread adds them in
+ * row order and writes the mean to *loss on the device. No atomics. A label outside the
+ * classes (the CPU op refuses it; here the labels are device memory) makes its row's loss and
+ * gradient NaN, which the step's check reports as a non-finite loss: never a silent answer.
+ * Tests: tests/test_backend.c (parity). */
 #include "tensor/cuda/cuda_common.h"
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#define TBC_PENDING(op, params)                                                                    \
-    static int tbc_##op params                                                                     \
-    {                                                                                              \
-        return tbi_err(TB_EUNSUPPORTED, "%s: %s has no CUDA kernel yet", be->name, #op);           \
+enum { XENT_THREADS = 128 };
+
+/* Row b of logits (B, K): its probabilities, and its loss into rows[b]. Hard targets (targets)
+ * with smoothing, or soft ones (soft, (B, K)). */
+__global__ void xent_rows_kernel(double *rows, float *probs, const float *logits,
+                                 const int64_t *targets, const float *soft, int B, int K,
+                                 float smoothing)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B)
+        return;
+    const float *z = logits + (size_t)b * K;
+    float *p = probs + (size_t)b * K;
+    float mx = z[0];
+    for (int k = 1; k < K; k++)
+        mx = z[k] > mx ? z[k] : mx;
+    double sum = 0;
+    for (int k = 0; k < K; k++)
+        sum += exp((double)z[k] - mx);
+    const double lse = mx + log(sum);
+    double acc = 0;
+    for (int k = 0; k < K; k++) {
+        p[k] = (float)exp((double)z[k] - lse);
+        acc += soft ? soft[(size_t)b * K + k] * (lse - z[k]) : lse - z[k];
     }
-TBC_PENDING(xent_fwd, (tbi_backend * be, float *loss, float *probs, const float *logits,
-                       const int64_t *targets, int B, int K, float smoothing))
-TBC_PENDING(xent_bwd, (tbi_backend * be, float *dlogits, const float *probs, const int64_t *targets,
-                       int B, int K, float smoothing))
-TBC_PENDING(xent_soft_fwd, (tbi_backend * be, float *loss, float *probs, const float *logits,
-                            const float *targets, int B, int K))
-TBC_PENDING(xent_soft_bwd, (tbi_backend * be, float *dlogits, const float *probs,
-                            const float *targets, int B, int K))
-#undef TBC_PENDING
-#pragma GCC diagnostic pop
+    if (soft) {
+        rows[b] = acc;
+        return;
+    }
+    const int64_t t = targets[b];
+    const double nll = t >= 0 && t < K ? lse - z[t] : nan("");
+    rows[b] = (1.0 - smoothing) * nll + smoothing * (acc / K);
+}
+
+/* *loss = the mean of rows (B), added in order. */
+__global__ void xent_mean_kernel(float *loss, const double *rows, int B)
+{
+    double total = 0;
+    for (int b = 0; b < B; b++)
+        total += rows[b];
+    *loss = (float)(total / B);
+}
+
+/* dlogits = (probs - q) / B, q the smoothed one-hot of the target (NaN for a bad label). */
+__global__ void xent_bwd_kernel(float *dlogits, const float *probs, const int64_t *targets, int B,
+                                int K, float off, float on, float inv_b)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)B * K;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int64_t t = targets[i / K];
+        const float q = t < 0 || t >= K ? nanf("") : (int64_t)(i % K) == t ? on : off;
+        dlogits[i] = (probs[i] - q) * inv_b;
+    }
+}
+
+/* dlogits = (probs * sum_k targets - targets) / B, one thread per row. */
+__global__ void xent_soft_bwd_kernel(float *dlogits, const float *probs, const float *targets,
+                                     int B, int K, float inv_b)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B)
+        return;
+    const float *t = targets + (size_t)b * K, *p = probs + (size_t)b * K;
+    float mass = 0;
+    for (int k = 0; k < K; k++)
+        mass += t[k];
+    for (int k = 0; k < K; k++)
+        dlogits[(size_t)b * K + k] = (p[k] * mass - t[k]) * inv_b;
+}
+
+static int xent_args(tbi_backend *be, const char *op, int B, int K)
+{
+    if (B <= 0 || K <= 0)
+        return tbi_err(TB_EINVAL, "%s %s: B %d K %d", be->name, op, B, K);
+    return 0;
+}
+
+static int xent_fwd(tbi_backend *be, const char *op, float *loss, float *probs,
+                    const float *logits, const int64_t *targets, const float *soft, int B, int K,
+                    float smoothing)
+{
+    TBI_TRY(xent_args(be, op, B, K));
+    void *rows = NULL;
+    TBI_TRY(tbc_scratch(be, sizeof(double) * (size_t)B, &rows));
+    const unsigned blocks = (unsigned)((B + XENT_THREADS - 1) / XENT_THREADS);
+    TBC_LAUNCH(xent_rows_kernel, blocks, XENT_THREADS, 0, tbc_stream(be), (double *)rows, probs,
+               logits, targets, soft, B, K, smoothing);
+    TBI_TRY(tbc_launched(be, op));
+    TBC_LAUNCH(xent_mean_kernel, 1, 1, 0, tbc_stream(be), loss, (const double *)rows, B);
+    return tbc_launched(be, op);
+}
+
+static int tbc_xent_fwd(tbi_backend *be, float *loss, float *probs, const float *logits,
+                        const int64_t *targets, int B, int K, float smoothing)
+{
+    return xent_fwd(be, "xent_fwd", loss, probs, logits, targets, NULL, B, K, smoothing);
+}
+
+static int tbc_xent_bwd(tbi_backend *be, float *dlogits, const float *probs,
+                        const int64_t *targets, int B, int K, float smoothing)
+{
+    TBI_TRY(xent_args(be, "xent_bwd", B, K));
+    const float off = smoothing / K, on = 1.0f - smoothing + off, inv_b = 1.0f / B;
+    TBC_LAUNCH(xent_bwd_kernel, tbc_blocks((size_t)B * K, 256), 256, 0, tbc_stream(be), dlogits,
+               probs, targets, B, K, off, on, inv_b);
+    return tbc_launched(be, "xent_bwd");
+}
+
+static int tbc_xent_soft_fwd(tbi_backend *be, float *loss, float *probs, const float *logits,
+                             const float *targets, int B, int K)
+{
+    return xent_fwd(be, "xent_soft_fwd", loss, probs, logits, NULL, targets, B, K, 0);
+}
+
+static int tbc_xent_soft_bwd(tbi_backend *be, float *dlogits, const float *probs,
+                             const float *targets, int B, int K)
+{
+    TBI_TRY(xent_args(be, "xent_soft_bwd", B, K));
+    const unsigned blocks = (unsigned)((B + XENT_THREADS - 1) / XENT_THREADS);
+    TBC_LAUNCH(xent_soft_bwd_kernel, blocks, XENT_THREADS, 0, tbc_stream(be), dlogits, probs,
+               targets, B, K, 1.0f / B);
+    return tbc_launched(be, "xent_soft_bwd");
+}
