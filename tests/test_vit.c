@@ -548,7 +548,7 @@ static void test_bf16(void)
         if (!ok)
             continue;
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
-        tbt_cuda_emu_step(what, "", flags, f.bf16, f.other, skip_key_bias, tol_emu);
+        tbt_cuda_emu_step(what, "", flags, f.bf16, f.emu, skip_key_bias, tol_emu);
         if (autocast) {
             double ee[3], me, se;
             tbt_rel_errors(f.bf16, re, skip_key_bias, ee, &me, &se);

@@ -665,6 +665,11 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         TBI_TRY(o->to_device(be, m->soft, soft, sizeof(float) * (size_t)B * m->K));
         TBI_TRY(o->xent_soft_fwd(be, m->loss, m->probs, m->logits, m->soft, B, m->K));
     } else {
+        /* Checked here, on the host, for every backend (a device's op cannot say which). */
+        for (int b = 0; b < B; b++)
+            if (labels[b] < 0 || labels[b] >= m->K)
+                return tbi_err(TB_ERANGE, "label %lld of clip %d is not a class of %d",
+                               (long long)labels[b], b, m->K);
         TBI_TRY(o->to_device(be, m->labels, labels, sizeof(int64_t) * (size_t)B));
         TBI_TRY(o->xent_fwd(be, m->loss, m->probs, m->logits, m->labels, B, m->K, smoothing));
     }
