@@ -393,8 +393,10 @@ static void test_bf16(void)
      * 1.2e-2; fp32: outputs 2.9e-3, 2.9e-3, median gradients 5.5e-3, 3.9e-3. */
     const double tol[3] = {1e-2, 2e-2, 1.5e-1}; /* outputs, gradients, weights */
     /* The emulated CUDA device (tbt_cuda_emu_step) against the CPU's bf16 mode: the same
-     * rounding points, f32 sums in other orders (a bf16 result may flip one step and carry). */
-    const double tol_emu[3] = {1e-2, 2e-2, 1.5e-1};
+     * rounding points, f32 sums in other orders (a bf16 result may flip one step and carry).
+     * Measured over the vit, mae and clip cases (AVX-512 with avx512_bf16): outputs 2.7e-4,
+     * gradients 2.8e-3, weights after 3 steps 4.5e-3 at worst; 76-100% of values to the bit. */
+    const double tol_emu[3] = {2e-3, 2e-2, 5e-2};
     const struct variant vs[] = {{0.9, 0, 2, 32, 48, 1, "adamw"}, {0.75, 1, 2, 48, 32, 0, "lion"}};
     for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
         const struct variant *v = &vs[i];

@@ -501,8 +501,10 @@ static void test_bf16(void)
      * the weights' looser tolerance. */
     const double tol[3] = {1e-2, 2e-2, 1.5e-1}, tol_eager = 2e-2;
     /* The emulated CUDA device (tbt_cuda_emu_step) against the CPU's bf16 mode: the same
-     * rounding points, f32 sums in other orders (a bf16 result may flip one step and carry). */
-    const double tol_emu[3] = {1e-2, 2e-2, 1.5e-1};
+     * rounding points, f32 sums in other orders (a bf16 result may flip one step and carry).
+     * Measured over the vit, mae and clip cases (AVX-512 with avx512_bf16): outputs 2.7e-4,
+     * gradients 2.8e-3, weights after 3 steps 4.5e-3 at worst; 76-100% of values to the bit. */
+    const double tol_emu[3] = {2e-3, 2e-2, 5e-2};
     const struct variant vs[] = {{"cls", "learned", 2, 32, 32}, {"mean", "sincos", 1, 32, 48}};
     int autocast = autocast_rounds_once();
     char *out = NULL;
