@@ -204,7 +204,7 @@ int main(void)
                  "--context 12",
                  "--batch 2", pc, sizeof(pc));
 
-    /* The emulated CUDA device: its reductions on the communication stream (MPI's, on the
+    /* The emulated CUDA device (fp32: auto would be bf16 there): its reductions on the communication stream (MPI's, on the
      * device memory, after an event on the compute stream; emulate_rt.h runs the newer stream
      * first, so a missing wait reads unfinished gradients), the clip features' all-gather. */
     if (tbt_have_backend("cuda-emu")) {

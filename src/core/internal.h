@@ -99,6 +99,9 @@ void *tbi_calloc_big(size_t n, size_t size);
  * from 2 MB on (small pages: a huge one would commit 2 MB for one written row), 16-byte
  * aligned. free() it. NULL when out of memory. */
 void *tbi_alloc_zero_lazy(size_t bytes);
+/* The host memory free for new allocations: MemAvailable, else all of its RAM, else
+ * UINT64_MAX. */
+uint64_t tbi_host_mem_available(void);
 
 /* Parse all of s as a decimal integer in [lo, hi]: 0, or -1 (junk, overflow, out of range). */
 int tbi_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -5,6 +5,7 @@
  * 64-byte aligned (a cache line; the AVX-512 kernels' aligned loads). Freed with free().
  * Tests: every test that trains (tests/test_vit.c, tests/test_train.c). */
 #define _DEFAULT_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -76,4 +77,20 @@ void *tbi_calloc_big(size_t n, size_t size)
     if (p)
         memset(p, 0, n * size);
     return p;
+}
+
+uint64_t tbi_host_mem_available(void)
+{
+    unsigned long long kb = 0;
+    char line[128];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return kb                      ? (uint64_t)kb * 1024
+           : pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size
+                                   : UINT64_MAX;
 }

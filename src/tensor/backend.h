@@ -47,6 +47,14 @@ static inline size_t tbi_dt_size(int dt)
     return dt == TB_DTYPE_BF16 ? 2 : 4;
 }
 
+/* Rules written once for the CPU and the CUDA backends (src/tensor/step_rules.h and
+ * xent_rules.h): host and device functions under nvcc, plain C elsewhere. */
+#ifdef __CUDACC__
+#define TBI_HD __host__ __device__
+#else
+#define TBI_HD
+#endif
+
 /* Activations of a transformer MLP (tbi_act_*). */
 enum tbi_act { TBI_ACT_GELU, TBI_ACT_QUICKGELU };
 /* Token pooling (pool_fwd/pool_bwd): the first token (a class token), or the mean. */

@@ -1,20 +1,13 @@
 /* src/tensor/step_rules.h - a training step's rules on struct tbi_step_stats (backend.h): the
  * micro-batches' loss and the non-finite check with the clipping factor, written once for the
  * CPU backend (src/tensor/cpu/step.c) and the CUDA one (src/tensor/cuda/step.cu, a kernel of
- * one thread), so both apply the same expressions in the same order. TBI_HD marks them for
- * nvcc; plain static inline C elsewhere. */
+ * one thread), so both apply the same expressions in the same order (TBI_HD: backend.h). */
 #ifndef TUBELET_TENSOR_STEP_RULES_H
 #define TUBELET_TENSOR_STEP_RULES_H
 
 #include <math.h>
 
 #include "tensor/backend.h"
-
-#ifdef __CUDACC__
-#define TBI_HD __host__ __device__
-#else
-#define TBI_HD
-#endif
 
 static inline TBI_HD void tbi_step_loss_rule(struct tbi_step_stats *st, const float *loss, int K)
 {

@@ -89,18 +89,7 @@ int tbi_cpu_sync(tbi_backend *be)
 int tbi_cpu_mem_avail(tbi_backend *be, uint64_t *host_bytes)
 {
     (void)be;
-    unsigned long long kb = 0;
-    char line[128];
-    FILE *f = fopen("/proc/meminfo", "r");
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    *host_bytes = kb                      ? (uint64_t)kb * 1024
-                  : pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size
-                                          : UINT64_MAX;
+    *host_bytes = tbi_host_mem_available();
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "tensor/cpu/kernels.h"
+#include "tensor/xent_rules.h"
 
 /* The rows' losses are summed per thread (static shares of the rows) and the threads' sums
  * added in thread order: the same bits on every run for a given team (an OpenMP reduction
@@ -26,42 +27,6 @@ static double in_order(const double *part, int used)
     return total;
 }
 
-/* A row's probabilities into p and its loss: with label smoothing on a hard target. */
-static double hard_row(float *p, const float *z, int64_t target, int K, float smoothing)
-{
-    float mx = z[0];
-    for (int k = 1; k < K; k++)
-        mx = z[k] > mx ? z[k] : mx;
-    double sum = 0;
-    for (int k = 0; k < K; k++)
-        sum += exp((double)z[k] - mx);
-    double lse = mx + log(sum), mean_nll = 0;
-    for (int k = 0; k < K; k++) {
-        p[k] = (float)exp((double)z[k] - lse);
-        mean_nll += lse - z[k];
-    }
-    mean_nll /= K;
-    double nll = lse - z[target];
-    return (1.0 - smoothing) * nll + smoothing * mean_nll;
-}
-
-/* The same on soft targets t (K). */
-static double soft_row(float *p, const float *z, const float *t, int K)
-{
-    float mx = z[0];
-    for (int k = 1; k < K; k++)
-        mx = z[k] > mx ? z[k] : mx;
-    double sum = 0, row = 0;
-    for (int k = 0; k < K; k++)
-        sum += exp((double)z[k] - mx);
-    double lse = mx + log(sum);
-    for (int k = 0; k < K; k++) {
-        p[k] = (float)exp((double)z[k] - lse);
-        row += t[k] * (lse - z[k]);
-    }
-    return row;
-}
-
 /* The mean over the B rows of their losses: on hard targets (soft NULL) or soft ones. */
 static float mean_loss(float *probs, const float *logits, const int64_t *targets,
                        const float *soft, int B, int K, float smoothing)
@@ -75,8 +40,8 @@ static float mean_loss(float *probs, const float *logits, const int64_t *targets
         for (int b = 0; b < B; b++) {
             float *p = probs + (size_t)b * K;
             const float *z = logits + (size_t)b * K;
-            total += soft ? soft_row(p, z, soft + (size_t)b * K, K)
-                          : hard_row(p, z, targets[b], K, smoothing);
+            total += soft ? tbi_xent_soft_row(p, z, soft + (size_t)b * K, K)
+                          : tbi_xent_hard_row(p, z, targets[b], K, smoothing);
         }
         part[omp_get_thread_num()] = total;
         if (omp_get_thread_num() == 0)

@@ -195,15 +195,8 @@ static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 {
     const char *g = getenv("TBC_EMU_MEM_GB");
     *total = (size_t)((g ? atof(g) : 80.0) * 1073741824.0);
-    unsigned long long kb = 0;
-    char line[128];
-    FILE *f = fopen("/proc/meminfo", "r");
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    *free_b = kb && kb * 1024 < *total ? (size_t)kb * 1024 : *total;
+    const uint64_t host = tbi_host_mem_available();
+    *free_b = host < *total ? (size_t)host : *total;
     return 0;
 }
 static inline int tbc_rt_last_error(void)

@@ -1,12 +1,13 @@
 /* src/tensor/cuda/xent.cu - softmax cross-entropy with label smoothing (PyTorch's) or soft
- * targets (timm's SoftTargetCrossEntropy), the CPU's arithmetic (src/tensor/cpu/xent.c): one
- * thread per row, its max in float, its sum of exponentials, log-sum-exp and loss in double,
- * the probabilities kept as float; the rows' losses into scratch, then one thread adds them in
+ * targets (timm's SoftTargetCrossEntropy): one thread per row runs the CPU's own row
+ * (src/tensor/xent_rules.h: max in float, exponentials, log-sum-exp and loss in double,
+ * probabilities as float); the rows' losses into scratch, then one thread adds them in
  * row order and writes the mean to *loss on the device. No atomics. A label outside the
  * classes (the CPU op refuses it; here the labels are device memory) makes its row's loss and
  * gradient NaN, which the step's check reports as a non-finite loss: never a silent answer.
  * Tests: tests/test_backend.c (parity). */
 #include "tensor/cuda/cuda_common.h"
+#include "tensor/xent_rules.h"
 
 enum { XENT_THREADS = 128 };
 
@@ -21,25 +22,12 @@ __global__ void xent_rows_kernel(double *rows, float *probs, const float *logits
         return;
     const float *z = logits + (size_t)b * K;
     float *p = probs + (size_t)b * K;
-    float mx = z[0];
-    for (int k = 1; k < K; k++)
-        mx = z[k] > mx ? z[k] : mx;
-    double sum = 0;
-    for (int k = 0; k < K; k++)
-        sum += exp((double)z[k] - mx);
-    const double lse = mx + log(sum);
-    double acc = 0;
-    for (int k = 0; k < K; k++) {
-        p[k] = (float)exp((double)z[k] - lse);
-        acc += soft ? soft[(size_t)b * K + k] * (lse - z[k]) : lse - z[k];
-    }
     if (soft) {
-        rows[b] = acc;
+        rows[b] = tbi_xent_soft_row(p, z, soft + (size_t)b * K, K);
         return;
     }
     const int64_t t = targets[b];
-    const double nll = t >= 0 && t < K ? lse - z[t] : nan("");
-    rows[b] = (1.0 - smoothing) * nll + smoothing * (acc / K);
+    rows[b] = t >= 0 && t < K ? tbi_xent_hard_row(p, z, t, K, smoothing) : nan("");
 }
 
 /* *loss = the mean of rows (B), added in order. */
