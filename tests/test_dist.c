@@ -209,11 +209,11 @@ int main(void)
      * first, so a missing wait reads unfinished gradients), the clip features' all-gather. */
     if (tbt_have_backend("cuda-emu")) {
         char pe[4400];
-        compare_runs("cls-cuda-emu", "--backend cuda-emu", "--batch 2", pe, sizeof(pe));
-        compare_runs("clip-cuda-emu",
-                     "--backend cuda-emu --task clip --embed 16 --text-width 32 "
-                     "--text-heads 2 --text-depth 1 --context 12",
-                     "--batch 2", pe, sizeof(pe));
+        compare_runs("cls-cuda-emu", "--backend cuda-emu --precision fp32", "--batch 2", pe,
+                     sizeof(pe));
+        compare_runs("clip-cuda-emu", "--backend cuda-emu --precision fp32 --task clip --embed 16 "
+                     "--text-width 32 --text-heads 2 --text-depth 1 --context 12", "--batch 2", pe,
+                     sizeof(pe));
     } else {
         fprintf(stderr, "no cuda-emu backend in this build: its data parallelism not run\n");
     }
