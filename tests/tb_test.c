@@ -456,7 +456,8 @@ void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, co
                        const double tol[3])
 {
     if (!tbt_have_backend("cuda-emu")) {
-        fprintf(stderr, "%s: no cuda-emu backend in this build (TB_CUDA=OFF, or no CUDA headers): not compared\n",
+        fprintf(stderr, "%s: no cuda-emu backend in this build (TB_CUDA=OFF, or no CUDA "
+                "headers): not compared\n",
                 what);
         return;
     }
