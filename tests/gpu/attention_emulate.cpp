@@ -1,5 +1,5 @@
 /* tests/gpu/attention_emulate.cpp - src/tensor/cuda/attention.cu's launchers and kernels run on
- * the CPU through tests/gpu/emulate.h, against the double reference of attention_ref.h, on
+ * the CPU through src/tensor/cuda/emu/emulate.h, against the double reference of attention_ref.h, on
  * small shapes (HS 64 and 128, causal and not, tails of every tile): checks the fragment
  * indexing, masking, pipelining and workspace logic with no GPU. It cannot see what the
  * emulation does not model (the hardware's own layouts are taken from the PTX ISA, timing,

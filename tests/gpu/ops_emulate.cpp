@@ -1,11 +1,12 @@
-/* tests/gpu/ops_emulate.cpp - src/tensor/cuda's LayerNorm, activation, add, scale_add and
- * optimizer launchers run on the CPU through tests/gpu/emulate.h against the CPU backend's ops
- * (the specification), f32 and bf16, odd sizes and widths, each case with device memory flush
- * against the guard page at its end and again at its start. A tolerance and its reason per op
- * below. Then the harness proves it catches bugs, with small broken kernels of its own: a bound
- * off by one faults on a guard page, an output element no thread wrote fails the comparison as
- * NaN, a launch over the limits is refused, a warp shuffle after a lane exited aborts. It
- * cannot see what the emulation does not model (docs/CUDA.md). Exit 0, or 1 on a failure. */
+/* tests/gpu/ops_emulate.cpp - the cuda-emu backend's LayerNorm, activation, add, scale_add and
+ * optimizer ops (src/tensor/cuda on the emulated device, src/tensor/cuda/emu) against the CPU
+ * backend's ops (the specification), f32 and bf16, odd sizes and widths, each case with device
+ * memory flush against the guard page at its end and again at its start. A tolerance and its
+ * reason per op below. Then the harness proves it catches bugs, with small broken kernels of its
+ * own: a bound off by one faults on a guard page, an output element no thread wrote fails the
+ * comparison as NaN, a launch over the limits is refused, a warp shuffle after a lane exited
+ * aborts, a reader on a second stream without an event wait reads NaN. It cannot see what the
+ * emulation does not model (docs/CUDA.md). Exit 0, or 1 on a failure. */
 #define TBC_EMULATE 1
 #include "emulate.h"
 

@@ -4,7 +4,7 @@
  * (src/tensor/cpu/attention.c): only lse is kept, the backward recomputes P tile by tile.
  * It does not use Hopper's wgmma/TMA (mma.sync runs on sm_80, sm_86 and sm_90 alike), nor
  * split a long sequence's keys across blocks. Tests: tests/gpu/attention_check.cu (on a GPU),
- * tests/gpu/attention_emulate.cpp (this file on the CPU), bench/cuda_check.sh (SASS, spills). */
+ * tests/gpu/attention_emulate.cpp (this file on the CPU), tests/gpu/sass_check.sh (SASS, spills). */
 #include <math.h>
 #include <stdint.h>
 
