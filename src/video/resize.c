@@ -1,0 +1,481 @@
+/* src/video/resize.c - crop -> RGB24 for 8-bit 4:2:0 frames, bilinear (contract in resize.h).
+ *
+ * Why not swscale: for RGB24 with a filter of more than two taps, FFmpeg 5.1 runs a C loop
+ * per pixel (yuv2rgb24_X_c) and sets up a new scaler for every crop size; that was a sixth of
+ * a W1 clip on short keyframe intervals (docs/PERFORMANCE.md). Here a row at a time:
+ *
+ *   vertical pass    each plane's source rows -> one row of the crop's width (u8 -> 14-bit),
+ *                    a plain loop the compiler vectorises;
+ *   horizontal pass  that row -> out_w values in output order, the flip and the chroma
+ *                    sharing baked into the tables, so chroma comes out per pixel;
+ *   matrix           Y, U, V -> R, G, B, rounded once.
+ *
+ * The horizontal pass is a gather; where tbi_cpu_avx512() it runs 16 outputs at a time, two
+ * taps per step, picking the taps out of a 64-sample window with one permute (VPERMT2W) and
+ * summing them with VPMADDWD; a block whose taps do not fit one window runs the portable loop.
+ * Integer sums are exact, so both paths give the same bytes. */
+#define _POSIX_C_SOURCE 200809L
+#include "video/resize.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libswscale/swscale.h>
+
+#include "core/internal.h"
+#include "tensor/cpu/kernels.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define HAVE_AVX512_PATH 1
+#define AVX512 __attribute__((target("avx512f,avx512bw")))
+#else
+#define HAVE_AVX512_PATH 0
+#endif
+
+#define ONE 16384      /* coefficient scale: 14 bits */
+#define FRAC 6         /* fractional bits of the values between the passes */
+#define WIN 64         /* samples in the AVX-512 path's window */
+#define LANES 16       /* outputs per AVX-512 step */
+
+/* One plane's filter along one axis: output i reads taps samples from pos[i]. */
+struct axis {
+    int n, taps;
+    int32_t *pos;
+    int16_t *coef;     /* n x taps, each row summing to ONE */
+    /* The AVX-512 path's tables (horizontal axes): per block of LANES outputs the window's
+     * start, whether every tap fits the window, and per pair of taps the 32 window indices and
+     * coefficients of its lanes. */
+    int32_t *base;
+    uint8_t *fits;
+    int16_t *idx, *bcoef;
+};
+
+struct tbi_resize {
+    int cw, ch, out_w, out_h, flip, full_range, avx512;  /* what the tables are for */
+    struct axis hy, hc, vy, vc;
+    int32_t cy, y0, k, crv, cbu, cgu, cgv;                /* the matrix (matrix()) */
+    int truncate;              /* 8-bit Y, U, V truncated, not rounded (swscale_path()) */
+    int32_t *acc;
+    int16_t *ty, *tu, *tv;     /* vertical pass outputs, WIN samples of zero padding after */
+    int16_t *ly, *lu, *lv;     /* horizontal pass outputs, out_w rounded up to LANES */
+    void *mem;
+    size_t mem_bytes;
+};
+
+/* ---- filters ----------------------------------------------------------------------------- */
+
+/* Taps of a tent of half-width max(1, n_src / n) (swscale's filter size for it), at most the
+ * source. */
+static int axis_taps(int n_src, int n)
+{
+    double w = (double)n_src / n > 1 ? (double)n_src / n : 1;
+    int t = (int)ceil(2 * w) + 1;
+    return t < n_src ? t : n_src;
+}
+
+/* Output i of n from n_src samples, centre-aligned: the tent centred on (i + 0.5) * s - 0.5
+ * (s = n_src / n), taps past an edge folded onto it, the window moved inside the source; the
+ * weights quantised by their running sum, so they add up to ONE exactly and stay >= 0. */
+static void axis_filter(int n_src, int n, int taps, int i, int32_t *pos, int16_t *coef,
+                        double *wt)
+{
+    double s = (double)n_src / n, w = s > 1 ? s : 1, inv_w = 1 / w, c = (i + 0.5) * s - 0.5;
+    int start = (int)floor(c - w) + 1;
+    int first = start < 0 ? 0 : start > n_src - taps ? n_src - taps : start;
+    for (int j = 0; j < taps; j++)
+        wt[j] = 0;
+    double total = 0;
+    for (int t = start; t < c + w; t++) {
+        double a = 1 - fabs(t - c) * inv_w;
+        if (a <= 0)
+            continue;
+        int k = (t < 0 ? 0 : t >= n_src ? n_src - 1 : t) - first;
+        wt[k] += a;
+        total += a;
+    }
+    double cum = 0, scale = ONE / total;
+    int prev = 0;
+    for (int j = 0; j < taps; j++) {
+        cum += wt[j];
+        int q = j == taps - 1 ? ONE : (int)(cum * scale + 0.5);
+        coef[j] = (int16_t)(q - prev);
+        prev = q;
+    }
+    *pos = first;
+}
+
+/* The AVX-512 tables of a horizontal axis (taps even). */
+static void axis_blocks(struct axis *a)
+{
+    int pairs = a->taps / 2;
+    for (int b = 0; b * LANES < a->n; b++) {
+        int x0 = b * LANES, m = a->n - x0 < LANES ? a->n - x0 : LANES;
+        int lo = a->pos[x0], hi = a->pos[x0];
+        for (int l = 1; l < m; l++) {
+            lo = a->pos[x0 + l] < lo ? a->pos[x0 + l] : lo;
+            hi = a->pos[x0 + l] > hi ? a->pos[x0 + l] : hi;
+        }
+        a->base[b] = lo;
+        a->fits[b] = hi - lo + a->taps <= WIN;
+        for (int p = 0; p < pairs; p++) {
+            int16_t *ix = a->idx + ((size_t)b * pairs + p) * 2 * LANES;
+            int16_t *cf = a->bcoef + ((size_t)b * pairs + p) * 2 * LANES;
+            for (int l = 0; l < LANES; l++) {
+                int in = l < m && a->fits[b];
+                int off = in ? a->pos[x0 + l] - lo + 2 * p : 0;
+                ix[2 * l] = (int16_t)off;
+                ix[2 * l + 1] = (int16_t)(off + 1);
+                cf[2 * l] = in ? a->coef[(size_t)(x0 + l) * a->taps + 2 * p] : 0;
+                cf[2 * l + 1] = in ? a->coef[(size_t)(x0 + l) * a->taps + 2 * p + 1] : 0;
+            }
+        }
+    }
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+/* Carve n bytes, 64-aligned, out of *p (which only counts when base is NULL). */
+static void *take(char *base, size_t *p, size_t n)
+{
+    size_t at = (*p + 63) & ~(size_t)63;
+    *p = at + n;
+    return base ? base + at : NULL;
+}
+
+static void axis_layout(struct axis *a, char *base, size_t *p, int n, int taps, int blocks)
+{
+    a->n = n;
+    a->taps = taps;
+    a->pos = take(base, p, sizeof(int32_t) * n);
+    a->coef = take(base, p, sizeof(int16_t) * n * taps);
+    int nb = blocks ? (n + LANES - 1) / LANES : 0;
+    a->base = take(base, p, sizeof(int32_t) * nb);
+    a->fits = take(base, p, nb);
+    a->idx = take(base, p, sizeof(int16_t) * 2 * LANES * (size_t)nb * (taps / 2));
+    a->bcoef = take(base, p, sizeof(int16_t) * 2 * LANES * (size_t)nb * (taps / 2));
+}
+
+/* Lay out every table and buffer in base (NULL: only count); the bytes needed. */
+static size_t layout(struct tbi_resize *r, char *base)
+{
+    int cwc = (r->cw + 1) / 2, chc = (r->ch + 1) / 2;
+    int hty = axis_taps(r->cw, r->out_w), htc = axis_taps(cwc, (r->out_w + 1) / 2);
+    size_t p = 0;
+    axis_layout(&r->hy, base, &p, r->out_w, hty + (hty & 1), 1);
+    axis_layout(&r->hc, base, &p, r->out_w, htc + (htc & 1), 1);
+    axis_layout(&r->vy, base, &p, r->out_h, axis_taps(r->ch, r->out_h), 0);
+    axis_layout(&r->vc, base, &p, r->out_h, axis_taps(chc, r->out_h), 0);
+    int lw = (r->out_w + LANES - 1) / LANES * LANES;
+    r->acc = take(base, &p, sizeof(int32_t) * r->cw);
+    r->ty = take(base, &p, sizeof(int16_t) * (r->cw + WIN));
+    r->tu = take(base, &p, sizeof(int16_t) * (cwc + WIN));
+    r->tv = take(base, &p, sizeof(int16_t) * (cwc + WIN));
+    r->ly = take(base, &p, sizeof(int16_t) * lw);
+    r->lu = take(base, &p, sizeof(int16_t) * lw);
+    r->lv = take(base, &p, sizeof(int16_t) * lw);
+    return p;
+}
+
+/* swscale's RGB from 8-bit Y, U, V (FFmpeg's yuv2rgb.c, ff_yuv2rgb_c_init_tables, for RGB24):
+ * a luma table indexed by Y plus per-chroma offsets, with its own rounding (limited range
+ * comes out about 1.7 darker than the exact BT.601 formula, 235 giving 253), written here in
+ * closed form so that it vectorises: value = clip((base + Y + off) * cy + k) >> 16), off the
+ * sum of floor(C * c / 2^16) - floor(c / 2^9) over the chroma terms of the channel. BT.601
+ * from swscale's own table; contrast, saturation and brightness at their defaults. */
+static void matrix(struct tbi_resize *r)
+{
+    const int *t = sws_getCoefficients(SWS_CS_DEFAULT);  /* crv, cbu, cgu, cgv; 16 bits */
+    int64_t crv = t[0], cbu = t[1], cgu = -t[2], cgv = -t[3], cy = 1 << 16, oy = 0;
+    if (!r->full_range) {
+        cy = cy * 255 / 219;
+        oy = 16 << 16;
+    } else {
+        crv = crv * 224 / 255;
+        cbu = cbu * 224 / 255;
+        cgu = cgu * 224 / 255;
+        cgv = cgv * 224 / 255;
+    }
+    /* in units of the luma table's steps */
+    r->crv = (int32_t)((crv * 65536 + 0x8000) / cy);
+    r->cbu = (int32_t)((cbu * 65536 + 0x8000) / cy);
+    r->cgu = (int32_t)((cgu * 65536 + 0x8000) / cy);
+    r->cgv = (int32_t)((cgv * 65536 + 0x8000) / cy);
+    r->cy = (int32_t)cy;
+    r->y0 = r->full_range ? 384 : 326;
+    r->k = (int32_t)(-(384 << 16) - oy + 0x8000);
+}
+
+/* Which of swscale's vertical paths the output follows, since each rounds its own way (its
+ * swscale.c picks by the vertical filters' sizes once it has dropped their zero taps):
+ * - shrinking: the general filter, rounding to 8 bits; what the passes do by default;
+ * - growing: two taps blended with truncation (yuv2packed2): 8 bits truncated here;
+ * - the same height: luma rows as they are, and chroma either its nearer row above (when the
+ *   one below weighs less than half) or the two averaged (yuv2packed1): the chroma filter is
+ *   replaced by that. */
+static void swscale_path(struct tbi_resize *r)
+{
+    r->truncate = r->ch < r->out_h;
+    if (r->ch != r->out_h)
+        return;
+    struct axis *a = &r->vc;
+    for (int y = 0; y < a->n; y++) {
+        int16_t *c = a->coef + (size_t)y * a->taps;
+        int j = 0;
+        while (j < a->taps - 1 && c[j] == 0)
+            j++;
+        int below = j + 1 < a->taps ? c[j + 1] : 0;
+        memset(c, 0, sizeof(*c) * a->taps);
+        if (below < ONE / 2) {
+            c[j] = ONE;
+        } else {
+            c[j] = ONE / 2;
+            c[j + 1] = ONE / 2;
+        }
+    }
+}
+
+static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out_w, int out_h,
+                 int flip, int portable)
+{
+    struct tbi_resize *r = *rp, key = {.cw = cw, .ch = ch, .out_w = out_w, .out_h = out_h,
+                                       .flip = flip, .full_range = full_range};
+    key.avx512 = HAVE_AVX512_PATH && !portable && tbi_cpu_avx512();
+    if (r && r->cw == cw && r->ch == ch && r->out_w == out_w && r->out_h == out_h &&
+        r->flip == flip && r->full_range == full_range && r->avx512 == key.avx512)
+        return 0;
+    size_t need = layout(&key, NULL);
+    if (!r || r->mem_bytes < need) {
+        tbi_resize_free(rp);
+        r = calloc(1, sizeof(*r));
+        if (r)
+            r->mem = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        if (!r || !r->mem) {
+            free(r);
+            return tbi_err(TB_ENOMEM, "out of memory for a %dx%d -> %dx%d resize", cw, ch,
+                           out_w, out_h);
+        }
+        r->mem_bytes = need;
+        *rp = r;
+    }
+    key.mem = r->mem;
+    key.mem_bytes = r->mem_bytes;
+    *r = key;
+    memset(r->mem, 0, need);  /* the windows' padding is read (with weight 0) */
+    layout(r, r->mem);
+    matrix(r);
+
+    int cwc = (cw + 1) / 2, chc = (ch + 1) / 2, ncw = (out_w + 1) / 2;
+    int most = r->hy.taps > r->hc.taps ? r->hy.taps : r->hc.taps;
+    most = r->vy.taps > most ? r->vy.taps : most;
+    most = r->vc.taps > most ? r->vc.taps : most;
+    double *wt = malloc(sizeof(double) * most);
+    if (!wt) {
+        tbi_resize_free(rp);
+        return tbi_err(TB_ENOMEM, "out of memory");
+    }
+    for (int x = 0; x < out_w; x++) {
+        int xo = flip ? out_w - 1 - x : x;
+        axis_filter(cw, out_w, axis_taps(cw, out_w), xo, &r->hy.pos[x],
+                    r->hy.coef + (size_t)x * r->hy.taps, wt);
+    }
+    /* chroma per pixel: output pair j's filter twice (out_w is even) */
+    for (int x = 0; x < out_w; x += 2) {
+        int j = (flip ? out_w - 1 - x : x) / 2;
+        int16_t *c = r->hc.coef + (size_t)x * r->hc.taps;
+        axis_filter(cwc, ncw, axis_taps(cwc, ncw), j, &r->hc.pos[x], c, wt);
+        r->hc.pos[x + 1] = r->hc.pos[x];
+        memcpy(c + r->hc.taps, c, sizeof(*c) * r->hc.taps);
+    }
+    for (int y = 0; y < out_h; y++) {
+        axis_filter(ch, out_h, r->vy.taps, y, &r->vy.pos[y], r->vy.coef + (size_t)y * r->vy.taps,
+                    wt);
+        axis_filter(chc, out_h, r->vc.taps, y, &r->vc.pos[y],
+                    r->vc.coef + (size_t)y * r->vc.taps, wt);
+    }
+    free(wt);
+    swscale_path(r);
+    if (r->avx512) {
+        axis_blocks(&r->hy);
+        axis_blocks(&r->hc);
+    }
+    return 0;
+}
+
+void tbi_resize_free(struct tbi_resize **rs)
+{
+    if (!*rs)
+        return;
+    free((*rs)->mem);
+    free(*rs);
+    *rs = NULL;
+}
+
+/* ---- the passes -------------------------------------------------------------------------- */
+
+/* t[0..n) = the rows src, src + ls, ... weighted by c, at FRAC fractional bits. */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void vpass(int16_t *restrict t, int32_t *restrict acc, const uint8_t *src, ptrdiff_t ls, int n,
+                  const int16_t *c, int taps)
+{
+    const int32_t c0 = c[0];
+    for (int x = 0; x < n; x++)
+        acc[x] = (1 << (13 - FRAC)) + c0 * src[x];
+    for (int k = 1; k < taps; k++) {
+        const uint8_t *s = src + k * ls;
+        const int32_t ck = c[k];
+        for (int x = 0; x < n; x++)
+            acc[x] += ck * s[x];
+    }
+    for (int x = 0; x < n; x++)
+        t[x] = (int16_t)(acc[x] >> (14 - FRAC));
+}
+
+/* Outputs [x0, x1) of a horizontal pass, the portable way. */
+static void hpass_range(int16_t *out, const int16_t *t, const struct axis *a, int x0, int x1)
+{
+    for (int x = x0; x < x1; x++) {
+        const int16_t *s = t + a->pos[x], *c = a->coef + (size_t)x * a->taps;
+        int32_t sum = ONE / 2;
+        for (int k = 0; k < a->taps; k++)
+            sum += c[k] * s[k];
+        out[x] = (int16_t)(sum >> 14);
+    }
+}
+
+#if HAVE_AVX512_PATH
+AVX512 static void hpass_avx512(int16_t *out, const int16_t *t, const struct axis *a)
+{
+    const int pairs = a->taps / 2;
+    const __m512i half = _mm512_set1_epi32(ONE / 2);
+    for (int b = 0; b * LANES < a->n; b++) {
+        int x0 = b * LANES;
+        if (!a->fits[b]) {
+            hpass_range(out, t, a, x0, a->n - x0 < LANES ? a->n : x0 + LANES);
+            continue;
+        }
+        const int16_t *w = t + a->base[b];
+        __m512i lo = _mm512_loadu_si512(w), hi = _mm512_loadu_si512(w + 32);
+        const int16_t *ix = a->idx + (size_t)b * pairs * 2 * LANES;
+        const int16_t *cf = a->bcoef + (size_t)b * pairs * 2 * LANES;
+        __m512i sum = half;
+        for (int p = 0; p < pairs; p++) {
+            __m512i g = _mm512_permutex2var_epi16(lo, _mm512_load_si512(ix + p * 2 * LANES), hi);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(g, _mm512_load_si512(cf + p * 2 * LANES)));
+        }
+        /* out has room for whole blocks */
+        _mm256_storeu_si256((__m256i *)(out + x0), _mm512_cvtepi32_epi16(_mm512_srai_epi32(sum, 14)));
+    }
+}
+#endif
+
+static inline uint8_t clamp8(int32_t v)
+{
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* One output row from its Y, U, V values (FRAC fractional bits, rounded to 8 bits first, as
+ * swscale's vertical scaler does). (16-bit lanes, exact by splitting the coefficients, were no
+ * faster: the three-way interleaved store costs most.) */
+INLINE void to_rgb(const struct tbi_resize *r, uint8_t *restrict dst, const int16_t *restrict y,
+                   const int16_t *restrict u, const int16_t *restrict v, int n)
+{
+    const int32_t cy = r->cy, y0 = r->y0, k = r->k, crv = r->crv, cbu = r->cbu, cgu = r->cgu,
+                  cgv = r->cgv;
+    const int32_t orv = crv >> 9, obu = cbu >> 9, og = (cgu >> 9) + (cgv >> 9);
+    const int half = r->truncate ? 0 : 1 << (FRAC - 1);
+    for (int x = 0; x < n; x++) {
+        int32_t yy = y0 + ((y[x] + half) >> FRAC), uu = (u[x] + half) >> FRAC,
+                vv = (v[x] + half) >> FRAC;
+        int32_t ir = yy + ((vv * crv) >> 16) - orv, ib = yy + ((uu * cbu) >> 16) - obu;
+        int32_t ig = yy + ((uu * cgu) >> 16) + ((vv * cgv) >> 16) - og;
+        dst[3 * x] = clamp8((ir * cy + k) >> 16);
+        dst[3 * x + 1] = clamp8((ig * cy + k) >> 16);
+        dst[3 * x + 2] = clamp8((ib * cy + k) >> 16);
+    }
+}
+
+/* Every output row; compiled twice (rows_v4 for AVX-512, with the gathering horizontal pass
+ * and twice the lanes in the others; rows_base for the build's baseline), as the CPU kernels'
+ * elementwise loops are. */
+INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
+                      uint8_t *dst, int avx512)
+{
+    int cwc = (r->cw + 1) / 2;
+    const struct axis *vy = &r->vy, *vc = &r->vc;
+    for (int y = 0; y < r->out_h; y++) {
+        vpass(r->ty, r->acc, src[0] + (ptrdiff_t)vy->pos[y] * ls[0], ls[0], r->cw,
+              vy->coef + (size_t)y * vy->taps, vy->taps);
+        vpass(r->tu, r->acc, src[1] + (ptrdiff_t)vc->pos[y] * ls[1], ls[1], cwc,
+              vc->coef + (size_t)y * vc->taps, vc->taps);
+        vpass(r->tv, r->acc, src[2] + (ptrdiff_t)vc->pos[y] * ls[2], ls[2], cwc,
+              vc->coef + (size_t)y * vc->taps, vc->taps);
+#if HAVE_AVX512_PATH
+        if (avx512) {
+            hpass_avx512(r->ly, r->ty, &r->hy);
+            hpass_avx512(r->lu, r->tu, &r->hc);
+            hpass_avx512(r->lv, r->tv, &r->hc);
+        } else
+#endif
+        {
+            hpass_range(r->ly, r->ty, &r->hy, 0, r->hy.n);
+            hpass_range(r->lu, r->tu, &r->hc, 0, r->hc.n);
+            hpass_range(r->lv, r->tv, &r->hc, 0, r->hc.n);
+        }
+        to_rgb(r, dst + (size_t)y * r->out_w * 3, r->ly, r->lu, r->lv, r->out_w);
+    }
+}
+
+#if HAVE_AVX512_PATH && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("arch=x86-64-v4"))) static void rows_v4(const struct tbi_resize *r,
+                                                              const uint8_t *const src[3],
+                                                              const int ls[3], uint8_t *dst)
+{
+    rows_body(r, src, ls, dst, 1);
+}
+#elif HAVE_AVX512_PATH
+AVX512 static void rows_v4(const struct tbi_resize *r, const uint8_t *const src[3],
+                           const int ls[3], uint8_t *dst)
+{
+    rows_body(r, src, ls, dst, 1);
+}
+#endif
+
+static void rows_base(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
+                      uint8_t *dst)
+{
+    rows_body(r, src, ls, dst, 0);
+}
+
+static void rows(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
+                 uint8_t *dst)
+{
+#if HAVE_AVX512_PATH
+    if (r->avx512) {
+        rows_v4(r, src, ls, dst);
+        return;
+    }
+#endif
+    rows_base(r, src, ls, dst);
+}
+
+int tbi_resize_takes(int cw, int ch, int out_w, int out_h)
+{
+    return cw >= 8 && ch >= 8 && out_w > 0 && out_h > 0 && !(out_w & 1);
+}
+
+int tbi_resize_420(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3], int cw,
+                   int ch, int full_range, int out_w, int out_h, int flip, uint8_t *dst,
+                   int portable)
+{
+    if (!tbi_resize_takes(cw, ch, out_w, out_h))
+        return tbi_err(TB_EINVAL, "cannot resize %dx%d to %dx%d here (odd width or under 8 "
+                       "pixels)", cw, ch, out_w, out_h);
+    int rc = build(rs, cw, ch, full_range, out_w, out_h, flip, portable);
+    if (rc < 0)
+        return rc;
+    rows(*rs, src, ls, dst);
+    return 0;
+}
