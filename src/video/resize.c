@@ -29,7 +29,7 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define HAVE_AVX512_PATH 1
-#define AVX512 __attribute__((target("avx512f,avx512bw")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #else
 #define HAVE_AVX512_PATH 0
 #endif
@@ -164,7 +164,7 @@ static size_t layout(struct tbi_resize *r, char *base)
     int hty = axis_taps(r->cw, r->out_w), htc = axis_taps(cwc, (r->out_w + 1) / 2);
     size_t p = 0;
     axis_layout(&r->hy, base, &p, r->out_w, hty + (hty & 1), 1);
-    axis_layout(&r->hc, base, &p, r->out_w, htc + (htc & 1), 1);
+    axis_layout(&r->hc, base, &p, r->out_w / 2, htc + (htc & 1), 1);
     axis_layout(&r->vy, base, &p, r->out_h, axis_taps(r->ch, r->out_h), 0);
     axis_layout(&r->vc, base, &p, r->out_h, axis_taps(chc, r->out_h), 0);
     int lw = (r->out_w + LANES - 1) / LANES * LANES;
@@ -280,14 +280,10 @@ static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out
         axis_filter(cw, out_w, axis_taps(cw, out_w), xo, &r->hy.pos[x],
                     r->hy.coef + (size_t)x * r->hy.taps, wt);
     }
-    /* chroma per pixel: output pair j's filter twice (out_w is even) */
-    for (int x = 0; x < out_w; x += 2) {
-        int j = (flip ? out_w - 1 - x : x) / 2;
-        int16_t *c = r->hc.coef + (size_t)x * r->hc.taps;
-        axis_filter(cwc, ncw, axis_taps(cwc, ncw), j, &r->hc.pos[x], c, wt);
-        r->hc.pos[x + 1] = r->hc.pos[x];
-        memcpy(c + r->hc.taps, c, sizeof(*c) * r->hc.taps);
-    }
+    /* chroma: one per pair of pixels (out_w is even), in output order */
+    for (int j = 0; j < ncw; j++)
+        axis_filter(cwc, ncw, axis_taps(cwc, ncw), flip ? ncw - 1 - j : j, &r->hc.pos[j],
+                    r->hc.coef + (size_t)j * r->hc.taps, wt);
     for (int y = 0; y < out_h; y++) {
         axis_filter(ch, out_h, r->vy.taps, y, &r->vy.pos[y], r->vy.coef + (size_t)y * r->vy.taps,
                     wt);
@@ -376,9 +372,8 @@ static inline uint8_t clamp8(int32_t v)
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-/* One output row from its Y, U, V values (FRAC fractional bits, rounded to 8 bits first, as
- * swscale's vertical scaler does). (16-bit lanes, exact by splitting the coefficients, were no
- * faster: the three-way interleaved store costs most.) */
+/* One output row from its Y values and the U, V values of its pairs of pixels (FRAC
+ * fractional bits, rounded to 8 bits first, as swscale's vertical scaler does). */
 INLINE void to_rgb(const struct tbi_resize *r, uint8_t *restrict dst, const int16_t *restrict y,
                    const int16_t *restrict u, const int16_t *restrict v, int n)
 {
@@ -387,8 +382,8 @@ INLINE void to_rgb(const struct tbi_resize *r, uint8_t *restrict dst, const int1
     const int32_t orv = crv >> 9, obu = cbu >> 9, og = (cgu >> 9) + (cgv >> 9);
     const int half = r->truncate ? 0 : 1 << (FRAC - 1);
     for (int x = 0; x < n; x++) {
-        int32_t yy = y0 + ((y[x] + half) >> FRAC), uu = (u[x] + half) >> FRAC,
-                vv = (v[x] + half) >> FRAC;
+        int32_t yy = y0 + ((y[x] + half) >> FRAC), uu = (u[x / 2] + half) >> FRAC,
+                vv = (v[x / 2] + half) >> FRAC;
         int32_t ir = yy + ((vv * crv) >> 16) - orv, ib = yy + ((uu * cbu) >> 16) - obu;
         int32_t ig = yy + ((uu * cgu) >> 16) + ((vv * cgv) >> 16) - og;
         dst[3 * x] = clamp8((ir * cy + k) >> 16);
@@ -396,6 +391,87 @@ INLINE void to_rgb(const struct tbi_resize *r, uint8_t *restrict dst, const int1
         dst[3 * x + 2] = clamp8((ib * cy + k) >> 16);
     }
 }
+
+#if HAVE_AVX512_PATH
+/* vpass on AVX-512: 32 outputs a step, two rows' samples paired as 16-bit words against their
+ * two coefficients (VPMADDWD), the sums repacked in order; tails masked. */
+AVX512 static void vpass_avx512(int16_t *t, const uint8_t *src, ptrdiff_t ls, int n,
+                                const int16_t *c, int taps)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    for (int x = 0; x < n; x += 32) {
+        __mmask32 mk = n - x >= 32 ? 0xffffffffu : (1u << (n - x)) - 1;
+        __m512i lo = _mm512_set1_epi32(1 << (13 - FRAC)), hi = lo;
+        for (int k = 0; k < taps; k += 2) {
+            __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mk, src + k * ls + x));
+            __m512i b = zero;
+            uint32_t pair = (uint16_t)c[k];
+            if (k + 1 < taps) {
+                b = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mk, src + (k + 1) * ls + x));
+                pair |= (uint32_t)(uint16_t)c[k + 1] << 16;
+            }
+            __m512i cc = _mm512_set1_epi32((int)pair);
+            lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), cc));
+            hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), cc));
+        }
+        __m512i r = _mm512_packs_epi32(_mm512_srai_epi32(lo, 14 - FRAC),
+                                       _mm512_srai_epi32(hi, 14 - FRAC));
+        _mm512_mask_storeu_epi16(t + x, mk, r);
+    }
+}
+
+/* to_rgb on AVX-512: 16 pixels a step, the same integers; each pair's chroma duplicated by a
+ * permute, the pixels packed as 32-bit words and squeezed to 3 bytes within each 128-bit lane
+ * (VPSHUFB), 12 bytes stored per lane. */
+AVX512 static void to_rgb_avx512(const struct tbi_resize *r, uint8_t *dst, const int16_t *y,
+                                 const int16_t *u, const int16_t *v, int n)
+{
+    const __m512i half = _mm512_set1_epi32(r->truncate ? 0 : 1 << (FRAC - 1));
+    const __m512i y0 = _mm512_set1_epi32(r->y0), cy = _mm512_set1_epi32(r->cy);
+    const __m512i k = _mm512_set1_epi32(r->k), zero = _mm512_setzero_si512();
+    const __m512i crv = _mm512_set1_epi32(r->crv), cbu = _mm512_set1_epi32(r->cbu);
+    const __m512i cgu = _mm512_set1_epi32(r->cgu), cgv = _mm512_set1_epi32(r->cgv);
+    const __m512i orv = _mm512_set1_epi32(r->crv >> 9), obu = _mm512_set1_epi32(r->cbu >> 9);
+    const __m512i og = _mm512_set1_epi32((r->cgu >> 9) + (r->cgv >> 9));
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i squeeze = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+    for (int x = 0; x < n; x += 16) {
+        int m = n - x < 16 ? n - x : 16;
+        __m512i yy = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(y + x)));
+        __m512i uu = _mm512_castsi256_si512(
+            _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(u + x / 2))));
+        __m512i vv = _mm512_castsi256_si512(
+            _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(v + x / 2))));
+        yy = _mm512_add_epi32(y0, _mm512_srai_epi32(_mm512_add_epi32(yy, half), FRAC));
+        uu = _mm512_srai_epi32(_mm512_add_epi32(_mm512_permutexvar_epi32(dup, uu), half), FRAC);
+        vv = _mm512_srai_epi32(_mm512_add_epi32(_mm512_permutexvar_epi32(dup, vv), half), FRAC);
+        __m512i ir = _mm512_sub_epi32(
+            _mm512_add_epi32(yy, _mm512_srai_epi32(_mm512_mullo_epi32(vv, crv), 16)), orv);
+        __m512i ib = _mm512_sub_epi32(
+            _mm512_add_epi32(yy, _mm512_srai_epi32(_mm512_mullo_epi32(uu, cbu), 16)), obu);
+        __m512i ig = _mm512_sub_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(yy, _mm512_srai_epi32(_mm512_mullo_epi32(uu, cgu), 16)),
+                             _mm512_srai_epi32(_mm512_mullo_epi32(vv, cgv), 16)),
+            og);
+#define OUT(i) _mm512_min_epi32(_mm512_max_epi32(_mm512_srai_epi32(_mm512_add_epi32( \
+                   _mm512_mullo_epi32(i, cy), k), 16), zero), _mm512_set1_epi32(255))
+        __m512i px = _mm512_or_si512(_mm512_or_si512(OUT(ir), _mm512_slli_epi32(OUT(ig), 8)),
+                                     _mm512_slli_epi32(OUT(ib), 16));
+#undef OUT
+        px = _mm512_shuffle_epi8(px, squeeze);
+        uint8_t *d = dst + 3 * x;
+        for (int l = 0; l < 4 && 4 * l < m; l++) {
+            int p = m - 4 * l < 4 ? m - 4 * l : 4;
+            __m128i lane = l == 0 ? _mm512_castsi512_si128(px)
+                         : l == 1 ? _mm512_extracti32x4_epi32(px, 1)
+                         : l == 2 ? _mm512_extracti32x4_epi32(px, 2)
+                                  : _mm512_extracti32x4_epi32(px, 3);
+            _mm_mask_storeu_epi8(d + 12 * l, (__mmask16)((1u << (3 * p)) - 1), lane);
+        }
+    }
+}
+#endif
 
 /* Every output row; compiled twice (rows_v4 for AVX-512, with the gathering horizontal pass
  * and twice the lanes in the others; rows_base for the build's baseline), as the CPU kernels'
@@ -406,25 +482,31 @@ INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], c
     int cwc = (r->cw + 1) / 2;
     const struct axis *vy = &r->vy, *vc = &r->vc;
     for (int y = 0; y < r->out_h; y++) {
-        vpass(r->ty, r->acc, src[0] + (ptrdiff_t)vy->pos[y] * ls[0], ls[0], r->cw,
-              vy->coef + (size_t)y * vy->taps, vy->taps);
-        vpass(r->tu, r->acc, src[1] + (ptrdiff_t)vc->pos[y] * ls[1], ls[1], cwc,
-              vc->coef + (size_t)y * vc->taps, vc->taps);
-        vpass(r->tv, r->acc, src[2] + (ptrdiff_t)vc->pos[y] * ls[2], ls[2], cwc,
-              vc->coef + (size_t)y * vc->taps, vc->taps);
+        const uint8_t *sy = src[0] + (ptrdiff_t)vy->pos[y] * ls[0];
+        const uint8_t *su = src[1] + (ptrdiff_t)vc->pos[y] * ls[1];
+        const uint8_t *sv = src[2] + (ptrdiff_t)vc->pos[y] * ls[2];
+        const int16_t *cy = vy->coef + (size_t)y * vy->taps, *cc = vc->coef + (size_t)y * vc->taps;
+        uint8_t *d = dst + (size_t)y * r->out_w * 3;
 #if HAVE_AVX512_PATH
         if (avx512) {
+            vpass_avx512(r->ty, sy, ls[0], r->cw, cy, vy->taps);
+            vpass_avx512(r->tu, su, ls[1], cwc, cc, vc->taps);
+            vpass_avx512(r->tv, sv, ls[2], cwc, cc, vc->taps);
             hpass_avx512(r->ly, r->ty, &r->hy);
             hpass_avx512(r->lu, r->tu, &r->hc);
             hpass_avx512(r->lv, r->tv, &r->hc);
-        } else
-#endif
-        {
-            hpass_range(r->ly, r->ty, &r->hy, 0, r->hy.n);
-            hpass_range(r->lu, r->tu, &r->hc, 0, r->hc.n);
-            hpass_range(r->lv, r->tv, &r->hc, 0, r->hc.n);
+            to_rgb_avx512(r, d, r->ly, r->lu, r->lv, r->out_w);
+            continue;
         }
-        to_rgb(r, dst + (size_t)y * r->out_w * 3, r->ly, r->lu, r->lv, r->out_w);
+#endif
+        (void)avx512;
+        vpass(r->ty, r->acc, sy, ls[0], r->cw, cy, vy->taps);
+        vpass(r->tu, r->acc, su, ls[1], cwc, cc, vc->taps);
+        vpass(r->tv, r->acc, sv, ls[2], cwc, cc, vc->taps);
+        hpass_range(r->ly, r->ty, &r->hy, 0, r->hy.n);
+        hpass_range(r->lu, r->tu, &r->hc, 0, r->hc.n);
+        hpass_range(r->lv, r->tv, &r->hc, 0, r->hc.n);
+        to_rgb(r, d, r->ly, r->lu, r->lv, r->out_w);
     }
 }
 
