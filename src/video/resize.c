@@ -167,7 +167,7 @@ static size_t layout(struct tbi_resize *r, char *base)
     axis_layout(&r->hc, base, &p, r->out_w / 2, htc + (htc & 1), 1);
     axis_layout(&r->vy, base, &p, r->out_h, axis_taps(r->ch, r->out_h), 0);
     axis_layout(&r->vc, base, &p, r->out_h, axis_taps(chc, r->out_h), 0);
-    int lw = (r->out_w + LANES - 1) / LANES * LANES;
+    int lw = (r->out_w + 63) / 64 * 64;  /* whole steps of every pass */
     r->acc = take(base, &p, sizeof(int32_t) * r->cw);
     r->ty = take(base, &p, sizeof(int16_t) * (r->cw + WIN));
     r->tu = take(base, &p, sizeof(int16_t) * (cwc + WIN));
@@ -420,54 +420,84 @@ AVX512 static void vpass_avx512(int16_t *t, const uint8_t *src, ptrdiff_t ls, in
     }
 }
 
-/* to_rgb on AVX-512: 16 pixels a step, the same integers; each pair's chroma duplicated by a
- * permute, the pixels packed as 32-bit words and squeezed to 3 bytes within each 128-bit lane
- * (VPSHUFB), 12 bytes stored per lane. */
+/* floor(a * c / 2^16) for 0 <= a < 2^15 and any 32-bit c = q * 2^16 + m (0 <= m < 2^16), in
+ * 16-bit lanes: a * q + the high half of a * m (unsigned). */
+AVX512 static inline __m512i mul_hi(__m512i a, __m512i q, __m512i m)
+{
+    return _mm512_add_epi16(_mm512_mullo_epi16(a, q), _mm512_mulhi_epu16(a, m));
+}
+
+/* floor((i * (2^16 + d) + k) / 2^16) for 0 <= i < 2^15, 0 <= d < 2^16 and k = kh * 2^16 +
+ * 2^15 (matrix()'s gain): i + kh + the high half of i * d + the carry of its low half plus
+ * 2^15; clamped to 0..255. */
+AVX512 static inline __m512i gain(__m512i i, __m512i d, __m512i kh)
+{
+    __m512i v = _mm512_add_epi16(_mm512_add_epi16(i, kh), _mm512_mulhi_epu16(i, d));
+    v = _mm512_add_epi16(v, _mm512_srli_epi16(_mm512_mullo_epi16(i, d), 15));
+    return _mm512_min_epi16(_mm512_max_epi16(v, _mm512_setzero_si512()), _mm512_set1_epi16(255));
+}
+
+/* to_rgb on AVX-512: 32 pixels a step in 16-bit lanes, the same integers as to_rgb (all terms
+ * non-negative where split, as the ranges in matrix() make them); each pair's chroma
+ * duplicated by a permute; the pixels packed as 32-bit words r | g << 8 | b << 16 in order,
+ * squeezed to 3 bytes within each 128-bit lane (VPSHUFB), the lanes' 12 bytes closed up
+ * (VPCOMPRESSD in a register) and stored 48 bytes at a time. */
 AVX512 static void to_rgb_avx512(const struct tbi_resize *r, uint8_t *dst, const int16_t *y,
                                  const int16_t *u, const int16_t *v, int n)
 {
-    const __m512i half = _mm512_set1_epi32(r->truncate ? 0 : 1 << (FRAC - 1));
-    const __m512i y0 = _mm512_set1_epi32(r->y0), cy = _mm512_set1_epi32(r->cy);
-    const __m512i k = _mm512_set1_epi32(r->k), zero = _mm512_setzero_si512();
-    const __m512i crv = _mm512_set1_epi32(r->crv), cbu = _mm512_set1_epi32(r->cbu);
-    const __m512i cgu = _mm512_set1_epi32(r->cgu), cgv = _mm512_set1_epi32(r->cgv);
-    const __m512i orv = _mm512_set1_epi32(r->crv >> 9), obu = _mm512_set1_epi32(r->cbu >> 9);
-    const __m512i og = _mm512_set1_epi32((r->cgu >> 9) + (r->cgv >> 9));
-    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i half = _mm512_set1_epi16((short)(r->truncate ? 0 : 1 << (FRAC - 1)));
+    const __m512i y0 = _mm512_set1_epi16((short)r->y0);
+    const __m512i d = _mm512_set1_epi16((short)(uint16_t)(r->cy - 65536));
+    const __m512i kh = _mm512_set1_epi16((short)((r->k - 0x8000) / 65536));
+#define SPLIT(c, q, m) const __m512i q = _mm512_set1_epi16((short)((c) >> 16)), \
+                                     m = _mm512_set1_epi16((short)(uint16_t)((c) & 0xffff))
+    SPLIT(r->crv, qrv, mrv);
+    SPLIT(r->cbu, qbu, mbu);
+    SPLIT(r->cgu, qgu, mgu);
+    SPLIT(r->cgv, qgv, mgv);
+#undef SPLIT
+    const __m512i orv = _mm512_set1_epi16((short)(r->crv >> 9));
+    const __m512i obu = _mm512_set1_epi16((short)(r->cbu >> 9));
+    const __m512i og = _mm512_set1_epi16((short)((r->cgu >> 9) + (r->cgv >> 9)));
+    /* chroma word j to pixels 2j and 2j + 1 */
+    const __m512i dup = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9,
+                                         8, 8, 7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    /* pixels to the word slots whose unpacks give pixels 0-15 (lo) and 16-31 (hi) in order */
+    const __m512i order = _mm512_set_epi16(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11,
+                                           10, 9, 8, 23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17,
+                                           16, 3, 2, 1, 0);
     const __m512i squeeze = _mm512_broadcast_i32x4(
         _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
-    for (int x = 0; x < n; x += 16) {
-        int m = n - x < 16 ? n - x : 16;
-        __m512i yy = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(y + x)));
-        __m512i uu = _mm512_castsi256_si512(
-            _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(u + x / 2))));
-        __m512i vv = _mm512_castsi256_si512(
-            _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(v + x / 2))));
-        yy = _mm512_add_epi32(y0, _mm512_srai_epi32(_mm512_add_epi32(yy, half), FRAC));
-        uu = _mm512_srai_epi32(_mm512_add_epi32(_mm512_permutexvar_epi32(dup, uu), half), FRAC);
-        vv = _mm512_srai_epi32(_mm512_add_epi32(_mm512_permutexvar_epi32(dup, vv), half), FRAC);
-        __m512i ir = _mm512_sub_epi32(
-            _mm512_add_epi32(yy, _mm512_srai_epi32(_mm512_mullo_epi32(vv, crv), 16)), orv);
-        __m512i ib = _mm512_sub_epi32(
-            _mm512_add_epi32(yy, _mm512_srai_epi32(_mm512_mullo_epi32(uu, cbu), 16)), obu);
-        __m512i ig = _mm512_sub_epi32(
-            _mm512_add_epi32(_mm512_add_epi32(yy, _mm512_srai_epi32(_mm512_mullo_epi32(uu, cgu), 16)),
-                             _mm512_srai_epi32(_mm512_mullo_epi32(vv, cgv), 16)),
+    for (int x = 0; x < n; x += 32) {
+        int m = n - x < 32 ? n - x : 32;
+        __m512i yy = _mm512_loadu_si512(y + x);  /* the row buffers hold whole steps */
+        __m512i uu = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(u + x / 2)));
+        __m512i vv = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(v + x / 2)));
+        yy = _mm512_add_epi16(y0, _mm512_srai_epi16(_mm512_add_epi16(yy, half), FRAC));
+        uu = _mm512_srai_epi16(_mm512_add_epi16(_mm512_permutexvar_epi16(dup, uu), half), FRAC);
+        vv = _mm512_srai_epi16(_mm512_add_epi16(_mm512_permutexvar_epi16(dup, vv), half), FRAC);
+        __m512i ir = _mm512_sub_epi16(_mm512_add_epi16(yy, mul_hi(vv, qrv, mrv)), orv);
+        __m512i ib = _mm512_sub_epi16(_mm512_add_epi16(yy, mul_hi(uu, qbu, mbu)), obu);
+        __m512i ig = _mm512_sub_epi16(
+            _mm512_add_epi16(_mm512_add_epi16(yy, mul_hi(uu, qgu, mgu)), mul_hi(vv, qgv, mgv)),
             og);
-#define OUT(i) _mm512_min_epi32(_mm512_max_epi32(_mm512_srai_epi32(_mm512_add_epi32( \
-                   _mm512_mullo_epi32(i, cy), k), 16), zero), _mm512_set1_epi32(255))
-        __m512i px = _mm512_or_si512(_mm512_or_si512(OUT(ir), _mm512_slli_epi32(OUT(ig), 8)),
-                                     _mm512_slli_epi32(OUT(ib), 16));
-#undef OUT
-        px = _mm512_shuffle_epi8(px, squeeze);
-        uint8_t *d = dst + 3 * x;
-        for (int l = 0; l < 4 && 4 * l < m; l++) {
-            int p = m - 4 * l < 4 ? m - 4 * l : 4;
-            __m128i lane = l == 0 ? _mm512_castsi512_si128(px)
-                         : l == 1 ? _mm512_extracti32x4_epi32(px, 1)
-                         : l == 2 ? _mm512_extracti32x4_epi32(px, 2)
-                                  : _mm512_extracti32x4_epi32(px, 3);
-            _mm_mask_storeu_epi8(d + 12 * l, (__mmask16)((1u << (3 * p)) - 1), lane);
+        __m512i rg = _mm512_or_si512(gain(ir, d, kh), _mm512_slli_epi16(gain(ig, d, kh), 8));
+        __m512i b = gain(ib, d, kh);
+        rg = _mm512_permutexvar_epi16(order, rg);
+        b = _mm512_permutexvar_epi16(order, b);
+        __m512i p0 = _mm512_shuffle_epi8(_mm512_unpacklo_epi16(rg, b), squeeze);
+        __m512i p1 = _mm512_shuffle_epi8(_mm512_unpackhi_epi16(rg, b), squeeze);
+        p0 = _mm512_maskz_compress_epi32(0x7777, p0);
+        p1 = _mm512_maskz_compress_epi32(0x7777, p1);
+        uint8_t *o = dst + 3 * x;
+        if (m == 32) {
+            _mm512_mask_storeu_epi32(o, 0x0fff, p0);
+            _mm512_mask_storeu_epi32(o + 48, 0x0fff, p1);
+        } else {
+            int m0 = m < 16 ? m : 16, m1 = m - m0;
+            _mm512_mask_storeu_epi8(o, ((__mmask64)1 << (3 * m0)) - 1, p0);
+            if (m1 > 0)
+                _mm512_mask_storeu_epi8(o + 48, ((__mmask64)1 << (3 * m1)) - 1, p1);
         }
     }
 }
