@@ -3,8 +3,8 @@
  *   tests/test_reader.c compares the reader with): mean abs difference <= 0.1 per byte on
  *   smooth pictures with noise, for shrinking, growing, the same height, odd sizes, tiny and
  *   extreme crops, both ranges; flipped crops against swscale's output mirrored;
- * - the AVX-512 horizontal pass against the portable one: identical bytes (on a CPU without
- *   AVX-512, or under TUBELET_CPU=portable, both run the portable pass);
+ * - the vector code against the plain C code: identical bytes (AVX-512 where the CPU has it;
+ *   AVX2 where it has only that, or under TUBELET_CPU=portable: test_resize_portable);
  * - what it leaves to swscale (odd output widths, crops under 8 pixels), refused;
  * - a table rebuilt for a new size in the memory of a larger one gives the same bytes as
  *   fresh tables. */
@@ -15,7 +15,6 @@
 #include <libswscale/swscale.h>
 
 #include "tb_test.h"
-#include "tensor/cpu/kernels.h"
 #include "video/resize.h"
 
 #define PW 640 /* the picture the crops come from */
@@ -88,7 +87,7 @@ static void one(int x, int y, int cw, int ch, int full, int out_w, int out_h)
     CHECK(swscale_ref(x, y, cw, ch, full, out_w, out_h, ref) == 0);
     CHECK(ours(&ra, x, y, cw, ch, full, out_w, out_h, 0, 0, a) == 0);
     CHECK(ours(&rb, x, y, cw, ch, full, out_w, out_h, 0, 1, b) == 0);
-    CHECK_MSG(!memcmp(a, b, n), "%dx%d -> %dx%d: the AVX-512 pass differs from the portable one",
+    CHECK_MSG(!memcmp(a, b, n), "%dx%d -> %dx%d: the vector code differs from the plain C code",
               cw, ch, out_w, out_h);
     double d = 0;
     for (size_t i = 0; i < n; i++)
@@ -139,8 +138,8 @@ static void test_reuse(void)
 int main(void)
 {
     tbt_begin("resize");
-    fprintf(stderr, "horizontal pass: %s\n", tbi_cpu_avx512() ? "AVX-512 and portable"
-                                                              : "portable only");
+    static const char *const names[] = {"plain C", "AVX2", "AVX-512"};
+    fprintf(stderr, "resize: %s against plain C\n", names[tbi_resize_path()]);
     static const int cases[][6] = {
         /* x, y, cw, ch, out_w, out_h */
         {14, 6, 320, 320, 224, 224},  /* W1's shrink */

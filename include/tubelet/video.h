@@ -135,8 +135,10 @@ enum tb_scaler { TB_SCALE_BILINEAR, TB_SCALE_BICUBIC, TB_SCALE_AREA, TB_SCALE_PO
 struct tb_reader_opts {
     int n_cached;          /* files kept open (LRU); 0 means 4 */
     int n_threads;         /* decoder threads per file; 0 means 1 (one frame of memory) */
-    enum tb_scaler scaler; /* resize filter (swscale's); a crop read at its own size is only
-                              converted, as ffmpeg does by default (bicubic), whatever this is */
+    enum tb_scaler scaler; /* resize filter (swscale's; bilinear on 8-bit 4:2:0 runs the
+                              reader's own copy of it where AVX-512: docs/FORMATS.md); a crop
+                              read at its own size is only converted, as ffmpeg does by
+                              default (bicubic), whatever this is */
     int decode_all;        /* 1: decode unwanted non-reference frames too (for comparisons) */
 };
 

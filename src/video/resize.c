@@ -13,7 +13,8 @@
  * The horizontal pass is a gather; where tbi_cpu_avx512() it runs 16 outputs at a time, two
  * taps per step, picking the taps out of a 64-sample window with one permute (VPERMT2W) and
  * summing them with VPMADDWD; a block whose taps do not fit one window runs the portable loop.
- * Integer sums are exact, so both paths give the same bytes. */
+ * With AVX2 alone, 8 outputs a step, each pair of taps fetched by a gather. Integer sums are
+ * exact, so the three paths (AVX-512, AVX2, plain C) give the same bytes. */
 #define _POSIX_C_SOURCE 200809L
 #include "video/resize.h"
 
@@ -30,6 +31,7 @@
 #include <immintrin.h>
 #define HAVE_AVX512_PATH 1
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define AVX2 __attribute__((target("avx2")))
 #else
 #define HAVE_AVX512_PATH 0
 #endif
@@ -38,6 +40,19 @@
 #define FRAC 6         /* fractional bits of the values between the passes */
 #define WIN 64         /* samples in the AVX-512 path's window */
 #define LANES 16       /* outputs per AVX-512 step */
+
+enum { PATH_C = TBI_RESIZE_C, PATH_AVX2 = TBI_RESIZE_AVX2, PATH_AVX512 = TBI_RESIZE_AVX512 };
+
+int tbi_resize_path(void)
+{
+#if HAVE_AVX512_PATH
+    if (tbi_cpu_avx512())
+        return PATH_AVX512;
+    if (__builtin_cpu_supports("avx2"))
+        return PATH_AVX2;
+#endif
+    return PATH_C;
+}
 
 /* One plane's filter along one axis: output i reads taps samples from pos[i]. */
 struct axis {
@@ -53,7 +68,7 @@ struct axis {
 };
 
 struct tbi_resize {
-    int cw, ch, out_w, out_h, flip, full_range, avx512;  /* what the tables are for */
+    int cw, ch, out_w, out_h, flip, full_range, path;    /* what the tables are for */
     struct axis hy, hc, vy, vc;
     int32_t cy, y0, k, crv, cbu, cgu, cgv;                /* the matrix (matrix()) */
     int truncate;              /* 8-bit Y, U, V truncated, not rounded (swscale_path()) */
@@ -123,8 +138,8 @@ static void axis_blocks(struct axis *a)
             int16_t *ix = a->idx + ((size_t)b * pairs + p) * 2 * LANES;
             int16_t *cf = a->bcoef + ((size_t)b * pairs + p) * 2 * LANES;
             for (int l = 0; l < LANES; l++) {
-                int in = l < m && a->fits[b];
-                int off = in ? a->pos[x0 + l] - lo + 2 * p : 0;
+                int in = l < m;  /* coefficients for the AVX2 gathers too */
+                int off = in && a->fits[b] ? a->pos[x0 + l] - lo + 2 * p : 0;
                 ix[2 * l] = (int16_t)off;
                 ix[2 * l + 1] = (int16_t)(off + 1);
                 cf[2 * l] = in ? a->coef[(size_t)(x0 + l) * a->taps + 2 * p] : 0;
@@ -241,16 +256,16 @@ static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out
 {
     struct tbi_resize *r = *rp, key = {.cw = cw, .ch = ch, .out_w = out_w, .out_h = out_h,
                                        .flip = flip, .full_range = full_range};
-    key.avx512 = HAVE_AVX512_PATH && !portable && tbi_cpu_avx512();
+    key.path = portable ? PATH_C : tbi_resize_path();
     if (r && r->cw == cw && r->ch == ch && r->out_w == out_w && r->out_h == out_h &&
-        r->flip == flip && r->full_range == full_range && r->avx512 == key.avx512)
+        r->flip == flip && r->full_range == full_range && r->path == key.path)
         return 0;
     size_t need = layout(&key, NULL);
     if (!r || r->mem_bytes < need) {
         tbi_resize_free(rp);
-        r = calloc(1, sizeof(*r));
+        r = tbi_calloc(1, sizeof(*r));
         if (r)
-            r->mem = aligned_alloc(64, (need + 63) & ~(size_t)63);
+            r->mem = tbi_alloc_big(need);  /* 64-byte aligned */
         if (!r || !r->mem) {
             free(r);
             return tbi_err(TB_ENOMEM, "out of memory for a %dx%d -> %dx%d resize", cw, ch,
@@ -270,7 +285,7 @@ static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out
     int most = r->hy.taps > r->hc.taps ? r->hy.taps : r->hc.taps;
     most = r->vy.taps > most ? r->vy.taps : most;
     most = r->vc.taps > most ? r->vc.taps : most;
-    double *wt = malloc(sizeof(double) * most);
+    double *wt = tbi_malloc(sizeof(double) * most);
     if (!wt) {
         tbi_resize_free(rp);
         return tbi_err(TB_ENOMEM, "out of memory");
@@ -292,7 +307,7 @@ static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out
     }
     free(wt);
     swscale_path(r);
-    if (r->avx512) {
+    if (r->path != PATH_C) {
         axis_blocks(&r->hy);
         axis_blocks(&r->hc);
     }
@@ -503,11 +518,131 @@ AVX512 static void to_rgb_avx512(const struct tbi_resize *r, uint8_t *dst, const
 }
 #endif
 
-/* Every output row; compiled twice (rows_v4 for AVX-512, with the gathering horizontal pass
- * and twice the lanes in the others; rows_base for the build's baseline), as the CPU kernels'
- * elementwise loops are. */
+#if HAVE_AVX512_PATH
+/* The AVX2 twins: the same integers, 8 or 16 lanes, tails on the portable code. */
+
+/* hpass: 8 outputs a step, each pair of taps fetched as one 32-bit word by a gather (no
+ * window limit), summed by VPMADDWD against the AVX-512 tables' coefficient pairs. */
+AVX2 static void hpass_avx2(int16_t *out, const int16_t *t, const struct axis *a)
+{
+    const int pairs = a->taps / 2;
+    const __m256i half = _mm256_set1_epi32(ONE / 2);
+    for (int x0 = 0; x0 < a->n; x0 += 8) {
+        if (a->n - x0 < 8) {
+            hpass_range(out, t, a, x0, a->n);
+            break;
+        }
+        const __m256i pos = _mm256_loadu_si256((const __m256i *)(a->pos + x0));
+        const int16_t *cf = a->bcoef + (size_t)(x0 / LANES) * pairs * 2 * LANES + x0 % LANES * 2;
+        __m256i sum = half;
+        for (int p = 0; p < pairs; p++) {
+            __m256i g = _mm256_i32gather_epi32((const int *)(const void *)t,
+                                               _mm256_add_epi32(pos, _mm256_set1_epi32(2 * p)), 2);
+            __m256i c = _mm256_loadu_si256((const __m256i *)(cf + p * 2 * LANES));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(g, c));
+        }
+        sum = _mm256_srai_epi32(sum, 14);
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        _mm_storeu_si128((__m128i *)(out + x0), w);
+    }
+}
+
+/* vpass: 16 outputs a step, as vpass_avx512. */
+AVX2 static void vpass_avx2(int16_t *t, int32_t *acc, const uint8_t *src, ptrdiff_t ls, int n,
+                            const int16_t *c, int taps)
+{
+    int x = 0;
+    for (; x + 16 <= n; x += 16) {
+        __m256i lo = _mm256_set1_epi32(1 << (13 - FRAC)), hi = lo;
+        for (int k = 0; k < taps; k += 2) {
+            __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + k * ls + x)));
+            __m256i b = _mm256_setzero_si256();
+            uint32_t pair = (uint16_t)c[k];
+            if (k + 1 < taps) {
+                b = _mm256_cvtepu8_epi16(
+                    _mm_loadu_si128((const __m128i *)(src + (k + 1) * ls + x)));
+                pair |= (uint32_t)(uint16_t)c[k + 1] << 16;
+            }
+            __m256i cc = _mm256_set1_epi32((int)pair);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), cc));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), cc));
+        }
+        _mm256_storeu_si256((__m256i *)(t + x),
+                            _mm256_packs_epi32(_mm256_srai_epi32(lo, 14 - FRAC),
+                                               _mm256_srai_epi32(hi, 14 - FRAC)));
+    }
+    if (x < n)
+        vpass(t + x, acc, src + x, ls, n - x, c, taps);
+}
+
+/* to_rgb: 16 pixels a step in 16-bit lanes, as to_rgb_avx512; each 128-bit lane's four
+ * squeezed pixels stored as 8 + 4 bytes. */
+AVX2 static void to_rgb_avx2(const struct tbi_resize *r, uint8_t *dst, const int16_t *y,
+                             const int16_t *u, const int16_t *v, int n)
+{
+    const __m256i half = _mm256_set1_epi16((short)(r->truncate ? 0 : 1 << (FRAC - 1)));
+    const __m256i y0 = _mm256_set1_epi16((short)r->y0);
+    const __m256i d = _mm256_set1_epi16((short)(uint16_t)(r->cy - 65536));
+    const __m256i kh = _mm256_set1_epi16((short)((r->k - 0x8000) / 65536));
+    const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi16(255);
+#define SPLIT(c, q, m) const __m256i q = _mm256_set1_epi16((short)((c) >> 16)), \
+                                     m = _mm256_set1_epi16((short)(uint16_t)((c) & 0xffff))
+    SPLIT(r->crv, qrv, mrv);
+    SPLIT(r->cbu, qbu, mbu);
+    SPLIT(r->cgu, qgu, mgu);
+    SPLIT(r->cgv, qgv, mgv);
+#undef SPLIT
+#define MUL_HI(a, q, m) _mm256_add_epi16(_mm256_mullo_epi16(a, q), _mm256_mulhi_epu16(a, m))
+#define GAIN(i) _mm256_min_epi16(_mm256_max_epi16(_mm256_add_epi16(_mm256_add_epi16( \
+                    _mm256_add_epi16(i, kh), _mm256_mulhi_epu16(i, d)), \
+                    _mm256_srli_epi16(_mm256_mullo_epi16(i, d), 15)), zero), top)
+    const __m256i orv = _mm256_set1_epi16((short)(r->crv >> 9));
+    const __m256i obu = _mm256_set1_epi16((short)(r->cbu >> 9));
+    const __m256i og = _mm256_set1_epi16((short)((r->cgu >> 9) + (r->cgv >> 9)));
+    const __m256i squeeze = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
+                                             -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
+                                             -1, -1);
+    int x = 0;
+    for (; x + 16 <= n; x += 16) {
+        __m128i u8 = _mm_loadu_si128((const __m128i *)(u + x / 2));
+        __m128i v8 = _mm_loadu_si128((const __m128i *)(v + x / 2));
+        __m256i yy = _mm256_loadu_si256((const __m256i *)(y + x));
+        __m256i uu = _mm256_set_m128i(_mm_unpackhi_epi16(u8, u8), _mm_unpacklo_epi16(u8, u8));
+        __m256i vv = _mm256_set_m128i(_mm_unpackhi_epi16(v8, v8), _mm_unpacklo_epi16(v8, v8));
+        yy = _mm256_add_epi16(y0, _mm256_srai_epi16(_mm256_add_epi16(yy, half), FRAC));
+        uu = _mm256_srai_epi16(_mm256_add_epi16(uu, half), FRAC);
+        vv = _mm256_srai_epi16(_mm256_add_epi16(vv, half), FRAC);
+        __m256i ir = _mm256_sub_epi16(_mm256_add_epi16(yy, MUL_HI(vv, qrv, mrv)), orv);
+        __m256i ib = _mm256_sub_epi16(_mm256_add_epi16(yy, MUL_HI(uu, qbu, mbu)), obu);
+        __m256i ig = _mm256_sub_epi16(
+            _mm256_add_epi16(_mm256_add_epi16(yy, MUL_HI(uu, qgu, mgu)), MUL_HI(vv, qgv, mgv)),
+            og);
+        __m256i rg = _mm256_or_si256(GAIN(ir), _mm256_slli_epi16(GAIN(ig), 8));
+        __m256i b = GAIN(ib);
+        /* lo: pixels 0-3 | 8-11, hi: 4-7 | 12-15 */
+        __m256i lo = _mm256_shuffle_epi8(_mm256_unpacklo_epi16(rg, b), squeeze);
+        __m256i hi = _mm256_shuffle_epi8(_mm256_unpackhi_epi16(rg, b), squeeze);
+        __m128i q[4] = {_mm256_castsi256_si128(lo), _mm256_castsi256_si128(hi),
+                        _mm256_extracti128_si256(lo, 1), _mm256_extracti128_si256(hi, 1)};
+        uint8_t *o = dst + 3 * x;
+        for (int i = 0; i < 4; i++) {
+            _mm_storel_epi64((__m128i *)(o + 12 * i), q[i]);
+            int32_t last = _mm_extract_epi32(q[i], 2);
+            memcpy(o + 12 * i + 8, &last, 4);
+        }
+    }
+#undef MUL_HI
+#undef GAIN
+    if (x < n)
+        to_rgb(r, dst + 3 * x, y + x, u + x / 2, v + x / 2, n - x);
+}
+#endif
+
+/* Every output row; compiled three ways (rows_v4 for AVX-512, with the gathering horizontal
+ * pass and twice the lanes in the others; rows_avx2; rows_c, the build's baseline), as the CPU
+ * kernels' elementwise loops are. */
 INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
-                      uint8_t *dst, int avx512)
+                      uint8_t *dst, int path)
 {
     int cwc = (r->cw + 1) / 2;
     const struct axis *vy = &r->vy, *vc = &r->vc;
@@ -518,7 +653,7 @@ INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], c
         const int16_t *cy = vy->coef + (size_t)y * vy->taps, *cc = vc->coef + (size_t)y * vc->taps;
         uint8_t *d = dst + (size_t)y * r->out_w * 3;
 #if HAVE_AVX512_PATH
-        if (avx512) {
+        if (path == PATH_AVX512) {
             vpass_avx512(r->ty, sy, ls[0], r->cw, cy, vy->taps);
             vpass_avx512(r->tu, su, ls[1], cwc, cc, vc->taps);
             vpass_avx512(r->tv, sv, ls[2], cwc, cc, vc->taps);
@@ -528,8 +663,18 @@ INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], c
             to_rgb_avx512(r, d, r->ly, r->lu, r->lv, r->out_w);
             continue;
         }
+        if (path == PATH_AVX2) {
+            vpass_avx2(r->ty, r->acc, sy, ls[0], r->cw, cy, vy->taps);
+            vpass_avx2(r->tu, r->acc, su, ls[1], cwc, cc, vc->taps);
+            vpass_avx2(r->tv, r->acc, sv, ls[2], cwc, cc, vc->taps);
+            hpass_avx2(r->ly, r->ty, &r->hy);
+            hpass_avx2(r->lu, r->tu, &r->hc);
+            hpass_avx2(r->lv, r->tv, &r->hc);
+            to_rgb_avx2(r, d, r->ly, r->lu, r->lv, r->out_w);
+            continue;
+        }
 #endif
-        (void)avx512;
+        (void)path;
         vpass(r->ty, r->acc, sy, ls[0], r->cw, cy, vy->taps);
         vpass(r->tu, r->acc, su, ls[1], cwc, cc, vc->taps);
         vpass(r->tv, r->acc, sv, ls[2], cwc, cc, vc->taps);
@@ -545,32 +690,44 @@ __attribute__((target("arch=x86-64-v4"))) static void rows_v4(const struct tbi_r
                                                               const uint8_t *const src[3],
                                                               const int ls[3], uint8_t *dst)
 {
-    rows_body(r, src, ls, dst, 1);
+    rows_body(r, src, ls, dst, PATH_AVX512);
 }
 #elif HAVE_AVX512_PATH
 AVX512 static void rows_v4(const struct tbi_resize *r, const uint8_t *const src[3],
                            const int ls[3], uint8_t *dst)
 {
-    rows_body(r, src, ls, dst, 1);
+    rows_body(r, src, ls, dst, PATH_AVX512);
 }
 #endif
 
-static void rows_base(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
-                      uint8_t *dst)
+#if HAVE_AVX512_PATH
+AVX2 static void rows_avx2(const struct tbi_resize *r, const uint8_t *const src[3],
+                           const int ls[3], uint8_t *dst)
 {
-    rows_body(r, src, ls, dst, 0);
+    rows_body(r, src, ls, dst, PATH_AVX2);
+}
+#endif
+
+static void rows_c(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
+                   uint8_t *dst)
+{
+    rows_body(r, src, ls, dst, PATH_C);
 }
 
 static void rows(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
                  uint8_t *dst)
 {
 #if HAVE_AVX512_PATH
-    if (r->avx512) {
+    if (r->path == PATH_AVX512) {
         rows_v4(r, src, ls, dst);
         return;
     }
+    if (r->path == PATH_AVX2) {
+        rows_avx2(r, src, ls, dst);
+        return;
+    }
 #endif
-    rows_base(r, src, ls, dst);
+    rows_c(r, src, ls, dst);
 }
 
 int tbi_resize_takes(int cw, int ch, int out_w, int out_h)

@@ -10,6 +10,12 @@
  * the next call asks for the same, rebuilt (in the same memory where it fits) otherwise. */
 struct tbi_resize;
 
+/* The code tbi_resize_420 runs here: TBI_RESIZE_AVX512 where tbi_cpu_avx512(), else
+ * TBI_RESIZE_AVX2 where the CPU has AVX2, else TBI_RESIZE_C (plain C: the same bytes, but
+ * slower than swscale's C path, so the reader uses swscale there). */
+enum { TBI_RESIZE_C, TBI_RESIZE_AVX2, TBI_RESIZE_AVX512 };
+int tbi_resize_path(void);
+
 /* 1 where tbi_resize_420 takes the sizes: out_w even and the crop at least 8 x 8. swscale
  * does the others its own way, which this does not follow: an odd output width switches it to
  * full-resolution chroma and another matrix, a plane under 4 samples to truncated filters. */
@@ -25,11 +31,10 @@ int tbi_resize_takes(int cw, int ch, int out_w, int out_h);
  * (one sample where it grows), centre-aligned in each plane's own grid, edges repeated; chroma
  * scaled to half the output width and its full height, two pixels sharing a chroma sample, as
  * swscale's packed RGB output does. Fixed point: 14-bit coefficients, values kept at 6
- * fractional bits from the vertical pass to the matrix, which rounds once; every path computes
- * the same integers (the AVX-512 gather of the horizontal pass only reorders exact sums), so
- * the bytes do not depend on the CPU.
+ * fractional bits from the vertical pass to the matrix; every path computes the same integers
+ * (the vector passes only reorder exact sums), so the bytes do not depend on the CPU.
  *
- * portable: 1 runs the portable code even where tbi_cpu_avx512() (the tests compare both).
+ * portable: 1 runs the plain C code whatever the CPU has (the tests compare the paths).
  * 0, TB_EINVAL where !tbi_resize_takes, or TB_ENOMEM (with tbi_err's message; *rs is then
  * freed and NULL). */
 int tbi_resize_420(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3], int cw,
