@@ -822,8 +822,12 @@ static void test_fused(const char *t, const char *d)
 }
 
 /* --accum-steps 4 with batch 2 is batch 8 (the same clips, their gradients averaged): the
- * same loss at every step and the same weights after 4 steps, to float rounding (1e-5,
- * relative L2 per tensor), for cls and for mae (its masks drawn per clip). The key third of
+ * same loss at every step (1e-5) and the same weights after 4 steps, to float rounding (5e-5,
+ * relative L2 per tensor: AdamW divides each step by the gradient's running RMS, so where a
+ * small bias's gradient changes sign between steps the summation order's 1e-7 grows; mae's
+ * decoder v_bias measured 1.4-1.9e-5 on the reader's frames, 2.4e-6 on swscale's; a wrongly
+ * weighted micro-batch would also show in the later steps' losses), for cls and for mae (its masks
+ * drawn per clip). The key third of
  * a qkv bias is left out: its gradient is zero but for rounding (softmax ignores a constant
  * per query), which AdamW turns into steps of about lr either way. Refused with
  * --fused-update and for clip, naming why. */
@@ -878,7 +882,7 @@ static void test_accum(const char *t, const char *d)
                 diff += (x - y) * (x - y), norm += x * x;
             }
             double e = sqrt(diff) / (sqrt(norm) + 1e-30);
-            CHECK_MSG(e <= 1e-5, "%s: relative difference %.2e", a->name, e);
+            CHECK_MSG(e <= 5e-5, "%s: relative difference %.2e", a->name, e);
             worst = fmax(worst, e);
             n++;
         }
