@@ -29,11 +29,11 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
-#define HAVE_AVX512_PATH 1
+#define HAVE_X86_PATHS 1
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define AVX2 __attribute__((target("avx2")))
 #else
-#define HAVE_AVX512_PATH 0
+#define HAVE_X86_PATHS 0
 #endif
 
 #define ONE 16384      /* coefficient scale: 14 bits */
@@ -45,7 +45,7 @@ enum { PATH_C = TBI_RESIZE_C, PATH_AVX2 = TBI_RESIZE_AVX2, PATH_AVX512 = TBI_RES
 
 int tbi_resize_path(void)
 {
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
     if (tbi_cpu_avx512())
         return PATH_AVX512;
     if (__builtin_cpu_supports("avx2"))
@@ -71,6 +71,13 @@ struct tbi_resize {
     int cw, ch, out_w, out_h, flip, full_range, path;    /* what the tables are for */
     struct axis hy, hc, vy, vc;
     int32_t cy, y0, k, crv, cbu, cgu, cgv;                /* the matrix (matrix()) */
+    /* the same for the vector paths' 16-bit lanes (lanes16()): the rounding added before the
+     * shift to 8 bits, the luma gain's excess d = cy - 2^16 and k's high half, each chroma
+     * coefficient split as q * 2^16 + m (rv, bu, gu, gv) and the channels' offsets */
+    struct {
+        int16_t half, y0, d, kh, q[4], orv, obu, og;
+        uint16_t m[4];
+    } l16;
     int truncate;              /* 8-bit Y, U, V truncated, not rounded (swscale_path()) */
     int32_t *acc;
     int16_t *ty, *tu, *tv;     /* vertical pass outputs, WIN samples of zero padding after */
@@ -251,6 +258,22 @@ static void swscale_path(struct tbi_resize *r)
     }
 }
 
+static void lanes16(struct tbi_resize *r)
+{
+    const int32_t c[4] = {r->crv, r->cbu, r->cgu, r->cgv};
+    r->l16.half = (int16_t)(r->truncate ? 0 : 1 << (FRAC - 1));
+    r->l16.y0 = (int16_t)r->y0;
+    r->l16.d = (int16_t)(uint16_t)(r->cy - 65536);
+    r->l16.kh = (int16_t)((r->k - 0x8000) / 65536);
+    for (int i = 0; i < 4; i++) {
+        r->l16.q[i] = (int16_t)(c[i] >> 16);
+        r->l16.m[i] = (uint16_t)(c[i] & 0xffff);
+    }
+    r->l16.orv = (int16_t)(r->crv >> 9);
+    r->l16.obu = (int16_t)(r->cbu >> 9);
+    r->l16.og = (int16_t)((r->cgu >> 9) + (r->cgv >> 9));
+}
+
 static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out_w, int out_h,
                  int flip, int portable)
 {
@@ -307,6 +330,7 @@ static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out
     }
     free(wt);
     swscale_path(r);
+    lanes16(r);
     if (r->path != PATH_C) {
         axis_blocks(&r->hy);
         axis_blocks(&r->hc);
@@ -356,7 +380,7 @@ static void hpass_range(int16_t *out, const int16_t *t, const struct axis *a, in
     }
 }
 
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
 AVX512 static void hpass_avx512(int16_t *out, const int16_t *t, const struct axis *a)
 {
     const int pairs = a->taps / 2;
@@ -407,7 +431,7 @@ INLINE void to_rgb(const struct tbi_resize *r, uint8_t *restrict dst, const int1
     }
 }
 
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
 /* vpass on AVX-512: 32 outputs a step, two rows' samples paired as 16-bit words against their
  * two coefficients (VPMADDWD), the sums repacked in order; tails masked. */
 AVX512 static void vpass_avx512(int16_t *t, const uint8_t *src, ptrdiff_t ls, int n,
@@ -460,20 +484,14 @@ AVX512 static inline __m512i gain(__m512i i, __m512i d, __m512i kh)
 AVX512 static void to_rgb_avx512(const struct tbi_resize *r, uint8_t *dst, const int16_t *y,
                                  const int16_t *u, const int16_t *v, int n)
 {
-    const __m512i half = _mm512_set1_epi16((short)(r->truncate ? 0 : 1 << (FRAC - 1)));
-    const __m512i y0 = _mm512_set1_epi16((short)r->y0);
-    const __m512i d = _mm512_set1_epi16((short)(uint16_t)(r->cy - 65536));
-    const __m512i kh = _mm512_set1_epi16((short)((r->k - 0x8000) / 65536));
-#define SPLIT(c, q, m) const __m512i q = _mm512_set1_epi16((short)((c) >> 16)), \
-                                     m = _mm512_set1_epi16((short)(uint16_t)((c) & 0xffff))
-    SPLIT(r->crv, qrv, mrv);
-    SPLIT(r->cbu, qbu, mbu);
-    SPLIT(r->cgu, qgu, mgu);
-    SPLIT(r->cgv, qgv, mgv);
-#undef SPLIT
-    const __m512i orv = _mm512_set1_epi16((short)(r->crv >> 9));
-    const __m512i obu = _mm512_set1_epi16((short)(r->cbu >> 9));
-    const __m512i og = _mm512_set1_epi16((short)((r->cgu >> 9) + (r->cgv >> 9)));
+#define SET(x) _mm512_set1_epi16((short)(x))
+    const __m512i half = SET(r->l16.half), y0 = SET(r->l16.y0), d = SET(r->l16.d);
+    const __m512i kh = SET(r->l16.kh), orv = SET(r->l16.orv), obu = SET(r->l16.obu);
+    const __m512i og = SET(r->l16.og);
+    const __m512i qrv = SET(r->l16.q[0]), qbu = SET(r->l16.q[1]), qgu = SET(r->l16.q[2]);
+    const __m512i qgv = SET(r->l16.q[3]), mrv = SET(r->l16.m[0]), mbu = SET(r->l16.m[1]);
+    const __m512i mgu = SET(r->l16.m[2]), mgv = SET(r->l16.m[3]);
+#undef SET
     /* chroma word j to pixels 2j and 2j + 1 */
     const __m512i dup = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9,
                                          8, 8, 7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -518,7 +536,7 @@ AVX512 static void to_rgb_avx512(const struct tbi_resize *r, uint8_t *dst, const
 }
 #endif
 
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
 /* The AVX2 twins: the same integers, 8 or 16 lanes, tails on the portable code. */
 
 /* hpass: 8 outputs a step, each pair of taps fetched as one 32-bit word by a gather (no
@@ -580,25 +598,19 @@ AVX2 static void vpass_avx2(int16_t *t, int32_t *acc, const uint8_t *src, ptrdif
 AVX2 static void to_rgb_avx2(const struct tbi_resize *r, uint8_t *dst, const int16_t *y,
                              const int16_t *u, const int16_t *v, int n)
 {
-    const __m256i half = _mm256_set1_epi16((short)(r->truncate ? 0 : 1 << (FRAC - 1)));
-    const __m256i y0 = _mm256_set1_epi16((short)r->y0);
-    const __m256i d = _mm256_set1_epi16((short)(uint16_t)(r->cy - 65536));
-    const __m256i kh = _mm256_set1_epi16((short)((r->k - 0x8000) / 65536));
+#define SET(x) _mm256_set1_epi16((short)(x))
+    const __m256i half = SET(r->l16.half), y0 = SET(r->l16.y0), d = SET(r->l16.d);
+    const __m256i kh = SET(r->l16.kh), orv = SET(r->l16.orv), obu = SET(r->l16.obu);
+    const __m256i og = SET(r->l16.og);
+    const __m256i qrv = SET(r->l16.q[0]), qbu = SET(r->l16.q[1]), qgu = SET(r->l16.q[2]);
+    const __m256i qgv = SET(r->l16.q[3]), mrv = SET(r->l16.m[0]), mbu = SET(r->l16.m[1]);
+    const __m256i mgu = SET(r->l16.m[2]), mgv = SET(r->l16.m[3]);
+#undef SET
     const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi16(255);
-#define SPLIT(c, q, m) const __m256i q = _mm256_set1_epi16((short)((c) >> 16)), \
-                                     m = _mm256_set1_epi16((short)(uint16_t)((c) & 0xffff))
-    SPLIT(r->crv, qrv, mrv);
-    SPLIT(r->cbu, qbu, mbu);
-    SPLIT(r->cgu, qgu, mgu);
-    SPLIT(r->cgv, qgv, mgv);
-#undef SPLIT
 #define MUL_HI(a, q, m) _mm256_add_epi16(_mm256_mullo_epi16(a, q), _mm256_mulhi_epu16(a, m))
 #define GAIN(i) _mm256_min_epi16(_mm256_max_epi16(_mm256_add_epi16(_mm256_add_epi16( \
                     _mm256_add_epi16(i, kh), _mm256_mulhi_epu16(i, d)), \
                     _mm256_srli_epi16(_mm256_mullo_epi16(i, d), 15)), zero), top)
-    const __m256i orv = _mm256_set1_epi16((short)(r->crv >> 9));
-    const __m256i obu = _mm256_set1_epi16((short)(r->cbu >> 9));
-    const __m256i og = _mm256_set1_epi16((short)((r->cgu >> 9) + (r->cgv >> 9)));
     const __m256i squeeze = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
                                              -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
                                              -1, -1);
@@ -652,7 +664,7 @@ INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], c
         const uint8_t *sv = src[2] + (ptrdiff_t)vc->pos[y] * ls[2];
         const int16_t *cy = vy->coef + (size_t)y * vy->taps, *cc = vc->coef + (size_t)y * vc->taps;
         uint8_t *d = dst + (size_t)y * r->out_w * 3;
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
         if (path == PATH_AVX512) {
             vpass_avx512(r->ty, sy, ls[0], r->cw, cy, vy->taps);
             vpass_avx512(r->tu, su, ls[1], cwc, cc, vc->taps);
@@ -685,14 +697,14 @@ INLINE void rows_body(const struct tbi_resize *r, const uint8_t *const src[3], c
     }
 }
 
-#if HAVE_AVX512_PATH && defined(__GNUC__) && !defined(__clang__)
+#if HAVE_X86_PATHS && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("arch=x86-64-v4"))) static void rows_v4(const struct tbi_resize *r,
                                                               const uint8_t *const src[3],
                                                               const int ls[3], uint8_t *dst)
 {
     rows_body(r, src, ls, dst, PATH_AVX512);
 }
-#elif HAVE_AVX512_PATH
+#elif HAVE_X86_PATHS
 AVX512 static void rows_v4(const struct tbi_resize *r, const uint8_t *const src[3],
                            const int ls[3], uint8_t *dst)
 {
@@ -700,7 +712,7 @@ AVX512 static void rows_v4(const struct tbi_resize *r, const uint8_t *const src[
 }
 #endif
 
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
 AVX2 static void rows_avx2(const struct tbi_resize *r, const uint8_t *const src[3],
                            const int ls[3], uint8_t *dst)
 {
@@ -717,7 +729,7 @@ static void rows_c(const struct tbi_resize *r, const uint8_t *const src[3], cons
 static void rows(const struct tbi_resize *r, const uint8_t *const src[3], const int ls[3],
                  uint8_t *dst)
 {
-#if HAVE_AVX512_PATH
+#if HAVE_X86_PATHS
     if (r->path == PATH_AVX512) {
         rows_v4(r, src, ls, dst);
         return;
