@@ -154,6 +154,14 @@ TB_API int tb_ckpt_label_space(const char *path, struct tb_label_space **out);
 enum tb_norm { TB_NORM_OPENAI, TB_NORM_IMAGENET };
 TB_API void tb_norm_values(enum tb_norm n, const float **mean, const float **std);
 
+/* What a run trains and validates on, as every checkpoint records it (its "data" metadata):
+ * each annotation set's rows and a CRC-32C of what the run reads of them, in order (video,
+ * window, frame count, classes, noun set, text, narration id), e.g. "train 102 rows
+ * 1a2b3c4d; val 25 rows 0f0e0d0c". A resume compares it with the checkpoint's. */
+#define TB_DATA_ID_MAX 96
+struct tb_train_opts;
+TB_API void tb_train_data_id(const struct tb_train_opts *o, char out[TB_DATA_ID_MAX]);
+
 /* What a checkpoint says of the run that wrote it: the model, and how clips were made. */
 struct tb_ckpt_info {
     struct tb_vit_config model;  /* backend: NULL */
@@ -164,6 +172,7 @@ struct tb_ckpt_info {
     enum tb_label_kind label;    /* the classes its head was trained on (verb: unrecorded) */
     int label_recorded;          /* 1: the checkpoint names its label kind */
     struct tb_clip_config clip;  /* task clip: the text tower, projections, temperature */
+    char data[TB_DATA_ID_MAX];   /* tb_train_data_id of the run's data; "" when unrecorded */
 };
 TB_API int tb_ckpt_info(const char *path, struct tb_ckpt_info *info);
 

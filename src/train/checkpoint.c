@@ -175,6 +175,8 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
     info->model.qv_bias = qv_bias == 1;
     snprintf(info->task, sizeof(info->task), "%.15s",
              meta_get(f->metadata, "task", s, sizeof(s)) ? "cls" : s);
+    if (meta_get(f->metadata, "data", info->data, sizeof(info->data)))
+        info->data[0] = '\0';
     info->sampler = !meta_get(f->metadata, "sampler", s, sizeof(s)) && !strcmp(s, "dense")
                         ? TB_SAMPLE_DENSE
                         : TB_SAMPLE_SEGMENTS;

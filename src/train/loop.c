@@ -415,12 +415,43 @@ static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int
     return o->fused_update ? 0 : tbi_optim_update_checked(s->opt, stats);
 }
 
+/* One annotation set's rows into crc: what the run reads of each, in order. */
+static uint32_t items_crc(const struct tb_annotations *a)
+{
+    uint32_t crc = 0;
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        const char *s[3] = {it->video, it->text, it->id};
+        for (int k = 0; k < 3; k++)
+            crc = tbi_crc32c_extend(crc, s[k] ? s[k] : "", s[k] ? strlen(s[k]) + 1 : 1);
+        double w[2] = {it->start_s, it->end_s};
+        int64_t n[3] = {it->n_frames, it->verb, it->noun};
+        crc = tbi_crc32c_extend(crc, w, sizeof(w));
+        crc = tbi_crc32c_extend(crc, n, sizeof(n));
+        if (it->n_nouns > 0)
+            crc = tbi_crc32c_extend(crc, it->nouns, sizeof(int) * (size_t)it->n_nouns);
+    }
+    return crc;
+}
+
+void tb_train_data_id(const struct tb_train_opts *o, char out[TB_DATA_ID_MAX])
+{
+    int n = snprintf(out, TB_DATA_ID_MAX, "train %d rows %08x", o->train_ann->n_items,
+                     items_crc(o->train_ann));
+    if (o->val_ann && n > 0 && n < TB_DATA_ID_MAX)
+        snprintf(out + n, TB_DATA_ID_MAX - (size_t)n, "; val %d rows %08x", o->val_ann->n_items,
+                 items_crc(o->val_ann));
+}
+
 static int save(const char *path, const struct tbi_task *t, void *st,
                 const struct tb_train_opts *o, const struct tb_optim *opt,
                 const struct tb_train_pos *pos)
 {
     struct tbi_sb meta = {0};
+    char data[TB_DATA_ID_MAX];
     int rc = t->meta(st, o, &meta);
+    tb_train_data_id(o, data);
+    tbi_sb_printf(&meta, "%s\"data\":\"%s\"", tbi_sb_str(&meta)[0] ? "," : "", data);
     if (rc == 0)
         rc = meta.failed ? tbi_err(TB_ENOMEM, "out of memory")
                          : tb_ckpt_save(path, t->params(st), opt, pos, meta.buf);
