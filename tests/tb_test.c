@@ -220,6 +220,27 @@ char *tbt_read(const char *path, size_t *len)
     return b;
 }
 
+char *tbt_config_values(char *text)
+{
+    char *dst = text;
+    for (char *line = text; text && *line;) {
+        char *eol = strchr(line, '\n'), *end = eol ? eol : line + strlen(line);
+        char *hash = memchr(line, '#', (size_t)(end - line));
+        char *stop = hash ? hash : end;
+        while (stop > line && stop[-1] == ' ')
+            stop--;
+        if (stop > line) {
+            memmove(dst, line, (size_t)(stop - line));
+            dst += stop - line;
+            *dst++ = '\n';
+        }
+        line = eol ? eol + 1 : end;
+    }
+    if (dst)
+        *dst = '\0';
+    return text;
+}
+
 const char *tbt_opencv_video(const char *name)
 {
     static char paths[8][4200];

@@ -154,6 +154,10 @@ int tbt_write_noise(const char *path, long offset, size_t n, uint64_t seed);
 /* Read a whole file (malloc'ed, NUL-terminated) or NULL. */
 char *tbt_read(const char *path, size_t *len);
 
+/* A --print-config text's settings alone, in place: each line's '#' note and the spaces
+ * before it dropped, comment-only lines dropped. Returns text. */
+char *tbt_config_values(char *text);
+
 /* Where Debian's opencv-doc keeps its videos; tbt_opencv_video returns a path to name (for
  * box.mp4 / cup.mp4, unpacked from .gz into the scratch dir), or NULL if absent. */
 const char *tbt_opencv_video(const char *name);

@@ -32,7 +32,7 @@ static void test_usage_errors(void)
     if (list)
         *list = '\0'; /* the intro alone, not the commands' summaries */
     rc = tbt_run(&train_help, 10, "%s train --help", t);
-    const char *task = train_help ? strstr(train_help, "--task NAME") : NULL;
+    const char *task = train_help ? strstr(train_help, "--task cls|mae|clip") : NULL;
     CHECK(rc == 0 && task != NULL);
     int n_tasks = 0;
     for (const char *p = task; p && *p && *p != '\n'; p++) {
@@ -139,6 +139,28 @@ static void test_help(void)
     CHECK_STR_HAS(out, "(default: 15)");
     free(out);
     free(out2);
+    /* help is a command too */
+    CHECK_EQ(tbt_run(&out, 10, "%s help help", t), 0);
+    CHECK_STR_HAS(out, "\ncommands:\n");
+    free(out);
+    /* a flag with a fixed set of values lists them in help, and a value outside is named */
+    CHECK_EQ(tbt_run(&out, 10, "%s help train", t), 0);
+    CHECK_STR_HAS(out, "  --task cls|mae|clip ");
+    free(out);
+    static const char *const bad[][2] = {
+        {"train --task cl --data d --train t --out o", "--task: 'cl' is none of cls|mae|clip"},
+        {"eval --format csv --ckpt c --data d --val v",
+         "--format: 'csv' is none of epic|kinetics|narration"},
+        {"eval --crops 2 --ckpt c --data d --val v", "--crops is 1 (the centre) or 3"},
+        {"train --val-crops 2 --data d --train t --out o", "--val-crops is 1 (the centre) or 3"},
+        {"step --pool max --weights w --batch-file b --out o",
+         "--pool: 'max' is none of mean|cls|none"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(tbt_run(&out, 10, "%s %s", t, bad[i][0]), 2);
+        CHECK_STR_HAS(out, bad[i][1]);
+        free(out);
+    }
 }
 
 /* Flags as `tubelet CMD --help` lists them: name and metavar of each "  --name META  help"
@@ -155,7 +177,9 @@ static int help_flags(const char *cmd, char names[][40], char metas[][40])
         names[n][0] = metas[n][0] = '\0';
         if (sscanf(ln + 4, "%39[a-z0-9-] %39[^ \n]", names[n], metas[n]) < 1)
             continue;
-        if (!strcmp(metas[n], "") || (metas[n][0] >= 'a' && metas[n][0] <= 'z'))
+        if (strchr(metas[n], '|'))
+            snprintf(metas[n], 40, "a|b"); /* one of a list: each flag's own list */
+        else if (!strcmp(metas[n], "") || (metas[n][0] >= 'a' && metas[n][0] <= 'z'))
             metas[n][0] = '\0'; /* a boolean: the help text follows */
         n++;
     }
@@ -216,7 +240,7 @@ static void test_vocabulary(void)
     CHECK_STR_HAS(out, "(also --root)");
     free(out);
     CHECK_EQ(tbt_run(&out, 10, "%s train --input-size 64 --print-config", tbt_tubelet()), 0);
-    CHECK_STR_HAS(out, "\nsize = 64\n");
+    CHECK_STR_HAS(out, "\nsize = 64 ");
     free(out);
     static const char *const docs[] = {"README.md", "docs/FORMATS.md", "docs/RECIPES.md",
                                        "docs/PYTHON.md"};
@@ -239,6 +263,32 @@ static void test_vocabulary(void)
     }
 }
 
+/* out has the line "SETTING  # NOTE..." (setting: "key = value"; note: the start of its note;
+ * NULL: a line without a note). */
+static void check_line(const char *out, const char *setting, const char *note)
+{
+    char want[512];
+    snprintf(want, sizeof(want), "\n%s%s", setting, note ? " " : "\n");
+    const char *p = out ? strstr(out, want) : NULL;
+    const char *eol = p ? strchr(p + 1, '\n') : NULL;
+    const char *hash = p && note ? strstr(p + strlen(want) - 1, "# ") : NULL;
+    CHECK_MSG(p && (!note || (hash && hash < eol && !strncmp(hash + 2, note, strlen(note)))),
+              "no line '%s # %s' in:\n%s", setting, note ? note : "", out);
+}
+
+/* Writes text to the scratch file name; its path. */
+static const char *write_conf(const char *name, const char *text)
+{
+    const char *path = tbt_path(name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
 static void test_config(void)
 {
     const char *t = tbt_tubelet();
@@ -253,11 +303,13 @@ static void test_config(void)
                "fps = 30000/1001\nout = %s/root\n", d);
     fclose(f);
     CHECK_EQ(tbt_run(&out, 10, "%s prep --config %s --gop 24 --print-config", t, path), 0);
-    CHECK_STR_HAS(out, "chunk-seconds = 5\n");
-    CHECK_STR_HAS(out, "gop = 24\n"); /* the command line wins, whatever the order */
-    CHECK_STR_HAS(out, "preset = ultrafast\n");
-    CHECK_STR_HAS(out, "fps = 30000/1001\n");
-    CHECK_STR_HAS(out, "crf = 23\n"); /* defaults fill the rest */
+    /* each value says where it came from; the command line wins, whatever the order */
+    check_line(out, "chunk-seconds = 5", path);
+    CHECK_STR_HAS(out, "prep.conf:2\n");
+    check_line(out, "gop = 24", "the command line\n");
+    check_line(out, "preset = ultrafast", path);
+    check_line(out, "fps = 30000/1001", path);
+    check_line(out, "crf = 23", NULL); /* defaults fill the rest, without a note */
 
     /* The dump is itself a config file that gives the same configuration back. */
     char dump[4200];
@@ -266,7 +318,8 @@ static void test_config(void)
     fputs(out, f);
     fclose(f);
     CHECK_EQ(tbt_run(&out2, 10, "%s prep --config %s --print-config", t, dump), 0);
-    CHECK(out && out2 && !strcmp(out, out2));
+    CHECK_STR_HAS(out2, "dump.conf:"); /* now from the dump */
+    CHECK(out && out2 && !strcmp(tbt_config_values(out), tbt_config_values(out2)));
     free(out);
     free(out2);
 
@@ -294,6 +347,106 @@ static void test_config(void)
     free(out);
 }
 
+/* Issue 42's S1 and its class: one rule for settings from several sources. The command line
+ * wins over a file and says so; two settings of one thing from one source are refused, both
+ * named; a setting a choice fixes or leaves unread is refused when given otherwise. */
+static void test_sources(void)
+{
+    const char *t = tbt_tubelet();
+    const char *base = "%s train --data d --train t.csv --out o ";
+    char fmt[256], *out = NULL;
+    snprintf(fmt, sizeof(fmt), "%s%%s", base);
+
+    tbt_case = "--lr over a file's --blr";
+    const char *blr = write_conf("blr.conf", "task = mae\nblr = 0.00015\n");
+    char flags[4400];
+    snprintf(flags, sizeof(flags), "--config %s --lr 0.0003 --print-config", blr);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, flags), 0);
+    check_line(out, "lr = 0.0003", "the command line\n");
+    CHECK_STR_HAS(out, "\n# blr = 0.00015 ");
+    CHECK_STR_HAS(out, "# not read: --lr 0.0003 (the command line) wins over --blr 0.00015 (");
+    CHECK_STR_HAS(out, "blr.conf:2)\n");
+    check_line(out, "task = mae", blr); /* where from: the file */
+    free(out);
+
+    tbt_case = "--blr over a file's --lr";
+    const char *lr = write_conf("lr.conf", "lr = 0.01\n");
+    snprintf(flags, sizeof(flags), "--config %s --blr 0.001 --print-config", lr);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, flags), 0);
+    CHECK_STR_HAS(out, "\n# lr = 0.01 ");
+    CHECK_STR_HAS(out, "# not read: --blr 0.001 (the command line) wins over --lr 0.01 (");
+    CHECK_STR_HAS(out, "\nblr = 0.001 ");
+    free(out);
+
+    tbt_case = "--lr and --blr from one source";
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--lr 0.01 --blr 0.001"), 2);
+    CHECK_STR_HAS(out, "--lr 0.01 (the command line) and --blr 0.001 (the command line) both "
+                  "set the peak learning rate");
+    free(out);
+    const char *both = write_conf("both.conf", "blr = 0.001\n# a comment\nlr = 0.01\n");
+    snprintf(flags, sizeof(flags), "--config %s", both);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, flags), 2);
+    CHECK_STR_HAS(out, "both.conf:3) and --blr 0.001 (");
+    CHECK_STR_HAS(out, "both.conf:1) both set the peak");
+    free(out);
+
+    tbt_case = "a key twice";
+    const char *twice = write_conf("twice.conf", "epochs = 3\nbatch = 4\nepochs = 5\n");
+    snprintf(flags, sizeof(flags), "--config %s --print-config", twice);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, flags), 2);
+    CHECK_STR_HAS(out, "twice.conf:3: epochs is given twice: 3 at line 1, 5 here");
+    free(out);
+    twice = write_conf("same.conf", "epochs = 3\nepochs = 3\n"); /* no contradiction */
+    snprintf(flags, sizeof(flags), "--config %s --print-config", twice);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, flags), 0);
+    free(out);
+    /* on the command line an override of a script's base flags: the later wins, said */
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--batch 4 --epochs 2 --batch 8 --print-config"), 0);
+    CHECK_STR_HAS(out, "note: --batch 8 replaces --batch 4 given before it on the command line");
+    check_line(out, "batch = 8", "the command line");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--input-size 64 --size 32 --print-config"), 0);
+    CHECK_STR_HAS(out, "note: --size 32 replaces --size 64"); /* the old spelling is the flag */
+    free(out);
+
+    tbt_case = "settings a task does not read";
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task mae --mixup 0.8"), 2);
+    CHECK_STR_HAS(out, "--mixup 0.8 (the command line) would be ignored: only --task cls reads "
+                  "it, not --task mae");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task cls --text-width 64"), 2);
+    CHECK_STR_HAS(out, "--text-width 64 (the command line) would be ignored: only --task clip");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task clip --classes 5"), 2);
+    CHECK_STR_HAS(out, "--classes 5 (the command line) would be ignored: --task clip has no "
+                  "classifier head");
+    free(out);
+    /* the default value given again contradicts nothing; --print-config says it is unread */
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task mae --mixup 0 --print-config"), 0);
+    CHECK_STR_HAS(out, "\n# mixup = 0 ");
+    CHECK_STR_HAS(out, "# not read: only --task cls reads it, not --task mae\n");
+    free(out);
+
+    tbt_case = "settings a choice fixes";
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task clip --pool mean"), 2);
+    CHECK_STR_HAS(out, "--pool mean (the command line), but --task clip: AVION's CLIP video "
+                  "tower pools by its class token");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--cls-backbone clip --pos sincos"), 2);
+    CHECK_STR_HAS(out, "--pos sincos (the command line), but --cls-backbone clip: ");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task clip --flip true"), 2);
+    CHECK_STR_HAS(out, "--flip true (the command line), but --task clip: ");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task mae --qv-bias false"), 2);
+    CHECK_STR_HAS(out, "--qv-bias false (the command line), but --task mae: ");
+    free(out);
+    CHECK_EQ(tbt_run(&out, 10, fmt, t, "--task clip --print-config"), 0);
+    check_line(out, "pool = cls", "--task clip: ");
+    check_line(out, "flip = false", "--task clip: ");
+    free(out);
+}
+
 int main(void)
 {
     tbt_begin("cli");
@@ -301,5 +454,6 @@ int main(void)
     test_help();
     test_vocabulary();
     test_config();
+    test_sources();
     TBT_EXIT();
 }

@@ -184,7 +184,8 @@ static void test_mae(const char *t, const char *d)
               "a mask ratio masking nothing: %s", out);
     free(out);
     rc = tbt_run(&out, 300, "%s train %s --drop-path 0.1 --out %s/mae_bad2", t, mae_flags, d);
-    CHECK_MSG(rc != 0 && out && strstr(out, "are for fine-tuning a classifier (--task cls)"),
+    CHECK_MSG(rc != 0 && out && strstr(out, "--drop-path 0.1 (the command line) would be "
+                                             "ignored: only --task cls reads it"),
               "drop path in pretraining: %s", out);
     free(out);
     /* A checkpoint of another model: the fine-tuned ViT-tiny's weights into a wider model. */
@@ -226,7 +227,7 @@ static void test_augment(const char *t, const char *d)
     char flags[3000], run[2][4300], *out = NULL;
     snprintf(flags, sizeof(flags), "--data %s --train %s --val %s %s --epochs 4 --mixup 0.8 "
              "--cutmix 1.0 --random-erase 0.5 --drop-path 0.1 --head-dropout 0.5 --optim sgd "
-             "--lr 0.05 --wd 1e-4 --blr 0.4", data, train_csv, val_csv, model_flags);
+             "--wd 1e-4 --blr 0.4", data, train_csv, val_csv, model_flags);
     const int workers[2] = {1, 4};
     static double l1[4096];
     for (int i = 0; i < 2; i++) {
@@ -237,7 +238,7 @@ static void test_augment(const char *t, const char *d)
         CHECK_MSG(rc == 0, "%s", out);
         /* --blr 0.4 per 256 clips at a global batch of 4 */
         CHECK_STR_HAS(out, "global batch 4 (1 process x 4 clips); peak lr 0.00625 (--blr 0.4 x "
-                      "4 / 256)");
+                      "4 / 256, from the command line)");
         free(out);
         if (i > 0)
             tbt_same_ckpt(run[0], run[i], "augmentation workers");
@@ -264,8 +265,9 @@ static void test_augment(const char *t, const char *d)
     free(out);
     rc = tbt_run(&out, 300, "%s train --task mae --data %s --train %s %s --mixup 0.8 --out "
                  "%s/aug_bad2", t, data, train_csv, model_flags, d);
-    CHECK_MSG(rc != 0 && out && strstr(out, "are for fine-tuning a classifier (--task cls), not "
-                                             "--task mae"), "mixup in pretraining: %s", out);
+    CHECK_MSG(rc != 0 && out && strstr(out, "--mixup 0.8 (the command line) would be ignored: "
+                                             "only --task cls reads it, not --task mae"),
+              "mixup in pretraining: %s", out);
     free(out);
     rc = tbt_run(&out, 300, "%s train %s --erase-mode cube --out %s/aug_bad3", t, flags, d);
     CHECK_MSG(rc == 2 && out && strstr(out, "--erase-mode"), "a bad erase mode: %s", out);
@@ -1039,11 +1041,102 @@ static void test_resume_changed(const char *t, const char *d, const char *done_r
     /* one more epoch, asked for: resumed, the change said and recorded */
     rc = tbt_run(&out, 300, "%s train %s --out %s --epochs 41 --resume-changed", t, common, run);
     CHECK_MSG(rc == 0, "%s", out);
-    CHECK_STR_HAS(out, "resuming with changed settings: epochs 40 -> 41");
+    CHECK_STR_HAS(out, "resuming with changed settings or data: epochs 40 -> 41");
     free(out);
     now = tbt_read(path, NULL);
     CHECK_STR_HAS(now, "\"resume_changed\": \"epochs 40 -> 41\"}");
     CHECK_STR_HAS(now, "{\"eval_epoch\": 41, ");
+    free(now);
+}
+
+/* Writes src's header and its rows from..to (0-based, to exclusive) to dst; with retext, the
+ * first row written gets "then " before its narration (the 9th column). */
+static void copy_rows(const char *src, const char *dst, int from, int to, int retext)
+{
+    char *text = tbt_read(src, NULL);
+    FILE *f = fopen(dst, "w");
+    CHECK(text && f);
+    int row = -1;
+    for (char *line = text; f && line && *line; row++) {
+        char *eol = strchr(line, '\n');
+        size_t n = eol ? (size_t)(eol - line) + 1 : strlen(line), cut = 0;
+        if (row >= 0 && (row < from || row >= to)) {
+            line = eol ? eol + 1 : NULL;
+            continue;
+        }
+        for (int commas = 0; retext && row == from && cut < n && commas < 8; cut++)
+            commas += line[cut] == ',';
+        fwrite(line, 1, cut, f);
+        fprintf(f, "%s%.*s", cut ? "then " : "", (int)(n - cut), line + cut);
+        line = eol ? eol + 1 : NULL;
+    }
+    if (f)
+        fclose(f);
+    free(text);
+}
+
+/* Issue 42's S4: a resume on changed data (rows added, rows dropped, a row's content, the
+ * validation set) is refused like a changed setting, naming the rows before and after;
+ * --resume-changed resumes and records it. */
+static void test_resume_data(const char *t, const char *d)
+{
+    tbt_case = "a resume on changed data";
+    char csv[4300], vcsv[4300], run[4300], common[9000], path[4400], *out = NULL;
+    snprintf(csv, sizeof(csv), "%s/changing.csv", d);
+    snprintf(vcsv, sizeof(vcsv), "%s/changing_val.csv", d);
+    snprintf(run, sizeof(run), "%s/run_data", d);
+    copy_rows(train_csv, csv, 0, 14, 0);
+    copy_rows(val_csv, vcsv, 0, 1000, 0);
+    snprintf(common, sizeof(common), "--data %s --train %s --val %s %s --epochs 1 --out %s",
+             data, csv, vcsv, model_flags, run);
+    int rc = tbt_run(&out, 300, "%s train %s", t, common);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    char *before = tbt_read(path, NULL);
+    static const struct {
+        int from, to, retext;
+        const char *says;
+    } changes[] = {
+        {0, 18, 0, "data train 14 rows "},   /* rows added (the issue's 102 -> 122) */
+        {3, 14, 0, "data train 14 rows "},   /* rows dropped */
+        {0, 14, 1, "data train 14 rows "},   /* as many rows, one narration changed */
+    };
+    for (int k = 0; k < 3; k++) {
+        copy_rows(train_csv, csv, changes[k].from, changes[k].to, changes[k].retext);
+        rc = tbt_run(&out, 300, "%s train %s", t, common);
+        CHECK_MSG(rc == 1, "change %d: %s", k, out);
+        CHECK_STR_HAS(out, "was trained with other settings or data");
+        CHECK_STR_HAS(out, changes[k].says);
+        char want[64];
+        snprintf(want, sizeof(want), " -> train %d rows ", changes[k].to - changes[k].from);
+        CHECK_STR_HAS(out, want);
+        free(out);
+    }
+    char *now = tbt_read(path, NULL);
+    CHECK_MSG(before && now && !strcmp(before, now), "a refused resume changed metrics.jsonl");
+    free(now);
+    free(before);
+    /* the validation set too (a classifier's classes are numbered over both) */
+    copy_rows(train_csv, csv, 0, 14, 0);
+    copy_rows(val_csv, vcsv, 1, 1000, 0);
+    rc = tbt_run(&out, 300, "%s train %s", t, common);
+    CHECK_MSG(rc == 1, "%s", out);
+    CHECK_STR_HAS(out, "; val ");
+    free(out);
+    /* the run's own data again: resumed (complete: nothing to do) */
+    copy_rows(val_csv, vcsv, 0, 1000, 0);
+    rc = tbt_run(&out, 300, "%s train %s", t, common);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    /* asked for: resumed on grown data, the change said and recorded */
+    copy_rows(train_csv, csv, 0, 18, 0);
+    rc = tbt_run(&out, 300, "%s train %s --resume-changed", t, common);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "resuming with changed settings or data: data train 14 rows ");
+    free(out);
+    now = tbt_read(path, NULL);
+    CHECK_STR_HAS(now, "\"resume_changed\": \"data train 14 rows ");
     free(now);
 }
 
@@ -1120,8 +1213,8 @@ int main(void)
     char path[4400];
     snprintf(path, sizeof(path), "%s/config.txt", run_a);
     char *cfg = tbt_read(path, NULL);
-    CHECK_STR_HAS(cfg, "epochs = 40\n");
-    CHECK_STR_HAS(cfg, "dim = 32\n");
+    CHECK_STR_HAS(cfg, "\nepochs = 40 ");
+    CHECK_STR_HAS(cfg, "\ndim = 32 ");
     /* A refused resume (another width or depth than the checkpoint's) leaves the run
      * directory as it was: config.txt still the run's own, byte for byte, and metrics.jsonl
      * too. */
@@ -1146,6 +1239,7 @@ int main(void)
     free(metrics_before);
     free(cfg);
     test_resume_changed(t, d, run_a, common);
+    test_resume_data(t, d);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run_a);
     char *metrics = tbt_read(path, NULL);
     CHECK_STR_HAS(metrics, "{\"eval_epoch\": 40, \"top1\": ");

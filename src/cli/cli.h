@@ -55,10 +55,13 @@ int cli_precision(const char *name, enum tb_dtype *out);
 /* --device, --backend and --precision to the backend's name and the dtype: --backend, where
  * given, names the backend (cpu, cuda, or a test backend: cpu-guarded, cuda-emu); else
  * --device cpu or cuda, or auto: cuda where a GPU is found, else cpu. --precision auto is bf16
- * on a CUDA device, fp32 elsewhere. One line on stderr names the device and why. 0, or 2 (the
- * exit status) after a message. */
+ * on a CUDA device, fp32 elsewhere. 0, or 2 (the exit status) after a message. */
 int cli_device(const char *cmd, const char *device, const char *backend, const char *precision,
                const char **backend_out, enum tb_dtype *dtype);
+/* The line that names the device cli_device chose and why, on stderr, once, by the lead
+ * process: said where the device is first used (a model opens), not by a command that stops
+ * before. */
+void cli_device_say(void);
 #define CLI_DEVICE_HELP "cpu, cuda, or auto: cuda where a GPU and its driver are found, else cpu"
 #define CLI_BACKEND_HELP                                                                       \
     "the backend itself, over --device: cpu, cuda, or a test backend: cpu-guarded (memory "   \

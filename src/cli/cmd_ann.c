@@ -27,13 +27,13 @@ struct ann_config {
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct ann_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag ann_flags[] = {
-    F("format", CLI_STR, format, "epic", "NAME", "annotation format: epic, kinetics, narration",
+    F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
     F("data", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): open each video "
       "as training will and count the rows whose video is not there or cannot be read",
       CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
-    F("sampler", CLI_STR, sampler, "segments", "NAME", "segments (AVION: a clip spans T "
+    F("sampler", CLI_STR, sampler, "segments", "segments|dense", "segments (AVION: a clip spans T "
       "frames) or dense (VideoMAE: (T - 1) * stride + 1)", CLI_NO_RANGE),
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),

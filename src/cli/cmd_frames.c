@@ -29,7 +29,7 @@ static const struct cli_flag frames_flags[] = {
       "frame numbers: 0,10,20 or ranges 100-115 (any order, repeats allowed)", CLI_NO_RANGE),
     F("crop", CLI_STR, crop, NULL, "X,Y,W,H", "crop this rectangle (source pixels)",
       CLI_NO_RANGE),
-    F("crop-mode", CLI_STR, crop_mode, "none", "NAME",
+    F("crop-mode", CLI_STR, crop_mode, "none", "none|center|rrc|multiscale",
       "none, center (square of the short side), rrc (random resized crop, scale 0.08-1), "
       "multiscale (VideoMAE); --crop sets fixed", CLI_NO_RANGE),
     F("size", CLI_SIZE, size, "0x0", "WxH", "output size; 0x0 keeps the crop's size", 0, 16384),

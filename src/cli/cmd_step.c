@@ -45,9 +45,9 @@ static const struct cli_flag step_flags[] = {
     F("size", CLI_SIZE, size, "112x112", "WxH", "frame width x height", 1, 8192),
     F("classes", CLI_INT, classes, "10", "K", "classes (0: no head, with --feature-grad)", 0,
       1000000),
-    F("pool", CLI_STR, pool, "mean", "NAME", "cls (class token, norm), mean (fc_norm) or none "
+    F("pool", CLI_STR, pool, "mean", "mean|cls|none", "cls (class token, norm), mean (fc_norm) or none "
       "(every token normed; with --feature-grad and --classes 0)", CLI_NO_RANGE),
-    F("pos", CLI_STR, pos, "sincos", "NAME", "learned or sincos positions", CLI_NO_RANGE),
+    F("pos", CLI_STR, pos, "sincos", "sincos|learned", "learned or sincos positions", CLI_NO_RANGE),
     F("weights", CLI_STR, weights, NULL, "W.safetensors", "the model's parameters",
       CLI_NO_RANGE),
     F("batch-file", CLI_STR, batch, NULL, "B.safetensors",
@@ -55,9 +55,9 @@ static const struct cli_flag step_flags[] = {
     F("out", CLI_STR, out, NULL, "O.safetensors",
       "loss (S), logits and grad.<name> of the first step, the final weights", CLI_NO_RANGE),
     F("steps", CLI_INT, steps, "1", "S", "AdamW steps on the same batch", 1, 100000),
-    F("device", CLI_STR, device, "auto", "NAME", CLI_DEVICE_HELP, CLI_NO_RANGE),
+    F("device", CLI_STR, device, "auto", "cpu|cuda|auto", CLI_DEVICE_HELP, CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
-    F("precision", CLI_STR, precision, "auto", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
+    F("precision", CLI_STR, precision, "auto", "auto|fp32|bf16", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("feature-grad", CLI_BOOL, feature_grad, "false", "",
       "one backward from the batch's 'dfeat' (B, D) on the features (the head's input): "
       "writes 'feat' and every gradient but the head's", CLI_NO_RANGE),
@@ -73,19 +73,19 @@ static const struct cli_flag step_flags[] = {
     F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 1),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 0, 1),
-    F("task", CLI_STR, task, "cls", "NAME", "cls (a classifier), mae (VideoMAE pretraining: "
+    F("task", CLI_STR, task, "cls", "cls|mae|clip", "cls (a classifier), mae (VideoMAE pretraining: "
       "the batch holds 'video' and 'mask' int64 (B,N), 1 = masked; 'dmask' (B,N), 1 = not "
       "decoded, with --decoder-mask running-cell) or clip (the video-text dual encoder: "
       "'video' and 'text' int64 (B,ctx) token ids; the tubelet is 1)", CLI_NO_RANGE),
-    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, lion or sgd (momentum --beta1; cls "
+    F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion", "adamw, lion or sgd (momentum --beta1; cls "
       "only)", CLI_NO_RANGE),
-    F("qv-bias", CLI_STR, qv_bias, "false", "NAME", "cls: VideoMAE's q/v attention biases: "
+    F("qv-bias", CLI_STR, qv_bias, "false", "true|false", "cls: VideoMAE's q/v attention biases: "
       "true or false", CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (1: none)",
       0.01, 1),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R",
       "mae: the masked share of each frame's positions (the batch's masks must match it)", 0, 1),
-    F("decoder-mask", CLI_STR, decoder_mask, "none", "NAME", "mae: none or running-cell",
+    F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell", "mae: none or running-cell",
       CLI_NO_RANGE),
     F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R",
       "mae: the share of each 2x2 cell the running cell drops", 0, 1),
@@ -104,7 +104,7 @@ static const struct cli_flag step_flags[] = {
       "clip: InfoNCE's temperature (logits = cosine / X)", 1e-4, 100),
     F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn the "
       "logit_scale (a parameter; the weights need it)", CLI_NO_RANGE),
-    F("loss", CLI_STR, loss, "infonce", "NAME", "clip: infonce or max-margin (AVION's MIR "
+    F("loss", CLI_STR, loss, "infonce", "infonce|max-margin", "clip: infonce or max-margin (AVION's MIR "
       "fine-tuning)", CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
 };
@@ -209,6 +209,7 @@ static int run_mae(struct step_config *c, enum tb_dtype dtype)
         .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim, .dec_depth = c->dec_depth,
         .dec_heads = c->dec_heads, .norm_target = c->norm_target,
     };
+    cli_device_say();
     if ((rc = tb_mae_open(&m, &mc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
         (rc = tb_st_read(&wf, c->weights)) < 0)
         goto fail;
@@ -326,6 +327,7 @@ static int run_clip(struct step_config *c, enum tb_dtype dtype)
         .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
         .temperature = c->temperature, .learn_temperature = c->learn_temperature,
     };
+    cli_device_say();
     if ((rc = tb_clip_open(&m, &cc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
         (rc = tb_st_read(&wf, c->weights)) < 0)
         goto fail;
@@ -474,6 +476,7 @@ static int run_step(void *config, int n_args, char **args)
         }
         vc.keep = (int)keep->shape[1];
     }
+    cli_device_say();
     if ((rc = tb_vit_open(&m, &vc)) < 0 || (rc = tb_st_read(&wf, c->weights)) < 0)
         goto fail;
     tb_params *params = tb_vit_params(m);

@@ -39,19 +39,19 @@ struct train_config {
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag train_flags[] = {
-    F("task", CLI_STR, task, "cls", "NAME", "cls (supervised classification), mae (VideoMAE "
+    F("task", CLI_STR, task, "cls", "cls|mae|clip", "cls (supervised classification), mae (VideoMAE "
       "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
-    F("device", CLI_STR, device, "auto", "NAME", CLI_DEVICE_HELP, CLI_NO_RANGE),
+    F("device", CLI_STR, device, "auto", "cpu|cuda|auto", CLI_DEVICE_HELP, CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
-    F("precision", CLI_STR, precision, "auto", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
+    F("precision", CLI_STR, precision, "auto", "auto|fp32|bf16", CLI_PRECISION_HELP, CLI_NO_RANGE),
     F("data", CLI_STR, data, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
     F("val", CLI_STR, val, "", "FILE", "validation annotations", CLI_NO_RANGE),
-    F("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
-    F("val-format", CLI_STR, val_format, "", "NAME", "--val's format, when it differs (clip: "
+    F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "epic, kinetics or narration", CLI_NO_RANGE),
+    F("val-format", CLI_STR, val_format, "", "epic|kinetics|narration", "--val's format, when it differs (clip: "
       "narration pretraining scored on EPIC CSVs); default: --format's", CLI_NO_RANGE),
-    F("label", CLI_STR, label, "verb", "NAME", "the class to learn: verb, noun or action",
+    F("label", CLI_STR, label, "verb", "verb|noun|action", "the class to learn: verb, noun or action",
       CLI_NO_RANGE),
     F("out", CLI_STR, out, NULL, "DIR", "run directory: config, checkpoints, metrics.jsonl",
       CLI_NO_RANGE),
@@ -64,14 +64,14 @@ static const struct cli_flag train_flags[] = {
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
     F("size", CLI_INT, input_size, "224", "PX", "clip frame size (square: PX x PX)", 8, 4096),
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
-    F("pool", CLI_STR, pool, "mean", "NAME", "mean (fc_norm) or cls", CLI_NO_RANGE),
-    F("pos", CLI_STR, pos, "sincos", "NAME", "sincos or learned positions", CLI_NO_RANGE),
-    F("sampler", CLI_STR, sampler, "auto", "NAME", "segments (AVION), dense (VideoMAE) or auto "
+    F("pool", CLI_STR, pool, "mean", "mean|cls", "mean (fc_norm) or cls", CLI_NO_RANGE),
+    F("pos", CLI_STR, pos, "sincos", "sincos|learned", "sincos or learned positions", CLI_NO_RANGE),
+    F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense", "segments (AVION), dense (VideoMAE) or auto "
       "(cls: segments, mae: dense)", CLI_NO_RANGE),
-    F("crop-mode", CLI_STR, crop, "auto", "NAME", "rrc (random resized crop), multiscale "
+    F("crop-mode", CLI_STR, crop, "auto", "auto|rrc|multiscale", "rrc (random resized crop), multiscale "
       "(VideoMAE's) or auto (cls: rrc, mae: multiscale)", CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
-    F("norm", CLI_STR, norm, "openai", "NAME", "normalisation: openai (AVION's, CLIP's) or "
+    F("norm", CLI_STR, norm, "openai", "openai|imagenet", "normalisation: openai (AVION's, CLIP's) or "
       "imagenet", CLI_NO_RANGE),
     F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S", "random resized crop: smallest area",
       0.01, 1),
@@ -94,7 +94,7 @@ static const struct cli_flag train_flags[] = {
     F("init", CLI_STR, init, "", "CKPT", "fine-tune from these weights: a checkpoint, or a "
       "pretraining one's encoder (--task mae's, VideoMAE's in safetensors); the rest (head, "
       "fc_norm) starts new", CLI_NO_RANGE),
-    F("qv-bias", CLI_STR, qv_bias, "auto", "NAME", "VideoMAE's q/v attention biases: true, false "
+    F("qv-bias", CLI_STR, qv_bias, "auto", "auto|true|false", "VideoMAE's q/v attention biases: true, false "
       "or auto (as --init's weights have them; mae: always)", CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (VideoMAE "
       "fine-tuning: 0.75; 1: none)", 0.01, 1),
@@ -112,19 +112,19 @@ static const struct cli_flag train_flags[] = {
       "clip (AVION's EK-100 classifier: 0.5)", 0, 0.99),
     F("random-erase", CLI_DOUBLE, random_erase, "0", "P", "cls: random erasing (normal noise in "
       "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)", 0, 1),
-    F("erase-mode", CLI_STR, erase_mode, "clip", "NAME", "cls: clip (one box through the clip: "
+    F("erase-mode", CLI_STR, erase_mode, "clip", "clip|frame", "cls: clip (one box through the clip: "
       "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
     F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "cls: RandAugment on each "
       "training clip after its crop, timm's increasing ops as VideoMAE applies them (every "
       "frame alike): N ops of magnitude M (0-10), noise -mstdS (default 0.5; VideoMAE "
       "fine-tuning: m7-n4); none: off", CLI_NO_RANGE),
-    F("cls-backbone", CLI_STR, cls_backbone, "vit", "NAME", "cls: vit (timm's ViT, VideoMAE's "
+    F("cls-backbone", CLI_STR, cls_backbone, "vit", "vit|clip", "cls: vit (timm's ViT, VideoMAE's "
       "names) or clip (AVION's classifier: the CLIP video tower of a --task clip run, class "
       "token and ln_post, the head on it; --init takes its visual.* weights)", CLI_NO_RANGE),
-    F("inflate-temporal", CLI_STR, inflate_temporal, "none", "NAME", "--init's temporal "
+    F("inflate-temporal", CLI_STR, inflate_temporal, "none", "none|bilinear", "--init's temporal "
       "embedding of another frame count: none (must fit) or bilinear (AVION's: interpolated "
       "over time, e.g. a 4-frame pretraining fine-tuned at 16)", CLI_NO_RANGE),
-    F("optim", CLI_STR, optim, "adamw", "NAME", "adamw, sgd (momentum --beta1, coupled decay: "
+    F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion", "adamw, sgd (momentum --beta1, coupled decay: "
       "AVION's EK-100 classification) or lion (AVION's for MAE: lr ~1/10, "
       "wd ~10x AdamW's)", CLI_NO_RANGE),
     F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
@@ -154,7 +154,7 @@ static const struct cli_flag train_flags[] = {
       "as TensorBoard scalars (DIR/events.out.tfevents.*)", CLI_NO_RANGE),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R", "mae: tube masking's share of each "
       "frame's positions", 0, 1),
-    F("decoder-mask", CLI_STR, decoder_mask, "none", "NAME", "mae: none, or running-cell "
+    F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell", "mae: none, or running-cell "
       "(VideoMAE v2: the decoder decodes half the tokens)", CLI_NO_RANGE),
     F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R", "mae: the running cell's dropped "
       "share", 0, 1),
@@ -175,7 +175,7 @@ static const struct cli_flag train_flags[] = {
     F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn CLIP's "
       "logit_scale (from --temperature, clamped at 100), as AVION's pretraining does by "
       "default; else it stays frozen", CLI_NO_RANGE),
-    F("loss", CLI_STR, loss, "infonce", "NAME", "clip: infonce (LaViLa's pretraining) or "
+    F("loss", CLI_STR, loss, "infonce", "infonce|max-margin", "clip: infonce (LaViLa's pretraining) or "
       "max-margin (AVION's EK-100 MIR fine-tuning)", CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
     F("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...: "
@@ -301,6 +301,81 @@ static int max_label(const struct tb_annotations *a, enum tb_label_kind k)
     return mx;
 }
 
+/* ---- settings that a choice fixes or leaves unread -------------------------------------- */
+
+/* The one task that reads flag f, or NULL when every task may: its help starts "TASK: " (cls,
+ * mae, clip), so the help and this rule cannot disagree. */
+static const char *flag_task(const struct cli_flag *f)
+{
+    static const char *const tasks[] = {"cls", "mae", "clip"};
+    size_t n = strcspn(f->help, ":");
+    for (int t = 0; t < 3; t++)
+        if (f->help[n] == ':' && n == strlen(tasks[t]) && !strncmp(f->help, tasks[t], n))
+            return tasks[t];
+    return NULL;
+}
+
+/* --lr and --blr both set the peak learning rate: the one from the later source wins (the
+ * command line over --config's file); both from one source contradict each other. */
+static int resolve_lr(struct train_config *c)
+{
+    const struct cli_command *cmd = &cli_cmd_train;
+    enum cli_from lr = cli_flag_from(cmd, "lr", NULL), blr = cli_flag_from(cmd, "blr", NULL);
+    char a[8500], b[8500], why[17500];
+    if (c->blr == 0)
+        return cli_flag_unread(cmd, c, "blr", "--lr sets the peak");
+    if (lr == CLI_FROM_DEFAULT)
+        return cli_flag_unread(cmd, c, "lr", "--blr sets the peak (x global batch / 256)");
+    cli_flag_said(cmd, c, "lr", a, sizeof(a));
+    cli_flag_said(cmd, c, "blr", b, sizeof(b));
+    if (lr == blr) {
+        fprintf(stderr, "tubelet train: %s and %s both set the peak learning rate: give one "
+                "(--blr is per 256 clips of the global batch)\n", a, b);
+        return -1;
+    }
+    snprintf(why, sizeof(why), "%s wins over %s", lr > blr ? a : b, lr > blr ? b : a);
+    cli_flag_overridden(cmd, lr > blr ? "blr" : "lr", why);
+    return 0;
+}
+
+/* The rules between train's settings (cli_command.resolve): what --task and --cls-backbone
+ * fix, what they leave unread, the peak learning rate's two spellings. */
+static int train_resolve(void *config)
+{
+    struct train_config *c = config;
+    const struct cli_command *cmd = &cli_cmd_train;
+    int mae = !strcmp(c->task, "mae"), clip = !strcmp(c->task, "clip");
+    char why[256];
+    for (int i = 0; i < cmd->n_flags; i++) {
+        const char *task = flag_task(&cmd->flags[i]);
+        snprintf(why, sizeof(why), "only --task %s reads it, not --task %s", task, c->task);
+        if (task && strcmp(task, c->task) && cli_flag_unread(cmd, c, cmd->flags[i].name, why) < 0)
+            return -1;
+    }
+    static const char tower[] = "AVION's CLIP video tower pools by its class token and "
+                                "learns its positions";
+    const char *layout = clip ? "--task clip: " : "--cls-backbone clip: ";
+    if (clip || (!mae && !strcmp(c->cls_backbone, "clip"))) {
+        snprintf(why, sizeof(why), "%s%s", layout, tower);
+        if (cli_flag_fix(cmd, c, "pool", "cls", why) < 0 ||
+            cli_flag_fix(cmd, c, "pos", "learned", why) < 0)
+            return -1;
+    }
+    if (clip && cli_flag_fix(cmd, c, "flip", "false", "--task clip: AVION's pretraining does "
+                             "not flip (a mirrored clip contradicts its narration's left)") < 0)
+        return -1;
+    if ((mae || clip) && cli_flag_unread(cmd, c, "classes", mae ? "--task mae has no "
+                                         "classifier head" : "--task clip has no "
+                                         "classifier head") < 0)
+        return -1;
+    if (mae && (cli_flag_unread(cmd, c, "label", "--task mae learns no labels") < 0 ||
+                (strcmp(c->qv_bias, "auto") &&
+                 cli_flag_fix(cmd, c, "qv-bias", "true", "--task mae: VideoMAE's encoder "
+                              "always has q/v biases") < 0)))
+        return -1;
+    return resolve_lr(c);
+}
+
 /* The settings a resume may change: they alter neither the order of the data, nor the
  * schedule, nor the model (where the run is written, how fast and how often it reports, how it
  * evaluates, the memory plan). Every other key of config.txt does. */
@@ -311,17 +386,25 @@ static const char *const resume_free[] = {
 };
 
 /* A resume (out/last.safetensors there) under other settings than out/config.txt's, where a
- * key outside resume_free differs: "key old -> new; ..." into note (empty when none). */
-static void resume_changes(const char *out, const struct train_config *c, char *note,
-                           size_t size)
+ * key outside resume_free differs, or on other data than the checkpoint records (its rows or
+ * their content): "key old -> new; ...; data: old -> new" into note (empty when none). */
+static void resume_changes(const char *out, const struct train_config *c,
+                           const struct tb_train_opts *o, char *note, size_t size)
 {
-    char ckpt[4200], cfg[4200];
+    char ckpt[4200], cfg[4200], now[TB_DATA_ID_MAX];
+    struct tb_ckpt_info info;
     note[0] = '\0';
     snprintf(ckpt, sizeof(ckpt), "%s/last.safetensors", out);
     snprintf(cfg, sizeof(cfg), "%s/config.txt", out);
-    if (access(ckpt, F_OK) == 0 && access(cfg, R_OK) == 0)
+    if (access(ckpt, F_OK) != 0)
+        return;
+    if (access(cfg, R_OK) == 0)
         cli_config_diff(&cli_cmd_train, c, cfg, resume_free,
                         (int)(sizeof(resume_free) / sizeof(resume_free[0])), note, size);
+    tb_train_data_id(o, now);
+    size_t used = strlen(note);
+    if (tb_ckpt_info(ckpt, &info) == 0 && info.data[0] && strcmp(info.data, now))
+        snprintf(note + used, size - used, "%sdata %s -> %s", used ? "; " : "", info.data, now);
 }
 
 static int run_train(void *config, int n_args, char **args)
@@ -342,23 +425,13 @@ static int run_train(void *config, int n_args, char **args)
     int mae = !strcmp(c->task, "mae"), clip = !strcmp(c->task, "clip");
     int optim = tb_optimizer_parse(c->optim);
     struct tb_ann_opts vo = ao;
-    if (cli_ann_format(c->format, &ao.format) < 0 || parse_label(c->label, &label) < 0 ||
-        cli_ann_format(c->val_format[0] ? c->val_format : c->format, &vo.format) < 0 ||
-        (strcmp(c->pool, "mean") && strcmp(c->pool, "cls")) ||
-        (strcmp(c->pos, "sincos") && strcmp(c->pos, "learned")) ||
-        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense") &&
-         strcmp(c->sampler, "auto")) ||
-        (strcmp(c->crop, "rrc") && strcmp(c->crop, "multiscale") && strcmp(c->crop, "auto")) ||
-        (strcmp(c->norm, "openai") && strcmp(c->norm, "imagenet")) || c->val_crops == 2 ||
-        optim < 0 || (strcmp(c->decoder_mask, "none") && strcmp(c->decoder_mask, "running-cell")) ||
-        (strcmp(c->loss, "infonce") && strcmp(c->loss, "max-margin")) ||
-        (strcmp(c->erase_mode, "frame") && strcmp(c->erase_mode, "clip")) ||
-        (strcmp(c->cls_backbone, "vit") && strcmp(c->cls_backbone, "clip")) ||
-        (strcmp(c->inflate_temporal, "none") && strcmp(c->inflate_temporal, "bilinear"))) {
-        fprintf(stderr, "tubelet train: bad --format, --val-format, --label, --pool, --pos, "
-                "--sampler, --crop-mode, --norm, --val-crops, --optim, --decoder-mask, --loss, "
-                "--erase-mode, --cls-backbone or --inflate-temporal (see tubelet help "
-                "train)\n");
+    /* the flags' own values are the parser's to check (their metavars list them) */
+    cli_ann_format(c->format, &ao.format);
+    cli_ann_format(c->val_format[0] ? c->val_format : c->format, &vo.format);
+    parse_label(c->label, &label);
+    if (c->val_crops == 2) {
+        fprintf(stderr, "tubelet train: --val-crops is 1 (the centre) or 3 (left, centre and "
+                "right, AVION's), not 2\n");
         return 2;
     }
     enum tb_dtype dtype;
@@ -367,10 +440,6 @@ static int run_train(void *config, int n_args, char **args)
         return 2;
     int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
     int qv_bias = !strcmp(c->qv_bias, "true");
-    if (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false") && strcmp(c->qv_bias, "auto")) {
-        fprintf(stderr, "tubelet train: --qv-bias is true, false or auto\n");
-        return 2;
-    }
     int multiscale = !strcmp(c->crop, "multiscale") || (mae && !strcmp(c->crop, "auto"));
     struct tb_randaug_opts rand_augment;
     if (tb_randaug_parse(c->rand_augment, &rand_augment) < 0) {
@@ -409,6 +478,14 @@ static int run_train(void *config, int n_args, char **args)
     if (!mae && !clip && (rc = tb_label_space_build(&labels, label, classes, sets,
                                                       val ? 2 : 1)) < 0)
         goto fail;
+    /* every row's class is one of the head's: else the row is named, before any step */
+    for (int k = 0; labels && k < (val ? 2 : 1); k++)
+        if ((rc = tb_label_space_check(labels, sets[k])) < 0) {
+            if (lead)
+                fprintf(stderr, "tubelet train: %s (--classes %d%s)\n", tb_errmsg(), classes,
+                        c->classes ? "" : ": the largest label + 1");
+            goto end;
+        }
     if (cli_ann_check(train, "train", c->data, c->ext, CLI_ROWS_REPORT, !lead) < 0 ||
         (val && cli_ann_check(val, "train", c->data, c->ext,
                               c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, !lead) < 0))
@@ -423,20 +500,7 @@ static int run_train(void *config, int n_args, char **args)
     }
     if (tb_dist_max_int(unsaved)) /* every process stops, none waits for the lead */
         goto end;
-    /* A resume under settings that alter the run: refused, each change named, unless asked */
     char changed[2048];
-    resume_changes(c->out, c, changed, sizeof(changed));
-    if (changed[0] && !c->resume_changed) {
-        if (lead)
-            fprintf(stderr, "tubelet train: %s/last.safetensors was trained with other settings "
-                    "(%s/config.txt): %s. These alter the data order, the schedule or the "
-                    "model: resume with the run's own settings (--config %s/config.txt), "
-                    "start a new run (another --out), or pass --resume-changed to go on "
-                    "with the changes\n", c->out, c->out, changed, c->out);
-        goto end;
-    }
-    if (changed[0] && lead)
-        fprintf(stderr, "tubelet train: resuming with changed settings: %s\n", changed);
     int log_every = c->log_every;
     struct tb_train_opts o = {
         .task = c->task,
@@ -490,10 +554,27 @@ static int run_train(void *config, int n_args, char **args)
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
         .tensorboard = c->tensorboard, .config_text = cfg.buf,
-        .resume_note = changed[0] ? changed : NULL, .labels = labels,
+        .labels = labels,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };
-    if (c->blr > 0)
+    /* A resume under settings or data that alter the run: refused, each change named, unless
+     * asked */
+    resume_changes(c->out, c, &o, changed, sizeof(changed));
+    if (changed[0] && !c->resume_changed) {
+        if (lead)
+            fprintf(stderr, "tubelet train: %s/last.safetensors was trained with other settings "
+                    "or data (%s/config.txt, the checkpoint's data): %s. These alter the data "
+                    "order, the schedule or the model: resume with the run's own settings "
+                    "(--config %s/config.txt) and data, start a new run (another --out), or "
+                    "pass --resume-changed to go on with the changes\n", c->out, c->out,
+                    changed, c->out);
+        goto end;
+    }
+    if (changed[0] && lead)
+        fprintf(stderr, "tubelet train: resuming with changed settings or data: %s\n", changed);
+    o.resume_note = changed[0] ? changed : NULL;
+    int use_blr = cli_flag_read(&cli_cmd_train, "blr");
+    if (use_blr)
         o.lr = c->blr * c->batch * c->accum_steps * tb_dist_world() / 256.0;
     if (!mae && !clip && !strcmp(c->cls_backbone, "clip")) {
         /* AVION's VideoClassifier: its CLIP video tower, per-frame patches by default */
@@ -521,11 +602,26 @@ static int run_train(void *config, int n_args, char **args)
         if (c->accum_steps > 1)
             fprintf(stderr, "%d micro-batches x ", c->accum_steps);
         fprintf(stderr, "%d clips); peak lr %g", c->batch, o.lr);
-        if (c->blr > 0)
-            fprintf(stderr, " (--blr %g x %d / 256)", c->blr, global);
+        const char *where;
+        cli_flag_from(&cli_cmd_train, use_blr ? "blr" : "lr", &where);
+        if (use_blr)
+            fprintf(stderr, " (--blr %g x %d / 256, from %s)", c->blr, global, where);
+        else
+            fprintf(stderr, " (--lr, from %s)", where);
         fprintf(stderr, "\n");
+        if (!cli_flag_read(&cli_cmd_train, use_blr ? "lr" : "blr")) {
+            char said[8500];
+            cli_flag_said(&cli_cmd_train, c, use_blr ? "lr" : "blr", said, sizeof(said));
+            if (cli_flag_from(&cli_cmd_train, use_blr ? "lr" : "blr", NULL) != CLI_FROM_DEFAULT)
+                fprintf(stderr, "tubelet: info: %s is not used: the later source wins\n", said);
+        }
+        if (c->warmup_epochs > c->epochs)
+            fprintf(stderr, "tubelet: info: --warmup-epochs %g is longer than the run's %d "
+                    "epoch%s: the learning rate never reaches its peak\n", c->warmup_epochs,
+                    c->epochs, c->epochs > 1 ? "s" : "");
     }
     tty = lead && isatty(2);
+    cli_device_say();
     struct tb_eval_result res = {0};
     double t0 = cli_now();
     rc = tb_train(&o, &res);
@@ -580,6 +676,7 @@ const struct cli_command cli_cmd_train = {
     .config_size = sizeof(struct train_config),
     .min_args = 0,
     .max_args = 0,
+    .resolve = train_resolve,
     .run = run_train,
 };
 
@@ -598,7 +695,7 @@ struct eval_config {
 static const struct cli_flag eval_flags[] = {
     E("ckpt", CLI_STR, ckpt, NULL, "FILE", "checkpoint (tubelet train's last.safetensors)",
       CLI_NO_RANGE),
-    E("task", CLI_STR, task, "auto", "NAME", "cls (top-1/top-5 of a classifier), mir (zero-shot "
+    E("task", CLI_STR, task, "auto", "auto|cls|mir|zeroshot", "cls (top-1/top-5 of a classifier), mir (zero-shot "
       "multi-instance retrieval of a --task clip model; with --class-names also zero-shot "
       "classification), zeroshot (mir, --class-names required) or auto (the checkpoint's)",
       CLI_NO_RANGE),
@@ -608,12 +705,12 @@ static const struct cli_flag eval_flags[] = {
     E("train", CLI_STR, train, "", "FILE", "label action: the run's training annotations, to "
       "number the actions over them and --val as the run did (AVION's list) and score verbs "
       "and nouns from the action probabilities", CLI_NO_RANGE),
-    E("format", CLI_STR, format, "epic", "NAME", "epic, kinetics or narration", CLI_NO_RANGE),
-    E("label", CLI_STR, label, "", "NAME", "verb, noun or action (default: the run's)",
+    E("format", CLI_STR, format, "epic", "epic|kinetics|narration", "epic, kinetics or narration", CLI_NO_RANGE),
+    E("label", CLI_STR, label, "", "verb|noun|action", "verb, noun or action (default: the run's)",
       CLI_NO_RANGE),
-    E("device", CLI_STR, device, "auto", "NAME", CLI_DEVICE_HELP, CLI_NO_RANGE),
+    E("device", CLI_STR, device, "auto", "cpu|cuda|auto", CLI_DEVICE_HELP, CLI_NO_RANGE),
     E("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
-    E("precision", CLI_STR, precision, "auto", "NAME", CLI_PRECISION_HELP, CLI_NO_RANGE),
+    E("precision", CLI_STR, precision, "auto", "auto|fp32|bf16", CLI_PRECISION_HELP, CLI_NO_RANGE),
     E("views", CLI_INT, views, "1", "N", "temporal views per clip", 1, 64),
     E("crops", CLI_INT, crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
@@ -651,6 +748,7 @@ static int eval_clip(const struct eval_config *c, struct tb_ckpt_info *info,
     cc.video = info->model;
     cc.video.backend = c->use_backend;
     int rc;
+    cli_device_say();
     if ((rc = tb_clip_open(&m, &cc)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_clip_params(m), NULL, NULL)) < 0 ||
         (rc = tb_clip_plan(m, c->batch, NULL)) < 0 || (rc = tb_tokenizer_open(&tok, NULL)) < 0)
@@ -738,11 +836,12 @@ static int run_eval(void *config, int n_args, char **args)
     if (cli_device("eval", c->device, c->backend, c->precision, &c->use_backend,
                    &dtype))
         return 2;
-    if (cli_ann_format(c->format, &ao.format) < 0 ||
-        (c->label[0] && parse_label(c->label, &label) < 0) || c->crops == 2 ||
-        (strcmp(c->task, "auto") && strcmp(c->task, "cls") && strcmp(c->task, "mir") &&
-         strcmp(c->task, "zeroshot"))) {
-        fprintf(stderr, "tubelet eval: bad --format, --label, --crops or --task\n");
+    cli_ann_format(c->format, &ao.format); /* the parser checked the names */
+    if (c->label[0])
+        parse_label(c->label, &label);
+    if (c->crops == 2) {
+        fprintf(stderr, "tubelet eval: --crops is 1 (the centre) or 3 (left, centre and right, "
+                "AVION's), not 2\n");
         return 2;
     }
     /* Under mpirun each process evaluates its share of the clips. */
@@ -792,6 +891,7 @@ static int run_eval(void *config, int n_args, char **args)
     }
     info.model.backend = c->use_backend;
     info.model.dtype = dtype;
+    cli_device_say();
     if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
         (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
         (rc = tb_vit_plan(m, c->batch, NULL)) < 0)

@@ -19,6 +19,8 @@ static int lead_process(void)
     return 1;
 }
 
+static char said[512]; /* cli_device's choice, for cli_device_say */
+
 int cli_device(const char *cmd, const char *device, const char *backend, const char *precision,
                const char **backend_out, enum tb_dtype *dtype)
 {
@@ -49,11 +51,17 @@ int cli_device(const char *cmd, const char *device, const char *backend, const c
         fprintf(stderr, "tubelet %s: --precision is auto, fp32 or bf16\n", cmd);
         return 2;
     }
-    if (lead_process())
-        fprintf(stderr, "tubelet: info: backend %s (%s), precision %s\n", name, why,
-                *dtype == TB_DTYPE_BF16 ? "bf16" : "fp32");
+    snprintf(said, sizeof(said), "backend %s (%s), precision %s", name, why,
+             *dtype == TB_DTYPE_BF16 ? "bf16" : "fp32");
     *backend_out = name;
     return 0;
+}
+
+void cli_device_say(void)
+{
+    if (said[0] && lead_process())
+        fprintf(stderr, "tubelet: info: %s\n", said);
+    said[0] = '\0';
 }
 
 int cli_precision(const char *name, enum tb_dtype *out)

@@ -35,15 +35,30 @@ static char *own(const char *s, size_t len)
     return copy;
 }
 
+/* Where each flag of the last parsed command got its value, and what resolve said of it. */
+struct flag_state {
+    enum cli_from from;
+    int line;        /* CLI_FROM_FILE: the line in st_file */
+    int unread;      /* cli_flag_unread: not read by this run */
+    const char *why; /* cli_flag_unread's or cli_flag_fix's reason (owned) */
+};
+static const struct cli_command *st_cmd;
+static struct flag_state *st;
+static const char *st_file; /* --config's path */
+
 void cli_parse_free(void)
 {
     for (size_t i = 0; i < n_owned; i++)
         free(owned[i]);
     free(owned);
     free(args_owned);
+    free(st);
     owned = NULL;
     args_owned = NULL;
     n_owned = cap_owned = 0;
+    st = NULL;
+    st_cmd = NULL;
+    st_file = NULL;
 }
 
 static int in_range(const struct cli_flag *f, double v)
@@ -59,6 +74,20 @@ static int parse_int(const char *s, long long *out)
     if (end == s || *end || errno)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* A CLI_STR flag whose metavar lists its values ("cls|mae|clip") takes one of them, or ""
+ * where that is its default. */
+static int is_choice(const struct cli_flag *f, const char *val)
+{
+    const char *m = f->metavar;
+    size_t n = strlen(val);
+    if (!strchr(m, '|') || (!val[0] && f->def && !f->def[0]))
+        return 1;
+    for (const char *p = m; *p; p += strcspn(p, "|"), p += *p == '|')
+        if (strcspn(p, "|") == n && !strncmp(p, val, n))
+            return 1;
     return 0;
 }
 
@@ -87,6 +116,11 @@ static int set_value(const struct cli_flag *f, void *config, const char *val, co
         return 0;
     }
     case CLI_STR: {
+        if (!is_choice(f, val)) {
+            fprintf(stderr, "tubelet: %s--%s: '%s' is none of %s\n", where, f->name, val,
+                    f->metavar);
+            return -1;
+        }
         char *copy = own(val, strlen(val));
         if (!copy) {
             fprintf(stderr, "tubelet: out of memory\n");
@@ -209,11 +243,12 @@ static char *trim(char *s)
     return s;
 }
 
-/* Each "key = value" line of path ('#' starts a comment) to fn(ctx, key, val, where), where
- * "path:line: " for messages, until fn returns -1. 0, or -1 (said): a line without '=', one too
+/* Each "key = value" line of path ('#' starts a comment) to fn(ctx, key, val, where, line),
+ * where "path:line: " for messages, until fn returns -1. 0, or -1 (said): a line without '=', one too
  * long, a file that cannot be read, or fn's failure. */
 static int config_lines(const char *path, int (*fn)(void *ctx, const char *key,
-                                                    const char *val, const char *where),
+                                                    const char *val, const char *where,
+                                                    int line),
                         void *ctx)
 {
     FILE *f = fopen(path, "r");
@@ -245,7 +280,7 @@ static int config_lines(const char *path, int (*fn)(void *ctx, const char *key,
         }
         *eq = '\0';
         snprintf(where, sizeof(where), "%s:%d: ", path, line_no);
-        rc = fn(ctx, trim(s), trim(eq + 1), where);
+        rc = fn(ctx, trim(s), trim(eq + 1), where, line_no);
     }
     if (rc == 0 && ferror(f)) {
         fprintf(stderr, "tubelet: %s: read error\n", path);
@@ -260,7 +295,35 @@ struct apply {
     void *config;
 };
 
-static int apply_line(void *ctx, const char *key, const char *val, const char *where)
+static void format_value(char *buf, size_t size, const struct cli_flag *f, const void *config);
+
+/* Flag f set to val from (line: the file's line). A second, other value of one flag in the
+ * file contradicts the first: refused, both named. On the command line the later one wins
+ * (a script's base command, then an override), and that is said. */
+static int set_from(const struct cli_command *cmd, const struct cli_flag *f, void *config,
+                    const char *val, const char *where, enum cli_from from, int line)
+{
+    struct flag_state *s = &st[f - cmd->flags];
+    char was[4200], now[4200];
+    format_value(was, sizeof(was), f, config);
+    int again = s->from == from;
+    if (set_value(f, config, val, where) < 0)
+        return -1;
+    format_value(now, sizeof(now), f, config);
+    if (again && strcmp(was, now) && from == CLI_FROM_FILE) {
+        fprintf(stderr, "tubelet: %s%s is given twice: %s at line %d, %s here\n", where, f->name,
+                was, s->line, now);
+        return -1;
+    }
+    if (again && strcmp(was, now)) /* a script's base command, then an override: said */
+        fprintf(stderr, "tubelet %s: note: --%s %s replaces --%s %s given before it on the "
+                "command line\n", cmd->name, f->name, now, f->name, was);
+    s->from = from;
+    s->line = line;
+    return 0;
+}
+
+static int apply_line(void *ctx, const char *key, const char *val, const char *where, int line)
 {
     const struct apply *a = ctx;
     const struct cli_flag *fl = find_flag(a->cmd, key, strlen(key));
@@ -269,16 +332,15 @@ static int apply_line(void *ctx, const char *key, const char *val, const char *w
                 a->cmd->name);
         return -1;
     }
-    return set_value(fl, a->config, val, where);
+    return set_from(a->cmd, fl, a->config, val, where, CLI_FROM_FILE, line);
 }
 
 static int load_config(const struct cli_command *cmd, void *config, const char *path)
 {
     struct apply a = {cmd, config};
+    st_file = path;
     return config_lines(path, apply_line, &a);
 }
-
-static void format_value(char *buf, size_t size, const struct cli_flag *f, const void *config);
 
 struct diff {
     const struct cli_command *cmd;
@@ -290,8 +352,9 @@ struct diff {
     size_t size;
 };
 
-static int diff_line(void *ctx, const char *key, const char *val, const char *where)
+static int diff_line(void *ctx, const char *key, const char *val, const char *where, int line)
 {
+    (void)line;
     struct diff *d = ctx;
     const struct cli_flag *fl = find_flag(d->cmd, key, strlen(key));
     for (int i = 0; fl && i < d->n_skip; i++)
@@ -335,6 +398,13 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
     int n_pos = 0;
 
     memset(config, 0, cmd->config_size);
+    free(st);
+    st_cmd = cmd;
+    st_file = NULL;
+    if (!(st = calloc((size_t)cmd->n_flags + 1, sizeof(*st)))) {
+        fprintf(stderr, "tubelet: out of memory\n");
+        return -1;
+    }
     for (int i = 0; i < cmd->n_flags; i++) {
         const struct cli_flag *f = &cmd->flags[i];
         if (f->def && set_value(f, config, f->def, "default of ") < 0)
@@ -433,9 +503,11 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
                     f->metavar);
             goto fail;
         }
-        if (set_value(f, config, val, "") < 0)
+        if (set_from(cmd, f, config, val, "", CLI_FROM_ARGS, 0) < 0)
             goto fail;
     }
+    if (cmd->resolve && cmd->resolve(config) < 0)
+        goto fail;
     if (print_config) {
         cli_print_config(stdout, cmd, config);
         free(pos);
@@ -469,8 +541,12 @@ static void format_value(char *buf, size_t size, const struct cli_flag *f, const
         else
             snprintf(buf, size, "%d", *(const int *)src);
         break;
-    case CLI_DOUBLE:
-        snprintf(buf, size, "%.17g", *(const double *)src);
+    case CLI_DOUBLE: /* the shortest text that reads back to the same number */
+        for (int digits = 15; digits <= 17; digits++) {
+            snprintf(buf, size, "%.*g", digits, *(const double *)src);
+            if (strtod(buf, NULL) == *(const double *)src)
+                break;
+        }
         break;
     case CLI_STR:
         snprintf(buf, size, "%s", *(char *const *)src ? *(char *const *)src : "");
@@ -490,13 +566,132 @@ static void format_value(char *buf, size_t size, const struct cli_flag *f, const
     }
 }
 
+/* The last parse's state of cmd's flag name, or NULL. */
+static struct flag_state *state_of(const struct cli_command *cmd, const char *name,
+                                   const struct cli_flag **flag)
+{
+    const struct cli_flag *f = cmd == st_cmd ? find_named(cmd, name, strlen(name)) : NULL;
+    if (flag)
+        *flag = f;
+    return f ? &st[f - cmd->flags] : NULL;
+}
+
+static const char *where_of(const struct flag_state *s, char *buf, size_t size)
+{
+    if (s && s->from == CLI_FROM_FILE)
+        snprintf(buf, size, "%s:%d", st_file, s->line);
+    else
+        snprintf(buf, size, "%s", s && s->from == CLI_FROM_ARGS ? "the command line"
+                                                                 : "the default");
+    return buf;
+}
+
+enum cli_from cli_flag_from(const struct cli_command *cmd, const char *name, const char **where)
+{
+    static char buf[4200];
+    const struct flag_state *s = state_of(cmd, name, NULL);
+    if (where)
+        *where = where_of(s, buf, sizeof(buf));
+    return s ? s->from : CLI_FROM_DEFAULT;
+}
+
+void cli_flag_said(const struct cli_command *cmd, const void *config, const char *name,
+                   char *out, size_t size)
+{
+    const struct cli_flag *f;
+    const struct flag_state *s = state_of(cmd, name, &f);
+    char val[4200], where[4200];
+    if (!f) {
+        snprintf(out, size, "--%s", name);
+        return;
+    }
+    format_value(val, sizeof(val), f, config);
+    snprintf(out, size, "--%s %s (%s)", name, val, where_of(s, where, sizeof(where)));
+}
+
+/* 1 when flag f holds another value than text would give it. */
+static int differs(const struct cli_flag *f, const void *config, const char *text)
+{
+    char *scratch = calloc(1, st_cmd->config_size);
+    char a[4200], b[4200];
+    if (!scratch)
+        return 1;
+    format_value(a, sizeof(a), f, config);
+    int bad = set_value(f, scratch, text, "") < 0;
+    format_value(b, sizeof(b), f, scratch);
+    free(scratch);
+    return bad || strcmp(a, b);
+}
+
+int cli_flag_unread(const struct cli_command *cmd, const void *config, const char *name,
+                    const char *why)
+{
+    const struct cli_flag *f;
+    struct flag_state *s = state_of(cmd, name, &f);
+    if (!s)
+        return 0;
+    if (s->from != CLI_FROM_DEFAULT && differs(f, config, f->def ? f->def : "")) {
+        char said[8500];
+        cli_flag_said(cmd, config, name, said, sizeof(said));
+        fprintf(stderr, "tubelet %s: %s would be ignored: %s; leave it out\n", cmd->name, said,
+                why);
+        return -1;
+    }
+    s->unread = 1;
+    s->why = own(why, strlen(why));
+    return 0;
+}
+
+void cli_flag_overridden(const struct cli_command *cmd, const char *name, const char *why)
+{
+    struct flag_state *s = state_of(cmd, name, NULL);
+    if (s) {
+        s->unread = 1;
+        s->why = own(why, strlen(why));
+    }
+}
+
+int cli_flag_read(const struct cli_command *cmd, const char *name)
+{
+    const struct flag_state *s = state_of(cmd, name, NULL);
+    return !s || !s->unread;
+}
+
+int cli_flag_fix(const struct cli_command *cmd, void *config, const char *name,
+                 const char *value, const char *why)
+{
+    const struct cli_flag *f;
+    struct flag_state *s = state_of(cmd, name, &f);
+    if (!s)
+        return 0;
+    if (s->from != CLI_FROM_DEFAULT && differs(f, config, value)) {
+        char said[8500];
+        cli_flag_said(cmd, config, name, said, sizeof(said));
+        fprintf(stderr, "tubelet %s: %s, but %s (--%s %s); leave --%s out\n", cmd->name, said,
+                why, name, value, name);
+        return -1;
+    }
+    s->why = own(why, strlen(why));
+    return s->why && set_value(f, config, value, "") == 0 ? 0 : -1;
+}
+
 void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config)
 {
-    char val[4200];
-    fprintf(f, "# tubelet %s\n", cmd->name);
+    char val[4200], line[8500], where[4200];
+    fprintf(f, "# tubelet %s (a value without a note is the default)\n", cmd->name);
     for (int i = 0; i < cmd->n_flags; i++) {
+        const struct flag_state *s = cmd == st_cmd ? &st[i] : NULL;
         format_value(val, sizeof(val), &cmd->flags[i], config);
-        fprintf(f, "%s = %s\n", cmd->flags[i].name, val);
+        snprintf(line, sizeof(line), "%s%s = %s", s && s->unread ? "# " : "",
+                 cmd->flags[i].name, val);
+        if (s && s->unread)
+            fprintf(f, "%-31s # not read: %s\n", line, s->why);
+        else if (s && s->why)
+            fprintf(f, "%-31s # %s\n", line, s->why);
+        else if (s && s->from != CLI_FROM_DEFAULT)
+            fprintf(f, "%-31s # %s\n", line, where_of(s, where, sizeof(where)));
+        else
+            fprintf(f, "%s\n", line);
     }
 }
 

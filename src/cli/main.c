@@ -188,7 +188,7 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
-        if (argc > 2 && strcmp(name, "help") == 0) {
+        if (argc > 2 && strcmp(name, "help") == 0 && strcmp(argv[2], "help")) {
             const struct cli_command *cmd = find_command(argv[2]);
             if (!cmd) {
                 fprintf(stderr, "tubelet: no command '%s'\n\n", argv[2]);

@@ -205,9 +205,25 @@ extern "C" int TBC_OPEN(tbi_backend *be)
 #ifndef TBC_EMULATE
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0)
-        return tbi_err(TB_EUNSUPPORTED, "no CUDA device: %s",
-                       e != cudaSuccess ? cudaGetErrorString(e) : "the driver sees none");
+    if (e != cudaSuccess || n == 0) {
+        /* The runtime says "driver insufficient" when there is no driver at all: say which. */
+        char driver[160] = "";
+        FILE *f = fopen("/proc/driver/nvidia/version", "r");
+        if (f && fgets(driver, sizeof(driver), f))
+            driver[strcspn(driver, "\n")] = '\0';
+        if (f)
+            fclose(f);
+        int rt = 0;
+        cudaRuntimeGetVersion(&rt);
+        if (!driver[0])
+            return tbi_err(TB_EUNSUPPORTED, "no NVIDIA GPU or driver found (CUDA: %s)",
+                           e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+        if (e == cudaErrorInsufficientDriver)
+            return tbi_err(TB_EUNSUPPORTED, "the NVIDIA driver is older than this build's CUDA "
+                           "runtime %d.%d needs (%s)", rt / 1000, rt % 1000 / 10, driver);
+        return tbi_err(TB_EUNSUPPORTED, "no usable NVIDIA GPU: %s (%s)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "the driver sees none", driver);
+    }
 #endif
     struct tbc_ctx *c = (struct tbc_ctx *)calloc(1, sizeof(*c));
     if (!c)
