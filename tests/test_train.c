@@ -167,6 +167,14 @@ static void test_mae(const char *t, const char *d)
     CHECK_STR_HAS(out, "init: 28 of 32 tensors from");
     CHECK_STR_HAS(out, "new: fc_norm.weight, fc_norm.bias, head.weight, head.bias");
     CHECK_STR_HAS(out, "validation top-1");
+    CHECK_MSG(out && !strstr(out, "was trained on clips normalised"), "%s", out);
+    free(out);
+    /* another normalisation than the pretraining's: allowed, said */
+    rc = tbt_run(&out, 600, "%s train %s --init %s/last.safetensors --norm imagenet --out %s/ft2",
+                 t, cls_flags, run[0], d);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "last.safetensors was trained on clips normalised with --norm openai, "
+                  "this run uses --norm imagenet");
     free(out);
     rc = tbt_run(&out, 300, "%s eval --ckpt %s/last.safetensors --data %s --val %s", t, ft, data,
                  val_csv);

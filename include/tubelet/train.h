@@ -169,6 +169,7 @@ struct tb_ckpt_info {
     enum tb_sampler sampler;
     int stride;
     enum tb_norm norm;
+    int norm_recorded;           /* 1: the checkpoint names its normalisation */
     enum tb_label_kind label;    /* the classes its head was trained on (verb: unrecorded) */
     int label_recorded;          /* 1: the checkpoint names its label kind */
     struct tb_clip_config clip;  /* task clip: the text tower, projections, temperature */

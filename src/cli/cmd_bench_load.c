@@ -24,6 +24,7 @@ struct bench_config {
     int clips;
     int prefetch;
     int size;
+    int frames;
     int seed;
     int every;
     char *rand_augment;
@@ -36,13 +37,16 @@ static const struct cli_flag bench_flags[] = {
     F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
     F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
-    F("workload", CLI_STR, workload, "w1", "NAME",
+    F("workload", CLI_STR, workload, "w1", "w1|w2",
       "w1: 4 frames per clip; w2: 16 frames (AVION's), random-resized-crop", CLI_NO_RANGE),
     F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     F("batch", CLI_INT, batch, "16", "B", "clips per batch", 1, 4096),
-    F("clips", CLI_INT, clips, "2000", "N", "clips to load (whole batches)", 1, 100000000),
+    F("clips", CLI_INT, clips, "2000", "N", "clips to load and count (the batch that reaches N "
+      "counts up to N)", 1, 100000000),
     F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
     F("size", CLI_INT, size, "224", "PX", "output frame size (square)", 8, 4096),
+    F("frames", CLI_INT, frames, "0", "T", "frames per clip (0: the workload's, 4 or 16)", 0,
+      1024),
     F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
     F("every", CLI_INT, every, "0", "N", "also print a line of clips, open descriptors and "
       "resident memory every N clips (0: none)", 0, 100000000),
@@ -109,15 +113,11 @@ static int run_bench(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet bench-load: --data DIR and --ann FILE are required\n");
         return 2;
     }
-    if (cli_ann_format(c->format, &ao.format) < 0 ||
-        (strcmp(c->workload, "w1") && strcmp(c->workload, "w2"))) {
-        fprintf(stderr, "tubelet bench-load: unknown --format '%s' or --workload '%s'\n",
-                c->format, c->workload);
-        return 2;
-    }
+    cli_ann_format(c->format, &ao.format); /* the parser checked the names */
     struct tb_dataset_opts dopts = {
         .root = c->root, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS,
-        .n_frames = strcmp(c->workload, "w2") ? 4 : 16, .train = 1, .width = c->size,
+        .n_frames = c->frames ? c->frames : strcmp(c->workload, "w2") ? 4 : 16, .train = 1,
+        .width = c->size,
         .height = c->size,
         .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.08, .scale_max = 1,
                  .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3, .flip = TB_FLIP_RANDOM},
@@ -147,7 +147,7 @@ static int run_bench(void *config, int n_args, char **args)
             struct tb_batch *b = NULL;
             if ((rc = tb_loader_next(l, &b)) < 0)
                 goto fail;
-            clips += b->n;
+            clips += b->n < target - clips ? b->n : target - clips;
             batches++;
             tb_loader_release(l, b);
             if (!t_early && clips >= target / 10) {
@@ -176,11 +176,11 @@ static int run_bench(void *config, int n_args, char **args)
     tb_loader_get_stats(l, &st);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"rand_augment\": \"%s\", "
-           "\"workers\": %d, \"batch\": %d, "
+    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"frames\": %d, "
+           "\"rand_augment\": \"%s\", \"workers\": %d, \"batch\": %d, "
            "\"clips\": %lld, \"seconds\": %.3f, \"clips_per_s\": %.2f, "
            "\"decoded_frames_per_s\": %.1f, \"cpu_percent\": %.0f, \"rss_mb_at_10pct\": %.1f, "
-           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload,
+           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload, dopts.n_frames,
            c->rand_augment[0] ? c->rand_augment : "none", c->workers,
            c->batch, (long long)clips, secs, clips / secs, st.frames_decoded / secs,
            100 * cpu / secs, rss_early, rss_mb(), ru.ru_maxrss / 1024.0);

@@ -457,6 +457,16 @@ static int run_train(void *config, int n_args, char **args)
         struct tb_annotations *sets[2] = {train, val};
         tb_ann_map_actions(sets, val ? 2 : 1);
     }
+    /* Weights trained on clips normalised one way see another: said (it is allowed) */
+    struct tb_ckpt_info init_info;
+    if (c->init[0] && lead && tb_ckpt_info(c->init, &init_info) == 0 &&
+        init_info.norm_recorded && (init_info.norm == TB_NORM_IMAGENET) !=
+                                       !strcmp(c->norm, "imagenet"))
+        fprintf(stderr, "tubelet train: note: --init %s was trained on clips normalised with "
+                "--norm %s, this run uses --norm %s: its features expect the first (pass "
+                "--norm %s unless this is meant)\n", c->init,
+                init_info.norm == TB_NORM_IMAGENET ? "imagenet" : "openai", c->norm,
+                init_info.norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
     if (c->init[0] && !strcmp(c->qv_bias, "auto")) {
         struct tb_st_file *f = NULL;
         if ((rc = tb_st_read(&f, c->init)) < 0)

@@ -185,6 +185,7 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
     info->norm = !meta_get(f->metadata, "norm", s, sizeof(s)) && !strcmp(s, "imagenet")
                      ? TB_NORM_IMAGENET
                      : TB_NORM_OPENAI;
+    info->norm_recorded = !meta_get(f->metadata, "norm", s, sizeof(s));
     if (!meta_get(f->metadata, "layout", s, sizeof(s)) && !strcmp(s, "clip"))
         info->model.layout = TB_LAYOUT_CLIP; /* a classifier on the CLIP tower */
     if (!strcmp(info->task, "clip")) {
