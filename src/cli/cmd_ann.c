@@ -27,7 +27,8 @@ struct ann_config {
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct ann_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag ann_flags[] = {
-    F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "annotation format: epic, kinetics, narration",
+    F("format", CLI_STR, format, "epic", "epic|kinetics|narration",
+      "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
     F("data", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): open each video "
       "as training will and count the rows whose video is not there or cannot be read",

@@ -35,7 +35,8 @@ struct bench_config {
 static const struct cli_flag bench_flags[] = {
     F("data", CLI_STR, root, NULL, "DIR", "prepared videos (tubelet prep --out)", CLI_NO_RANGE),
     F("ann", CLI_STR, ann, NULL, "FILE", "annotations", CLI_NO_RANGE),
-    F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "annotation format: epic, kinetics, narration",
+    F("format", CLI_STR, format, "epic", "epic|kinetics|narration",
+      "annotation format: epic, kinetics, narration",
       CLI_NO_RANGE),
     F("workload", CLI_STR, workload, "w1", "w1|w2",
       "w1: 4 frames per clip; w2: 16 frames (AVION's), random-resized-crop", CLI_NO_RANGE),

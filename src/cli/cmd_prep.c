@@ -76,7 +76,7 @@ static const struct cli_flag prep_flags[] = {
     F("ann", CLI_STR, ann, NULL, "FILE",
       "with --plan: EPIC-Kitchens-100 CSV whose rows (video id = source file stem) give the "
       "clip windows", CLI_NO_RANGE),
-    F("workload", CLI_STR, workload, "w1", "NAME",
+    F("workload", CLI_STR, workload, "w1", "w1|w2",
       "with --plan: w1 (4 frames per clip) or w2 (16), AVION's segment sampling", CLI_NO_RANGE),
     F("target-clips-per-core", CLI_DOUBLE, target, "0", "X",
       "with --plan: clips per CPU-second to reach; 0 means 60 for w1, 10 for w2 (one H200 "

@@ -45,7 +45,8 @@ static const struct cli_flag step_flags[] = {
     F("size", CLI_SIZE, size, "112x112", "WxH", "frame width x height", 1, 8192),
     F("classes", CLI_INT, classes, "10", "K", "classes (0: no head, with --feature-grad)", 0,
       1000000),
-    F("pool", CLI_STR, pool, "mean", "mean|cls|none", "cls (class token, norm), mean (fc_norm) or none "
+    F("pool", CLI_STR, pool, "mean", "mean|cls|none",
+      "cls (class token, norm), mean (fc_norm) or none "
       "(every token normed; with --feature-grad and --classes 0)", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "sincos|learned", "learned or sincos positions", CLI_NO_RANGE),
     F("weights", CLI_STR, weights, NULL, "W.safetensors", "the model's parameters",
@@ -73,11 +74,13 @@ static const struct cli_flag step_flags[] = {
     F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW beta1", 0, 1),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW beta2", 0, 1),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 0, 1),
-    F("task", CLI_STR, task, "cls", "cls|mae|clip", "cls (a classifier), mae (VideoMAE pretraining: "
+    F("task", CLI_STR, task, "cls", "cls|mae|clip",
+      "cls (a classifier), mae (VideoMAE pretraining: "
       "the batch holds 'video' and 'mask' int64 (B,N), 1 = masked; 'dmask' (B,N), 1 = not "
       "decoded, with --decoder-mask running-cell) or clip (the video-text dual encoder: "
       "'video' and 'text' int64 (B,ctx) token ids; the tubelet is 1)", CLI_NO_RANGE),
-    F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion", "adamw, lion or sgd (momentum --beta1; cls "
+    F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion",
+      "adamw, lion or sgd (momentum --beta1; cls "
       "only)", CLI_NO_RANGE),
     F("qv-bias", CLI_STR, qv_bias, "false", "true|false", "cls: VideoMAE's q/v attention biases: "
       "true or false", CLI_NO_RANGE),
@@ -85,7 +88,8 @@ static const struct cli_flag step_flags[] = {
       0.01, 1),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R",
       "mae: the masked share of each frame's positions (the batch's masks must match it)", 0, 1),
-    F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell", "mae: none or running-cell",
+    F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell",
+      "mae: none or running-cell",
       CLI_NO_RANGE),
     F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R",
       "mae: the share of each 2x2 cell the running cell drops", 0, 1),
@@ -104,7 +108,8 @@ static const struct cli_flag step_flags[] = {
       "clip: InfoNCE's temperature (logits = cosine / X)", 1e-4, 100),
     F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn the "
       "logit_scale (a parameter; the weights need it)", CLI_NO_RANGE),
-    F("loss", CLI_STR, loss, "infonce", "infonce|max-margin", "clip: infonce or max-margin (AVION's MIR "
+    F("loss", CLI_STR, loss, "infonce", "infonce|max-margin",
+      "clip: infonce or max-margin (AVION's MIR "
       "fine-tuning)", CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
 };

@@ -39,7 +39,8 @@ struct train_config {
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
 static const struct cli_flag train_flags[] = {
-    F("task", CLI_STR, task, "cls", "cls|mae|clip", "cls (supervised classification), mae (VideoMAE "
+    F("task", CLI_STR, task, "cls", "cls|mae|clip",
+      "cls (supervised classification), mae (VideoMAE "
       "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
     F("device", CLI_STR, device, "auto", "cpu|cuda|auto", CLI_DEVICE_HELP, CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
@@ -48,10 +49,13 @@ static const struct cli_flag train_flags[] = {
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
     F("val", CLI_STR, val, "", "FILE", "validation annotations", CLI_NO_RANGE),
-    F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "epic, kinetics or narration", CLI_NO_RANGE),
-    F("val-format", CLI_STR, val_format, "", "epic|kinetics|narration", "--val's format, when it differs (clip: "
+    F("format", CLI_STR, format, "epic", "epic|kinetics|narration",
+      "epic, kinetics or narration", CLI_NO_RANGE),
+    F("val-format", CLI_STR, val_format, "", "epic|kinetics|narration",
+      "--val's format, when it differs (clip: "
       "narration pretraining scored on EPIC CSVs); default: --format's", CLI_NO_RANGE),
-    F("label", CLI_STR, label, "verb", "verb|noun|action", "the class to learn: verb, noun or action",
+    F("label", CLI_STR, label, "verb", "verb|noun|action",
+      "the class to learn: verb, noun or action",
       CLI_NO_RANGE),
     F("out", CLI_STR, out, NULL, "DIR", "run directory: config, checkpoints, metrics.jsonl",
       CLI_NO_RANGE),
@@ -66,12 +70,15 @@ static const struct cli_flag train_flags[] = {
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
     F("pool", CLI_STR, pool, "mean", "mean|cls", "mean (fc_norm) or cls", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "sincos|learned", "sincos or learned positions", CLI_NO_RANGE),
-    F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense", "segments (AVION), dense (VideoMAE) or auto "
+    F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense",
+      "segments (AVION), dense (VideoMAE) or auto "
       "(cls: segments, mae: dense)", CLI_NO_RANGE),
-    F("crop-mode", CLI_STR, crop, "auto", "auto|rrc|multiscale", "rrc (random resized crop), multiscale "
+    F("crop-mode", CLI_STR, crop, "auto", "auto|rrc|multiscale",
+      "rrc (random resized crop), multiscale "
       "(VideoMAE's) or auto (cls: rrc, mae: multiscale)", CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
-    F("norm", CLI_STR, norm, "openai", "openai|imagenet", "normalisation: openai (AVION's, CLIP's) or "
+    F("norm", CLI_STR, norm, "openai", "openai|imagenet",
+      "normalisation: openai (AVION's, CLIP's) or "
       "imagenet", CLI_NO_RANGE),
     F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S", "random resized crop: smallest area",
       0.01, 1),
@@ -94,7 +101,8 @@ static const struct cli_flag train_flags[] = {
     F("init", CLI_STR, init, "", "CKPT", "fine-tune from these weights: a checkpoint, or a "
       "pretraining one's encoder (--task mae's, VideoMAE's in safetensors); the rest (head, "
       "fc_norm) starts new", CLI_NO_RANGE),
-    F("qv-bias", CLI_STR, qv_bias, "auto", "auto|true|false", "VideoMAE's q/v attention biases: true, false "
+    F("qv-bias", CLI_STR, qv_bias, "auto", "auto|true|false",
+      "VideoMAE's q/v attention biases: true, false "
       "or auto (as --init's weights have them; mae: always)", CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (VideoMAE "
       "fine-tuning: 0.75; 1: none)", 0.01, 1),
@@ -112,7 +120,8 @@ static const struct cli_flag train_flags[] = {
       "clip (AVION's EK-100 classifier: 0.5)", 0, 0.99),
     F("random-erase", CLI_DOUBLE, random_erase, "0", "P", "cls: random erasing (normal noise in "
       "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)", 0, 1),
-    F("erase-mode", CLI_STR, erase_mode, "clip", "clip|frame", "cls: clip (one box through the clip: "
+    F("erase-mode", CLI_STR, erase_mode, "clip", "clip|frame",
+      "cls: clip (one box through the clip: "
       "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
     F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "cls: RandAugment on each "
       "training clip after its crop, timm's increasing ops as VideoMAE applies them (every "
@@ -124,7 +133,8 @@ static const struct cli_flag train_flags[] = {
     F("inflate-temporal", CLI_STR, inflate_temporal, "none", "none|bilinear", "--init's temporal "
       "embedding of another frame count: none (must fit) or bilinear (AVION's: interpolated "
       "over time, e.g. a 4-frame pretraining fine-tuned at 16)", CLI_NO_RANGE),
-    F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion", "adamw, sgd (momentum --beta1, coupled decay: "
+    F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion",
+      "adamw, sgd (momentum --beta1, coupled decay: "
       "AVION's EK-100 classification) or lion (AVION's for MAE: lr ~1/10, "
       "wd ~10x AdamW's)", CLI_NO_RANGE),
     F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
@@ -154,7 +164,8 @@ static const struct cli_flag train_flags[] = {
       "as TensorBoard scalars (DIR/events.out.tfevents.*)", CLI_NO_RANGE),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R", "mae: tube masking's share of each "
       "frame's positions", 0, 1),
-    F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell", "mae: none, or running-cell "
+    F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell",
+      "mae: none, or running-cell "
       "(VideoMAE v2: the decoder decodes half the tokens)", CLI_NO_RANGE),
     F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R", "mae: the running cell's dropped "
       "share", 0, 1),
@@ -175,7 +186,8 @@ static const struct cli_flag train_flags[] = {
     F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn CLIP's "
       "logit_scale (from --temperature, clamped at 100), as AVION's pretraining does by "
       "default; else it stays frozen", CLI_NO_RANGE),
-    F("loss", CLI_STR, loss, "infonce", "infonce|max-margin", "clip: infonce (LaViLa's pretraining) or "
+    F("loss", CLI_STR, loss, "infonce", "infonce|max-margin",
+      "clip: infonce (LaViLa's pretraining) or "
       "max-margin (AVION's EK-100 MIR fine-tuning)", CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
     F("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...: "
@@ -367,6 +379,18 @@ static int train_resolve(void *config)
     if ((mae || clip) && cli_flag_unread(cmd, c, "classes", mae ? "--task mae has no "
                                          "classifier head" : "--task clip has no "
                                          "classifier head") < 0)
+        return -1;
+    static const char no_eval[] = "--task mae evaluates nothing (VideoMAE's pretraining is "
+                                  "judged by fine-tuning it)";
+    static const char *const val[] = {"val", "val-format", "val-views", "val-crops"};
+    for (int i = 0; mae && i < 4; i++)
+        if (cli_flag_unread(cmd, c, val[i], no_eval) < 0)
+            return -1;
+    if (mae && cli_flag_fix(cmd, c, "eval-every", "0", no_eval) < 0)
+        return -1;
+    if (mae && (cli_flag_unread(cmd, c, "pool", "--task mae's encoder does not pool") < 0 ||
+                cli_flag_fix(cmd, c, "pos", "sincos", "--task mae: VideoMAE's fixed sin-cos "
+                             "positions") < 0))
         return -1;
     if (mae && (cli_flag_unread(cmd, c, "label", "--task mae learns no labels") < 0 ||
                 (strcmp(c->qv_bias, "auto") &&
@@ -705,7 +729,8 @@ struct eval_config {
 static const struct cli_flag eval_flags[] = {
     E("ckpt", CLI_STR, ckpt, NULL, "FILE", "checkpoint (tubelet train's last.safetensors)",
       CLI_NO_RANGE),
-    E("task", CLI_STR, task, "auto", "auto|cls|mir|zeroshot", "cls (top-1/top-5 of a classifier), mir (zero-shot "
+    E("task", CLI_STR, task, "auto", "auto|cls|mir|zeroshot",
+      "cls (top-1/top-5 of a classifier), mir (zero-shot "
       "multi-instance retrieval of a --task clip model; with --class-names also zero-shot "
       "classification), zeroshot (mir, --class-names required) or auto (the checkpoint's)",
       CLI_NO_RANGE),
@@ -715,7 +740,8 @@ static const struct cli_flag eval_flags[] = {
     E("train", CLI_STR, train, "", "FILE", "label action: the run's training annotations, to "
       "number the actions over them and --val as the run did (AVION's list) and score verbs "
       "and nouns from the action probabilities", CLI_NO_RANGE),
-    E("format", CLI_STR, format, "epic", "epic|kinetics|narration", "epic, kinetics or narration", CLI_NO_RANGE),
+    E("format", CLI_STR, format, "epic", "epic|kinetics|narration",
+      "epic, kinetics or narration", CLI_NO_RANGE),
     E("label", CLI_STR, label, "", "verb|noun|action", "verb, noun or action (default: the run's)",
       CLI_NO_RANGE),
     E("device", CLI_STR, device, "auto", "cpu|cuda|auto", CLI_DEVICE_HELP, CLI_NO_RANGE),

@@ -244,8 +244,8 @@ static char *trim(char *s)
 }
 
 /* Each "key = value" line of path ('#' starts a comment) to fn(ctx, key, val, where, line),
- * where "path:line: " for messages, until fn returns -1. 0, or -1 (said): a line without '=', one too
- * long, a file that cannot be read, or fn's failure. */
+ * where "path:line: " for messages, until fn returns -1. 0, or -1 (said): a line without '=',
+ * one too long, a file that cannot be read, or fn's failure. */
 static int config_lines(const char *path, int (*fn)(void *ctx, const char *key,
                                                     const char *val, const char *where,
                                                     int line),

@@ -5,7 +5,8 @@
  * error it printed: run.sh silences the output). What it accepts must survive
  * --print-config: the printed text read back as a --config file gives the same settings
  * (their notes say where each came from, so they differ), for string values that a config
- * line can hold (no '#', no surrounding blanks: a note and trimming would take them). Seeds: --print-config of every command, recipes' lines. */
+ * line can hold (no '#', no surrounding blanks: a note and trimming would take them).
+ * Seeds: --print-config of every command, recipes' lines. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
