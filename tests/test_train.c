@@ -340,6 +340,14 @@ static void test_clip(const char *t, const char *d)
               out);
     free(out);
     free(m);
+    /* a classifier's outputs asked of a dual encoder: refused, not silently left out */
+    rc = tbt_run(&out, 60, "%s eval --ckpt %s/last.safetensors --data %s --val %s --scores "
+                 "%s/clip_scores.npy", t, run[0], data, val_csv, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "/clip_scores.npy (the command line) would be "
+                                             "ignored: ") &&
+                  strstr(out, "is a --task clip checkpoint, and only --task cls's read it"),
+              "%s", out);
+    free(out);
 
     tbt_case = "clip: interrupted and resumed";
     char run_i[4300];
@@ -1190,6 +1198,17 @@ int main(void)
     rc = tbt_run(&out, 120, "%s eval --ckpt %s/last.safetensors --data %s --val %s --label verb",
                  t, run_a, data, val_csv);
     CHECK_MSG(rc == 0 && out && strstr(out, "\"top1\""), "%s", out);
+    free(out);
+    /* a dual encoder's outputs, or the action list, asked of a verb classifier: refused */
+    rc = tbt_run(&out, 120, "%s eval --ckpt %s/last.safetensors --data %s --val %s "
+                 "--similarity %s/sim.npy", t, run_a, data, val_csv, d);
+    CHECK_MSG(rc == 2 && out && strstr(out, "is a --task cls checkpoint, and only --task clip's "
+                                             "read it"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 120, "%s eval --ckpt %s/last.safetensors --data %s --val %s --train %s",
+                 t, run_a, data, val_csv, train_csv);
+    CHECK_MSG(rc == 2 && out && strstr(out, "would be ignored: it numbers the actions of --label "
+                                             "action, and this is --label verb"), "%s", out);
     free(out);
 
     snprintf(path0, sizeof(path0), "%s/last.safetensors", run_a);

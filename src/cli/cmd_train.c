@@ -752,8 +752,8 @@ static const struct cli_flag eval_flags[] = {
     E("batch", CLI_INT, batch, "8", "B", "clips per forward", 1, 65536),
     E("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     E("predictions", CLI_STR, predictions, "", "FILE.csv",
-      "also write each item's line, label, top-1 class and its probability (views and crops "
-      "averaged)", CLI_NO_RANGE),
+      "cls: also write each item's line, label, top-1 class and its probability (views and "
+      "crops averaged)", CLI_NO_RANGE),
     E("scores", CLI_STR, scores, "", "FILE.npy", "cls: also write each item's probabilities "
       "averaged over its views and crops (items, classes), float32, the --val rows in order",
       CLI_NO_RANGE),
@@ -904,6 +904,25 @@ static int run_eval(void *config, int n_args, char **args)
                                   info.model.layout == TB_LAYOUT_CLIP)) {
         fprintf(stderr, "tubelet eval: --precision bf16 is wired for --task cls classifiers "
                 "with the ViT backbone only; %s is not one\n", c->ckpt);
+        goto end;
+    }
+    /* a flag for the other kind of checkpoint would be ignored: refused (its help's "TASK:") */
+    for (int i = 0; i < cli_cmd_eval.n_flags; i++) {
+        const char *task = flag_task(&cli_cmd_eval.flags[i]);
+        char why[128];
+        snprintf(why, sizeof(why), "%s is a --task %s checkpoint, and only --task %s's read it",
+                 c->ckpt, info.task, task);
+        if (task && strcmp(task, info.task) &&
+            cli_flag_unread(&cli_cmd_eval, c, cli_cmd_eval.flags[i].name, why) < 0) {
+            status = 2;
+            goto end;
+        }
+    }
+    if (c->train[0] && label != TB_LABEL_ACTION) {
+        fprintf(stderr, "tubelet eval: --train %s would be ignored: it numbers the actions of "
+                "--label action, and this is --label %s; leave it out\n", c->train,
+                label == TB_LABEL_VERB ? "verb" : "noun");
+        status = 2;
         goto end;
     }
     if (!strcmp(info.task, "clip")) {
