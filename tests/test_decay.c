@@ -5,8 +5,11 @@
  * (tests/ref/decay_ref.py, the rules written out as the scripts write them, applied to the
  * PyTorch twins' named_parameters): the same parameter names, each decayed or not alike.
  * Both lists are printed. A decay rule is invisible in a gradient check; the optimizer steps
- * under it are checked by test_clip, test_mae and test_vit against the same rules. */
+ * under it are checked by test_clip, test_mae and test_vit against the same rules. Also how a
+ * classifier's head starts: VideoMAE's init_scale (--head-init-scale) scales its weights. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
+
 #include "tb_test.h"
 #include "tubelet/model.h"
 
@@ -101,6 +104,53 @@ static void test_cls_clip_backbone(void)
     tb_vit_close(&m);
 }
 
+/* head_init_scale multiplies the head's initial weights, and nothing else, in both layouts
+ * (VideoMAE's `head.weight.data.mul_(init_scale)`): the same draws, scaled. */
+static void test_head_init(void)
+{
+    for (int k = 0; k < 2; k++) {
+        tbt_case = k ? "head init scale, CLIP tower" : "head init scale, ViT";
+        tb_vit *m[2] = {NULL, NULL};
+        for (int s = 0; s < 2; s++) {
+            struct tb_vit_config c = vit_config(k ? TB_LAYOUT_CLIP : TB_LAYOUT_TIMM);
+            c.head_init_scale = s ? 0.001 : 0; /* 0: the default, 1 */
+            CHECK_EQ(tb_vit_open(&m[s], &c), 0);
+            CHECK_EQ(m[s] ? tb_vit_init(m[s], 7) : -1, 0);
+        }
+        if (!m[0] || !m[1])
+            goto next;
+        tb_params *a = tb_vit_params(m[0]), *b = tb_vit_params(m[1]);
+        int head = tb_params_find(a, "head.weight"), n_scaled = 0, n_same = 0;
+        CHECK(head >= 0);
+        for (int i = 0; i < tb_params_count(a); i++) {
+            int64_t n = tb_params_at(a, i)->n;
+            float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+            CHECK_EQ(tb_params_read(a, i, x), 0);
+            CHECK_EQ(tb_params_read(b, i, y), 0);
+            double worst = 0, sum2 = 0;
+            for (int64_t j = 0; j < n; j++) {
+                double want = i == head ? x[j] * 0.001 : x[j];
+                double err = fabs(y[j] - want) / (fabs(want) + 1e-30);
+                worst = err > worst && want != 0 ? err : worst;
+                sum2 += (double)x[j] * x[j];
+            }
+            CHECK_MSG(worst < 1e-6, "%s: %.3g from %s", tb_params_at(a, i)->name, worst,
+                      i == head ? "the default's x 0.001" : "the default's");
+            if (i == head) /* a draw, not zeros: timm's std 0.02, AVION's fc_cls 0.01 */
+                CHECK_MSG(fabs(sqrt(sum2 / (double)n) - (k ? 0.01 : 0.02 * 0.88)) < 0.004,
+                          "head.weight's rms %.4f", sqrt(sum2 / (double)n));
+            n_scaled += i == head;
+            n_same += i != head;
+            free(x);
+            free(y);
+        }
+        CHECK(n_scaled == 1 && n_same > 10);
+    next:
+        tb_vit_close(&m[0]);
+        tb_vit_close(&m[1]);
+    }
+}
+
 static void test_mae(void)
 {
     struct tb_mae_config c = {.enc = {.dim = DIM, .depth = DEPTH, .heads = HEADS,
@@ -152,6 +202,7 @@ int main(int argc, char **argv)
 #define RUN(name) if (!only || !strcmp(only, #name)) test_##name()
     RUN(cls);
     RUN(cls_clip_backbone);
+    RUN(head_init);
     RUN(mae);
     RUN(clip);
     TBT_EXIT();

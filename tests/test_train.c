@@ -1091,6 +1091,63 @@ static void copy_rows(const char *src, const char *dst, int from, int to, int re
     free(text);
 }
 
+/* The "epoch" of a checkpoint's metadata, or -1. */
+static int ckpt_epoch(const char *path)
+{
+    struct tb_st_file *f = NULL;
+    int epoch = -1;
+    if (tb_st_read(&f, path) == 0 && f->metadata) {
+        const char *e = strstr(f->metadata, "\"epoch\":\"");
+        epoch = e ? atoi(e + 9) : -1;
+    }
+    tb_st_free(&f);
+    return epoch;
+}
+
+/* AVION's checkpoints: best.safetensors is the first evaluation of the highest top-1, also
+ * across a resume (the epochs after it run at lr 0, so they tie the epoch before and must not
+ * take its place); checkpoint_EPOCH every --save-every epochs. */
+static void test_best_and_every(const char *t, const char *d)
+{
+    tbt_case = "best.safetensors and --save-every";
+    char run[4300], common[9000], path[4500], *out = NULL;
+    snprintf(run, sizeof(run), "%s/run_best", d);
+    snprintf(common, sizeof(common), "--data %s --train %s --val %s %s --eval-every 1 "
+             "--save-every 2 --warmup-epochs 0 --lr 0.01 --out %s", data, train_csv, val_csv,
+             model_flags, run);
+    int rc = tbt_run(&out, 300, "%s train %s --epochs 3", t, common);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    rc = tbt_run(&out, 300, "%s train %s --epochs 6 --lr 0 --resume-changed", t, common);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
+    char *m = tbt_read(path, NULL);
+    double top = -1;
+    int first = 0, n = 0;
+    for (const char *p = m; p && (p = strstr(p, "{\"eval_epoch\": ")); p++, n++) {
+        int e = atoi(p + 15);
+        const char *v = strstr(p, "\"top1\": ");
+        double x = v ? strtod(v + 8, NULL) : -1;
+        if (x > top) {
+            top = x;
+            first = e;
+        }
+    }
+    free(m);
+    CHECK_MSG(n == 6 && first >= 1 && first <= 3, "%d evaluations, the best first at %d", n,
+              first);
+    snprintf(path, sizeof(path), "%s/best.safetensors", run);
+    CHECK_EQ(ckpt_epoch(path), first);
+    for (int e = 1; e <= 6; e++) {
+        snprintf(path, sizeof(path), "%s/checkpoint_%05d.safetensors", run, e);
+        CHECK_MSG(tbt_exists(path) == (e % 2 == 0), "%s: %s", path,
+                  tbt_exists(path) ? "there" : "missing");
+        if (e % 2 == 0)
+            CHECK_EQ(ckpt_epoch(path), e);
+    }
+}
+
 /* Issue 42's S4: a resume on changed data (rows added, rows dropped, a row's content, the
  * validation set) is refused like a changed setting, naming the rows before and after;
  * --resume-changed resumes and records it. */
@@ -1267,6 +1324,7 @@ int main(void)
     free(cfg);
     test_resume_changed(t, d, run_a, common);
     test_resume_data(t, d);
+    test_best_and_every(t, d);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run_a);
     char *metrics = tbt_read(path, NULL);
     CHECK_STR_HAS(metrics, "{\"eval_epoch\": 40, \"top1\": ");

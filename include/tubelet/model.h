@@ -146,6 +146,8 @@ struct tb_vit_config {
                                 * loads OpenAI's weights); a projection (embed) or, as AVION's
                                 * VideoClassifier, a head on ln_post (classes) */
     int embed;                 /* CLIP: E, the projection's width; the features are (B, E) */
+    double head_init_scale;    /* head.weight's initial values times this (VideoMAE's
+                                * init_scale, 0.001 in fine-tuning); 0: 1 */
     const char *backend;       /* where it runs: "cpu" (NULL, "": the default) or "cpu-guarded"
                                 * (a test backend: see tests/test_backend.c); borrowed */
     enum tb_dtype dtype;       /* TB_DTYPE_F32, or TB_DTYPE_BF16: bf16 mode (docs/PRECISION.md;

@@ -174,6 +174,9 @@ struct tb_ckpt_info {
     int label_recorded;          /* 1: the checkpoint names its label kind */
     struct tb_clip_config clip;  /* task clip: the text tower, projections, temperature */
     char data[TB_DATA_ID_MAX];   /* tb_train_data_id of the run's data; "" when unrecorded */
+    double best;                 /* the run's best evaluation so far (retrieval's mean mAP,
+                                  * else top-1) and after which epoch; best_epoch 0: none */
+    int64_t best_epoch;
 };
 TB_API int tb_ckpt_info(const char *path, struct tb_ckpt_info *info);
 
@@ -249,6 +252,11 @@ struct tb_train_opts {
     const struct tb_label_space *labels; /* cls: the head's label space, recorded in the
                                          * checkpoint; its action list scores EK-100's verbs
                                          * and nouns (NULL: the classes by number only) */
+    int save_every;                     /* also keep out_dir/checkpoint_EPOCH.safetensors
+                                         * (5 digits) every N epochs (AVION's --save-freq);
+                                         * 0: none. Every run keeps last.safetensors, and
+                                         * best.safetensors where an evaluation beat the
+                                         * earlier ones (retrieval's mean mAP, else top-1) */
     const char *resume_note;            /* NULL, or what a resume changed ("key old -> new;
                                          * ..."): recorded in metrics.jsonl's start line */
     int accum_steps;                    /* micro-batches of `batch` clips per optimizer step,

@@ -21,10 +21,10 @@ struct train_config {
     const char *use_backend; /* --device and --backend resolved (cli_device) */
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
     int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps;
-    int skip_bad_rows, resume_changed;
+    int skip_bad_rows, resume_changed, save_every;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
-    double layer_decay, drop_path;
+    double layer_decay, drop_path, head_init_scale;
     double mixup, cutmix, mixup_prob, mixup_switch_prob, head_dropout, random_erase;
     char *erase_mode, *cls_backbone, *inflate_temporal;
     char *rand_augment;
@@ -106,6 +106,8 @@ static const struct cli_flag train_flags[] = {
       "or auto (as --init's weights have them; mae: always)", CLI_NO_RANGE),
     F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (VideoMAE "
       "fine-tuning: 0.75; 1: none)", 0.01, 1),
+    F("head-init-scale", CLI_DOUBLE, head_init_scale, "1", "X", "cls: the new head's initial "
+      "weights times X (VideoMAE fine-tuning's init_scale: 0.001)", 1e-9, 1000),
     F("drop-path", CLI_DOUBLE, drop_path, "0", "R", "cls: stochastic depth, rate R at the top "
       "block (0 at the first; VideoMAE fine-tuning: 0.1), per clip", 0, 0.99),
     F("mixup", CLI_DOUBLE, mixup, "0", "A", "cls: mixup with the batch's reverse (timm's, one "
@@ -160,6 +162,9 @@ static const struct cli_flag train_flags[] = {
     F("val-views", CLI_INT, val_views, "1", "N", "temporal views per validation clip", 1, 64),
     F("val-crops", CLI_INT, val_crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     F("log-every", CLI_INT, log_every, "10", "N", "steps between metrics lines", 1, 1000000),
+    F("save-every", CLI_INT, save_every, "0", "N", "also keep DIR/checkpoint_EPOCH.safetensors "
+      "every N epochs (AVION's --save-freq; 0: none); every run keeps last.safetensors, and "
+      "best.safetensors of its best evaluation (retrieval's mean mAP, else top-1)", 0, 1000000),
     F("tensorboard", CLI_BOOL, tensorboard, "false", "", "also write metrics.jsonl's numbers "
       "as TensorBoard scalars (DIR/events.out.tfevents.*)", CLI_NO_RANGE),
     F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R", "mae: tube masking's share of each "
@@ -404,9 +409,10 @@ static int train_resolve(void *config)
  * schedule, nor the model (where the run is written, how fast and how often it reports, how it
  * evaluates, the memory plan). Every other key of config.txt does. */
 static const char *const resume_free[] = {
-    "out", "workers", "prefetch", "log-every", "eval-every", "val", "val-format", "val-views",
-    "val-crops", "tensorboard", "backend", "recompute", "recompute-mlp", "fused-update", "init",
-    "inflate-temporal", "skip-bad-rows", "resume-changed", "class-names", "prompt", "relevancy",
+    "out", "workers", "prefetch", "log-every", "eval-every", "save-every", "val", "val-format",
+    "val-views", "val-crops", "tensorboard", "backend", "recompute", "recompute-mlp",
+    "fused-update", "init", "inflate-temporal", "skip-bad-rows", "resume-changed", "class-names",
+    "prompt", "relevancy",
 };
 
 /* A resume (out/last.safetensors there) under other settings than out/config.txt's, where a
@@ -545,7 +551,8 @@ static int run_train(void *config, int n_args, char **args)
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
                   .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->use_backend, .qv_bias = qv_bias, .dtype = dtype},
+                  .backend = c->use_backend, .qv_bias = qv_bias, .dtype = dtype,
+                  .head_init_scale = c->head_init_scale},
         .train_ann = train, .val_ann = val, .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
@@ -587,7 +594,7 @@ static int run_train(void *config, int n_args, char **args)
         .train_relevancy = c->train_relevancy, .train_sentences = c->train_sentences,
         .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
         .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
-        .tensorboard = c->tensorboard, .config_text = cfg.buf,
+        .tensorboard = c->tensorboard, .config_text = cfg.buf, .save_every = c->save_every,
         .labels = labels,
         .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
     };

@@ -85,6 +85,12 @@ struct tb_vit {
     float *pos_eff, *dpos_eff, *x_pre, *pre_mean, *pre_rstd, *projT, *dprojT, *emb, *demb;
 };
 
+/* What the head's initial weights are scaled by (VideoMAE's init_scale). */
+static float head_scale(const struct tb_vit_config *c)
+{
+    return c->head_init_scale > 0 ? (float)c->head_init_scale : 1.0f;
+}
+
 static int add(tb_vit *m, const char *name, enum tb_init init, int n_dims, int64_t d0, int64_t d1,
                int64_t d2, int64_t d3, int64_t d4)
 {
@@ -178,7 +184,7 @@ static int add_clip_params(tb_vit *m)
     if ((rc = m->i_head_w = add(m, "head.weight", TB_INIT_NORMAL, 2, m->K, D, 0, 0, 0)) < 0 ||
         (rc = m->i_head_b = add(m, "head.bias", TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0)
         return rc;
-    m->reg->p[m->i_head_w].init_std = 0.01f;
+    m->reg->p[m->i_head_w].init_std = 0.01f * head_scale(&m->c);
     return 0;
 }
 
@@ -221,6 +227,8 @@ static int add_params(tb_vit *m)
                                  0)) < 0 ||
          (rc = m->i_head_b = add(m, "head.bias", TB_INIT_ZERO, 1, m->K, 0, 0, 0, 0)) < 0))
         return rc;
+    if (m->K > 0)
+        m->reg->p[m->i_head_w].init_std *= head_scale(&m->c);
     return 0;
 }
 

@@ -443,15 +443,30 @@ void tb_train_data_id(const struct tb_train_opts *o, char out[TB_DATA_ID_MAX])
                  items_crc(o->val_ann));
 }
 
+/* The best evaluation so far (AVION's best_acc1: retrieval's mean mAP, else top-1), kept in
+ * every checkpoint so a resume goes on comparing with it; epoch 0: none yet. */
+struct best {
+    double score;
+    int64_t epoch;
+};
+
+static double eval_score(const struct tb_eval_result *r)
+{
+    return r->retrieval ? r->map[2] : r->top1;
+}
+
 static int save(const char *path, const struct tbi_task *t, void *st,
                 const struct tb_train_opts *o, const struct tb_optim *opt,
-                const struct tb_train_pos *pos)
+                const struct tb_train_pos *pos, const struct best *best)
 {
     struct tbi_sb meta = {0};
     char data[TB_DATA_ID_MAX];
     int rc = t->meta(st, o, &meta);
     tb_train_data_id(o, data);
     tbi_sb_printf(&meta, "%s\"data\":\"%s\"", tbi_sb_str(&meta)[0] ? "," : "", data);
+    if (best->epoch > 0)
+        tbi_sb_printf(&meta, ",\"best\":\"%.17g\",\"best_epoch\":\"%" PRId64 "\"",
+                      best->score, best->epoch);
     if (rc == 0)
         rc = meta.failed ? tbi_err(TB_ENOMEM, "out of memory")
                          : tb_ckpt_save(path, t->params(st), opt, pos, meta.buf);
@@ -459,16 +474,20 @@ static int save(const char *path, const struct tbi_task *t, void *st,
     return rc;
 }
 
-/* The evaluation after `done` epochs: its line in the log, on_eval, final_eval. */
+/* The evaluation after `done` epochs: its line in the log, on_eval, final_eval; *improved
+ * when it beats best (then best is it). */
 static int evaluate(const struct tbi_task *t, void *st, const struct tb_train_opts *o,
                     struct run_log *lg, int64_t done, int64_t step,
-                    struct tb_eval_result *final_eval)
+                    struct tb_eval_result *final_eval, struct best *best, int *improved)
 {
     struct tb_eval_result r;
     int rc = t->evaluate(st, o, &r);
     if (rc < 0)
         return rc;
     r.epoch = done;
+    *improved = best->epoch == 0 || eval_score(&r) > best->score;
+    if (*improved)
+        *best = (struct best){eval_score(&r), done};
     if ((rc = any_failed(log_eval(lg, step, &r), step)) < 0)
         return rc;
     if (tb_dist_rank() == 0 && o->on_eval)
@@ -519,8 +538,9 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     struct spans fu = {0};
     float *acc = NULL;                   /* --accum-steps: the micro-batches' gradient sum */
     float *micro = NULL;                 /* a micro-batch's loss (backend) */
-    char ckpt[4096], mpath[4096];
+    char ckpt[4096], mpath[4096], extra[4096];
     struct tb_train_pos pos = {0, 0, 0};
+    struct best best = {0, 0};
     int rc, B = o->batch;
     /* Data parallel under mpirun: each process reads its shard of every global batch of
      * world * B clips; gradients are averaged, so all hold the same weights; rank 0 alone
@@ -605,8 +625,11 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     opt.eps = (float)o->adam_eps;
     opt.weight_decay = (float)o->weight_decay;
     if (tbi_is_file(ckpt)) {
-        if ((rc = tb_ckpt_load(ckpt, params, &opt, &pos)) < 0)
+        struct tb_ckpt_info info;
+        if ((rc = tb_ckpt_load(ckpt, params, &opt, &pos)) < 0 ||
+            (rc = tb_ckpt_info(ckpt, &info)) < 0)
             goto end;
+        best = (struct best){info.best, info.best_epoch};
         tbi_log(TB_LOG_INFO, "resuming from %s: %" PRId64 " steps done, epoch %" PRId64
                 " batch %" PRId64 " next", ckpt, pos.step, pos.epoch + 1, pos.batch + 1);
     }
@@ -733,21 +756,31 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             if (stop) {
                 pos.epoch = e;
                 pos.batch = k;
-                if (lead && (rc = save(ckpt, task, st, o, &opt, &pos)) < 0)
+                if (lead && (rc = save(ckpt, task, st, o, &opt, &pos, &best)) < 0)
                     goto end;
                 rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
                              "run the same command to resume", pos.step, ckpt);
                 goto end;
             }
         }
-        int last = e + 1 == o->epochs;
+        int last = e + 1 == o->epochs, improved = 0;
         if (o->val_ann && task->evaluate &&
             (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0)) &&
-            (rc = evaluate(task, st, o, &lg, e + 1, pos.step, final_eval)) < 0)
+            (rc = evaluate(task, st, o, &lg, e + 1, pos.step, final_eval, &best, &improved)) < 0)
             goto end;
         pos.epoch = e + 1;
         pos.batch = 0;
-        rc = lead ? save(ckpt, task, st, o, &opt, &pos) : 0;
+        /* last.safetensors; best.safetensors after an evaluation that beats the earlier ones
+         * (AVION's checkpoint_best.pt); checkpoint_EPOCH.safetensors every --save-every
+         * epochs (AVION's --save-freq) */
+        rc = lead ? save(ckpt, task, st, o, &opt, &pos, &best) : 0;
+        if (rc == 0 && lead && improved &&
+            (rc = tbi_fmt(extra, sizeof(extra), "%s/best.safetensors", o->out_dir)) == 0)
+            rc = save(extra, task, st, o, &opt, &pos, &best);
+        if (rc == 0 && lead && o->save_every > 0 && (e + 1) % o->save_every == 0 &&
+            (rc = tbi_fmt(extra, sizeof(extra), "%s/checkpoint_%05" PRId64 ".safetensors",
+                          o->out_dir, e + 1)) == 0)
+            rc = save(extra, task, st, o, &opt, &pos, &best);
         if ((rc = any_failed(rc, pos.step)) < 0)
             goto end;
     }
