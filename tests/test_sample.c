@@ -1,7 +1,8 @@
 /* tests/test_sample.c - frame samplers and crop drawing.
  * - segments: AVION's get_frame_ids on worked examples, jitter covering each segment's whole
  *   inclusive range evenly, views;
- * - dense: stride, random start range, evenly spaced views, short videos;
+ * - dense: stride, random start range, evenly spaced views, short videos; AVION's dense
+ *   sampling with its moves and wrap-around;
  * - crops: torchvision RandomResizedCrop's area and ratio ranges and its centre fallback,
  *   VideoMAE's multi-scale sizes and 13 corners, centre and fixed crops, the flip rate. */
 #include <math.h>
@@ -99,6 +100,46 @@ static void test_dense(void)
     CHECK(s == INT64_MAX && e == INT64_MAX);
 }
 
+/* AVION's KineticsDataset: start = randint(n - (T + 1) * stride), then each frame's move
+ * randint(stride): frame k = (start + k * stride + move k) modulo n, drawn in that order from
+ * the clip's stream. Both ends of the start's range reached, none past; every move about as
+ * often; views without moves; short videos wrap to their start. */
+static void test_dense_shift(void)
+{
+    tbt_case = "dense, AVION's moves";
+    int64_t f[16];
+    tb_rng r;
+    tb_rng_init(&r, 5, 0);
+    enum { N = 300, T = 16, S = 4, ROOM = N - (T + 1) * S }; /* starts 0..231 */
+    int64_t lo = N, hi = -1;
+    int moves[S] = {0};
+    for (int i = 0; i < 20000; i++) {
+        tb_rng again = r;
+        CHECK_EQ(tb_sample_dense_shift(N, T, S, -1, 0, &r, f), 0);
+        int64_t start = (int64_t)tb_rng_below(&again, ROOM);
+        for (int k = 0; k < T; k++) {
+            int64_t move = (int64_t)tb_rng_below(&again, S);
+            CHECK_EQ(f[k], (start + k * S + move) % N);
+            moves[move]++;
+        }
+        lo = f[0] < lo ? f[0] : lo;
+        hi = f[0] > hi ? f[0] : hi;
+    }
+    CHECK_EQ(lo, 0);
+    CHECK_EQ(hi, ROOM - 1 + S - 1);
+    for (int m = 0; m < S; m++) /* 20000 x 16 moves over 4 values */
+        CHECK_MSG(moves[m] > 76000 && moves[m] < 84000, "move %d drawn %d times", m, moves[m]);
+    /* views: evenly spaced starts, no moves */
+    int64_t a[16], b[16];
+    CHECK_EQ(tb_sample_dense_shift(N, T, S, 0, 3, NULL, a), 0);
+    CHECK_EQ(tb_sample_dense_shift(N, T, S, 2, 3, NULL, b), 0);
+    CHECK(a[0] == 0 && b[0] == ROOM - 1 && a[1] - a[0] == S && b[15] - b[14] == S);
+    /* not longer than (T + 1) x stride: from 0, wrapped modulo the frame count */
+    CHECK_EQ(tb_sample_dense_shift(10, 8, 2, 0, 1, NULL, a), 0);
+    CHECK(a[0] == 0 && a[4] == 8 && a[5] == 0 && a[7] == 4);
+    CHECK(tb_sample_dense_shift(10, 8, 2, -1, 0, NULL, a) < 0);
+}
+
 static void test_crops(void)
 {
     tbt_case = "random resized crop";
@@ -188,6 +229,7 @@ int main(void)
     tbt_begin("sample");
     test_segments();
     test_dense();
+    test_dense_shift();
     test_crops();
     TBT_EXIT();
 }

@@ -33,6 +33,14 @@ TB_API int tb_sample_segments_view(int64_t start, int64_t end, int n, int view, 
 TB_API int tb_sample_dense(int64_t n_frames, int n, int stride, int view, int n_views,
                            tb_rng *rng, int64_t *out);
 
+/* AVION's dense sampling (avion/data/kinetics_dataset.py, its VideoMAE pretraining): view < 0,
+ * n frames at stride from a start drawn uniformly from [0, n_frames - (n + 1) * stride) (0
+ * where the video is not longer), each frame moved by its own uniform draw from [0, stride),
+ * frame numbers past the end wrapped to the start (modulo n_frames); view v of n_views: the
+ * starts evenly spaced over that range, no moves. */
+TB_API int tb_sample_dense_shift(int64_t n_frames, int n, int stride, int view, int n_views,
+                                 tb_rng *rng, int64_t *out);
+
 /* A time window in seconds to frames at fps (num/den): start rounds to the nearest frame,
  * end rounds up, as AVION does; clamped to [0, n_frames]. */
 TB_API void tb_seconds_to_frames(double start_s, double end_s, int fps_num, int fps_den,

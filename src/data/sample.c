@@ -72,6 +72,30 @@ int tb_sample_dense(int64_t n_frames, int n, int stride, int view, int n_views, 
     return 0;
 }
 
+int tb_sample_dense_shift(int64_t n_frames, int n, int stride, int view, int n_views,
+                          tb_rng *rng, int64_t *out)
+{
+    if (n_frames <= 0 || n <= 0 || stride <= 0 || (view < 0 && !rng) ||
+        (view >= 0 && (n_views <= 0 || view >= n_views)))
+        return tbi_err(TB_EINVAL, "cannot sample %d frames at stride %d from %lld frames", n,
+                       stride, (long long)n_frames);
+    /* np.random.randint(num_frames - (clip_length + 1) * clip_stride), when positive */
+    int64_t room = n_frames - (int64_t)(n + 1) * stride, first = 0;
+    if (room > 0) {
+        if (view < 0)
+            first = (int64_t)tb_rng_below(rng, (uint64_t)room);
+        else if (n_views == 1)
+            first = (room - 1) / 2;
+        else
+            first = (int64_t)floor((double)(room - 1) * view / (n_views - 1) + 0.5);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t shift = view < 0 ? (int64_t)tb_rng_below(rng, (uint64_t)stride) : 0;
+        out[i] = (first + (int64_t)i * stride + shift) % n_frames; /* frame_ids % num_frames */
+    }
+    return 0;
+}
+
 void tb_seconds_to_frames(double start_s, double end_s, int fps_num, int fps_den,
                           int64_t n_frames, int64_t *start, int64_t *end)
 {
