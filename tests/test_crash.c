@@ -1011,7 +1011,8 @@ static void test_write_faults(const char *d)
         tbi_fault_arm(TBI_FAULT_WRITE, 0);
         const char *msg = tb_errmsg();
         int metrics = strstr(msg, "/metrics.jsonl: cannot write the line of step") != NULL;
-        int ckpt = strstr(msg, "/last.safetensors.part: write failed") != NULL;
+        int ckpt = strstr(msg, "/last.safetensors.part: write failed") != NULL ||
+                   strstr(msg, "/best.safetensors.part: write failed") != NULL;
         CHECK_MSG(rc == TB_EIO && (metrics || ckpt) && strstr(msg, run) &&
                   strstr(msg, "No space left on device"), "write %lld failed: %d, %s",
                   (long long)k, rc, msg);
@@ -1026,6 +1027,11 @@ static void test_write_faults(const char *d)
         same_lines(ref, run, "write faults");
         CHECK_MSG(same_file(ck, ck_ref), "after write %lld failed: the checkpoint differs",
                   (long long)k);
+        char best[4500], best_ref[4500];
+        snprintf(best, sizeof(best), "%s/best.safetensors", run);
+        snprintf(best_ref, sizeof(best_ref), "%s/best.safetensors", ref);
+        CHECK_MSG(same_file(best, best_ref), "after write %lld failed: the best checkpoint "
+                  "differs", (long long)k);
     }
     CHECK_MSG(stopped_metrics >= 5 && stopped_ckpt >= 2, "%d metrics and %d checkpoint faults",
               stopped_metrics, stopped_ckpt);

@@ -1174,6 +1174,7 @@ static void check_run_dir(const struct train_ctx *c, int finished)
         const char *n = e->d_name;
         if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "metrics.jsonl") ||
             !strncmp(n, "events.out.tfevents.", 20) || !strcmp(n, "last.safetensors") ||
+            !strcmp(n, "best.safetensors") ||
             (!strcmp(n, "sim.npy") && c->ref_sim))
             continue;
         TBT_FAIL("left in %s: %s", c->out, n);

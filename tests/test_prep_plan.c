@@ -287,7 +287,7 @@ static void test_cli(void)
     rc = tbt_run(&out, 60, "%s prep --plan --ann %s --workload w3 %s", tbt_tubelet(), csv,
                  srcs[0]);
     CHECK_EQ(rc, 2);
-    CHECK_STR_HAS(out, "unknown --workload");
+    CHECK_STR_HAS(out, "--workload: 'w3' is none of w1|w2");
     free(out);
     rc = tbt_run(&out, 60, "%s prep --plan --ann %s --target-clips-per-core -3 %s",
                  tbt_tubelet(), csv, srcs[0]);

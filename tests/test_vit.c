@@ -575,7 +575,7 @@ static void test_bf16(void)
     char *msg = NULL;
     CHECK_EQ(tbt_run(&msg, 60, "%s step --precision fp16 --weights x --batch y --out z",
                      tbt_tubelet()), 2);
-    CHECK_STR_HAS(msg, "--precision is auto, fp32 or bf16");
+    CHECK_STR_HAS(msg, "--precision: 'fp16' is none of auto|fp32|bf16");
     free(msg);
     struct tb_vit_config odd = {.dim = 64, .depth = 1, .heads = 2, .patch = 8, .tubelet = 1,
                                 .frames = 2, .height = 16, .width = 16, .classes = 3,

@@ -57,8 +57,11 @@ TB_API int tb_st_write_fill(const char *path, const struct tb_st_tensor *tensors
                             const char *metadata, int (*fill)(void *user, int i, void *dst),
                             void *user);
 
-/* x (rows, cols) float32 as a NumPy .npy file (format 1.0, little-endian, C order), written
- * atomically: np.load reads it. 0, or TB_ENOMEM / TB_EIO naming the file. */
+/* t's data (its dtype and shape; F32, I64 or F16) as a NumPy .npy file (format 1.0,
+ * little-endian, C order), written atomically: np.load reads it. 0, or TB_ENOMEM / TB_EIO
+ * naming the file (TB_EINVAL: bf16, which NumPy lacks). */
+TB_API int tb_npy_write(const char *path, const struct tb_st_tensor *t);
+/* x (rows, cols) float32 as a .npy file (tb_npy_write). */
 TB_API int tb_npy_write_f32(const char *path, const float *x, int64_t rows, int64_t cols);
 
 #ifdef __cplusplus

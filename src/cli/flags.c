@@ -678,20 +678,32 @@ int cli_flag_fix(const struct cli_command *cmd, void *config, const char *name,
 void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config)
 {
     char val[4200], line[8500], where[4200];
+    const struct flag_state *s = cmd == st_cmd ? st : NULL;
     fprintf(f, "# tubelet %s (a value without a note is the default)\n", cmd->name);
     for (int i = 0; i < cmd->n_flags; i++) {
-        const struct flag_state *s = cmd == st_cmd ? &st[i] : NULL;
+        if (s && s[i].unread)
+            continue;
         format_value(val, sizeof(val), &cmd->flags[i], config);
-        snprintf(line, sizeof(line), "%s%s = %s", s && s->unread ? "# " : "",
-                 cmd->flags[i].name, val);
-        if (s && s->unread)
-            fprintf(f, "%-31s # not read: %s\n", line, s->why);
-        else if (s && s->why)
-            fprintf(f, "%-31s # %s\n", line, s->why);
-        else if (s && s->from != CLI_FROM_DEFAULT)
-            fprintf(f, "%-31s # %s\n", line, where_of(s, where, sizeof(where)));
+        snprintf(line, sizeof(line), "%s = %s", cmd->flags[i].name, val);
+        if (s && (s[i].why || s[i].from != CLI_FROM_DEFAULT))
+            fprintf(f, "%-31s # %s\n", line, s[i].why ? s[i].why : where_of(&s[i], where,
+                                                                            sizeof(where)));
         else
             fprintf(f, "%s\n", line);
+    }
+    /* the settings this run does not read, as comments, under each reason once */
+    for (int i = 0; s && i < cmd->n_flags; i++) {
+        int first = s[i].unread;
+        for (int j = 0; first && j < i; j++)
+            first = !(s[j].unread && !strcmp(s[j].why, s[i].why));
+        if (!first)
+            continue;
+        fprintf(f, "# not read: %s\n", s[i].why);
+        for (int j = i; j < cmd->n_flags; j++)
+            if (s[j].unread && !strcmp(s[j].why, s[i].why)) {
+                format_value(val, sizeof(val), &cmd->flags[j], config);
+                fprintf(f, "#   %s = %s\n", cmd->flags[j].name, val);
+            }
     }
 }
 

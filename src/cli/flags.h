@@ -77,8 +77,9 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
 
 void cli_print_help(FILE *f, const struct cli_command *cmd);
 /* The resolved configuration as "key = value" lines, which --config reads back; a value that
- * is not the default says where it came from in a comment ("# command line", "# FILE:LINE",
- * "# FIXED: why"), and a setting the run does not read is a comment line saying why. */
+ * is not the default says where it came from in a comment ("# the command line",
+ * "# FILE:LINE", or the choice that fixed it), and the settings the run does not read follow
+ * as comment lines under each reason. */
 void cli_print_config(FILE *f, const struct cli_command *cmd, const void *config);
 
 /* Of the last cli_parse of cmd: where flag name's value came from, and into *where (when not

@@ -1,4 +1,4 @@
-/* src/core/npy.c - .npy files (see npy.h), and tb_npy_write_f32. The header is a Python dict literal, {'descr':
+/* src/core/npy.c - .npy files (see npy.h), and tb_npy_write. The header is a Python dict literal, {'descr':
  * '<f4', 'fortran_order': False, 'shape': (9668, 3842), }, read by a small scanner that takes
  * exactly what numpy.lib.format writes: the three keys in any order, quoted strings, True or
  * False, a tuple of integers. Every length and count is checked before it is used: the
@@ -327,24 +327,44 @@ int tbi_npy_read_f32(struct tbi_npy *h, const char *path, float *out)
     return 0;
 }
 
-int tb_npy_write_f32(const char *path, const float *x, int64_t rows, int64_t cols)
+int tb_npy_write(const char *path, const struct tb_st_tensor *t)
 {
-    char header[128];
-    int n = snprintf(header, sizeof(header), "{'descr': '<f4', 'fortran_order': False, "
-                     "'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
-    int pad = 64 - (10 + n + 1) % 64; /* magic, version, length, header, newline: 64-aligned */
-    size_t hlen = (size_t)n + (size_t)pad + 1, body = sizeof(float) * (size_t)rows * cols;
+    static const char *const descr[] = {"<f4", "<i8", "<u2", "<f2"}; /* enum tb_st_dtype */
+    static const size_t size[] = {4, 8, 2, 2};
+    char header[256], dims[160] = "";
+    int64_t n = 1;
+    if (t->n_dims < 1 || t->n_dims > TB_ST_MAX_DIMS || (unsigned)t->dtype > TB_ST_F16 ||
+        t->dtype == TB_ST_BF16)
+        return tbi_err(TB_EINVAL, "%s: no .npy of %d dimensions of that type", path, t->n_dims);
+    for (int d = 0; d < t->n_dims; d++) {
+        snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%lld,%s",
+                 (long long)t->shape[d], d + 1 < t->n_dims ? " " : "");
+        n *= t->shape[d];
+    }
+    if (t->n_dims > 1) /* (3,) for one dimension, (3, 4) for two */
+        dims[strlen(dims) - 1] = '\0';
+    int len = snprintf(header, sizeof(header), "{'descr': '%s', 'fortran_order': False, "
+                       "'shape': (%s), }", descr[t->dtype], dims);
+    int pad = 64 - (10 + len + 1) % 64; /* magic, version, length, header, newline: 64-aligned */
+    size_t hlen = (size_t)len + (size_t)pad + 1, body = size[t->dtype] * (size_t)n;
     uint8_t *buf = tbi_malloc(10 + hlen + body);
     if (!buf)
         return tbi_err(TB_ENOMEM, "%s: out of memory", path);
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
     buf[8] = (uint8_t)(hlen & 0xff);
     buf[9] = (uint8_t)(hlen >> 8);
-    memcpy(buf + 10, header, (size_t)n);
-    memset(buf + 10 + n, ' ', (size_t)pad);
+    memcpy(buf + 10, header, (size_t)len);
+    memset(buf + 10 + len, ' ', (size_t)pad);
     buf[10 + hlen - 1] = '\n';
-    memcpy(buf + 10 + hlen, x, body); /* x86 and arm64 are little-endian, as '<f4' says */
+    memcpy(buf + 10 + hlen, t->data, body); /* x86 and arm64 are little-endian, as '<' says */
     int rc = tbi_write_file_atomic(path, buf, 10 + hlen + body);
     free(buf);
     return rc;
+}
+
+int tb_npy_write_f32(const char *path, const float *x, int64_t rows, int64_t cols)
+{
+    struct tb_st_tensor t = {.dtype = TB_ST_F32, .n_dims = 2, .shape = {rows, cols},
+                             .n = rows * cols, .data = (void *)x};
+    return tb_npy_write(path, &t);
 }

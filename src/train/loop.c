@@ -770,17 +770,20 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             goto end;
         pos.epoch = e + 1;
         pos.batch = 0;
-        /* last.safetensors; best.safetensors after an evaluation that beats the earlier ones
-         * (AVION's checkpoint_best.pt); checkpoint_EPOCH.safetensors every --save-every
-         * epochs (AVION's --save-freq) */
-        rc = lead ? save(ckpt, task, st, o, &opt, &pos, &best) : 0;
-        if (rc == 0 && lead && improved &&
+        /* best.safetensors after an evaluation that beats the earlier ones (AVION's
+         * checkpoint_best.pt), checkpoint_EPOCH.safetensors every --save-every epochs
+         * (AVION's --save-freq), then last.safetensors: a write that fails leaves the resume
+         * point before this epoch, and the epoch run again writes them all */
+        rc = 0;
+        if (lead && improved &&
             (rc = tbi_fmt(extra, sizeof(extra), "%s/best.safetensors", o->out_dir)) == 0)
             rc = save(extra, task, st, o, &opt, &pos, &best);
         if (rc == 0 && lead && o->save_every > 0 && (e + 1) % o->save_every == 0 &&
             (rc = tbi_fmt(extra, sizeof(extra), "%s/checkpoint_%05" PRId64 ".safetensors",
                           o->out_dir, e + 1)) == 0)
             rc = save(extra, task, st, o, &opt, &pos, &best);
+        if (rc == 0 && lead)
+            rc = save(ckpt, task, st, o, &opt, &pos, &best);
         if ((rc = any_failed(rc, pos.step)) < 0)
             goto end;
     }
