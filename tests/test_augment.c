@@ -16,6 +16,9 @@
 #include "tubelet/data.h"
 #include "tubelet/rng.h"
 
+/* timm's ops come first in enum tb_ra_op, pytorchvideo's after them */
+#define TIMM_N_OPS TB_RA_PV_BRIGHTNESS
+
 #ifndef PYTHON
 #define PYTHON "/usr/bin/python3"
 #endif
@@ -153,7 +156,7 @@ static void test_ops(const struct frames *f)
 {
     struct job jobs[15 * 3 * 4];
     int n = 0;
-    for (int op = 0; op < TB_RA_N_OPS; op++)
+    for (int op = 0; op < TIMM_N_OPS; op++)
         for (int m = 0; m < 3; m++)
             for (int neg = 0; neg <= is_signed(op); neg++)
                 for (int rs = 0; rs <= is_geometric(op); rs++) {
@@ -329,7 +332,7 @@ static void test_draws(double mu, double sd, uint64_t seed)
     tbt_case = name;
     enum { N = 60000, K = 4 };
     struct tb_randaug_opts o = {.n_ops = K, .magnitude = mu, .magnitude_std = sd};
-    int64_t count[TB_RA_N_OPS] = {0}, applied = 0, signs = 0, negated = 0, repeats = 0,
+    int64_t count[TIMM_N_OPS] = {0}, applied = 0, signs = 0, negated = 0, repeats = 0,
             at_top = 0, at_bottom = 0, n_steps = 0;
     double s1 = 0, s2 = 0;
     for (int64_t i = 0; i < N; i++) {
@@ -363,12 +366,12 @@ static void test_draws(double mu, double sd, uint64_t seed)
             CHECK(same_plan(&p, &again));
         }
     }
-    double chi2 = 0, e = (double)n_steps / TB_RA_N_OPS;
-    for (int op = 0; op < TB_RA_N_OPS; op++) {
+    double chi2 = 0, e = (double)n_steps / TIMM_N_OPS;
+    for (int op = 0; op < TIMM_N_OPS; op++) {
         chi2 += (count[op] - e) * (count[op] - e) / e;
         char what[64];
         snprintf(what, sizeof(what), "share of %s", tb_randaug_op_name(op));
-        check_rate(what, count[op], n_steps, 1.0 / TB_RA_N_OPS);
+        check_rate(what, count[op], n_steps, 1.0 / TIMM_N_OPS);
     }
     /* chi-square, 14 degrees of freedom: 36.1 is its 0.999 quantile */
     CHECK_MSG(chi2 < 36.1, "op choice chi-square %.1f", chi2);
@@ -377,7 +380,7 @@ static void test_draws(double mu, double sd, uint64_t seed)
     /* with replacement: a plan repeats an op with 1 - 15*14*13*12 / 15^4 */
     double distinct = 1;
     for (int k = 0; k < K; k++)
-        distinct *= (double)(TB_RA_N_OPS - k) / TB_RA_N_OPS;
+        distinct *= (double)(TIMM_N_OPS - k) / TIMM_N_OPS;
     check_rate("plans repeating an op", repeats, N, 1 - distinct);
     double mean, std, top, bottom;
     clipped_normal(mu, sd, &mean, &std, &top, &bottom);
