@@ -21,10 +21,10 @@
 /* ---- the op table ------------------------------------------------------------------------ */
 
 enum level_kind {
-    LEVEL_NONE,         /* AutoContrast, Equalize, Invert */
-    LEVEL_INC_NEGATE,   /* _increasing_randomly_negate_to_arg: base +- (M/10) span */
-    LEVEL_DEC_INT,      /* _decreasing_int_to_arg: base - int((M/10) span) */
-    LEVEL_DEC,          /* _decreasing_to_arg: base - (M/10) span */
+    LEVEL_NONE,       /* AutoContrast, Equalize, Invert */
+    LEVEL_INC_NEGATE, /* _increasing_randomly_negate_to_arg: base +- (M/10) span */
+    LEVEL_DEC_INT,    /* _decreasing_int_to_arg: base - int((M/10) span) */
+    LEVEL_DEC,        /* _decreasing_to_arg: base - (M/10) span */
 };
 
 /* _TRANSFORM_RANDAUG_MAX_PARAMS with _LEVEL_TO_ARG, in the dict's order (enum tb_ra_op from
@@ -291,8 +291,8 @@ static void solarize(float *px, size_t n_px, double threshold)
  * The arithmetic is ATen's vectorised kernel: the source point by one fused multiply-add,
  * the four corners' weights as products of the distances, the corners summed by fused
  * multiply-adds from the north-west; corners outside the frame read 0. */
-static inline void sample(const float *src, int W, int H, float gx, float gy, float sw,
-                          float sh, float *out)
+static inline void sample(const float *src, int W, int H, float gx, float gy, float sw, float sh,
+                          float *out)
 {
     float ix = fmaf(gx + 1.0f, sw, -0.5f);
     float iy = fmaf(gy + 1.0f, sh, -0.5f);
@@ -301,8 +301,11 @@ static inline void sample(const float *src, int W, int H, float gx, float gy, fl
     float n = iy - yn, s = 1.0f - n;
     float wt[4] = {s * e, s * w, n * e, n * w}; /* nw, ne, sw, se */
     int x0 = (int)xw, y0 = (int)yn;
-    int okx[2] = {x0 > -1 && x0 < W, x0 + 1 > -1 && x0 + 1 < W};
-    int oky[2] = {y0 > -1 && y0 < H, y0 + 1 > -1 && y0 + 1 < H};
+    int okx[2], oky[2];
+    for (int k = 0; k < 2; k++) {
+        okx[k] = x0 + k > -1 && x0 + k < W;
+        oky[k] = y0 + k > -1 && y0 + k < H;
+    }
     const float *corner[4] = {NULL, NULL, NULL, NULL};
     for (int k = 0; k < 4; k++)
         if (oky[k >> 1] && okx[k & 1])
@@ -429,8 +432,7 @@ void tbi_randaug_pv_frame(float *px, int W, int H, const struct tb_ra_step *step
     }
 }
 
-int tbi_randaug_pv_clip(uint8_t *clip, int T, int W, int H, const struct tb_ra_step *steps,
-                        int n)
+int tbi_randaug_pv_clip(uint8_t *clip, int T, int W, int H, const struct tb_ra_step *steps, int n)
 {
     size_t n_val = (size_t)W * H * 3;
     float *px = tbi_malloc(sizeof(float) * n_val * 2);

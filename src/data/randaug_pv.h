@@ -24,8 +24,8 @@ void tbi_randaug_pv_draw(const struct tb_randaug_opts *o, tb_rng *r, struct tb_r
 
 /* The ops steps[0..n) with their arguments, in order, on one frame of floats (H, W, 3) in
  * place; scratch holds a frame of floats. */
-void tbi_randaug_pv_frame(float *px, int width, int height, const struct tb_ra_step *steps,
-                          int n, float *scratch);
+void tbi_randaug_pv_frame(float *px, int width, int height, const struct tb_ra_step *steps, int n,
+                          float *scratch);
 /* Each frame of clip (T, H, W, 3) as floats v / 255, through steps[0..n), back to the nearest
  * level. 0 or TB_ENOMEM. */
 int tbi_randaug_pv_clip(uint8_t *clip, int n_frames, int width, int height,
