@@ -125,7 +125,7 @@ static const struct cli_flag train_flags[] = {
     F("erase-mode", CLI_STR, erase_mode, "clip", "clip|frame",
       "cls: clip (one box through the clip: "
       "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
-    F("rand-augment", CLI_STR, rand_augment, "none", "SPEC", "cls: RandAugment on each "
+    F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "cls: RandAugment on each "
       "training clip after its crop, every frame alike: mM-nN[-mstdS] timm's increasing ops "
       "as VideoMAE applies them, N ops of magnitude M (0-10), noise S (default 0.5; VideoMAE "
       "fine-tuning: m7-n4); pytorchvideo-mM-nN pytorchvideo's on the clip as floats, N "
