@@ -8,7 +8,7 @@ pkgs="build-essential cmake pkg-config
 libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libx264-dev
 libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin zlib1g-dev
 ffmpeg opencv-doc python3 python3-dev python3-numpy python3-pytest python3-torch python3-regex
-python3-pil
+python3-pil python3-torchvision
 clang libclang-rt-14-dev llvm"
 
 missing=""

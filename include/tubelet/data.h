@@ -187,8 +187,20 @@ enum tb_ra_op {
     TB_RA_SHEAR_Y,
     TB_RA_TRANSLATE_X,     /* TranslateXRel; arg: a fraction of the width, +-0.45 M/10 */
     TB_RA_TRANSLATE_Y,     /* TranslateYRel; of the height */
+    /* pytorchvideo's RandAugment (family TB_RA_PYTORCHVIDEO, src/data/randaug_pv.c), in its
+     * table's order: torchvision's tensor ops on the clip as floats in [0, 1], bilinear, fill
+     * 0.5; resample and fill are not read. Args: the blends' factor 1 +- 0.9 M/10, degrees
+     * +-30 M/10, bits 4 - int(4 M/10), threshold 1 - M/10, shear +-0.3 M/10, translation
+     * +-0.45 M/10 of the side. */
+    TB_RA_PV_BRIGHTNESS, TB_RA_PV_CONTRAST, TB_RA_PV_SATURATION, TB_RA_PV_SHARPNESS,
+    TB_RA_PV_AUTO_CONTRAST, TB_RA_PV_EQUALIZE, TB_RA_PV_INVERT, TB_RA_PV_ROTATE,
+    TB_RA_PV_POSTERIZE, TB_RA_PV_SOLARIZE, TB_RA_PV_SHEAR_X, TB_RA_PV_SHEAR_Y,
+    TB_RA_PV_TRANSLATE_X, TB_RA_PV_TRANSLATE_Y,
     TB_RA_N_OPS
 };
+enum tb_ra_family { TB_RA_TIMM, TB_RA_PYTORCHVIDEO };
+/* pytorchvideo's magnitude draws (its sampling_type; uniform: its sampling_data_type) */
+enum tb_ra_sampling { TB_RA_GAUSSIAN, TB_RA_UNIFORM_INT, TB_RA_UNIFORM_FLOAT };
 
 enum tb_resample { TB_RESAMPLE_BICUBIC, TB_RESAMPLE_BILINEAR };
 
@@ -200,10 +212,17 @@ struct tb_randaug_opts {
     double magnitude_std;      /* S: the magnitude's noise per op and clip; 0: none */
     enum tb_resample resample; /* the geometric ops' filter */
     uint8_t fill[3];           /* the geometric ops' colour outside the frame */
+    enum tb_ra_family family;  /* whose ops and draws (0: timm's) */
+    double prob;               /* pytorchvideo: each op's probability (its prob) */
+    enum tb_ra_sampling sampling; /* pytorchvideo: the magnitude's draw; gaussian's std is
+                                  magnitude_std */
+    double sampling_min;       /* pytorchvideo: uniform draws from here to M */
 };
 
 /* "mM-nN" or "mM-nN-mstdS" (timm's form "rand-m7-n4-mstd0.5-inc1" too) into *o: S is 0.5
- * unless given (VideoMAE's), bicubic, fill (128, 128, 128). "none", "" or NULL: off. Errors
+ * unless given (VideoMAE's), bicubic, fill (128, 128, 128). "pytorchvideo-mM-nN" with
+ * optional -pP, -mstdS, -uniform (integers), -uniform-float, -minK: pytorchvideo's
+ * (prob 0.5, gaussian, std 0.5, min 0 unless given). "none", "" or NULL: off. Errors
  * (TB_EINVAL) name the bad part. */
 TB_API int tb_randaug_parse(const char *spec, struct tb_randaug_opts *o);
 /* 0, or TB_EINVAL for settings out of range. */

@@ -126,9 +126,11 @@ static const struct cli_flag train_flags[] = {
       "cls: clip (one box through the clip: "
       "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
     F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "cls: RandAugment on each "
-      "training clip after its crop, timm's increasing ops as VideoMAE applies them (every "
-      "frame alike): N ops of magnitude M (0-10), noise -mstdS (default 0.5; VideoMAE "
-      "fine-tuning: m7-n4); none: off", CLI_NO_RANGE),
+      "training clip after its crop, every frame alike: mM-nN[-mstdS] timm's increasing ops "
+      "as VideoMAE applies them, N ops of magnitude M (0-10), noise S (default 0.5; VideoMAE "
+      "fine-tuning: m7-n4); pytorchvideo-mM-nN pytorchvideo's on the clip as floats, N "
+      "distinct ops, with -pP (each op's probability, 0.5), -mstdS (0.5), -uniform[-float]"
+      "[-minK] (AVION's K400 fine-tuning: pytorchvideo-m7-n4); none: off", CLI_NO_RANGE),
     F("cls-backbone", CLI_STR, cls_backbone, "vit", "vit|clip", "cls: vit (timm's ViT, VideoMAE's "
       "names) or clip (AVION's classifier: the CLIP video tower of a --task clip run, class "
       "token and ln_post, the head on it; --init takes its visual.* weights)", CLI_NO_RANGE),

@@ -6,7 +6,8 @@
  * choice, AutoAugment and AugMix. Compiled with -ffp-contract=off (CMakeLists.txt): Pillow's
  * float and double expressions are reproduced term by term (a pixel's three channels side by
  * side in one vector, each lane the scalar arithmetic), and a fused multiply-add would round
- * differently. Tests: tests/test_augment.c (against tests/ref/randaug_ref.py). */
+ * differently. The settings, draws and plans of both families are here; pytorchvideo's ops and
+ * draws are randaug_pv.c's. Tests: tests/test_augment.c (against tests/ref/randaug_ref.py). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +18,15 @@
 #endif
 
 #include "core/internal.h"
+#include "data/randaug_pv.h"
 #include "tubelet/data.h"
 #include "tubelet/rng.h"
 
+/* timm's ops come first in enum tb_ra_op, pytorchvideo's after them */
+#define TIMM_N_OPS TB_RA_PV_BRIGHTNESS
+
 /* timm's _RAND_INCREASING_TRANSFORMS, in its order (enum tb_ra_op). */
-static const char *const op_names[TB_RA_N_OPS] = {
+static const char *const op_names[TIMM_N_OPS] = {
     "AutoContrast",        "Equalize",           "Invert",
     "Rotate",              "PosterizeIncreasing", "SolarizeIncreasing",
     "SolarizeAdd",         "ColorIncreasing",    "ContrastIncreasing",
@@ -31,7 +36,9 @@ static const char *const op_names[TB_RA_N_OPS] = {
 
 const char *tb_randaug_op_name(enum tb_ra_op op)
 {
-    return (unsigned)op < TB_RA_N_OPS ? op_names[op] : "?";
+    if (tbi_randaug_is_pv(op))
+        return tbi_randaug_pv_name(op);
+    return (unsigned)op < TIMM_N_OPS ? op_names[op] : "?";
 }
 
 /* ---- the settings ------------------------------------------------------------------------ */
@@ -49,11 +56,77 @@ static int parse_number(const char *s, size_t len, double *out)
     return *end || !isfinite(*out) ? -1 : 0;
 }
 
+/* "pytorchvideo-mM-nN" and its options (p, mstd, uniform, float, min): pytorchvideo's
+ * RandAugment(magnitude=M, num_layers=N, prob=P, sampling_type, sampling_hparas), its
+ * defaults prob 0.5, gaussian with sampling_std 0.5, uniform as integers from 0. */
+static int parse_pv(const char *spec, const char *p, struct tb_randaug_opts *o)
+{
+    int have_m = 0, have_n = 0, uniform = 0, floats = 0, have_std = 0, have_min = 0;
+    double m = 0, n = 0, prob = 0.5, mstd = 0.5, lo = 0;
+    while (*p) {
+        const char *dash = strchr(p, '-');
+        size_t len = dash ? (size_t)(dash - p) : strlen(p);
+        int bad = 0;
+        if (len == 7 && !strncmp(p, "uniform", 7)) {
+            uniform = 1;
+        } else if (len == 5 && !strncmp(p, "float", 5)) {
+            floats = 1;
+        } else if (len > 4 && !strncmp(p, "mstd", 4)) {
+            bad = parse_number(p + 4, len - 4, &mstd) < 0 || mstd > 10;
+            have_std = 1;
+        } else if (len > 3 && !strncmp(p, "min", 3)) {
+            bad = parse_number(p + 3, len - 3, &lo) < 0 || lo > 10;
+            have_min = 1;
+        } else if (len > 1 && p[0] == 'm') {
+            bad = parse_number(p + 1, len - 1, &m) < 0 || m > 10;
+            have_m = 1;
+        } else if (len > 1 && p[0] == 'n') {
+            bad = parse_number(p + 1, len - 1, &n) < 0 || n != floor(n) || n < 1 ||
+                  n > TBI_PV_N_OPS;
+            have_n = 1;
+        } else if (len > 1 && p[0] == 'p') {
+            bad = parse_number(p + 1, len - 1, &prob) < 0 || prob > 1;
+        } else {
+            bad = 1;
+        }
+        if (bad)
+            return tbi_err(TB_EINVAL, "RandAugment '%s': bad part '%.*s' (pytorchvideo's form "
+                           "is pytorchvideo-mM-nN with -pP, -mstdS, -uniform, -uniform-float, "
+                           "-minK: magnitude 0-10, 1-%d distinct ops, probability 0-1)", spec,
+                           (int)len, p, TBI_PV_N_OPS);
+        p += len;
+        if (*p == '-' && !*++p)
+            return tbi_err(TB_EINVAL, "RandAugment '%s': ends in '-'", spec);
+    }
+    if (!have_m || !have_n)
+        return tbi_err(TB_EINVAL, "RandAugment '%s': needs a magnitude and a count "
+                       "(pytorchvideo-mM-nN, e.g. pytorchvideo-m7-n4)", spec);
+    if ((floats || have_min) && !uniform)
+        return tbi_err(TB_EINVAL, "RandAugment '%s': -float and -min go with -uniform", spec);
+    if (uniform && have_std)
+        return tbi_err(TB_EINVAL, "RandAugment '%s': -mstd is the gaussian draw's, not "
+                       "-uniform's", spec);
+    if (uniform && (lo > m || (!floats && (m != floor(m) || lo != floor(lo)))))
+        return tbi_err(TB_EINVAL, "RandAugment '%s': a uniform draw needs min <= M, both "
+                       "whole numbers unless -float", spec);
+    o->family = TB_RA_PYTORCHVIDEO;
+    o->n_ops = (int)n;
+    o->magnitude = m;
+    o->magnitude_std = uniform ? 0 : mstd;
+    o->prob = prob;
+    o->sampling = !uniform ? TB_RA_GAUSSIAN : floats ? TB_RA_UNIFORM_FLOAT : TB_RA_UNIFORM_INT;
+    o->sampling_min = lo;
+    o->resample = TB_RESAMPLE_BILINEAR; /* its only filter; its fill, 0.5, is no level */
+    return 0;
+}
+
 int tb_randaug_parse(const char *spec, struct tb_randaug_opts *o)
 {
     memset(o, 0, sizeof(*o));
     if (!spec || !spec[0] || !strcmp(spec, "none"))
         return 0;
+    if (!strncmp(spec, "pytorchvideo-", 13))
+        return parse_pv(spec, spec + 13, o);
     int have_m = 0, have_n = 0;
     double m = 0, n = 0, mstd = 0.5;
     for (const char *p = spec; *p;) {
@@ -101,9 +174,21 @@ int tb_randaug_check(const struct tb_randaug_opts *o)
 {
     if (o->n_ops < 0 || o->n_ops > TB_RA_MAX_OPS || !(o->magnitude >= 0 && o->magnitude <= 10) ||
         !(o->magnitude_std >= 0 && o->magnitude_std <= 10) ||
-        (o->resample != TB_RESAMPLE_BICUBIC && o->resample != TB_RESAMPLE_BILINEAR))
+        (o->resample != TB_RESAMPLE_BICUBIC && o->resample != TB_RESAMPLE_BILINEAR) ||
+        (o->family != TB_RA_TIMM && o->family != TB_RA_PYTORCHVIDEO))
         return tbi_err(TB_EINVAL, "bad RandAugment settings: %d ops, magnitude %g, noise %g",
                        o->n_ops, o->magnitude, o->magnitude_std);
+    if (o->family == TB_RA_PYTORCHVIDEO) {
+        double lo = o->sampling_min, m = o->magnitude;
+        int uniform = o->sampling == TB_RA_UNIFORM_INT || o->sampling == TB_RA_UNIFORM_FLOAT;
+        if (o->n_ops > TBI_PV_N_OPS || !(o->prob >= 0 && o->prob <= 1) ||
+            (!uniform && o->sampling != TB_RA_GAUSSIAN) ||
+            (uniform && !(lo >= 0 && lo <= m)) ||
+            (o->sampling == TB_RA_UNIFORM_INT && (m != floor(m) || lo != floor(lo))))
+            return tbi_err(TB_EINVAL, "bad pytorchvideo RandAugment settings: %d ops (at most "
+                           "%d), probability %g, sampling %d from %g to %g", o->n_ops,
+                           TBI_PV_N_OPS, o->prob, (int)o->sampling, lo, m);
+    }
     return 0;
 }
 
@@ -112,6 +197,8 @@ int tb_randaug_check(const struct tb_randaug_opts *o)
 double tb_randaug_level_arg(enum tb_ra_op op, double magnitude, int negate)
 {
     double v;
+    if (tbi_randaug_is_pv(op))
+        return tbi_randaug_pv_level_arg(op, magnitude, negate);
     switch (op) {
     case TB_RA_ROTATE: /* degrees, [-30, 30] */
         v = (magnitude / 10.0) * 30.0;
@@ -143,17 +230,22 @@ double tb_randaug_level_arg(enum tb_ra_op op, double magnitude, int negate)
 
 /* timm's AugmentOp.__call__ per op: skip unless random() <= prob (0.5); magnitude
  * gauss(M, std) clipped to [0, 10]; the sign by random() > 0.5. Each step takes the same four
- * draws whatever they decide, so the plan's numbers never shift with an earlier outcome. */
+ * draws whatever they decide, so the plan's numbers never shift with an earlier outcome.
+ * pytorchvideo's draws (randaug_pv.c) come from the same stream. */
 void tb_randaug_draw(const struct tb_randaug_opts *o, uint64_t seed, int64_t epoch, int64_t i,
                      struct tb_ra_plan *plan)
 {
     tb_rng r;
     tb_rng_init_for(&r, seed, TB_RNG_RAND_AUGMENT, (uint64_t)epoch, (uint64_t)i);
+    if (o->family == TB_RA_PYTORCHVIDEO) {
+        tbi_randaug_pv_draw(o, &r, plan);
+        return;
+    }
     int n = o->n_ops < 0 ? 0 : o->n_ops > TB_RA_MAX_OPS ? TB_RA_MAX_OPS : o->n_ops;
     plan->n = n;
     for (int k = 0; k < n; k++) {
         struct tb_ra_step *s = &plan->step[k];
-        s->op = (enum tb_ra_op)tb_rng_below(&r, TB_RA_N_OPS);
+        s->op = (enum tb_ra_op)tb_rng_below(&r, TIMM_N_OPS);
         double u_apply = tb_rng_uniform(&r);
         double z = tb_rng_normal(&r);
         double u_sign = tb_rng_uniform(&r);
@@ -599,6 +691,25 @@ static void apply_op(uint8_t *clip, int T, int W, int H, enum tb_ra_op op, doubl
     }
 }
 
+/* The arguments torchvision accepts for pytorchvideo's ops: factors >= 0, bits 0 to 8, a
+ * threshold at most 1. */
+static int pv_arg_ok(enum tb_ra_op op, double arg)
+{
+    switch (op) {
+    case TB_RA_PV_BRIGHTNESS:
+    case TB_RA_PV_CONTRAST:
+    case TB_RA_PV_SATURATION:
+    case TB_RA_PV_SHARPNESS:
+        return arg >= 0 && isfinite(arg);
+    case TB_RA_PV_POSTERIZE:
+        return arg >= 0 && arg <= 8 && arg == floor(arg);
+    case TB_RA_PV_SOLARIZE:
+        return arg <= 1 && isfinite(arg);
+    default:
+        return isfinite(arg);
+    }
+}
+
 int tb_randaug_op(uint8_t *clip, int n_frames, int width, int height, enum tb_ra_op op,
                   double arg, enum tb_resample resample, const uint8_t fill[3])
 {
@@ -606,6 +717,13 @@ int tb_randaug_op(uint8_t *clip, int n_frames, int width, int height, enum tb_ra
         (resample != TB_RESAMPLE_BICUBIC && resample != TB_RESAMPLE_BILINEAR))
         return tbi_err(TB_EINVAL, "RandAugment: bad op %d or frame shape %dx%d", (int)op, width,
                        height);
+    if (tbi_randaug_is_pv(op)) {
+        if (!pv_arg_ok(op, arg))
+            return tbi_err(TB_EINVAL, "RandAugment: %s takes no argument %g",
+                           tbi_randaug_pv_name(op), arg);
+        struct tb_ra_step s = {.op = op, .apply = 1, .arg = arg};
+        return tbi_randaug_pv_clip(clip, n_frames, width, height, &s, 1);
+    }
     uint8_t *scratch = NULL;
     size_t bytes = (size_t)width * height * 3 + SCRATCH_PAD;
     if (needs_scratch(op) && !(scratch = tbi_malloc(bytes)))
@@ -619,15 +737,29 @@ int tb_randaug_apply(const struct tb_ra_plan *plan, const struct tb_randaug_opts
                      uint8_t *clip, int n_frames, int width, int height)
 {
     uint8_t *scratch = NULL;
-    for (int k = 0; k < plan->n; k++) {
-        const struct tb_ra_step *s = &plan->step[k];
-        if (!s->apply)
+    struct tb_ra_step pv[TB_RA_MAX_OPS];
+    int n_pv = 0, rc = 0, n = plan->n < TB_RA_MAX_OPS ? plan->n : TB_RA_MAX_OPS;
+    for (int k = 0; k <= n && rc == 0; k++) {
+        const struct tb_ra_step *s = k < n ? &plan->step[k] : NULL;
+        if (s && !s->apply)
+            continue;
+        if (s && tbi_randaug_is_pv(s->op)) {
+            pv[n_pv++] = *s;
+            continue;
+        }
+        /* pytorchvideo's ops run as one chain on float frames, rounded to levels at its end */
+        if (n_pv)
+            rc = tbi_randaug_pv_clip(clip, n_frames, width, height, pv, n_pv);
+        n_pv = 0;
+        if (!s || rc < 0)
             continue;
         if (needs_scratch(s->op) && !scratch &&
-            !(scratch = tbi_malloc((size_t)width * height * 3 + SCRATCH_PAD)))
-            return tbi_err(TB_ENOMEM, "out of memory for RandAugment's frame");
+            !(scratch = tbi_malloc((size_t)width * height * 3 + SCRATCH_PAD))) {
+            rc = tbi_err(TB_ENOMEM, "out of memory for RandAugment's frame");
+            break;
+        }
         apply_op(clip, n_frames, width, height, s->op, s->arg, o->resample, o->fill, scratch);
     }
     free(scratch);
-    return 0;
+    return rc;
 }
