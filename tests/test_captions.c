@@ -19,7 +19,9 @@
  *   sentence only, the same as without it (the sentence reaches the clip's tokens); with one
  *   sentence, most clips having none above the threshold (their own narration), the same as
  *   without it; from a relevancy file and a sentence CSV, the same as from the classes;
- *   misuse refused. */
+ *   misuse refused;
+ * - the classes CSV of --class-names read as pandas reads it (a byte order mark, CRLF, quoted
+ *   keys, 3,000-byte rows), a comma outside quotes refused. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <time.h>
@@ -543,6 +545,8 @@ static int ckpt_differs(const char *run_a, const char *run_b)
     return differ;
 }
 
+static void test_class_names(const char *data, const char *ckpt_run);
+
 static void test_train(void)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
@@ -669,6 +673,59 @@ static void test_train(void)
     free(out);
     tb_mir_sentences_free(&s);
     tb_ann_free(&a);
+    test_class_names(data, run[0]);
+}
+
+/* The classes CSV of zero-shot classification (--class-names) read as pandas reads it: the
+ * synthetic verb classes rewritten with a byte order mark, CRLF, quoted keys, spaces around
+ * values and an instances column of 3,000 bytes score exactly as the plain file; a key with a
+ * comma outside quotes is refused by file:line. */
+static void test_class_names(const char *data, const char *ckpt_run)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char plain[4400], odd[4400], val[4400], *out[2] = {NULL, NULL};
+    tbt_case = "classes CSV";
+    snprintf(plain, sizeof(plain), "%s/syn/annotations/EPIC_100_verb_classes.csv", d);
+    snprintf(val, sizeof(val), "%s/syn/annotations/EPIC_100_validation.csv", d);
+    snprintf(odd, sizeof(odd), "%s/verb_classes_odd.csv", d);
+    char *text = tbt_read(plain, NULL);
+    FILE *f = fopen(odd, "w");
+    fputs("\xEF\xBB\xBFid , key,instances,category\r\n", f);
+    int n = 0;
+    for (char *line = text ? strchr(text, '\n') : NULL; line && line[1]; n++) {
+        char key[128] = "";
+        line = strchr(line + 1, ',');
+        if (!line || sscanf(line + 1, "%127[^,]", key) != 1)
+            break;
+        fprintf(f, "%d, \"%s\" ,\"[", n, key);
+        for (int k = 0; k < 150; k++)
+            fprintf(f, "%s'%s-%03d'", k ? ", " : "", key, k);
+        fprintf(f, "]\",\tverbs\r\n");
+        line = strchr(line, '\n');
+    }
+    fclose(f);
+    free(text);
+    CHECK_MSG(n >= 4, "%d classes read from %s", n, plain);
+    for (int v = 0; v < 2; v++) {
+        int rc = tbt_run(&out[v], 300, "%s eval --task mir --ckpt %s/last.safetensors --data %s "
+                         "--val %s --batch 4 --class-names %s", t, ckpt_run, data, val,
+                         v ? odd : plain);
+        CHECK_MSG(rc == 0, "%s", out[v]);
+    }
+    const char *z[2] = {out[0] ? strstr(out[0], "\"zeroshot_top1\"") : NULL,
+                        out[1] ? strstr(out[1], "\"zeroshot_top1\"") : NULL};
+    CHECK_MSG(z[0] && z[1] && !strcmp(z[0], z[1]), "the odd classes CSV scores otherwise:\n%s\n"
+              "%s", out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+    f = fopen(odd, "w");
+    fputs("id,key,instances,category\n0,move, left,x,y\n", f);
+    fclose(f);
+    int rc = tbt_run(&out[0], 300, "%s eval --task mir --ckpt %s/last.safetensors --data %s "
+                     "--val %s --batch 4 --class-names %s", t, ckpt_run, data, val, odd);
+    CHECK_MSG(rc != 0, "%s", out[0]);
+    CHECK_STR_HAS(out[0], "verb_classes_odd.csv:2: more fields (a comma outside quotes?");
+    free(out[0]);
 }
 
 int main(void)

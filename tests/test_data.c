@@ -143,6 +143,181 @@ static void test_annotations(void)
     tb_ann_free(&val);
 }
 
+/* ---- CSV rows as RFC 4180 and pandas read them ------------------------------------------- */
+
+/* Load text as a file of format (skipping bad rows when skip): 0 or the error. */
+static int load_text(struct tb_annotations **a, const char *name, const char *text,
+                     enum tb_ann_format format, int skip)
+{
+    struct tb_ann_opts o = {.format = format, .skip_bad_rows = skip};
+    write_file(tbt_path(name), text);
+    return tb_ann_load(a, tbt_path(name), &o);
+}
+
+/* A row of more fields than the header (a comma outside quotes) is bad, naming its line,
+ * never cut to its first fields; so is a row of fewer. */
+static void test_field_counts(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "narration: a comma outside quotes";
+    CHECK_EQ(load_text(&a, "comma.csv", "video_id,start_s,end_s,text\n"
+                       "P01_01,1,3,open the door, then close it\n"
+                       "P01_01,4,6,\"open the door, then close it\"\n", TB_ANN_NARRATION, 0),
+             TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "comma.csv:2: 5 fields, the header has 4: a comma outside "
+                               "quotes? A field holding one is quoted");
+    CHECK_EQ(load_text(&a, "comma.csv", "video_id,start_s,end_s,text\n"
+                       "P01_01,1,3,open the door, then close it\n"
+                       "P01_01,4,6,\"open the door, then close it\"\n", TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && a->n_skipped == 1 && a->bad[0].line == 2);
+        CHECK(!strcmp(a->items[0].text, "open the door, then close it"));
+        tb_ann_free(&a);
+    }
+    /* without a header: the format's four fields */
+    CHECK_EQ(load_text(&a, "comma.csv", "P01_01,1,3,open the door, then close it\n",
+                       TB_ANN_NARRATION, 0), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "comma.csv:1: 5 fields, the format (video_id,start_s,end_s,"
+                               "text) has 4");
+    /* EPIC: the narration in the middle, the classes after it */
+    tbt_case = "EPIC: more or fewer fields than the header";
+    const char *head = "narration_id,video_id,start_timestamp,stop_timestamp,narration,"
+                       "verb_class,noun_class\n";
+    char text[1024];
+    snprintf(text, sizeof(text), "%sa,P01_01,00:00:01.00,00:00:02.00,wash, then dry,3,4\n"
+             "b,P01_01,00:00:01.00,00:00:02.00,wash,3\nc,P01_01,00:00:01.00,00:00:02.00,wash,3,4,"
+             "\nd,P01_01,00:00:01.00,00:00:02.00,\"wash, then dry\",3,4\n", head);
+    CHECK_EQ(load_text(&a, "fields.csv", text, TB_ANN_EPIC, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && !strcmp(a->items[0].text, "wash, then dry") &&
+              a->items[0].verb == 3 && a->items[0].noun == 4);
+        CHECK_EQ(a->n_skipped, 3);
+        CHECK_STR_HAS(a->bad[0].message, "fields.csv:2: 8 fields, the header has 7");
+        CHECK_STR_HAS(a->bad[1].message, "fields.csv:3: 6 fields, the header has 7");
+        CHECK_STR_HAS(a->bad[2].message, "fields.csv:4: 8 fields, the header has 7");
+        tb_ann_free(&a);
+    }
+}
+
+/* Spaces around values are no part of them, as around the header's names (inside quotes they
+ * are kept); a byte order mark, CRLF, blank lines and a quoted line break read as pandas reads
+ * them, lines numbered in the file; NUL bytes and UTF-16 refused. */
+static void test_csv_quirks(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "spaces around values";
+    CHECK_EQ(load_text(&a, "spaces.csv", " narration_id , video_id,start_timestamp,"
+                       "stop_timestamp ,narration,verb_class,noun_class\n"
+                       "a , P01_01 , 00:00:01.00 , 00:00:02.50 , \" move, red \" , 3 , 4 \n"
+                       "b,P01_02,\t00:00:03.00,00:00:04.00,wash ,5,6\t\n", TB_ANN_EPIC, 0), 0);
+    if (a) {
+        CHECK_EQ(a->n_items, 2);
+        const struct tb_ann_item *x = &a->items[0];
+        CHECK(!strcmp(x->video, "P01_01") && !strcmp(x->id, "a") && x->verb == 3 &&
+              x->noun == 4 && x->start_s == 1 && x->end_s == 2.5);
+        CHECK_MSG(!strcmp(x->text, " move, red "), "text '%s'", x->text);
+        CHECK(!strcmp(a->items[1].text, "wash") && a->items[1].start_s == 3);
+        tb_ann_free(&a);
+    }
+    tbt_case = "BOM, CRLF, blank lines, a quoted line break";
+    CHECK_EQ(load_text(&a, "quirks.csv", "\xEF\xBB\xBFvideo_id,start_s,end_s,text\r\n\r\n"
+                       "P01_01,1,2,\"first line\r\nsecond line\"\r\n"
+                       "P01_01,2,1,backwards\r\n"
+                       "P01_02,3,4,caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80\r\n",
+                       TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 2 && a->n_skipped == 1);
+        CHECK(!strcmp(a->items[0].text, "first line\r\nsecond line") && a->items[0].line == 3);
+        CHECK_STR_HAS(a->bad[0].message, "quirks.csv:5: the action ends");
+        CHECK(!strcmp(a->items[1].text, "caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80") &&
+              a->items[1].line == 6 && !strcmp(a->items[1].video, "P01_02"));
+        tb_ann_free(&a);
+    }
+    /* one quote that never closes costs its own row, not the rest of the file */
+    CHECK_EQ(load_text(&a, "quirks.csv", "video_id,start_s,end_s,text\nP01_01,1,2,\"open\n"
+                       "P01_01,3,4,close\n", TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && a->n_skipped == 1 && a->items[0].line == 3);
+        CHECK_STR_HAS(a->bad[0].message, "quirks.csv:2: malformed CSV: a quoted field does not "
+                                         "close");
+        tb_ann_free(&a);
+    }
+    tbt_case = "not UTF-8 text";
+    char u16[] = "\xFF\xFEv\0i\0d\0";
+    FILE *f = fopen(tbt_path("u16.csv"), "wb");
+    fwrite(u16, 1, sizeof(u16), f);
+    fclose(f);
+    struct tb_ann_opts o = {.format = TB_ANN_NARRATION, .skip_bad_rows = 1};
+    CHECK_EQ(tb_ann_load(&a, tbt_path("u16.csv"), &o), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "u16.csv: a NUL byte: not UTF-8 text (UTF-16?");
+    tbt_case = "header columns";
+    CHECK_EQ(load_text(&a, "head.csv", "video_id,start_s,end_s,text,text\nP01_01,1,2,a,b\n",
+                       TB_ANN_NARRATION, 1), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "head.csv:1: the header names 'text' twice (columns 4 and 5)");
+    CHECK_EQ(load_text(&a, "head.csv", "video_id,start,end,text\nP01_01,1,2,a\n",
+                       TB_ANN_NARRATION, 1), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "head.csv:1: no 'start_s' column in the header");
+    /* columns by name, in any order, unknown ones ignored */
+    CHECK_EQ(load_text(&a, "head.csv", "text,source,end_s,video_id,start_s\nwash,x,2,P01_01,1\n",
+                       TB_ANN_NARRATION, 0), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && !strcmp(a->items[0].text, "wash") &&
+              !strcmp(a->items[0].video, "P01_01") && a->items[0].end_s == 2);
+        tb_ann_free(&a);
+    }
+}
+
+/* A column the format's every reader reads is validated in every row; an optional one only
+ * some runs read (all_noun_classes: MIR) is not: its bad cell stays on the row for them. */
+static void test_unread_columns(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "all_noun_classes that does not parse";
+    CHECK_EQ(load_text(&a, "nouns.csv", "video_id,start_timestamp,stop_timestamp,verb_class,"
+                       "noun_class,all_noun_classes\n"
+                       "P01_01,00:00:01.00,00:00:02.00,1,2,[]\nP01_01,00:00:03.00,00:00:04.00,1,2,"
+                       "\"[2, 5]\"\n", TB_ANN_EPIC, 0), 0);
+    if (a) {
+        CHECK_EQ(a->n_items, 2);
+        CHECK(a->items[0].nouns == NULL && a->items[0].verb == 1 && a->items[0].noun == 2);
+        CHECK_STR_HAS(a->items[0].cell_error, "nouns.csv:2: column 'all_noun_classes': '[]' is "
+                                              "not a list");
+        CHECK(a->items[1].cell_error == NULL && a->items[1].n_nouns == 2);
+        tb_ann_free(&a);
+    }
+}
+
+/* An EK-100 CSV whose all_noun_classes does not parse in some rows (a column --task cls
+ * never reads) trains on every row. */
+static void test_unread_column_run(void)
+{
+    tbt_case = "an unread column in a training run";
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&a, train_csv, &epic), 0);
+    if (!a)
+        return;
+    char path[4400], *out = NULL;
+    snprintf(path, sizeof(path), "%s/nouns_train.csv", tbt_dir());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "video_id,start_timestamp,stop_timestamp,narration,verb_class,noun_class,"
+               "all_noun_classes\n");
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        fprintf(f, "%s,00:00:%05.2f,00:00:%05.2f,%s,%d,%d,%s\n", it->video, it->start_s,
+                it->end_s, it->text, it->verb, it->noun, i % 2 ? "[]" : "\"[1, 2]\"");
+    }
+    fclose(f);
+    int rc = tbt_run(&out, 300, "%s train --data %s --train %s --dim 32 --depth 1 --heads 2 "
+                     "--patch 16 --frames 2 --size 32 --batch 2 --epochs 1 --out %s/nouns_run",
+                     tbt_tubelet(), root, path, tbt_dir());
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_MSG(out && !strstr(out, "skipping"), "rows skipped: %s", out);
+    free(out);
+
+    tb_ann_free(&a);
+}
+
 /* ---- loader ------------------------------------------------------------------------------ */
 
 #define T 4
@@ -545,6 +720,9 @@ int main(void)
     if (make_dataset() < 0)
         return 1;
     test_annotations();
+    test_field_counts();
+    test_csv_quirks();
+    test_unread_columns();
     struct tb_annotations *train = NULL, *val = NULL;
     struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
     CHECK_EQ(tb_ann_load(&train, train_csv, &epic), 0);
@@ -558,6 +736,7 @@ int main(void)
         test_failures(train);
     }
     test_timeout();
+    test_unread_column_run();
     tb_ann_free(&train);
     tb_ann_free(&val);
     TBT_EXIT();

@@ -1,8 +1,8 @@
 /* include/tubelet/data.h - from annotation files to batches of clips.
  *
  * annotations  EPIC-Kitchens-100 CSVs, Kinetics/VideoMAE lists (`path num_frames label`) and
- *              narration CSVs (`video_id,start_s,end_s,text`), validated row by row, and
- *              their statistics (tb_ann_stats_compute);
+ *              narration CSVs (`video_id,start_s,end_s,text`), split as RFC 4180 and pandas
+ *              split them, validated row by row, and their statistics (tb_ann_stats_compute);
  * randaug      timm's increasing op set on a clip's frames, as VideoMAE applies it, with
  *              Pillow's arithmetic;
  * dataset      annotations + a prepared-video root + sampler + crop + output size (+ training
@@ -31,7 +31,8 @@ extern "C" {
 enum tb_ann_format {
     TB_ANN_EPIC,      /* EPIC-Kitchens-100 action CSV */
     TB_ANN_KINETICS,  /* "path num_frames label" lines (VideoMAE lists) */
-    TB_ANN_NARRATION, /* "video_id,start_s,end_s,text" CSV, for video-text pairs */
+    TB_ANN_NARRATION, /* "video_id,start_s,end_s,text" CSV, for video-text pairs; under a
+                         header, columns by name */
 };
 
 struct tb_ann_item {
@@ -49,6 +50,11 @@ struct tb_ann_item {
     int n_nouns;
     char *verb_name;      /* EPIC: the verb and noun columns (the classes' names) where the */
     char *noun_name;      /* file has them, else NULL */
+    char *cell_error;     /* a cell of an optional column that only some readers read
+                             (EPIC's all_noun_classes) and that does not parse: its message,
+                             naming the file, line and column; the field is left unset (nouns
+                             NULL). What reads the column refuses the row with it (MIR). NULL
+                             when every cell parsed */
 };
 
 /* A skipped row: its line and why. */
