@@ -250,6 +250,14 @@ static void test_csv_quirks(void)
     struct tb_ann_opts o = {.format = TB_ANN_NARRATION, .skip_bad_rows = 1};
     CHECK_EQ(tb_ann_load(&a, tbt_path("u16.csv"), &o), TB_EFORMAT);
     CHECK_STR_HAS(tb_errmsg(), "u16.csv: a NUL byte: not UTF-8 text (UTF-16?");
+    tbt_case = "times";
+    CHECK_EQ(load_text(&a, "times.csv", "P01_01,-0.5,2,early\nP01_01,0x10,20,hex\n"
+                       "P01_01,nan,2,nan\nP01_01,1,inf,inf\n", TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && a->items[0].start_s == -0.5 && a->n_skipped == 3);
+        CHECK_STR_HAS(a->bad[0].message, "times.csv:2: column 'start_s': '0x10' is not a time");
+        tb_ann_free(&a);
+    }
     tbt_case = "header columns";
     CHECK_EQ(load_text(&a, "head.csv", "video_id,start_s,end_s,text,text\nP01_01,1,2,a,b\n",
                        TB_ANN_NARRATION, 1), TB_EFORMAT);
@@ -287,6 +295,69 @@ static void test_unread_columns(void)
     }
 }
 
+/* ---- windows outside their video ---------------------------------------------------------- */
+
+/* Windows that run past their video's end or before its start are kept, clamped, and counted
+ * with their lines (tb_ann_drop_unreadable); one wholly outside is dropped; the CLI says so
+ * before training. The video's length comes from the reader, the windows from it. */
+static void test_windows(void)
+{
+    tbt_case = "windows past the end or the start";
+    tb_reader *r = NULL;
+    struct tb_video_info vi = {0};
+    char path[4400], text[2048], *out = NULL;
+    snprintf(path, sizeof(path), "%s/P01_01.mp4", root);
+    CHECK_EQ(tb_reader_open(&r, NULL), 0);
+    CHECK_EQ(r ? tb_reader_info(r, path, &vi) : -1, 0);
+    if (!r || vi.n_frames <= 0) {
+        tb_reader_close(&r);
+        return;
+    }
+    double len = (double)vi.n_frames * vi.fps_den / vi.fps_num, frame = 1.0 * vi.fps_den /
+                                                                      vi.fps_num;
+    /* inside; ending a frame past the end; wholly past it; starting before the video; ending
+     * exactly at the end (inside); both ends out */
+    snprintf(text, sizeof(text), "video_id,start_s,end_s,text\n"
+             "P01_01,1,2,inside\nP01_01,%.6f,%.6f,past the end\nP01_01,%.6f,%.6f,outside\n"
+             "P01_01,-1.5,1,before the start\nP01_01,%.6f,%.6f,to the end\n"
+             "P01_01,-1,%.6f,both\n", len - 1, len + frame, len + 1, len + 2, len - 1, len,
+             len + 1);
+    struct tb_annotations *a = NULL;
+    CHECK_EQ(load_text(&a, "windows.csv", text, TB_ANN_NARRATION, 0), 0);
+    CHECK_EQ(a ? tb_ann_drop_unreadable(a, r, root, "mp4") : -1, 1);
+    if (a) {
+        CHECK_EQ(a->n_items, 5);
+        CHECK_EQ(a->n_skipped, 1);
+        CHECK_STR_HAS(a->bad[0].message, "windows.csv:4:");
+        CHECK_EQ(a->n_clamped, 3);
+        CHECK_EQ(a->n_clamped_kept, 3);
+        CHECK_STR_HAS(a->clamped[0].message, "windows.csv:3: P01_01: the window");
+        CHECK_STR_HAS(a->clamped[0].message, "ends past the video");
+        CHECK_STR_HAS(a->clamped[1].message, "windows.csv:5: P01_01: the window -1.50-1.00 s "
+                                             "starts before the video");
+        CHECK_STR_HAS(a->clamped[2].message, "windows.csv:7: P01_01: the window");
+        CHECK_STR_HAS(a->clamped[2].message, "runs past both ends of the video");
+        /* counted afresh by another call */
+        CHECK_EQ(tb_ann_drop_unreadable(a, r, root, "mp4"), 0);
+        CHECK_EQ(a->n_clamped, 3);
+        tb_ann_free(&a);
+    }
+    tb_reader_close(&r);
+
+    /* The training run names them before its first step, and trains on every row kept. */
+    tbt_case = "windows: tubelet train reports them";
+    snprintf(path, sizeof(path), "%s/windows.csv", tbt_dir());
+    int rc = tbt_run(&out, 300, "%s train --task clip --format narration --data %s --train %s "
+                     "--dim 32 --depth 1 --heads 2 --patch 16 --frames 2 --size 32 --batch 2 "
+                     "--embed 16 --text-width 32 --text-heads 2 --text-depth 1 --context 8 "
+                     "--epochs 1 --out %s/windows_run", tbt_tubelet(), root, path, tbt_dir());
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "windows.csv: 3 of 5 rows' windows run past their video");
+    CHECK_STR_HAS(out, "windows.csv:5: P01_01: the window -1.50-1.00 s starts before the video");
+    CHECK_STR_HAS(out, "windows.csv: skipping 1 of 6 rows (1 for their video)");
+    free(out);
+}
+
 /* An EK-100 CSV whose all_noun_classes does not parse in some rows (a column --task cls
  * never reads) trains on every row. */
 static void test_unread_column_run(void)
@@ -315,6 +386,22 @@ static void test_unread_column_run(void)
     CHECK_MSG(out && !strstr(out, "skipping"), "rows skipped: %s", out);
     free(out);
 
+    /* An evaluation reports a window past its video's end too, and scores the row */
+    tbt_case = "windows: tubelet eval reports them";
+    snprintf(path, sizeof(path), "%s/past_end_val.csv", tbt_dir());
+    f = fopen(path, "w");
+    fprintf(f, "video_id,start_timestamp,stop_timestamp,verb_class,noun_class\n"
+               "%s,00:00:01.00,00:00:02.00,%d,%d\n%s,00:00:19.00,00:00:25.00,%d,%d\n",
+            a->items[0].video, a->items[0].verb, a->items[0].noun, a->items[0].video,
+            a->items[0].verb, a->items[0].noun);
+    fclose(f);
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/nouns_run/last.safetensors --data %s --val %s "
+                 "--batch 2", tbt_tubelet(), tbt_dir(), root, path);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "past_end_val.csv: 1 of 2 rows' windows run past their video");
+    CHECK_STR_HAS(out, "past_end_val.csv:3: ");
+    CHECK_STR_HAS(out, "the window 19.00-25.00 s ends past the video");
+    free(out);
     tb_ann_free(&a);
 }
 
@@ -736,6 +823,7 @@ int main(void)
         test_failures(train);
     }
     test_timeout();
+    test_windows();
     test_unread_column_run();
     tb_ann_free(&train);
     tb_ann_free(&val);

@@ -206,13 +206,14 @@ static double parse_timestamp(const char *s)
     return part[0] * 3600.0 + part[1] * 60.0 + part[2] + frac;
 }
 
-/* A time in seconds: a finite number, not negative. */
+/* A time in seconds: any finite number, negative too (a window that starts before its
+ * video: clamped to it and reported, as one past its end). */
 static int parse_seconds(const char *s, double *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v) || v < 0 || strpbrk(s, "xXnN"))
+    if (end == s || *end || errno || !isfinite(v) || strpbrk(s, "xXnN"))
         return -1;
     *out = v;
     return 0;
@@ -591,6 +592,12 @@ void tbi_ann_note_bad(struct tb_annotations *a, int line, const char *message)
     if (!a->n_skipped++ || line < a->bad[0].line)
         snprintf(a->first_error, sizeof(a->first_error), "%s", message);
     keep_row(a->bad, &a->n_bad_kept, line, message);
+}
+
+void tbi_ann_note_clamped(struct tb_annotations *a, int line, const char *message)
+{
+    a->n_clamped++;
+    keep_row(a->clamped, &a->n_clamped_kept, line, message);
 }
 
 void tbi_ann_drop(struct tb_annotations *a, const unsigned char *drop)
