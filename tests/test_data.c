@@ -295,6 +295,49 @@ static void test_unread_columns(void)
     }
 }
 
+/* A captions column: JSON lists of captions (escapes, unicode, surrogate pairs), the text
+ * where a row has none; malformed lists are bad rows naming why. */
+static void test_caption_lists(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "caption lists";
+    CHECK_EQ(load_text(&a, "caps.csv", "video_id,start_s,end_s,text,captions\n"
+                       "P01_01,1,2,,\"[\"\"C opens it, then \\\"\"shuts\\\"\" it\"\", "
+                       "\"\"caf\\u00e9 \\ud83d\\ude00\\n\\\\\"\"]\"\n"
+                       "P01_01,2,3,own text,\"[\"\"a\"\"]\"\n"
+                       "P01_01,3,4,no list,\n"
+                       "P01_01,4,5,x,\"['a', 'b']\"\n"
+                       "P01_01,5,6,x,[]\n"
+                       "P01_01,6,7,x,\"[\"\"a\"\", \"\" \"\"]\"\n"
+                       "P01_01,7,8,x,\"[\"\"a\\ud83d\"\"]\"\n"
+                       "P01_01,8,9,x,\"[\"\"a\"\"] b\"\n", TB_ANN_NARRATION, 1), 0);
+    if (!a)
+        return;
+    CHECK_EQ(a->n_items, 3);
+    const struct tb_ann_item *x = &a->items[0];
+    CHECK_EQ(x->n_captions, 2);
+    CHECK_MSG(!strcmp(tb_ann_caption(x, 0), "C opens it, then \"shuts\" it"), "'%s'",
+              tb_ann_caption(x, 0));
+    CHECK(!strcmp(tb_ann_caption(x, 1), "caf\xC3\xA9 \xF0\x9F\x98\x80\n\\"));
+    CHECK(tb_ann_caption(x, 2) == NULL && !strcmp(x->text, tb_ann_caption(x, 0)));
+    CHECK(a->items[1].n_captions == 1 && !strcmp(a->items[1].text, "own text") &&
+          !strcmp(tb_ann_caption(&a->items[1], 0), "a"));
+    CHECK(a->items[2].n_captions == 0 && a->items[2].captions == NULL &&
+          !strcmp(tb_ann_caption(&a->items[2], 0), "no list"));
+    CHECK_EQ(a->n_skipped, 5);
+    CHECK_STR_HAS(a->bad[0].message, "caps.csv:5: column 'captions': '['a', 'b']' is a Python "
+                                     "list (str() of one): write it with json.dumps");
+    CHECK_STR_HAS(a->bad[1].message, "caps.csv:6: column 'captions': '[]' is not a JSON list");
+    CHECK_STR_HAS(a->bad[2].message, "caps.csv:7: column 'captions'");
+    CHECK_STR_HAS(a->bad[2].message, "a caption of the list is empty");
+    CHECK_STR_HAS(a->bad[3].message, "caps.csv:8: column 'captions'");
+    tb_ann_free(&a);
+    /* a single caption a row, or none, draws 0; lists are drawn by tb_ann_caption_draw
+     * (tests/test_captions.c) */
+    struct tb_ann_item one = {.text = "t"};
+    CHECK_EQ(tb_ann_caption_draw(&one, 1, 2, 3), 0);
+}
+
 /* ---- windows outside their video ---------------------------------------------------------- */
 
 /* Windows that run past their video's end or before its start are kept, clamped, and counted
@@ -810,6 +853,7 @@ int main(void)
     test_field_counts();
     test_csv_quirks();
     test_unread_columns();
+    test_caption_lists();
     struct tb_annotations *train = NULL, *val = NULL;
     struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
     CHECK_EQ(tb_ann_load(&train, train_csv, &epic), 0);

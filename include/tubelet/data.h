@@ -1,8 +1,9 @@
 /* include/tubelet/data.h - from annotation files to batches of clips.
  *
  * annotations  EPIC-Kitchens-100 CSVs, Kinetics/VideoMAE lists (`path num_frames label`) and
- *              narration CSVs (`video_id,start_s,end_s,text`), split as RFC 4180 and pandas
- *              split them, validated row by row, and their statistics (tb_ann_stats_compute);
+ *              narration CSVs (`video_id,start_s,end_s,text`, or a captions column of JSON
+ *              lists), split as RFC 4180 and pandas split them, validated row by row, and
+ *              their statistics (tb_ann_stats_compute);
  * randaug      timm's increasing op set on a clip's frames, as VideoMAE applies it, with
  *              Pillow's arithmetic;
  * dataset      annotations + a prepared-video root + sampler + crop + output size (+ training
@@ -32,7 +33,7 @@ enum tb_ann_format {
     TB_ANN_EPIC,      /* EPIC-Kitchens-100 action CSV */
     TB_ANN_KINETICS,  /* "path num_frames label" lines (VideoMAE lists) */
     TB_ANN_NARRATION, /* "video_id,start_s,end_s,text" CSV, for video-text pairs; under a
-                         header, columns by name */
+                         header, columns by name, and a captions column of JSON lists */
 };
 
 struct tb_ann_item {
@@ -50,6 +51,11 @@ struct tb_ann_item {
     int n_nouns;
     char *verb_name;      /* EPIC: the verb and noun columns (the classes' names) where the */
     char *noun_name;      /* file has them, else NULL */
+    char *captions;       /* narration: the row's captions column, a list of several captions
+                             (LaViLa's rephrased and narrated ones), as n_captions strings
+                             each NUL-terminated, one after another; NULL where the row has
+                             none (its caption is text, which is otherwise the first) */
+    int n_captions;
     char *cell_error;     /* a cell of an optional column that only some readers read
                              (EPIC's all_noun_classes) and that does not parse: its message,
                              naming the file, line and column; the field is left unset (nouns
@@ -92,6 +98,15 @@ struct tb_ann_opts {
 TB_API int tb_ann_load(struct tb_annotations **out, const char *path,
                        const struct tb_ann_opts *opts);
 TB_API void tb_ann_free(struct tb_annotations **a);
+
+/* Caption k of an item: the k-th of its list, or its text where it has none (k = 0); NULL
+ * out of range. */
+TB_API const char *tb_ann_caption(const struct tb_ann_item *it, int k);
+/* The caption sample i of epoch shows in training: one of the item's list drawn uniformly
+ * from (seed, TB_RNG_CAPTION, epoch, i) alone, a new draw at every visit (AVION's
+ * random.choice of a clip's captions), the same after a resume; 0 without a list. */
+TB_API int tb_ann_caption_draw(const struct tb_ann_item *it, uint64_t seed, int64_t epoch,
+                               int64_t i);
 
 /* Give every EPIC item an action id: the "verb:noun" pairs of all the sets together, sorted
  * as strings, numbered in that order (AVION's mapping over train + val). Returns the number

@@ -104,8 +104,8 @@ static int cmp_clip(const struct tb_ann_item *a, const struct tb_ann_item *b)
     return 0;
 }
 
-/* Two rows as a whole, narration_id aside: the clip, the classes, the noun set and the text
- * (a Kinetics row's frame count too). */
+/* Two rows as a whole, narration_id aside: the clip, the classes, the noun set, the text and
+ * the captions (a Kinetics row's frame count too). */
 static int cmp_row(const struct tb_ann_item *a, const struct tb_ann_item *b)
 {
     int c = cmp_clip(a, b);
@@ -113,11 +113,15 @@ static int cmp_row(const struct tb_ann_item *a, const struct tb_ann_item *b)
         (c = (a->noun > b->noun) - (a->noun < b->noun)) ||
         (c = (a->n_frames > b->n_frames) - (a->n_frames < b->n_frames)) ||
         (c = (a->n_nouns > b->n_nouns) - (a->n_nouns < b->n_nouns)) ||
-        (c = cmp_opt_str(a->text, b->text)))
+        (c = cmp_opt_str(a->text, b->text)) ||
+        (c = (a->n_captions > b->n_captions) - (a->n_captions < b->n_captions)))
         return c;
     for (int k = 0; k < a->n_nouns && a->nouns && b->nouns; k++)
         if (a->nouns[k] != b->nouns[k])
             return a->nouns[k] < b->nouns[k] ? -1 : 1;
+    for (int k = 0; k < a->n_captions; k++)
+        if ((c = strcmp(tb_ann_caption(a, k), tb_ann_caption(b, k))))
+            return c;
     return 0;
 }
 

@@ -1,15 +1,16 @@
 /* src/data/annotations.c - annotation files: EPIC-Kitchens-100 CSVs (columns found by name in
  * the header; all_noun_classes as a set of classes), Kinetics/VideoMAE lists and narration
- * CSVs (columns by name under a header, or video_id,start_s,end_s,text). Every row is split
- * as RFC 4180 and pandas split it
+ * CSVs (columns by name under a header, or video_id,start_s,end_s,text; a captions column of
+ * JSON lists: several captions a clip). Every row is split as RFC 4180 and pandas split it
  * (the CSV walker and splitter of csv.h live here): a row of more or fewer fields than the
  * header is bad. The columns every reader of a format reads are validated in every row, an
  * error naming the file, line and column; an optional column that can be malformed
  * (all_noun_classes) is validated by what reads it: a bad cell leaves the field unset and its
  * message on the item (cell_error). With skip_bad_rows the bad rows are counted (those
  * without a start or end time apart) and the first few kept with their messages. EPIC action
- * ids: tb_ann_map_actions.
- * Tests: tests/test_data.c, tests/test_mir.c (the noun sets), tests/test_ann_stats.c. */
+ * ids: tb_ann_map_actions. A visit's caption: tb_ann_caption_draw.
+ * Tests: tests/test_data.c, tests/test_mir.c (the noun sets), tests/test_ann_stats.c,
+ * tests/test_captions.c (caption lists). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -21,6 +22,7 @@
 #include "data/ann_internal.h"
 #include "data/csv.h"
 #include "tubelet/data.h"
+#include "tubelet/rng.h"
 
 #define MAX_FIELDS 64
 #define ANN_MAX_BYTES (1u << 30)
@@ -279,17 +281,139 @@ bad:
     return -1;
 }
 
+static int hex4(const char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + (unsigned)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A \u escape at p (after the backslash: "uXXXX", a surrogate pair as two) as UTF-8 at *o;
+ * returns the characters read, or -1. */
+static int json_escape_u(const char *p, char **o)
+{
+    unsigned cp, lo;
+    int used = 5;
+    if (hex4(p + 1, &cp) < 0 || cp == 0 || (cp >= 0xDC00 && cp < 0xE000))
+        return -1;
+    if (cp >= 0xD800 && cp < 0xDC00) {
+        if (p[5] != '\\' || p[6] != 'u' || hex4(p + 7, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+            return -1;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        used = 11;
+    }
+    unsigned char *u = (unsigned char *)*o;
+    int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    static const unsigned char lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+    for (int i = n - 1; i > 0; i--, cp >>= 6)
+        u[i] = (unsigned char)(0x80 | (cp & 0x3F));
+    u[0] = (unsigned char)(lead[n] | cp);
+    *o += n;
+    return used;
+}
+
+/* One JSON string at *pp (after its opening quote) written at *o as UTF-8 and a NUL; both
+ * advanced past it. 0, or -1 with *pp at the offending character. */
+static int json_string(const char **pp, char **o)
+{
+    static const char plain[] = "\"\\/bfnrt", value[] = "\"\\/\b\f\n\r\t";
+    const char *p = *pp;
+    for (;;) {
+        if (!*p) {
+            *pp = p;
+            return -1;
+        }
+        if (*p == '"')
+            break;
+        if (*p != '\\') {
+            *(*o)++ = *p++;
+            continue;
+        }
+        const char *k = p[1] ? strchr(plain, p[1]) : NULL;
+        int used = k ? 1 : p[1] == 'u' ? json_escape_u(p + 1, o) : -1;
+        if (used < 0) {
+            *pp = p;
+            return -1;
+        }
+        if (k)
+            *(*o)++ = value[k - plain];
+        p += 1 + used;
+    }
+    *(*o)++ = '\0';
+    *pp = p + 1;
+    return 0;
+}
+
+/* captions: a JSON list of one caption or more, ["a man opens a door", "C opens it"], as
+ * Python's json.dumps writes it. The captions go to *out (malloc'ed: each NUL-terminated, one
+ * after another) and their number is returned; -1 for a malformed list (*at the offending
+ * character's offset, *why what is wrong), or TB_ENOMEM. */
+static int parse_caption_list(const char *s, char **out, int *at, const char **why)
+{
+    const char *p = s;
+    char *buf = tbi_malloc(strlen(s) + 1), *o = buf, *cap;
+    int n = 0;
+    *why = "not a JSON list of captions such as [\"a\", \"b\"]";
+    if (!buf)
+        return TB_ENOMEM;
+    while (*p == ' ')
+        p++;
+    if (*p != '[')
+        goto bad;
+    for (p++;; p++) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\'')
+            *why = "a Python list (str() of one): write it with json.dumps";
+        if (*p != '"')
+            goto bad;
+        p++;
+        cap = o;
+        if (json_string(&p, &o) < 0)
+            goto bad;
+        if (!*tbi_csv_trim(cap)) {
+            *why = "a caption of the list is empty";
+            goto bad;
+        }
+        n++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == ']')
+            break;
+        if (*p != ',')
+            goto bad;
+    }
+    for (p++; *p == ' ' || *p == '\t'; p++)
+        ;
+    if (*p)
+        goto bad;
+    *out = buf;
+    return n;
+bad:
+    *at = (int)(p - s);
+    free(buf);
+    return -1;
+}
+
 /* ---- rows ------------------------------------------------------------------------------- */
 
 /* Every column a format names, found by name in the header (the narration format without a
  * header: video_id, start_s, end_s, text in that order). */
 enum { C_VIDEO, C_START, C_STOP, C_VERB, C_NOUN, C_TEXT, C_NOUNS, C_ID, C_VERB_NAME,
-       C_NOUN_NAME, N_COLS };
+       C_NOUN_NAME, C_CAPTIONS, N_COLS };
 static const char *const epic_names[N_COLS] = {
     "video_id", "start_timestamp", "stop_timestamp", "verb_class", "noun_class",
-    "narration", "all_noun_classes", "narration_id", "verb", "noun"};
+    "narration", "all_noun_classes", "narration_id", "verb", "noun", NULL};
 static const char *const narration_names[N_COLS] = {
-    "video_id", "start_s", "end_s", NULL, NULL, "text", NULL, NULL, NULL, NULL};
+    "video_id", "start_s", "end_s", NULL, NULL, "text", NULL, NULL, NULL, NULL, "captions"};
 
 struct parser {
     struct tb_annotations *a;
@@ -335,6 +459,7 @@ static void free_item(struct tb_ann_item *it)
     free(it->verb_name);
     free(it->noun_name);
     free(it->nouns);
+    free(it->captions);
     free(it->cell_error);
 }
 
@@ -466,11 +591,11 @@ static int parse_epic(struct parser *ps, char **f, int line_no, struct tb_ann_it
     return row_nouns(ps, f, line_no, it);
 }
 
-/* A narration row's window and text. */
+/* A narration row's window, text and captions. */
 static int parse_narration(struct parser *ps, char **f, int line_no, struct tb_ann_item *it)
 {
     const char *path = ps->path, *start = f[ps->col[C_START]], *stop = f[ps->col[C_STOP]];
-    int rc;
+    int rc, at = 0, c = ps->col[C_CAPTIONS];
     if ((rc = empty_time(ps, start, "start_s", line_no)) < 0 ||
         (rc = empty_time(ps, stop, "end_s", line_no)) < 0)
         return rc;
@@ -480,8 +605,21 @@ static int parse_narration(struct parser *ps, char **f, int line_no, struct tb_a
     if (parse_seconds(stop, &it->end_s) < 0)
         return tbi_err(TB_EFORMAT, "%s:%d: column 'end_s': '%s' is not a time in seconds",
                        path, line_no, stop);
-    return (it->text = tbi_strdup(f[ps->col[C_TEXT]])) ? 0 : tbi_err(TB_ENOMEM, "%s: out of "
-                                                                     "memory", path);
+    if (c >= 0 && f[c][0]) {
+        const char *why = "";
+        int n = parse_caption_list(f[c], &it->captions, &at, &why);
+        if (n == TB_ENOMEM)
+            return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+        if (n < 0)
+            return tbi_err(TB_EFORMAT, "%s:%d: column 'captions': '%.80s' is %s (at character "
+                           "%d)", path, line_no, f[c], why, at + 1);
+        it->n_captions = n;
+    }
+    if ((rc = opt_string(ps, f, C_TEXT, &it->text)) < 0)
+        return rc;
+    if (!it->text && !(it->text = tbi_strdup(it->captions ? it->captions : "")))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    return 0;
 }
 
 /* Parse one data row into a new item. Returns 0, or TB_EFORMAT with the message set. */
@@ -537,12 +675,17 @@ static int parse_header(struct parser *ps, char *line)
             ps->col[k] = i;
         }
     }
-    for (int k = 0; k < N_COLS; k++)
-        if (ps->col[k] < 0 && (epic ? k < C_TEXT : k < C_VERB || k == C_TEXT))
+    for (int k = 0; k < (epic ? C_TEXT : C_VERB); k++)
+        if (ps->col[k] < 0)
             return tbi_err(TB_EFORMAT, "%s:1: no '%s' column in the header (%s)", ps->path,
                            names[k], epic ? "an EPIC-Kitchens-100 CSV has video_id, "
                            "start_timestamp, stop_timestamp, verb_class, noun_class"
-                           : "a narration CSV has video_id, start_s, end_s, text");
+                           : "a narration CSV has video_id, start_s, end_s, and text or "
+                           "captions");
+    if (!epic && ps->col[C_TEXT] < 0 && ps->col[C_CAPTIONS] < 0)
+        return tbi_err(TB_EFORMAT, "%s:1: no 'text' or 'captions' column in the header (a "
+                       "narration CSV has video_id, start_s, end_s, and text or captions)",
+                       ps->path);
     return 0;
 }
 
@@ -725,4 +868,25 @@ int tb_ann_map_actions(struct tb_annotations **sets, int n_sets)
     free(keys);
     free(buf);
     return n_unique;
+}
+
+const char *tb_ann_caption(const struct tb_ann_item *it, int k)
+{
+    if (!it->captions)
+        return k == 0 ? it->text : NULL;
+    if (k < 0 || k >= it->n_captions)
+        return NULL;
+    const char *s = it->captions;
+    while (k-- > 0)
+        s += strlen(s) + 1;
+    return s;
+}
+
+int tb_ann_caption_draw(const struct tb_ann_item *it, uint64_t seed, int64_t epoch, int64_t i)
+{
+    if (it->n_captions < 2)
+        return 0;
+    tb_rng g;
+    tb_rng_init_for(&g, seed, TB_RNG_CAPTION, (uint64_t)epoch, (uint64_t)i);
+    return (int)tb_rng_below(&g, (uint64_t)it->n_captions);
 }
