@@ -91,9 +91,8 @@ static void print_hist(const char *title, const struct tb_ann_hist *h, int64_t n
     }
 }
 
-/* Windows partly outside their video, repeated rows, the other split (val), bad cells. */
-static void print_checks(const struct ann_config *c, const struct tb_ann_stats *s,
-                         const struct tb_annotations *val)
+/* Windows partly outside their video (EPIC and narration rows). */
+static void print_windows(const struct tb_ann_stats *s)
 {
     if (s->root_checked)
         printf("past end     %" PRId64 " windows run past their video's end (training clamps "
@@ -106,7 +105,14 @@ static void print_checks(const struct ann_config *c, const struct tb_ann_stats *
            "clamped to its first frame)", s->n_past_start);
     if (s->n_past_start)
         printf("; the first at line %d", s->first_past_start_line);
-    printf("\nduplicates   %" PRId64 " rows repeat an earlier row (video, window, classes, "
+    printf("\n");
+}
+
+/* Repeated rows, the other split (val), bad cells. */
+static void print_checks(const struct ann_config *c, const struct tb_ann_stats *s,
+                         const struct tb_annotations *val)
+{
+    printf("duplicates   %" PRId64 " rows repeat an earlier row (video, window, classes, "
            "text)", s->n_duplicates);
     if (s->n_duplicates)
         printf("; the first at line %d, repeating line %d", s->first_duplicate_line,
@@ -169,6 +175,8 @@ static void print_report(const struct ann_config *c, const struct tb_annotations
         printf("  outside    %" PRId64 " windows hold no frame of their video (past its end or "
                "before its start: dropped in training); the first at line %d\n", s->n_outside,
                s->first_outside_line);
+    if (a->format != TB_ANN_KINETICS)
+        print_windows(s);
     print_checks(c, s, val);
     if (s->root_checked) {
         printf("root         %s (.%s): %" PRId64 " of %" PRId64 " videos readable (%" PRId64
