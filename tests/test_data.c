@@ -332,6 +332,18 @@ static void test_caption_lists(void)
     CHECK_STR_HAS(a->bad[2].message, "a caption of the list is empty");
     CHECK_STR_HAS(a->bad[3].message, "caps.csv:8: column 'captions'");
     tb_ann_free(&a);
+    /* captions ending in blanks are kept as written, each in its place (found by the
+     * narration fuzzer: a trimmed caption once shifted the ones after it) */
+    CHECK_EQ(load_text(&a, "caps.csv", "video_id,start_s,end_s,captions\n"
+                       "P01_01,1,2,\"[\"\"a, b\\t\"\", \"\" c \"\", \"\"d\"\"]\"\n",
+                       TB_ANN_NARRATION, 0), 0);
+    if (a) {
+        CHECK_EQ(a->items[0].n_captions, 3);
+        CHECK(!strcmp(tb_ann_caption(&a->items[0], 0), "a, b\t") &&
+              !strcmp(tb_ann_caption(&a->items[0], 1), " c ") &&
+              !strcmp(tb_ann_caption(&a->items[0], 2), "d"));
+        tb_ann_free(&a);
+    }
     /* a single caption a row, or none, draws 0; lists are drawn by tb_ann_caption_draw
      * (tests/test_captions.c) */
     struct tb_ann_item one = {.text = "t"};
