@@ -5,7 +5,9 @@
  * (and, in a second file, videos there that the loader cannot read, with their reasons):
  * every count is computed here from the rows as written; the bad rows are named by line; the
  * JSON report is valid JSON holding the same numbers; Kinetics lists and narration CSVs;
- * bad flags, a missing file and a file of bad rows are clear errors. */
+ * windows that run past their video's end or before its start, repeated rows and rows also in
+ * another split (--val), each counted with its first line, and EPIC cells only some runs read
+ * that do not parse; bad flags, a missing file and a file of bad rows are clear errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -232,6 +234,161 @@ static int64_t window_frames(const struct row *r, double fps, int64_t n)
     if (s > e)
         s = e;
     return e - s;
+}
+
+/* A narration row of the repeats test, and what it should count. */
+struct nrow {
+    const char *video;
+    double start_s, end_s;
+    const char *text;
+};
+
+/* Windows that run past their video (its end at the prepared video's 15 fps, its start
+ * whatever the video), repeated rows, rows also in a validation file, and (EPIC) cells that
+ * do not parse: the library's counts and first lines against the rows as written here, then
+ * the report and its JSON. prep0 holds the frames of the prepared P01_01. */
+static void check_repeats(const char *t, const char *d, const char *root, int64_t prep0)
+{
+    tbt_case = "windows, repeats, another split";
+    double end = (double)prep0 / 15; /* P01_01's length */
+    const struct nrow rows[] = {
+        {"P01_01", 1, 2, "take cup"},
+        {"P01_01", end - 1, end + 0.2, "past the end"},   /* 3 frames past */
+        {"P01_01", 1, 2, "take cup"},                      /* a repeat of line 2 */
+        {"P01_01", 1, 2, "take the cup"},                  /* the same clip, other text */
+        {"P01_01", -0.4, 1, "before the start"},
+        {"P01_01", end + 1, end + 2, "outside"},
+        {"P01_01", end - 1, end, "to the end"},            /* inside */
+        {"P02_07", -1, 1, "before a missing video"},       /* no root knows it: counted */
+        {"P01_01", end - 1, end + 0.2, "past the end"},    /* a repeat of line 3 */
+    };
+    const struct nrow val[] = {
+        {"P01_01", 5, 6, "new"},
+        {"P01_01", 1, 2, "take a cup"},                    /* train's clip of lines 2, 4, 5 */
+        {"P01_01", end - 1, end + 0.2, "x"},               /* train's line 3 */
+    };
+    int n = (int)(sizeof(rows) / sizeof(rows[0])), n_val = (int)(sizeof(val) / sizeof(val[0]));
+    char train_p[4400], val_p[4400], *out = NULL;
+    snprintf(train_p, sizeof(train_p), "%s/repeats.csv", d);
+    snprintf(val_p, sizeof(val_p), "%s/repeats_val.csv", d);
+    FILE *f = fopen(train_p, "w"), *g = fopen(val_p, "w");
+    fprintf(f, "video_id,start_s,end_s,text\n");
+    fprintf(g, "video_id,start_s,end_s,text\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s,%.4f,%.4f,%s\n", rows[i].video, rows[i].start_s, rows[i].end_s,
+                rows[i].text);
+    for (int i = 0; i < n_val; i++)
+        fprintf(g, "%s,%.4f,%.4f,%s\n", val[i].video, val[i].start_s, val[i].end_s,
+                val[i].text);
+    fclose(f);
+    fclose(g);
+    /* expected, from the rows: frames of whole 1/15 s; the windows here fall on them */
+    int64_t past_end = 0, past_start = 0, dups = 0, both = 0;
+    int first_end = 0, first_start = 0, first_dup = 0, dup_of = 0, first_both = 0, both_of = 0;
+    for (int i = 0; i < n; i++) {
+        const struct nrow *r = &rows[i];
+        int64_t s = llround(r->start_s * 15), e = llround(r->end_s * 15);
+        int prepared = !strcmp(r->video, "P01_01"), inside = !prepared || (s < prep0 && e > 0);
+        if (prepared && inside && e > prep0 && !past_end++)
+            first_end = i + 2;
+        if (inside && s < 0 && !past_start++)
+            first_start = i + 2;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(r->video, rows[j].video) && r->start_s == rows[j].start_s &&
+                r->end_s == rows[j].end_s && !strcmp(r->text, rows[j].text)) {
+                if (!dups++) {
+                    first_dup = i + 2;
+                    dup_of = j + 2;
+                }
+                break;
+            }
+    }
+    for (int i = 0; i < n_val; i++)
+        for (int j = 0; j < n; j++)
+            if (!strcmp(val[i].video, rows[j].video) && val[i].start_s == rows[j].start_s &&
+                val[i].end_s == rows[j].end_s) {
+                if (!both++) {
+                    first_both = i + 2;
+                    both_of = j + 2;
+                }
+                break;
+            }
+    CHECK(past_end == 2 && past_start == 2 && dups == 2 && both == 2); /* each count used */
+
+    struct tb_annotations *a = NULL, *v = NULL;
+    struct tb_ann_opts narr = {.format = TB_ANN_NARRATION};
+    struct tb_ann_stats *st = NULL;
+    CHECK_EQ(tb_ann_load(&a, train_p, &narr), 0);
+    CHECK_EQ(tb_ann_load(&v, val_p, &narr), 0);
+    struct tb_ann_stats_opts so = {.root = root, .ext = "mp4", .span_frames = 1, .other = v};
+    CHECK_EQ(a && v ? tb_ann_stats_compute(&st, a, &so) : -1, 0);
+    if (st) {
+        CHECK_EQ(st->n_past_end, past_end);
+        CHECK_EQ(st->first_past_end_line, first_end);
+        CHECK_EQ(st->n_past_start, past_start);
+        CHECK_EQ(st->first_past_start_line, first_start);
+        CHECK_EQ(st->n_outside, 1);
+        CHECK_EQ(st->n_duplicates, dups);
+        CHECK_EQ(st->first_duplicate_line, first_dup);
+        CHECK_EQ(st->first_duplicate_of, dup_of);
+        CHECK(st->other_checked);
+        CHECK_EQ(st->n_overlap, both);
+        CHECK_EQ(st->first_overlap_line, first_both);
+        CHECK_EQ(st->first_overlap_of, both_of);
+        tb_ann_stats_free(&st);
+    }
+    /* without a root: the start still counts, the end is not known */
+    so = (struct tb_ann_stats_opts){.span_frames = 1};
+    CHECK_EQ(a ? tb_ann_stats_compute(&st, a, &so) : -1, 0);
+    if (st) {
+        CHECK(st->n_past_end == 0 && st->n_past_start == past_start + 0 && !st->other_checked);
+        tb_ann_stats_free(&st);
+    }
+    tb_ann_free(&a);
+    tb_ann_free(&v);
+
+    char want[512];
+    int rc = tbt_run(&out, 60, "%s ann stats %s --format narration --val %s --data %s", t,
+                     train_p, val_p, root);
+    CHECK_MSG(rc == 0, "%s", out);
+    snprintf(want, sizeof(want), "past end     %lld windows run past their video's end "
+             "(training clamps them to it); the first at line %d", (long long)past_end,
+             first_end);
+    CHECK_STR_HAS(out, want);
+    snprintf(want, sizeof(want), "before start %lld windows start before their video",
+             (long long)past_start);
+    CHECK_STR_HAS(out, want);
+    snprintf(want, sizeof(want), "duplicates   %lld rows repeat an earlier row (video, window, "
+             "classes, text); the first at line %d, repeating line %d", (long long)dups,
+             first_dup, dup_of);
+    CHECK_STR_HAS(out, want);
+    snprintf(want, sizeof(want), "in both      %lld rows of %s (%d loaded, 0 bad rows skipped) "
+             "are clips (video and window) of this file; the first at its line %d, this file's "
+             "line %d", (long long)both, val_p, n_val, first_both, both_of);
+    CHECK_STR_HAS(out, want);
+    free(out);
+    rc = tbt_run(&out, 60, "%s ann stats %s --format narration --val %s --data %s --json", t,
+                 train_p, val_p, root);
+    CHECK_MSG(rc == 0 && json_valid(out), "%s", out);
+    CHECK_EQ(json_int(out ? strstr(out, "\"past_end\"") : NULL, "rows"), past_end);
+    CHECK_EQ(json_int(out ? strstr(out, "\"past_start\"") : NULL, "rows"), past_start);
+    CHECK_EQ(json_int(out ? strstr(out, "\"duplicates\"") : NULL, "first_of"), dup_of);
+    CHECK_EQ(json_int(out ? strstr(out, "\"in_both\"") : NULL, "rows"), both);
+    free(out);
+
+    /* EPIC: all_noun_classes that does not parse is no bad row (a cls run never reads it),
+     * but the report names it */
+    tbt_case = "cells that do not parse";
+    write_text(train_p, "video_id,start_timestamp,stop_timestamp,verb_class,noun_class,"
+                        "all_noun_classes\nP01_01,00:00:01.00,00:00:02.00,1,2,\"[2]\"\n"
+                        "P01_01,00:00:02.00,00:00:03.00,1,2,[]\n"
+                        "P01_01,00:00:03.00,00:00:04.00,1,2,\"[2, x]\"\n");
+    rc = tbt_run(&out, 60, "%s ann stats %s", t, train_p);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "3 loaded, 0 skipped");
+    CHECK_STR_HAS(out, "bad cells    2 rows hold a cell that does not parse");
+    CHECK_STR_HAS(out, "repeats.csv:3: column 'all_noun_classes': '[]' is not a list");
+    free(out);
 }
 
 int main(void)
@@ -568,6 +725,8 @@ int main(void)
     CHECK_MSG(rc == 0 && json_valid(out), "%s", out);
     CHECK_STR_HAS(out, "\"root\": null");
     free(out);
+
+    check_repeats(t, d, root, prep_frames[0]);
 
     tbt_case = "errors";
     snprintf(path, sizeof(path), "%s/all_bad.csv", d);

@@ -19,7 +19,15 @@
  *   sentence only, the same as without it (the sentence reaches the clip's tokens); with one
  *   sentence, most clips having none above the threshold (their own narration), the same as
  *   without it; from a relevancy file and a sentence CSV, the same as from the classes;
- *   misuse refused. */
+ *   misuse refused;
+ * - caption lists (a narration CSV's captions column, LaViLa's LLM-augmented narrations):
+ *   each visit (epoch, sample) draws one of its clip's list from TB_RNG_CAPTION's stream keyed
+ *   by them, uniformly over 20,000 epochs (chi-square, p = 1e-6); `tubelet train` from such a
+ *   CSV for an epoch equals the run on the CSV of the captions drawn for that epoch, differs
+ *   from the run on each list's first caption, and an interrupted and resumed run equals the
+ *   uninterrupted one;
+ * - the classes CSV of --class-names read as pandas reads it (a byte order mark, CRLF, quoted
+ *   keys, 3,000-byte rows), a comma outside quotes refused. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <time.h>
@@ -543,6 +551,9 @@ static int ckpt_differs(const char *run_a, const char *run_b)
     return differ;
 }
 
+static void test_list_train(const char *data, const char *epic_csv);
+static void test_class_names(const char *data, const char *ckpt_run);
+
 static void test_train(void)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
@@ -669,6 +680,259 @@ static void test_train(void)
     free(out);
     tb_mir_sentences_free(&s);
     tb_ann_free(&a);
+    test_list_train(data, csv);
+    test_class_names(data, run[0]);
+}
+
+/* ---- caption lists (LaViLa's LLM-augmented narrations) ---------------------------------- */
+
+/* s as one CSV field: quoted, quotes doubled. */
+static void csv_field(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        fputs(*s == '"' ? "\"\"" : (char[]){*s, 0}, f);
+    fputc('"', f);
+}
+
+/* n captions as a JSON list (json.dumps's escapes for quotes and backslashes), into buf. */
+static void json_list(char *buf, size_t size, char caps[][128], int n)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, size - k, "[");
+    for (int i = 0; i < n; i++) {
+        k += (size_t)snprintf(buf + k, size - k, "%s\"", i ? ", " : "");
+        for (const char *c = caps[i]; *c && k + 3 < size; c++) {
+            if (*c == '"' || *c == '\\')
+                buf[k++] = '\\';
+            buf[k++] = *c;
+        }
+        k += (size_t)snprintf(buf + k, size - k, "\"");
+    }
+    snprintf(buf + k, size - k, "]");
+}
+
+/* The captions of clip i of a: 1 to 4, each its own text (a comma, a quote, a non-ASCII
+ * letter among them). Returns how many. */
+static int captions_of(const struct tb_ann_item *it, int i, char caps[4][128])
+{
+    int n = 1 + i % 4;
+    snprintf(caps[0], 128, "%s", it->text);
+    snprintf(caps[1], 128, "C %s, slowly", it->text);
+    snprintf(caps[2], 128, "a \"%s\" again", it->text);
+    snprintf(caps[3], 128, "caf\xC3\xA9: %s", it->text);
+    return n;
+}
+
+/* Lists of 2 to 6 captions: each visit (epoch e, sample i) draws one of its clip's list,
+ * uniformly (chi-square per clip, p = 1e-6), the draw of the seeded stream TB_RNG_CAPTION
+ * keyed by (e, i) alone; a single caption draws 0. */
+static void test_list_draws(void)
+{
+    tbt_case = "caption lists: draws";
+    const char *path = tbt_path("lists.csv");
+    FILE *f = fopen(path, "w");
+    fprintf(f, "video_id,start_s,end_s,captions\n");
+    for (int i = 0; i < 6; i++) {
+        char caps[6][128], list[1024];
+        for (int k = 0; k <= i; k++)
+            snprintf(caps[k], 128, "clip %d, caption %d", i, k);
+        json_list(list, sizeof(list), caps, i + 1);
+        fprintf(f, "v%d,%d,%d,", i, i, i + 1);
+        csv_field(f, list);
+        fputc('\n', f);
+    }
+    fclose(f);
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_NARRATION};
+    CHECK_EQ(tb_ann_load(&a, path, &o), 0);
+    if (!a)
+        return;
+    enum { E = 20000 };
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        int m = it->n_captions, hits[6] = {0}, ok = m == i + 1;
+        for (int e = 0; e < E && ok; e++) {
+            int k = tb_ann_caption_draw(it, 7, e, i);
+            tb_rng g;
+            tb_rng_init_for(&g, 7, TB_RNG_CAPTION, (uint64_t)e, (uint64_t)i);
+            int want = m > 1 ? (int)tb_rng_below(&g, (uint64_t)m) : 0;
+            ok = k == want && k >= 0 && k < m && k == tb_ann_caption_draw(it, 7, e, i);
+            hits[k < 0 || k >= 6 ? 0 : k]++;
+        }
+        CHECK_MSG(ok, "clip %d: a draw off the list, not its stream's, or not repeated", i);
+        if (m < 2)
+            continue;
+        double want = (double)E / m, chi2 = 0;
+        for (int k = 0; k < m; k++)
+            chi2 += (hits[k] - want) * (hits[k] - want) / want;
+        CHECK_MSG(chi2 < chi2_limit(m - 1), "clip %d: chi-square %.2f over %d captions", i, chi2,
+                  m);
+        char want_text[64];
+        snprintf(want_text, sizeof(want_text), "clip %d, caption %d", i, m - 1);
+        CHECK(!strcmp(tb_ann_caption(it, m - 1), want_text));
+    }
+    /* another seed draws otherwise */
+    int differ = 0;
+    for (int e = 0; e < 64; e++)
+        differ += tb_ann_caption_draw(&a->items[5], 7, e, 5) !=
+                  tb_ann_caption_draw(&a->items[5], 8, e, 5);
+    CHECK_MSG(differ > 20, "seeds 7 and 8 differ in %d of 64 draws", differ);
+    tb_ann_free(&a);
+}
+
+/* A run of flags stopped by Ctrl-C once 4 steps are logged, then resumed by the same command. */
+static void interrupted(const char *t, const char *flags, const char *run)
+{
+    char *out = NULL;
+    tbt_run(&out, 600, "%s train %s --workers 2 --out %s > %s.log 2>&1 & pid=$!; "
+            "while [ \"$(cat %s/metrics.jsonl 2>/dev/null | grep -c step)\" -lt 4 ]; do "
+            "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -INT $pid; "
+            "wait $pid; echo status=$?", t, flags, run, run, run);
+    CHECK_STR_HAS(out, "status=1");
+    free(out);
+    int rc = tbt_run(&out, 600, "%s train %s --workers 2 --out %s", t, flags, run);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "resuming from");
+    free(out);
+}
+
+/* Each row of a (its clip) with the caption k_of(item, i) as text, to path. */
+static void write_texts(const struct tb_annotations *a, const char *path, int epoch)
+{
+    FILE *f = fopen(path, "w");
+    fprintf(f, "video_id,start_s,end_s,text\n");
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        int k = epoch < 0 ? 0 : tb_ann_caption_draw(it, 3, epoch, i);
+        fprintf(f, "%s,%.3f,%.3f,", it->video, it->start_s, it->end_s);
+        csv_field(f, tb_ann_caption(it, k));
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+/* `tubelet train --task clip` from a caption-list CSV: an epoch is one visit of every clip;
+ * each visit's caption is the one tb_ann_caption_draw gives (a run on the CSV of those
+ * captions alone ends in the same checkpoint), not always the first (another checkpoint);
+ * an interrupted and resumed run draws the same (the same checkpoint), for any workers. */
+static void test_list_train(const char *data, const char *epic_csv)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    struct tb_annotations *a = NULL, *l = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC}, on = {.format = TB_ANN_NARRATION};
+    char lists[4400], drawn[4400], first[4400], flags[9000], run[5][4400], *out = NULL;
+    tbt_case = "caption lists: tubelet train";
+    CHECK_EQ(tb_ann_load(&a, epic_csv, &o), 0);
+    if (!a)
+        return;
+    snprintf(lists, sizeof(lists), "%s/lists_train.csv", d);
+    snprintf(drawn, sizeof(drawn), "%s/drawn_e0.csv", d);
+    snprintf(first, sizeof(first), "%s/first.csv", d);
+    FILE *f = fopen(lists, "w");
+    fprintf(f, "video_id,start_s,end_s,captions\n");
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        char caps[4][128], list[1024];
+        json_list(list, sizeof(list), caps, captions_of(it, i, caps));
+        fprintf(f, "%s,%.3f,%.3f,", it->video, it->start_s, it->end_s);
+        csv_field(f, list);
+        fputc('\n', f);
+    }
+    fclose(f);
+    tb_ann_free(&a);
+    /* the captions epoch 0 draws, and the first of each list, as plain text CSVs */
+    CHECK_EQ(tb_ann_load(&l, lists, &on), 0);
+    if (!l)
+        return;
+    int drawn_other = 0;
+    for (int i = 0; i < l->n_items; i++)
+        drawn_other += tb_ann_caption_draw(&l->items[i], 3, 0, i) != 0;
+    CHECK_MSG(drawn_other > 2, "only %d clips draw another caption than their first",
+              drawn_other);
+    write_texts(l, drawn, 0);
+    write_texts(l, first, -1);
+    tb_ann_free(&l);
+
+    snprintf(flags, sizeof(flags), "--task clip --format narration --data %s --dim 32 --depth 2 "
+             "--heads 2 --patch 16 --frames 2 --size 32 --batch 4 --embed 16 --text-width 32 "
+             "--text-heads 2 --text-depth 1 --context 16 --log-every 1 --eval-every 0 "
+             "--lr 1e-3 --warmup-epochs 0 --seed 3", data);
+    const char *extra[5] = {"--epochs 1 --workers 2 --train", "--epochs 1 --workers 1 --train",
+                            "--epochs 1 --workers 1 --train", "--epochs 12 --workers 1 --train",
+                            NULL};
+    const char *train[5] = {lists, drawn, first, lists, NULL};
+    for (int k = 0; k < 4; k++) {
+        snprintf(run[k], sizeof(run[k]), "%s/lists_run%d", d, k);
+        int rc = tbt_run(&out, 300, "%s train %s %s %s --out %s", t, flags, extra[k], train[k],
+                         run[k]);
+        CHECK_MSG(rc == 0, "%s", out);
+        if (k == 0)
+            CHECK_STR_HAS(out, "one drawn from its clip's list at every visit");
+        free(out);
+    }
+    tbt_case = "caption lists: each visit's draw";
+    tbt_same_ckpt(run[0], run[1], "the lists against the captions drawn for epoch 0");
+    tbt_case = "caption lists: not the first caption";
+    CHECK_MSG(ckpt_differs(run[0], run[2]), "drawing from the lists changed nothing");
+    tbt_case = "caption lists: interrupted and resumed";
+    char resumed[9500];
+    snprintf(run[4], sizeof(run[4]), "%s/lists_int", d);
+    snprintf(resumed, sizeof(resumed), "%s --epochs 12 --train %s", flags, lists);
+    interrupted(t, resumed, run[4]);
+    tbt_same_ckpt(run[3], run[4], "the lists, resumed");
+}
+
+/* The classes CSV of zero-shot classification (--class-names) read as pandas reads it: the
+ * synthetic verb classes rewritten with a byte order mark, CRLF, quoted keys, spaces around
+ * values and an instances column of 3,000 bytes score exactly as the plain file; a key with a
+ * comma outside quotes is refused by file:line. */
+static void test_class_names(const char *data, const char *ckpt_run)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char plain[4400], odd[4400], val[4400], *out[2] = {NULL, NULL};
+    tbt_case = "classes CSV";
+    snprintf(plain, sizeof(plain), "%s/syn/annotations/EPIC_100_verb_classes.csv", d);
+    snprintf(val, sizeof(val), "%s/syn/annotations/EPIC_100_validation.csv", d);
+    snprintf(odd, sizeof(odd), "%s/verb_classes_odd.csv", d);
+    char *text = tbt_read(plain, NULL);
+    FILE *f = fopen(odd, "w");
+    fputs("\xEF\xBB\xBFid , key,instances,category\r\n", f);
+    int n = 0;
+    for (char *line = text ? strchr(text, '\n') : NULL; line && line[1]; n++) {
+        char key[128] = "";
+        line = strchr(line + 1, ',');
+        if (!line || sscanf(line + 1, "%127[^,]", key) != 1)
+            break;
+        fprintf(f, "%d, \"%s\" ,\"[", n, key);
+        for (int k = 0; k < 150; k++)
+            fprintf(f, "%s'%s-%03d'", k ? ", " : "", key, k);
+        fprintf(f, "]\",\tverbs\r\n");
+        line = strchr(line, '\n');
+    }
+    fclose(f);
+    free(text);
+    CHECK_MSG(n >= 4, "%d classes read from %s", n, plain);
+    for (int v = 0; v < 2; v++) {
+        int rc = tbt_run(&out[v], 300, "%s eval --task mir --ckpt %s/last.safetensors --data %s "
+                         "--val %s --batch 4 --class-names %s", t, ckpt_run, data, val,
+                         v ? odd : plain);
+        CHECK_MSG(rc == 0, "%s", out[v]);
+    }
+    const char *z[2] = {out[0] ? strstr(out[0], "\"zeroshot_top1\"") : NULL,
+                        out[1] ? strstr(out[1], "\"zeroshot_top1\"") : NULL};
+    CHECK_MSG(z[0] && z[1] && !strcmp(z[0], z[1]), "the odd classes CSV scores otherwise:\n%s\n"
+              "%s", out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+    f = fopen(odd, "w");
+    fputs("id,key,instances,category\n0,move, left,x,y\n", f);
+    fclose(f);
+    int rc = tbt_run(&out[0], 300, "%s eval --task mir --ckpt %s/last.safetensors --data %s "
+                     "--val %s --batch 4 --class-names %s", t, ckpt_run, data, val, odd);
+    CHECK_MSG(rc != 0, "%s", out[0]);
+    CHECK_STR_HAS(out[0], "verb_classes_odd.csv:2: more fields (a comma outside quotes?");
+    free(out[0]);
 }
 
 int main(void)
@@ -698,5 +962,6 @@ int main(void)
     test_large();
     test_medium_file();
     test_train();
+    test_list_draws();
     TBT_EXIT();
 }

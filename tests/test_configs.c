@@ -3,7 +3,8 @@
  * 2 steps of its task on a tiny synthetic dataset (model, clip size, batch and epochs cut down
  * on the command line, which wins over the file), and the run directory's config.txt is that
  * --print-config, and its evaluation tests with the views and crops the recipe states. The
- * fine-tuning recipes start from the pretraining runs' checkpoints. */
+ * fine-tuning recipes start from the pretraining runs' checkpoints; the LLM-augmented
+ * pretraining trains from a caption-list CSV. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include "tb_test.h"
@@ -16,9 +17,10 @@ struct recipe {
     const char *init;     /* --init: a run of an earlier recipe (its file), "" none, NULL as is */
     const char *more;     /* more flags for the cut-down run */
     const char *init_new; /* what the init log names as new, for an --init run */
+    const char *says;     /* a line its run prints, or NULL */
 };
 
-static char train_csv[4400], val_csv[4400], narr_csv[4400], k400_list[4400];
+static char train_csv[4400], val_csv[4400], narr_csv[4400], llm_csv[4400], k400_list[4400];
 
 /* The synthetic EPIC rows as a narration CSV (video_id,start_s,end_s,text), the form
  * docs/RECIPES.md makes of Ego4D's narrations. */
@@ -34,6 +36,26 @@ static void write_narrations(const char *epic, const char *path)
     for (int i = 0; a && f && i < a->n_items; i++)
         fprintf(f, "%s,%.2f,%.2f,%s\n", a->items[i].video, a->items[i].start_s,
                 a->items[i].end_s, a->items[i].text);
+    if (f)
+        fclose(f);
+    tb_ann_free(&a);
+}
+
+/* The same rows with a caption list each (video_id,start_s,end_s,captions: a JSON list), the
+ * form docs/RECIPES.md makes of LaViLa's rephrased and narrated captions. */
+static void write_caption_lists(const char *epic, const char *path)
+{
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts o = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&a, epic, &o), 0);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f)
+        fprintf(f, "video_id,start_s,end_s,captions\n");
+    for (int i = 0; a && f && i < a->n_items; i++)
+        fprintf(f, "%s,%.2f,%.2f,\"[\"\"%s\"\", \"\"C %s, then stops\"\"]\"\n",
+                a->items[i].video, a->items[i].start_s, a->items[i].end_s, a->items[i].text,
+                a->items[i].text);
     if (f)
         fclose(f);
     tb_ann_free(&a);
@@ -103,6 +125,8 @@ static void run_recipe(const struct recipe *r, const char *data)
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_STR_HAS(out, "step 2/2 ");
     CHECK_STR_HAS(out, "/last.safetensors after");
+    if (r->says)
+        CHECK_STR_HAS(out, r->says);
     if (r->init_new) {
         char want[4700];
         snprintf(want, sizeof(want), "run-%s/last.safetensors; new: %s\n", r->init, r->init_new);
@@ -188,6 +212,7 @@ int main(void)
     snprintf(train_csv, sizeof(train_csv), "%s/syn/annotations/EPIC_100_train.csv", d);
     snprintf(val_csv, sizeof(val_csv), "%s/syn/annotations/EPIC_100_validation.csv", d);
     snprintf(narr_csv, sizeof(narr_csv), "%s/narrations.csv", d);
+    snprintf(llm_csv, sizeof(llm_csv), "%s/caption_lists.csv", d);
     snprintf(k400_list, sizeof(k400_list), "%s/k400.txt", d);
     int rc = tbt_run(&out, 300, "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
                      "%s prep %s/syn/videos/*.mp4 --out %s --short-side 48 --preset veryfast",
@@ -197,17 +222,23 @@ int main(void)
     if (rc)
         TBT_EXIT();
     write_narrations(train_csv, narr_csv);
+    write_caption_lists(train_csv, llm_csv);
     write_kinetics(k400_list);
 
     /* 18 training rows (batch 8) or 4 videos (batch 2): 2 steps an epoch. */
-    char epic[9000], narr[4600], k400[9400], k400_pre[4600]; /* pretraining reads no --val */
+    char epic[9000], narr[4600], llm[4600], k400[9400],
+        k400_pre[4600]; /* pretraining reads no --val */
     snprintf(epic, sizeof(epic), "--train %s --val %s --batch 8", train_csv, val_csv);
     snprintf(narr, sizeof(narr), "--train %s --batch 8", narr_csv);
+    snprintf(llm, sizeof(llm), "--train %s --batch 8", llm_csv);
     snprintf(k400, sizeof(k400), "--train %s --val %s --batch 2", k400_list, k400_list);
     snprintf(k400_pre, sizeof(k400_pre), "--train %s --batch 2", k400_list);
     const char *clip = "--embed 16 --text-width 32 --text-heads 2 --text-depth 1 --context 16";
     const struct recipe recipes[] = {
-        {"avion-lavila-pretrain.cfg", narr, clip, "", "", NULL},
+        {"avion-lavila-pretrain.cfg", narr, clip, "", "", NULL, NULL},
+        /* the LLM-augmented run: a caption drawn from each clip's list at every visit */
+        {"avion-lavila-pretrain-llm.cfg", llm, clip, "", "", NULL,
+         "36 captions for 18 clips, one drawn from its clip's list at every visit"},
         {"avion-ek100-mir.cfg", epic, clip, "avion-lavila-pretrain.cfg", "--frames 8",
          "none"},
         /* 8 frames from the pretraining's 4: its temporal embedding inflated */

@@ -143,6 +143,323 @@ static void test_annotations(void)
     tb_ann_free(&val);
 }
 
+/* ---- CSV rows as RFC 4180 and pandas read them ------------------------------------------- */
+
+/* Load text as a file of format (skipping bad rows when skip): 0 or the error. */
+static int load_text(struct tb_annotations **a, const char *name, const char *text,
+                     enum tb_ann_format format, int skip)
+{
+    struct tb_ann_opts o = {.format = format, .skip_bad_rows = skip};
+    write_file(tbt_path(name), text);
+    return tb_ann_load(a, tbt_path(name), &o);
+}
+
+/* A row of more fields than the header (a comma outside quotes) is bad, naming its line,
+ * never cut to its first fields; so is a row of fewer. */
+static void test_field_counts(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "narration: a comma outside quotes";
+    CHECK_EQ(load_text(&a, "comma.csv", "video_id,start_s,end_s,text\n"
+                       "P01_01,1,3,open the door, then close it\n"
+                       "P01_01,4,6,\"open the door, then close it\"\n", TB_ANN_NARRATION, 0),
+             TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "comma.csv:2: 5 fields, the header has 4: a comma outside "
+                               "quotes? A field holding one is quoted");
+    CHECK_EQ(load_text(&a, "comma.csv", "video_id,start_s,end_s,text\n"
+                       "P01_01,1,3,open the door, then close it\n"
+                       "P01_01,4,6,\"open the door, then close it\"\n", TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && a->n_skipped == 1 && a->bad[0].line == 2);
+        CHECK(!strcmp(a->items[0].text, "open the door, then close it"));
+        tb_ann_free(&a);
+    }
+    /* without a header: the format's four fields */
+    CHECK_EQ(load_text(&a, "comma.csv", "P01_01,1,3,open the door, then close it\n",
+                       TB_ANN_NARRATION, 0), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "comma.csv:1: 5 fields, the format (video_id,start_s,end_s,"
+                               "text) has 4");
+    /* EPIC: the narration in the middle, the classes after it */
+    tbt_case = "EPIC: more or fewer fields than the header";
+    const char *head = "narration_id,video_id,start_timestamp,stop_timestamp,narration,"
+                       "verb_class,noun_class\n";
+    char text[1024];
+    snprintf(text, sizeof(text), "%sa,P01_01,00:00:01.00,00:00:02.00,wash, then dry,3,4\n"
+             "b,P01_01,00:00:01.00,00:00:02.00,wash,3\nc,P01_01,00:00:01.00,00:00:02.00,wash,3,4,"
+             "\nd,P01_01,00:00:01.00,00:00:02.00,\"wash, then dry\",3,4\n", head);
+    CHECK_EQ(load_text(&a, "fields.csv", text, TB_ANN_EPIC, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && !strcmp(a->items[0].text, "wash, then dry") &&
+              a->items[0].verb == 3 && a->items[0].noun == 4);
+        CHECK_EQ(a->n_skipped, 3);
+        CHECK_STR_HAS(a->bad[0].message, "fields.csv:2: 8 fields, the header has 7");
+        CHECK_STR_HAS(a->bad[1].message, "fields.csv:3: 6 fields, the header has 7");
+        CHECK_STR_HAS(a->bad[2].message, "fields.csv:4: 8 fields, the header has 7");
+        tb_ann_free(&a);
+    }
+}
+
+/* Spaces around values are no part of them, as around the header's names (inside quotes they
+ * are kept); a byte order mark, CRLF, blank lines and a quoted line break read as pandas reads
+ * them, lines numbered in the file; NUL bytes and UTF-16 refused. */
+static void test_csv_quirks(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "spaces around values";
+    CHECK_EQ(load_text(&a, "spaces.csv", " narration_id , video_id,start_timestamp,"
+                       "stop_timestamp ,narration,verb_class,noun_class\n"
+                       "a , P01_01 , 00:00:01.00 , 00:00:02.50 , \" move, red \" , 3 , 4 \n"
+                       "b,P01_02,\t00:00:03.00,00:00:04.00,wash ,5,6\t\n", TB_ANN_EPIC, 0), 0);
+    if (a) {
+        CHECK_EQ(a->n_items, 2);
+        const struct tb_ann_item *x = &a->items[0];
+        CHECK(!strcmp(x->video, "P01_01") && !strcmp(x->id, "a") && x->verb == 3 &&
+              x->noun == 4 && x->start_s == 1 && x->end_s == 2.5);
+        CHECK_MSG(!strcmp(x->text, " move, red "), "text '%s'", x->text);
+        CHECK(!strcmp(a->items[1].text, "wash") && a->items[1].start_s == 3);
+        tb_ann_free(&a);
+    }
+    tbt_case = "BOM, CRLF, blank lines, a quoted line break";
+    CHECK_EQ(load_text(&a, "quirks.csv", "\xEF\xBB\xBFvideo_id,start_s,end_s,text\r\n\r\n"
+                       "P01_01,1,2,\"first line\r\nsecond line\"\r\n"
+                       "P01_01,2,1,backwards\r\n"
+                       "P01_02,3,4,caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80\r\n",
+                       TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 2 && a->n_skipped == 1);
+        CHECK(!strcmp(a->items[0].text, "first line\r\nsecond line") && a->items[0].line == 3);
+        CHECK_STR_HAS(a->bad[0].message, "quirks.csv:5: the action ends");
+        CHECK(!strcmp(a->items[1].text, "caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80") &&
+              a->items[1].line == 6 && !strcmp(a->items[1].video, "P01_02"));
+        tb_ann_free(&a);
+    }
+    /* one quote that never closes costs its own row, not the rest of the file */
+    CHECK_EQ(load_text(&a, "quirks.csv", "video_id,start_s,end_s,text\nP01_01,1,2,\"open\n"
+                       "P01_01,3,4,close\n", TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && a->n_skipped == 1 && a->items[0].line == 3);
+        CHECK_STR_HAS(a->bad[0].message, "quirks.csv:2: malformed CSV: a quoted field does not "
+                                         "close");
+        tb_ann_free(&a);
+    }
+    tbt_case = "not UTF-8 text";
+    char u16[] = "\xFF\xFEv\0i\0d\0";
+    FILE *f = fopen(tbt_path("u16.csv"), "wb");
+    fwrite(u16, 1, sizeof(u16), f);
+    fclose(f);
+    struct tb_ann_opts o = {.format = TB_ANN_NARRATION, .skip_bad_rows = 1};
+    CHECK_EQ(tb_ann_load(&a, tbt_path("u16.csv"), &o), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "u16.csv: a NUL byte: not UTF-8 text (UTF-16?");
+    tbt_case = "times";
+    CHECK_EQ(load_text(&a, "times.csv", "P01_01,-0.5,2,early\nP01_01,0x10,20,hex\n"
+                       "P01_01,nan,2,nan\nP01_01,1,inf,inf\n", TB_ANN_NARRATION, 1), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && a->items[0].start_s == -0.5 && a->n_skipped == 3);
+        CHECK_STR_HAS(a->bad[0].message, "times.csv:2: column 'start_s': '0x10' is not a time");
+        tb_ann_free(&a);
+    }
+    tbt_case = "header columns";
+    CHECK_EQ(load_text(&a, "head.csv", "video_id,start_s,end_s,text,text\nP01_01,1,2,a,b\n",
+                       TB_ANN_NARRATION, 1), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "head.csv:1: the header names 'text' twice (columns 4 and 5)");
+    CHECK_EQ(load_text(&a, "head.csv", "video_id,start,end,text\nP01_01,1,2,a\n",
+                       TB_ANN_NARRATION, 1), TB_EFORMAT);
+    CHECK_STR_HAS(tb_errmsg(), "head.csv:1: no 'start_s' column in the header");
+    /* columns by name, in any order, unknown ones ignored */
+    CHECK_EQ(load_text(&a, "head.csv", "text,source,end_s,video_id,start_s\nwash,x,2,P01_01,1\n",
+                       TB_ANN_NARRATION, 0), 0);
+    if (a) {
+        CHECK(a->n_items == 1 && !strcmp(a->items[0].text, "wash") &&
+              !strcmp(a->items[0].video, "P01_01") && a->items[0].end_s == 2);
+        tb_ann_free(&a);
+    }
+}
+
+/* A column the format's every reader reads is validated in every row; an optional one only
+ * some runs read (all_noun_classes: MIR) is not: its bad cell stays on the row for them. */
+static void test_unread_columns(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "all_noun_classes that does not parse";
+    CHECK_EQ(load_text(&a, "nouns.csv", "video_id,start_timestamp,stop_timestamp,verb_class,"
+                       "noun_class,all_noun_classes\n"
+                       "P01_01,00:00:01.00,00:00:02.00,1,2,[]\nP01_01,00:00:03.00,00:00:04.00,1,2,"
+                       "\"[2, 5]\"\n", TB_ANN_EPIC, 0), 0);
+    if (a) {
+        CHECK_EQ(a->n_items, 2);
+        CHECK(a->items[0].nouns == NULL && a->items[0].verb == 1 && a->items[0].noun == 2);
+        CHECK_STR_HAS(a->items[0].cell_error, "nouns.csv:2: column 'all_noun_classes': '[]' is "
+                                              "not a list");
+        CHECK(a->items[1].cell_error == NULL && a->items[1].n_nouns == 2);
+        tb_ann_free(&a);
+    }
+}
+
+/* A captions column: JSON lists of captions (escapes, unicode, surrogate pairs), the text
+ * where a row has none; malformed lists are bad rows naming why. */
+static void test_caption_lists(void)
+{
+    struct tb_annotations *a = NULL;
+    tbt_case = "caption lists";
+    CHECK_EQ(load_text(&a, "caps.csv", "video_id,start_s,end_s,text,captions\n"
+                       "P01_01,1,2,,\"[\"\"C opens it, then \\\"\"shuts\\\"\" it\"\", "
+                       "\"\"caf\\u00e9 \\ud83d\\ude00\\n\\\\\"\"]\"\n"
+                       "P01_01,2,3,own text,\"[\"\"a\"\"]\"\n"
+                       "P01_01,3,4,no list,\n"
+                       "P01_01,4,5,x,\"['a', 'b']\"\n"
+                       "P01_01,5,6,x,[]\n"
+                       "P01_01,6,7,x,\"[\"\"a\"\", \"\" \"\"]\"\n"
+                       "P01_01,7,8,x,\"[\"\"a\\ud83d\"\"]\"\n"
+                       "P01_01,8,9,x,\"[\"\"a\"\"] b\"\n", TB_ANN_NARRATION, 1), 0);
+    if (!a)
+        return;
+    CHECK_EQ(a->n_items, 3);
+    const struct tb_ann_item *x = &a->items[0];
+    CHECK_EQ(x->n_captions, 2);
+    CHECK_MSG(!strcmp(tb_ann_caption(x, 0), "C opens it, then \"shuts\" it"), "'%s'",
+              tb_ann_caption(x, 0));
+    CHECK(!strcmp(tb_ann_caption(x, 1), "caf\xC3\xA9 \xF0\x9F\x98\x80\n\\"));
+    CHECK(tb_ann_caption(x, 2) == NULL && !strcmp(x->text, tb_ann_caption(x, 0)));
+    CHECK(a->items[1].n_captions == 1 && !strcmp(a->items[1].text, "own text") &&
+          !strcmp(tb_ann_caption(&a->items[1], 0), "a"));
+    CHECK(a->items[2].n_captions == 0 && a->items[2].captions == NULL &&
+          !strcmp(tb_ann_caption(&a->items[2], 0), "no list"));
+    CHECK_EQ(a->n_skipped, 5);
+    CHECK_STR_HAS(a->bad[0].message, "caps.csv:5: column 'captions': '['a', 'b']' is a Python "
+                                     "list (str() of one): write it with json.dumps");
+    CHECK_STR_HAS(a->bad[1].message, "caps.csv:6: column 'captions': '[]' is not a JSON list");
+    CHECK_STR_HAS(a->bad[2].message, "caps.csv:7: column 'captions'");
+    CHECK_STR_HAS(a->bad[2].message, "a caption of the list is empty");
+    CHECK_STR_HAS(a->bad[3].message, "caps.csv:8: column 'captions'");
+    tb_ann_free(&a);
+    /* captions ending in blanks are kept as written, each in its place (found by the
+     * narration fuzzer: a trimmed caption once shifted the ones after it) */
+    CHECK_EQ(load_text(&a, "caps.csv", "video_id,start_s,end_s,captions\n"
+                       "P01_01,1,2,\"[\"\"a, b\\t\"\", \"\" c \"\", \"\"d\"\"]\"\n",
+                       TB_ANN_NARRATION, 0), 0);
+    if (a) {
+        CHECK_EQ(a->items[0].n_captions, 3);
+        CHECK(!strcmp(tb_ann_caption(&a->items[0], 0), "a, b\t") &&
+              !strcmp(tb_ann_caption(&a->items[0], 1), " c ") &&
+              !strcmp(tb_ann_caption(&a->items[0], 2), "d"));
+        tb_ann_free(&a);
+    }
+    /* a single caption a row, or none, draws 0; lists are drawn by tb_ann_caption_draw
+     * (tests/test_captions.c) */
+    struct tb_ann_item one = {.text = "t"};
+    CHECK_EQ(tb_ann_caption_draw(&one, 1, 2, 3), 0);
+}
+
+/* ---- windows outside their video ---------------------------------------------------------- */
+
+/* Windows that run past their video's end or before its start are kept, clamped, and counted
+ * with their lines (tb_ann_drop_unreadable); one wholly outside is dropped; the CLI says so
+ * before training. The video's length comes from the reader, the windows from it. */
+static void test_windows(void)
+{
+    tbt_case = "windows past the end or the start";
+    tb_reader *r = NULL;
+    struct tb_video_info vi = {0};
+    char path[4400], text[2048], *out = NULL;
+    snprintf(path, sizeof(path), "%s/P01_01.mp4", root);
+    CHECK_EQ(tb_reader_open(&r, NULL), 0);
+    CHECK_EQ(r ? tb_reader_info(r, path, &vi) : -1, 0);
+    if (!r || vi.n_frames <= 0) {
+        tb_reader_close(&r);
+        return;
+    }
+    double len = (double)vi.n_frames * vi.fps_den / vi.fps_num, frame = 1.0 * vi.fps_den /
+                                                                      vi.fps_num;
+    /* inside; ending a frame past the end; wholly past it; starting before the video; ending
+     * exactly at the end (inside); both ends out */
+    snprintf(text, sizeof(text), "video_id,start_s,end_s,text\n"
+             "P01_01,1,2,inside\nP01_01,%.6f,%.6f,past the end\nP01_01,%.6f,%.6f,outside\n"
+             "P01_01,-1.5,1,before the start\nP01_01,%.6f,%.6f,to the end\n"
+             "P01_01,-1,%.6f,both\n", len - 1, len + frame, len + 1, len + 2, len - 1, len,
+             len + 1);
+    struct tb_annotations *a = NULL;
+    CHECK_EQ(load_text(&a, "windows.csv", text, TB_ANN_NARRATION, 0), 0);
+    CHECK_EQ(a ? tb_ann_drop_unreadable(a, r, root, "mp4") : -1, 1);
+    if (a) {
+        CHECK_EQ(a->n_items, 5);
+        CHECK_EQ(a->n_skipped, 1);
+        CHECK_STR_HAS(a->bad[0].message, "windows.csv:4:");
+        CHECK_EQ(a->n_clamped, 3);
+        CHECK_EQ(a->n_clamped_kept, 3);
+        CHECK_STR_HAS(a->clamped[0].message, "windows.csv:3: P01_01: the window");
+        CHECK_STR_HAS(a->clamped[0].message, "ends past the video");
+        CHECK_STR_HAS(a->clamped[1].message, "windows.csv:5: P01_01: the window -1.50-1.00 s "
+                                             "starts before the video");
+        CHECK_STR_HAS(a->clamped[2].message, "windows.csv:7: P01_01: the window");
+        CHECK_STR_HAS(a->clamped[2].message, "runs past both ends of the video");
+        /* counted afresh by another call */
+        CHECK_EQ(tb_ann_drop_unreadable(a, r, root, "mp4"), 0);
+        CHECK_EQ(a->n_clamped, 3);
+        tb_ann_free(&a);
+    }
+    tb_reader_close(&r);
+
+    /* The training run names them before its first step, and trains on every row kept. */
+    tbt_case = "windows: tubelet train reports them";
+    snprintf(path, sizeof(path), "%s/windows.csv", tbt_dir());
+    int rc = tbt_run(&out, 300, "%s train --task clip --format narration --data %s --train %s "
+                     "--dim 32 --depth 1 --heads 2 --patch 16 --frames 2 --size 32 --batch 2 "
+                     "--embed 16 --text-width 32 --text-heads 2 --text-depth 1 --context 8 "
+                     "--epochs 1 --out %s/windows_run", tbt_tubelet(), root, path, tbt_dir());
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "windows.csv: 3 of 5 rows' windows run past their video");
+    CHECK_STR_HAS(out, "windows.csv:5: P01_01: the window -1.50-1.00 s starts before the video");
+    CHECK_STR_HAS(out, "windows.csv: skipping 1 of 6 rows (1 for their video)");
+    free(out);
+}
+
+/* An EK-100 CSV whose all_noun_classes does not parse in some rows (a column --task cls
+ * never reads) trains on every row. */
+static void test_unread_column_run(void)
+{
+    tbt_case = "an unread column in a training run";
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
+    CHECK_EQ(tb_ann_load(&a, train_csv, &epic), 0);
+    if (!a)
+        return;
+    char path[4400], *out = NULL;
+    snprintf(path, sizeof(path), "%s/nouns_train.csv", tbt_dir());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "video_id,start_timestamp,stop_timestamp,narration,verb_class,noun_class,"
+               "all_noun_classes\n");
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        fprintf(f, "%s,00:00:%05.2f,00:00:%05.2f,%s,%d,%d,%s\n", it->video, it->start_s,
+                it->end_s, it->text, it->verb, it->noun, i % 2 ? "[]" : "\"[1, 2]\"");
+    }
+    fclose(f);
+    int rc = tbt_run(&out, 300, "%s train --data %s --train %s --dim 32 --depth 1 --heads 2 "
+                     "--patch 16 --frames 2 --size 32 --batch 2 --epochs 1 --out %s/nouns_run",
+                     tbt_tubelet(), root, path, tbt_dir());
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_MSG(out && !strstr(out, "skipping"), "rows skipped: %s", out);
+    free(out);
+
+    /* An evaluation reports a window past its video's end too, and scores the row */
+    tbt_case = "windows: tubelet eval reports them";
+    snprintf(path, sizeof(path), "%s/past_end_val.csv", tbt_dir());
+    f = fopen(path, "w");
+    fprintf(f, "video_id,start_timestamp,stop_timestamp,verb_class,noun_class\n"
+               "%s,00:00:01.00,00:00:02.00,%d,%d\n%s,00:00:19.00,00:00:25.00,%d,%d\n",
+            a->items[0].video, a->items[0].verb, a->items[0].noun, a->items[0].video,
+            a->items[0].verb, a->items[0].noun);
+    fclose(f);
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s/nouns_run/last.safetensors --data %s --val %s "
+                 "--batch 2", tbt_tubelet(), tbt_dir(), root, path);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "past_end_val.csv: 1 of 2 rows' windows run past their video");
+    CHECK_STR_HAS(out, "past_end_val.csv:3: ");
+    CHECK_STR_HAS(out, "the window 19.00-25.00 s ends past the video");
+    free(out);
+    tb_ann_free(&a);
+}
+
 /* ---- loader ------------------------------------------------------------------------------ */
 
 #define T 4
@@ -545,6 +862,10 @@ int main(void)
     if (make_dataset() < 0)
         return 1;
     test_annotations();
+    test_field_counts();
+    test_csv_quirks();
+    test_unread_columns();
+    test_caption_lists();
     struct tb_annotations *train = NULL, *val = NULL;
     struct tb_ann_opts epic = {.format = TB_ANN_EPIC};
     CHECK_EQ(tb_ann_load(&train, train_csv, &epic), 0);
@@ -558,6 +879,8 @@ int main(void)
         test_failures(train);
     }
     test_timeout();
+    test_windows();
+    test_unread_column_run();
     tb_ann_free(&train);
     tb_ann_free(&val);
     TBT_EXIT();

@@ -1,7 +1,8 @@
 /* include/tubelet/data.h - from annotation files to batches of clips.
  *
  * annotations  EPIC-Kitchens-100 CSVs, Kinetics/VideoMAE lists (`path num_frames label`) and
- *              narration CSVs (`video_id,start_s,end_s,text`), validated row by row, and
+ *              narration CSVs (`video_id,start_s,end_s,text`, or a captions column of JSON
+ *              lists), split as RFC 4180 and pandas split them, validated row by row, and
  *              their statistics (tb_ann_stats_compute);
  * randaug      timm's increasing op set on a clip's frames, as VideoMAE applies it, with
  *              Pillow's arithmetic;
@@ -31,7 +32,8 @@ extern "C" {
 enum tb_ann_format {
     TB_ANN_EPIC,      /* EPIC-Kitchens-100 action CSV */
     TB_ANN_KINETICS,  /* "path num_frames label" lines (VideoMAE lists) */
-    TB_ANN_NARRATION, /* "video_id,start_s,end_s,text" CSV, for video-text pairs */
+    TB_ANN_NARRATION, /* "video_id,start_s,end_s,text" CSV, for video-text pairs; under a
+                         header, columns by name, and a captions column of JSON lists */
 };
 
 struct tb_ann_item {
@@ -49,6 +51,16 @@ struct tb_ann_item {
     int n_nouns;
     char *verb_name;      /* EPIC: the verb and noun columns (the classes' names) where the */
     char *noun_name;      /* file has them, else NULL */
+    char *captions;       /* narration: the row's captions column, a list of several captions
+                             (LaViLa's rephrased and narrated ones), as n_captions strings
+                             each NUL-terminated, one after another; NULL where the row has
+                             none (its caption is text, which is otherwise the first) */
+    int n_captions;
+    char *cell_error;     /* a cell of an optional column that only some readers read
+                             (EPIC's all_noun_classes) and that does not parse: its message,
+                             naming the file, line and column; the field is left unset (nouns
+                             NULL). What reads the column refuses the row with it (MIR). NULL
+                             when every cell parsed */
 };
 
 /* A skipped row: its line and why. */
@@ -69,6 +81,11 @@ struct tb_annotations {
     int n_unreadable;     /* of the skipped rows, those tb_ann_drop_unreadable removed */
     int n_bad_kept;       /* min(n_skipped, TB_ANN_BAD_KEPT) */
     struct tb_ann_bad_row bad[TB_ANN_BAD_KEPT]; /* the first skipped rows, in file order */
+    int n_clamped;        /* rows kept whose window runs past their video's end or before its
+                             start (tb_ann_drop_unreadable): their clips come from the part
+                             inside it */
+    int n_clamped_kept;   /* min(n_clamped, TB_ANN_BAD_KEPT) */
+    struct tb_ann_bad_row clamped[TB_ANN_BAD_KEPT]; /* the first of them, in file order */
 };
 
 struct tb_ann_opts {
@@ -82,6 +99,15 @@ TB_API int tb_ann_load(struct tb_annotations **out, const char *path,
                        const struct tb_ann_opts *opts);
 TB_API void tb_ann_free(struct tb_annotations **a);
 
+/* Caption k of an item: the k-th of its list, or its text where it has none (k = 0); NULL
+ * out of range. */
+TB_API const char *tb_ann_caption(const struct tb_ann_item *it, int k);
+/* The caption sample i of epoch shows in training: one of the item's list drawn uniformly
+ * from (seed, TB_RNG_CAPTION, epoch, i) alone, a new draw at every visit (AVION's
+ * random.choice of a clip's captions), the same after a resume; 0 without a list. */
+TB_API int tb_ann_caption_draw(const struct tb_ann_item *it, uint64_t seed, int64_t epoch,
+                               int64_t i);
+
 /* Give every EPIC item an action id: the "verb:noun" pairs of all the sets together, sorted
  * as strings, numbered in that order (AVION's mapping over train + val). Returns the number
  * of actions. */
@@ -90,8 +116,9 @@ TB_API int tb_ann_map_actions(struct tb_annotations **sets, int n_sets);
 /* ---- annotation statistics --------------------------------------------------------------- */
 
 /* What `tubelet ann stats` reports about a loaded file: how many rows, videos and classes,
- * how long the clips are, which clips are shorter than the sampler's span, and which rows'
- * videos a prepared root lacks or the loader cannot read. */
+ * how long the clips are, which clips are shorter than the sampler's span, which windows run
+ * outside their video, which rows repeat another (in the file, or from another split), and
+ * which rows' videos a prepared root lacks or the loader cannot read. */
 struct tb_ann_stats_opts {
     const char *root;      /* prepared videos: each is opened as the loader opens it; rows
                               whose video is not there or cannot be read are counted, and a
@@ -102,6 +129,9 @@ struct tb_ann_stats_opts {
                               + 1); clips holding fewer are counted; 0: none counted */
     int fps_num, fps_den;  /* the rate windows map to frames at where no prepared video gives
                               its own (30/1 when 0) */
+    const struct tb_annotations *other; /* another split of the same format (validation for
+                              a training file): its rows whose clip (video and window; a
+                              Kinetics path) is one of this file's are counted; NULL: none */
 };
 
 struct tb_ann_class_count {
@@ -134,8 +164,24 @@ struct tb_ann_stats {
     int64_t n_short;         /* of those, clips holding fewer than span_frames frames */
     int first_short_line;    /* 0 when none */
     int64_t n_outside;       /* windows holding no frame of their prepared video (past its
-                                end), counted in n_short too */
+                                end, or ending before its start), counted in n_short too */
     int first_outside_line;
+    int64_t n_past_end;      /* windows holding frames of their prepared video that run past
+                                its end (training clamps them to it) */
+    int first_past_end_line;
+    int64_t n_past_start;    /* windows that start before their video (a negative start, at
+                                the video's rate or fps), outside ones apart */
+    int first_past_start_line;
+    int64_t n_duplicates;    /* rows repeating an earlier row: the same video, window, classes,
+                                noun set, text and captions (narration_id aside) */
+    int first_duplicate_line, first_duplicate_of; /* the first repeat, and the row it repeats */
+    int64_t n_cell_errors;   /* rows whose optional cell does not parse (cell_error) */
+    int first_cell_error_line;
+    char first_cell_error[512]; /* its message */
+    int other_checked;       /* 1 when opts had another split */
+    int64_t n_overlap;       /* rows of that split whose clip is one of this file's */
+    int first_overlap_line, first_overlap_of; /* the first of them (its line in the other
+                                file), and the line of the clip it repeats here */
     struct tb_ann_hist verb;   /* Kinetics: the label */
     struct tb_ann_hist noun;
     struct tb_ann_hist action; /* rows with an action id (tb_ann_map_actions) */
@@ -303,9 +349,11 @@ TB_API size_t tb_dataset_sample_bytes(const tb_dataset *ds);
  * (ext as tb_dataset_opts) is missing or does not open (r's tb_reader_info: a prepared
  * video's index, a plain file's streams; a rotated video read raw, say), and those whose
  * window holds no frame of their video. Each is removed from a and counted among its skipped
- * rows (n_skipped, bad[], n_unreadable) with its cause, naming the file and line. Each
- * distinct video is opened once. Returns how many were removed, TB_ENOMEM, or TB_EFORMAT when
- * no row is left (naming the first cause). */
+ * rows (n_skipped, bad[], n_unreadable) with its cause, naming the file and line. The rows
+ * kept whose window runs past their video's end or before its start are counted afresh in
+ * n_clamped and clamped[] (their clips come from the part inside the video). Each distinct
+ * video is opened once. Returns how many were removed, TB_ENOMEM, or TB_EFORMAT when no row
+ * is left (naming the first cause). */
 TB_API int tb_ann_drop_unreadable(struct tb_annotations *a, tb_reader *r, const char *root,
                                   const char *ext);
 /* Sample i of epoch into out (T, H, W, 3) with reader r (one per thread). Its random choices

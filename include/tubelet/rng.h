@@ -49,7 +49,8 @@ enum tb_rng_purpose {
     TB_RNG_RAND_AUGMENT = 15, /* RandAugment's ops (tb_randaug_draw): a = epoch, b = sample
                                  index */
     TB_RNG_CAPTION = 16,     /* a training clip's caption among its relevant sentences
-                                (tb_mir_captions_draw): a = epoch, b = sample index */
+                                (tb_mir_captions_draw) or its row's caption list
+                                (tb_ann_caption_draw): a = epoch, b = sample index */
     TB_RNG_PLAN = 17,        /* prep --plan's clips (tb_plan_make): a = 0 the clips counted,
                                 a = 1 the calibration clips; b = 0 */
     TB_RNG_N_PURPOSES        /* count + 1 (the values start at 1) */

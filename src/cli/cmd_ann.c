@@ -1,8 +1,10 @@
 /* src/cli/cmd_ann.c - `tubelet ann stats FILE`: what an annotation file holds, before any
  * training: rows (and the bad ones, by line), videos, clip durations, the verb/noun/action
- * histograms as top-k tables, clips shorter than the sampler's span, and rows whose video a
- * prepared root lacks or the loader cannot read (with the reason); --json for the same as one
- * object. The CLI has no subcommand layer, so
+ * histograms as top-k tables, clips shorter than the sampler's span, windows that run past
+ * their video's end or before its start, repeated rows (and, with --val, rows also in the
+ * other split), cells only some runs read that do not parse, and rows whose video a prepared
+ * root lacks or the loader cannot read (with the reason); --json for the same as one object.
+ * The CLI has no subcommand layer, so
  * `ann` is a command whose first argument names the action and `stats` is the only one.
  * The numbers come from tb_ann_stats_compute. Tests: tests/test_ann_stats.c. */
 #include <inttypes.h>
@@ -14,6 +16,7 @@
 
 struct ann_config {
     char *format;
+    char *val;
     char *root;
     char *ext;
     char *sampler;
@@ -29,6 +32,9 @@ struct ann_config {
 static const struct cli_flag ann_flags[] = {
     F("format", CLI_STR, format, "epic", "epic|kinetics|narration",
       "annotation format: epic, kinetics, narration",
+      CLI_NO_RANGE),
+    F("val", CLI_STR, val, "", "FILE", "another split of the same format (the validation "
+      "file of a training FILE): count its rows whose clip (video and window) is one of FILE's",
       CLI_NO_RANGE),
     F("data", CLI_STR, root, "", "DIR", "prepared videos (tubelet prep --out): open each video "
       "as training will and count the rows whose video is not there or cannot be read",
@@ -86,8 +92,51 @@ static void print_hist(const char *title, const struct tb_ann_hist *h, int64_t n
     }
 }
 
+/* Windows partly outside their video (EPIC and narration rows). */
+static void print_windows(const struct tb_ann_stats *s)
+{
+    if (s->root_checked)
+        printf("past end     %" PRId64 " windows run past their video's end (training clamps "
+               "them to it)", s->n_past_end);
+    else
+        printf("past end     not known without --data (the videos' lengths)");
+    if (s->n_past_end)
+        printf("; the first at line %d", s->first_past_end_line);
+    printf("\nbefore start %" PRId64 " windows start before their video (a negative start: "
+           "clamped to its first frame)", s->n_past_start);
+    if (s->n_past_start)
+        printf("; the first at line %d", s->first_past_start_line);
+    printf("\n");
+}
+
+/* Repeated rows, the other split (val), bad cells. */
+static void print_checks(const struct ann_config *c, const struct tb_ann_stats *s,
+                         const struct tb_annotations *val)
+{
+    printf("duplicates   %" PRId64 " rows repeat an earlier row (video, window, classes, "
+           "text)", s->n_duplicates);
+    if (s->n_duplicates)
+        printf("; the first at line %d, repeating line %d", s->first_duplicate_line,
+               s->first_duplicate_of);
+    printf("\n");
+    if (s->other_checked) {
+        printf("in both      %" PRId64 " rows of %s (%d loaded, %d bad rows skipped) are clips "
+               "(video and window) of this file", s->n_overlap, c->val, val->n_items,
+               val->n_skipped);
+        if (s->n_overlap)
+            printf("; the first at its line %d, this file's line %d", s->first_overlap_line,
+                   s->first_overlap_of);
+        printf("\n");
+    }
+    if (s->n_cell_errors)
+        printf("bad cells    %" PRId64 " rows hold a cell that does not parse, in a column only "
+               "some runs read (MIR refuses them; the others do not read it); the first: %s\n",
+               s->n_cell_errors, s->first_cell_error);
+}
+
 static void print_report(const struct ann_config *c, const struct tb_annotations *a,
-                         const struct tb_ann_stats *s, int64_t span, int n_actions)
+                         const struct tb_annotations *val, const struct tb_ann_stats *s,
+                         int64_t span, int n_actions)
 {
     printf("annotations  %s (%s)\n", a->path, format_names[a->format]);
     printf("rows         %" PRId64 " loaded, %d skipped", s->n_rows, a->n_skipped);
@@ -124,8 +173,12 @@ static void print_report(const struct ann_config *c, const struct tb_annotations
         printf("; the first at line %d", s->first_short_line);
     printf("\n");
     if (s->n_outside)
-        printf("  outside    %" PRId64 " windows hold no frame of their video (past its end); "
-               "the first at line %d\n", s->n_outside, s->first_outside_line);
+        printf("  outside    %" PRId64 " windows hold no frame of their video (past its end or "
+               "before its start: dropped in training); the first at line %d\n", s->n_outside,
+               s->first_outside_line);
+    if (a->format != TB_ANN_KINETICS)
+        print_windows(s);
+    print_checks(c, s, val);
     if (s->root_checked) {
         printf("root         %s (.%s): %" PRId64 " of %" PRId64 " videos readable (%" PRId64
                " prepared, %" PRId64 " plain files)", c->root, c->ext, n_readable, s->n_videos,
@@ -198,6 +251,28 @@ static void print_json(const struct ann_config *c, const struct tb_annotations *
            "\"outside\": %" PRId64 ", \"first_outside_line\": %d},\n", c->frames, c->stride,
            c->fps.num, c->fps.den, span, s->n_counted, s->n_short, s->first_short_line,
            s->n_outside, s->first_outside_line);
+    printf("  \"past_end\": ");
+    if (s->root_checked)
+        printf("{\"rows\": %" PRId64 ", \"first_line\": %d}", s->n_past_end,
+               s->first_past_end_line);
+    else
+        printf("null");
+    printf(",\n  \"past_start\": {\"rows\": %" PRId64 ", \"first_line\": %d},\n"
+           "  \"duplicates\": {\"rows\": %" PRId64 ", \"first_line\": %d, \"first_of\": %d},\n"
+           "  \"in_both\": ", s->n_past_start, s->first_past_start_line, s->n_duplicates,
+           s->first_duplicate_line, s->first_duplicate_of);
+    if (s->other_checked) {
+        printf("{\"other\": ");
+        cli_json_string(stdout, c->val);
+        printf(", \"rows\": %" PRId64 ", \"first_line\": %d, \"first_of\": %d}", s->n_overlap,
+               s->first_overlap_line, s->first_overlap_of);
+    } else {
+        printf("null");
+    }
+    printf(",\n  \"bad_cells\": {\"rows\": %" PRId64 ", \"first_line\": %d, \"first\": ",
+           s->n_cell_errors, s->first_cell_error_line);
+    cli_json_string(stdout, s->first_cell_error);
+    printf("},\n");
     printf("  \"root\": ");
     if (!s->root_checked) {
         printf("null");
@@ -234,7 +309,7 @@ static void print_json(const struct ann_config *c, const struct tb_annotations *
 static int run_ann(void *config, int n_args, char **args)
 {
     struct ann_config *c = config;
-    struct tb_annotations *a = NULL;
+    struct tb_annotations *a = NULL, *val = NULL;
     struct tb_ann_stats *s = NULL;
     struct tb_ann_opts ao = {.skip_bad_rows = 1};
     int rc, n_actions = 0;
@@ -254,8 +329,10 @@ static int run_ann(void *config, int n_args, char **args)
                                                 : c->frames;
     struct tb_ann_stats_opts so = {.root = c->root, .ext = c->ext, .span_frames = span,
                                    .fps_num = c->fps.num, .fps_den = c->fps.den};
-    if ((rc = tb_ann_load(&a, args[1], &ao)) < 0)
+    if ((rc = tb_ann_load(&a, args[1], &ao)) < 0 ||
+        (c->val[0] && (rc = tb_ann_load(&val, c->val, &ao)) < 0))
         goto fail;
+    so.other = val;
     if (ao.format == TB_ANN_EPIC && (rc = n_actions = tb_ann_map_actions(&a, 1)) < 0)
         goto fail;
     if ((rc = tb_ann_stats_compute(&s, a, &so)) < 0)
@@ -263,13 +340,15 @@ static int run_ann(void *config, int n_args, char **args)
     if (c->json)
         print_json(c, a, s, span);
     else
-        print_report(c, a, s, span, n_actions);
+        print_report(c, a, val, s, span, n_actions);
     tb_ann_stats_free(&s);
     tb_ann_free(&a);
+    tb_ann_free(&val);
     return 0;
 fail:
     cli_report("ann stats", rc);
     tb_ann_free(&a);
+    tb_ann_free(&val);
     return 1;
 }
 
@@ -281,7 +360,11 @@ const struct cli_command cli_cmd_ann = {
                "reported by line) and prints its rows, distinct videos, clip durations, the\n"
                "verb/noun/action histograms (--top rows each), the clips holding fewer frames\n"
                "than the sampler takes (--sampler, --frames, --stride at --fps or each video's\n"
-               "own rate) and, with --data, the rows whose video is not there or cannot be read:\n"
+               "own rate), the windows that start before their video, the rows that repeat\n"
+               "an earlier row (video, window, classes, text) and, with --val FILE, the rows\n"
+               "of FILE whose clip is one of these; with --data, the windows that run past\n"
+               "their video's end (training clamps them and says so) and the rows whose video\n"
+               "is not there or cannot be read:\n"
                "each video is opened as training opens it (a prepared video's index; a plain\n"
                "file is decoded once), and an unreadable one is named with the reader's reason\n"
                "(a rotated plain file, an unfinished prep, a broken index).",

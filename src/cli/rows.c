@@ -3,19 +3,32 @@
  * bad rows skipped and counted, then (with a root) the rows whose video is missing or
  * unreadable, or whose window lies outside it, are dropped too (tb_ann_drop_unreadable).
  * Then either a report (how many, and the first few as file:line: cause), or a refusal
- * with the same lines where every row must be scored (evaluation without --skip-bad-rows). */
+ * with the same lines where every row must be scored (evaluation without --skip-bad-rows).
+ * The rows kept whose window runs past their video (clamped to it) are reported the same way,
+ * never refused: AVION clamps them too. */
 #include <stdio.h>
 
 #include "cli/cli.h"
 #include "tubelet/data.h"
 #include "tubelet/video.h"
 
-static void print_rows(const struct tb_annotations *a)
+static void print_rows(const struct tb_ann_bad_row *rows, int n_kept, int n)
 {
-    for (int i = 0; i < a->n_bad_kept; i++)
-        fprintf(stderr, "  %s\n", a->bad[i].message);
-    if (a->n_skipped > a->n_bad_kept)
-        fprintf(stderr, "  and %d more\n", a->n_skipped - a->n_bad_kept);
+    for (int i = 0; i < n_kept; i++)
+        fprintf(stderr, "  %s\n", rows[i].message);
+    if (n > n_kept)
+        fprintf(stderr, "  and %d more\n", n - n_kept);
+}
+
+/* The rows kept whose window runs outside their video: how many, the first few. */
+static void print_clamped(const struct tb_annotations *a, const char *cmd)
+{
+    if (!a->n_clamped)
+        return;
+    fprintf(stderr, "tubelet %s: %s: %d of %d rows' windows run past their video: their clips "
+            "come from the part inside it (clamped, as AVION's loader does):\n", cmd, a->path,
+            a->n_clamped, a->n_items);
+    print_rows(a->clamped, a->n_clamped_kept, a->n_clamped);
 }
 
 int cli_ann_load(struct tb_annotations **out, const char *cmd, const char *path,
@@ -41,13 +54,16 @@ int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, c
             cli_report(cmd, rc);
         return -1;
     }
-    if (a->n_skipped == 0 || quiet)
+    if (quiet)
         return policy == CLI_ROWS_REFUSE && a->n_skipped ? -1 : 0;
+    print_clamped(a, cmd);
+    if (a->n_skipped == 0)
+        return 0;
     int total = a->n_items + a->n_skipped;
     if (policy == CLI_ROWS_REFUSE) {
         fprintf(stderr, "tubelet %s: %s: %d of %d rows cannot be scored:\n", cmd, a->path,
                 a->n_skipped, total);
-        print_rows(a);
+        print_rows(a->bad, a->n_bad_kept, a->n_skipped);
         fprintf(stderr, "  fix or remove them, or pass --skip-bad-rows to score the other %d\n",
                 a->n_items);
         return -1;
@@ -56,6 +72,6 @@ int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, c
     if (a->n_unreadable)
         fprintf(stderr, " (%d for their video)", a->n_unreadable);
     fprintf(stderr, ":\n");
-    print_rows(a);
+    print_rows(a->bad, a->n_bad_kept, a->n_skipped);
     return 0;
 }

@@ -1,11 +1,14 @@
 /* src/data/ann_stats.c - the statistics of a loaded annotation file (tb_ann_stats_compute):
  * rows, distinct videos, clip durations, per-class counts, clips shorter than the sampler's
- * span and rows whose video a prepared root lacks or the loader cannot read. Each video is
+ * span, windows that run outside their video (past its end: clamped in training; before its
+ * start), repeated rows and rows also in another split, cells that do not parse, and rows
+ * whose video a prepared root lacks or the loader cannot read. Each video is
  * opened once with the clip reader, as the loader opens it (a prepared video's index; a plain
  * file decoded once); no clip is read. It prints nothing (`tubelet ann stats`,
  * src/cli/cmd_ann.c, does). Tests: tests/test_ann_stats.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +82,139 @@ static int build_hist(const struct tb_annotations *a, enum which w, struct tb_an
     h->classes = v;
     h->n_classes = k;
     return 0;
+}
+
+/* ---- repeated rows ---------------------------------------------------------------------- */
+
+static int cmp_opt_str(const char *a, const char *b)
+{
+    return a && b ? strcmp(a, b) : (a != NULL) - (b != NULL);
+}
+
+/* Two rows' clips: video, then window. */
+static int cmp_clip(const struct tb_ann_item *a, const struct tb_ann_item *b)
+{
+    int c = strcmp(a->video, b->video);
+    if (c)
+        return c;
+    if (a->start_s != b->start_s)
+        return a->start_s < b->start_s ? -1 : 1;
+    if (a->end_s != b->end_s)
+        return a->end_s < b->end_s ? -1 : 1;
+    return 0;
+}
+
+/* Two rows as a whole, narration_id aside: the clip, the classes, the noun set, the text and
+ * the captions (a Kinetics row's frame count too). */
+static int cmp_row(const struct tb_ann_item *a, const struct tb_ann_item *b)
+{
+    int c = cmp_clip(a, b);
+    if (c || (c = (a->verb > b->verb) - (a->verb < b->verb)) ||
+        (c = (a->noun > b->noun) - (a->noun < b->noun)) ||
+        (c = (a->n_frames > b->n_frames) - (a->n_frames < b->n_frames)) ||
+        (c = (a->n_nouns > b->n_nouns) - (a->n_nouns < b->n_nouns)) ||
+        (c = cmp_opt_str(a->text, b->text)) ||
+        (c = (a->n_captions > b->n_captions) - (a->n_captions < b->n_captions)))
+        return c;
+    for (int k = 0; k < a->n_nouns && a->nouns && b->nouns; k++)
+        if (a->nouns[k] != b->nouns[k])
+            return a->nouns[k] < b->nouns[k] ? -1 : 1;
+    for (int k = 0; k < a->n_captions; k++)
+        if ((c = strcmp(tb_ann_caption(a, k), tb_ann_caption(b, k))))
+            return c;
+    return 0;
+}
+
+/* A row and its index, sorted by its content (ties: file order). */
+struct ref {
+    const struct tb_ann_item *it;
+    int i;
+};
+
+static int cmp_by_row(const void *pa, const void *pb)
+{
+    const struct ref *a = pa, *b = pb;
+    int c = cmp_row(a->it, b->it);
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+static int cmp_by_clip(const void *pa, const void *pb)
+{
+    const struct ref *a = pa, *b = pb;
+    int c = cmp_clip(a->it, b->it);
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+/* A's rows in order of cmp into r (n). */
+static void sort_rows(const struct tb_annotations *a, struct ref *r,
+                      int (*cmp)(const void *, const void *))
+{
+    for (int i = 0; i < a->n_items; i++)
+        r[i] = (struct ref){&a->items[i], i};
+    qsort(r, (size_t)a->n_items, sizeof(*r), cmp);
+}
+
+/* Rows repeating an earlier row of a, and rows of other whose clip is one of a's. */
+static int count_repeats(struct tb_ann_stats *s, const struct tb_annotations *a,
+                         const struct tb_annotations *other)
+{
+    int n = a->n_items;
+    struct ref *r = tbi_malloc(sizeof(*r) * (size_t)(n ? n : 1));
+    if (!r)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    sort_rows(a, r, cmp_by_row);
+    for (int g = 0, e; g < n; g = e) /* each run of equal rows: its first in file order */
+        for (e = g + 1; e < n && !cmp_row(r[g].it, r[e].it); e++) {
+            s->n_duplicates++;
+            if (!s->first_duplicate_line || r[e].it->line < s->first_duplicate_line) {
+                s->first_duplicate_line = r[e].it->line;
+                s->first_duplicate_of = r[g].it->line;
+            }
+        }
+    s->other_checked = other != NULL;
+    sort_rows(a, r, cmp_by_clip);
+    for (int j = 0; other && j < other->n_items; j++) {
+        const struct tb_ann_item *o = &other->items[j];
+        int lo = 0, hi = n; /* the first of a's clips not below o's: its first row */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (cmp_clip(r[mid].it, o) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == n || cmp_clip(r[lo].it, o))
+            continue;
+        s->n_overlap++;
+        if (!s->first_overlap_line || o->line < s->first_overlap_line) {
+            s->first_overlap_line = o->line;
+            s->first_overlap_of = r[lo].it->line;
+        }
+    }
+    free(r);
+    return 0;
+}
+
+/* Rows whose optional cell did not parse. */
+static void count_cell_errors(struct tb_ann_stats *s, const struct tb_annotations *a)
+{
+    for (int i = 0; i < a->n_items; i++) {
+        const struct tb_ann_item *it = &a->items[i];
+        if (!it->cell_error)
+            continue;
+        s->n_cell_errors++;
+        if (!s->first_cell_error_line || it->line < s->first_cell_error_line) {
+            s->first_cell_error_line = it->line;
+            snprintf(s->first_cell_error, sizeof(s->first_cell_error), "%s", it->cell_error);
+        }
+    }
+}
+
+static void count_line(int64_t *count, int *first, int line)
+{
+    (*count)++;
+    if (!*first || line < *first)
+        *first = line;
 }
 
 enum found { F_MISSING, F_PREPARED, F_PLAIN, F_UNREADABLE };
@@ -209,11 +345,14 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
                                      &end);
                 frames = end > first ? end - first : 0;
                 dur[s->n_timed++] = it->end_s - it->start_s;
-                if (video_frames >= 0 && frames == 0) {
-                    s->n_outside++;
-                    if (!s->first_outside_line || it->line < s->first_outside_line)
-                        s->first_outside_line = it->line;
-                }
+                int over = tbi_ann_overrun(it->start_s, it->end_s, fps_num, fps_den,
+                                           video_frames >= 0 ? video_frames : INT64_MAX / 4);
+                if (video_frames >= 0 && frames == 0)
+                    count_line(&s->n_outside, &s->first_outside_line, it->line);
+                else if (over & TBI_PAST_START)
+                    count_line(&s->n_past_start, &s->first_past_start_line, it->line);
+                if (frames > 0 && video_frames >= 0 && (over & TBI_PAST_END))
+                    count_line(&s->n_past_end, &s->first_past_end_line, it->line);
             }
             if (frames < 0)
                 continue;
@@ -236,7 +375,14 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
         /* the midpoint as a + (b - a) / 2: (a + b) / 2 overflows for durations near DBL_MAX */
         s->median_s = s->n_timed % 2 ? dur[m] : dur[m - 1] + 0.5 * (dur[m] - dur[m - 1]);
     }
-    if ((rc = build_hist(a, W_VERB, &s->verb)) < 0 ||
+    count_cell_errors(s, a);
+    if (o->other && o->other->format != a->format) {
+        rc = tbi_err(TB_EINVAL, "statistics: %s and %s are of different formats", a->path,
+                     o->other->path);
+        goto fail;
+    }
+    if ((rc = count_repeats(s, a, o->other)) < 0 ||
+        (rc = build_hist(a, W_VERB, &s->verb)) < 0 ||
         (rc = build_hist(a, W_NOUN, &s->noun)) < 0 ||
         (rc = build_hist(a, W_ACTION, &s->action)) < 0)
         goto fail;

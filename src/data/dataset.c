@@ -2,7 +2,10 @@
  * which crop, written into a caller's buffer by the caller's reader, then RandAugment in
  * training when asked. Every random choice of sample i in epoch e comes from one generator
  * keyed by (seed, TB_RNG_CLIP, e, i), RandAugment's from (seed, TB_RNG_RAND_AUGMENT, e, i).
- * Tests: tests/test_data.c. */
+ * Before the first clip, the rows no clip can be made of are dropped and those whose window
+ * runs past their video counted (tb_ann_drop_unreadable): a window is clamped to its video, as
+ * AVION's loader clamps it, but never without a word. Tests: tests/test_data.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +116,32 @@ static int item_window(const struct tb_annotations *a, const struct tb_ann_item 
                                        (long long)vi->n_frames, vi->fps_num, vi->fps_den);
 }
 
+int tbi_ann_overrun(double start_s, double end_s, int fps_num, int fps_den, int64_t n_frames)
+{
+    double fps = (double)fps_num / fps_den;
+    /* tb_seconds_to_frames' rounding, before its clamp */
+    return (nearbyint(start_s * fps) < 0 ? TBI_PAST_START : 0) |
+           (ceil(end_s * fps - 1e-9) > (double)n_frames ? TBI_PAST_END : 0);
+}
+
+/* Where item it's window (which holds frames of its video vi) runs outside the video: noted
+ * among a's clamped rows, naming the file, line and both extents. */
+static void note_overrun(struct tb_annotations *a, const struct tb_ann_item *it,
+                         const struct tb_video_info *vi)
+{
+    int o = tbi_ann_overrun(it->start_s, it->end_s, vi->fps_num, vi->fps_den, vi->n_frames);
+    if (!o)
+        return;
+    char msg[2048];
+    double len = (double)vi->n_frames * vi->fps_den / vi->fps_num;
+    snprintf(msg, sizeof(msg), "%s:%d: %s: the window %.2f-%.2f s %s the video (%.2f s: %lld "
+             "frames at %d/%d fps)", a->path, it->line, it->video, it->start_s, it->end_s,
+             o == TBI_PAST_START ? "starts before" : o == TBI_PAST_END ? "ends past"
+                                                   : "runs past both ends of",
+             len, (long long)vi->n_frames, vi->fps_num, vi->fps_den);
+    tbi_ann_note_clamped(a, it->line, msg);
+}
+
 /* Why item `it` of a (its video's info vi, or the open's failure rc) makes no clip: 1 with
  * the message in why, else 0. */
 static int unreadable(const struct tb_annotations *a, const struct tb_ann_item *it, int rc,
@@ -143,6 +172,7 @@ int tb_ann_drop_unreadable(struct tb_annotations *a, tb_reader *r, const char *r
     for (int i = 0; i < n; i++)
         order[i] = (struct by_video){a->items[i].video, i};
     qsort(order, (size_t)n, sizeof(*order), cmp_by_video);
+    a->n_clamped = a->n_clamped_kept = 0; /* the rows kept now, counted afresh */
     root = root ? root : "";
     ext = ext && ext[0] ? ext : "mp4";
     for (int g = 0; g < n;) {
@@ -170,6 +200,8 @@ int tb_ann_drop_unreadable(struct tb_annotations *a, tb_reader *r, const char *r
                 tbi_ann_note_bad(a, it->line, why);
                 a->n_unreadable++;
                 dropped++;
+            } else if (a->format != TB_ANN_KINETICS) {
+                note_overrun(a, it, &vi);
             }
         }
     }

@@ -8,10 +8,12 @@
  * each process's own rows: the loop's mean of the gradients then equals the gradient of one
  * process with the whole batch. With relevant captions (AVION's EK-100 MIR fine-tuning) a
  * clip's caption is a sentence drawn for (epoch, sample) among those relevant to it, taken
- * from the tokenized split (every sentence is a clip's narration). Tests: tests/test_train.c,
- * tests/test_dist.c, tests/test_captions.c. */
+ * from the tokenized split (every sentence is a clip's narration). With caption lists (LaViLa's
+ * LLM-augmented narrations) a clip's caption is one of its list drawn for (epoch, sample)
+ * (tb_ann_caption_draw) and tokenized as the batch loads: every caption is checked at the
+ * start, none is kept tokenized. Tests: tests/test_train.c, tests/test_dist.c,
+ * tests/test_captions.c. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "data/csv.h"
 #include "model/vit_internal.h"
 #include "train/task.h"
 #include "tubelet/dist.h"
@@ -30,7 +33,9 @@ struct clip {
     tb_clip *m;
     tb_tokenizer *tok;
     int B, E, ctx, world;
-    int32_t *item_ids;        /* (items, ctx): every training caption, tokenized */
+    int lists;                /* the split has caption lists: a visit's caption is drawn from
+                                 its clip's list and tokenized as the batch loads */
+    int32_t *item_ids;        /* (items, ctx): every training caption, tokenized (no lists) */
     struct tb_mir_sentences *sent; /* relevant captions: the sentences, and for each clip */
     tb_mir_captions *caps;         /* those above the threshold; both NULL: off */
     int32_t *ids;             /* (B, ctx) of the loaded batch */
@@ -65,26 +70,43 @@ static void clip_close(void **state)
     *state = NULL;
 }
 
-/* Every caption of ann into ids (n_items, ctx); an empty one, or one that is not UTF-8, is
- * an error naming its line; *n_cut counts those longer than the context. */
-static int tokenize_split(tb_tokenizer *tok, const struct tb_annotations *ann, int ctx,
-                          int32_t *ids, int *n_cut)
+/* One caption of item it into ids (ctx); an empty one, or one that is not UTF-8, is an error
+ * naming its line; *n_cut counts it when longer than the context. */
+static int tokenize_caption(tb_tokenizer *tok, const struct tb_annotations *ann,
+                            const struct tb_ann_item *it, const char *caption, int ctx,
+                            int32_t *ids, int *n_cut)
 {
-    *n_cut = 0;
-    for (int i = 0; i < ann->n_items; i++) {
-        const struct tb_ann_item *it = &ann->items[i];
-        const char *s = it->text ? it->text : "";
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (!*s)
-            return tbi_err(TB_EFORMAT, "%s:%d: empty caption (video-text training needs the "
-                           "narration of every clip)", ann->path, it->line);
-        int n = 0, rc = tb_tokenize(tok, it->text, ids + (size_t)i * ctx, ctx, &n);
-        if (rc < 0)
-            return tbi_err_prefix(rc, "%s:%d: the narration", ann->path, it->line);
-        *n_cut += n > ctx;
-    }
+    const char *s = caption ? caption : "";
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (!*s)
+        return tbi_err(TB_EFORMAT, "%s:%d: empty caption (video-text training needs the "
+                       "narration of every clip)", ann->path, it->line);
+    int n = 0, rc = tb_tokenize(tok, caption, ids, ctx, &n);
+    if (rc < 0)
+        return tbi_err_prefix(rc, "%s:%d: the narration", ann->path, it->line);
+    *n_cut += n > ctx;
     return 0;
+}
+
+/* Every caption of ann checked by tokenizing it, each into ids (n_items, ctx) where the split
+ * has no caption lists (ids not NULL); with lists, into one scratch row (the drawn caption is
+ * tokenized at each visit). *n_caps counts them, *n_cut those longer than the context. */
+static int tokenize_split(tb_tokenizer *tok, const struct tb_annotations *ann, int ctx,
+                          int32_t *ids, int *n_caps, int *n_cut)
+{
+    int32_t *row = ids ? NULL : tbi_malloc(sizeof(int32_t) * (size_t)ctx);
+    int rc = ids || row ? 0 : tbi_err(TB_ENOMEM, "out of memory");
+    *n_caps = *n_cut = 0;
+    for (int i = 0; rc == 0 && i < ann->n_items; i++) {
+        const struct tb_ann_item *it = &ann->items[i];
+        int n = it->n_captions > 0 ? it->n_captions : 1;
+        for (int k = 0; rc == 0 && k < n; k++, ++*n_caps)
+            rc = tokenize_caption(tok, ann, it, tb_ann_caption(it, k), ctx,
+                                  ids ? ids + (size_t)i * ctx : row, n_cut);
+    }
+    free(row);
+    return rc;
 }
 
 /* Relevant captions: the training split's sentences and, for every clip, those whose
@@ -121,7 +143,7 @@ static int open_captions(struct clip *t, const struct tb_train_opts *o)
 static int clip_open(void **state, const struct tb_train_opts *o)
 {
     struct clip *t = tbi_calloc(1, sizeof(*t));
-    int rc, n_cut = 0;
+    int rc, n_cut = 0, n_caps = 0;
     *state = NULL;
     if (!t)
         return tbi_err(TB_ENOMEM, "out of memory");
@@ -133,20 +155,29 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     t->world = tb_dist_world();
     size_t be = (size_t)t->B * t->E, all = be * (size_t)t->world;
     struct tb_plan_bytes bytes = {0};
+    for (int i = 0; i < o->train_ann->n_items; i++)
+        t->lists |= o->train_ann->items[i].n_captions > 1;
+    if (t->lists && o->relevant_captions > 0) {
+        free(t);
+        return tbi_err(TB_EINVAL, "%s has caption lists, a caption drawn from each clip's at "
+                       "every visit: --relevant-captions draws EK-100's sentences instead; not "
+                       "both", o->train_ann->path);
+    }
     if ((rc = tb_clip_open(&t->m, &c)) == 0 &&
         (rc = tbi_task_fuse(tb_clip_params(t->m), o)) == 0 &&
         (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
         (rc = tb_tokenizer_open(&t->tok, NULL)) == 0) {
-        t->item_ids = tbi_malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx + 1);
+        if (!t->lists)
+            t->item_ids = tbi_malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx);
         t->ids = tbi_malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);
         t->v = tbi_malloc(sizeof(float) * be), t->t = tbi_malloc(sizeof(float) * be);
         t->all_v = tbi_malloc(sizeof(float) * all), t->all_t = tbi_malloc(sizeof(float) * all);
         t->dv_all = tbi_malloc(sizeof(float) * all), t->dt_all = tbi_malloc(sizeof(float) * all);
-        if (!t->item_ids || !t->ids || !t->v || !t->t || !t->all_v || !t->all_t || !t->dv_all ||
-            !t->dt_all)
+        if ((!t->lists && !t->item_ids) || !t->ids || !t->v || !t->t || !t->all_v ||
+            !t->all_t || !t->dv_all || !t->dt_all)
             rc = tbi_err(TB_ENOMEM, "out of memory");
         else
-            rc = tokenize_split(t->tok, o->train_ann, t->ctx, t->item_ids, &n_cut);
+            rc = tokenize_split(t->tok, o->train_ann, t->ctx, t->item_ids, &n_caps, &n_cut);
     }
     if (rc == 0 && !o->max_margin) {
         tbi_backend *dev = tb_clip_params(t->m)->be;
@@ -165,7 +196,10 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     tbi_log(TB_LOG_INFO, "clip: %lld parameters; memory plan of %d clips and captions: %.1f "
             "MB (activations at most %.1f MB at once); %d of %d captions longer than %d tokens, "
             "cut", (long long)tb_params_floats(tb_clip_params(t->m)), t->B, bytes.arena / 1e6,
-            bytes.activations / 1e6, n_cut, o->train_ann->n_items, t->ctx);
+            bytes.activations / 1e6, n_cut, n_caps, t->ctx);
+    if (t->lists)
+        tbi_log(TB_LOG_INFO, "clip: caption lists: %d captions for %d clips, one drawn from its "
+                "clip's list at every visit", n_caps, o->train_ann->n_items);
     *state = t;
     return 0;
 }
@@ -206,9 +240,17 @@ static int clip_load(void *state, const struct tb_train_opts *o, const struct tb
     if (b->n != t->B)
         return tbi_err(TB_EINVAL, "a batch of %d clips, the step takes %d", b->n, t->B);
     /* training samples are items, one view each; a relevant caption is a sentence drawn for
-     * (epoch, sample), whatever process or worker loaded the clip */
+     * (epoch, sample), and so is a caption of the clip's list, whatever process or worker
+     * loaded the clip */
     for (int j = 0; j < b->n; j++) {
         int64_t item = b->index[j];
+        if (t->lists) {
+            const struct tb_ann_item *it = &o->train_ann->items[item];
+            int k = tb_ann_caption_draw(it, o->seed, b->epoch, item), n_cut = 0;
+            TBI_TRY(tokenize_caption(t->tok, o->train_ann, it, tb_ann_caption(it, k), t->ctx,
+                                     t->ids + (size_t)j * t->ctx, &n_cut));
+            continue;
+        }
         if (t->caps) {
             tb_rng g;
             tb_rng_init_for(&g, o->seed, TB_RNG_CAPTION, (uint64_t)b->epoch, (uint64_t)item);
@@ -423,55 +465,90 @@ static void similarities(const float *v, int64_t nv, const float *t, int64_t nt,
         }
 }
 
-/* The class names of a classes CSV (a header, then id,key,...: row k names class k; '-' and
- * '_' in the key read as spaces) through the prompt ("{}" the name) into texts (n). */
+/* The id and key columns of a classes CSV's header (by name; else the first two), and the
+ * number of fields every row has; TB_EFORMAT. */
+static int class_header(char *line, const char *path, int line_no, int *col)
+{
+    char *f[64];
+    int n = tbi_csv_split(line, f, 64);
+    if (n < 0)
+        return tbi_err(TB_EFORMAT, "%s:%d: the header: %s", path, line_no,
+                       n == TBI_CSV_EMANY ? "more than 64 columns" : tbi_csv_why(n));
+    col[0] = col[1] = -1;
+    for (int c = 0; c < n; c++)
+        for (int k = 0; k < 2; k++)
+            if (!strcmp(f[c], k ? "key" : "id"))
+                col[k] = col[k] < 0 ? c : col[k];
+    if (col[0] < 0 || col[1] < 0) {
+        col[0] = 0;
+        col[1] = 1;
+    }
+    return n < 2 ? tbi_err(TB_EFORMAT, "%s:%d: a classes CSV has id,key,... columns", path,
+                           line_no) : n;
+}
+
+/* Row k of a classes CSV: its key, '-' and '_' read as spaces, through the prompt into
+ * *text (malloc'ed). */
+static int class_row(char *line, const char *path, int line_no, const int *col, int n_fields,
+                     int k, const char *prompt, char **text)
+{
+    char *f[64];
+    int64_t id;
+    int n = tbi_csv_split(line, f, 64);
+    if (n != n_fields)
+        return tbi_err(TB_EFORMAT, "%s:%d: %s, the header has %d fields", path, line_no,
+                       n == TBI_CSV_EMANY || n > n_fields ? "more fields (a comma outside "
+                       "quotes? a field holding one is quoted)" : n < 0 ? tbi_csv_why(n)
+                       : "fewer fields", n_fields);
+    if (tbi_parse_i64(f[col[0]], 0, INT32_MAX, &id) < 0 || id != k)
+        return tbi_err(TB_EFORMAT, "%s:%d: expected class id %d (the classes in order), got "
+                       "'%s'", path, line_no, k, f[col[0]]);
+    char *key = f[col[1]];
+    for (char *p = key; *p; p++)
+        *p = *p == '-' || *p == '_' ? ' ' : *p;
+    const char *slot = strstr(prompt, "{}");
+    size_t len = strlen(prompt) + strlen(key) + 1;
+    if (!(*text = tbi_malloc(len)))
+        return tbi_err(TB_ENOMEM, "out of memory");
+    snprintf(*text, len, "%.*s%s%s", (int)(slot - prompt), prompt, key, slot + 2);
+    return 0;
+}
+
+/* The class names of a classes CSV (a header, then id,key,...: row k names class k, the
+ * columns found by name where the header names them; '-' and '_' in the key read as spaces)
+ * through the prompt ("{}" the name) into texts (n). */
 static int class_prompts(const char *path, const char *prompt, char ***texts, int *n)
 {
-    FILE *f = tbi_fopen(path, "r");
-    char line[1024];
-    int cap = 0, rc = 0, line_no = 0;
+    char *text = NULL, *line;
+    struct tbi_csv csv;
+    int cap = 0, rc, line_no = 0, n_fields = 0, col[2] = {0, 1};
     *texts = NULL;
     *n = 0;
-    if (!f)
-        return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: cannot open: %s", path,
-                       strerror(errno));
-    const char *slot = strstr(prompt, "{}");
-    if (!slot) {
-        fclose(f);
+    if (!strstr(prompt, "{}"))
         return tbi_err(TB_EINVAL, "prompt '%s' has no {} for the class name", prompt);
-    }
-    while (rc == 0 && fgets(line, sizeof(line), f)) {
-        if (++line_no == 1)
-            continue; /* the header */
-        char *comma = strchr(line, ','), *end = NULL;
-        long id = strtol(line, &end, 10);
-        if (!comma || end != comma || id != *n) {
-            rc = tbi_err(TB_EFORMAT, "%s:%d: expected 'id,key,...' with id %d (the classes in "
-                         "order)", path, line_no, *n);
-            break;
+    if ((rc = tbi_csv_read(path, &text, 1u << 28)) < 0)
+        return rc;
+    tbi_csv_begin(&csv, text, 1);
+    while (rc == 0 && (line = tbi_csv_next(&csv, &line_no))) {
+        char *t = tbi_csv_trim(line);
+        if (!*t)
+            continue;
+        if (!n_fields) {
+            rc = (n_fields = class_header(t, path, line_no, col)) < 0 ? n_fields : 0;
+            continue;
         }
-        char *key = comma + 1, *stop = key + strcspn(key, ",\r\n");
-        *stop = '\0';
-        for (char *p = key; *p; p++)
-            *p = *p == '-' || *p == '_' ? ' ' : *p;
         if (*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **g = tbi_realloc(*texts, sizeof(*g) * (size_t)cap);
+            char **g = tbi_realloc(*texts, sizeof(*g) * (size_t)(cap = cap ? 2 * cap : 64));
             if (!g) {
                 rc = tbi_err(TB_ENOMEM, "out of memory");
                 break;
             }
             *texts = g;
         }
-        size_t len = strlen(prompt) + strlen(key) + 1;
-        if (!((*texts)[*n] = tbi_malloc(len))) {
-            rc = tbi_err(TB_ENOMEM, "out of memory");
-            break;
-        }
-        snprintf((*texts)[*n], len, "%.*s%s%s", (int)(slot - prompt), prompt, key, slot + 2);
-        (*n)++;
+        if ((rc = class_row(t, path, line_no, col, n_fields, *n, prompt, &(*texts)[*n])) == 0)
+            (*n)++;
     }
-    fclose(f);
+    free(text);
     if (rc == 0 && *n == 0)
         rc = tbi_err(TB_EFORMAT, "%s: no classes", path);
     return rc;

@@ -280,6 +280,8 @@ int tbi_mir_check_epic(const struct tb_annotations *ann)
         return tbi_err(TB_EINVAL, "MIR sentences: no annotations");
     for (int i = 0; i < ann->n_items; i++) {
         const struct tb_ann_item *it = &ann->items[i];
+        if (it->cell_error) /* a noun set that did not parse: read here, so refused here */
+            return tbi_err(TB_EFORMAT, "%s", it->cell_error);
         if (it->verb < 0 || !it->nouns)
             return tbi_err(TB_EINVAL, "%s:%d: no verb class and noun set: MIR relevancy "
                            "needs EPIC-Kitchens-100 annotations", ann->path, it->line);
@@ -392,26 +394,30 @@ int tb_mir_sentences_build(struct tb_mir_sentences **out, const struct tb_annota
     return 0;
 }
 
-/* One row of the sentence CSV: its clip, by narration_id. The narration column is only
- * compared: EK-100's test file pairs its last 7 ids with the previous row's narration (its
- * 'wash cooker' names clip P22_04_144, narrated 'cut slice'), and AVION and LaViLa take the
- * sentence from the id, as we do. Returns 1 where the narrations differ. */
+/* One row of the sentence CSV (n_fields: the header's): its clip, by narration_id. The
+ * narration column is only compared: EK-100's test file pairs its last 7 ids with the previous
+ * row's narration (its 'wash cooker' names clip P22_04_144, narrated 'cut slice'), and AVION
+ * and LaViLa take the sentence from the id, as we do. Returns 1 where the narrations differ. */
 static int sentence_row(const struct tb_annotations *ann, const struct keyed *ids, char *line,
-                        const int *col, const char *path, int line_no, int *item)
+                        const int *col, int n_fields, const char *path, int line_no, int *item)
 {
     char *f[64];
     int n = tbi_csv_split(line, f, 64);
-    if (n < 0 || col[0] >= n)
-        return tbi_err(TB_EFORMAT, "%s:%d: malformed row (expected narration_id,narration)",
-                       path, line_no);
-    struct tb_ann_item probe = {.id = tbi_csv_trim(f[col[0]])};
+    if (n < 0 && n != TBI_CSV_EMANY)
+        return tbi_err(TB_EFORMAT, "%s:%d: malformed CSV: %s", path, line_no, tbi_csv_why(n));
+    if (n != n_fields)
+        return tbi_err(TB_EFORMAT, "%s:%d: %s fields, the header has %d%s", path, line_no,
+                       n < 0 ? "more than 64" : n > n_fields ? "more" : "fewer", n_fields,
+                       n < 0 || n > n_fields ? ": a comma outside quotes? A field holding one "
+                       "is quoted" : "");
+    struct tb_ann_item probe = {.id = f[col[0]]};
     struct keyed key = {&probe, 0};
     const struct keyed *hit = bsearch(&key, ids, (size_t)ann->n_items, sizeof(*ids), by_id);
     if (!hit)
         return tbi_err(TB_EFORMAT, "%s:%d: narration_id '%s' is not a clip of %s", path,
                        line_no, probe.id, ann->path);
     *item = hit->i;
-    if (col[1] < 0 || col[1] >= n || !strcmp(f[col[1]], hit->it->text))
+    if (col[1] < 0 || !strcmp(f[col[1]], hit->it->text))
         return 0;
     tbi_log(TB_LOG_WARN, "%s:%d: narration '%s', but clip %s (%s:%d) is narrated '%s': the "
             "clip's narration is the sentence", path, line_no, f[col[1]], probe.id, ann->path,
@@ -419,73 +425,92 @@ static int sentence_row(const struct tb_annotations *ann, const struct keyed *id
     return 1;
 }
 
-int tb_mir_sentences_load(struct tb_mir_sentences **out, const char *path,
-                          const struct tb_annotations *ann)
+/* The sentence CSV's header: the narration_id and narration columns (col[1] -1 when
+ * absent); the number of fields, or TB_EFORMAT. */
+static int sentence_header(char *line, const char *path, int line_no, int *col)
 {
-    char *text = NULL;
-    struct keyed *ids = NULL;
-    int rc, col[2] = {-1, -1}, line_no = 0, cap = 0;
-    *out = NULL;
-    if ((rc = tbi_mir_check_epic(ann)) < 0)
-        return rc;
+    char *f[64];
+    int n = tbi_csv_split(line, f, 64);
+    if (n < 0)
+        return tbi_err(TB_EFORMAT, "%s:%d: the header: %s", path, line_no,
+                       n == TBI_CSV_EMANY ? "more than 64 columns" : tbi_csv_why(n));
+    for (int c = 0; c < n; c++)
+        for (int k = 0; k < 2; k++)
+            if (!strcmp(f[c], k ? "narration" : "narration_id")) {
+                if (col[k] >= 0)
+                    return tbi_err(TB_EFORMAT, "%s:%d: the header names '%s' twice", path,
+                                   line_no, f[c]);
+                col[k] = c;
+            }
+    if (col[0] < 0)
+        return tbi_err(TB_EFORMAT, "%s:%d: the header names no narration_id column", path,
+                       line_no);
+    return n;
+}
+
+/* Room for one more sentence. */
+static int sentences_grow(struct tb_mir_sentences *s, int *cap, const char *path)
+{
+    if (s->n < *cap)
+        return 0;
+    *cap = *cap ? 2 * *cap : 1024;
+    int *gi = tbi_realloc(s->item, sizeof(*gi) * (size_t)*cap);
+    if (gi)
+        s->item = gi;
+    const char **gt = tbi_realloc(s->text, sizeof(*gt) * (size_t)*cap);
+    if (gt)
+        s->text = gt;
+    return gi && gt ? 0 : tbi_err(TB_ENOMEM, "%s: out of memory", path);
+}
+
+/* The split's clips sorted by narration_id, each once, into *ids. */
+static int ids_sorted(const struct tb_annotations *ann, struct keyed **ids, const char *path)
+{
     for (int i = 0; i < ann->n_items; i++)
         if (!ann->items[i].id)
             return tbi_err(TB_EINVAL, "%s:%d: no narration_id: a sentence CSV names its clips "
                            "by narration_id", ann->path, ann->items[i].line);
-    if ((rc = tbi_read_file(path, &text, NULL, 1u << 30)) < 0)
-        return rc;
-    if (!(ids = tbi_malloc(sizeof(*ids) * (size_t)ann->n_items)) || sentences_alloc(out, 0) < 0) {
+    if (!(*ids = tbi_malloc(sizeof(**ids) * (size_t)ann->n_items)))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    for (int i = 0; i < ann->n_items; i++)
+        (*ids)[i] = (struct keyed){&ann->items[i], i};
+    qsort(*ids, (size_t)ann->n_items, sizeof(**ids), by_id);
+    for (int i = 1; i < ann->n_items; i++)
+        if (!strcmp((*ids)[i].it->id, (*ids)[i - 1].it->id))
+            return tbi_err(TB_EFORMAT, "%s: narration_id '%s' names two clips (lines %d and "
+                           "%d)", ann->path, (*ids)[i].it->id, (*ids)[i - 1].it->line,
+                           (*ids)[i].it->line);
+    return 0;
+}
+
+int tb_mir_sentences_load(struct tb_mir_sentences **out, const char *path,
+                          const struct tb_annotations *ann)
+{
+    char *text = NULL, *line;
+    struct keyed *ids = NULL;
+    struct tbi_csv csv;
+    int rc, col[2] = {-1, -1}, line_no = 0, cap = 0, n_fields = 0;
+    *out = NULL;
+    if ((rc = tbi_mir_check_epic(ann)) < 0 || (rc = ids_sorted(ann, &ids, path)) < 0 ||
+        (rc = tbi_csv_read(path, &text, 1u << 30)) < 0)
+        goto fail;
+    if (sentences_alloc(out, 0) < 0) {
         rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
-    for (int i = 0; i < ann->n_items; i++)
-        ids[i] = (struct keyed){&ann->items[i], i};
-    qsort(ids, (size_t)ann->n_items, sizeof(*ids), by_id);
-    for (int i = 1; i < ann->n_items; i++)
-        if (!strcmp(ids[i].it->id, ids[i - 1].it->id)) {
-            rc = tbi_err(TB_EFORMAT, "%s: narration_id '%s' names two clips (lines %d and %d)",
-                         ann->path, ids[i].it->id, ids[i - 1].it->line, ids[i].it->line);
-            goto fail;
-        }
     struct tb_mir_sentences *s = *out;
-    for (char *line = text, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-        if ((nl = strchr(line, '\n')))
-            *nl = '\0';
-        line_no++;
+    tbi_csv_begin(&csv, text, 1);
+    while ((line = tbi_csv_next(&csv, &line_no))) {
         char *t = tbi_csv_trim(line);
         if (!*t)
             continue;
-        if (col[0] < 0) {
-            char *f[64];
-            int n = tbi_csv_split(t, f, 64);
-            for (int c = 0; c < n; c++) {
-                const char *name = tbi_csv_trim(f[c]);
-                if (!strcmp(name, "narration_id"))
-                    col[0] = c;
-                else if (!strcmp(name, "narration"))
-                    col[1] = c;
-            }
-            if (col[0] < 0) {
-                rc = tbi_err(TB_EFORMAT, "%s:%d: the header names no narration_id column",
-                             path, line_no);
+        if (!n_fields) {
+            if ((rc = n_fields = sentence_header(t, path, line_no, col)) < 0)
                 goto fail;
-            }
             continue;
         }
-        if (s->n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            int *gi = tbi_realloc(s->item, sizeof(*gi) * (size_t)cap);
-            if (gi)
-                s->item = gi;
-            const char **gt = tbi_realloc(s->text, sizeof(*gt) * (size_t)cap);
-            if (gt)
-                s->text = gt;
-            if (!gi || !gt) {
-                rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
-                goto fail;
-            }
-        }
-        if ((rc = sentence_row(ann, ids, t, col, path, line_no, &s->item[s->n])) < 0)
+        if ((rc = sentences_grow(s, &cap, path)) < 0 ||
+            (rc = sentence_row(ann, ids, t, col, n_fields, path, line_no, &s->item[s->n])) < 0)
             goto fail;
         s->text[s->n] = ann->items[s->item[s->n]].text;
         s->n++;

@@ -4,7 +4,7 @@
  * TBF_ANN_FORMAT the format. The input is the file, seen as every consumer of a loaded file
  * sees it: tb_ann_load with and without skip_bad_rows (they must agree: strict loading
  * succeeds exactly when skipping skips nothing, with the same items), every item's fields as
- * data.h states them, tb_ann_stats_compute (`tubelet ann stats`: its histograms add up to
+ * data.h states them (caption lists, a noun set that did not parse and MIR's refusal of it), tb_ann_stats_compute (`tubelet ann stats`: its histograms add up to
  * the rows) and, for EPIC files, tb_ann_map_actions, tb_mir_sentences_build and the split's
  * relevancy. Seeds: corpus/ek100, corpus/kinetics, corpus/narration (make_seeds.sh). */
 #include <stdlib.h>
@@ -39,11 +39,26 @@ static void check_items(const struct tb_annotations *a, enum tb_ann_format forma
                          (long long)it->n_frames);
             continue;
         }
-        if (!(it->end_s > it->start_s) || it->start_s < 0)
+        /* a narration window may start before its video (clamped where it is read) */
+        if (!(it->end_s > it->start_s) || (format == TB_ANN_EPIC && it->start_s < 0))
             tbf_fail("item %d: window %g .. %g s", i, it->start_s, it->end_s);
         if (format == TB_ANN_NARRATION) {
-            if (!it->text || it->nouns)
-                tbf_fail("narration item %d without its text", i);
+            if (!it->text || it->nouns || it->cell_error || it->n_captions < 0 ||
+                (it->n_captions > 0) != (it->captions != NULL))
+                tbf_fail("narration item %d without its text, or %d captions", i,
+                         it->n_captions);
+            for (int k = 0; k < it->n_captions; k++) {
+                const char *c = tb_ann_caption(it, k);
+                if (!c || !c[0])
+                    tbf_fail("narration item %d: caption %d empty", i, k);
+                tbf_touch(c, strlen(c));
+            }
+            continue;
+        }
+        if (it->cell_error) { /* all_noun_classes that did not parse: no set */
+            if (it->nouns || it->n_nouns)
+                tbf_fail("EPIC item %d: a noun set beside '%s'", i, it->cell_error);
+            tbf_touch(it->cell_error, strlen(it->cell_error));
             continue;
         }
         if (it->verb < 0 || it->noun < 0 || it->n_nouns < 1 || !it->nouns)
@@ -95,6 +110,14 @@ static void sentences(const struct tb_annotations *a)
     for (int i = 0; i < a->n_items; i++)
         if (!a->items[i].text)
             return; /* tb_mir_sentences_build refuses it, as it says */
+    for (int i = 0; i < a->n_items; i++)
+        if (a->items[i].cell_error) { /* a noun set that did not parse: refused, named */
+            if (tb_mir_sentences_build(&s, a) != TB_EFORMAT || s ||
+                strcmp(tb_errmsg(), a->items[i].cell_error))
+                tbf_fail("tb_mir_sentences_build beside '%s': %s", a->items[i].cell_error,
+                         tb_errmsg());
+            return;
+        }
     int rc = tb_mir_sentences_build(&s, a);
     if (rc < 0)
         tbf_fail("tb_mir_sentences_build: %s", tb_errmsg());

@@ -66,6 +66,8 @@ awk -F, 'NR == 1 { print "video_id,start_s,end_s,text"; next }
     synth/annotations/EPIC_100_train.csv >"$corpus/narration/train.csv"
 printf 'P01_01,1.5,3.25,"open the door, then close it"\nP01_02,0,2,""\n' \
     >"$corpus/narration/quoted.csv"
+printf '\357\273\277video_id , start_s,end_s,text,captions\r\nP01_01,-0.5,3,,"[""a, b"", ""caf\\u00e9 \\ud83d\\ude00\\n""]"\r\nP01_02,1,2,"two\nlines",\r\n' \
+    >"$corpus/narration/captions.csv"
 
 # Tokenizer: byte 0 is the context length (77), then a caption.
 i=0
