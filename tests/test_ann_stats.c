@@ -742,8 +742,9 @@ int main(void)
     } errors[] = {
         {"stat", "EPIC_100_train.csv", "", 2, "unknown action 'stat'"},
         {"stats", NULL, "", 2, "expected stats FILE"},
-        {"stats", "EPIC_100_train.csv", "--format csv", 2, "unknown --format 'csv'"},
-        {"stats", "EPIC_100_train.csv", "--sampler random", 2, "--sampler 'random'"},
+        {"stats", "EPIC_100_train.csv", "--format csv", 2,
+         "--format: 'csv' is none of epic|kinetics|narration"},
+        {"stats", "EPIC_100_train.csv", "--sampler random", 2, "--sampler: 'random' is none of "},
         {"stats", "EPIC_100_train.csv", "--bogus 3", 2, "unknown flag '--bogus'"},
         {"stats", "EPIC_100_train.csv", "--frames 0", 2, "--frames: 0 is out of range"},
         {"stats", "EPIC_100_train.csv", "--fps 0", 2, "--fps: malformed value '0'"},

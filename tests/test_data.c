@@ -411,6 +411,11 @@ static void test_windows(void)
     CHECK_STR_HAS(out, "windows.csv:5: P01_01: the window -1.50-1.00 s starts before the video");
     CHECK_STR_HAS(out, "windows.csv: skipping 1 of 6 rows (1 for their video)");
     free(out);
+    snprintf(path, sizeof(path), "%s/windows_run/metrics.jsonl", tbt_dir());
+    out = tbt_read(path, NULL); /* and the run's record counts them */
+    CHECK_STR_HAS(out, "\"train_rows_skipped\": 1, \"train_rows_unreadable\": 1, "
+                  "\"train_rows_clamped\": 3, ");
+    free(out);
 }
 
 /* An EK-100 CSV whose all_noun_classes does not parse in some rows (a column --task cls

@@ -1007,8 +1007,9 @@ static void test_bad_rows(const char *t, const char *d, const char *ckpt)
     snprintf(path, sizeof(path), "%s/metrics.jsonl", run);
     char *metrics = tbt_read(path, NULL);
     snprintf(want, sizeof(want), "{\"start_step\": 0, \"train_rows\": %d, "
-             "\"train_rows_skipped\": 2, \"train_rows_unreadable\": 1, \"val_rows\": 0, "
-             "\"val_rows_skipped\": 0}\n", n - 2);
+             "\"train_rows_skipped\": 2, \"train_rows_unreadable\": 1, "
+             "\"train_rows_clamped\": 0, \"val_rows\": 0, \"val_rows_skipped\": 0, "
+             "\"val_rows_clamped\": 0}\n", n - 2);
     CHECK_STR_HAS(metrics, want);
     free(metrics);
 

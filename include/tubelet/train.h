@@ -156,7 +156,7 @@ TB_API void tb_norm_values(enum tb_norm n, const float **mean, const float **std
 
 /* What a run trains and validates on, as every checkpoint records it (its "data" metadata):
  * each annotation set's rows and a CRC-32C of what the run reads of them, in order (video,
- * window, frame count, classes, noun set, text, narration id), e.g. "train 102 rows
+ * window, frame count, classes, noun set, text, captions, narration id), e.g. "train 102 rows
  * 1a2b3c4d; val 25 rows 0f0e0d0c". A resume compares it with the checkpoint's. */
 #define TB_DATA_ID_MAX 96
 struct tb_train_opts;

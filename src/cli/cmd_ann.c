@@ -319,12 +319,7 @@ static int run_ann(void *config, int n_args, char **args)
                 "FILE)\n", args[0]);
         return 2;
     }
-    if (cli_ann_format(c->format, &ao.format) < 0 ||
-        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense"))) {
-        fprintf(stderr, "tubelet ann: unknown --format '%s' or --sampler '%s' (formats: epic, "
-                "kinetics, narration; samplers: segments, dense)\n", c->format, c->sampler);
-        return 2;
-    }
+    cli_ann_format(c->format, &ao.format); /* the parser checked the names */
     int64_t span = !strcmp(c->sampler, "dense") ? (int64_t)(c->frames - 1) * c->stride + 1
                                                 : c->frames;
     struct tb_ann_stats_opts so = {.root = c->root, .ext = c->ext, .span_frames = span,

@@ -430,6 +430,10 @@ static uint32_t items_crc(const struct tb_annotations *a)
         crc = tbi_crc32c_extend(crc, n, sizeof(n));
         if (it->n_nouns > 0)
             crc = tbi_crc32c_extend(crc, it->nouns, sizeof(int) * (size_t)it->n_nouns);
+        for (int k = 0; k < it->n_captions; k++) { /* a caption list, each with its NUL */
+            const char *c = tb_ann_caption(it, k);
+            crc = tbi_crc32c_extend(crc, c, strlen(c) + 1);
+        }
     }
     return crc;
 }
@@ -684,8 +688,10 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             count("start_step", pos.step, NULL), count("train_rows", t->n_items, NULL),
             count("train_rows_skipped", t->n_skipped, NULL),
             count("train_rows_unreadable", t->n_unreadable, NULL),
+            count("train_rows_clamped", t->n_clamped, NULL),
             count("val_rows", v ? v->n_items : 0, NULL),
             count("val_rows_skipped", v ? v->n_skipped : 0, NULL),
+            count("val_rows_clamped", v ? v->n_clamped : 0, NULL),
             text("resume_changed", o->resume_note ? o->resume_note : ""),
         };
         int n = (int)(sizeof(f) / sizeof(f[0])) - !(o->resume_note && o->resume_note[0]);
