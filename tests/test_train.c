@@ -986,8 +986,11 @@ static void test_bad_rows(const char *t, const char *d, const char *ckpt)
     CHECK_MSG(out && !strstr(out, "\"top1\"") && !strstr(out, "views"), "%s", out);
     free(out);
 
-    rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4 --skip-bad-rows", t,
-                 ckpt, data, bad);
+    char scores[4400], lines[4400];
+    snprintf(scores, sizeof(scores), "%s/bad_scores.npy", d);
+    snprintf(lines, sizeof(lines), "%s/bad_scores.lines.npy", d);
+    rc = tbt_run(&out, 300, "%s eval --ckpt %s --data %s --val %s --batch 4 --skip-bad-rows "
+                 "--scores %s", t, ckpt, data, bad, scores);
     CHECK_MSG(rc == 0, "%s", out);
     snprintf(want, sizeof(want), "%s: skipping 2 of %d rows (1 for their video):\n  %s:3: ", bad,
              n, bad);
@@ -995,6 +998,45 @@ static void test_bad_rows(const char *t, const char *d, const char *ckpt)
     snprintf(want, sizeof(want), "\"items\": %d,", n - 2);
     CHECK_STR_HAS(out, want);
     free(out);
+    /* issue 42's S5: one row of scores per row of the file, in its order, NaN for the two
+     * skipped (a bad time at line 3, a missing video at 4), and each row's line beside */
+    struct tbi_npy h;
+    CHECK_EQ(tbi_npy_open(&h, scores), 0);
+    int64_t K = h.n_dims == 2 ? h.shape[1] : 0;
+    CHECK_MSG(h.n_dims == 2 && h.shape[0] == n && K > 1, "scores of shape (%lld, %lld) for %d "
+              "rows", (long long)h.shape[0], (long long)K, n);
+    float *sc = h.n_dims == 2 && h.shape[0] == n ? malloc(sizeof(float) * (size_t)h.n) : NULL;
+    if (sc)
+        CHECK_EQ(tbi_npy_read_f32(&h, scores, sc), 0);
+    tbi_npy_close(&h);
+    for (int r = 0; sc && r < n; r++) {
+        double sum = 0;
+        int nans = 0;
+        for (int64_t q = 0; q < K; q++) {
+            nans += isnan(sc[r * K + q]);
+            sum += sc[r * K + q];
+        }
+        if (r == 1 || r == 2) /* lines 3 and 4 */
+            CHECK_MSG(nans == K, "row %d (line %d, skipped): %d of %lld NaN", r, r + 2, nans,
+                      (long long)K);
+        else
+            CHECK_MSG(nans == 0 && fabs(sum - 1) < 1e-4, "row %d (line %d): %d NaN, sum %g", r,
+                      r + 2, nans, sum);
+    }
+    free(sc);
+    size_t len = 0;
+    char *raw = tbt_read(lines, &len);
+    size_t at = raw && len > 10 ? 10 + ((size_t)(uint8_t)raw[8] | (size_t)(uint8_t)raw[9] << 8)
+                                : 0;
+    snprintf(want, sizeof(want), "'shape': (%d,)", n);
+    CHECK_MSG(raw && strstr(raw + 10, "'<i8'") && strstr(raw + 10, want) &&
+                  len == at + 8 * (size_t)n, "%s: %zu bytes", lines, len);
+    for (int r = 0; raw && len == at + 8 * (size_t)n && r < n; r++) {
+        int64_t v;
+        memcpy(&v, raw + at + 8 * (size_t)r, 8);
+        CHECK_EQ(v, r + 2); /* the header is line 1 */
+    }
+    free(raw);
 
     /* the same file to train on: skipped, said, counted */
     rc = tbt_run(&out, 600, "%s train --data %s --train %s %s --epochs 1 --out %s", t, data, bad,

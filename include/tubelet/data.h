@@ -86,6 +86,9 @@ struct tb_annotations {
                              inside it */
     int n_clamped_kept;   /* min(n_clamped, TB_ANN_BAD_KEPT) */
     struct tb_ann_bad_row clamped[TB_ANN_BAD_KEPT]; /* the first of them, in file order */
+    int *skipped_lines;   /* every skipped row's line, in the order they were skipped (n_skipped
+                             of them; tb_ann_row_lines puts them in the file's order) */
+    int skipped_cap;      /* skipped_lines' room; -1: a line could not be kept (out of memory) */
 };
 
 struct tb_ann_opts {
@@ -98,6 +101,11 @@ struct tb_ann_opts {
 TB_API int tb_ann_load(struct tb_annotations **out, const char *path,
                        const struct tb_ann_opts *opts);
 TB_API void tb_ann_free(struct tb_annotations **a);
+
+/* The lines of every row of the file a was loaded from, kept and skipped, in the file's order
+ * (a row that spans lines: its first), into lines (room for n_items + n_skipped; NULL: only
+ * count them). Returns their number, or TB_ENOMEM when a skipped row's line was lost. */
+TB_API int tb_ann_row_lines(const struct tb_annotations *a, int *lines);
 
 /* Caption k of an item: the k-th of its list, or its text where it has none (k = 0); NULL
  * out of range. */

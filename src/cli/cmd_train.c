@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -763,9 +764,10 @@ static const struct cli_flag eval_flags[] = {
     E("predictions", CLI_STR, predictions, "", "FILE.csv",
       "cls: also write each item's line, label, top-1 class and its probability (views and "
       "crops averaged)", CLI_NO_RANGE),
-    E("scores", CLI_STR, scores, "", "FILE.npy", "cls: also write each item's probabilities "
-      "averaged over its views and crops (items, classes), float32, the --val rows in order",
-      CLI_NO_RANGE),
+    E("scores", CLI_STR, scores, "", "FILE.npy", "cls: also write each row's probabilities "
+      "averaged over its views and crops: (rows, classes) float32, one row per --val row in "
+      "the file's order, NaN for a row --skip-bad-rows skipped; and FILE.lines.npy beside it, "
+      "each row's line in the file (int64)", CLI_NO_RANGE),
     E("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...) for "
       "zero-shot classification of --label", CLI_NO_RANGE),
     E("prompt", CLI_STR, prompt, "{}", "TEXT", "clip: the zero-shot prompt, {} the class name",
@@ -854,6 +856,43 @@ static int write_predictions(const char *path, const struct tb_annotations *a,
         fprintf(m.f, "%d,%d,%d,%.6f\n", it->line, tb_item_label(it, k), best, p[best]);
     }
     return cli_mem_save(&m, "eval", path);
+}
+
+/* --scores FILE.npy: (rows, classes) float32, one row per row of --val in the file's order,
+ * NaN for a row skipped (--skip-bad-rows), and FILE.lines.npy beside it: each row's line in
+ * the file (int64), so the rows line up with the CSV whatever was skipped. */
+static int write_scores(const char *path, const struct tb_annotations *a, const float *probs,
+                        int K)
+{
+    int n = tb_ann_row_lines(a, NULL), rc = n;
+    int *lines = n >= 0 ? malloc(sizeof(int) * (size_t)(n + 1)) : NULL;
+    int64_t *lines64 = n >= 0 ? malloc(sizeof(int64_t) * (size_t)(n + 1)) : NULL;
+    float *rows = n >= 0 ? malloc(sizeof(float) * ((size_t)n * K + 1)) : NULL;
+    char lpath[4200];
+    size_t stem = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".npy")
+                      ? strlen(path) - 4 : strlen(path);
+    snprintf(lpath, sizeof(lpath), "%.*s.lines.npy", (int)stem, path);
+    if (n >= 0 && (!lines || !lines64 || !rows))
+        rc = TB_ENOMEM;
+    if (rc >= 0 && (rc = tb_ann_row_lines(a, lines)) >= 0) {
+        for (int r = 0, i = 0; r < n; r++) {
+            int kept = i < a->n_items && a->items[i].line == lines[r];
+            for (int q = 0; q < K; q++)
+                rows[(size_t)r * K + q] = kept ? probs[(size_t)i * K + q] : NAN;
+            i += kept;
+            lines64[r] = lines[r];
+        }
+        struct tb_st_tensor s = {.dtype = TB_ST_F32, .n_dims = 2, .shape = {n, K},
+                                 .n = (int64_t)n * K, .data = rows},
+                            l = {.dtype = TB_ST_I64, .n_dims = 1, .shape = {n}, .n = n,
+                                 .data = lines64};
+        if ((rc = tb_npy_write(path, &s)) == 0)
+            rc = tb_npy_write(lpath, &l);
+    }
+    free(lines);
+    free(lines64);
+    free(rows);
+    return rc < 0 ? rc : 0;
 }
 
 static int run_eval(void *config, int n_args, char **args)
@@ -1013,7 +1052,7 @@ static int run_eval(void *config, int n_args, char **args)
     if (tb_dist_rank() == 0) {
         if (c->predictions[0] && write_predictions(c->predictions, val, label, probs, K) < 0)
             goto end;
-        if (c->scores[0] && (rc = tb_npy_write_f32(c->scores, probs, val->n_items, K)) < 0)
+        if (c->scores[0] && (rc = write_scores(c->scores, val, probs, K)) < 0)
             goto fail;
         printf("{\"ckpt\": \"%s\", \"items\": %lld, \"views\": %d, \"crops\": %d, \"top1\": "
                "%.4f, \"top5\": %.4f, \"loss\": %.6f, \"loss_logits\": %.6f%s}\n", c->ckpt,

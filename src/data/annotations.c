@@ -732,9 +732,47 @@ static void keep_row(struct tb_ann_bad_row *rows, int *n_kept, int line, const c
 
 void tbi_ann_note_bad(struct tb_annotations *a, int line, const char *message)
 {
+    if (a->skipped_cap >= 0 && a->n_skipped == a->skipped_cap) {
+        int cap = a->skipped_cap ? 2 * a->skipped_cap : 16;
+        int *grown = tbi_realloc(a->skipped_lines, sizeof(int) * (size_t)cap);
+        if (grown)
+            a->skipped_lines = grown;
+        a->skipped_cap = grown ? cap : -1;
+    }
+    if (a->skipped_cap >= 0)
+        a->skipped_lines[a->n_skipped] = line;
     if (!a->n_skipped++ || line < a->bad[0].line)
         snprintf(a->first_error, sizeof(a->first_error), "%s", message);
     keep_row(a->bad, &a->n_bad_kept, line, message);
+}
+
+static int by_value(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+int tb_ann_row_lines(const struct tb_annotations *a, int *lines)
+{
+    int n = a->n_items + a->n_skipped;
+    if (a->skipped_cap < 0)
+        return tbi_err(TB_ENOMEM, "%s: the skipped rows' lines were lost (out of memory)",
+                       a->path);
+    if (!lines)
+        return n;
+    /* the items keep the file's order; the skipped rows are merged in by line */
+    int *skipped = tbi_malloc(sizeof(int) * (size_t)(a->n_skipped + 1));
+    if (!skipped)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    if (a->n_skipped)
+        memcpy(skipped, a->skipped_lines, sizeof(int) * (size_t)a->n_skipped);
+    qsort(skipped, (size_t)a->n_skipped, sizeof(int), by_value);
+    for (int i = 0, j = 0, k = 0; k < n; k++)
+        lines[k] = j == a->n_skipped || (i < a->n_items && a->items[i].line < skipped[j])
+                       ? a->items[i++].line
+                       : skipped[j++];
+    free(skipped);
+    return n;
 }
 
 void tbi_ann_note_clamped(struct tb_annotations *a, int line, const char *message)
@@ -763,6 +801,7 @@ void tb_ann_free(struct tb_annotations **pa)
     for (int i = 0; i < a->n_items; i++)
         free_item(&a->items[i]);
     free(a->items);
+    free(a->skipped_lines);
     free(a);
     *pa = NULL;
 }
