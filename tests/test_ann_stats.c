@@ -599,6 +599,19 @@ int main(void)
     CHECK_EQ(json_int(out, "short"), short_rows);
     CHECK_EQ(json_int(out, "outside"), outside);
     CHECK_EQ(json_int(out, "prepared"), 2);
+    /* each sampler's span: T; (T - 1) x stride + 1; AVION's T x stride */
+    static const struct {
+        const char *sampler;
+        int span;
+    } spans[] = {{"segments", 4}, {"dense", 10}, {"dense-jitter", 12}};
+    for (int k = 0; k < 3; k++) {
+        char *o2 = NULL;
+        rc = tbt_run(&o2, 60, "%s ann stats %s --frames 4 --stride 3 --sampler %s --json", t,
+                     csv, spans[k].sampler);
+        CHECK_MSG(rc == 0 && json_int(o2, "span_frames") == spans[k].span, "--sampler %s: %s",
+                  spans[k].sampler, o2);
+        free(o2);
+    }
     CHECK_EQ(json_int(out, "missing_rows"), rows_of[V_MISSING]);
     snprintf(want, sizeof(want), "{\"line\": %d, \"message\": \"", bad_line);
     CHECK_STR_HAS(out, want);

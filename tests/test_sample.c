@@ -115,7 +115,7 @@ static void test_dense_shift(void)
     int moves[S] = {0};
     for (int i = 0; i < 20000; i++) {
         tb_rng again = r;
-        CHECK_EQ(tb_sample_dense_shift(N, T, S, -1, 0, &r, f), 0);
+        CHECK_EQ(tb_sample_dense_jitter(N, T, S, -1, 0, &r, f), 0);
         int64_t start = (int64_t)tb_rng_below(&again, ROOM);
         for (int k = 0; k < T; k++) {
             int64_t move = (int64_t)tb_rng_below(&again, S);
@@ -131,13 +131,13 @@ static void test_dense_shift(void)
         CHECK_MSG(moves[m] > 76000 && moves[m] < 84000, "move %d drawn %d times", m, moves[m]);
     /* views: evenly spaced starts, no moves */
     int64_t a[16], b[16];
-    CHECK_EQ(tb_sample_dense_shift(N, T, S, 0, 3, NULL, a), 0);
-    CHECK_EQ(tb_sample_dense_shift(N, T, S, 2, 3, NULL, b), 0);
+    CHECK_EQ(tb_sample_dense_jitter(N, T, S, 0, 3, NULL, a), 0);
+    CHECK_EQ(tb_sample_dense_jitter(N, T, S, 2, 3, NULL, b), 0);
     CHECK(a[0] == 0 && b[0] == ROOM - 1 && a[1] - a[0] == S && b[15] - b[14] == S);
     /* not longer than (T + 1) x stride: from 0, wrapped modulo the frame count */
-    CHECK_EQ(tb_sample_dense_shift(10, 8, 2, 0, 1, NULL, a), 0);
+    CHECK_EQ(tb_sample_dense_jitter(10, 8, 2, 0, 1, NULL, a), 0);
     CHECK(a[0] == 0 && a[4] == 8 && a[5] == 0 && a[7] == 4);
-    CHECK(tb_sample_dense_shift(10, 8, 2, -1, 0, NULL, a) < 0);
+    CHECK(tb_sample_dense_jitter(10, 8, 2, -1, 0, NULL, a) < 0);
 }
 
 static void test_crops(void)

@@ -316,7 +316,18 @@ TB_API int tb_randaug_op(uint8_t *clip, int n_frames, int width, int height, enu
 enum tb_sampler {
     TB_SAMPLE_SEGMENTS, /* AVION: T segments of the annotated window (whole video: Kinetics) */
     TB_SAMPLE_DENSE,    /* VideoMAE: T frames at a stride from a random (train) start */
+    TB_SAMPLE_DENSE_JITTER, /* AVION's VideoMAE pretraining: the same, each frame moved within
+                           its stride, wrapped at the end (tb_sample_dense_jitter) */
 };
+#define TB_N_SAMPLERS 3
+
+/* A sampler's name ("segments", "dense", "dense-jitter": flags, checkpoints), and back: 0 or
+ * TB_EINVAL naming the names. */
+TB_API const char *tb_sampler_name(enum tb_sampler s);
+TB_API int tb_sampler_parse(const char *name, enum tb_sampler *out);
+/* The frames a clip of T frames spans under s at stride (segments: T; dense: (T - 1) x stride
+ * + 1; dense-jitter: T x stride). */
+TB_API int64_t tb_sampler_span(enum tb_sampler s, int frames, int stride);
 
 struct tb_dataset_opts {
     const char *root;          /* where the videos are: ROOT/<video>.<ext> (EPIC, narration),

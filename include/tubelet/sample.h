@@ -38,7 +38,7 @@ TB_API int tb_sample_dense(int64_t n_frames, int n, int stride, int view, int n_
  * where the video is not longer), each frame moved by its own uniform draw from [0, stride),
  * frame numbers past the end wrapped to the start (modulo n_frames); view v of n_views: the
  * starts evenly spaced over that range, no moves. */
-TB_API int tb_sample_dense_shift(int64_t n_frames, int n, int stride, int view, int n_views,
+TB_API int tb_sample_dense_jitter(int64_t n_frames, int n, int stride, int view, int n_views,
                                  tb_rng *rng, int64_t *out);
 
 /* A time window in seconds to frames at fps (num/den): start rounds to the nearest frame,

@@ -40,8 +40,9 @@ static const struct cli_flag ann_flags[] = {
       "as training will and count the rows whose video is not there or cannot be read",
       CLI_NO_RANGE),
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
-    F("sampler", CLI_STR, sampler, "segments", "segments|dense", "segments (AVION: a clip spans T "
-      "frames) or dense (VideoMAE: (T - 1) * stride + 1)", CLI_NO_RANGE),
+    F("sampler", CLI_STR, sampler, "segments", "segments|dense|dense-jitter",
+      "segments (AVION: a clip spans T frames), dense (VideoMAE: (T - 1) * stride + 1) or "
+      "dense-jitter (AVION's VideoMAE pretraining: T * stride)", CLI_NO_RANGE),
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
     F("fps", CLI_RATE, fps, "30", "F", "the rate windows map to frames at where --root has no "
@@ -161,7 +162,7 @@ static void print_report(const struct ann_config *c, const struct tb_annotations
         snprintf(fps, sizeof(fps), "%d/%d", c->fps.num, c->fps.den);
     printf("short clips  %" PRId64 " of %" PRId64 " hold fewer than %" PRId64 " frames (%s, "
            "%d frames", s->n_short, s->n_counted, span, c->sampler, c->frames);
-    if (!strcmp(c->sampler, "dense"))
+    if (strcmp(c->sampler, "segments"))
         printf(" at stride %d", c->stride);
     int64_t n_readable = s->n_prepared + s->n_plain;
     if (n_readable)
@@ -320,8 +321,9 @@ static int run_ann(void *config, int n_args, char **args)
         return 2;
     }
     cli_ann_format(c->format, &ao.format); /* the parser checked the names */
-    int64_t span = !strcmp(c->sampler, "dense") ? (int64_t)(c->frames - 1) * c->stride + 1
-                                                : c->frames;
+    enum tb_sampler sampler = TB_SAMPLE_SEGMENTS;
+    tb_sampler_parse(c->sampler, &sampler); /* the parser checked the name */
+    int64_t span = tb_sampler_span(sampler, c->frames, c->stride);
     struct tb_ann_stats_opts so = {.root = c->root, .ext = c->ext, .span_frames = span,
                                    .fps_num = c->fps.num, .fps_den = c->fps.den};
     if ((rc = tb_ann_load(&a, args[1], &ao)) < 0 ||

@@ -41,8 +41,8 @@ static const struct cli_flag peek_flags[] = {
     F("clips", CLI_INT, clips, "6", "N", "clips (rows)", 1, 64),
     F("frames", CLI_INT, frames, "8", "T", "frames per clip", 1, 64),
     F("size", CLI_INT, size, "112", "PX", "frame size (square)", 16, 1024),
-    F("sampler", CLI_STR, sampler, "segments", "segments|dense",
-      "segments (AVION) or dense (VideoMAE)",
+    F("sampler", CLI_STR, sampler, "segments", "segments|dense|dense-jitter",
+      "segments (AVION), dense (VideoMAE) or dense-jitter (AVION's VideoMAE pretraining)",
       CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
     F("train", CLI_BOOL, train, "true", "",
@@ -125,17 +125,14 @@ static int run_peek(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet peek: --data, --ann and --out are required\n");
         return 2;
     }
-    if (cli_ann_format(c->format, &ao.format) < 0 ||
-        (strcmp(c->sampler, "segments") && strcmp(c->sampler, "dense"))) {
-        fprintf(stderr, "tubelet peek: unknown --format '%s' or --sampler '%s'\n", c->format,
-                c->sampler);
-        return 2;
-    }
+    enum tb_sampler sampler = TB_SAMPLE_SEGMENTS;
+    cli_ann_format(c->format, &ao.format); /* the parser checked the names */
+    tb_sampler_parse(c->sampler, &sampler);
     verbs = load_names(c->verbs, &n_verbs);
     nouns = load_names(c->nouns, &n_nouns);
     struct tb_dataset_opts dopts = {
         .root = c->root, .ext = "mp4",
-        .sampler = strcmp(c->sampler, "dense") ? TB_SAMPLE_SEGMENTS : TB_SAMPLE_DENSE,
+        .sampler = sampler,
         .n_frames = c->frames, .stride = c->stride, .train = c->train, .n_views = 1,
         .width = c->size, .height = c->size,
         .crop = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = c->scale_min, .scale_max = 1,

@@ -71,9 +71,9 @@ static const struct cli_flag train_flags[] = {
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
     F("pool", CLI_STR, pool, "mean", "mean|cls", "mean (fc_norm) or cls", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "sincos|learned", "sincos or learned positions", CLI_NO_RANGE),
-    F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense",
-      "segments (AVION), dense (VideoMAE) or auto "
-      "(cls: segments, mae: dense)", CLI_NO_RANGE),
+    F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense|dense-jitter",
+      "segments (AVION), dense (VideoMAE), dense-jitter (AVION's VideoMAE pretraining: each "
+      "frame moved within its stride) or auto (cls: segments, mae: dense)", CLI_NO_RANGE),
     F("crop-mode", CLI_STR, crop, "auto", "auto|rrc|multiscale",
       "rrc (random resized crop), multiscale "
       "(VideoMAE's) or auto (cls: rrc, mae: multiscale)", CLI_NO_RANGE),
@@ -471,7 +471,9 @@ static int run_train(void *config, int n_args, char **args)
     if (cli_device("train", c->device, c->backend, c->precision, &c->use_backend,
                    &dtype))
         return 2;
-    int dense = !strcmp(c->sampler, "dense") || (mae && !strcmp(c->sampler, "auto"));
+    enum tb_sampler sampler = mae ? TB_SAMPLE_DENSE : TB_SAMPLE_SEGMENTS; /* auto */
+    if (strcmp(c->sampler, "auto"))
+        tb_sampler_parse(c->sampler, &sampler); /* the parser checked the name */
     int qv_bias = !strcmp(c->qv_bias, "true");
     int multiscale = !strcmp(c->crop, "multiscale") || (mae && !strcmp(c->crop, "auto"));
     struct tb_randaug_opts rand_augment;
@@ -559,7 +561,7 @@ static int run_train(void *config, int n_args, char **args)
         .train_ann = train, .val_ann = val, .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
         .data = {.root = c->data, .ext = c->ext,
-                 .sampler = dense ? TB_SAMPLE_DENSE : TB_SAMPLE_SEGMENTS,
+                 .sampler = sampler,
                  .stride = c->stride,
                  .crop = {.mode = multiscale ? TB_CROP_MULTISCALE : TB_CROP_RANDOM_RESIZED,
                           .scale_min = c->scale_min, .scale_max = 1, .ratio_min = 3.0 / 4,

@@ -32,8 +32,10 @@ int tb_dataset_open(tb_dataset **out, const struct tb_annotations *ann,
         o->width > 4096 || o->height > 4096)
         return tbi_err(TB_EINVAL, "bad clip shape: %d frames of %dx%d", o->n_frames, o->width,
                        o->height);
-    if (o->sampler == TB_SAMPLE_DENSE && o->stride < 1)
+    if (o->sampler != TB_SAMPLE_SEGMENTS && o->stride < 1)
         return tbi_err(TB_EINVAL, "dense sampling needs a stride of at least 1");
+    if ((unsigned)o->sampler >= TB_N_SAMPLERS)
+        return tbi_err(TB_EINVAL, "no sampler %d", (int)o->sampler);
     int rc = tb_randaug_check(&o->rand_augment);
     if (rc < 0)
         return rc;
@@ -250,10 +252,11 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
         return rc;
     tb_rng rng;
     tb_rng_init_for(&rng, seed, TB_RNG_CLIP, (uint64_t)epoch, (uint64_t)i);
-    if (o->sampler == TB_SAMPLE_DENSE) {
+    if (o->sampler != TB_SAMPLE_SEGMENTS) {
         int64_t span_frames = end - start;
-        rc = tb_sample_dense(span_frames, o->n_frames, o->stride, o->train ? -1 : info->view,
-                             o->n_views, &rng, frames);
+        rc = (o->sampler == TB_SAMPLE_DENSE ? tb_sample_dense : tb_sample_dense_jitter)(
+            span_frames, o->n_frames, o->stride, o->train ? -1 : info->view, o->n_views, &rng,
+            frames);
         for (int k = 0; rc == 0 && k < o->n_frames; k++)
             frames[k] += start;
     } else if (o->train) {

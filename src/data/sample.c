@@ -1,8 +1,10 @@
 /* src/data/sample.c - frame samplers (see sample.h). Pure arithmetic on frame numbers.
  * Tests: tests/test_sample.c (against AVION's and VideoMAE's formulas). */
 #include <math.h>
+#include <string.h>
 
 #include "core/internal.h"
+#include "tubelet/data.h"
 #include "tubelet/sample.h"
 
 /* Segment i of n over [start, end), as AVION's get_frame_ids. */
@@ -72,7 +74,7 @@ int tb_sample_dense(int64_t n_frames, int n, int stride, int view, int n_views, 
     return 0;
 }
 
-int tb_sample_dense_shift(int64_t n_frames, int n, int stride, int view, int n_views,
+int tb_sample_dense_jitter(int64_t n_frames, int n, int stride, int view, int n_views,
                           tb_rng *rng, int64_t *out)
 {
     if (n_frames <= 0 || n <= 0 || stride <= 0 || (view < 0 && !rng) ||
@@ -94,6 +96,30 @@ int tb_sample_dense_shift(int64_t n_frames, int n, int stride, int view, int n_v
         out[i] = (first + (int64_t)i * stride + shift) % n_frames; /* frame_ids % num_frames */
     }
     return 0;
+}
+
+static const char *const sampler_names[TB_N_SAMPLERS] = {"segments", "dense", "dense-jitter"};
+
+const char *tb_sampler_name(enum tb_sampler s)
+{
+    return (unsigned)s < TB_N_SAMPLERS ? sampler_names[s] : "?";
+}
+
+int tb_sampler_parse(const char *name, enum tb_sampler *out)
+{
+    for (int s = 0; s < TB_N_SAMPLERS; s++)
+        if (!strcmp(name, sampler_names[s])) {
+            *out = (enum tb_sampler)s;
+            return 0;
+        }
+    return tbi_err(TB_EINVAL, "no sampler '%s' (segments, dense or dense-jitter)", name);
+}
+
+int64_t tb_sampler_span(enum tb_sampler s, int frames, int stride)
+{
+    return s == TB_SAMPLE_DENSE          ? (int64_t)(frames - 1) * stride + 1
+           : s == TB_SAMPLE_DENSE_JITTER ? (int64_t)frames * stride
+                                         : frames;
 }
 
 void tb_seconds_to_frames(double start_s, double end_s, int fps_num, int fps_den,

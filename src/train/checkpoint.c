@@ -182,9 +182,12 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
         info->best = strtod(s, NULL);
     else
         info->best_epoch = 0;
-    info->sampler = !meta_get(f->metadata, "sampler", s, sizeof(s)) && !strcmp(s, "dense")
-                        ? TB_SAMPLE_DENSE
-                        : TB_SAMPLE_SEGMENTS;
+    info->sampler = TB_SAMPLE_SEGMENTS; /* before samplers were recorded: segments */
+    if (!meta_get(f->metadata, "sampler", s, sizeof(s)) &&
+        (rc = tb_sampler_parse(s, &info->sampler)) < 0) {
+        tb_st_free(&f);
+        return tbi_err_prefix(TB_EFORMAT, "%s: the run's sampler", path);
+    }
     meta_i64(f->metadata, "stride", &stride);
     info->stride = stride >= 1 && stride <= 1000 ? (int)stride : 4;
     info->norm = !meta_get(f->metadata, "norm", s, sizeof(s)) && !strcmp(s, "imagenet")

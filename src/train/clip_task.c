@@ -227,7 +227,7 @@ static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *
                   c->text_causal, c->temperature, c->learn_temperature,
                   o->max_margin ? "max-margin" : "infonce",
                   o->margin,
-                  o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
+                  tb_sampler_name(o->data.sampler), o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
     return 0;
 }

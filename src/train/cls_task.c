@@ -120,7 +120,7 @@ static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
                   c->width, c->classes,
                   c->pool == TB_POOL_CLS ? "cls" : c->pool == TB_POOL_NONE ? "none" : "mean",
                   c->pos == TB_POS_LEARNED ? "learned" : "sincos", c->qv_bias,
-                  o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
+                  tb_sampler_name(o->data.sampler), o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai", label_names[o->label]);
     if (c->layout == TB_LAYOUT_CLIP) /* AVION's classifier on its CLIP video tower */
         tbi_sb_printf(sb, ",\"layout\":\"clip\"");

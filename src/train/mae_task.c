@@ -84,7 +84,7 @@ static int mae_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
                   e->width, c->mask_ratio,
                   c->decoder_mask == TB_DECODER_MASK_RUNNING_CELL ? "running-cell" : "none",
                   c->decoder_ratio, c->dec_dim, c->dec_depth, c->dec_heads, c->norm_target,
-                  o->data.sampler == TB_SAMPLE_DENSE ? "dense" : "segments", o->data.stride,
+                  tb_sampler_name(o->data.sampler), o->data.stride,
                   o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
     return 0;
 }
