@@ -315,6 +315,19 @@ int main(void)
     free(out);
 
     tbt_case = "errors";
+    /* a class list that does not read: refused naming its line, not silently skipped */
+    char classes[4400];
+    snprintf(classes, sizeof(classes), "%s/bad_classes.csv", d);
+    FILE *cf = fopen(classes, "w");
+    if (cf) {
+        fprintf(cf, "id,key,instances\n0,take,[take]\n2,put,[put]\n");
+        fclose(cf);
+    }
+    rc = tbt_run(&out, 60, "%s peek --data %s --ann %s --out %s/s.png --verbs %s", t, root, ann,
+                 d, classes);
+    CHECK_EQ(rc, 1);
+    CHECK_STR_HAS(out, "bad_classes.csv:3: expected class id 1 (the classes in order), got '2'");
+    free(out);
     rc = tbt_run(&out, 60, "%s peek --data %s --ann %s", t, root, ann);
     CHECK_EQ(rc, 2);
     CHECK_STR_HAS(out, "are required");

@@ -107,6 +107,13 @@ TB_API void tb_ann_free(struct tb_annotations **a);
  * count them). Returns their number, or TB_ENOMEM when a skipped row's line was lost. */
 TB_API int tb_ann_row_lines(const struct tb_annotations *a, int *lines);
 
+/* A classes CSV (EPIC_100_verb_classes.csv: a header, then id,key,... rows, row k naming
+ * class k; the id and key columns by name where the header names them, else the first two):
+ * the keys into *keys (n, malloc'ed). TB_EFORMAT names the file and line of a row with
+ * another field count or an id out of order. */
+TB_API int tb_classes_load(const char *path, char ***keys, int *n);
+TB_API void tb_classes_free(char ***keys, int *n);
+
 /* Caption k of an item: the k-th of its list, or its text where it has none (k = 0); NULL
  * out of range. */
 TB_API const char *tb_ann_caption(const struct tb_ann_item *it, int k);

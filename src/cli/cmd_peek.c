@@ -60,48 +60,6 @@ static const struct cli_flag peek_flags[] = {
 #undef F
 
 /* Class names from an EPIC class list, "id,key,...". Returns a malloc'ed array of n names. */
-static char **load_names(const char *path, int *n)
-{
-    char line[1024];
-    char **names = NULL;
-    int cap = 0;
-    *n = 0;
-    FILE *f = path[0] ? fopen(path, "r") : NULL;
-    if (!f)
-        return NULL;
-    while (fgets(line, sizeof(line), f)) {
-        char *comma = strchr(line, ','), *end;
-        long id = strtol(line, &end, 10);
-        if (!comma || end != comma || id < 0 || id > 100000)
-            continue; /* the header and anything else */
-        char *key = comma + 1, *e = strchr(key, ',');
-        if (e)
-            *e = '\0';
-        key[strcspn(key, "\r\n")] = '\0';
-        if (id >= cap) {
-            int c = (int)id + 64;
-            char **g = realloc(names, sizeof(*g) * (size_t)c);
-            if (!g)
-                break;
-            memset(g + cap, 0, sizeof(*g) * (size_t)(c - cap));
-            names = g;
-            cap = c;
-        }
-        free(names[id]);
-        names[id] = strdup(key);
-        if (id + 1 > *n)
-            *n = (int)id + 1;
-    }
-    fclose(f);
-    return names;
-}
-
-static void free_names(char **names, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
 
 static const char *name_of(char **names, int n, int id)
 {
@@ -128,8 +86,12 @@ static int run_peek(void *config, int n_args, char **args)
     enum tb_sampler sampler = TB_SAMPLE_SEGMENTS;
     cli_ann_format(c->format, &ao.format); /* the parser checked the names */
     tb_sampler_parse(c->sampler, &sampler);
-    verbs = load_names(c->verbs, &n_verbs);
-    nouns = load_names(c->nouns, &n_nouns);
+    if ((c->verbs[0] && (rc = tb_classes_load(c->verbs, &verbs, &n_verbs)) < 0) ||
+        (c->nouns[0] && (rc = tb_classes_load(c->nouns, &nouns, &n_nouns)) < 0)) {
+        cli_report("peek", rc);
+        tb_classes_free(&verbs, &n_verbs);
+        return 1;
+    }
     struct tb_dataset_opts dopts = {
         .root = c->root, .ext = "mp4",
         .sampler = sampler,
@@ -202,8 +164,8 @@ end:
     tb_dataset_close(&ds);
     tb_ann_free(&ann);
     free(sheet);
-    free_names(verbs, n_verbs);
-    free_names(nouns, n_nouns);
+    tb_classes_free(&verbs, &n_verbs);
+    tb_classes_free(&nouns, &n_nouns);
     return status;
 }
 

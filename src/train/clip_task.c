@@ -465,92 +465,40 @@ static void similarities(const float *v, int64_t nv, const float *t, int64_t nt,
         }
 }
 
-/* The id and key columns of a classes CSV's header (by name; else the first two), and the
- * number of fields every row has; TB_EFORMAT. */
-static int class_header(char *line, const char *path, int line_no, int *col)
-{
-    char *f[64];
-    int n = tbi_csv_split(line, f, 64);
-    if (n < 0)
-        return tbi_err(TB_EFORMAT, "%s:%d: the header: %s", path, line_no,
-                       n == TBI_CSV_EMANY ? "more than 64 columns" : tbi_csv_why(n));
-    col[0] = col[1] = -1;
-    for (int c = 0; c < n; c++)
-        for (int k = 0; k < 2; k++)
-            if (!strcmp(f[c], k ? "key" : "id"))
-                col[k] = col[k] < 0 ? c : col[k];
-    if (col[0] < 0 || col[1] < 0) {
-        col[0] = 0;
-        col[1] = 1;
-    }
-    return n < 2 ? tbi_err(TB_EFORMAT, "%s:%d: a classes CSV has id,key,... columns", path,
-                           line_no) : n;
-}
-
-/* Row k of a classes CSV: its key, '-' and '_' read as spaces, through the prompt into
- * *text (malloc'ed). */
-static int class_row(char *line, const char *path, int line_no, const int *col, int n_fields,
-                     int k, const char *prompt, char **text)
-{
-    char *f[64];
-    int64_t id;
-    int n = tbi_csv_split(line, f, 64);
-    if (n != n_fields)
-        return tbi_err(TB_EFORMAT, "%s:%d: %s, the header has %d fields", path, line_no,
-                       n == TBI_CSV_EMANY || n > n_fields ? "more fields (a comma outside "
-                       "quotes? a field holding one is quoted)" : n < 0 ? tbi_csv_why(n)
-                       : "fewer fields", n_fields);
-    if (tbi_parse_i64(f[col[0]], 0, INT32_MAX, &id) < 0 || id != k)
-        return tbi_err(TB_EFORMAT, "%s:%d: expected class id %d (the classes in order), got "
-                       "'%s'", path, line_no, k, f[col[0]]);
-    char *key = f[col[1]];
-    for (char *p = key; *p; p++)
-        *p = *p == '-' || *p == '_' ? ' ' : *p;
-    const char *slot = strstr(prompt, "{}");
-    size_t len = strlen(prompt) + strlen(key) + 1;
-    if (!(*text = tbi_malloc(len)))
-        return tbi_err(TB_ENOMEM, "out of memory");
-    snprintf(*text, len, "%.*s%s%s", (int)(slot - prompt), prompt, key, slot + 2);
-    return 0;
-}
-
-/* The class names of a classes CSV (a header, then id,key,...: row k names class k, the
- * columns found by name where the header names them; '-' and '_' in the key read as spaces)
- * through the prompt ("{}" the name) into texts (n). */
+/* The class names of a classes CSV (tb_classes_load: row k names class k; '-' and '_' in the
+ * key read as spaces) through the prompt ("{}" the name) into texts (n). */
 static int class_prompts(const char *path, const char *prompt, char ***texts, int *n)
 {
-    char *text = NULL, *line;
-    struct tbi_csv csv;
-    int cap = 0, rc, line_no = 0, n_fields = 0, col[2] = {0, 1};
+    char **keys = NULL;
+    int rc;
     *texts = NULL;
     *n = 0;
     if (!strstr(prompt, "{}"))
         return tbi_err(TB_EINVAL, "prompt '%s' has no {} for the class name", prompt);
-    if ((rc = tbi_csv_read(path, &text, 1u << 28)) < 0)
+    if ((rc = tb_classes_load(path, &keys, n)) < 0)
         return rc;
-    tbi_csv_begin(&csv, text, 1);
-    while (rc == 0 && (line = tbi_csv_next(&csv, &line_no))) {
-        char *t = tbi_csv_trim(line);
-        if (!*t)
-            continue;
-        if (!n_fields) {
-            rc = (n_fields = class_header(t, path, line_no, col)) < 0 ? n_fields : 0;
-            continue;
-        }
-        if (*n == cap) {
-            char **g = tbi_realloc(*texts, sizeof(*g) * (size_t)(cap = cap ? 2 * cap : 64));
-            if (!g) {
-                rc = tbi_err(TB_ENOMEM, "out of memory");
-                break;
-            }
-            *texts = g;
-        }
-        if ((rc = class_row(t, path, line_no, col, n_fields, *n, prompt, &(*texts)[*n])) == 0)
-            (*n)++;
+    if (!(*texts = tbi_calloc((size_t)*n, sizeof(**texts))))
+        rc = tbi_err(TB_ENOMEM, "out of memory");
+    const char *slot = strstr(prompt, "{}");
+    for (int k = 0; rc == 0 && k < *n; k++) {
+        for (char *p = keys[k]; *p; p++)
+            *p = *p == '-' || *p == '_' ? ' ' : *p;
+        size_t len = strlen(prompt) + strlen(keys[k]) + 1;
+        if (!((*texts)[k] = tbi_malloc(len)))
+            rc = tbi_err(TB_ENOMEM, "out of memory");
+        else
+            snprintf((*texts)[k], len, "%.*s%s%s", (int)(slot - prompt), prompt, keys[k],
+                     slot + 2);
     }
-    free(text);
-    if (rc == 0 && *n == 0)
-        rc = tbi_err(TB_EFORMAT, "%s: no classes", path);
+    int n_keys = *n;
+    tb_classes_free(&keys, &n_keys);
+    for (int k = 0; rc < 0 && *texts && k < n_keys; k++)
+        free((*texts)[k]);
+    if (rc < 0) {
+        free(*texts);
+        *texts = NULL;
+        *n = 0;
+    }
     return rc;
 }
 
