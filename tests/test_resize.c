@@ -1,8 +1,9 @@
 /* tests/test_resize.c - the reader's own crop -> RGB24 resize (src/video/resize.c).
  * - against swscale itself (SWS_BILINEAR, the reader's scaler before; the ffmpeg tool's, which
  *   tests/test_reader.c compares the reader with): mean abs difference <= 0.1 per byte on
- *   smooth pictures with noise, for shrinking, growing, the same height, odd sizes, tiny and
- *   extreme crops, both ranges; flipped crops against swscale's output mirrored;
+ *   smooth pictures with noise, for shrinking, growing, the same height, odd crop widths and
+ *   heights (chroma over ceil(w / 2) samples, as swscale reads them), tiny and extreme crops,
+ *   both ranges; flipped crops against swscale's output mirrored;
  * - the vector code against the plain C code: identical bytes (AVX-512 where the CPU has it;
  *   AVX2 where it has only that, or under TUBELET_CPU=portable: test_resize_portable);
  * - what it leaves to swscale (odd output widths, crops under 8 pixels), refused;
@@ -42,7 +43,8 @@ static void make_picture(unsigned seed, int full)
         }
 }
 
-/* The crop at (x, y) (even) of size cw x ch, through swscale, to out (out_w x out_h RGB24). */
+/* The crop at (x, y) (even) of size cw x ch (any), through swscale, to out (out_w x out_h
+ * RGB24). */
 static int swscale_ref(int x, int y, int cw, int ch, int full, int out_w, int out_h,
                        uint8_t *out)
 {
@@ -144,7 +146,8 @@ int main(void)
         /* x, y, cw, ch, out_w, out_h */
         {14, 6, 320, 320, 224, 224},  /* W1's shrink */
         {0, 0, 568, 320, 224, 224},   /* the whole frame, anisotropic */
-        {2, 8, 301, 203, 224, 224},   /* odd width (snapped by the reader, not here), grows */
+        {2, 8, 301, 203, 224, 224},   /* odd width and height, grows */
+        {0, 0, 321, 177, 160, 90},    /* an odd-sized whole frame's sizes */
         {20, 30, 100, 100, 224, 224}, /* grows both ways */
         {8, 4, 301, 224, 224, 224},   /* the same height: swscale's one-row path */
         {8, 4, 224, 300, 224, 224},   /* the same width */
@@ -157,14 +160,15 @@ int main(void)
         make_picture(1 + full, full);
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
             const int *c = cases[i];
-            one(c[0], c[1], c[2] & ~1, c[3] & ~1, full, c[4], c[5]);
+            one(c[0], c[1], c[2], c[3], full, c[4], c[5]);
         }
     }
-    /* Random crops as RandomResizedCrop makes them, limited range. */
+    /* Random crops as RandomResizedCrop makes them (any size, the corner on the chroma grid),
+     * limited range. */
     make_picture(3, 0);
     srand(11);
     for (int i = 0; i < 40; i++) {
-        int cw = 2 * (8 + rand() % 300), ch = 2 * (8 + rand() % 170);
+        int cw = 16 + rand() % 600, ch = 16 + rand() % 340;
         int x = 2 * (rand() % ((PW - cw) / 2 + 1)), y = 2 * (rand() % ((PH - ch) / 2 + 1));
         one(x, y, cw, ch, 0, 224, 224);
     }

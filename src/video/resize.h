@@ -23,9 +23,9 @@ int tbi_resize_takes(int cw, int ch, int out_w, int out_h);
 
 /* Resize a cw x ch crop of an 8-bit 4:2:0 picture to out_w x out_h RGB24 at dst (rows of
  * out_w * 3 bytes, mirrored left to right when flip). src: the crop's Y, U and V planes at its
- * corner (chroma at x / 2, y / 2; cw and ch even, or 1), ls their line sizes. full_range: Y
- * and chroma span 0-255 (JPEG) rather than 16-235 / 16-240. The matrix is BT.601, as
- * swscale's default.
+ * corner (chroma at x / 2, y / 2: x and y even; ceil(cw / 2) x ceil(ch / 2) chroma samples),
+ * ls their line sizes. full_range: Y and chroma span 0-255 (JPEG) rather than 16-235 /
+ * 16-240. The matrix is BT.601, as swscale's default.
  *
  * The filter is swscale's SWS_BILINEAR: a tent as wide as the scale factor where it shrinks
  * (one sample where it grows), centre-aligned in each plane's own grid, edges repeated; chroma

@@ -1,8 +1,10 @@
 """tubelet.VideoReader and tubelet.probe against the tubelet program: get_batch equals `tubelet
-frames` byte for byte in every crop mode, on prepared videos and plain files; probe equals
-`tubelet probe`; errors carry the library's messages; the GIL is released while decoding."""
+frames` byte for byte in every crop mode, on prepared videos and plain files; odd-sized frames
+and crops equal the ffmpeg tool's bytes; probe equals `tubelet probe`; errors carry the
+library's messages; the GIL is released while decoding."""
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -55,6 +57,40 @@ def test_get_batch_equals_tubelet_frames(dataset, tubelet_bin, tmp_path, kind, k
     assert got.shape[3] == 3 and got.flags["C_CONTIGUOUS"]
     assert got.nbytes == len(ref)
     assert got.tobytes() == ref
+
+
+# (size, pixel format, codec, log2 of the chroma subsampling across and down)
+ODD = [("321x177", "yuv420p", ["-c:v", "ffv1"], 1, 1),
+       ("177x321", "yuv422p10le", ["-c:v", "ffv1"], 1, 0),
+       ("323x181", "yuvj420p", ["-c:v", "mjpeg", "-q:v", "3"], 1, 1)]
+
+
+def ffmpeg_rgb(path, frames, filters=""):
+    sel = "select=" + "+".join(f"eq(n\\,{f})" for f in sorted(set(frames)))
+    cmd = ["ffmpeg", "-nostdin", "-v", "error", "-i", path, "-vf",
+           sel + ("," + filters if filters else ""), "-fps_mode", "passthrough", "-f",
+           "rawvideo", "-pix_fmt", "rgb24", "-"]
+    return run(cmd)[1]
+
+
+@pytest.mark.skipif(not shutil.which("ffmpeg"), reason="the ffmpeg tool is missing")
+@pytest.mark.parametrize("size,pix_fmt,codec,lw,lh", ODD, ids=[o[1] for o in ODD])
+def test_odd_sizes_equal_ffmpeg(tmp_path, size, pix_fmt, codec, lw, lh):
+    path = str(tmp_path / ("odd.avi" if "mjpeg" in codec else "odd.mkv"))
+    run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i",
+         f"testsrc=size={size}:rate=25", "-t", "1", "-pix_fmt", pix_fmt, *codec, path])
+    w, h = (int(v) for v in size.split("x"))
+    vr = tubelet.VideoReader(path)
+    assert vr.size == (h, w)
+    frames = [3, 10, 24]
+    assert vr.get_batch(frames).tobytes() == ffmpeg_rgb(path, frames)
+    assert vr[-1].tobytes() == ffmpeg_rgb(path, [len(vr) - 1])
+    # A crop inside the frame: its corner moves onto the chroma grid, its size stays.
+    x, y, cw, ch = 13, 7, (w - 40) | 1, (h - 30) | 1
+    gx, gy = x >> lw << lw, y >> lh << lh
+    got = vr.get_batch(frames, crop=(x, y, cw, ch))
+    assert got.shape == (3, ch, cw, 3)
+    assert got.tobytes() == ffmpeg_rgb(path, frames, f"crop={cw}:{ch}:{gx}:{gy}:exact=1")
 
 
 def test_numpy_frames_and_reader_properties(dataset, tubelet_bin):
