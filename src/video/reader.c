@@ -450,7 +450,7 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
 {
     const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
     if (!desc || desc->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL) ||
-        (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && (desc->log2_chroma_w || desc->log2_chroma_h)))
+        (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && desc->log2_chroma_h))
         return tbi_err(TB_EUNSUPPORTED, "%s: cannot crop %s frames in place; run tubelet prep "
                        "on it first", d->path, desc ? desc->name : "unknown");
     if (f->width != d->v->info.width || f->height != d->v->info.height)
@@ -463,6 +463,10 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     for (int i = 0; i < desc->nb_components; i++)
         if (desc->comp[i].step > steps[desc->comp[i].plane])
             steps[desc->comp[i].plane] = desc->comp[i].step;
+    /* Packed 4:2:2 (YUYV, UYVY, Y210) holds two pixels in two luma steps: a crop on the grid
+     * starts at a whole pair. */
+    if (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && desc->log2_chroma_w)
+        steps[0] = desc->comp[0].step;
     for (int p = 0; p < 4 && f->data[p]; p++) {
         int chroma = (p == 1 || p == 2) && (desc->flags & AV_PIX_FMT_FLAG_PLANAR);
         int px = chroma ? x >> desc->log2_chroma_w : x;
