@@ -17,6 +17,12 @@ void tbi_av_init(void);
 /* Record "<what>: <FFmpeg's text>" and return the matching TB_E* (fallback: fallback). */
 int tbi_av_err(int averr, int fallback, const char *fmt, ...) TB_PRINTF(3, 4);
 
+/* What a source path is, before FFmpeg opens it: 0 for a regular file with bytes in it;
+ * TB_ENOENT "PATH: no such file or directory"; TB_EINVAL "PATH: not a regular file (a FIFO)"
+ * (a directory, a device, a socket: tubelet reads a file twice and seeks in it); TB_EDECODE
+ * "PATH: empty file (0 bytes)". The one wording of these for prep, probe and the reader. */
+int tbi_source_check(const char *path);
+
 /* An open input: demuxer, chosen video stream and its decoder. */
 struct tbi_input {
     AVFormatContext *fmt;
@@ -27,8 +33,10 @@ struct tbi_input {
     int flushed;  /* tbi_input_next_frame has sent the end of the stream to the decoder */
 };
 
-/* Open path, find its best video stream, open a decoder with n_threads (0 = FFmpeg's
- * choice). Errors name path. On failure in is left closed. */
+/* Open path (after tbi_source_check), find its best video stream (never cover art: a file
+ * without another video stream is "PATH: no video stream (only audio and a cover picture)"),
+ * open a decoder with n_threads (0 = FFmpeg's choice). Errors name path. On failure in is
+ * left closed. */
 int tbi_input_open(struct tbi_input *in, const char *path, int n_threads);
 
 /* The same for a file tubelet wrote itself (a prepared chunk: MP4, H.264, codec parameters in

@@ -501,12 +501,11 @@ static void remove_leftovers(struct prep *p)
 static int make_params(struct prep *p)
 {
     struct stat st;
+    int rc = tbi_source_check(p->src);
+    if (rc < 0)
+        return rc;
     if (stat(p->src, &st) != 0)
         return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: %s", p->src, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return tbi_err(TB_EINVAL, "%s: not a regular file", p->src);
-    if (st.st_size == 0)
-        return tbi_err(TB_EDECODE, "%s: empty file", p->src);
     char sample[40] = "";
     if (p->o->max_frames > 0)
         snprintf(sample, sizeof(sample), " max_frames=%lld", (long long)p->o->max_frames);

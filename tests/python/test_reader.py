@@ -182,6 +182,35 @@ def test_missing_video(tmp_path, tubelet_bin):
         tubelet.probe(path)
 
 
+def make_unreadable(tmp_path):
+    """Sources no command can read, by name: (path, the words every command says)."""
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    fifo = tmp_path / "fifo.mp4"
+    os.mkfifo(fifo)
+    out = [(str(empty), "empty file (0 bytes)"),
+           (str(fifo), "not a regular file (a FIFO)"),
+           ("/dev/null", "not a regular file (a character device)")]
+    if shutil.which("ffmpeg"):
+        art = str(tmp_path / "art.mp3")
+        run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=d=3", "-f", "lavfi",
+             "-i", "testsrc=s=64x64:d=1", "-map", "0:a", "-map", "1:v", "-frames:v", "1", "-c:v",
+             "png", "-disposition:v", "attached_pic", art])
+        out.append((art, "no video stream (only audio and a cover picture)"))
+    return out
+
+
+def test_unreadable_sources_say_what_they_are(tmp_path, tubelet_bin):
+    for path, words in make_unreadable(tmp_path):
+        with pytest.raises(tubelet.Error) as e:
+            tubelet.VideoReader(path)
+        assert str(e.value) == f"{path}: {words}"
+        assert cli_error(tubelet_bin, tmp_path, path, "0") == f"tubelet frames: {e.value}"
+        with pytest.raises(tubelet.Error) as p:
+            tubelet.probe(path)
+        assert str(p.value) == str(e.value)
+
+
 def test_deleted_chunk(copy_of_root, tubelet_bin, tmp_path):
     video = os.path.join(copy_of_root, sorted(os.listdir(copy_of_root))[0])
     os.remove(os.path.join(video, "4.mp4"))
