@@ -1,7 +1,7 @@
 /* python/tubelet/_tubelet.c - the CPython extension module under `import tubelet`: probe, the
  * clip reader (VideoReader) and the threaded loader (Loader) over libtubelet.a. Decoding runs
- * with the GIL released; errors become tubelet.Error (or its FileNotFoundError / ValueError
- * kinds) carrying tb_errmsg(). Loader batches are NumPy views of the loader's pool, not copies.
+ * with the GIL released; errors become tubelet.Error (or its FileNotFoundError / ValueError /
+ * IndexError kinds) carrying tb_errmsg(). Loader batches are NumPy views of the loader's pool, not copies.
  * It holds no Python logic beyond argument conversion. The signatures and docstrings that
  * help() shows are here; the type hints are in _tubelet.pyi. Tests: tests/python/. */
 #define PY_SSIZE_T_CLEAN
@@ -22,14 +22,16 @@
 static PyObject *err_base;      /* tubelet.Error(RuntimeError) */
 static PyObject *err_notfound;  /* tubelet.NotFoundError(Error, FileNotFoundError) */
 static PyObject *err_value;     /* tubelet.InvalidError(Error, ValueError) */
+static PyObject *err_range;     /* tubelet.RangeError(InvalidError, IndexError) */
 
 /* Raise the exception for status rc with the calling thread's library message (which must be
  * read on the thread that failed: call this right after reacquiring the GIL). */
 static PyObject *raise_status(int rc, const char *msg)
 {
-    PyObject *type = rc == TB_ENOENT                      ? err_notfound
-                     : rc == TB_EINVAL || rc == TB_ERANGE ? err_value
-                                                          : err_base;
+    PyObject *type = rc == TB_ENOENT   ? err_notfound
+                     : rc == TB_ERANGE ? err_range
+                     : rc == TB_EINVAL ? err_value
+                                       : err_base;
     const char *text = msg && msg[0] ? msg : tb_strerror(rc);
     PyObject *exc = PyObject_CallFunction(type, "s", text);
     if (!exc)
@@ -360,19 +362,22 @@ static PyObject *reader_get_batch(ReaderObject *self, PyObject *args, PyObject *
     if (!fr)
         return NULL;
     npy_intp n = PyArray_DIM(fr, 0);
-    const int64_t *fv = PyArray_DATA(fr);
     if (n <= 0 || n > INT32_MAX) {
         Py_DECREF(fr);
         PyErr_SetString(PyExc_ValueError, "frames: expected a non-empty list of frame numbers");
         return NULL;
     }
+    /* Negative numbers count from the end, as vr[i] and NumPy's indexing do; one before the
+     * first frame stays negative, for the library's bounds error. A fresh array: the input
+     * may be the caller's own. */
+    PyArrayObject *own = (PyArrayObject *)PyArray_NewCopy(fr, NPY_CORDER);
+    Py_DECREF(fr);
+    if (!(fr = own))
+        return NULL;
+    int64_t *fv = PyArray_DATA(fr);
     for (npy_intp i = 0; i < n; i++)
-        if (fv[i] < 0) {
-            Py_DECREF(fr);
-            PyErr_Format(PyExc_ValueError, "frames: frame number %lld is negative",
-                         (long long)fv[i]);
-            return NULL;
-        }
+        if (fv[i] < 0 && fv[i] >= -info->n_frames)
+            fv[i] += info->n_frames;
     npy_intp dims[4] = {n, h, w, 3};
     PyObject *out = PyArray_SimpleNew(4, dims, NPY_UINT8);
     if (!out) {
@@ -465,16 +470,15 @@ static PyMethodDef reader_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* vr[i]: frame i (negative from the end) at its decoded size, (H, W, 3), as decord's vr[i]. */
+/* vr[i]: frame i (negative from the end) at its decoded size, (H, W, 3), as decord's vr[i].
+ * Python has added len(vr) to a negative i already; get_batch takes the i the caller wrote,
+ * so a frame out of range raises its error (a RangeError: an IndexError too). */
 static PyObject *reader_item(ReaderObject *self, Py_ssize_t i)
 {
     if (reader_ready(self) < 0)
         return NULL;
-    if (i < 0 || i >= self->info.n_frames) {
-        PyErr_Format(PyExc_IndexError, "frame %zd of a video of %lld frames", i,
-                     (long long)self->info.n_frames);
-        return NULL;
-    }
+    if (i < 0)
+        i -= (Py_ssize_t)self->info.n_frames;
     PyObject *args = Py_BuildValue("([n])", i);
     PyObject *batch = args ? reader_get_batch(self, args, NULL) : NULL;
     Py_XDECREF(args);
@@ -1458,6 +1462,7 @@ PyMODINIT_FUNC PyInit__tubelet(void)
                                          "(file, frame, line), .code the TB_E* status.",
                                          PyExc_RuntimeError, NULL);
     PyObject *b1 = err_base ? PyTuple_Pack(2, err_base, PyExc_FileNotFoundError) : NULL;
+    PyObject *b3 = NULL;
     PyObject *b2 = err_base ? PyTuple_Pack(2, err_base, PyExc_ValueError) : NULL;
     err_notfound = b1 ? PyErr_NewExceptionWithDoc("tubelet.NotFoundError",
                                                   "A file the library needed is missing.", b1,
@@ -1467,19 +1472,27 @@ PyMODINIT_FUNC PyInit__tubelet(void)
                                                "An argument or value the library refused.", b2,
                                                NULL)
                    : NULL;
+    b3 = err_value ? PyTuple_Pack(2, err_value, PyExc_IndexError) : NULL;
+    err_range = b3 ? PyErr_NewExceptionWithDoc("tubelet.RangeError",
+                                               "A frame out of the video's range (also an "
+                                               "IndexError).", b3, NULL)
+                   : NULL;
     Py_XDECREF(b1);
     Py_XDECREF(b2);
-    if (!err_notfound || !err_value)
+    Py_XDECREF(b3);
+    if (!err_notfound || !err_value || !err_range)
         goto fail;
     Py_INCREF(err_base);
     Py_INCREF(err_notfound);
     Py_INCREF(err_value);
+    Py_INCREF(err_range);
     Py_INCREF(&ReaderType);
     Py_INCREF(&LoaderType);
     Py_INCREF(&BlockType);
     if (PyModule_AddObject(m, "Error", err_base) < 0 ||
         PyModule_AddObject(m, "NotFoundError", err_notfound) < 0 ||
         PyModule_AddObject(m, "InvalidError", err_value) < 0 ||
+        PyModule_AddObject(m, "RangeError", err_range) < 0 ||
         PyModule_AddObject(m, "VideoReader", (PyObject *)&ReaderType) < 0 ||
         PyModule_AddObject(m, "Loader", (PyObject *)&LoaderType) < 0 ||
         PyModule_AddObject(m, "PoolBuffer", (PyObject *)&BlockType) < 0 ||

@@ -731,8 +731,9 @@ int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames, int n
     }
     for (int i = 0; i < n; i++) {
         if (frames[i] < 0 || frames[i] >= v->info.n_frames)
-            return tbi_err(TB_ERANGE, "%s: frame %" PRId64 " is past the end (the video has %"
-                           PRId64 " frames)", video, frames[i], v->info.n_frames);
+            return tbi_err(TB_ERANGE, "%s: frame %" PRId64 " is %s (the video has %" PRId64
+                           " frames)", video, frames[i], frames[i] < 0 ? "before the start" :
+                           "past the end", v->info.n_frames);
         r->wants[i] = (struct want){frames[i], i};
     }
     qsort(r->wants, (size_t)n, sizeof(*r->wants), cmp_want);

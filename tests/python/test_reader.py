@@ -120,6 +120,28 @@ def test_indexing_a_frame(dataset, tubelet_bin, tmp_path):
         vr[n]
     with pytest.raises(IndexError):
         vr[-n - 1]
+    assert sum(1 for _ in vr) == n  # iteration stops at the end
+
+
+def test_negative_frames_count_from_the_end(dataset):
+    vr = tubelet.VideoReader(dataset["prepared"][0])
+    n = len(vr)
+    want = vr.get_batch([n - 1, 0, n - 130, 3], crop="center", size=32)
+    asked = np.array([-1, -n, -130, 3])
+    got = vr.get_batch(asked, crop="center", size=32)
+    assert np.array_equal(got, want)
+    assert asked.tolist() == [-1, -n, -130, 3]  # the caller's array is left alone
+    assert np.array_equal(vr.get_batch([-1])[0], vr[-1])
+    # Out of range, either end: the same error from get_batch and from vr[i].
+    for i, words in ((n, "past the end"), (-n - 1, "before the start")):
+        with pytest.raises(tubelet.RangeError) as batch:
+            vr.get_batch([0, i])
+        with pytest.raises(tubelet.RangeError) as item:
+            vr[i]
+        for e in (batch.value, item.value):
+            assert isinstance(e, IndexError) and isinstance(e, tubelet.InvalidError)
+            assert e.code == tubelet.ERANGE
+            assert str(e) == f"{vr.path}: frame {i} is {words} (the video has {n} frames)"
 
 
 def test_rrc_ranges_reach_the_crop(dataset):
@@ -163,9 +185,10 @@ def cli_error(tubelet_bin, tmp_path, path, frames):
 def test_frame_past_the_end(dataset, tubelet_bin, tmp_path):
     path = dataset["prepared"][0]
     vr = tubelet.VideoReader(path)
-    with pytest.raises(tubelet.InvalidError) as e:
+    with pytest.raises(tubelet.RangeError) as e:
         vr.get_batch([1, len(vr)])
     assert isinstance(e.value, ValueError) and isinstance(e.value, tubelet.Error)
+    assert isinstance(e.value, tubelet.InvalidError) and isinstance(e.value, IndexError)
     assert path in str(e.value) and f"frame {len(vr)}" in str(e.value)
     assert e.value.code == tubelet.ERANGE
     assert cli_error(tubelet_bin, tmp_path, path, f"1,{len(vr)}") == \
@@ -239,8 +262,6 @@ def test_bad_arguments(dataset):
     vr = tubelet.VideoReader(dataset["prepared"][0])
     with pytest.raises(ValueError, match="crop"):
         vr.get_batch([0], crop="squash")
-    with pytest.raises(ValueError, match="negative"):
-        vr.get_batch([0, -1])
     with pytest.raises(ValueError, match="frames"):
         vr.get_batch([])
     with pytest.raises(ValueError, match="size"):
