@@ -324,7 +324,7 @@ static void test_versus_ffmpeg(const char *chunks_root)
     tb_reader *r = NULL;
     CHECK_EQ(tb_reader_open(&r, NULL), 0);
     const char *plain[] = {"vtest.avi", "Megamind.avi", "box.mp4", "cup.mp4"};
-    char videos[12][4400];
+    char videos[13][4400];
     int n_videos = 0;
     for (int i = 0; i < 4; i++) {
         const char *p = tbt_opencv_video(plain[i]);
@@ -333,7 +333,8 @@ static void test_versus_ffmpeg(const char *chunks_root)
     }
     snprintf(videos[n_videos++], 4400, "%s/vtest.mp4", chunks_root);
     snprintf(videos[n_videos++], 4400, "%s/box.mp4", chunks_root);
-    /* VP9 in WebM, HEVC, and an MP4 starting at 2.5 s (an edit list), made here. */
+    /* VP9 in WebM, HEVC, an MP4 starting at 2.5 s (an edit list) and a variable-rate one
+     * (4 frames of every 10 dropped, their timestamps kept), made here. */
     static const char *const make[][2] = {
         {"vp9.webm", "-f lavfi -i testsrc2=size=320x240:rate=25 -t 4 -c:v libvpx-vp9 "
                      "-deadline realtime -b:v 400k -g 20"},
@@ -341,8 +342,10 @@ static void test_versus_ffmpeg(const char *chunks_root)
                      "-x265-params log-level=error:keyint=24"},
         {"offset.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -t 4 -c:v libx264 -g 30 "
                        "-output_ts_offset 2.5"},
+        {"vfr.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -t 4 -vf "
+                    "\"select=lt(mod(n\\,10)\\,6)\" -fps_mode vfr -c:v libx264 -g 15"},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         char *out = NULL;
         snprintf(videos[n_videos], 4400, "%s/%s", tbt_dir(), make[i][0]);
         int rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y %s %s", make[i][1],
