@@ -162,8 +162,11 @@ static int input_demux(struct tbi_input *in, const char *path, int probe,
         in->fmt->flags |= AVFMT_FLAG_NOPARSE | AVFMT_FLAG_NOFILLIN;
     }
     /* Plain files: what the path is, in the user's terms, before FFmpeg says "Invalid data"
-     * about an empty file or waits for a FIFO's writer. */
-    if (probe && (ret = tbi_source_check(path)) < 0)
+     * about an empty file or waits for a FIFO's writer. A URL (http:, file:, ...) is FFmpeg's
+     * to open as it is. */
+    size_t scheme = strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789+-.");
+    if (probe && !(scheme > 1 && path[scheme] == ':') && (ret = tbi_source_check(path)) < 0)
         return ret;
     ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
                                     : avformat_open_input(&in->fmt, path, mp4, NULL);

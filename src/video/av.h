@@ -33,10 +33,10 @@ struct tbi_input {
     int flushed;  /* tbi_input_next_frame has sent the end of the stream to the decoder */
 };
 
-/* Open path (after tbi_source_check), find its best video stream (never cover art: a file
- * without another video stream is "PATH: no video stream (only audio and a cover picture)"),
- * open a decoder with n_threads (0 = FFmpeg's choice). Errors name path. On failure in is
- * left closed. */
+/* Open path (after tbi_source_check, unless it is a URL such as http: or file:), find its
+ * best video stream (never cover art: a file without another video stream is "PATH: no video
+ * stream (only audio and a cover picture)"), open a decoder with n_threads (0 = FFmpeg's
+ * choice). Errors name path. On failure in is left closed. */
 int tbi_input_open(struct tbi_input *in, const char *path, int n_threads);
 
 /* The same for a file tubelet wrote itself (a prepared chunk: MP4, H.264, codec parameters in
