@@ -357,16 +357,28 @@ static PyObject *reader_get_batch(ReaderObject *self, PyObject *args, PyObject *
         PyErr_SetString(PyExc_ValueError, "crop: the rectangle's width and height must be > 0");
         return NULL;
     }
-    PyArrayObject *fr = (PyArrayObject *)PyArray_FROMANY(frames_o, NPY_INT64, 1, 1,
-                                                         NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
-    if (!fr)
+    /* Integers only, as NumPy's indexing takes them: 1.7, True or "3" is not a frame (a cast
+     * would read frame 1, 1 and 3 without a word); unsigned 64-bit ones do not cast safely. */
+    PyArrayObject *raw = (PyArrayObject *)PyArray_FROM_O(frames_o);
+    if (!raw)
         return NULL;
-    npy_intp n = PyArray_DIM(fr, 0);
-    if (n <= 0 || n > INT32_MAX) {
-        Py_DECREF(fr);
+    if (PyArray_NDIM(raw) != 1 || PyArray_DIM(raw, 0) <= 0 || PyArray_DIM(raw, 0) > INT32_MAX) {
+        Py_DECREF(raw);
         PyErr_SetString(PyExc_ValueError, "frames: expected a non-empty list of frame numbers");
         return NULL;
     }
+    if (!PyArray_ISINTEGER(raw)) {
+        PyErr_Format(PyExc_TypeError, "frames: expected integer frame numbers, not %s",
+                     PyArray_DESCR(raw)->typeobj->tp_name);
+        Py_DECREF(raw);
+        return NULL;
+    }
+    PyArrayObject *fr = (PyArrayObject *)PyArray_FROMANY((PyObject *)raw, NPY_INT64, 1, 1,
+                                                         NPY_ARRAY_IN_ARRAY);
+    Py_DECREF(raw);
+    if (!fr)
+        return NULL;
+    npy_intp n = PyArray_DIM(fr, 0);
     /* Negative numbers count from the end, as vr[i] and NumPy's indexing do; one before the
      * first frame stays negative, for the library's bounds error. A fresh array: the input
      * may be the caller's own. */

@@ -99,8 +99,8 @@ class VideoReader:
                   crop: Optional[Crop] = "none", flip: Flip = False, seed: int = 0,
                   scale: Optional[Tuple[float, float]] = None,
                   ratio: Optional[Tuple[float, float]] = None) -> npt.NDArray[np.uint8]:
-        """Frames (presentation order, any order, repeats allowed, across chunks; negative
-        numbers count from the end, as vr[i]) cropped and resized into a new uint8 array
+        """Frames (integers, in presentation order, any order, repeats allowed, across chunks;
+        negative numbers count from the end, as vr[i]; 1.7 or True is a TypeError) cropped and resized into a new uint8 array
         (T, H, W, 3), RGB. A frame out of range raises RangeError (an IndexError and an
         InvalidError), as vr[i] does.
 

@@ -264,6 +264,12 @@ def test_bad_arguments(dataset):
         vr.get_batch([0], crop="squash")
     with pytest.raises(ValueError, match="frames"):
         vr.get_batch([])
+    # Not frame numbers: refused, as NumPy's indexing refuses them, never cast to one.
+    for bad in ([1.7], [0, 2.0], [True], ["3"], np.array([1.0, 2.0])):
+        with pytest.raises(TypeError, match="integer frame numbers"):
+            vr.get_batch(bad)
+    with pytest.raises(ValueError, match="frames"):
+        vr.get_batch([[0, 1]])
     with pytest.raises(ValueError, match="size"):
         vr.get_batch([0], size=(0, 10))
     with pytest.raises(ValueError, match="flip"):
