@@ -249,7 +249,9 @@ static void test_encodings(void)
         {"--gop 30 --bframes", 1, 0, NULL},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        rc = prep(&out, root, cases[c].flags, src);
+        char flags[128];
+        snprintf(flags, sizeof(flags), "%s --overwrite", cases[c].flags);
+        rc = prep(&out, root, flags, src);
         CHECK_MSG(rc == 0, "prep %s: %s", cases[c].flags, out);
         CHECK_STR_HAS(out, "(0 reused)"); /* each differs from the run before */
         free(out);
@@ -520,9 +522,16 @@ static void test_resume(void)
     CHECK_STR_HAS(out, "40 chunks (40 reused)");
     free(out);
 
-    /* Other settings: nothing is reused, and the old chunks are cleaned away. */
+    /* Other settings: refused, nothing touched (test_other_settings); with --overwrite nothing
+     * is reused, and the old chunks are cleaned away. */
     tbt_case = "rerun with other settings";
     rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 7 --threads 1", vtest);
+    CHECK_MSG(rc == 1, "rerun: %s", out);
+    CHECK_STR_HAS(out, "was prepared with --chunk-seconds 2, this run asks --chunk-seconds 7");
+    free(out);
+    CHECK_EQ(file_stamp(first), stamp);
+    rc = prep(&out, root, "--crf 0 --preset ultrafast --chunk-seconds 7 --threads 1 --overwrite",
+              vtest);
     CHECK_MSG(rc == 0, "rerun: %s", out);
     CHECK_STR_HAS(out, "12 chunks (0 reused)");
     free(out);
@@ -877,6 +886,73 @@ static void test_same_stem(void)
     tb_index_free(&idx);
 }
 
+/* A finished video's encoding settings are its own: the same source with another
+ * --short-side (or keyframe interval, B-frames, tune, ...) into the same root is refused,
+ * naming the settings on both sides as flags, and changes nothing, unless --overwrite; a
+ * source changed in place is encoded again. */
+static void test_other_settings(void)
+{
+    tbt_case = "other settings";
+    const char *d = tbt_dir(), *t = tbt_tubelet();
+    const char *flags = "--preset ultrafast --chunk-seconds 1";
+    char *out = NULL, dir[4300], vidx[4400];
+    int rc = tbt_run(&out, 120, "mkdir -p %s/settings && cd %s/settings && ffmpeg -nostdin -v "
+                     "error -f lavfi -i testsrc2=size=160x120:rate=30 -t 2 -c:v libx264 v.mp4",
+                     d, d);
+    CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+    free(out);
+    snprintf(dir, sizeof(dir), "%s/settings/root/v.mp4", d);
+    snprintf(vidx, sizeof(vidx), "%s/video.idx", dir);
+    rc = tbt_run(&out, 120, "cd %s/settings && %s prep v.mp4 --out root %s --short-side 96", d,
+                 t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    int64_t stamp = file_stamp(vidx);
+    static const char *const asks[][3] = {
+        {"--short-side 64", "--short-side 96", "--short-side 64"},
+        {"--short-side 96 --gop 8 --no-bframes --tune none",
+         "--gop 30 --tune fastdecode --bframes", "--gop 8 --tune none --no-bframes"},
+        {"--short-side 96 --crf 30 --fps 25", "--fps 30/1", "--fps 25/1"},
+    };
+    for (int i = 0; i < 3; i++) {
+        rc = tbt_run(&out, 120, "cd %s/settings && %s prep v.mp4 --out root %s %s", d, t, flags,
+                     asks[i][0]);
+        CHECK_MSG(rc == 1, "%s: exit %d: %s", asks[i][0], rc, out);
+        char want[512];
+        snprintf(want, sizeof(want), "root/v.mp4 was prepared with %s", asks[i][1]);
+        CHECK_STR_HAS(out, want);
+        snprintf(want, sizeof(want), "this run asks %s", asks[i][2]);
+        CHECK_STR_HAS(out, want);
+        CHECK_STR_HAS(out, "give --overwrite to encode it again with the new settings");
+        free(out);
+        CHECK_EQ(file_stamp(vidx), stamp);
+    }
+    rc = tbt_run(&out, 120, "cd %s/settings && %s prep v.mp4 --out root %s --short-side 96", d,
+                 t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "2 chunks (2 reused)");
+    free(out);
+
+    tbt_case = "other settings, --overwrite";
+    rc = tbt_run(&out, 120, "cd %s/settings && %s prep v.mp4 --out root %s --short-side 64 "
+                 "--overwrite", d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "2 chunks (0 reused), 86x64");
+    free(out);
+    struct tb_video_index *idx = NULL;
+    CHECK_EQ(tb_index_load(&idx, dir), 0);
+    CHECK(idx && idx->height == 64 && strstr(idx->params, "short_side=64 "));
+    tb_index_free(&idx);
+
+    tbt_case = "a source changed in place";
+    rc = tbt_run(&out, 120, "cd %s/settings && ffmpeg -nostdin -v error -y -f lavfi -i "
+                 "testsrc=size=160x120:rate=30 -t 3 -c:v libx264 v.mp4 && %s prep v.mp4 --out "
+                 "root %s --short-side 64", d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "3 chunks (0 reused)");
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     tbt_begin("prep");
@@ -892,6 +968,7 @@ int main(int argc, char **argv)
     RUN(bad_inputs);
     RUN(truncated);
     RUN(same_stem);
+    RUN(other_settings);
     RUN(encodings);
     RUN(noise);
     if (!tbt_opencv_video("vtest.avi")) {

@@ -1282,25 +1282,26 @@ static PyObject *py_prep(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"sources", "out", "chunk_seconds", "short_side", "fps", "gop", "crf",
                             "preset", "tune", "ext", "jobs", "threads", "check", "bframes",
-                            NULL};
+                            "overwrite", NULL};
     PyObject *sources, *out_b = NULL, *fps = NULL, *seq = NULL, *result = NULL;
     int chunk_seconds = TB_PREP_DEFAULT_CHUNK_SECONDS, short_side = TB_PREP_DEFAULT_SHORT_SIDE;
     int gop = TB_PREP_DEFAULT_GOP, crf = TB_PREP_DEFAULT_CRF, jobs = 1, threads = 0, check = 1;
-    int bframes = 1;
+    int bframes = 1, overwrite = 0;
     const char *preset = TB_PREP_DEFAULT_PRESET, *tune = TB_PREP_DEFAULT_TUNE;
     const char *ext = TB_PREP_DEFAULT_EXT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|iiOiisssiipp", names, &sources,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|iiOiisssiippp", names, &sources,
                                      PyUnicode_FSConverter, &out_b, &chunk_seconds, &short_side,
                                      &fps, &gop, &crf, &preset, &tune, &ext, &jobs, &threads,
-                                     &check, &bframes))
+                                     &check, &bframes, &overwrite))
         return NULL;
     struct prep_job p = {.n_jobs = jobs};
     p.o = (struct tb_prep_opts){.out_root = PyBytes_AS_STRING(out_b),
                                 .chunk_seconds = chunk_seconds, .short_side = short_side,
                                 .fps_num = 30, .fps_den = 1, .gop = gop, .crf = crf,
                                 .preset = preset, .tune = !strcmp(tune, "none") ? "" : tune,
-                                .ext = ext, .n_threads = threads, .no_bframes = !bframes};
+                                .ext = ext, .n_threads = threads, .no_bframes = !bframes,
+                                .overwrite = overwrite};
     if (fps && parse_rate(fps, &p.o.fps_num, &p.o.fps_den) < 0)
         goto end;
     if (PyUnicode_Check(sources) || PyBytes_Check(sources) || PyObject_CheckBuffer(sources))
@@ -1446,7 +1447,7 @@ static PyMethodDef module_methods[] = {
     {"prep", (PyCFunction)(void (*)(void))py_prep, METH_VARARGS | METH_KEYWORDS,
      "prep(sources, out, chunk_seconds=15, short_side=320, fps=30, gop=30, crf=23, "
      "preset='medium', tune='fastdecode', ext='mp4', jobs=1, threads=0, check=True, "
-     "bframes=True)\n--\n\n"
+     "bframes=True, overwrite=False)\n--\n\n"
      "Prepare source videos into chunked ones under out (as `tubelet prep`)."},
     {"synth", (PyCFunction)(void (*)(void))py_synth, METH_VARARGS | METH_KEYWORDS,
      "synth(out, videos=8, seconds=60, size=(240, 320), fps=30, actor_scale=1, seed=0, crf=18, "

@@ -565,13 +565,64 @@ static int same_source(const struct tb_video_index *old, const char *src)
            (long long)st.st_mtime == mtime;
 }
 
-/* A prepared video belongs to one source: a later prep of another file with the same stem
- * would replace it without a word. Its video.idx names the source; another source is refused
- * unless opts->overwrite. An unfinished video (no video.idx: interrupted, or refused as
- * truncated) holds nothing finished and is replaced as before. */
+/* The value of key in a params line ("key=value ..."), into buf; "" when absent. */
+static const char *param(const char *params, const char *key, char *buf, size_t size)
+{
+    size_t n = strlen(key);
+    buf[0] = '\0';
+    for (const char *q = params; (q = strstr(q, key)); q += n)
+        if ((q == params || q[-1] == ' ') && q[n] == '=') {
+            size_t len = strcspn(q + n + 1, " ");
+            snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), q + n + 1);
+            break;
+        }
+    return buf;
+}
+
+/* The encoding settings in which params a and b differ, as the flags that give them: "--short-
+ * side 320" into in_a, "--short-side 288" into in_b. 0 when they agree (the source's size and
+ * time are not settings: a changed source is prepared again). */
+static int settings_differ(const char *a, const char *b, char *in_a, char *in_b, size_t size)
+{
+    static const char *const keys[][2] = {
+        {"chunk_seconds", "--chunk-seconds"}, {"fps", "--fps"}, {"short_side", "--short-side"},
+        {"gop", "--gop"}, {"crf", "--crf"}, {"preset", "--preset"}, {"tune", "--tune"},
+        {"bframes", ""}, {"max_frames", "max_frames"}};
+    size_t la = 0, lb = 0;
+    in_a[0] = in_b[0] = '\0';
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        char va[64], vb[64];
+        param(a, keys[i][0], va, sizeof(va));
+        param(b, keys[i][0], vb, sizeof(vb));
+        if (!strcmp(va, vb))
+            continue;
+        const char *sep = la ? " " : "";
+        if (!keys[i][1][0]) { /* bframes=0 is --no-bframes; absent, the preset's */
+            la += (size_t)snprintf(in_a + la, size - la, "%s%s", sep, va[0] ? "--no-bframes"
+                                                                             : "--bframes");
+            lb += (size_t)snprintf(in_b + lb, size - lb, "%s%s", sep, vb[0] ? "--no-bframes"
+                                                                             : "--bframes");
+        } else {
+            la += (size_t)snprintf(in_a + la, size - la, "%s%s %s", sep, keys[i][1],
+                                   va[0] ? va : "(none)");
+            lb += (size_t)snprintf(in_b + lb, size - lb, "%s%s %s", sep, keys[i][1],
+                                   vb[0] ? vb : "(none)");
+        }
+        if (la >= size || lb >= size)
+            break;
+    }
+    return in_a[0] != '\0';
+}
+
+/* A prepared video belongs to one source and one set of encoding settings: a later prep of
+ * another file with the same stem, or of the same file with other settings (another
+ * --short-side into the same root), would replace it without a word. Its video.idx names
+ * both; either change is refused unless opts->overwrite. An unfinished video (no video.idx:
+ * interrupted, or refused as truncated) holds nothing finished and is replaced as before. */
 static int check_owner(struct prep *p)
 {
     struct tb_video_index *old = NULL;
+    char was[256], asks[256];
     int rc = 0;
     if (p->o->overwrite || !tb_index_exists(p->dir))
         return 0;
@@ -582,6 +633,10 @@ static int check_owner(struct prep *p)
         rc = tbi_err(TB_EINVAL, "%s: %s already holds the video prepared from %s (the same "
                      "stem); give --overwrite to replace it, or rename one of the files (a "
                      "video's name is its file's stem)", p->src, p->dir, old->source);
+    else if (old && settings_differ(old->params, p->params, was, asks, sizeof(was)))
+        rc = tbi_err(TB_EINVAL, "%s: %s was prepared with %s, this run asks %s; give "
+                     "--overwrite to encode it again with the new settings, or another --out",
+                     p->src, p->dir, was, asks);
     tb_index_free(&old);
     return rc;
 }
