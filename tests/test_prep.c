@@ -422,6 +422,72 @@ static void test_odd_sources(void)
     }
 }
 
+/* --short-side 0 keeps the source's size and pixels: an odd width or height loses its last
+ * column or row (4:2:0 H.264 needs even sizes), and nothing is resized by a pixel; lossless
+ * chunks equal ffmpeg's crop of the source byte for byte (rotated: after its autorotate). */
+static void test_odd_keep_size(void)
+{
+    const char *d = tbt_dir();
+    char *out = NULL, list[8192] = "", src[4400], dir[4400], stem[64], root[4200];
+    /* name, how ffmpeg makes it (2 s of testsrc, then the name), the size it prepares to */
+    static const char *const make[][3] = {
+        {"k420.mkv", "-s 321x177 -pix_fmt yuv420p -c:v ffv1", "320x176"},
+        {"k422.mkv", "-s 177x321 -pix_fmt yuv422p -c:v ffv1", "176x320"},
+        {"k444.mkv", "-s 333x250 -pix_fmt yuv444p -c:v ffv1", "332x250"},
+        {"kh.mkv", "-s 320x177 -pix_fmt yuv420p -c:v ffv1", "320x176"},
+        /* a quarter turn: upright 321x177 */
+        {"krot.mp4", "-s 177x321 -c:v mpeg4 -q:v 2 k.mp4 && ffmpeg -nostdin -v error -y -i "
+         "k.mp4 -c copy -metadata:s:v:0 rotate=90", "320x176"},
+    };
+    int n = (int)(sizeof(make) / sizeof(make[0]));
+    tbt_run(NULL, 10, "mkdir -p %s/keep", d);
+    for (int i = 0; i < n; i++) {
+        tbt_case = make[i][0];
+        int rc = tbt_run(&out, 120, "cd %s/keep && ffmpeg -nostdin -v error -y -f lavfi -i "
+                         "testsrc=rate=30 -t 2 %s %s", d, make[i][1], make[i][0]);
+        CHECK_MSG(rc == 0, "ffmpeg could not make %s: %s", make[i][0], out);
+        free(out);
+        snprintf(src, sizeof(src), "%s/keep/%s ", d, make[i][0]);
+        strncat(list, src, sizeof(list) - strlen(list) - 1);
+    }
+    tbt_case = "odd sizes, --short-side 0";
+    snprintf(root, sizeof(root), "%s/keep_chunks", d);
+    int rc = prep(&out, root, "--short-side 0 --crf 0 --preset ultrafast --chunk-seconds 1 "
+                  "--jobs 2", list);
+    CHECK_MSG(rc == 0, "prep: %s", out);
+    free(out);
+    for (int i = 0; i < n; i++) {
+        tbt_case = make[i][0];
+        struct tb_video_index *idx = NULL;
+        snprintf(src, sizeof(src), "%s/keep/%s", d, make[i][0]);
+        stem_of(stem, sizeof(stem), make[i][0]);
+        snprintf(dir, sizeof(dir), "%s/%s.mp4", root, stem);
+        if (tb_index_load(&idx, dir) < 0) {
+            TBT_FAIL("%s: %s", dir, tb_errmsg());
+            continue;
+        }
+        char size[32];
+        snprintf(size, sizeof(size), "%dx%d", idx->width, idx->height);
+        CHECK_MSG(!strcmp(size, make[i][2]), "%s: prepared %s, want %s", make[i][0], size,
+                  make[i][2]);
+        uint8_t *ref = NULL, *ours = NULL;
+        int64_t n_ref = tbt_ffmpeg_yuv(src, "fps=30,crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0",
+                                       idx->width, idx->height, &ref);
+        int64_t n_ours = decode_chunks(dir, idx, &ours);
+        size_t fb = tbt_yuv_bytes(idx->width, idx->height);
+        CHECK_MSG(n_ref == idx->n_frames && n_ours == n_ref, "%s: ffmpeg %" PRId64 ", chunks %"
+                  PRId64 ", index %" PRId64 " frames", make[i][0], n_ref, n_ours, idx->n_frames);
+        int64_t bad = 0;
+        for (int64_t f = 0; f < n_ref && f < n_ours; f++)
+            bad += memcmp(ref + f * fb, ours + f * fb, fb) != 0;
+        CHECK_MSG(bad == 0, "%s: %" PRId64 " of %" PRId64 " frames differ from ffmpeg's crop",
+                  make[i][0], bad, n_ref);
+        free(ref);
+        free(ours);
+        tb_index_free(&idx);
+    }
+}
+
 /* mtime in nanoseconds and inode of a file, to tell whether a rerun rewrote it. */
 static int64_t file_stamp(const char *path)
 {
@@ -963,6 +1029,7 @@ int main(int argc, char **argv)
     RUN(real_lossless);
     RUN(real_default);
     RUN(odd_sources);
+    RUN(odd_keep_size);
     RUN(resume);
     RUN(interrupt);
     RUN(bad_inputs);

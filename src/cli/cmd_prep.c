@@ -42,7 +42,8 @@ static const struct cli_flag prep_flags[] = {
     F("chunk-seconds", CLI_INT, chunk_seconds, STR(TB_PREP_DEFAULT_CHUNK_SECONDS), "S",
       "chunk length in seconds", 1, 86400),
     F("short-side", CLI_INT, short_side, STR(TB_PREP_DEFAULT_SHORT_SIDE), "PX",
-      "resize so the shorter side is PX (even); 0 keeps the source size", 0, 8192),
+      "resize so the shorter side is PX (even); 0 keeps the source size and pixels (an odd "
+      "width or height loses its last column or row)", 0, 8192),
     F("fps", CLI_RATE, fps, TB_PREP_DEFAULT_FPS, "F",
       "constant output frame rate", 0.001, 1000),
     F("gop", CLI_INT, gop, STR(TB_PREP_DEFAULT_GOP), "N",

@@ -224,7 +224,15 @@ static int prepare_held(struct prep *p, AVFrame **out)
     if (p->in.rotation && (rc = turn_upright(p, p->held, &h)) < 0)
         return tbi_err(rc, "%s: cannot turn %s frames upright", p->src,
                        av_get_pix_fmt_name(p->held->format));
-    p->sws = sws_getCachedContext(p->sws, h->width, h->height, h->format, p->out_w, p->out_h,
+    /* --short-side 0 keeps the source's pixels: an odd width or height loses its last column
+     * or row (H.264 4:2:0 needs even sizes) rather than the frame being resized by a pixel. */
+    int sw = h->width, sh = h->height;
+    if (p->o->short_side <= 0 && (sw - p->out_w == 0 || sw - p->out_w == 1) &&
+        (sh - p->out_h == 0 || sh - p->out_h == 1)) {
+        sw = p->out_w;
+        sh = p->out_h;
+    }
+    p->sws = sws_getCachedContext(p->sws, sw, sh, h->format, p->out_w, p->out_h,
                                   AV_PIX_FMT_YUV420P, SWS_BICUBIC, NULL, NULL, NULL);
     if (!p->sws)
         return tbi_err(TB_EDECODE, "%s: cannot convert %s %dx%d frames", p->src,
@@ -233,8 +241,8 @@ static int prepare_held(struct prep *p, AVFrame **out)
     /* The encoder may still hold a reference to the last buffers. */
     if (av_frame_make_writable(p->scaled) < 0)
         return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
-    sws_scale(p->sws, (const uint8_t *const *)h->data, h->linesize, 0, h->height,
-              p->scaled->data, p->scaled->linesize);
+    sws_scale(p->sws, (const uint8_t *const *)h->data, h->linesize, 0, sh, p->scaled->data,
+              p->scaled->linesize);
     p->held_ready = 1;
     *out = p->scaled;
     return 0;
