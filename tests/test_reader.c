@@ -389,7 +389,7 @@ static void test_versus_ffmpeg(const char *chunks_root)
 /* ---- odd sizes, every kind of chroma ----------------------------------------------------- */
 
 /* Videos of odd widths or heights (ffmpeg's testsrc: hard edges in every plane) in the pixel
- * formats and codecs users bring. lw, lh: the format's chroma subsampling (log2). own: 8-bit
+ * formats, codecs and colour matrices (BT.709, BT.2020, full range) users bring. lw, lh: the format's chroma subsampling (log2). own: 8-bit
  * 4:2:0, which the bilinear resize sends through the reader's own code where the CPU has
  * AVX2 or AVX-512; that follows swscale to 0.1 per byte (test_resize), not to the byte. pre:
  * ffmpeg's filters before a crop (its crop takes no packed 4:2:2: the tool would otherwise
@@ -417,6 +417,12 @@ static const struct odd_video {
     {"oddh.mkv", "320x177", "yuv420p", "-c:v ffv1", 1, 1, 1},
     {"oddyuyv.avi", "321x177", "yuyv422", "-c:v rawvideo", 1, 0, 0, "format=yuv422p,"},
     {"odduyvy.nut", "177x321", "uyvy422", "-c:v rawvideo", 1, 0, 0, "format=yuv422p,"},
+    /* the matrix and range the file states, as ffmpeg converts with them */
+    {"odd709.mkv", "321x177", "yuv420p", "-c:v ffv1 -colorspace bt709", 1, 1, 1},
+    {"odd709pc.mkv", "177x321", "yuv420p", "-c:v ffv1 -colorspace bt709 -color_range pc", 1, 1,
+     1},
+    {"odd2020.mkv", "321x177", "yuv420p10le", "-c:v ffv1 -colorspace bt2020nc", 1, 1, 0},
+    {"odd240m.mkv", "177x321", "yuv422p", "-c:v ffv1 -colorspace smpte240m", 1, 0, 0},
 };
 
 /* mean (worst frame) and largest byte difference within what the path allows: none, or 0.1

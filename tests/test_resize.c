@@ -3,7 +3,9 @@
  *   tests/test_reader.c compares the reader with): mean abs difference <= 0.1 per byte on
  *   smooth pictures with noise, for shrinking, growing, the same height, odd crop widths and
  *   heights (chroma over ceil(w / 2) samples, as swscale reads them), tiny and extreme crops,
- *   both ranges; flipped crops against swscale's output mirrored;
+ *   both ranges, swscale's BT.709, FCC, SMPTE 240M and BT.2020 matrices besides BT.601;
+ *   flipped crops against swscale's output mirrored; tables asked again with another matrix
+ *   rebuilt;
  * - the vector code against the plain C code: identical bytes (AVX-512 where the CPU has it;
  *   AVX2 where it has only that, or under TUBELET_CPU=portable: test_resize_portable);
  * - what it leaves to swscale (odd output widths, crops under 8 pixels), refused;
@@ -22,6 +24,7 @@
 #define PH 360
 
 static uint8_t pic[PW * PH * 3 / 2];
+static int colorspace = SWS_CS_DEFAULT; /* the matrix of both (swscale's table) */
 
 /* Gradients, a few hard edges and noise, in every plane. */
 static void make_picture(unsigned seed, int full)
@@ -55,11 +58,9 @@ static int swscale_ref(int x, int y, int cw, int ch, int full, int out_w, int ou
                                           AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
     if (!s)
         return -1;
-    if (full) {
-        int *inv, *tab, sr, dr, bri, con, sat;
-        sws_getColorspaceDetails(s, &inv, &sr, &tab, &dr, &bri, &con, &sat);
-        sws_setColorspaceDetails(s, inv, 1, tab, dr, bri, con, sat);
-    }
+    int *inv, *tab, sr, dr, bri, con, sat;
+    sws_getColorspaceDetails(s, &inv, &sr, &tab, &dr, &bri, &con, &sat);
+    sws_setColorspaceDetails(s, sws_getCoefficients(colorspace), full, tab, dr, bri, con, sat);
     int dls = (out_w * 3 + 63) & ~63;
     uint8_t *tmp = malloc((size_t)dls * (out_h + 2) + 64);
     uint8_t *dst[4] = {tmp, NULL, NULL, NULL};
@@ -78,7 +79,10 @@ static int ours(struct tbi_resize **rs, int x, int y, int cw, int ch, int full, 
     const uint8_t *src[3] = {pic + y * PW + x, pic + PW * PH + y / 2 * PW / 2 + x / 2,
                              pic + PW * PH * 5 / 4 + y / 2 * PW / 2 + x / 2};
     int ls[3] = {PW, PW / 2, PW / 2};
-    return tbi_resize_420(rs, src, ls, cw, ch, full, out_w, out_h, flip, out, portable);
+    if (colorspace == SWS_CS_DEFAULT) /* the BT.601 entry point, as bench_resize calls it */
+        return tbi_resize_420(rs, src, ls, cw, ch, full, out_w, out_h, flip, out, portable);
+    return tbi_resize_420_matrix(rs, src, ls, cw, ch, full, sws_getCoefficients(colorspace),
+                                 out_w, out_h, flip, out, portable);
 }
 
 static void one(int x, int y, int cw, int ch, int full, int out_w, int out_h)
@@ -95,8 +99,9 @@ static void one(int x, int y, int cw, int ch, int full, int out_w, int out_h)
     for (size_t i = 0; i < n; i++)
         d += abs(a[i] - ref[i]);
     d /= n;
-    CHECK_MSG(d <= 0.1, "%dx%d at (%d, %d) -> %dx%d, %s range: mean abs difference %.3f from "
-              "swscale", cw, ch, x, y, out_w, out_h, full ? "full" : "limited", d);
+    CHECK_MSG(d <= 0.1, "%dx%d at (%d, %d) -> %dx%d, %s range, matrix %d: mean abs difference "
+              "%.3f from swscale", cw, ch, x, y, out_w, out_h, full ? "full" : "limited",
+              colorspace, d);
     /* Flipped: swscale's mirrored, on both paths. */
     CHECK(ours(&ra, x, y, cw, ch, full, out_w, out_h, 1, 0, a) == 0);
     CHECK(ours(&rb, x, y, cw, ch, full, out_w, out_h, 1, 1, f) == 0);
@@ -172,6 +177,31 @@ int main(void)
         int x = 2 * (rand() % ((PW - cw) / 2 + 1)), y = 2 * (rand() % ((PH - ch) / 2 + 1));
         one(x, y, cw, ch, 0, 224, 224);
     }
+    /* The other matrices (a file's colorspace, as ffmpeg's scale filter takes it), both
+     * ranges; then the same tables asked for with another matrix are rebuilt. */
+    static const int spaces[] = {SWS_CS_ITU709, SWS_CS_FCC, SWS_CS_SMPTE240M, SWS_CS_BT2020};
+    for (int s = 0; s < 4; s++)
+        for (int full = 0; full < 2; full++) {
+            colorspace = spaces[s];
+            make_picture(5 + (unsigned)s, full);
+            one(2, 8, 301, 203, full, 224, 224);
+            one(0, 0, 640, 360, full, 160, 90);
+        }
+    size_t nb = 64 * 48 * 3;
+    uint8_t *m601 = malloc(nb), *m709 = malloc(nb), *fresh709 = malloc(nb);
+    struct tbi_resize *rs709 = NULL, *fresh = NULL;
+    colorspace = SWS_CS_DEFAULT;
+    CHECK(ours(&rs709, 0, 0, 320, 240, 0, 64, 48, 0, 0, m601) == 0);
+    colorspace = SWS_CS_ITU709;
+    CHECK(ours(&rs709, 0, 0, 320, 240, 0, 64, 48, 0, 0, m709) == 0);
+    CHECK(ours(&fresh, 0, 0, 320, 240, 0, 64, 48, 0, 0, fresh709) == 0);
+    CHECK(memcmp(m601, m709, nb) && !memcmp(m709, fresh709, nb));
+    tbi_resize_free(&rs709);
+    tbi_resize_free(&fresh);
+    free(m601);
+    free(m709);
+    free(fresh709);
+    colorspace = SWS_CS_DEFAULT;
     test_reuse();
     /* Not taken: swscale does those its own way (resize.h). */
     struct tbi_resize *rs = NULL;

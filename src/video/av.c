@@ -414,14 +414,23 @@ int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t e
                    frames, got, (long long)n_frames, src, dst);
 }
 
-void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame)
+const int *tbi_frame_coefficients(const AVFrame *frame)
 {
-    int *inv, *tab, src_range, dst_range, bri, con, sat;
-    if (frame->color_range != AVCOL_RANGE_JPEG)
+    int cs = frame->colorspace;
+    if (cs < 1 || cs > 10 || cs == AVCOL_SPC_YCGCO) /* as vf_scale's parse_yuv_type */
+        cs = AVCOL_SPC_BT470BG;
+    return sws_getCoefficients(cs);
+}
+
+void tbi_sws_set_colors(struct SwsContext *sws, const AVFrame *frame)
+{
+    int *inv, *tab, src_full, dst_full, bri, con, sat;
+    if (sws_getColorspaceDetails(sws, &inv, &src_full, &tab, &dst_full, &bri, &con, &sat) < 0)
         return;
-    sws_getColorspaceDetails(sws, &inv, &src_range, &tab, &dst_range, &bri, &con, &sat);
-    if (!src_range)
-        sws_setColorspaceDetails(sws, inv, 1, tab, dst_range, bri, con, sat);
+    const int *m = tbi_frame_coefficients(frame);
+    if (frame->color_range != AVCOL_RANGE_UNSPECIFIED)
+        src_full = frame->color_range == AVCOL_RANGE_JPEG;
+    sws_setColorspaceDetails(sws, m, src_full, m, dst_full, bri, con, sat);
 }
 
 int tbi_h264_nal_length(const AVCodecParameters *par)

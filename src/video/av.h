@@ -71,10 +71,16 @@ int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t e
                          int64_t n_frames, const char *path, double *declared_s,
                          double *decoded_s);
 
-/* Tell swscale the source range of frame (full-range sources: phones, MJPEG), as ffmpeg's
- * scale filter does. */
+/* The YCbCr matrix ffmpeg's scale filter takes for frame (its in_color_matrix "auto"):
+ * swscale's table for the frame's colorspace (BT.709, FCC, BT.601, SMPTE 240M, BT.2020),
+ * BT.601 where it states none or another. */
+const int *tbi_frame_coefficients(const AVFrame *frame);
+
+/* Set sws up for frame's colours as ffmpeg's scale filter does: that matrix on both sides
+ * (so a YCbCr -> YCbCr conversion keeps it) and the source range the frame states (full:
+ * phones, MJPEG), else swscale's own for the format. */
 struct SwsContext;
-void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame);
+void tbi_sws_set_colors(struct SwsContext *sws, const AVFrame *frame);
 
 /* The size of the NAL length prefix of H.264 in MP4 (from its avcC header); 0 for anything
  * else (no packet is then known to be disposable). */

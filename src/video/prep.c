@@ -237,7 +237,7 @@ static int prepare_held(struct prep *p, AVFrame **out)
     if (!p->sws)
         return tbi_err(TB_EDECODE, "%s: cannot convert %s %dx%d frames", p->src,
                        av_get_pix_fmt_name(h->format), h->width, h->height);
-    tbi_sws_set_range(p->sws, h);
+    tbi_sws_set_colors(p->sws, h);
     /* The encoder may still hold a reference to the last buffers. */
     if (av_frame_make_writable(p->scaled) < 0)
         return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);

@@ -480,9 +480,11 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     if ((f->format == AV_PIX_FMT_YUV420P || f->format == AV_PIX_FMT_YUVJ420P) &&
         r->o.scaler == TB_SCALE_BILINEAR && (cw != out_w || ch != out_h) &&
         tbi_resize_takes(cw, ch, out_w, out_h) && tbi_resize_path() != TBI_RESIZE_C) {
-        int full = f->format == AV_PIX_FMT_YUVJ420P || f->color_range == AVCOL_RANGE_JPEG;
-        return tbi_resize_420(&r->resize, src, f->linesize, cw, ch, full, out_w, out_h,
-                              c->flip, dst, 0);
+        int full = f->color_range == AVCOL_RANGE_UNSPECIFIED
+                       ? f->format == AV_PIX_FMT_YUVJ420P
+                       : f->color_range == AVCOL_RANGE_JPEG;
+        return tbi_resize_420_matrix(&r->resize, src, f->linesize, cw, ch, full,
+                                     tbi_frame_coefficients(f), out_w, out_h, c->flip, dst, 0);
     }
     /* A crop at its own size is only converted (chroma upsampled, depth reduced), and the
      * filter still shapes that for some formats (10-bit 4:2:0): bicubic, ffmpeg's default,
@@ -493,7 +495,7 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     if (!r->sws)
         return tbi_err(TB_ENOMEM, "%s: cannot set up a %dx%d -> %dx%d scaler", d->path, cw, ch,
                        out_w, out_h);
-    tbi_sws_set_range(r->sws, f);
+    tbi_sws_set_colors(r->sws, f);
     /* swscale's vector code writes whole blocks, past the end of a row (and of the last row),
      * so it draws into a padded scratch image that is then copied (and flipped) out. */
     int ls = (out_w * 3 + 63) & ~63;
