@@ -488,6 +488,36 @@ static void test_odd_keep_size(void)
     }
 }
 
+/* Chunks keep the source's colour tags (its YCbCr matrix, primaries, transfer), so that a
+ * prepared BT.709 video reads back as ffmpeg shows its source, byte for byte when lossless; an
+ * RGB source's chunks stay untagged (BT.601, as they are converted). */
+static void test_colors(void)
+{
+    tbt_case = "colour tags";
+    const char *d = tbt_dir();
+    char *out = NULL;
+    int rc = tbt_run(&out, 120, "mkdir -p %s/colors && cd %s/colors && ffmpeg -nostdin -v error "
+                     "-f lavfi -i testsrc2=size=320x240:rate=30 -t 1 -vf "
+                     "scale=out_color_matrix=bt709 -pix_fmt yuv420p -colorspace bt709 "
+                     "-color_primaries bt709 -color_trc bt709 -c:v libx264 -crf 0 hd.mp4 && "
+                     "ffmpeg -nostdin -v error -f lavfi -i testsrc2=size=320x240:rate=30 -t 1 "
+                     "-pix_fmt rgb24 -c:v ffv1 rgb.mkv && %s prep hd.mp4 rgb.mkv --out root "
+                     "--short-side 0 --crf 0 --preset ultrafast", d, d, tbt_tubelet());
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "cd %s/colors && for f in hd rgb; do ffprobe -v error -show_entries "
+                 "stream=color_space,color_primaries,color_transfer -of csv=p=0 root/$f.mp4/0.mp4; "
+                 "done", d);
+    CHECK_MSG(rc == 0 && strstr(out, "bt709,bt709,bt709") && strstr(out, "unknown"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "cd %s/colors && %s frames root/hd.mp4 --frames 0,11,29 --out f.rgb "
+                 "&& ffmpeg -nostdin -v error -i hd.mp4 -vf 'select=eq(n\\,0)+eq(n\\,11)+"
+                 "eq(n\\,29)' -fps_mode passthrough -f rawvideo -pix_fmt rgb24 - | cmp - f.rgb "
+                 "&& echo same", d, tbt_tubelet());
+    CHECK_MSG(rc == 0 && strstr(out, "same"), "prepared BT.709 against its source: %s", out);
+    free(out);
+}
+
 /* mtime in nanoseconds and inode of a file, to tell whether a rerun rewrote it. */
 static int64_t file_stamp(const char *path)
 {
@@ -1030,6 +1060,7 @@ int main(int argc, char **argv)
     RUN(real_default);
     RUN(odd_sources);
     RUN(odd_keep_size);
+    RUN(colors);
     RUN(resume);
     RUN(interrupt);
     RUN(bad_inputs);

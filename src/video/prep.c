@@ -45,6 +45,7 @@ struct prep {
     int held_ready;           /* scaled holds the current `held` */
     struct SwsContext *sws, *sws_wide;
     int out_w, out_h;         /* chunk frame size */
+    int colorspace, primaries, trc; /* the chunks' colour tags (the first frame's) */
 
     /* Resampling to the constant rate (see map_frame). */
     AVRational out_tb;
@@ -326,7 +327,8 @@ static int begin_chunk(struct prep *p, int k)
         .width = p->out_w, .height = p->out_h, .fps_num = p->o->fps_num,
         .fps_den = p->o->fps_den, .gop = p->o->gop, .crf = p->o->crf,
         .preset = p->o->preset, .tune = p->o->tune, .no_bframes = p->o->no_bframes,
-        .n_threads = p->o->n_threads,
+        .n_threads = p->o->n_threads, .colorspace = p->colorspace, .primaries = p->primaries,
+        .trc = p->trc,
     };
     if ((rc = tbi_writer_open(&p->w, path, &wo)) < 0)
         return tbi_err_prefix(rc, "%s", p->src);
@@ -440,6 +442,12 @@ static int take_frame(struct prep *p, AVFrame *f)
         p->base = o;
         p->first_ts = ts;
         pick_size(p, f->width, f->height);
+        /* The chunks hold YCbCr in the matrix the conversion kept (tbi_sws_set_colors): a
+         * YCbCr source's own, tagged as the source is, so that readers (tubelet's, ffmpeg's)
+         * convert them back as they convert the source; RGB becomes untagged BT.601. */
+        p->colorspace = f->colorspace == AVCOL_SPC_RGB ? AVCOL_SPC_UNSPECIFIED : f->colorspace;
+        p->primaries = f->color_primaries;
+        p->trc = f->color_trc;
         if ((rc = alloc_yuv(&p->scaled, p->out_w, p->out_h)) < 0)
             return tbi_err(rc, "%s: out of memory", p->src);
         p->res->width = p->out_w;
