@@ -428,9 +428,12 @@ void tbi_sws_set_colors(struct SwsContext *sws, const AVFrame *frame)
     if (sws_getColorspaceDetails(sws, &inv, &src_full, &tab, &dst_full, &bri, &con, &sat) < 0)
         return;
     const int *m = tbi_frame_coefficients(frame);
-    if (frame->color_range != AVCOL_RANGE_UNSPECIFIED)
-        src_full = frame->color_range == AVCOL_RANGE_JPEG;
-    sws_setColorspaceDetails(sws, m, src_full, m, dst_full, bri, con, sat);
+    int full = frame->color_range == AVCOL_RANGE_UNSPECIFIED
+                   ? src_full
+                   : frame->color_range == AVCOL_RANGE_JPEG;
+    /* Setting them again rebuilds swscale's tables (a free and an allocation per frame). */
+    if (full != src_full || memcmp(inv, m, 4 * sizeof(*m)) || memcmp(tab, m, 4 * sizeof(*m)))
+        sws_setColorspaceDetails(sws, m, full, m, dst_full, bri, con, sat);
 }
 
 int tbi_h264_nal_length(const AVCodecParameters *par)
