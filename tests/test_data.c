@@ -827,14 +827,15 @@ static void test_failures(const struct tb_annotations *ann)
 static void test_timeout(void)
 {
     tbt_case = "stuck clip";
-    /* A Kinetics list whose third video is a FIFO nobody writes: opening it blocks forever. */
+    /* A Kinetics list whose third video is a FIFO nobody writes, as a file: URL (a FIFO's
+     * path is refused at once): opening it blocks forever. */
     char list[4300], fifo[4300], text[8192];
     snprintf(fifo, sizeof(fifo), "%s/stuck.mp4", tbt_dir());
     CHECK_EQ(mkfifo(fifo, 0600), 0);
     snprintf(list, sizeof(list), "%s/stuck.txt", tbt_dir());
     snprintf(text, sizeof(text),
-             "%s/P01_01.mp4 600 1\n%s/P01_02.mp4 600 2\n%s 600 3\n%s/P01_03.mp4 600 4\n", root,
-             root, fifo, root);
+             "%s/P01_01.mp4 600 1\n%s/P01_02.mp4 600 2\nfile:%s 600 3\n%s/P01_03.mp4 600 4\n",
+             root, root, fifo, root);
     write_file(list, text);
     struct tb_annotations *ann = NULL;
     struct tb_ann_opts kin = {.format = TB_ANN_KINETICS};

@@ -244,19 +244,25 @@ static void ffmpeg_input(char *buf, size_t size, const char *video)
 }
 
 /* Compare a clip from the reader with ffmpeg's select + filters; returns the mean abs
- * difference of the worst frame (or -1 on failure). */
-static double versus_ffmpeg(tb_reader *r, const char *video, const int64_t *frames, int n,
-                            const struct tb_crop_spec *spec, int out_w, int out_h,
-                            const char *filters)
+ * difference of the worst frame (or -1 on failure); *most (may be NULL) gets the largest
+ * difference of a byte and *crop (may be NULL) the crop the reader reports. */
+static double versus_ffmpeg_at(tb_reader *r, const char *video, const int64_t *frames, int n,
+                               const struct tb_crop_spec *spec, tb_rng *rng, int out_w,
+                               int out_h, const char *filters, int *most,
+                               struct tb_crop *crop)
 {
     size_t fb = (size_t)out_w * out_h * 3;
     uint8_t *ours = malloc(fb * (size_t)n);
     struct tb_clip_stats st;
-    if (tb_reader_read(r, video, frames, n, spec, NULL, out_w, out_h, ours, &st) < 0) {
+    if (most)
+        *most = -1;
+    if (tb_reader_read(r, video, frames, n, spec, rng, out_w, out_h, ours, &st) < 0) {
         TBT_FAIL("%s: %s", video, tb_errmsg());
         free(ours);
         return -1;
     }
+    if (crop)
+        *crop = st.crop;
     /* ffmpeg gives the selected frames in ascending order, each once. */
     int64_t sorted[64];
     int n_sorted = 0;
@@ -291,8 +297,12 @@ static double versus_ffmpeg(tb_reader *r, const char *video, const int64_t *fram
             while (sorted[k] != frames[i])
                 k++;
             double sum = 0;
-            for (size_t j = 0; j < fb; j++)
-                sum += abs((int)ours[(size_t)i * fb + j] - (int)ref[(size_t)k * fb + j]);
+            for (size_t j = 0; j < fb; j++) {
+                int dj = abs((int)ours[(size_t)i * fb + j] - (int)ref[(size_t)k * fb + j]);
+                sum += dj;
+                if (most && dj > *most)
+                    *most = dj;
+            }
             if (sum / fb > worst)
                 worst = sum / fb;
         }
@@ -302,12 +312,19 @@ static double versus_ffmpeg(tb_reader *r, const char *video, const int64_t *fram
     return worst;
 }
 
+static double versus_ffmpeg(tb_reader *r, const char *video, const int64_t *frames, int n,
+                            const struct tb_crop_spec *spec, int out_w, int out_h,
+                            const char *filters)
+{
+    return versus_ffmpeg_at(r, video, frames, n, spec, NULL, out_w, out_h, filters, NULL, NULL);
+}
+
 static void test_versus_ffmpeg(const char *chunks_root)
 {
     tb_reader *r = NULL;
     CHECK_EQ(tb_reader_open(&r, NULL), 0);
     const char *plain[] = {"vtest.avi", "Megamind.avi", "box.mp4", "cup.mp4"};
-    char videos[12][4400];
+    char videos[13][4400];
     int n_videos = 0;
     for (int i = 0; i < 4; i++) {
         const char *p = tbt_opencv_video(plain[i]);
@@ -316,7 +333,8 @@ static void test_versus_ffmpeg(const char *chunks_root)
     }
     snprintf(videos[n_videos++], 4400, "%s/vtest.mp4", chunks_root);
     snprintf(videos[n_videos++], 4400, "%s/box.mp4", chunks_root);
-    /* VP9 in WebM, HEVC, and an MP4 starting at 2.5 s (an edit list), made here. */
+    /* VP9 in WebM, HEVC, an MP4 starting at 2.5 s (an edit list) and a variable-rate one
+     * (4 frames of every 10 dropped, their timestamps kept), made here. */
     static const char *const make[][2] = {
         {"vp9.webm", "-f lavfi -i testsrc2=size=320x240:rate=25 -t 4 -c:v libvpx-vp9 "
                      "-deadline realtime -b:v 400k -g 20"},
@@ -324,8 +342,10 @@ static void test_versus_ffmpeg(const char *chunks_root)
                      "-x265-params log-level=error:keyint=24"},
         {"offset.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -t 4 -c:v libx264 -g 30 "
                        "-output_ts_offset 2.5"},
+        {"vfr.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -t 4 -vf "
+                    "\"select=lt(mod(n\\,10)\\,6)\" -fps_mode vfr -c:v libx264 -g 15"},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         char *out = NULL;
         snprintf(videos[n_videos], 4400, "%s/%s", tbt_dir(), make[i][0]);
         int rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y %s %s", make[i][1],
@@ -343,24 +363,170 @@ static void test_versus_ffmpeg(const char *chunks_root)
         }
         int64_t n = info.n_frames;
         int64_t frames[8] = {n - 1, 0, n / 2, n / 2 + 1, n / 3, n / 2, 7, n - 2};
-        /* A crop at its own size: identical bytes (an odd corner snaps to the chroma grid,
-         * as ffmpeg's crop filter does). */
+        /* A crop at its own size: identical bytes (an odd corner moves onto the chroma grid,
+         * as ffmpeg's crop filter moves it). */
         struct tb_crop_spec fixed = {.mode = TB_CROP_FIXED, .x = 13, .y = 7, .w = 160,
                                      .h = 120};
         double d = versus_ffmpeg(r, videos[v], frames, 8, &fixed, 160, 120,
                                  "crop=160:120:13:7");
         CHECK_MSG(d == 0, "%s: crop differs from ffmpeg's by %.3f", videos[v], d);
-        /* Resized crop, same scaler: mean abs difference <= 1. */
+        /* Resized crop of an odd size, same scaler: mean abs difference <= 1. The corner
+         * moves onto the chroma grid; the size stays, as ffmpeg's crop keeps it with exact=1. */
         fixed.w = 301;
         fixed.h = 203;
         d = versus_ffmpeg(r, videos[v], frames, 8, &fixed, 224, 224,
-                          "crop=301:203:13:7,scale=224:224:flags=bilinear");
+                          "crop=301:203:12:6:exact=1,scale=224:224:flags=bilinear");
         CHECK_MSG(d >= 0 && d <= 1, "%s: resized crop differs by %.3f", videos[v], d);
         /* Centre crop of the short side, resized, flipped. */
         struct tb_crop_spec center = {.mode = TB_CROP_CENTER, .flip = TB_FLIP_ALWAYS};
         d = versus_ffmpeg(r, videos[v], frames, 8, &center, 112, 112,
                           "crop=min(iw\\,ih):min(iw\\,ih),scale=112:112:flags=bilinear,hflip");
         CHECK_MSG(d >= 0 && d <= 1, "%s: flipped centre crop differs by %.3f", videos[v], d);
+    }
+    tb_reader_close(&r);
+}
+
+/* ---- odd sizes, every kind of chroma ----------------------------------------------------- */
+
+/* Videos of odd widths or heights (ffmpeg's testsrc: hard edges in every plane) in the pixel
+ * formats, codecs and colour matrices (BT.709, BT.2020, full range) users bring. lw, lh: the format's chroma subsampling (log2). own: 8-bit
+ * 4:2:0, which the bilinear resize sends through the reader's own code where the CPU has
+ * AVX2 or AVX-512; that follows swscale to 0.1 per byte (test_resize), not to the byte. pre:
+ * ffmpeg's filters before a crop (its crop takes no packed 4:2:2: the tool would otherwise
+ * convert the whole frame to RGB first and crop that). */
+static const struct odd_video {
+    const char *file, *size, *pix_fmt, *codec;
+    int lw, lh, own;
+    const char *pre;
+} odd_videos[] = {
+    {"odd420.mkv", "321x177", "yuv420p", "-c:v ffv1", 1, 1, 1},
+    {"odd420.mp4", "177x321", "yuv420p", "-c:v mpeg4 -q:v 2", 1, 1, 1},
+    {"odd422.mkv", "177x321", "yuv422p", "-c:v ffv1", 1, 0, 0},
+    {"odd422w.mkv", "321x177", "yuv422p", "-c:v ffv1", 1, 0, 0},
+    {"odd420p10.mkv", "321x177", "yuv420p10le", "-c:v ffv1", 1, 1, 0},
+    {"oddj420.avi", "321x177", "yuvj420p", "-c:v mjpeg -q:v 3", 1, 1, 1},
+    /* other subsamplings, depths, layouts and codecs */
+    {"odd444.mkv", "323x181", "yuv444p", "-c:v ffv1", 0, 0, 0},
+    {"oddgray.mkv", "321x177", "gray", "-c:v ffv1", 0, 0, 0},
+    {"odd440.mkv", "177x321", "yuv440p", "-c:v ffv1", 0, 1, 0},
+    {"odd410.mkv", "323x181", "yuv410p", "-c:v ffv1", 2, 2, 0},
+    {"odd422p10.mkv", "177x321", "yuv422p10le", "-c:v ffv1", 1, 0, 0},
+    {"oddnv12.nut", "321x177", "nv12", "-c:v rawvideo", 1, 1, 0},
+    {"oddvp9.webm", "321x177", "yuv420p", "-c:v libvpx-vp9 -deadline realtime -b:v 1M", 1, 1, 1},
+    {"oddw.mkv", "321x240", "yuv420p", "-c:v ffv1", 1, 1, 1},
+    {"oddh.mkv", "320x177", "yuv420p", "-c:v ffv1", 1, 1, 1},
+    {"oddyuyv.avi", "321x177", "yuyv422", "-c:v rawvideo", 1, 0, 0, "format=yuv422p,"},
+    {"odduyvy.nut", "177x321", "uyvy422", "-c:v rawvideo", 1, 0, 0, "format=yuv422p,"},
+    /* the matrix and range the file states, as ffmpeg converts with them */
+    {"odd709.mkv", "321x177", "yuv420p", "-c:v ffv1 -colorspace bt709", 1, 1, 1},
+    {"odd709pc.mkv", "177x321", "yuv420p", "-c:v ffv1 -colorspace bt709 -color_range pc", 1, 1,
+     1},
+    {"odd2020.mkv", "321x177", "yuv420p10le", "-c:v ffv1 -colorspace bt2020nc", 1, 1, 0},
+    {"odd240m.mkv", "177x321", "yuv422p", "-c:v ffv1 -colorspace smpte240m", 1, 0, 0},
+};
+
+/* mean (worst frame) and largest byte difference within what the path allows: none, or 0.1
+ * per byte on the reader's own resize */
+static void check_close(double mean, int most, int own, const char *video, const char *what)
+{
+    if (own)
+        CHECK_MSG(mean >= 0 && mean <= 0.1, "%s: %s differs from ffmpeg's by %.3f per byte",
+                  video, what, mean);
+    else
+        CHECK_MSG(most == 0, "%s: %s differs from ffmpeg's by up to %d (mean %.3f)", video,
+                  what, most, mean);
+}
+
+/* One odd-sized video against the ffmpeg tool: the whole frame at its own size (also through
+ * `tubelet frames`), crops inside it (their corner moved onto the chroma grid, their size
+ * kept), flipped, resized, and random resized crops at the place the reader reports. */
+static void check_odd(tb_reader *r, const struct odd_video *o, const char *path, int k)
+{
+    int W, H, most;
+    sscanf(o->size, "%dx%d", &W, &H);
+    struct tb_video_info info;
+    if (tb_reader_info(r, path, &info) < 0) {
+        TBT_FAIL("%s: %s", path, tb_errmsg());
+        return;
+    }
+    CHECK_EQ(info.width, W);
+    CHECK_EQ(info.height, H);
+    const int64_t frames[3] = {24, 3, 10};
+    int mw = (1 << o->lw) - 1, mh = (1 << o->lh) - 1;
+    char f[256], *out = NULL;
+    double d = versus_ffmpeg_at(r, path, frames, 3, &no_crop, NULL, W, H, "", &most, NULL);
+    CHECK_MSG(most == 0, "%s: the whole frame differs from ffmpeg's by up to %d (mean %.3f)",
+              o->file, most, d);
+    /* The command docs/FORMATS.md gives, byte for byte. */
+    int rc = tbt_run(&out, 60, "%s frames '%s' --frames 3,10,24 --out %s/odd.raw && ffmpeg "
+                     "-nostdin -v error -i '%s' -vf 'select=eq(n\\,3)+eq(n\\,10)+eq(n\\,24)' "
+                     "-fps_mode passthrough -f rawvideo -pix_fmt rgb24 - | cmp - %s/odd.raw && "
+                     "echo same", tbt_tubelet(), path, tbt_dir(), path, tbt_dir());
+    CHECK_MSG(rc == 0 && strstr(out, "same"), "tubelet frames %s: %s", o->file, out);
+    free(out);
+
+    struct tb_crop_spec fixed = {.mode = TB_CROP_FIXED, .x = 13, .y = 7, .w = (W - 40) | 1,
+                                 .h = (H - 30) | 1};
+    struct tb_crop got;
+    int gx = fixed.x & ~mw, gy = fixed.y & ~mh;
+    const char *pre = o->pre ? o->pre : "";
+    snprintf(f, sizeof(f), "%scrop=%d:%d:%d:%d:exact=1", pre, fixed.w, fixed.h, gx, gy);
+    d = versus_ffmpeg_at(r, path, frames, 3, &fixed, NULL, fixed.w, fixed.h, f, &most, &got);
+    check_close(d, most, 0, o->file, f);
+    CHECK_MSG(got.x == gx && got.y == gy && got.w == fixed.w && got.h == fixed.h,
+              "%s: the reader reports the crop %dx%d at (%d,%d), it cut %dx%d at (%d,%d)",
+              o->file, got.w, got.h, got.x, got.y, fixed.w, fixed.h, gx, gy);
+    fixed.flip = TB_FLIP_ALWAYS;
+    snprintf(f, sizeof(f), "%scrop=%d:%d:%d:%d:exact=1,format=rgb24,hflip", pre, fixed.w,
+             fixed.h, gx, gy);
+    d = versus_ffmpeg_at(r, path, frames, 3, &fixed, NULL, fixed.w, fixed.h, f, &most, NULL);
+    check_close(d, most, 0, o->file, f);
+
+    d = versus_ffmpeg_at(r, path, frames, 3, &no_crop, NULL, 160, 90,
+                         "scale=160:90:flags=bilinear", &most, NULL);
+    check_close(d, most, o->own, o->file, "the whole frame resized to 160x90");
+    struct tb_crop_spec center = {.mode = TB_CROP_CENTER, .flip = TB_FLIP_ALWAYS};
+    int side = W < H ? W : H;
+    snprintf(f, sizeof(f), "%scrop=%d:%d:%d:%d:exact=1,scale=112:112:flags=bilinear,"
+             "format=rgb24,hflip", pre, side, side, ((W - side) / 2) & ~mw,
+             ((H - side) / 2) & ~mh);
+    d = versus_ffmpeg_at(r, path, frames, 3, &center, NULL, 112, 112, f, &most, NULL);
+    check_close(d, most, o->own, o->file, f);
+
+    struct tb_crop_spec rrc = {.mode = TB_CROP_RANDOM_RESIZED, .scale_min = 0.2,
+                               .scale_max = 1, .ratio_min = 0.75, .ratio_max = 4.0 / 3};
+    for (int s = 0; s < 3; s++) {
+        tb_rng rng, draw;
+        tb_rng_init(&rng, 21, (uint64_t)(k * 3 + s));
+        draw = rng;
+        struct tb_crop c;
+        CHECK_EQ(tb_crop_draw(&rrc, W, H, 96, 96, &draw, &c), 0);
+        c.x &= ~mw;
+        c.y &= ~mh;
+        snprintf(f, sizeof(f), "%scrop=%d:%d:%d:%d:exact=1,scale=96:96:flags=bilinear", pre,
+                 c.w, c.h, c.x, c.y);
+        d = versus_ffmpeg_at(r, path, frames, 3, &rrc, &rng, 96, 96, f, &most, &got);
+        check_close(d, most, o->own, o->file, f);
+        CHECK(got.x == c.x && got.y == c.y && got.w == c.w && got.h == c.h);
+    }
+}
+
+static void test_odd_sizes(void)
+{
+    tb_reader *r = NULL;
+    CHECK_EQ(tb_reader_open(&r, NULL), 0);
+    for (int i = 0; i < (int)(sizeof(odd_videos) / sizeof(odd_videos[0])); i++) {
+        const struct odd_video *o = &odd_videos[i];
+        char path[4400], *out = NULL;
+        snprintf(path, sizeof(path), "%s/%s", tbt_dir(), o->file);
+        tbt_case = o->file;
+        int rc = tbt_run(&out, 120, "ffmpeg -nostdin -v error -y -f lavfi -i testsrc=size=%s:"
+                         "rate=25 -t 1 -pix_fmt %s %s '%s'", o->size, o->pix_fmt, o->codec,
+                         path);
+        CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+        free(out);
+        if (rc == 0)
+            check_odd(r, o, path, i);
     }
     tb_reader_close(&r);
 }
@@ -594,6 +760,7 @@ int main(void)
     test_raw_stream();
     test_errors();
     test_frames_cli();
+    test_odd_sizes();
     /* Real videos prepared with default settings (B-frames, keyframe interval). */
     char root[4300], list[8192] = "", *out = NULL;
     snprintf(root, sizeof(root), "%s/real", tbt_dir());

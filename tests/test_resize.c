@@ -1,8 +1,11 @@
 /* tests/test_resize.c - the reader's own crop -> RGB24 resize (src/video/resize.c).
  * - against swscale itself (SWS_BILINEAR, the reader's scaler before; the ffmpeg tool's, which
  *   tests/test_reader.c compares the reader with): mean abs difference <= 0.1 per byte on
- *   smooth pictures with noise, for shrinking, growing, the same height, odd sizes, tiny and
- *   extreme crops, both ranges; flipped crops against swscale's output mirrored;
+ *   smooth pictures with noise, for shrinking, growing, the same height, odd crop widths and
+ *   heights (chroma over ceil(w / 2) samples, as swscale reads them), tiny and extreme crops,
+ *   both ranges, swscale's BT.709, FCC, SMPTE 240M and BT.2020 matrices besides BT.601;
+ *   flipped crops against swscale's output mirrored; tables asked again with another matrix
+ *   rebuilt;
  * - the vector code against the plain C code: identical bytes (AVX-512 where the CPU has it;
  *   AVX2 where it has only that, or under TUBELET_CPU=portable: test_resize_portable);
  * - what it leaves to swscale (odd output widths, crops under 8 pixels), refused;
@@ -21,6 +24,7 @@
 #define PH 360
 
 static uint8_t pic[PW * PH * 3 / 2];
+static int colorspace = SWS_CS_DEFAULT; /* the matrix of both (swscale's table) */
 
 /* Gradients, a few hard edges and noise, in every plane. */
 static void make_picture(unsigned seed, int full)
@@ -42,7 +46,8 @@ static void make_picture(unsigned seed, int full)
         }
 }
 
-/* The crop at (x, y) (even) of size cw x ch, through swscale, to out (out_w x out_h RGB24). */
+/* The crop at (x, y) (even) of size cw x ch (any), through swscale, to out (out_w x out_h
+ * RGB24). */
 static int swscale_ref(int x, int y, int cw, int ch, int full, int out_w, int out_h,
                        uint8_t *out)
 {
@@ -53,11 +58,9 @@ static int swscale_ref(int x, int y, int cw, int ch, int full, int out_w, int ou
                                           AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
     if (!s)
         return -1;
-    if (full) {
-        int *inv, *tab, sr, dr, bri, con, sat;
-        sws_getColorspaceDetails(s, &inv, &sr, &tab, &dr, &bri, &con, &sat);
-        sws_setColorspaceDetails(s, inv, 1, tab, dr, bri, con, sat);
-    }
+    int *inv, *tab, sr, dr, bri, con, sat;
+    sws_getColorspaceDetails(s, &inv, &sr, &tab, &dr, &bri, &con, &sat);
+    sws_setColorspaceDetails(s, sws_getCoefficients(colorspace), full, tab, dr, bri, con, sat);
     int dls = (out_w * 3 + 63) & ~63;
     uint8_t *tmp = malloc((size_t)dls * (out_h + 2) + 64);
     uint8_t *dst[4] = {tmp, NULL, NULL, NULL};
@@ -76,7 +79,10 @@ static int ours(struct tbi_resize **rs, int x, int y, int cw, int ch, int full, 
     const uint8_t *src[3] = {pic + y * PW + x, pic + PW * PH + y / 2 * PW / 2 + x / 2,
                              pic + PW * PH * 5 / 4 + y / 2 * PW / 2 + x / 2};
     int ls[3] = {PW, PW / 2, PW / 2};
-    return tbi_resize_420(rs, src, ls, cw, ch, full, out_w, out_h, flip, out, portable);
+    if (colorspace == SWS_CS_DEFAULT) /* the BT.601 entry point, as bench_resize calls it */
+        return tbi_resize_420(rs, src, ls, cw, ch, full, out_w, out_h, flip, out, portable);
+    return tbi_resize_420_matrix(rs, src, ls, cw, ch, full, sws_getCoefficients(colorspace),
+                                 out_w, out_h, flip, out, portable);
 }
 
 static void one(int x, int y, int cw, int ch, int full, int out_w, int out_h)
@@ -93,8 +99,9 @@ static void one(int x, int y, int cw, int ch, int full, int out_w, int out_h)
     for (size_t i = 0; i < n; i++)
         d += abs(a[i] - ref[i]);
     d /= n;
-    CHECK_MSG(d <= 0.1, "%dx%d at (%d, %d) -> %dx%d, %s range: mean abs difference %.3f from "
-              "swscale", cw, ch, x, y, out_w, out_h, full ? "full" : "limited", d);
+    CHECK_MSG(d <= 0.1, "%dx%d at (%d, %d) -> %dx%d, %s range, matrix %d: mean abs difference "
+              "%.3f from swscale", cw, ch, x, y, out_w, out_h, full ? "full" : "limited",
+              colorspace, d);
     /* Flipped: swscale's mirrored, on both paths. */
     CHECK(ours(&ra, x, y, cw, ch, full, out_w, out_h, 1, 0, a) == 0);
     CHECK(ours(&rb, x, y, cw, ch, full, out_w, out_h, 1, 1, f) == 0);
@@ -144,7 +151,8 @@ int main(void)
         /* x, y, cw, ch, out_w, out_h */
         {14, 6, 320, 320, 224, 224},  /* W1's shrink */
         {0, 0, 568, 320, 224, 224},   /* the whole frame, anisotropic */
-        {2, 8, 301, 203, 224, 224},   /* odd width (snapped by the reader, not here), grows */
+        {2, 8, 301, 203, 224, 224},   /* odd width and height, grows */
+        {0, 0, 321, 177, 160, 90},    /* an odd-sized whole frame's sizes */
         {20, 30, 100, 100, 224, 224}, /* grows both ways */
         {8, 4, 301, 224, 224, 224},   /* the same height: swscale's one-row path */
         {8, 4, 224, 300, 224, 224},   /* the same width */
@@ -157,17 +165,43 @@ int main(void)
         make_picture(1 + full, full);
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
             const int *c = cases[i];
-            one(c[0], c[1], c[2] & ~1, c[3] & ~1, full, c[4], c[5]);
+            one(c[0], c[1], c[2], c[3], full, c[4], c[5]);
         }
     }
-    /* Random crops as RandomResizedCrop makes them, limited range. */
+    /* Random crops as RandomResizedCrop makes them (any size, the corner on the chroma grid),
+     * limited range. */
     make_picture(3, 0);
     srand(11);
     for (int i = 0; i < 40; i++) {
-        int cw = 2 * (8 + rand() % 300), ch = 2 * (8 + rand() % 170);
+        int cw = 16 + rand() % 600, ch = 16 + rand() % 340;
         int x = 2 * (rand() % ((PW - cw) / 2 + 1)), y = 2 * (rand() % ((PH - ch) / 2 + 1));
         one(x, y, cw, ch, 0, 224, 224);
     }
+    /* The other matrices (a file's colorspace, as ffmpeg's scale filter takes it), both
+     * ranges; then the same tables asked for with another matrix are rebuilt. */
+    static const int spaces[] = {SWS_CS_ITU709, SWS_CS_FCC, SWS_CS_SMPTE240M, SWS_CS_BT2020};
+    for (int s = 0; s < 4; s++)
+        for (int full = 0; full < 2; full++) {
+            colorspace = spaces[s];
+            make_picture(5 + (unsigned)s, full);
+            one(2, 8, 301, 203, full, 224, 224);
+            one(0, 0, 640, 360, full, 160, 90);
+        }
+    size_t nb = 64 * 48 * 3;
+    uint8_t *m601 = malloc(nb), *m709 = malloc(nb), *fresh709 = malloc(nb);
+    struct tbi_resize *rs709 = NULL, *fresh = NULL;
+    colorspace = SWS_CS_DEFAULT;
+    CHECK(ours(&rs709, 0, 0, 320, 240, 0, 64, 48, 0, 0, m601) == 0);
+    colorspace = SWS_CS_ITU709;
+    CHECK(ours(&rs709, 0, 0, 320, 240, 0, 64, 48, 0, 0, m709) == 0);
+    CHECK(ours(&fresh, 0, 0, 320, 240, 0, 64, 48, 0, 0, fresh709) == 0);
+    CHECK(memcmp(m601, m709, nb) && !memcmp(m709, fresh709, nb));
+    tbi_resize_free(&rs709);
+    tbi_resize_free(&fresh);
+    free(m601);
+    free(m709);
+    free(fresh709);
+    colorspace = SWS_CS_DEFAULT;
     test_reuse();
     /* Not taken: swscale does those its own way (resize.h). */
     struct tbi_resize *rs = NULL;

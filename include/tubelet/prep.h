@@ -46,7 +46,9 @@ struct tb_prep_opts {
     const volatile int *cancel; /* borrowed, may be NULL: when *cancel != 0, stop soon with
                                    TB_ECANCELED, leaving finished chunks in place */
     int overwrite;              /* 1: replace a video prepared from another source with the
-                                   same stem; 0: refuse it (TB_EINVAL naming both sources) */
+                                   same stem, or with other encoding settings; 0: refuse it
+                                   (TB_EINVAL naming both sources, or both settings as
+                                   flags) */
     int64_t max_frames;         /* 0: the whole source; else only its first max_frames output
                                    frames (a sample, as prep --plan encodes) */
 };

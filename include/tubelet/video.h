@@ -124,8 +124,11 @@ TB_API int tb_crop_draw(const struct tb_crop_spec *spec, int src_w, int src_h, i
  * index of a prepared video; a plain file is indexed on first open by reading its packets),
  * decode forward, stop at the last wanted frame; seek again only when a keyframe lies ahead
  * of the decoder. H.264 frames no other frame refers to are not decoded unless wanted. Each
- * wanted frame is cropped on its decoded planes by pointer offsets (aligned to the chroma
- * grid) and only the crop is scaled and converted, straight into the output.
+ * wanted frame is cropped on its decoded planes by pointer offsets and only the crop is scaled
+ * and converted, straight into the output. A crop whose corner falls inside a chroma sample
+ * (an odd x or y on 4:2:0) starts on the sample instead, one pixel up or left, as ffmpeg's crop
+ * filter places it; its size is kept, and the whole frame, of any size, is never moved: at its
+ * own size it is ffmpeg's -pix_fmt rgb24 conversion.
  *
  * Frame n is the n-th frame in presentation order, as ffmpeg's select=eq(n\,N) counts. */
 typedef struct tb_reader tb_reader;

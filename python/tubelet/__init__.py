@@ -11,11 +11,13 @@ loader and probe, over tubelet's C library (the extension module ``tubelet._tube
 
 docs/PYTHON.md is the walkthrough. Errors raise tubelet.Error (a RuntimeError) carrying the
 library's message (file, frame, line); a missing file raises tubelet.NotFoundError (also a
-FileNotFoundError), a refused value tubelet.InvalidError (also a ValueError).
+FileNotFoundError), a refused value tubelet.InvalidError (also a ValueError), a frame out of
+range tubelet.RangeError (an InvalidError, also an IndexError).
 """
 from ._tubelet import (EDECODE, EFORMAT, EINVAL, ENOENT, ERANGE, Error, InvalidError, Loader,
-                       NotFoundError, PoolBuffer, VideoReader, prep, probe, synth)
+                       NotFoundError, PoolBuffer, RangeError, VideoReader, prep, probe, synth)
 
-__all__ = ["Error", "NotFoundError", "InvalidError", "VideoReader", "Loader", "PoolBuffer",
-           "probe", "prep", "synth", "ENOENT", "EDECODE", "EFORMAT", "ERANGE", "EINVAL"]
+__all__ = ["Error", "NotFoundError", "InvalidError", "RangeError", "VideoReader", "Loader",
+           "PoolBuffer", "probe", "prep", "synth", "ENOENT", "EDECODE", "EFORMAT", "ERANGE",
+           "EINVAL"]
 __version__ = "0.1.0"

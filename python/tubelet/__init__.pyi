@@ -2,6 +2,7 @@ from ._tubelet import (EDECODE as EDECODE, EFORMAT as EFORMAT, EINVAL as EINVAL,
                        ENOENT as ENOENT, ERANGE as ERANGE, Error as Error,
                        InvalidError as InvalidError, Loader as Loader,
                        NotFoundError as NotFoundError, PoolBuffer as PoolBuffer,
+                       RangeError as RangeError,
                        VideoReader as VideoReader, prep as prep,
                        probe as probe, synth as synth)
 

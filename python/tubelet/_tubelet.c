@@ -1,7 +1,7 @@
 /* python/tubelet/_tubelet.c - the CPython extension module under `import tubelet`: probe, the
  * clip reader (VideoReader) and the threaded loader (Loader) over libtubelet.a. Decoding runs
- * with the GIL released; errors become tubelet.Error (or its FileNotFoundError / ValueError
- * kinds) carrying tb_errmsg(). Loader batches are NumPy views of the loader's pool, not copies.
+ * with the GIL released; errors become tubelet.Error (or its FileNotFoundError / ValueError /
+ * IndexError kinds) carrying tb_errmsg(). Loader batches are NumPy views of the loader's pool, not copies.
  * It holds no Python logic beyond argument conversion. The signatures and docstrings that
  * help() shows are here; the type hints are in _tubelet.pyi. Tests: tests/python/. */
 #define PY_SSIZE_T_CLEAN
@@ -22,14 +22,16 @@
 static PyObject *err_base;      /* tubelet.Error(RuntimeError) */
 static PyObject *err_notfound;  /* tubelet.NotFoundError(Error, FileNotFoundError) */
 static PyObject *err_value;     /* tubelet.InvalidError(Error, ValueError) */
+static PyObject *err_range;     /* tubelet.RangeError(InvalidError, IndexError) */
 
 /* Raise the exception for status rc with the calling thread's library message (which must be
  * read on the thread that failed: call this right after reacquiring the GIL). */
 static PyObject *raise_status(int rc, const char *msg)
 {
-    PyObject *type = rc == TB_ENOENT                      ? err_notfound
-                     : rc == TB_EINVAL || rc == TB_ERANGE ? err_value
-                                                          : err_base;
+    PyObject *type = rc == TB_ENOENT   ? err_notfound
+                     : rc == TB_ERANGE ? err_range
+                     : rc == TB_EINVAL ? err_value
+                                       : err_base;
     const char *text = msg && msg[0] ? msg : tb_strerror(rc);
     PyObject *exc = PyObject_CallFunction(type, "s", text);
     if (!exc)
@@ -355,24 +357,39 @@ static PyObject *reader_get_batch(ReaderObject *self, PyObject *args, PyObject *
         PyErr_SetString(PyExc_ValueError, "crop: the rectangle's width and height must be > 0");
         return NULL;
     }
-    PyArrayObject *fr = (PyArrayObject *)PyArray_FROMANY(frames_o, NPY_INT64, 1, 1,
-                                                         NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
-    if (!fr)
+    /* Integers only, as NumPy's indexing takes them: 1.7, True or "3" is not a frame (a cast
+     * would read frame 1, 1 and 3 without a word); unsigned 64-bit ones do not cast safely. */
+    PyArrayObject *raw = (PyArrayObject *)PyArray_FROM_O(frames_o);
+    if (!raw)
         return NULL;
-    npy_intp n = PyArray_DIM(fr, 0);
-    const int64_t *fv = PyArray_DATA(fr);
-    if (n <= 0 || n > INT32_MAX) {
-        Py_DECREF(fr);
+    if (PyArray_NDIM(raw) != 1 || PyArray_DIM(raw, 0) <= 0 || PyArray_DIM(raw, 0) > INT32_MAX) {
+        Py_DECREF(raw);
         PyErr_SetString(PyExc_ValueError, "frames: expected a non-empty list of frame numbers");
         return NULL;
     }
+    if (!PyArray_ISINTEGER(raw)) {
+        PyErr_Format(PyExc_TypeError, "frames: expected integer frame numbers, not %s",
+                     PyArray_DESCR(raw)->typeobj->tp_name);
+        Py_DECREF(raw);
+        return NULL;
+    }
+    PyArrayObject *fr = (PyArrayObject *)PyArray_FROMANY((PyObject *)raw, NPY_INT64, 1, 1,
+                                                         NPY_ARRAY_IN_ARRAY);
+    Py_DECREF(raw);
+    if (!fr)
+        return NULL;
+    npy_intp n = PyArray_DIM(fr, 0);
+    /* Negative numbers count from the end, as vr[i] and NumPy's indexing do; one before the
+     * first frame stays negative, for the library's bounds error. A fresh array: the input
+     * may be the caller's own. */
+    PyArrayObject *own = (PyArrayObject *)PyArray_NewCopy(fr, NPY_CORDER);
+    Py_DECREF(fr);
+    if (!(fr = own))
+        return NULL;
+    int64_t *fv = PyArray_DATA(fr);
     for (npy_intp i = 0; i < n; i++)
-        if (fv[i] < 0) {
-            Py_DECREF(fr);
-            PyErr_Format(PyExc_ValueError, "frames: frame number %lld is negative",
-                         (long long)fv[i]);
-            return NULL;
-        }
+        if (fv[i] < 0 && fv[i] >= -info->n_frames)
+            fv[i] += info->n_frames;
     npy_intp dims[4] = {n, h, w, 3};
     PyObject *out = PyArray_SimpleNew(4, dims, NPY_UINT8);
     if (!out) {
@@ -465,16 +482,15 @@ static PyMethodDef reader_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* vr[i]: frame i (negative from the end) at its decoded size, (H, W, 3), as decord's vr[i]. */
+/* vr[i]: frame i (negative from the end) at its decoded size, (H, W, 3), as decord's vr[i].
+ * Python has added len(vr) to a negative i already; get_batch takes the i the caller wrote,
+ * so a frame out of range raises its error (a RangeError: an IndexError too). */
 static PyObject *reader_item(ReaderObject *self, Py_ssize_t i)
 {
     if (reader_ready(self) < 0)
         return NULL;
-    if (i < 0 || i >= self->info.n_frames) {
-        PyErr_Format(PyExc_IndexError, "frame %zd of a video of %lld frames", i,
-                     (long long)self->info.n_frames);
-        return NULL;
-    }
+    if (i < 0)
+        i -= (Py_ssize_t)self->info.n_frames;
     PyObject *args = Py_BuildValue("([n])", i);
     PyObject *batch = args ? reader_get_batch(self, args, NULL) : NULL;
     Py_XDECREF(args);
@@ -1266,25 +1282,26 @@ static PyObject *py_prep(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"sources", "out", "chunk_seconds", "short_side", "fps", "gop", "crf",
                             "preset", "tune", "ext", "jobs", "threads", "check", "bframes",
-                            NULL};
+                            "overwrite", NULL};
     PyObject *sources, *out_b = NULL, *fps = NULL, *seq = NULL, *result = NULL;
     int chunk_seconds = TB_PREP_DEFAULT_CHUNK_SECONDS, short_side = TB_PREP_DEFAULT_SHORT_SIDE;
     int gop = TB_PREP_DEFAULT_GOP, crf = TB_PREP_DEFAULT_CRF, jobs = 1, threads = 0, check = 1;
-    int bframes = 1;
+    int bframes = 1, overwrite = 0;
     const char *preset = TB_PREP_DEFAULT_PRESET, *tune = TB_PREP_DEFAULT_TUNE;
     const char *ext = TB_PREP_DEFAULT_EXT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|iiOiisssiipp", names, &sources,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|iiOiisssiippp", names, &sources,
                                      PyUnicode_FSConverter, &out_b, &chunk_seconds, &short_side,
                                      &fps, &gop, &crf, &preset, &tune, &ext, &jobs, &threads,
-                                     &check, &bframes))
+                                     &check, &bframes, &overwrite))
         return NULL;
     struct prep_job p = {.n_jobs = jobs};
     p.o = (struct tb_prep_opts){.out_root = PyBytes_AS_STRING(out_b),
                                 .chunk_seconds = chunk_seconds, .short_side = short_side,
                                 .fps_num = 30, .fps_den = 1, .gop = gop, .crf = crf,
                                 .preset = preset, .tune = !strcmp(tune, "none") ? "" : tune,
-                                .ext = ext, .n_threads = threads, .no_bframes = !bframes};
+                                .ext = ext, .n_threads = threads, .no_bframes = !bframes,
+                                .overwrite = overwrite};
     if (fps && parse_rate(fps, &p.o.fps_num, &p.o.fps_den) < 0)
         goto end;
     if (PyUnicode_Check(sources) || PyBytes_Check(sources) || PyObject_CheckBuffer(sources))
@@ -1430,7 +1447,7 @@ static PyMethodDef module_methods[] = {
     {"prep", (PyCFunction)(void (*)(void))py_prep, METH_VARARGS | METH_KEYWORDS,
      "prep(sources, out, chunk_seconds=15, short_side=320, fps=30, gop=30, crf=23, "
      "preset='medium', tune='fastdecode', ext='mp4', jobs=1, threads=0, check=True, "
-     "bframes=True)\n--\n\n"
+     "bframes=True, overwrite=False)\n--\n\n"
      "Prepare source videos into chunked ones under out (as `tubelet prep`)."},
     {"synth", (PyCFunction)(void (*)(void))py_synth, METH_VARARGS | METH_KEYWORDS,
      "synth(out, videos=8, seconds=60, size=(240, 320), fps=30, actor_scale=1, seed=0, crf=18, "
@@ -1458,6 +1475,7 @@ PyMODINIT_FUNC PyInit__tubelet(void)
                                          "(file, frame, line), .code the TB_E* status.",
                                          PyExc_RuntimeError, NULL);
     PyObject *b1 = err_base ? PyTuple_Pack(2, err_base, PyExc_FileNotFoundError) : NULL;
+    PyObject *b3 = NULL;
     PyObject *b2 = err_base ? PyTuple_Pack(2, err_base, PyExc_ValueError) : NULL;
     err_notfound = b1 ? PyErr_NewExceptionWithDoc("tubelet.NotFoundError",
                                                   "A file the library needed is missing.", b1,
@@ -1467,19 +1485,27 @@ PyMODINIT_FUNC PyInit__tubelet(void)
                                                "An argument or value the library refused.", b2,
                                                NULL)
                    : NULL;
+    b3 = err_value ? PyTuple_Pack(2, err_value, PyExc_IndexError) : NULL;
+    err_range = b3 ? PyErr_NewExceptionWithDoc("tubelet.RangeError",
+                                               "A frame out of the video's range (also an "
+                                               "IndexError).", b3, NULL)
+                   : NULL;
     Py_XDECREF(b1);
     Py_XDECREF(b2);
-    if (!err_notfound || !err_value)
+    Py_XDECREF(b3);
+    if (!err_notfound || !err_value || !err_range)
         goto fail;
     Py_INCREF(err_base);
     Py_INCREF(err_notfound);
     Py_INCREF(err_value);
+    Py_INCREF(err_range);
     Py_INCREF(&ReaderType);
     Py_INCREF(&LoaderType);
     Py_INCREF(&BlockType);
     if (PyModule_AddObject(m, "Error", err_base) < 0 ||
         PyModule_AddObject(m, "NotFoundError", err_notfound) < 0 ||
         PyModule_AddObject(m, "InvalidError", err_value) < 0 ||
+        PyModule_AddObject(m, "RangeError", err_range) < 0 ||
         PyModule_AddObject(m, "VideoReader", (PyObject *)&ReaderType) < 0 ||
         PyModule_AddObject(m, "Loader", (PyObject *)&LoaderType) < 0 ||
         PyModule_AddObject(m, "PoolBuffer", (PyObject *)&BlockType) < 0 ||

@@ -30,7 +30,11 @@ class NotFoundError(Error, FileNotFoundError):
 
 
 class InvalidError(Error, ValueError):
-    """A value the library refused (TB_EINVAL, TB_ERANGE: a frame past the end, say)."""
+    """A value the library refused (TB_EINVAL, TB_ERANGE)."""
+
+
+class RangeError(InvalidError, IndexError):
+    """A frame out of the video's range (TB_ERANGE), from get_batch and vr[i] alike."""
 
 
 def probe(path: StrPath, decode: bool = True) -> Dict[str, Any]:
@@ -77,7 +81,8 @@ class VideoReader:
                  cached: int = 0) -> None: ...
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> npt.NDArray[np.uint8]:
-        """Frame i (negative: from the end) at its decoded size, uint8 (H, W, 3)."""
+        """Frame i (negative: from the end) at its decoded size, uint8 (H, W, 3). RangeError
+        (an IndexError) out of range."""
     @property
     def fps(self) -> float: ...
     @property
@@ -94,8 +99,10 @@ class VideoReader:
                   crop: Optional[Crop] = "none", flip: Flip = False, seed: int = 0,
                   scale: Optional[Tuple[float, float]] = None,
                   ratio: Optional[Tuple[float, float]] = None) -> npt.NDArray[np.uint8]:
-        """Frames (presentation order, any order, repeats allowed, across chunks) cropped and
-        resized into a new uint8 array (T, H, W, 3), RGB.
+        """Frames (integers, in presentation order, any order, repeats allowed, across chunks;
+        negative numbers count from the end, as vr[i]; 1.7 or True is a TypeError) cropped and resized into a new uint8 array
+        (T, H, W, 3), RGB. A frame out of range raises RangeError (an IndexError and an
+        InvalidError), as vr[i] does.
 
         crop: "none" (the whole frame), "center" (the centred square of the short side),
         "rrc" (torchvision's RandomResizedCrop: area fraction in scale, default (0.08, 1),

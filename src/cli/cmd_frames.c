@@ -189,7 +189,8 @@ const struct cli_command cli_cmd_frames = {
     .details = "PATH is a prepared video directory or any video file (a rotated one must be\n"
                "prepared first: prep turns it upright). Frame n is the n-th frame in\n"
                "presentation order, as ffmpeg's select=eq(n\\,N) counts. At the crop's own size\n"
-               "(--size 0x0) the bytes are ffmpeg's -pix_fmt rgb24; a resize uses --scaler\n"
+               "(--size 0x0) the bytes are ffmpeg's -fps_mode passthrough -pix_fmt rgb24 (the\n"
+               "whole command: docs/FORMATS.md); a resize uses --scaler\n"
                "(bilinear, as training does; bicubic gives ffmpeg's -vf scale=W:H). PNG and JPEG\n"
                "stack the frames top to bottom; PPM holds one image per frame; raw is RGB24.",
     .flags = frames_flags,

@@ -42,7 +42,8 @@ static const struct cli_flag prep_flags[] = {
     F("chunk-seconds", CLI_INT, chunk_seconds, STR(TB_PREP_DEFAULT_CHUNK_SECONDS), "S",
       "chunk length in seconds", 1, 86400),
     F("short-side", CLI_INT, short_side, STR(TB_PREP_DEFAULT_SHORT_SIDE), "PX",
-      "resize so the shorter side is PX (even); 0 keeps the source size", 0, 8192),
+      "resize so the shorter side is PX (even); 0 keeps the source size and pixels (an odd "
+      "width or height loses its last column or row)", 0, 8192),
     F("fps", CLI_RATE, fps, TB_PREP_DEFAULT_FPS, "F",
       "constant output frame rate", 0.001, 1000),
     F("gop", CLI_INT, gop, STR(TB_PREP_DEFAULT_GOP), "N",
@@ -64,7 +65,8 @@ static const struct cli_flag prep_flags[] = {
     F("threads", CLI_INT, threads, "0", "N",
       "decoder/encoder threads per source; 0 = all cores / jobs", 0, 1024),
     F("overwrite", CLI_BOOL, overwrite, "false", "",
-      "replace a video prepared from another source with the same stem (else refused)",
+      "replace a video prepared from another source with the same stem, or with other "
+      "encoding settings (else refused)",
       CLI_NO_RANGE),
     F("plan", CLI_BOOL, plan, "false", "",
       "measure candidate encodings (GOP 250/30/16/8/1, B-frames, tune, short side) on a "
@@ -210,8 +212,9 @@ const struct cli_command cli_cmd_prep = {
     .details = "Frame n of the source resampled to --fps is frame n - k*chunk_frames of chunk k.\n"
                "A rerun skips chunks already finished with the same settings; Ctrl-C stops\n"
                "after the current frame and keeps finished chunks. A video is named after its\n"
-               "file's stem; another source with the same stem is refused (video.idx names\n"
-               "the source) unless --overwrite is given.\n"
+               "file's stem; another source with the same stem, or other encoding settings\n"
+               "(--short-side, --gop, ...) for a finished video, is refused (video.idx names\n"
+               "the source and settings) unless --overwrite is given.\n"
                "--plan --ann FILE: measure candidate encodings on a sample and print the table\n"
                "and the prep command of the cheapest meeting the target (docs/FORMATS.md,\n"
                "\"Choosing the encoding\"); --plan --apply: then prepare with it.",

@@ -1,10 +1,12 @@
 /* src/video/av.c - FFmpeg plumbing shared by the video module (see av.h).
  * Tests: tests/test_prep.c and tests/test_cli.c exercise its error paths with bad files. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <pthread.h>
 
@@ -73,6 +75,75 @@ static int stream_rotation(const AVStream *st)
     return deg < 0 ? deg + 360 : deg;
 }
 
+int tbi_source_check(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT || errno == ENOTDIR
+                   ? tbi_err(TB_ENOENT, "%s: no such file or directory", path)
+                   : tbi_err(TB_EIO, "%s: %s", path, strerror(errno));
+    const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a file";
+    if (!S_ISREG(st.st_mode))
+        return tbi_err(TB_EINVAL, "%s: not a regular file (%s)", path, kind);
+    if (st.st_size == 0)
+        return tbi_err(TB_EDECODE, "%s: empty file (0 bytes)", path);
+    return 0;
+}
+
+/* "no video stream (only audio and a cover picture)": what the file holds instead. */
+static int no_video(const AVFormatContext *fmt, const char *path)
+{
+    enum { AUDIO, PICTURE, SUBTITLES, UNDECODABLE, DATA, N_KINDS };
+    static const char *const kinds[N_KINDS] = {"audio", "a cover picture", "subtitles",
+                                               "video without a decoder", "data"};
+    int seen[N_KINDS] = {0}, n = 0;
+    for (unsigned i = 0; i < fmt->nb_streams; i++) {
+        const AVStream *st = fmt->streams[i];
+        enum AVMediaType t = st->codecpar->codec_type;
+        int k = t == AVMEDIA_TYPE_AUDIO      ? AUDIO
+                : t == AVMEDIA_TYPE_SUBTITLE ? SUBTITLES
+                : t != AVMEDIA_TYPE_VIDEO    ? DATA
+                : st->disposition & AV_DISPOSITION_ATTACHED_PIC ? PICTURE
+                                                                : UNDECODABLE;
+        n += !seen[k];
+        seen[k] = 1;
+    }
+    char what[160] = "no streams at all";
+    for (int k = 0, i = 0; k < N_KINDS; k++) {
+        if (!seen[k])
+            continue;
+        size_t len = i ? strlen(what) : 0;
+        snprintf(what + len, sizeof(what) - len, "%s%s",
+                 i == 0 ? "only " : i == n - 1 ? " and " : ", ", kinds[k]);
+        i++;
+    }
+    return tbi_err(TB_EDECODE, "%s: no video stream (%s)", path, what);
+}
+
+/* The video stream to read: FFmpeg's best, unless that is a still picture attached to the
+ * file (cover art, AV_DISPOSITION_ATTACHED_PIC), which is not video: then another video
+ * stream with a decoder, or none (-1). */
+static int pick_video(AVFormatContext *fmt, const AVCodec **codec)
+{
+    int best = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, codec, 0);
+    if (best < 0 || !(fmt->streams[best]->disposition & AV_DISPOSITION_ATTACHED_PIC))
+        return best;
+    for (unsigned i = 0; i < fmt->nb_streams; i++) {
+        const AVStream *st = fmt->streams[i];
+        if (st->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+            !(st->disposition & AV_DISPOSITION_ATTACHED_PIC) &&
+            (*codec = avcodec_find_decoder(st->codecpar->codec_id)))
+            return (int)i;
+    }
+    *codec = NULL;
+    return AVERROR_STREAM_NOT_FOUND;
+}
+
 /* The demuxer half of opening: path's best video stream, the others discarded. */
 static int input_demux(struct tbi_input *in, const char *path, int probe,
                        const AVCodec **codec)
@@ -90,23 +161,34 @@ static int input_demux(struct tbi_input *in, const char *path, int probe,
             return tbi_err(TB_ENOMEM, "%s: out of memory", path);
         in->fmt->flags |= AVFMT_FLAG_NOPARSE | AVFMT_FLAG_NOFILLIN;
     }
+    /* Plain files: what the path is, in the user's terms, before FFmpeg says "Invalid data"
+     * about an empty file or waits for a FIFO's writer. A URL (http:, file:, ...) is FFmpeg's
+     * to open as it is. */
+    size_t scheme = strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789+-.");
+    if (probe && !(scheme > 1 && path[scheme] == ':') && (ret = tbi_source_check(path)) < 0)
+        return ret;
     ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
                                     : avformat_open_input(&in->fmt, path, mp4, NULL);
     if (ret < 0) {
         avformat_free_context(in->fmt); /* a failed open has freed it already (NULL) */
         in->fmt = NULL;
+        if (ret == AVERROR_INVALIDDATA)
+            return tbi_av_err(ret, TB_EDECODE, "%s: cannot open: not a video file FFmpeg "
+                              "knows, or damaged at its start", path);
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot open", path);
     }
     if (probe && (ret = avformat_find_stream_info(in->fmt, NULL)) < 0) {
         tbi_input_close(in);
         return tbi_av_err(ret, TB_EDECODE, "%s: cannot read stream information", path);
     }
-    ret = av_find_best_stream(in->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, codec, 0);
+    ret = pick_video(in->fmt, codec);
     if (ret < 0) {
+        int rc = ret == AVERROR_STREAM_NOT_FOUND
+                     ? no_video(in->fmt, path)
+                     : tbi_av_err(ret, TB_EDECODE, "%s: no decodable video stream", path);
         tbi_input_close(in);
-        if (ret == AVERROR_STREAM_NOT_FOUND)
-            return tbi_err(TB_EDECODE, "%s: no video stream", path);
-        return tbi_av_err(ret, TB_EDECODE, "%s: no decodable video stream", path);
+        return rc;
     }
     in->stream_index = ret;
     in->st = in->fmt->streams[ret];
@@ -332,14 +414,26 @@ int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t e
                    frames, got, (long long)n_frames, src, dst);
 }
 
-void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame)
+const int *tbi_frame_coefficients(const AVFrame *frame)
 {
-    int *inv, *tab, src_range, dst_range, bri, con, sat;
-    if (frame->color_range != AVCOL_RANGE_JPEG)
+    int cs = frame->colorspace;
+    if (cs < 1 || cs > 10 || cs == AVCOL_SPC_YCGCO) /* as vf_scale's parse_yuv_type */
+        cs = AVCOL_SPC_BT470BG;
+    return sws_getCoefficients(cs);
+}
+
+void tbi_sws_set_colors(struct SwsContext *sws, const AVFrame *frame)
+{
+    int *inv, *tab, src_full, dst_full, bri, con, sat;
+    if (sws_getColorspaceDetails(sws, &inv, &src_full, &tab, &dst_full, &bri, &con, &sat) < 0)
         return;
-    sws_getColorspaceDetails(sws, &inv, &src_range, &tab, &dst_range, &bri, &con, &sat);
-    if (!src_range)
-        sws_setColorspaceDetails(sws, inv, 1, tab, dst_range, bri, con, sat);
+    const int *m = tbi_frame_coefficients(frame);
+    int full = frame->color_range == AVCOL_RANGE_UNSPECIFIED
+                   ? src_full
+                   : frame->color_range == AVCOL_RANGE_JPEG;
+    /* Setting them again rebuilds swscale's tables (a free and an allocation per frame). */
+    if (full != src_full || memcmp(inv, m, 4 * sizeof(*m)) || memcmp(tab, m, 4 * sizeof(*m)))
+        sws_setColorspaceDetails(sws, m, full, m, dst_full, bri, con, sat);
 }
 
 int tbi_h264_nal_length(const AVCodecParameters *par)

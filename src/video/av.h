@@ -17,6 +17,12 @@ void tbi_av_init(void);
 /* Record "<what>: <FFmpeg's text>" and return the matching TB_E* (fallback: fallback). */
 int tbi_av_err(int averr, int fallback, const char *fmt, ...) TB_PRINTF(3, 4);
 
+/* What a source path is, before FFmpeg opens it: 0 for a regular file with bytes in it;
+ * TB_ENOENT "PATH: no such file or directory"; TB_EINVAL "PATH: not a regular file (a FIFO)"
+ * (a directory, a device, a socket: tubelet reads a file twice and seeks in it); TB_EDECODE
+ * "PATH: empty file (0 bytes)". The one wording of these for prep, probe and the reader. */
+int tbi_source_check(const char *path);
+
 /* An open input: demuxer, chosen video stream and its decoder. */
 struct tbi_input {
     AVFormatContext *fmt;
@@ -27,7 +33,9 @@ struct tbi_input {
     int flushed;  /* tbi_input_next_frame has sent the end of the stream to the decoder */
 };
 
-/* Open path, find its best video stream, open a decoder with n_threads (0 = FFmpeg's
+/* Open path (after tbi_source_check, unless it is a URL such as http: or file:), find its
+ * best video stream (never cover art: a file without another video stream is "PATH: no video
+ * stream (only audio and a cover picture)"), open a decoder with n_threads (0 = FFmpeg's
  * choice). Errors name path. On failure in is left closed. */
 int tbi_input_open(struct tbi_input *in, const char *path, int n_threads);
 
@@ -63,10 +71,16 @@ int tbi_check_truncation(const struct tbi_input *in, int64_t first_ts, int64_t e
                          int64_t n_frames, const char *path, double *declared_s,
                          double *decoded_s);
 
-/* Tell swscale the source range of frame (full-range sources: phones, MJPEG), as ffmpeg's
- * scale filter does. */
+/* The YCbCr matrix ffmpeg's scale filter takes for frame (its in_color_matrix "auto"):
+ * swscale's table for the frame's colorspace (BT.709, FCC, BT.601, SMPTE 240M, BT.2020),
+ * BT.601 where it states none or another. */
+const int *tbi_frame_coefficients(const AVFrame *frame);
+
+/* Set sws up for frame's colours as ffmpeg's scale filter does: that matrix on both sides
+ * (so a YCbCr -> YCbCr conversion keeps it) and the source range the frame states (full:
+ * phones, MJPEG), else swscale's own for the format. */
 struct SwsContext;
-void tbi_sws_set_range(struct SwsContext *sws, const AVFrame *frame);
+void tbi_sws_set_colors(struct SwsContext *sws, const AVFrame *frame);
 
 /* The size of the NAL length prefix of H.264 in MP4 (from its avcC header); 0 for anything
  * else (no packet is then known to be disposable). */

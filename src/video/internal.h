@@ -36,6 +36,9 @@ struct tbi_writer_opts {
     const char *tune;       /* x264 tune, "" or NULL for none */
     int no_bframes;         /* 1: x264 bframes=0; 0: the preset's */
     int n_threads;
+    int colorspace, primaries, trc; /* AVColorSpace, AVColorPrimaries, AVColorTransferCharac-
+                                       teristic of the frames (0 or 2: unspecified, untagged);
+                                       the range is limited (MPEG) */
 };
 
 /* Writes yuv420p frames to an H.264 MP4 file. The file is built as "<path>.part" and renamed to

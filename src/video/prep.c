@@ -45,6 +45,7 @@ struct prep {
     int held_ready;           /* scaled holds the current `held` */
     struct SwsContext *sws, *sws_wide;
     int out_w, out_h;         /* chunk frame size */
+    int colorspace, primaries, trc; /* the chunks' colour tags (the first frame's) */
 
     /* Resampling to the constant rate (see map_frame). */
     AVRational out_tb;
@@ -224,17 +225,25 @@ static int prepare_held(struct prep *p, AVFrame **out)
     if (p->in.rotation && (rc = turn_upright(p, p->held, &h)) < 0)
         return tbi_err(rc, "%s: cannot turn %s frames upright", p->src,
                        av_get_pix_fmt_name(p->held->format));
-    p->sws = sws_getCachedContext(p->sws, h->width, h->height, h->format, p->out_w, p->out_h,
+    /* --short-side 0 keeps the source's pixels: an odd width or height loses its last column
+     * or row (H.264 4:2:0 needs even sizes) rather than the frame being resized by a pixel. */
+    int sw = h->width, sh = h->height;
+    if (p->o->short_side <= 0 && (sw - p->out_w == 0 || sw - p->out_w == 1) &&
+        (sh - p->out_h == 0 || sh - p->out_h == 1)) {
+        sw = p->out_w;
+        sh = p->out_h;
+    }
+    p->sws = sws_getCachedContext(p->sws, sw, sh, h->format, p->out_w, p->out_h,
                                   AV_PIX_FMT_YUV420P, SWS_BICUBIC, NULL, NULL, NULL);
     if (!p->sws)
         return tbi_err(TB_EDECODE, "%s: cannot convert %s %dx%d frames", p->src,
                        av_get_pix_fmt_name(h->format), h->width, h->height);
-    tbi_sws_set_range(p->sws, h);
+    tbi_sws_set_colors(p->sws, h);
     /* The encoder may still hold a reference to the last buffers. */
     if (av_frame_make_writable(p->scaled) < 0)
         return tbi_err(TB_ENOMEM, "%s: out of memory", p->src);
-    sws_scale(p->sws, (const uint8_t *const *)h->data, h->linesize, 0, h->height,
-              p->scaled->data, p->scaled->linesize);
+    sws_scale(p->sws, (const uint8_t *const *)h->data, h->linesize, 0, sh, p->scaled->data,
+              p->scaled->linesize);
     p->held_ready = 1;
     *out = p->scaled;
     return 0;
@@ -318,7 +327,8 @@ static int begin_chunk(struct prep *p, int k)
         .width = p->out_w, .height = p->out_h, .fps_num = p->o->fps_num,
         .fps_den = p->o->fps_den, .gop = p->o->gop, .crf = p->o->crf,
         .preset = p->o->preset, .tune = p->o->tune, .no_bframes = p->o->no_bframes,
-        .n_threads = p->o->n_threads,
+        .n_threads = p->o->n_threads, .colorspace = p->colorspace, .primaries = p->primaries,
+        .trc = p->trc,
     };
     if ((rc = tbi_writer_open(&p->w, path, &wo)) < 0)
         return tbi_err_prefix(rc, "%s", p->src);
@@ -432,6 +442,12 @@ static int take_frame(struct prep *p, AVFrame *f)
         p->base = o;
         p->first_ts = ts;
         pick_size(p, f->width, f->height);
+        /* The chunks hold YCbCr in the matrix the conversion kept (tbi_sws_set_colors): a
+         * YCbCr source's own, tagged as the source is, so that readers (tubelet's, ffmpeg's)
+         * convert them back as they convert the source; RGB becomes untagged BT.601. */
+        p->colorspace = f->colorspace == AVCOL_SPC_RGB ? AVCOL_SPC_UNSPECIFIED : f->colorspace;
+        p->primaries = f->color_primaries;
+        p->trc = f->color_trc;
         if ((rc = alloc_yuv(&p->scaled, p->out_w, p->out_h)) < 0)
             return tbi_err(rc, "%s: out of memory", p->src);
         p->res->width = p->out_w;
@@ -501,12 +517,11 @@ static void remove_leftovers(struct prep *p)
 static int make_params(struct prep *p)
 {
     struct stat st;
+    int rc = tbi_source_check(p->src);
+    if (rc < 0)
+        return rc;
     if (stat(p->src, &st) != 0)
         return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: %s", p->src, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return tbi_err(TB_EINVAL, "%s: not a regular file", p->src);
-    if (st.st_size == 0)
-        return tbi_err(TB_EDECODE, "%s: empty file", p->src);
     char sample[40] = "";
     if (p->o->max_frames > 0)
         snprintf(sample, sizeof(sample), " max_frames=%lld", (long long)p->o->max_frames);
@@ -566,13 +581,64 @@ static int same_source(const struct tb_video_index *old, const char *src)
            (long long)st.st_mtime == mtime;
 }
 
-/* A prepared video belongs to one source: a later prep of another file with the same stem
- * would replace it without a word. Its video.idx names the source; another source is refused
- * unless opts->overwrite. An unfinished video (no video.idx: interrupted, or refused as
- * truncated) holds nothing finished and is replaced as before. */
+/* The value of key in a params line ("key=value ..."), into buf; "" when absent. */
+static const char *param(const char *params, const char *key, char *buf, size_t size)
+{
+    size_t n = strlen(key);
+    buf[0] = '\0';
+    for (const char *q = params; (q = strstr(q, key)); q += n)
+        if ((q == params || q[-1] == ' ') && q[n] == '=') {
+            size_t len = strcspn(q + n + 1, " ");
+            snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), q + n + 1);
+            break;
+        }
+    return buf;
+}
+
+/* The encoding settings in which params a and b differ, as the flags that give them: "--short-
+ * side 320" into in_a, "--short-side 288" into in_b. 0 when they agree (the source's size and
+ * time are not settings: a changed source is prepared again). */
+static int settings_differ(const char *a, const char *b, char *in_a, char *in_b, size_t size)
+{
+    static const char *const keys[][2] = {
+        {"chunk_seconds", "--chunk-seconds"}, {"fps", "--fps"}, {"short_side", "--short-side"},
+        {"gop", "--gop"}, {"crf", "--crf"}, {"preset", "--preset"}, {"tune", "--tune"},
+        {"bframes", ""}, {"max_frames", "max_frames"}};
+    size_t la = 0, lb = 0;
+    in_a[0] = in_b[0] = '\0';
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        char va[64], vb[64];
+        param(a, keys[i][0], va, sizeof(va));
+        param(b, keys[i][0], vb, sizeof(vb));
+        if (!strcmp(va, vb))
+            continue;
+        const char *sep = la ? " " : "";
+        if (!keys[i][1][0]) { /* bframes=0 is --no-bframes; absent, the preset's */
+            la += (size_t)snprintf(in_a + la, size - la, "%s%s", sep, va[0] ? "--no-bframes"
+                                                                             : "--bframes");
+            lb += (size_t)snprintf(in_b + lb, size - lb, "%s%s", sep, vb[0] ? "--no-bframes"
+                                                                             : "--bframes");
+        } else {
+            la += (size_t)snprintf(in_a + la, size - la, "%s%s %s", sep, keys[i][1],
+                                   va[0] ? va : "(none)");
+            lb += (size_t)snprintf(in_b + lb, size - lb, "%s%s %s", sep, keys[i][1],
+                                   vb[0] ? vb : "(none)");
+        }
+        if (la >= size || lb >= size)
+            break;
+    }
+    return in_a[0] != '\0';
+}
+
+/* A prepared video belongs to one source and one set of encoding settings: a later prep of
+ * another file with the same stem, or of the same file with other settings (another
+ * --short-side into the same root), would replace it without a word. Its video.idx names
+ * both; either change is refused unless opts->overwrite. An unfinished video (no video.idx:
+ * interrupted, or refused as truncated) holds nothing finished and is replaced as before. */
 static int check_owner(struct prep *p)
 {
     struct tb_video_index *old = NULL;
+    char was[256], asks[256];
     int rc = 0;
     if (p->o->overwrite || !tb_index_exists(p->dir))
         return 0;
@@ -583,6 +649,10 @@ static int check_owner(struct prep *p)
         rc = tbi_err(TB_EINVAL, "%s: %s already holds the video prepared from %s (the same "
                      "stem); give --overwrite to replace it, or rename one of the files (a "
                      "video's name is its file's stem)", p->src, p->dir, old->source);
+    else if (old && settings_differ(old->params, p->params, was, asks, sizeof(was)))
+        rc = tbi_err(TB_EINVAL, "%s: %s was prepared with %s, this run asks %s; give "
+                     "--overwrite to encode it again with the new settings, or another --out",
+                     p->src, p->dir, was, asks);
     tb_index_free(&old);
     return rc;
 }

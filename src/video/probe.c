@@ -121,10 +121,6 @@ int tb_probe(struct tb_probe **out, const char *path, int decode)
         rc = probe_dir(p, path);
         goto end;
     }
-    if (!tbi_is_file(path)) {
-        rc = tbi_err(TB_ENOENT, "%s: no such file or directory", path);
-        goto end;
-    }
     if ((rc = tbi_input_open(&in, path, 0)) < 0)
         goto end;
     AVStream *st = in.st;

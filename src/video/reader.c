@@ -39,6 +39,7 @@ struct video {
     struct segment *segs;
     int n_segs;
     struct tb_video_info info;
+    int log2_cw, log2_ch;     /* chroma subsampling of its frames (the first frame's) */
     int64_t *plain_ts, *plain_kf; /* plain files: owned arrays behind segs[0] */
     uint64_t used;
 };
@@ -95,11 +96,12 @@ static void video_free(struct video *v)
 /* Timestamps and keyframes of a plain file's frames, by decoding it once: frame n is what the
  * decoder returns n-th, whatever the packets claim (some files have packets that decode to
  * nothing). Sets *sequential when the timestamps cannot name frames (missing, repeated or
- * going backwards); such a file is then read from its start, counting frames. *w x *h: the
- * first frame's size, which the container may not state (0x0) or state wrongly. */
+ * going backwards); such a file is then read from its start, counting frames. *w x *h and
+ * *fmt: the first frame's size, which the container may not state (0x0) or state wrongly, and
+ * pixel format. */
 static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int64_t **ts,
                        int64_t **kf, int64_t *n, int64_t *n_kf, int *sequential, int *w, int *h,
-                       const char *path)
+                       int *fmt, const char *path)
 {
     int64_t cap = 1024, cap_kf = 64, n_bad = 0;
     int64_t *t = tbi_malloc(sizeof(*t) * (size_t)cap), *k = tbi_malloc(sizeof(*k) * (size_t)cap_kf);
@@ -119,6 +121,7 @@ static int scan_frames(struct tbi_input *in, AVPacket *pkt, AVFrame *frame, int6
         if (*n == 0) {
             *w = frame->width;
             *h = frame->height;
+            *fmt = frame->format;
         }
         av_frame_unref(frame);
         if (ts_f == AV_NOPTS_VALUE || (*n > 0 && ts_f <= t[*n - 1]))
@@ -172,7 +175,7 @@ static int load_plain(struct video *v, const char *path, AVPacket *pkt, AVFrame 
 {
     struct tbi_input in;
     int64_t *ts = NULL, *kts = NULL, n = 0, n_kf = 0;
-    int sequential = 0;
+    int sequential = 0, fmt = AV_PIX_FMT_NONE;
     int rc = tbi_input_open(&in, path, 1);
     if (rc < 0)
         return rc;
@@ -182,7 +185,10 @@ static int load_plain(struct video *v, const char *path, AVPacket *pkt, AVFrame 
                        "it first, which turns it upright", path, in.rotation);
     }
     rc = scan_frames(&in, pkt, frame, &ts, &kts, &n, &n_kf, &sequential, &v->info.width,
-                     &v->info.height, path);
+                     &v->info.height, &fmt, path);
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(fmt);
+    v->log2_cw = desc ? desc->log2_chroma_w : 0;
+    v->log2_ch = desc ? desc->log2_chroma_h : 0;
     AVStream *st = in.st;
     AVRational r = st->avg_frame_rate.num ? st->avg_frame_rate : st->r_frame_rate;
     v->info.fps_num = r.num > 0 ? r.num : 0;
@@ -240,6 +246,7 @@ static int load_prepared(struct video *v, const char *dir)
     }
     v->info = (struct tb_video_info){idx->width, idx->height, idx->n_frames, idx->fps_num,
                                      idx->fps_den};
+    v->log2_cw = v->log2_ch = 1; /* prep writes yuv420p */
     return 0;
 }
 
@@ -424,28 +431,42 @@ static int sws_flags(enum tb_scaler s)
     }
 }
 
+/* The crop as the planes can cut it by pointer offsets: a corner inside a chroma sample (an
+ * odd x or y on 4:2:0) moves up and left onto the chroma grid, as ffmpeg's crop filter moves
+ * it; the size stays. A crop starting on the grid needs nothing more: its chroma is the
+ * ceil(w / 2) x ceil(h / 2) samples over it, as swscale reads a frame of that size, so the
+ * whole frame (any size) is converted exactly as ffmpeg converts it. */
+static struct tb_crop on_grid(const struct tb_crop *c, int log2_w, int log2_h)
+{
+    struct tb_crop g = *c;
+    g.x &= ~((1 << log2_w) - 1);
+    g.y &= ~((1 << log2_h) - 1);
+    return g;
+}
+
 /* Crop frame by pointer offsets, scale and convert the crop into dst (out_h x out_w RGB). */
 static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
                    const struct tb_crop *c, int out_w, int out_h, uint8_t *dst, int64_t abs_no)
 {
     const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
     if (!desc || desc->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL) ||
-        (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && (desc->log2_chroma_w || desc->log2_chroma_h)))
+        (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && desc->log2_chroma_h))
         return tbi_err(TB_EUNSUPPORTED, "%s: cannot crop %s frames in place; run tubelet prep "
                        "on it first", d->path, desc ? desc->name : "unknown");
     if (f->width != d->v->info.width || f->height != d->v->info.height)
         return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " is %dx%d, the video %dx%d", d->path,
                        abs_no, f->width, f->height, d->v->info.width, d->v->info.height);
-    /* The crop snaps to the chroma grid (corner and size rounded down, as ffmpeg's crop
-     * filter does), so every plane starts and ends on a whole sample. */
-    int mw = (1 << desc->log2_chroma_w) - 1, mh = (1 << desc->log2_chroma_h) - 1;
-    int x = c->x & ~mw, y = c->y & ~mh;
-    int cw = c->w & ~mw ? c->w & ~mw : c->w, ch = c->h & ~mh ? c->h & ~mh : c->h;
+    struct tb_crop g = on_grid(c, desc->log2_chroma_w, desc->log2_chroma_h);
+    int x = g.x, y = g.y, cw = g.w, ch = g.h;
     const uint8_t *src[4] = {NULL};
     int steps[4] = {0};
     for (int i = 0; i < desc->nb_components; i++)
         if (desc->comp[i].step > steps[desc->comp[i].plane])
             steps[desc->comp[i].plane] = desc->comp[i].step;
+    /* Packed 4:2:2 (YUYV, UYVY, Y210) holds two pixels in two luma steps: a crop on the grid
+     * starts at a whole pair. */
+    if (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && desc->log2_chroma_w)
+        steps[0] = desc->comp[0].step;
     for (int p = 0; p < 4 && f->data[p]; p++) {
         int chroma = (p == 1 || p == 2) && (desc->flags & AV_PIX_FMT_FLAG_PLANAR);
         int px = chroma ? x >> desc->log2_chroma_w : x;
@@ -459,9 +480,11 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     if ((f->format == AV_PIX_FMT_YUV420P || f->format == AV_PIX_FMT_YUVJ420P) &&
         r->o.scaler == TB_SCALE_BILINEAR && (cw != out_w || ch != out_h) &&
         tbi_resize_takes(cw, ch, out_w, out_h) && tbi_resize_path() != TBI_RESIZE_C) {
-        int full = f->format == AV_PIX_FMT_YUVJ420P || f->color_range == AVCOL_RANGE_JPEG;
-        return tbi_resize_420(&r->resize, src, f->linesize, cw, ch, full, out_w, out_h,
-                              c->flip, dst, 0);
+        int full = f->color_range == AVCOL_RANGE_UNSPECIFIED
+                       ? f->format == AV_PIX_FMT_YUVJ420P
+                       : f->color_range == AVCOL_RANGE_JPEG;
+        return tbi_resize_420_matrix(&r->resize, src, f->linesize, cw, ch, full,
+                                     tbi_frame_coefficients(f), out_w, out_h, c->flip, dst, 0);
     }
     /* A crop at its own size is only converted (chroma upsampled, depth reduced), and the
      * filter still shapes that for some formats (10-bit 4:2:0): bicubic, ffmpeg's default,
@@ -472,7 +495,7 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     if (!r->sws)
         return tbi_err(TB_ENOMEM, "%s: cannot set up a %dx%d -> %dx%d scaler", d->path, cw, ch,
                        out_w, out_h);
-    tbi_sws_set_range(r->sws, f);
+    tbi_sws_set_colors(r->sws, f);
     /* swscale's vector code writes whole blocks, past the end of a row (and of the last row),
      * so it draws into a padded scratch image that is then copied (and flipped) out. */
     int ls = (out_w * 3 + 63) & ~63;
@@ -700,6 +723,7 @@ int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames, int n
     if ((rc = tb_crop_draw(spec, v->info.width, v->info.height, out_w, out_h, rng,
                            &stats->crop)) < 0)
         return tbi_err_prefix(rc, "%s", video);
+    stats->crop = on_grid(&stats->crop, v->log2_cw, v->log2_ch); /* what convert() cuts */
     if (n > r->cap_wants) {
         struct want *g = tbi_realloc(r->wants, sizeof(*g) * (size_t)n);
         if (!g)
@@ -709,8 +733,9 @@ int tb_reader_read(tb_reader *r, const char *video, const int64_t *frames, int n
     }
     for (int i = 0; i < n; i++) {
         if (frames[i] < 0 || frames[i] >= v->info.n_frames)
-            return tbi_err(TB_ERANGE, "%s: frame %" PRId64 " is past the end (the video has %"
-                           PRId64 " frames)", video, frames[i], v->info.n_frames);
+            return tbi_err(TB_ERANGE, "%s: frame %" PRId64 " is %s (the video has %" PRId64
+                           " frames)", video, frames[i], frames[i] < 0 ? "before the start" :
+                           "past the end", v->info.n_frames);
         r->wants[i] = (struct want){frames[i], i};
     }
     qsort(r->wants, (size_t)n, sizeof(*r->wants), cmp_want);

@@ -69,6 +69,7 @@ struct axis {
 
 struct tbi_resize {
     int cw, ch, out_w, out_h, flip, full_range, path;    /* what the tables are for */
+    int coef[4];               /* and the matrix: swscale's crv, cbu, cgu, cgv (matrix()) */
     struct axis hy, hc, vy, vc;
     int32_t cy, y0, k, crv, cbu, cgu, cgv;                /* the matrix (matrix()) */
     /* the same for the vector paths' 16-bit lanes (lanes16()): the rounding added before the
@@ -204,11 +205,12 @@ static size_t layout(struct tbi_resize *r, char *base)
  * a luma table indexed by Y plus per-chroma offsets, with its own rounding (limited range
  * comes out about 1.7 darker than the exact BT.601 formula, 235 giving 253), written here in
  * closed form so that it vectorises: value = clip((base + Y + off) * cy + k) >> 16), off the
- * sum of floor(C * c / 2^16) - floor(c / 2^9) over the chroma terms of the channel. BT.601
- * from swscale's own table; contrast, saturation and brightness at their defaults. */
+ * sum of floor(C * c / 2^16) - floor(c / 2^9) over the chroma terms of the channel. The
+ * coefficients are one of swscale's tables (sws_getCoefficients: BT.601, BT.709, ...);
+ * contrast, saturation and brightness at their defaults. */
 static void matrix(struct tbi_resize *r)
 {
-    const int *t = sws_getCoefficients(SWS_CS_DEFAULT);  /* crv, cbu, cgu, cgv; 16 bits */
+    const int *t = r->coef;  /* crv, cbu, cgu, cgv; 16 bits */
     int64_t crv = t[0], cbu = t[1], cgu = -t[2], cgv = -t[3], cy = 1 << 16, oy = 0;
     if (!r->full_range) {
         cy = cy * 255 / 219;
@@ -274,14 +276,16 @@ static void lanes16(struct tbi_resize *r)
     r->l16.og = (int16_t)((r->cgu >> 9) + (r->cgv >> 9));
 }
 
-static int build(struct tbi_resize **rp, int cw, int ch, int full_range, int out_w, int out_h,
-                 int flip, int portable)
+static int build(struct tbi_resize **rp, int cw, int ch, int full_range, const int coef[4],
+                 int out_w, int out_h, int flip, int portable)
 {
     struct tbi_resize *r = *rp, key = {.cw = cw, .ch = ch, .out_w = out_w, .out_h = out_h,
                                        .flip = flip, .full_range = full_range};
     key.path = portable ? PATH_C : tbi_resize_path();
+    memcpy(key.coef, coef, sizeof(key.coef));
     if (r && r->cw == cw && r->ch == ch && r->out_w == out_w && r->out_h == out_h &&
-        r->flip == flip && r->full_range == full_range && r->path == key.path)
+        r->flip == flip && r->full_range == full_range && r->path == key.path &&
+        !memcmp(r->coef, key.coef, sizeof(key.coef)))
         return 0;
     size_t need = layout(&key, NULL);
     if (!r || r->mem_bytes < need) {
@@ -747,16 +751,25 @@ int tbi_resize_takes(int cw, int ch, int out_w, int out_h)
     return cw >= 8 && ch >= 8 && out_w > 0 && out_h > 0 && !(out_w & 1);
 }
 
-int tbi_resize_420(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3], int cw,
-                   int ch, int full_range, int out_w, int out_h, int flip, uint8_t *dst,
-                   int portable)
+int tbi_resize_420_matrix(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3],
+                          int cw, int ch, int full_range, const int *coef, int out_w, int out_h,
+                          int flip, uint8_t *dst, int portable)
 {
     if (!tbi_resize_takes(cw, ch, out_w, out_h))
         return tbi_err(TB_EINVAL, "cannot resize %dx%d to %dx%d here (odd width or under 8 "
                        "pixels)", cw, ch, out_w, out_h);
-    int rc = build(rs, cw, ch, full_range, out_w, out_h, flip, portable);
+    int rc = build(rs, cw, ch, full_range, coef ? coef : sws_getCoefficients(SWS_CS_DEFAULT),
+                   out_w, out_h, flip, portable);
     if (rc < 0)
         return rc;
     rows(*rs, src, ls, dst);
     return 0;
+}
+
+int tbi_resize_420(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3], int cw,
+                   int ch, int full_range, int out_w, int out_h, int flip, uint8_t *dst,
+                   int portable)
+{
+    return tbi_resize_420_matrix(rs, src, ls, cw, ch, full_range, NULL, out_w, out_h, flip, dst,
+                                 portable);
 }

@@ -23,9 +23,9 @@ int tbi_resize_takes(int cw, int ch, int out_w, int out_h);
 
 /* Resize a cw x ch crop of an 8-bit 4:2:0 picture to out_w x out_h RGB24 at dst (rows of
  * out_w * 3 bytes, mirrored left to right when flip). src: the crop's Y, U and V planes at its
- * corner (chroma at x / 2, y / 2; cw and ch even, or 1), ls their line sizes. full_range: Y
- * and chroma span 0-255 (JPEG) rather than 16-235 / 16-240. The matrix is BT.601, as
- * swscale's default.
+ * corner (chroma at x / 2, y / 2: x and y even; ceil(cw / 2) x ceil(ch / 2) chroma samples),
+ * ls their line sizes. full_range: Y and chroma span 0-255 (JPEG) rather than 16-235 /
+ * 16-240. The matrix is BT.601, as swscale's default (tbi_resize_420_matrix takes another).
  *
  * The filter is swscale's SWS_BILINEAR: a tent as wide as the scale factor where it shrinks
  * (one sample where it grows), centre-aligned in each plane's own grid, edges repeated; chroma
@@ -40,6 +40,11 @@ int tbi_resize_takes(int cw, int ch, int out_w, int out_h);
 int tbi_resize_420(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3], int cw,
                    int ch, int full_range, int out_w, int out_h, int flip, uint8_t *dst,
                    int portable);
+/* The same with the matrix coef, one of swscale's tables (sws_getCoefficients: crv, cbu, cgu,
+ * cgv; NULL: BT.601), as ffmpeg's scale filter picks it for a frame's colorspace. */
+int tbi_resize_420_matrix(struct tbi_resize **rs, const uint8_t *const src[3], const int ls[3],
+                          int cw, int ch, int full_range, const int *coef, int out_w, int out_h,
+                          int flip, uint8_t *dst, int portable);
 void tbi_resize_free(struct tbi_resize **rs);
 
 #endif /* TUBELET_VIDEO_RESIZE_H */

@@ -97,6 +97,13 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
     w->enc->time_base = (AVRational){o->fps_den, o->fps_num};
     w->enc->framerate = (AVRational){o->fps_num, o->fps_den};
     w->enc->thread_count = o->n_threads;
+    w->enc->color_range = AVCOL_RANGE_MPEG;
+    if (o->colorspace > 0)
+        w->enc->colorspace = (enum AVColorSpace)o->colorspace;
+    if (o->primaries > 0)
+        w->enc->color_primaries = (enum AVColorPrimaries)o->primaries;
+    if (o->trc > 0)
+        w->enc->color_trc = (enum AVColorTransferCharacteristic)o->trc;
     if (o->gop > 0)
         w->enc->gop_size = o->gop;
     if (w->oc->oformat->flags & AVFMT_GLOBALHEADER)

@@ -110,3 +110,17 @@ def test_ctrl_c_cancels_prep(dataset, tmp_path):
     for f in tree(out):
         if f.endswith(".idx") and not f.endswith("video.idx"):
             assert os.path.exists(out / (f[:-4] + ".mp4")), f
+
+
+def test_prep_with_other_settings_is_refused(dataset, tmp_path):
+    # As `tubelet prep`: a finished video keeps its settings unless overwrite=True.
+    src = dataset["videos"][:1]
+    out = tmp_path / "out"
+    tubelet.prep(src, out, chunk_seconds=4, short_side=96, preset="veryfast", threads=1)
+    with pytest.raises(tubelet.InvalidError) as e:
+        tubelet.prep(src, out, chunk_seconds=4, short_side=64, preset="veryfast", threads=1)
+    assert "was prepared with --short-side 96, this run asks --short-side 64" in str(e.value)
+    assert "--overwrite" in str(e.value)
+    res = tubelet.prep(src, out, chunk_seconds=4, short_side=64, preset="veryfast", threads=1,
+                       overwrite=True)
+    assert res[0]["error"] is None and res[0]["height"] == 64

@@ -1,8 +1,10 @@
 """tubelet.VideoReader and tubelet.probe against the tubelet program: get_batch equals `tubelet
-frames` byte for byte in every crop mode, on prepared videos and plain files; probe equals
-`tubelet probe`; errors carry the library's messages; the GIL is released while decoding."""
+frames` byte for byte in every crop mode, on prepared videos and plain files; odd-sized frames
+and crops equal the ffmpeg tool's bytes; probe equals `tubelet probe`; errors carry the
+library's messages; the GIL is released while decoding."""
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -57,6 +59,40 @@ def test_get_batch_equals_tubelet_frames(dataset, tubelet_bin, tmp_path, kind, k
     assert got.tobytes() == ref
 
 
+# (size, pixel format, codec, log2 of the chroma subsampling across and down)
+ODD = [("321x177", "yuv420p", ["-c:v", "ffv1"], 1, 1),
+       ("177x321", "yuv422p10le", ["-c:v", "ffv1"], 1, 0),
+       ("323x181", "yuvj420p", ["-c:v", "mjpeg", "-q:v", "3"], 1, 1)]
+
+
+def ffmpeg_rgb(path, frames, filters=""):
+    sel = "select=" + "+".join(f"eq(n\\,{f})" for f in sorted(set(frames)))
+    cmd = ["ffmpeg", "-nostdin", "-v", "error", "-i", path, "-vf",
+           sel + ("," + filters if filters else ""), "-fps_mode", "passthrough", "-f",
+           "rawvideo", "-pix_fmt", "rgb24", "-"]
+    return run(cmd)[1]
+
+
+@pytest.mark.skipif(not shutil.which("ffmpeg"), reason="the ffmpeg tool is missing")
+@pytest.mark.parametrize("size,pix_fmt,codec,lw,lh", ODD, ids=[o[1] for o in ODD])
+def test_odd_sizes_equal_ffmpeg(tmp_path, size, pix_fmt, codec, lw, lh):
+    path = str(tmp_path / ("odd.avi" if "mjpeg" in codec else "odd.mkv"))
+    run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i",
+         f"testsrc=size={size}:rate=25", "-t", "1", "-pix_fmt", pix_fmt, *codec, path])
+    w, h = (int(v) for v in size.split("x"))
+    vr = tubelet.VideoReader(path)
+    assert vr.size == (h, w)
+    frames = [3, 10, 24]
+    assert vr.get_batch(frames).tobytes() == ffmpeg_rgb(path, frames)
+    assert vr[-1].tobytes() == ffmpeg_rgb(path, [len(vr) - 1])
+    # A crop inside the frame: its corner moves onto the chroma grid, its size stays.
+    x, y, cw, ch = 13, 7, (w - 40) | 1, (h - 30) | 1
+    gx, gy = x >> lw << lw, y >> lh << lh
+    got = vr.get_batch(frames, crop=(x, y, cw, ch))
+    assert got.shape == (3, ch, cw, 3)
+    assert got.tobytes() == ffmpeg_rgb(path, frames, f"crop={cw}:{ch}:{gx}:{gy}:exact=1")
+
+
 def test_numpy_frames_and_reader_properties(dataset, tubelet_bin):
     path = dataset["prepared"][1]
     vr = tubelet.VideoReader(path)
@@ -84,6 +120,28 @@ def test_indexing_a_frame(dataset, tubelet_bin, tmp_path):
         vr[n]
     with pytest.raises(IndexError):
         vr[-n - 1]
+    assert sum(1 for _ in vr) == n  # iteration stops at the end
+
+
+def test_negative_frames_count_from_the_end(dataset):
+    vr = tubelet.VideoReader(dataset["prepared"][0])
+    n = len(vr)
+    want = vr.get_batch([n - 1, 0, n - 130, 3], crop="center", size=32)
+    asked = np.array([-1, -n, -130, 3])
+    got = vr.get_batch(asked, crop="center", size=32)
+    assert np.array_equal(got, want)
+    assert asked.tolist() == [-1, -n, -130, 3]  # the caller's array is left alone
+    assert np.array_equal(vr.get_batch([-1])[0], vr[-1])
+    # Out of range, either end: the same error from get_batch and from vr[i].
+    for i, words in ((n, "past the end"), (-n - 1, "before the start")):
+        with pytest.raises(tubelet.RangeError) as batch:
+            vr.get_batch([0, i])
+        with pytest.raises(tubelet.RangeError) as item:
+            vr[i]
+        for e in (batch.value, item.value):
+            assert isinstance(e, IndexError) and isinstance(e, tubelet.InvalidError)
+            assert e.code == tubelet.ERANGE
+            assert str(e) == f"{vr.path}: frame {i} is {words} (the video has {n} frames)"
 
 
 def test_rrc_ranges_reach_the_crop(dataset):
@@ -127,9 +185,10 @@ def cli_error(tubelet_bin, tmp_path, path, frames):
 def test_frame_past_the_end(dataset, tubelet_bin, tmp_path):
     path = dataset["prepared"][0]
     vr = tubelet.VideoReader(path)
-    with pytest.raises(tubelet.InvalidError) as e:
+    with pytest.raises(tubelet.RangeError) as e:
         vr.get_batch([1, len(vr)])
     assert isinstance(e.value, ValueError) and isinstance(e.value, tubelet.Error)
+    assert isinstance(e.value, tubelet.InvalidError) and isinstance(e.value, IndexError)
     assert path in str(e.value) and f"frame {len(vr)}" in str(e.value)
     assert e.value.code == tubelet.ERANGE
     assert cli_error(tubelet_bin, tmp_path, path, f"1,{len(vr)}") == \
@@ -144,6 +203,35 @@ def test_missing_video(tmp_path, tubelet_bin):
     assert e.value.code == tubelet.ENOENT
     with pytest.raises(FileNotFoundError):
         tubelet.probe(path)
+
+
+def make_unreadable(tmp_path):
+    """Sources no command can read, by name: (path, the words every command says)."""
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    fifo = tmp_path / "fifo.mp4"
+    os.mkfifo(fifo)
+    out = [(str(empty), "empty file (0 bytes)"),
+           (str(fifo), "not a regular file (a FIFO)"),
+           ("/dev/null", "not a regular file (a character device)")]
+    if shutil.which("ffmpeg"):
+        art = str(tmp_path / "art.mp3")
+        run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=d=3", "-f", "lavfi",
+             "-i", "testsrc=s=64x64:d=1", "-map", "0:a", "-map", "1:v", "-frames:v", "1", "-c:v",
+             "png", "-disposition:v", "attached_pic", art])
+        out.append((art, "no video stream (only audio and a cover picture)"))
+    return out
+
+
+def test_unreadable_sources_say_what_they_are(tmp_path, tubelet_bin):
+    for path, words in make_unreadable(tmp_path):
+        with pytest.raises(tubelet.Error) as e:
+            tubelet.VideoReader(path)
+        assert str(e.value) == f"{path}: {words}"
+        assert cli_error(tubelet_bin, tmp_path, path, "0") == f"tubelet frames: {e.value}"
+        with pytest.raises(tubelet.Error) as p:
+            tubelet.probe(path)
+        assert str(p.value) == str(e.value)
 
 
 def test_deleted_chunk(copy_of_root, tubelet_bin, tmp_path):
@@ -174,10 +262,14 @@ def test_bad_arguments(dataset):
     vr = tubelet.VideoReader(dataset["prepared"][0])
     with pytest.raises(ValueError, match="crop"):
         vr.get_batch([0], crop="squash")
-    with pytest.raises(ValueError, match="negative"):
-        vr.get_batch([0, -1])
     with pytest.raises(ValueError, match="frames"):
         vr.get_batch([])
+    # Not frame numbers: refused, as NumPy's indexing refuses them, never cast to one.
+    for bad in ([1.7], [0, 2.0], [True], ["3"], np.array([1.0, 2.0])):
+        with pytest.raises(TypeError, match="integer frame numbers"):
+            vr.get_batch(bad)
+    with pytest.raises(ValueError, match="frames"):
+        vr.get_batch([[0, 1]])
     with pytest.raises(ValueError, match="size"):
         vr.get_batch([0], size=(0, 10))
     with pytest.raises(ValueError, match="flip"):
