@@ -917,8 +917,9 @@ static void disk_metrics(const struct disk *dk, const char *ref)
     char run[4400], ck[4500], ck_ref[4500], mpath[4500], cfg[4500], *out = NULL;
     const char *a[64];
     snprintf(ck_ref, sizeof(ck_ref), "%s/last.safetensors", ref);
-    /* 14 lines: metrics.jsonl then outgrows config.txt by some 300 bytes whatever its numbers'
-     * widths (12 gave 1570 against 1471 + 100 under ASan once). The case needs Ctrl-C to land
+    /* 16 lines: metrics.jsonl then outgrows config.txt (2427 bytes: each setting's source
+     * noted, the unread ones listed) whatever its numbers' widths (14 gave 2318 once; 12 gave
+     * 1570 against an older 1471 + 100 under ASan). The case needs Ctrl-C to land
      * mid-epoch, so that the resumed run's first write is a step's line: one that lands after
      * an epoch's last batch (a busy machine lets the run go on a few steps) leaves the
      * epoch's checkpoint to be written first. Then the run is started again, in a new
@@ -927,7 +928,7 @@ static void disk_metrics(const struct disk *dk, const char *ref)
     struct at at = {-1, -1};
     for (int k = 0; k < 4 && (k == 0 || (per_epoch > 0 && at.step % per_epoch == 0)); k++) {
         snprintf(run, sizeof(run), "%s/runm%d", dk->base, k);
-        start_run(run, 14);
+        start_run(run, 16);
         at = ckpt_at(ck_of(ck, sizeof(ck), run));
     }
     snprintf(mpath, sizeof(mpath), "%s/metrics.jsonl", run);
@@ -935,7 +936,7 @@ static void disk_metrics(const struct disk *dk, const char *ref)
     long long m = file_size(mpath);
     CHECK_MSG(per_epoch > 0 && at.step % per_epoch, "Ctrl-C after an epoch's last batch 4 "
               "times (step %ld)", at.step);
-    CHECK_MSG(at.step >= 14 && at.step < 20, "Ctrl-C's checkpoint is at step %ld", at.step);
+    CHECK_MSG(at.step >= 16 && at.step < 20, "Ctrl-C's checkpoint is at step %ld", at.step);
     CHECK_MSG(m > file_size(cfg) + 100, "metrics.jsonl (%lld bytes) must outgrow config.txt "
               "(%lld) for the case", m, file_size(cfg));
     /* The resumed run writes its start line first (its rows, at its step), whole: its length
