@@ -852,6 +852,40 @@ static void test_list_train(const char *data, const char *epic_csv)
               drawn_other);
     write_texts(l, drawn, 0);
     write_texts(l, first, -1);
+    /* the loader's batches carry each visit's caption (as Python's Loader hands them out) */
+    tbt_case = "caption lists: the loader's text";
+    struct tb_dataset_opts dso = {.root = data, .ext = "mp4", .sampler = TB_SAMPLE_SEGMENTS,
+                                  .n_frames = 2, .width = 32, .height = 32, .train = 1,
+                                  .crop = {.mode = TB_CROP_CENTER}};
+    struct tb_loader_opts lo = {.batch_size = 4, .n_workers = 2, .prefetch = 1, .seed = 3,
+                                .shuffle = 1, .world = 1};
+    tb_dataset *ds = NULL;
+    tb_loader *ld = NULL;
+    CHECK_EQ(tb_dataset_open(&ds, l, &dso), 0);
+    CHECK_EQ(ds ? tb_loader_open(&ld, ds, &lo) : -1, 0);
+    int checked = 0, not_first = 0;
+    for (int64_t e = 0; ld && e < 3; e++) {
+        int64_t nb = tb_loader_epoch(ld, e);
+        for (int64_t k = 0; k < nb; k++) {
+            struct tb_batch *b = NULL;
+            CHECK_EQ(tb_loader_next(ld, &b), 0);
+            for (int j = 0; b && j < b->n; j++) {
+                const struct tb_ann_item *it = &l->items[b->index[j]];
+                int want = tb_ann_caption_draw(it, 3, e, b->index[j]);
+                CHECK_MSG(b->text[j] && !strcmp(b->text[j], tb_ann_caption(it, want)),
+                          "epoch %lld, clip %lld: '%s', not its draw '%s'", (long long)e,
+                          (long long)b->index[j], b->text[j], tb_ann_caption(it, want));
+                checked++;
+                not_first += want != 0;
+            }
+            if (b)
+                tb_loader_release(ld, b);
+        }
+    }
+    CHECK_MSG(checked >= 3 * 16 && not_first > 2, "%d captions checked, %d not the first",
+              checked, not_first);
+    tb_loader_close(&ld);
+    tb_dataset_close(&ds);
     tb_ann_free(&l);
 
     snprintf(flags, sizeof(flags), "--task clip --format narration --data %s --dim 32 --depth 2 "

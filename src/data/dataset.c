@@ -239,7 +239,11 @@ int tb_dataset_get(const tb_dataset *ds, tb_reader *r, uint64_t seed, int64_t ep
     info->label[0] = it->verb;
     info->label[1] = it->noun;
     info->label[2] = it->action;
-    info->text = it->text;
+    /* a clip with a caption list shows the caption of this visit (training: drawn for
+     * (seed, epoch, item), AVION's random.choice; evaluation: the first) to every consumer */
+    info->text = o->train && it->n_captions > 0
+                     ? tb_ann_caption(it, tb_ann_caption_draw(it, seed, epoch, info->item))
+                     : it->text;
     if ((rc = tbi_ann_video_path(path, sizeof(path), ds->root, ds->ext,
                                  ds->kind == TB_ANN_KINETICS, it->video)) < 0)
         return rc;
