@@ -491,8 +491,8 @@ static int class_prompts(const char *path, const char *prompt, char ***texts, in
                      slot + 2);
     }
     int n_keys = *n;
-    tb_classes_free(&keys, &n_keys);
-    for (int k = 0; rc < 0 && *texts && k < n_keys; k++)
+    tb_classes_free(&keys, &n_keys); /* (n_keys is 0 after) */
+    for (int k = 0; rc < 0 && *texts && k < *n; k++)
         free((*texts)[k]);
     if (rc < 0) {
         free(*texts);
