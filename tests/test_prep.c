@@ -743,6 +743,17 @@ static void test_source_fps(void)
     CHECK_STR_HAS(out, "root/r25.mp4 was prepared with --fps source, this run asks --fps 25/1");
     free(out);
 
+    /* 3 s at 30000/1001 fps is 89.91 frames: chunk 0 holds the 90 that start in it, all of a
+     * 3.003 s video. */
+    tbt_case = "--fps source: one chunk of a length that is not whole frames";
+    rc = tbt_run(&out, 120, "cd %s/srcfps && %s prep ntsc.mp4 --out root3 %s --chunk-seconds 3",
+                 d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    snprintf(src, sizeof(src), "%s/srcfps/ntsc.mp4", d);
+    snprintf(dir, sizeof(dir), "%s/srcfps/root3/ntsc.mp4", d);
+    check_source_rate(src, dir, &srcs[1]);
+
     /* 2 s is no whole number of frames at 30000/1001 or 600/29 fps: a video longer than one
      * chunk is refused, named, with a length that is whole frames at its rate; that one works. */
     for (int i = 1; i < n; i += 2) {

@@ -40,8 +40,8 @@ struct tb_prep_opts {
                                    r_frame_rate, a variable-rate one's average (avg_frame_rate,
                                    more than 1% from r_frame_rate), resampled to it by the
                                    same rule. Where chunk_seconds is not a whole number of
-                                   frames at that rate, a chunk holds the whole frames that fit
-                                   in it and a video that needs a second chunk is refused
+                                   frames at that rate, a chunk holds the frames that start in
+                                   it and a video that needs a second chunk is refused
                                    (TB_EINVAL naming it and a --chunk-seconds that works) */
     int gop;                    /* keyframe interval in frames (x264 keyint) */
     int crf;                    /* x264 constant rate factor 0..51; 0 is lossless */

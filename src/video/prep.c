@@ -59,7 +59,7 @@ struct prep {
     int started;
 
     /* Chunks. */
-    int64_t chunk_frames;     /* chunk_seconds of frames, or the whole frames in it */
+    int64_t chunk_frames;     /* chunk_seconds of frames, or the frames starting in it */
     int chunk_whole;          /* chunk_seconds is a whole number of frames at the rate */
     struct tb_chunk_info *chunks;
     int n_chunks, cap_chunks;
@@ -395,7 +395,7 @@ static int end_chunk(struct prep *p)
 /* Where chunk_seconds is not a whole number of frames at the video's rate (--fps source: 15 s
  * at 30000/1001 is 449.55 frames), chunk k > 0 cannot start at second k * chunk_seconds on a
  * frame, and its name (its start second) would not say where it starts: only a video of one
- * chunk can be prepared. The length named works: the shortest from chunk_seconds up that is
+ * chunk, the frames that start within chunk_seconds, can be prepared. The length named works: the shortest from chunk_seconds up that is
  * whole frames (a multiple of the reduced rate's denominator: 1001 s for NTSC rates). */
 static int refuse_chunk_length(const struct prep *p)
 {
@@ -404,9 +404,9 @@ static int refuse_chunk_length(const struct prep *p)
     if (works <= 86400)
         snprintf(alt, sizeof(alt), "--chunk-seconds %" PRId64 " (whole frames at this rate, as "
                  "is any multiple), or ", works);
-    return tbi_err(TB_EINVAL, "%s: longer than one %d s chunk, which holds %" PRId64 " whole "
-                   "frames at its own %d/%d fps (%d s is %.2f frames), so the next chunk cannot "
-                   "start on a frame; give %sone --fps F for every video", p->src,
+    return tbi_err(TB_EINVAL, "%s: longer than one %d s chunk (the %" PRId64 " frames that "
+                   "start in it at its own %d/%d fps; %d s is %.2f frames), so the next chunk "
+                   "cannot start on a frame; give %sone --fps F for every video", p->src,
                    p->o->chunk_seconds, p->chunk_frames, p->fps_num, p->fps_den,
                    p->o->chunk_seconds, (double)p->o->chunk_seconds * p->fps_num / p->fps_den,
                    alt);
@@ -803,10 +803,9 @@ static int set_rate(struct prep *p)
     p->fps_num = q.num;
     p->fps_den = q.den;
     p->out_tb = av_inv_q(q);
-    p->chunk_frames = (int64_t)p->o->chunk_seconds * q.num / q.den;
+    /* The frames that start within chunk_seconds: all of chunk 0 where that is not whole. */
+    p->chunk_frames = ((int64_t)p->o->chunk_seconds * q.num + q.den - 1) / q.den;
     p->chunk_whole = (int64_t)p->o->chunk_seconds * q.num % q.den == 0;
-    if (p->chunk_frames < 1)
-        return refuse_chunk_length(p);
     return 0;
 }
 
