@@ -5,6 +5,9 @@
  *   every frame, so every chunk boundary;
  * - default (lossy) chunks: frame counts, per-chunk counts and keyframes as ffprobe sees them,
  *   and boundary frames matching the right source frame, not a neighbour;
+ * - --fps source: 25, 30000/1001, 24 fps and a variable-rate source at their own rates (as
+ *   ffprobe reports them), lossless chunks equal to the source's own frames, a Kinetics list
+ *   read through the loader, a chunk length that cannot work refused with one that does;
  * - resume after SIGKILL and after a deleted chunk, Ctrl-C, settings changes;
  * - bad sources and outputs: a clear error naming the file, never a crash or hang; a truncated
  *   source's one message (any --threads) and remedy; another source with a prepared video's
@@ -15,6 +18,8 @@
 #include <unistd.h>
 
 #include "tb_test.h"
+#include "tubelet/data.h"
+#include "tubelet/sample.h"
 #include "tubelet/video.h"
 
 static char vf_buf[512];
@@ -518,6 +523,265 @@ static void test_colors(void)
     free(out);
 }
 
+/* ffprobe's r_frame_rate and avg_frame_rate of path's video stream, and the frames it decodes.
+ * 0, or -1 after failing the test. */
+static int ffprobe_rates(const char *path, char *r, char *avg, size_t size, int64_t *n_frames)
+{
+    char *out = NULL;
+    int rc = tbt_run(&out, 60, "ffprobe -v error -select_streams v:0 -count_frames "
+                     "-show_entries stream=r_frame_rate,avg_frame_rate,nb_read_frames "
+                     "-of default=nw=1 '%s'", path);
+    const char *a = out ? strstr(out, "avg_frame_rate=") : NULL;
+    const char *b = out ? strstr(out, "r_frame_rate=") : NULL;
+    const char *c = out ? strstr(out, "nb_read_frames=") : NULL;
+    long long n = -1;
+    if (rc != 0 || !a || !b || !c || sscanf(c, "nb_read_frames=%lld", &n) != 1) {
+        TBT_FAIL("ffprobe %s: %s", path, out ? out : "");
+        free(out);
+        return -1;
+    }
+    snprintf(avg, size, "%.*s", (int)strcspn(a + 15, "\n"), a + 15);
+    snprintf(r, size, "%.*s", (int)strcspn(b + 13, "\n"), b + 13);
+    *n_frames = n;
+    free(out);
+    return 0;
+}
+
+static double rate_value(const char *rate)
+{
+    long long num = 0, den = 1;
+    sscanf(rate, "%lld/%lld", &num, &den);
+    return den > 0 ? (double)num / (double)den : 0;
+}
+
+/* A source of --fps source's test: how ffmpeg makes it, then what ffprobe says of it. */
+struct src_rate {
+    const char *name, *make;
+    int vfr;                  /* frames at varying intervals: prepared at its average */
+    char r[32], avg[32];      /* ffprobe's r_frame_rate, avg_frame_rate */
+    int64_t n_probed;         /* frames ffprobe decodes */
+    char want[32];            /* the rate its chunks must have */
+    int64_t n_want;           /* and their frames */
+};
+
+/* The prepared dir of s against s: the index's rate is ffprobe's (r_frame_rate; a variable-
+ * rate source's avg_frame_rate), its frames as many as ffprobe decodes (a variable-rate one:
+ * as ffmpeg's fps filter at that rate gives), and the lossless chunks, decoded by ffmpeg, are
+ * the source's own frames byte for byte (variable rate: those of -vf fps=AVG). */
+static void check_source_rate(const char *src, const char *dir, const struct src_rate *s)
+{
+    struct tb_video_index *idx = NULL;
+    if (tb_index_load(&idx, dir) < 0) {
+        TBT_FAIL("%s: %s", dir, tb_errmsg());
+        return;
+    }
+    char got[64], vf[64];
+    snprintf(got, sizeof(got), "%d/%d", idx->fps_num, idx->fps_den);
+    CHECK_MSG(!strcmp(got, s->want), "%s: index fps %s, ffprobe's %s %s", s->name, got,
+              s->vfr ? "avg_frame_rate" : "r_frame_rate", s->want);
+    CHECK_MSG(strstr(idx->params, " fps=source ") != NULL, "%s: params %s", s->name,
+              idx->params);
+    check_index_files(dir, idx);
+    snprintf(vf, sizeof(vf), "fps=%s", s->want);
+    uint8_t *ref = NULL, *ours = NULL;
+    int64_t n_ref = tbt_ffmpeg_yuv(src, s->vfr ? vf : NULL, idx->width, idx->height, &ref);
+    int64_t n_ours = decode_chunks(dir, idx, &ours);
+    CHECK_MSG(n_ref == s->n_want && idx->n_frames == s->n_want && n_ours == s->n_want,
+              "%s: %" PRId64 " frames wanted, ffmpeg gives %" PRId64 ", the index says %" PRId64
+              ", the chunks decode to %" PRId64, s->name, s->n_want, n_ref, idx->n_frames,
+              n_ours);
+    size_t fb = tbt_yuv_bytes(idx->width, idx->height);
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; ref && ours && i < n_ref && i < n_ours; i++)
+        if (memcmp(ref + i * fb, ours + i * fb, fb) && (bad++, first < 0))
+            first = i;
+    CHECK_MSG(bad == 0, "%s: %" PRId64 " frames differ from the source's, first %" PRId64,
+              s->name, bad, first);
+    free(ref);
+    free(ours);
+    tb_index_free(&idx);
+}
+
+/* A Kinetics list ("path label") over the prepared root, read through the loader (dense
+ * sampling at stride 4, the evaluation's middle view, the centre crop at its own size): each
+ * clip holds the source frames the sampler picks from the source's own frame count, as
+ * ffmpeg's rgb24 shows them. */
+static void check_kinetics(const char *root, const char *srcdir, const struct src_rate *srcs,
+                           int n)
+{
+    enum { T = 8, STRIDE = 4, W = 160, H = 120, S = 120 };
+    char list[4400], file[4400], sel[1024], vf[1200], *out = NULL;
+    snprintf(list, sizeof(list), "%s/k400.txt", srcdir);
+    FILE *f = fopen(list, "w");
+    for (int i = 0; f && i < n; i++)
+        fprintf(f, "%s %d\n", srcs[i].name, i);
+    if (f)
+        fclose(f);
+    struct tb_annotations *a = NULL;
+    struct tb_ann_opts ao = {.format = TB_ANN_KINETICS};
+    struct tb_dataset_opts o = {.root = root, .ext = "mp4", .sampler = TB_SAMPLE_DENSE,
+                                .n_frames = T, .stride = STRIDE, .train = 0, .n_views = 1,
+                                .n_crops = 1, .width = S, .height = S};
+    struct tb_loader_opts lo = {.batch_size = n, .n_workers = 1, .prefetch = 1, .world = 1};
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    struct tb_batch *b = NULL;
+    if (tb_ann_load(&a, list, &ao) < 0 || tb_dataset_open(&ds, a, &o) < 0 ||
+        tb_loader_open(&l, ds, &lo) < 0 || tb_loader_epoch(l, 0) < 1 ||
+        tb_loader_next(l, &b) < 0) {
+        TBT_FAIL("kinetics list through the loader: %s", tb_errmsg());
+        goto end;
+    }
+    CHECK_EQ(b->n, n);
+    size_t fb = (size_t)S * S * 3;
+    for (int j = 0; j < b->n; j++) {
+        const struct src_rate *s = &srcs[b->index[j]];
+        int64_t frames[T];
+        size_t len = 0, used = 0;
+        CHECK_EQ(tb_sample_dense(s->n_want, T, STRIDE, 0, 1, NULL, frames), 0);
+        sel[0] = '\0';
+        for (int k = 0; k < T; k++) /* ascending, each once: the span is inside the video */
+            used += (size_t)snprintf(sel + used, sizeof(sel) - used, "%seq(n\\,%" PRId64 ")",
+                                     k ? "+" : "", frames[k]);
+        snprintf(vf, sizeof(vf), "%s%s%sselect=%s,crop=%d:%d:%d:%d", s->vfr ? "fps=" : "",
+                 s->vfr ? s->want : "", s->vfr ? "," : "", sel, S, S, (W - S) / 2, (H - S) / 2);
+        snprintf(file, sizeof(file), "%s/k400_%d.rgb", srcdir, j);
+        int rc = tbt_run(&out, 60, "ffmpeg -nostdin -v error -y -i %s/%s -vf '%s' -fps_mode "
+                         "passthrough -f rawvideo -pix_fmt rgb24 %s", srcdir, s->name, vf, file);
+        CHECK_MSG(rc == 0, "ffmpeg: %s", out);
+        free(out);
+        uint8_t *want = (uint8_t *)tbt_read(file, &len);
+        CHECK_MSG(want && len == T * fb, "%s: ffmpeg gave %zu bytes, want %zu", s->name, len,
+                  T * fb);
+        for (int k = 0; want && len == T * fb && k < T; k++)
+            CHECK_MSG(!memcmp(b->video + (size_t)j * T * fb + k * fb, want + k * fb, fb),
+                      "%s: the loader's frame %d (source frame %" PRId64 ") differs from "
+                      "ffmpeg's", s->name, k, frames[k]);
+        free(want);
+    }
+    tb_loader_release(l, b);
+end:
+    tb_loader_close(&l);
+    tb_dataset_close(&ds);
+    tb_ann_free(&a);
+}
+
+/* --fps source (AVION's Kinetics clips at their own rate): a video keeps the rate ffprobe
+ * reports and every frame as it is, multi-chunk at 25 and 24 fps, one 15 s chunk at NTSC's
+ * and a variable rate; a Kinetics list reads the right frames through the loader; a chunk
+ * length that is not whole frames at a video's rate refuses a video longer than one chunk,
+ * naming it and a length that works, which does; --fps source is a setting of its own. */
+static void test_source_fps(void)
+{
+    const char *d = tbt_dir(), *t = tbt_tubelet();
+    const char *flags = "--fps source --crf 0 --preset ultrafast --short-side 0 --gop 10";
+    char *out = NULL, dir[4400], src[4400];
+    struct src_rate srcs[] = {
+        {"r25.mp4", "testsrc2=size=160x120:rate=25 -t 3", 0, "", "", 0, "", 0},
+        {"ntsc.mp4", "testsrc2=size=160x120:rate=30000/1001 -t 3", 0, "", "", 0, "", 0},
+        {"r24.mp4", "testsrc2=size=160x120:rate=24 -t 3", 0, "", "", 0, "", 0},
+        /* a second at 30 fps, then two at 15 */
+        {"vfr.mp4", "testsrc2=size=160x120:rate=30 -t 3 -vf \"setpts='if(lt(N,30),N/30,"
+         "1+(N-30)/15)/TB'\" -fps_mode vfr", 1, "", "", 0, "", 0},
+    };
+    int n = (int)(sizeof(srcs) / sizeof(srcs[0]));
+    tbt_case = "--fps source: sources";
+    tbt_run(NULL, 10, "mkdir -p %s/srcfps", d);
+    for (int i = 0; i < n; i++) {
+        struct src_rate *s = &srcs[i];
+        int rc = tbt_run(&out, 120, "cd %s/srcfps && ffmpeg -nostdin -v error -y -f lavfi -i %s "
+                         "-c:v libx264 -pix_fmt yuv420p %s", d, s->make, s->name);
+        CHECK_MSG(rc == 0, "ffmpeg could not make %s: %s", s->name, out);
+        free(out);
+        snprintf(src, sizeof(src), "%s/srcfps/%s", d, s->name);
+        if (ffprobe_rates(src, s->r, s->avg, sizeof(s->r), &s->n_probed) < 0)
+            return;
+        /* Not vacuous: the constant-rate ones say one rate twice, the variable one two rates
+         * more than 1% apart (else it would be prepared at r_frame_rate). */
+        double q = rate_value(s->r) / rate_value(s->avg);
+        CHECK_MSG(s->vfr ? fabs(q - 1) > 0.01 : !strcmp(s->r, s->avg), "%s: r_frame_rate %s, "
+                  "avg_frame_rate %s", s->name, s->r, s->avg);
+        snprintf(s->want, sizeof(s->want), "%s", s->vfr ? s->avg : s->r);
+        s->n_want = s->n_probed;
+        if (s->vfr) {
+            uint8_t *ref = NULL;
+            char vf[64];
+            snprintf(vf, sizeof(vf), "fps=%s", s->want);
+            s->n_want = tbt_ffmpeg_yuv(src, vf, 160, 120, &ref);
+            free(ref);
+        }
+    }
+
+    tbt_case = "--fps source";
+    char root[4200];
+    snprintf(root, sizeof(root), "%s/srcfps/root", d);
+    int rc = tbt_run(&out, 300, "cd %s/srcfps && %s prep r25.mp4 r24.mp4 --out root %s "
+                     "--chunk-seconds 1 && %s prep ntsc.mp4 vfr.mp4 --out root %s "
+                     "--chunk-seconds 15", d, t, flags, t, flags);
+    CHECK_MSG(rc == 0, "prep: %s", out);
+    free(out);
+    for (int i = 0; i < n; i++) {
+        tbt_case = srcs[i].name;
+        snprintf(src, sizeof(src), "%s/srcfps/%s", d, srcs[i].name);
+        snprintf(dir, sizeof(dir), "%s/%s", root, srcs[i].name);
+        check_source_rate(src, dir, &srcs[i]);
+    }
+    tbt_case = "--fps source: a Kinetics list through the loader";
+    snprintf(src, sizeof(src), "%s/srcfps", d);
+    check_kinetics(root, src, srcs, n);
+
+    /* The same run again reuses everything; another --fps is another setting. */
+    tbt_case = "--fps source: a rerun";
+    rc = tbt_run(&out, 120, "cd %s/srcfps && %s prep r25.mp4 --out root %s --chunk-seconds 1",
+                 d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_STR_HAS(out, "3 chunks (3 reused)");
+    free(out);
+    rc = tbt_run(&out, 120, "cd %s/srcfps && %s prep r25.mp4 --out root --crf 0 --preset "
+                 "ultrafast --short-side 0 --gop 10 --chunk-seconds 1 --fps 25", d, t);
+    CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
+    CHECK_STR_HAS(out, "root/r25.mp4 was prepared with --fps source, this run asks --fps 25/1");
+    free(out);
+
+    /* 3 s at 30000/1001 fps is 89.91 frames: chunk 0 holds the 90 that start in it, all of a
+     * 3.003 s video. */
+    tbt_case = "--fps source: one chunk of a length that is not whole frames";
+    rc = tbt_run(&out, 120, "cd %s/srcfps && %s prep ntsc.mp4 --out root3 %s --chunk-seconds 3",
+                 d, t, flags);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    snprintf(src, sizeof(src), "%s/srcfps/ntsc.mp4", d);
+    snprintf(dir, sizeof(dir), "%s/srcfps/root3/ntsc.mp4", d);
+    check_source_rate(src, dir, &srcs[1]);
+
+    /* 2 s is no whole number of frames at 30000/1001 or 600/29 fps: a video longer than one
+     * chunk is refused, named, with a length that is whole frames at its rate; that one works. */
+    for (int i = 1; i < n; i += 2) {
+        struct src_rate *s = &srcs[i];
+        tbt_case = s->name;
+        rc = tbt_run(&out, 120, "cd %s/srcfps && %s prep %s --out root2 %s --chunk-seconds 2",
+                     d, t, s->name, flags);
+        CHECK_MSG(rc == 1, "%s at 2 s chunks: exit %d: %s", s->name, rc, out);
+        char want[256];
+        snprintf(want, sizeof(want), "FAIL %s: %s: longer than one 2 s chunk", s->name, s->name);
+        CHECK_STR_HAS(out, want);
+        const char *p = out ? strstr(out, "give --chunk-seconds ") : NULL;
+        long long secs = 0, num = 0, den = 0;
+        CHECK_MSG(p && sscanf(p, "give --chunk-seconds %lld", &secs) == 1, "%s", out);
+        free(out);
+        sscanf(s->want, "%lld/%lld", &num, &den);
+        CHECK_MSG(secs >= 2 && den > 0 && secs * num % den == 0, "%s: --chunk-seconds %lld "
+                  "is not whole frames at %s fps", s->name, secs, s->want);
+        rc = tbt_run(&out, 120, "cd %s/srcfps && %s prep %s --out root2 %s --chunk-seconds %lld",
+                     d, t, s->name, flags, secs);
+        CHECK_MSG(rc == 0, "--chunk-seconds %lld: %s", secs, out);
+        free(out);
+        snprintf(src, sizeof(src), "%s/srcfps/%s", d, s->name);
+        snprintf(dir, sizeof(dir), "%s/srcfps/root2/%s", d, s->name);
+        check_source_rate(src, dir, s);
+    }
+}
+
 /* mtime in nanoseconds and inode of a file, to tell whether a rerun rewrote it. */
 static int64_t file_stamp(const char *path)
 {
@@ -1009,8 +1273,9 @@ static void test_other_settings(void)
         {"--short-side 96 --gop 8 --no-bframes --tune none",
          "--gop 30 --tune fastdecode --bframes", "--gop 8 --tune none --no-bframes"},
         {"--short-side 96 --crf 30 --fps 25", "--fps 30/1", "--fps 25/1"},
+        {"--short-side 96 --fps source", "--fps 30/1", "--fps source"},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         rc = tbt_run(&out, 120, "cd %s/settings && %s prep v.mp4 --out root %s %s", d, t, flags,
                      asks[i][0]);
         CHECK_MSG(rc == 1, "%s: exit %d: %s", asks[i][0], rc, out);
@@ -1061,6 +1326,7 @@ int main(int argc, char **argv)
     RUN(odd_sources);
     RUN(odd_keep_size);
     RUN(colors);
+    RUN(source_fps);
     RUN(resume);
     RUN(interrupt);
     RUN(bad_inputs);

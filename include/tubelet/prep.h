@@ -1,5 +1,6 @@
 /* include/tubelet/prep.h - turn source videos into prepared ones: fixed-length H.264 chunks at a
- * constant frame rate, short side resized, each chunk with its index (see video.h).
+ * constant frame rate (one for every video, or each video's own), short side resized, each
+ * chunk with its index (see video.h).
  *
  * Frame n of the resampled source is frame n - k*chunk_frames of chunk k. Resampling to the
  * constant rate picks, for output frame n, the last source frame whose timestamp rounds to at
@@ -34,6 +35,14 @@ struct tb_prep_opts {
     int chunk_seconds;          /* chunk length, whole seconds */
     int short_side;             /* even pixels; 0 keeps the source size (rounded down to even) */
     int fps_num, fps_den;       /* output frame rate; fps * chunk_seconds must be whole */
+    int fps_source;             /* 1 (`--fps source`): each video at its own rate instead of
+                                   fps_num/fps_den (unread): a constant-rate stream's
+                                   r_frame_rate, a variable-rate one's average (avg_frame_rate,
+                                   more than 1% from r_frame_rate), resampled to it by the
+                                   same rule. Where chunk_seconds is not a whole number of
+                                   frames at that rate, a chunk holds the frames that start in
+                                   it and a video that needs a second chunk is refused
+                                   (TB_EINVAL naming it and a --chunk-seconds that works) */
     int gop;                    /* keyframe interval in frames (x264 keyint) */
     int crf;                    /* x264 constant rate factor 0..51; 0 is lossless */
     const char *preset;         /* borrowed: x264 preset name */

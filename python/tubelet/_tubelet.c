@@ -1302,8 +1302,17 @@ static PyObject *py_prep(PyObject *self, PyObject *args, PyObject *kw)
                                 .preset = preset, .tune = !strcmp(tune, "none") ? "" : tune,
                                 .ext = ext, .n_threads = threads, .no_bframes = !bframes,
                                 .overwrite = overwrite};
-    if (fps && parse_rate(fps, &p.o.fps_num, &p.o.fps_den) < 0)
+    /* fps="source": each video at its own rate, as `tubelet prep --fps source`. */
+    if (fps && PyUnicode_Check(fps)) {
+        if (PyUnicode_CompareWithASCIIString(fps, "source")) {
+            PyErr_SetString(PyExc_ValueError, "fps: expected a positive int, (num, den) or "
+                            "'source'");
+            goto end;
+        }
+        p.o.fps_source = 1;
+    } else if (fps && parse_rate(fps, &p.o.fps_num, &p.o.fps_den) < 0) {
         goto end;
+    }
     if (PyUnicode_Check(sources) || PyBytes_Check(sources) || PyObject_CheckBuffer(sources))
         seq = PyTuple_Pack(1, sources);
     else
@@ -1448,7 +1457,8 @@ static PyMethodDef module_methods[] = {
      "prep(sources, out, chunk_seconds=15, short_side=320, fps=30, gop=30, crf=23, "
      "preset='medium', tune='fastdecode', ext='mp4', jobs=1, threads=0, check=True, "
      "bframes=True, overwrite=False)\n--\n\n"
-     "Prepare source videos into chunked ones under out (as `tubelet prep`)."},
+     "Prepare source videos into chunked ones under out (as `tubelet prep`); fps='source' "
+     "keeps each video's own rate (`--fps source`)."},
     {"synth", (PyCFunction)(void (*)(void))py_synth, METH_VARARGS | METH_KEYWORDS,
      "synth(out, videos=8, seconds=60, size=(240, 320), fps=30, actor_scale=1, seed=0, crf=18, "
      "preset='fast', threads=4, jobs=2)\n--\n\nWrite the synthetic EPIC-style dataset (as "

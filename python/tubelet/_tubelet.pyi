@@ -46,13 +46,15 @@ def probe(path: StrPath, decode: bool = True) -> Dict[str, Any]:
 
 
 def prep(sources: Union[StrPath, Sequence[StrPath]], out: StrPath, chunk_seconds: int = 15,
-         short_side: int = 320, fps: Union[int, Tuple[int, int]] = 30, gop: int = 30,
+         short_side: int = 320, fps: Union[int, Tuple[int, int], Literal["source"]] = 30,
+         gop: int = 30,
          crf: int = 23, preset: str = "medium", tune: str = "fastdecode", ext: str = "mp4",
          jobs: int = 1, threads: int = 0, check: bool = True,
          bframes: bool = True) -> List[Dict[str, Any]]:
     """Prepare sources into out/<stem>.<ext>/ (fixed-length H.264 chunks, constant rate, short
     side resized, an index per chunk), as `tubelet prep`; a rerun skips finished chunks.
-    bframes=False writes chunks without B-frames (`--no-bframes`).
+    bframes=False writes chunks without B-frames (`--no-bframes`); fps="source" keeps each
+    video's own rate (`--fps source`: docs/FORMATS.md).
     Returns one dict per source: source, name, frames, chunks, chunks_skipped, bad_packets,
     width, height, error (None or the library's message). check=True raises tubelet.Error for
     the first source that failed (the others are still done). Ctrl-C stops it soon, keeping

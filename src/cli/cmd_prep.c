@@ -1,7 +1,9 @@
 /* src/cli/cmd_prep.c - `tubelet prep SRC... --out ROOT`: sources to prepared chunked videos,
  * one line per source, exit 1 if any failed. Tests: tests/test_prep.c, tests/test_cli.c. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -15,7 +17,8 @@ struct prep_config {
     char *out;
     int chunk_seconds;
     int short_side;
-    struct cli_rate fps;
+    char *fps;            /* a rate, or "source" (prep_resolve reads it into rate) */
+    struct cli_rate rate; /* 0/0 for source */
     int gop;
     int crf;
     char *preset;
@@ -44,8 +47,9 @@ static const struct cli_flag prep_flags[] = {
     F("short-side", CLI_INT, short_side, STR(TB_PREP_DEFAULT_SHORT_SIDE), "PX",
       "resize so the shorter side is PX (even); 0 keeps the source size and pixels (an odd "
       "width or height loses its last column or row)", 0, 8192),
-    F("fps", CLI_RATE, fps, TB_PREP_DEFAULT_FPS, "F",
-      "constant output frame rate", 0.001, 1000),
+    F("fps", CLI_STR, fps, TB_PREP_DEFAULT_FPS, "F",
+      "constant output frame rate (30, 30000/1001, ...), or source: each video at its own "
+      "rate (above)", CLI_NO_RANGE),
     F("gop", CLI_INT, gop, STR(TB_PREP_DEFAULT_GOP), "N",
       "keyframe interval in frames (x264's own default is 250)", 1, 100000),
     F("crf", CLI_INT, crf, STR(TB_PREP_DEFAULT_CRF), "Q",
@@ -116,6 +120,36 @@ static void on_done(void *user, int i_src, const char *src, int status,
     pthread_mutex_unlock(&r->lock);
 }
 
+/* --fps: "source", or a rate as CLI_RATE takes it ("30", "30000/1001", 0.001 to 1000 fps).
+ * cli_command.resolve: 0, or -1 after saying why (exit 2). */
+static int prep_resolve(void *config)
+{
+    struct prep_config *c = config;
+    const char *v = c->fps, *slash = strchr(v, '/');
+    char *end = NULL;
+    long long num, den = 1;
+    if (!strcmp(v, "source")) {
+        c->rate = (struct cli_rate){0, 0};
+        return 0;
+    }
+    errno = 0;
+    num = strtoll(v, &end, 10);
+    if (end != v && slash && end == slash)
+        den = strtoll(slash + 1, &end, 10);
+    if (end == v || *end || errno || (slash && end == slash + 1) || num <= 0 || den <= 0 ||
+        num > 2147483647 || den > 2147483647) {
+        fprintf(stderr, "tubelet: --fps: malformed value '%s' (expected a rate such as 30 or "
+                "30000/1001, or source)\n", v);
+        return -1;
+    }
+    if ((double)num / (double)den < 0.001 || (double)num / (double)den > 1000) {
+        fprintf(stderr, "tubelet: --fps: %s is out of range [0.001, 1000]\n", v);
+        return -1;
+    }
+    c->rate = (struct cli_rate){(int)num, (int)den};
+    return 0;
+}
+
 /* --plan: print the table. Returns 1 to go on preparing (--apply: c now holds the chosen
  * encoding), or 0 to stop with exit status *status. */
 static int plan_first(struct prep_config *c, const struct tb_prep_opts *o, int n_args,
@@ -164,10 +198,15 @@ static int run_prep(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet prep: --apply goes with --plan\n");
         return 2;
     }
+    if (c->plan && !c->rate.num) {
+        fprintf(stderr, "tubelet prep: --plan measures at one rate: give --fps F (the rate of "
+                "most of SRC) instead of --fps source\n");
+        return 2;
+    }
     if (c->plan) {
         struct tb_prep_opts po = {
             .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
-            .fps_num = c->fps.num, .fps_den = c->fps.den, .crf = c->crf, .preset = c->preset,
+            .fps_num = c->rate.num, .fps_den = c->rate.den, .crf = c->crf, .preset = c->preset,
             .ext = c->ext, .n_threads = c->threads ? c->threads : cli_n_cpus(),
             .cancel = &cli_cancel,
         };
@@ -184,7 +223,8 @@ static int run_prep(void *config, int n_args, char **args)
     }
     struct tb_prep_opts o = {
         .out_root = c->out, .chunk_seconds = c->chunk_seconds, .short_side = c->short_side,
-        .fps_num = c->fps.num, .fps_den = c->fps.den, .gop = c->gop, .crf = c->crf,
+        .fps_num = c->rate.num, .fps_den = c->rate.den, .fps_source = !c->rate.num,
+        .gop = c->gop, .crf = c->crf,
         .preset = c->preset, .tune = c->tune, .no_bframes = !c->bframes, .ext = c->ext,
         .n_threads = threads,
         .cancel = &cli_cancel, .overwrite = c->overwrite,
@@ -210,6 +250,11 @@ const struct cli_command cli_cmd_prep = {
     .args = "SRC...",
     .summary = "re-encode videos into short, resized, constant-rate H.264 chunks with an index",
     .details = "Frame n of the source resampled to --fps is frame n - k*chunk_frames of chunk k.\n"
+               "--fps source keeps each video's own rate, recorded in its index: r_frame_rate\n"
+               "for a constant-rate stream (every frame as it is), the average for a variable-\n"
+               "rate one (avg_frame_rate more than 1% off r_frame_rate). A video longer than\n"
+               "one chunk needs --chunk-seconds to be whole frames at its rate (15 s at\n"
+               "30000/1001 is not; the refusal names a length that is: 1001 s).\n"
                "A rerun skips chunks already finished with the same settings; Ctrl-C stops\n"
                "after the current frame and keeps finished chunks. A video is named after its\n"
                "file's stem; another source with the same stem, or other encoding settings\n"
@@ -223,5 +268,6 @@ const struct cli_command cli_cmd_prep = {
     .config_size = sizeof(struct prep_config),
     .min_args = 1,
     .max_args = -1,
+    .resolve = prep_resolve,
     .run = run_prep,
 };

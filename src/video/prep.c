@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,8 @@ struct prep {
     int out_w, out_h;         /* chunk frame size */
     int colorspace, primaries, trc; /* the chunks' colour tags (the first frame's) */
 
-    /* Resampling to the constant rate (see map_frame). */
+    /* Resampling to the constant rate (see take_frame). */
+    int fps_num, fps_den;     /* the chunks' rate: --fps, or this video's own (source_rate) */
     AVRational out_tb;
     int64_t ts_offset;        /* container start time, stream time base */
     int64_t base;             /* output number of the first frame's timestamp */
@@ -57,7 +59,8 @@ struct prep {
     int started;
 
     /* Chunks. */
-    int64_t chunk_frames;
+    int64_t chunk_frames;     /* chunk_seconds of frames, or the frames starting in it */
+    int chunk_whole;          /* chunk_seconds is a whole number of frames at the rate */
     struct tb_chunk_info *chunks;
     int n_chunks, cap_chunks;
     int cur;                  /* chunk receiving frames, -1 before the first */
@@ -289,7 +292,8 @@ static int try_reuse(struct prep *p, int k, const char *path, const char *idx_pa
     if (!tbi_is_file(idx_path))
         return 0;
     if (tbi_index_read(&old, idx_path, TBI_INDEX_CHUNK, &no) == 0 && no == k &&
-        !strcmp(old->params, p->params) && stat(path, &st) == 0 &&
+        !strcmp(old->params, p->params) && old->fps_num == p->fps_num &&
+        old->fps_den == p->fps_den && stat(path, &st) == 0 &&
         st.st_size == old->chunks[0].bytes &&
         old->chunks[0].start_frame == (int64_t)k * p->chunk_frames) {
         *c = old->chunks[0];
@@ -324,8 +328,8 @@ static int begin_chunk(struct prep *p, int k)
     if (unlink(idx_path) != 0 && errno != ENOENT)
         return tbi_err(TB_EIO, "%s: cannot remove: %s", idx_path, strerror(errno));
     struct tbi_writer_opts wo = {
-        .width = p->out_w, .height = p->out_h, .fps_num = p->o->fps_num,
-        .fps_den = p->o->fps_den, .gop = p->o->gop, .crf = p->o->crf,
+        .width = p->out_w, .height = p->out_h, .fps_num = p->fps_num,
+        .fps_den = p->fps_den, .gop = p->o->gop, .crf = p->o->crf,
         .preset = p->o->preset, .tune = p->o->tune, .no_bframes = p->o->no_bframes,
         .n_threads = p->o->n_threads, .colorspace = p->colorspace, .primaries = p->primaries,
         .trc = p->trc,
@@ -339,8 +343,8 @@ static void index_header(const struct prep *p, struct tb_video_index *idx)
 {
     idx->width = p->out_w;
     idx->height = p->out_h;
-    idx->fps_num = p->o->fps_num;
-    idx->fps_den = p->o->fps_den;
+    idx->fps_num = p->fps_num;
+    idx->fps_den = p->fps_den;
     idx->chunk_seconds = p->o->chunk_seconds;
     idx->chunk_frames = p->chunk_frames;
     snprintf(idx->params, sizeof(idx->params), "%s", p->params);
@@ -388,6 +392,26 @@ static int end_chunk(struct prep *p)
     return write_index(idx_path, TBI_INDEX_CHUNK, &one, p->cur);
 }
 
+/* Where chunk_seconds is not a whole number of frames at the video's rate (--fps source: 15 s
+ * at 30000/1001 is 449.55 frames), chunk k > 0 cannot start at second k * chunk_seconds on a
+ * frame, and its name (its start second) would not say where it starts: only a video of one
+ * chunk, the frames that start within chunk_seconds, can be prepared. The length named works: the shortest from chunk_seconds up that is
+ * whole frames (a multiple of the reduced rate's denominator: 1001 s for NTSC rates). */
+static int refuse_chunk_length(const struct prep *p)
+{
+    int64_t works = ((int64_t)p->o->chunk_seconds + p->fps_den - 1) / p->fps_den * p->fps_den;
+    char alt[96] = "";
+    if (works <= 86400)
+        snprintf(alt, sizeof(alt), "--chunk-seconds %" PRId64 " (whole frames at this rate, as "
+                 "is any multiple), or ", works);
+    return tbi_err(TB_EINVAL, "%s: longer than one %d s chunk (the %" PRId64 " frames that "
+                   "start in it at its own %d/%d fps; %d s is %.2f frames), so the next chunk "
+                   "cannot start on a frame; give %sone --fps F for every video", p->src,
+                   p->o->chunk_seconds, p->chunk_frames, p->fps_num, p->fps_den,
+                   p->o->chunk_seconds, (double)p->o->chunk_seconds * p->fps_num / p->fps_den,
+                   alt);
+}
+
 /* Route output frame n (a copy of the held source frame) to its chunk. */
 static int emit(struct prep *p, int64_t n)
 {
@@ -397,6 +421,8 @@ static int emit(struct prep *p, int64_t n)
         return 0; /* past the sample */
     if (k != p->cur) {
         TB_ASSERT(k == p->cur + 1);
+        if (k > 0 && !p->chunk_whole)
+            return refuse_chunk_length(p);
         if ((rc = end_chunk(p)) < 0 || (rc = begin_chunk(p, k)) < 0)
             return rc;
     }
@@ -522,13 +548,16 @@ static int make_params(struct prep *p)
         return rc;
     if (stat(p->src, &st) != 0)
         return tbi_err(errno == ENOENT ? TB_ENOENT : TB_EIO, "%s: %s", p->src, strerror(errno));
-    char sample[40] = "";
+    char sample[40] = "", fps[32] = "source";
     if (p->o->max_frames > 0)
         snprintf(sample, sizeof(sample), " max_frames=%lld", (long long)p->o->max_frames);
+    /* --fps source is a setting of its own (each video's rate is its index's fps line). */
+    if (!p->o->fps_source)
+        snprintf(fps, sizeof(fps), "%d/%d", p->o->fps_num, p->o->fps_den);
     return tbi_fmt(p->params, sizeof(p->params),
-                   "chunk_seconds=%d fps=%d/%d short_side=%d gop=%d crf=%d preset=%s tune=%s%s%s "
+                   "chunk_seconds=%d fps=%s short_side=%d gop=%d crf=%d preset=%s tune=%s%s%s "
                    "src_bytes=%lld src_mtime=%lld",
-                   p->o->chunk_seconds, p->o->fps_num, p->o->fps_den, p->o->short_side,
+                   p->o->chunk_seconds, fps, p->o->short_side,
                    p->o->gop, p->o->crf, p->o->preset,
                    p->o->tune && p->o->tune[0] ? p->o->tune : "none",
                    /* Named only when set, so videos prepared before the option stay done. */
@@ -663,9 +692,9 @@ static int check_opts(const struct tb_prep_opts *o)
         return tbi_err(TB_EINVAL, "no output directory given");
     if (o->chunk_seconds < 1)
         return tbi_err(TB_EINVAL, "chunk length must be at least 1 s, not %d", o->chunk_seconds);
-    if (o->fps_num <= 0 || o->fps_den <= 0 || o->fps_num / o->fps_den > 1000)
+    if (!o->fps_source && (o->fps_num <= 0 || o->fps_den <= 0 || o->fps_num / o->fps_den > 1000))
         return tbi_err(TB_EINVAL, "bad frame rate %d/%d", o->fps_num, o->fps_den);
-    if (((int64_t)o->chunk_seconds * o->fps_num) % o->fps_den)
+    if (!o->fps_source && ((int64_t)o->chunk_seconds * o->fps_num) % o->fps_den)
         return tbi_err(TB_EINVAL, "%d s at %d/%d fps is not a whole number of frames; pick "
                        "another chunk length", o->chunk_seconds, o->fps_num, o->fps_den);
     if (o->short_side < 0 || o->short_side % 2 || o->short_side > 8192)
@@ -738,6 +767,48 @@ static int lock_dir(struct prep *p)
     return 0;
 }
 
+/* --fps source: the rate this video keeps. A constant-rate stream's timestamps lie on the grid
+ * of its r_frame_rate (ffprobe's), so every frame is kept as it is; the container's average
+ * (avg_frame_rate: frames over duration) can be a little off that grid (a last frame of
+ * another length, a dropped frame, Matroska's millisecond clock), and a resample to it would
+ * drop or repeat a frame now and then. Where the two differ by more than 1%, or r_frame_rate
+ * is unknown, the frames come at varying intervals: the video is resampled to its average, as
+ * `ffmpeg -vf fps=AVG` does, rather than refused (a dataset of short clips holds a few). */
+static int source_rate(struct prep *p, AVRational *out)
+{
+    AVRational r = p->in.st->r_frame_rate, a = p->in.st->avg_frame_rate, q;
+    int r_ok = r.num > 0 && r.den > 0, a_ok = a.num > 0 && a.den > 0;
+    if (r_ok && (!a_ok || fabs(av_q2d(r) / av_q2d(a) - 1) <= 0.01))
+        q = r;
+    else if (a_ok)
+        q = a;
+    else
+        return tbi_err(TB_EINVAL, "%s: FFmpeg reports no frame rate for it; give --fps F",
+                       p->src);
+    av_reduce(&q.num, &q.den, q.num, q.den, INT_MAX);
+    if (av_q2d(q) > 1000)
+        return tbi_err(TB_EINVAL, "%s: its frame rate, %d/%d fps, is over 1000; give --fps F",
+                       p->src, q.num, q.den);
+    *out = q;
+    return 0;
+}
+
+/* The chunks' rate and length in frames. */
+static int set_rate(struct prep *p)
+{
+    AVRational q = {p->o->fps_num, p->o->fps_den};
+    int rc;
+    if (p->o->fps_source && (rc = source_rate(p, &q)) < 0)
+        return rc;
+    p->fps_num = q.num;
+    p->fps_den = q.den;
+    p->out_tb = av_inv_q(q);
+    /* The frames that start within chunk_seconds: all of chunk 0 where that is not whole. */
+    p->chunk_frames = ((int64_t)p->o->chunk_seconds * q.num + q.den - 1) / q.den;
+    p->chunk_whole = (int64_t)p->o->chunk_seconds * q.num % q.den == 0;
+    return 0;
+}
+
 static int run(struct prep *p)
 {
     char name[256], idx_path[4096 + 32];
@@ -753,7 +824,7 @@ static int run(struct prep *p)
         return rc;
     if (already_done(p))
         return 0;
-    if ((rc = tbi_input_open(&p->in, p->src, p->o->n_threads)) < 0)
+    if ((rc = tbi_input_open(&p->in, p->src, p->o->n_threads)) < 0 || (rc = set_rate(p)) < 0)
         return rc;
     if ((rc = tbi_mkdirs(p->dir)) < 0 || (rc = lock_dir(p)) < 0)
         return rc;
@@ -761,8 +832,6 @@ static int run(struct prep *p)
     if (unlink(idx_path) != 0 && errno != ENOENT)
         return tbi_err(TB_EIO, "%s: cannot remove: %s", idx_path, strerror(errno));
 
-    p->out_tb = (AVRational){p->o->fps_den, p->o->fps_num};
-    p->chunk_frames = (int64_t)p->o->chunk_seconds * p->o->fps_num / p->o->fps_den;
     p->ts_offset = p->in.fmt->start_time == AV_NOPTS_VALUE
                        ? 0
                        : av_rescale_q(p->in.fmt->start_time, AV_TIME_BASE_Q,

@@ -1,8 +1,10 @@
 """tubelet.synth and tubelet.prep against the tubelet program: the same files byte for byte
-for the same settings; a rerun skips finished chunks; a missing source raises or is reported
-per source; Ctrl-C cancels a prep promptly, keeping finished chunks and leaving no thread."""
+for the same settings (fps="source" too, each video at the rate ffprobe reports); a rerun skips
+finished chunks; a missing source raises or is reported per source; Ctrl-C cancels a prep
+promptly, keeping finished chunks and leaving no thread."""
 import filecmp
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -124,3 +126,41 @@ def test_prep_with_other_settings_is_refused(dataset, tmp_path):
     res = tubelet.prep(src, out, chunk_seconds=4, short_side=64, preset="veryfast", threads=1,
                        overwrite=True)
     assert res[0]["error"] is None and res[0]["height"] == 64
+
+
+def test_prep_source_fps(tubelet_bin, tmp_path):
+    # fps="source" is `tubelet prep --fps source`: the same files byte for byte, each video at
+    # the rate ffprobe reports (r_frame_rate, constant-rate sources) with as many frames.
+    if not shutil.which("ffmpeg") or not shutil.which("ffprobe"):
+        pytest.skip("the ffmpeg and ffprobe tools are missing")
+    srcs = []
+    for name, rate in (("r25.mp4", "25"), ("ntsc.mp4", "30000/1001")):
+        srcs.append(str(tmp_path / name))
+        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i",
+                        f"testsrc2=size=160x120:rate={rate}", "-t", "2", "-c:v", "libx264",
+                        "-pix_fmt", "yuv420p", srcs[-1]], check=True)
+    flags = dict(chunk_seconds=15, short_side=96, preset="veryfast", threads=1)
+    res = tubelet.prep(srcs, tmp_path / "py", fps="source", **flags)
+    subprocess.run([tubelet_bin, "prep", *srcs, "--out", str(tmp_path / "cli"), "--fps",
+                    "source", "--chunk-seconds", "15", "--short-side", "96", "--preset",
+                    "veryfast", "--threads", "1"], check=True, capture_output=True)
+    assert tree(tmp_path / "py") == tree(tmp_path / "cli")
+    for f in tree(tmp_path / "cli"):
+        assert filecmp.cmp(tmp_path / "py" / f, tmp_path / "cli" / f, shallow=False), f
+    rates = []
+    for src, r in zip(srcs, res):
+        probed = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0",
+                                 "-count_frames", "-show_entries",
+                                 "stream=r_frame_rate,nb_read_frames", "-of", "csv=p=0", src],
+                                check=True, capture_output=True, text=True).stdout.split(",")
+        rates.append(tuple(int(x) for x in probed[0].split("/")))
+        assert tubelet.probe(tmp_path / "py" / r["name"])["fps"] == rates[-1]
+        assert r["frames"] == int(probed[1])
+    # 1 s is no whole number of frames at NTSC's rate: a video longer than one chunk is
+    # refused, named, with a length that is (the rate's denominator in seconds)
+    with pytest.raises(tubelet.InvalidError) as e:
+        tubelet.prep(srcs[1], tmp_path / "py1", fps="source", **dict(flags, chunk_seconds=1))
+    assert f"{srcs[1]}: longer than one 1 s chunk" in str(e.value)
+    assert f"give --chunk-seconds {rates[1][1]} " in str(e.value)
+    with pytest.raises(ValueError, match="'source'"):
+        tubelet.prep(srcs[0], tmp_path / "bad", fps="src")
