@@ -240,6 +240,11 @@ def rss_mb():
 
 
 def test_memory_flat_over_5000_clips(dataset, ann):
+    # Under AddressSanitizer freed memory waits in its quarantine (256 MB) before reuse, so
+    # the RSS climbs until that is full whatever the code does: measured here at 500 -> 3000
+    # clips, flat after. There the window starts once it is full.
+    asan = "libasan" in os.environ.get("LD_PRELOAD", "")
+    start, end = (4000, 8500) if asan else (500, 5000)
     clips, rss_early = 0, None
     with tubelet.Loader(dataset["root"], ann, frames=2, size=32, batch=23, workers=2) as loader:
         for e in range(10**6):
@@ -247,11 +252,11 @@ def test_memory_flat_over_5000_clips(dataset, ann):
             for b in loader:
                 clips += len(b["index"])
                 b["video"].sum()
-            if rss_early is None and clips >= 500:
+            if rss_early is None and clips >= start:
                 rss_early = rss_mb()
-            if clips >= 5000:
+            if clips >= end:
                 break
-    assert clips >= 5000
+    assert clips >= end
     assert rss_mb() - rss_early < 8, f"RSS grew from {rss_early:.1f} MB to {rss_mb():.1f} MB"
 
 
