@@ -50,6 +50,7 @@ test-fast: build
 
 test-asan: build-asan
 	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # A few seconds of each fuzz target from its seeds (fixed seed) and every regression input.
