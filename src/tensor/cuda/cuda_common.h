@@ -20,6 +20,8 @@ extern "C" {
 }
 #include "tubelet/base.h"
 
+#include "tensor/cuda/lt.h"
+
 typedef __nv_bfloat16 bf16;
 
 struct tbc_gemm_cache; /* matmul.cu */
@@ -32,10 +34,11 @@ enum {
  * (tbc_scratch), grown as needed. */
 struct tbc_ctx {
     cudaStream_t compute, comm;
-    int ev_compute, ev_comm; /* event handles: tbc_rt_event_* */
+    int ev_compute, ev_comm; /* event handles: tbc_rt_event_* (-1: none) */
     void *scratch;
     size_t scratch_bytes;
-    void *lt, *lt_ws;             /* cuBLASLt's handle and workspace (nvcc builds) */
+    const struct tbc_lt *api;     /* cuBLASLt's functions (lt.h): the library's, or emulated */
+    void *lt, *lt_ws;             /* cuBLASLt's handle and workspace */
     struct tbc_gemm_cache *gemms; /* the products' plans, one per shape */
     int n_gemms, cap_gemms;
 };
@@ -56,7 +59,11 @@ static inline cudaStream_t tbc_stream(tbi_backend *be)
             return TB_ECUDA;                                                                       \
     } while (0)
 
+/* Shared memory is read and written through SH_LD(p) and SH_ST(p, v) (plain loads and stores
+ * here; on the emulated device they feed its race check, emu/emulate.h). */
 #ifndef TBC_EMULATE
+#define SH_LD(p) (*(p))
+#define SH_ST(p, v) (*(p) = (v))
 #define DYNAMIC_SMEM(name) extern __shared__ uint4 name[]
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
@@ -103,15 +110,28 @@ static inline void tbc_rt_stream_destroy(cudaStream_t s)
 {
     cudaStreamDestroy(s);
 }
+/* Events by a small handle, as on the emulated device: a table of 64, each given back at
+ * close (a process opens and closes backends any number of times). */
 static cudaEvent_t tbc_events[64];
-static int tbc_n_events;
+static unsigned char tbc_event_used[64];
 static inline int tbc_rt_event(int *ev)
 {
-    if (tbc_n_events == 64 ||
-        cudaEventCreateWithFlags(&tbc_events[tbc_n_events], cudaEventDisableTiming) != cudaSuccess)
-        return TB_ECUDA;
-    *ev = tbc_n_events++;
-    return 0;
+    for (int i = 0; i < 64; i++)
+        if (!tbc_event_used[i]) {
+            if (cudaEventCreateWithFlags(&tbc_events[i], cudaEventDisableTiming) != cudaSuccess)
+                return TB_ECUDA;
+            tbc_event_used[i] = 1;
+            *ev = i;
+            return 0;
+        }
+    return TB_ECUDA;
+}
+static inline void tbc_rt_event_destroy(int ev)
+{
+    if (ev >= 0 && ev < 64 && tbc_event_used[ev]) {
+        cudaEventDestroy(tbc_events[ev]);
+        tbc_event_used[ev] = 0;
+    }
 }
 static inline int tbc_rt_record(int ev, cudaStream_t s)
 {
@@ -178,6 +198,11 @@ static inline int tbc_rt_event(int *ev)
 {
     *ev = emu_event_create();
     return 0;
+}
+static inline void tbc_rt_event_destroy(int ev)
+{
+    if (ev >= 0)
+        emu_event_destroy(ev);
 }
 static inline int tbc_rt_record(int ev, cudaStream_t s)
 {
