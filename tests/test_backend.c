@@ -8,7 +8,8 @@
  * - The guarded backend really guards: reading its memory outside an op kills the process.
  * - The token ops' backwards (tokens, pooling) against finite differences of their forwards;
  *   the uint8 normalisation against its formula. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -1069,10 +1070,10 @@ static void case_attention_fwd_bf16(struct io *io, struct dev *d, int prepare)
 /* Heads of 64 in bf16, causal or not: on CUDA the flash kernels' shapes (the cases above take
  * its plain kernels). */
 static void attention_bf16_64n(struct io *io, struct dev *d, int prepare, int bwd, int causal,
-                               int nt)
+                               int nb, int nt)
 {
     enum { H64 = 64, D64 = NH * H64 };
-    size_t qkv = (size_t)B * nt * 3 * D64, o = (size_t)B * nt * D64, lse = (size_t)B * NH * nt;
+    size_t qkv = (size_t)nb * nt * 3 * D64, o = (size_t)nb * nt * D64, lse = (size_t)nb * NH * nt;
     if (prepare) {
         add_in(io, qkv, 1);
         add_in(io, o, 1);
@@ -1082,10 +1083,10 @@ static void attention_bf16_64n(struct io *io, struct dev *d, int prepare, int bw
         return;
     }
     void *q = bf16_in(d, io->in[0], qkv), *y = bf16_in(d, NULL, o);
-    RUN(d->be->ops->attention_fwd(d->be, BF(y), d->out[1], BF(q), B, nt, NH, H64, causal));
+    RUN(d->be->ops->attention_fwd(d->be, BF(y), d->out[1], BF(q), nb, nt, NH, H64, causal));
     if (bwd) {
         void *dy = bf16_in(d, io->in[1], o), *dq = bf16_in(d, NULL, qkv);
-        RUN(d->be->ops->attention_bwd(d->be, BF(dq), BF(dy), BF(q), BF(y), d->out[1], B, nt, NH,
+        RUN(d->be->ops->attention_bwd(d->be, BF(dq), BF(dy), BF(q), BF(y), d->out[1], nb, nt, NH,
                                       H64, causal));
         bf16_out(d, d->out[2], dq, qkv);
         CHECK_EQ(d->be->ops->free(d->be, dy), 0);
@@ -1093,23 +1094,24 @@ static void attention_bf16_64n(struct io *io, struct dev *d, int prepare, int bw
     bf16_out(d, d->out[0], y, o);
     CHECK_EQ(d->be->ops->free(d->be, q), 0);
 }
-/* NT tokens: one key tile of the flash kernels; NT3: three (64, 64 and a tail of 2). */
+/* NT tokens: one key tile of the flash kernels; NT3: three (64, 64 and a tail of 2), at
+ * B * NH = 2 (the emulated backward takes seconds per batch element). */
 enum { NT3 = 130 };
 static void case_attention_fwd_bf16_64(struct io *io, struct dev *d, int prepare)
 {
-    attention_bf16_64n(io, d, prepare, 0, 0, NT);
+    attention_bf16_64n(io, d, prepare, 0, 0, B, NT);
 }
 static void case_attention_bwd_bf16_64_causal(struct io *io, struct dev *d, int prepare)
 {
-    attention_bf16_64n(io, d, prepare, 1, 1, NT);
+    attention_bf16_64n(io, d, prepare, 1, 1, B, NT);
 }
 static void case_attention_fwd_bf16_64_tiles(struct io *io, struct dev *d, int prepare)
 {
-    attention_bf16_64n(io, d, prepare, 0, 1, NT3);
+    attention_bf16_64n(io, d, prepare, 0, 1, 1, NT3);
 }
 static void case_attention_bwd_bf16_64_tiles(struct io *io, struct dev *d, int prepare)
 {
-    attention_bf16_64n(io, d, prepare, 1, 0, NT3);
+    attention_bf16_64n(io, d, prepare, 1, 0, 1, NT3);
 }
 static void case_attention_bwd_bf16(struct io *io, struct dev *d, int prepare)
 {
@@ -1635,6 +1637,45 @@ static void test_reopen(const char *name)
     }
 }
 
+/* The CUDA backend's cuBLASLt loader (dlopen; nvcc builds only), which runs here although no
+ * GPU does: a library named that cannot be loaded is an error naming it (no other is taken
+ * instead); a name of CUDA 12's (here a link to what this machine has) is taken; the default
+ * search finds this machine's. Its cuBLASLt 12 or later, or the test says none is here. */
+extern long tbi_cuda_lt_version(void) __attribute__((weak));
+
+static void test_lt_loader(void)
+{
+    if (!tbi_cuda_lt_version) {
+        fprintf(stderr, "skip: the cuBLASLt loader: no CUDA backend in this build\n");
+        return;
+    }
+    tbt_case = "cuBLASLt loader: a named library missing";
+    setenv("TUBELET_CUBLASLT", "/nonexistent/libcublasLt.so.12", 1);
+    CHECK_EQ(tbi_cuda_lt_version(), TB_EUNSUPPORTED);
+    CHECK_STR_HAS(tb_errmsg(), "cuBLASLt not found: /nonexistent/libcublasLt.so.12");
+    unsetenv("TUBELET_CUBLASLT");
+    void *found = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!found)
+        found = dlopen("libcublasLt.so.12", RTLD_NOW | RTLD_LOCAL);
+    void *sym = found ? dlsym(found, "cublasLtGetVersion") : NULL;
+    Dl_info info;
+    if (!sym || !dladdr(sym, &info) || !info.dli_fname) {
+        fprintf(stderr, "skip: the cuBLASLt loader: no libcublasLt.so.13 or .so.12 here\n");
+        return;
+    }
+    tbt_case = "cuBLASLt loader: a CUDA 12 name";
+    char link[4200], target[4200];
+    snprintf(link, sizeof(link), "%s", tbt_path("libcublasLt.so.12"));
+    snprintf(target, sizeof(target), "%s", info.dli_fname);
+    CHECK_EQ(symlink(target, link), 0);
+    setenv("TUBELET_CUBLASLT", link, 1);
+    const long v = tbi_cuda_lt_version();
+    unsetenv("TUBELET_CUBLASLT");
+    CHECK_MSG(v >= 120000, "cuBLASLt through %s: %ld (%s)", link, v, tb_errmsg());
+    fprintf(stderr, "cuBLASLt loader: %s -> %s, version %ld\n", link, target, v);
+    dlclose(found);
+}
+
 int main(void)
 {
     tbt_begin("backend");
@@ -1645,6 +1686,7 @@ int main(void)
     if (!cpu)
         TBT_EXIT();
     test_coverage();
+    test_lt_loader();
     test_guard();
     test_normalize();
     test_token_grads();

@@ -189,8 +189,8 @@ static int tbc_lt_load(const struct tbc_lt **out)
     return 0;
 }
 #else
-/* cuBLASLt's functions from TUBELET_CUBLASLT (a path), libcublasLt.so.13 or .so.12, looked up
- * once per process and kept (the library is never unloaded). */
+/* cuBLASLt's functions from the library TUBELET_CUBLASLT names (a path or a name), else
+ * libcublasLt.so.13, else .so.12; looked up once per process and kept (never unloaded). */
 static int tbc_lt_load(const struct tbc_lt **out)
 {
     static struct tbc_lt lt;
@@ -198,16 +198,18 @@ static int tbc_lt_load(const struct tbc_lt **out)
     static_assert(sizeof(lt) == 14 * sizeof(void *), "tbc_lt: one pointer per name");
     if (!dl) {
         const char *env = getenv("TUBELET_CUBLASLT");
-        const char *names[] = {env && *env ? env : NULL, "libcublasLt.so.13", "libcublasLt.so.12"};
+        const char *defaults[] = {"libcublasLt.so.13", "libcublasLt.so.12"};
+        const char *named[] = {env};
+        const char *const *names = env && *env ? named : defaults;
+        const int n_names = env && *env ? 1 : 2;
         char why[512] = "";
-        for (int i = 0; i < 3 && !dl; i++)
-            if (names[i] && !(dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !why[0])
+        for (int i = 0; i < n_names && !dl; i++)
+            if (!(dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !why[0])
                 snprintf(why, sizeof(why), "%s", dlerror());
         if (!dl)
-            return tbi_err(TB_EUNSUPPORTED,
-                           "cuBLASLt not found: %s%slibcublasLt.so.13 nor .so.12 (%s); "
-                           "TUBELET_CUBLASLT=PATH names the library",
-                           env && *env ? env : "", env && *env ? ", " : "", why);
+            return tbi_err(TB_EUNSUPPORTED, "cuBLASLt not found: %s (%s)%s",
+                           env && *env ? env : "neither libcublasLt.so.13 nor .so.12", why,
+                           env && *env ? "" : "; TUBELET_CUBLASLT=PATH names the library");
         static const char *const fn[] = {TBC_LT_NAMES};
         void **slot = (void **)&lt;
         for (size_t i = 0; i < sizeof(fn) / sizeof(*fn); i++)
@@ -226,6 +228,17 @@ static int tbc_lt_load(const struct tbc_lt **out)
     }
     *out = &lt;
     return 0;
+}
+#endif
+
+#ifndef TBC_EMULATE
+/* For the tests, and a GPU machine's first look: loads cuBLASLt as an open does (no device
+ * needed); its version (e.g. 130100), or a TB_E* code with the message set. */
+extern "C" long tbi_cuda_lt_version(void)
+{
+    const struct tbc_lt *lt = NULL;
+    const int rc = tbc_lt_load(&lt);
+    return rc < 0 ? rc : (long)lt->version();
 }
 #endif
 
@@ -309,8 +322,8 @@ extern "C" int TBC_OPEN(tbi_backend *be)
     }
     if (tbc_rt_malloc(&c->lt_ws, TBC_LT_WORKSPACE)) {
         TBC_CLOSE(be);
-        return tbi_err(TB_ENOMEM, "%s: %d MiB for cuBLASLt's workspace", TBC_NAME,
-                       (int)(TBC_LT_WORKSPACE >> 20));
+        return tbi_err(TB_ENOMEM, "%s: %d bytes for cuBLASLt's workspace", TBC_NAME,
+                       (int)TBC_LT_WORKSPACE);
     }
     return 0;
 }

@@ -25,9 +25,12 @@ extern "C" {
 typedef __nv_bfloat16 bf16;
 
 struct tbc_gemm_cache; /* matmul.cu */
-enum {
-    TBC_LT_WORKSPACE = 32 << 20
-}; /* cuBLASLt's workspace, bytes (Hopper's kernels want 32 MiB) */
+/* cuBLASLt's workspace, bytes: Hopper's kernels want 32 MiB; the emulated cuBLASLt none. */
+#ifdef TBC_EMULATE
+enum { TBC_LT_WORKSPACE = 256 };
+#else
+enum { TBC_LT_WORKSPACE = 32 << 20 };
+#endif
 
 /* The backend's state (be->ctx). Kernels queue on compute; the data-parallel reductions on
  * comm, ordered by the events. scratch: device memory an op borrows for its own duration
