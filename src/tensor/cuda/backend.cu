@@ -104,7 +104,8 @@ static int tbc_copy(tbi_backend *be, void *dst, const void *src, size_t bytes)
 static int tbc_sync(tbi_backend *be)
 {
     if (tbc_rt_sync() || tbc_rt_last_error())
-        return tbi_err(TB_ECUDA, "%s: the device reported an error", be->name);
+        return tbi_err(TB_ECUDA, "%s: the device reported an error: %s", be->name,
+                       tbc_rt_error_string());
     return 0;
 }
 

@@ -56,10 +56,15 @@ static inline cudaStream_t tbc_stream(tbi_backend *be)
     return tbc_ctx_of(be)->compute;
 }
 
+/* The last failed runtime call's error, kept for the message the op writes. */
+static cudaError_t tbc_cuda_error;
 #define TB_CUDA_OR_RETURN(call)                                                                    \
     do {                                                                                           \
-        if ((call) != cudaSuccess)                                                                 \
+        const cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                                   \
+            tbc_cuda_error = e_;                                                                   \
             return TB_ECUDA;                                                                       \
+        }                                                                                          \
     } while (0)
 
 /* Shared memory is read and written through SH_LD(p) and SH_ST(p, v) (plain loads and stores
@@ -150,7 +155,14 @@ static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 }
 static inline int tbc_rt_last_error(void)
 {
-    return TBC_RT(cudaGetLastError());
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        tbc_cuda_error = e;
+    return TBC_RT(e);
+}
+static inline const char *tbc_rt_error_string(void)
+{
+    return cudaGetErrorString(tbc_cuda_error);
 }
 #else
 static inline int tbc_rt_malloc(void **p, size_t n)
@@ -229,7 +241,17 @@ static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 }
 static inline int tbc_rt_last_error(void)
 {
-    return emu_get_last_error() == cudaSuccess ? 0 : TB_ECUDA;
+    const cudaError_t e = emu_get_last_error();
+    if (e != cudaSuccess)
+        tbc_cuda_error = e;
+    return e == cudaSuccess ? 0 : TB_ECUDA;
+}
+/* The emulator refuses launches with these two (emu/emulate.h says why on stderr). */
+static inline const char *tbc_rt_error_string(void)
+{
+    return tbc_cuda_error == cudaErrorInvalidConfiguration ? "invalid configuration argument"
+           : tbc_cuda_error == cudaErrorInvalidValue       ? "invalid argument"
+                                                           : "an error of the emulated device";
 }
 #endif
 
@@ -237,7 +259,8 @@ static inline int tbc_rt_last_error(void)
 static inline int tbc_launched(tbi_backend *be, const char *op)
 {
     if (tbc_rt_last_error())
-        return tbi_err(TB_ECUDA, "%s %s: the kernel launch failed", be->name, op);
+        return tbi_err(TB_ECUDA, "%s %s: the kernel launch failed: %s", be->name, op,
+                       tbc_rt_error_string());
     return 0;
 }
 
