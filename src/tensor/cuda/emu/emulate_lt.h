@@ -96,6 +96,26 @@ static uint32_t emu_lt_align_of(const void *p)
     return al;
 }
 
+/* The emulated object behind a cuBLASLt handle, descriptor, layout or preference, or NULL
+ * where it is not one (never created, or destroyed). */
+template <class T, class H> static T *emu_lt_of(H h)
+{
+    T *e = reinterpret_cast<T *>(h);
+    return e && e->magic == EMU_LT_MAGIC ? e : nullptr;
+}
+
+/* Destroys what a create made (NULL: nothing to do). */
+template <class T, class H> static cublasStatus_t emu_lt_destroy(H h, const char *what)
+{
+    T *e = emu_lt_of<T>(h);
+    if (!e)
+        return h ? emu_lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "destroy of a bad %s", what)
+                 : CUBLAS_STATUS_SUCCESS;
+    e->magic = 0;
+    delete e;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static cublasStatus_t emu_ltCreate(cublasLtHandle_t *h)
 {
     emu_lt_handle *e = new emu_lt_handle{EMU_LT_MAGIC};
@@ -105,18 +125,12 @@ static cublasStatus_t emu_ltCreate(cublasLtHandle_t *h)
 
 static emu_lt_handle *emu_lt_h(cublasLtHandle_t h)
 {
-    emu_lt_handle *e = reinterpret_cast<emu_lt_handle *>(h);
-    return e && e->magic == EMU_LT_MAGIC ? e : nullptr;
+    return emu_lt_of<emu_lt_handle>(h);
 }
 
 static cublasStatus_t emu_ltDestroy(cublasLtHandle_t h)
 {
-    emu_lt_handle *e = emu_lt_h(h);
-    if (!e)
-        return emu_lt_refuse(CUBLAS_STATUS_NOT_INITIALIZED, "destroy of a handle never created");
-    e->magic = 0;
-    delete e;
-    return CUBLAS_STATUS_SUCCESS;
+    return emu_lt_destroy<emu_lt_handle>(h, "handle");
 }
 
 static cublasStatus_t emu_ltMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
@@ -135,19 +149,12 @@ static cublasStatus_t emu_ltMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComp
 
 static emu_lt_desc *emu_lt_d(cublasLtMatmulDesc_t d)
 {
-    emu_lt_desc *e = reinterpret_cast<emu_lt_desc *>(d);
-    return e && e->magic == EMU_LT_MAGIC ? e : nullptr;
+    return emu_lt_of<emu_lt_desc>(d);
 }
 
 static cublasStatus_t emu_ltMatmulDescDestroy(cublasLtMatmulDesc_t d)
 {
-    emu_lt_desc *e = emu_lt_d(d);
-    if (!e)
-        return d ? emu_lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "destroy of a bad descriptor")
-                 : CUBLAS_STATUS_SUCCESS;
-    e->magic = 0;
-    delete e;
-    return CUBLAS_STATUS_SUCCESS;
+    return emu_lt_destroy<emu_lt_desc>(d, "descriptor");
 }
 
 /* Copies an attribute of exactly its documented size. */
@@ -218,19 +225,12 @@ static cublasStatus_t emu_ltMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDa
 
 static emu_lt_layout *emu_lt_l(cublasLtMatrixLayout_t l)
 {
-    emu_lt_layout *e = reinterpret_cast<emu_lt_layout *>(l);
-    return e && e->magic == EMU_LT_MAGIC ? e : nullptr;
+    return emu_lt_of<emu_lt_layout>(l);
 }
 
 static cublasStatus_t emu_ltMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
 {
-    emu_lt_layout *e = emu_lt_l(l);
-    if (!e)
-        return l ? emu_lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "destroy of a bad layout")
-                 : CUBLAS_STATUS_SUCCESS;
-    e->magic = 0;
-    delete e;
-    return CUBLAS_STATUS_SUCCESS;
+    return emu_lt_destroy<emu_lt_layout>(l, "layout");
 }
 
 static cublasStatus_t emu_ltMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
@@ -242,19 +242,12 @@ static cublasStatus_t emu_ltMatmulPreferenceCreate(cublasLtMatmulPreference_t *p
 
 static emu_lt_pref *emu_lt_p(cublasLtMatmulPreference_t p)
 {
-    emu_lt_pref *e = reinterpret_cast<emu_lt_pref *>(p);
-    return e && e->magic == EMU_LT_MAGIC ? e : nullptr;
+    return emu_lt_of<emu_lt_pref>(p);
 }
 
 static cublasStatus_t emu_ltMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
 {
-    emu_lt_pref *e = emu_lt_p(p);
-    if (!e)
-        return p ? emu_lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "destroy of a bad preference")
-                 : CUBLAS_STATUS_SUCCESS;
-    e->magic = 0;
-    delete e;
-    return CUBLAS_STATUS_SUCCESS;
+    return emu_lt_destroy<emu_lt_pref>(p, "preference");
 }
 
 static cublasStatus_t emu_ltMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
