@@ -3,9 +3,10 @@
 # bench/gpu-check.sh runs on a GPU machine, which has CUDA but no FFmpeg, OpenBLAS or MPI and
 # no package registry: the programs (test_backend, the parity harness with every backend;
 # tubelet-step, `tubelet step` alone; attention_check, the flash kernels against double
-# precision) and the shared libraries they need but the C runtime's and the CUDA libraries
-# the GPU machine has (the driver, cuBLASLt: 500 MB; the CUDA runtime travels, it is small and
-# must match the build). Prints its size; exits 1 if it is over the 64 MiB a device call
+# precision) and the shared libraries they need but the C runtime's. The CUDA runtime is
+# linked into the programs (static); the driver and cuBLASLt (500 MB) are the GPU machine's
+# own, cuBLASLt found with dlopen when the backend opens (libcublasLt.so.13 or .so.12, or
+# TUBELET_CUBLASLT=PATH). Prints its size; exits 1 if it is over the 64 MiB a device call
 # carries.
 #   bench/gpu-bundle.sh [OUT]   OUT: default build-gpu-bundle/tubelet-gpu.tar.xz
 #   env: BUILD (the CMake build to use, default build-gpu-bundle), JOBS

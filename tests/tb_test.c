@@ -1,6 +1,7 @@
 /* tests/tb_test.c - the test kit (see tb_test.h). */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
+#include <glob.h>
 #include <math.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -96,6 +97,43 @@ int tbt_run(char **out, int timeout_s, const char *fmt, ...)
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int tbt_cuda_libs_mapped(const char *prefix, char *out, size_t n)
+{
+    static const char *const libs[] = {"libcuda.", "libcudart.", "libcublas.", "libcublasLt.",
+                                       "libcudnn", "libnccl."};
+    char pattern[4200];
+    snprintf(pattern, sizeof(pattern), "%s.*", prefix);
+    glob_t g;
+    int logs = 0;
+    out[0] = '\0';
+    if (glob(pattern, 0, NULL, &g) != 0)
+        return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "r");
+        if (!f)
+            continue;
+        logs++;
+        char line[1024];
+        while (fgets(line, sizeof(line), f)) {
+            const char *file = strstr(line, "file=");
+            if (!file || !strstr(line, "generating link map"))
+                continue;
+            file += 5;
+            const char *base = strrchr(file, '/');
+            base = base ? base + 1 : file;
+            for (size_t k = 0; k < sizeof(libs) / sizeof(libs[0]); k++)
+                if (!strncmp(base, libs[k], strlen(libs[k]))) {
+                    size_t len = strcspn(base, " ");
+                    size_t used = strlen(out);
+                    snprintf(out + used, n - used, "%s%.*s", used ? "," : "", (int)len, base);
+                }
+        }
+        fclose(f);
+    }
+    globfree(&g);
+    return logs;
 }
 
 size_t tbt_yuv_bytes(int w, int h)

@@ -77,6 +77,12 @@ const char *tbt_path(const char *name);
 int tbt_run(char **out, int timeout_s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The CUDA libraries (libcuda, libcudart, libcublas, libcublasLt, libcudnn, libnccl) the
+ * dynamic loader mapped into the processes of a command run with `LD_DEBUG=files
+ * LD_DEBUG_OUTPUT=prefix` (at start or by dlopen), comma-separated into out ("" for none);
+ * returns the number of loader logs read (0: the command wrote none, so nothing is proven). */
+int tbt_cuda_libs_mapped(const char *prefix, char *out, size_t n);
+
 /* Path of the tubelet binary (TUBELET_BIN, set by CMake). */
 const char *tbt_tubelet(void);
 

@@ -8,7 +8,8 @@
  * - The guarded backend really guards: reading its memory outside an op kills the process.
  * - The token ops' backwards (tokens, pooling) against finite differences of their forwards;
  *   the uint8 normalisation against its formula. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -905,6 +906,59 @@ static void case_matmul_bwd_bf16(struct io *io, struct dev *d, int prepare)
     CHECK_EQ(d->be->ops->free(d->be, x), 0);
 }
 
+/* A device copy of the case's device tensor src (n floats) shift floats into a buffer of its
+ * own: a tensor 4-byte aligned, as one carved from an arena may be. Free the returned base. */
+static float *shifted(struct dev *d, const float *src, size_t n, int shift)
+{
+    float *p = dev_alloc(d->be, sizeof(float) * (n + (size_t)shift));
+    if (src)
+        CHECK_EQ(d->be->ops->copy(d->be, p + shift, src, sizeof(float) * n), 0);
+    else
+        CHECK_EQ(d->be->ops->zero(d->be, p, sizeof(float) * (n + (size_t)shift)), 0);
+    return p;
+}
+
+/* A bf16 product into an f32 tensor with a bias (bf16 mode's attention projection and fc2 into
+ * the f32 residual, the head): inp bf16, weights, bias and out f32, each at an odd offset. */
+static void case_matmul_fwd_bf16_f32(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_matmul_fwd(io, d, 1);
+        return;
+    }
+    void *x = bf16_in(d, io->in[0], M * K);
+    float *w = shifted(d, d->in[1], N * K, 1), *b = shifted(d, d->in[2], N, 3);
+    float *y = shifted(d, NULL, M * N, 1);
+    RUN(d->be->ops->matmul_fwd(d->be, TB_DTYPE_BF16, F(y + 1), BF(x), F(w + 1), F(b + 3), M, K,
+                               N));
+    RUN(d->be->ops->copy(d->be, d->out[0], y + 1, sizeof(float) * M * N));
+    CHECK_EQ(d->be->ops->free(d->be, x), 0);
+    CHECK_EQ(d->be->ops->free(d->be, w), 0);
+    CHECK_EQ(d->be->ops->free(d->be, b), 0);
+    CHECK_EQ(d->be->ops->free(d->be, y), 0);
+}
+
+/* Its backward: the f32 weight and bias gradients (BGRADB beside an f32 dw) at odd offsets. */
+static void case_matmul_bwd_bf16_f32(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_matmul_bwd(io, d, 1);
+        return;
+    }
+    void *x = bf16_in(d, io->in[1], M * K), *dx = bf16_in(d, NULL, M * K);
+    float *dw = shifted(d, NULL, N * K, 1), *db = shifted(d, NULL, N, 1);
+    float *dy = shifted(d, d->in[0], M * N, 3);
+    RUN(d->be->ops->matmul_bwd(d->be, TB_DTYPE_BF16, BF(dx), F(dw + 1), F(db + 1), F(dy + 3),
+                               BF(x), F(d->in[2]), M, K, N));
+    bf16_out(d, d->out[0], dx, M * K);
+    RUN(d->be->ops->copy(d->be, d->out[1], dw + 1, sizeof(float) * N * K));
+    RUN(d->be->ops->copy(d->be, d->out[2], db + 1, sizeof(float) * N));
+    CHECK_EQ(d->be->ops->free(d->be, x), 0);
+    CHECK_EQ(d->be->ops->free(d->be, dw), 0);
+    CHECK_EQ(d->be->ops->free(d->be, db), 0);
+    CHECK_EQ(d->be->ops->free(d->be, dy), 0);
+}
+
 static void case_layernorm_fwd_bf16(struct io *io, struct dev *d, int prepare)
 {
     if (prepare) {
@@ -1015,10 +1069,11 @@ static void case_attention_fwd_bf16(struct io *io, struct dev *d, int prepare)
 
 /* Heads of 64 in bf16, causal or not: on CUDA the flash kernels' shapes (the cases above take
  * its plain kernels). */
-static void attention_bf16_64(struct io *io, struct dev *d, int prepare, int bwd, int causal)
+static void attention_bf16_64n(struct io *io, struct dev *d, int prepare, int bwd, int causal,
+                               int nb, int nt)
 {
     enum { H64 = 64, D64 = NH * H64 };
-    size_t qkv = (size_t)B * NT * 3 * D64, o = (size_t)B * NT * D64, lse = (size_t)B * NH * NT;
+    size_t qkv = (size_t)nb * nt * 3 * D64, o = (size_t)nb * nt * D64, lse = (size_t)nb * NH * nt;
     if (prepare) {
         add_in(io, qkv, 1);
         add_in(io, o, 1);
@@ -1028,10 +1083,10 @@ static void attention_bf16_64(struct io *io, struct dev *d, int prepare, int bwd
         return;
     }
     void *q = bf16_in(d, io->in[0], qkv), *y = bf16_in(d, NULL, o);
-    RUN(d->be->ops->attention_fwd(d->be, BF(y), d->out[1], BF(q), B, NT, NH, H64, causal));
+    RUN(d->be->ops->attention_fwd(d->be, BF(y), d->out[1], BF(q), nb, nt, NH, H64, causal));
     if (bwd) {
         void *dy = bf16_in(d, io->in[1], o), *dq = bf16_in(d, NULL, qkv);
-        RUN(d->be->ops->attention_bwd(d->be, BF(dq), BF(dy), BF(q), BF(y), d->out[1], B, NT, NH,
+        RUN(d->be->ops->attention_bwd(d->be, BF(dq), BF(dy), BF(q), BF(y), d->out[1], nb, nt, NH,
                                       H64, causal));
         bf16_out(d, d->out[2], dq, qkv);
         CHECK_EQ(d->be->ops->free(d->be, dy), 0);
@@ -1039,13 +1094,24 @@ static void attention_bf16_64(struct io *io, struct dev *d, int prepare, int bwd
     bf16_out(d, d->out[0], y, o);
     CHECK_EQ(d->be->ops->free(d->be, q), 0);
 }
+/* NT tokens: one key tile of the flash kernels; NT3: three (64, 64 and a tail of 2), at
+ * B * NH = 2 (the emulated backward takes seconds per batch element). */
+enum { NT3 = 130 };
 static void case_attention_fwd_bf16_64(struct io *io, struct dev *d, int prepare)
 {
-    attention_bf16_64(io, d, prepare, 0, 0);
+    attention_bf16_64n(io, d, prepare, 0, 0, B, NT);
 }
 static void case_attention_bwd_bf16_64_causal(struct io *io, struct dev *d, int prepare)
 {
-    attention_bf16_64(io, d, prepare, 1, 1);
+    attention_bf16_64n(io, d, prepare, 1, 1, B, NT);
+}
+static void case_attention_fwd_bf16_64_tiles(struct io *io, struct dev *d, int prepare)
+{
+    attention_bf16_64n(io, d, prepare, 0, 1, 1, NT3);
+}
+static void case_attention_bwd_bf16_64_tiles(struct io *io, struct dev *d, int prepare)
+{
+    attention_bf16_64n(io, d, prepare, 1, 0, 1, NT3);
 }
 static void case_attention_bwd_bf16(struct io *io, struct dev *d, int prepare)
 {
@@ -1230,6 +1296,8 @@ static const struct op_case cases[] = {
     {"matmul_bwd", case_matmul_bwd, 1e-5, "float sums over M or N in another order"},
     {"matmul_fwd", case_matmul_fwd_bf16, 1e-2, "bf16 results: a sum's order may move one bit"},
     {"matmul_bwd", case_matmul_bwd_bf16, 1e-2, "bf16 results: a sum's order may move one bit"},
+    {"matmul_fwd", case_matmul_fwd_bf16_f32, 1e-2, "bf16 results: a sum's order may move one bit"},
+    {"matmul_bwd", case_matmul_bwd_bf16_f32, 1e-2, "bf16 results: a sum's order may move one bit"},
     {"layernorm_fwd", case_layernorm_fwd_bf16, 1e-2, "bf16 results: one bit either way"},
     {"layernorm_bwd", case_layernorm_bwd_bf16, 1e-5, "row and column sums in another order"},
     {"act_fwd", case_act_fwd_bf16, 1e-2, "bf16 results: one bit either way"},
@@ -1240,6 +1308,10 @@ static const struct op_case cases[] = {
                                                         "also round the probabilities to bf16"},
     {"attention_bwd", case_attention_bwd_bf16_64_causal, 1e-2, "bf16 results; CUDA's flash "
                                                                "kernels round P and dS to bf16"},
+    {"attention_fwd", case_attention_fwd_bf16_64_tiles, 1e-2, "bf16 results; CUDA's flash "
+                                                              "kernels round P to bf16"},
+    {"attention_bwd", case_attention_bwd_bf16_64_tiles, 1e-2, "bf16 results; CUDA's flash "
+                                                              "kernels round P and dS to bf16"},
     {"layernorm_fwd", case_layernorm_fwd, 1e-5, "the mean and variance summed in another order"},
     {"layernorm_bwd", case_layernorm_bwd, 1e-5, "row and column sums in another order"},
     {"act_fwd", case_act_fwd, 1e-6, "erfc and exp approximated differently"},
@@ -1542,6 +1614,68 @@ static void test_adjoints(void)
     free(wr), free(dtab), free(src), free(tr);
 }
 
+/* A backend opened and closed 100 times in one process (Python, test loops) gives back what
+ * it takes (streams, events, cuBLASLt's handle) and still computes after. */
+static void test_reopen(const char *name)
+{
+    static char what[64];
+    snprintf(what, sizeof(what), "%s opened and closed 100 times", name);
+    tbt_case = what;
+    for (int i = 0; i < 100; i++) {
+        tbi_backend *be = NULL;
+        const int rc = tbi_backend_open(&be, name);
+        CHECK_MSG(rc == 0 && be, "open %d of %s: %s", i + 1, name, tb_errmsg());
+        if (!be)
+            return;
+        for (int k = 0; i == 99 && k < N_CASES; k++)
+            if (cases[k].fn == case_matmul_fwd_bf16_f32) {
+                tbt_case = "a bf16 product after 99 closes";
+                parity(&cases[k], be, cpu, !strncmp(be->name, "cpu", 3));
+            }
+        tbi_backend_close(&be);
+        CHECK(be == NULL);
+    }
+}
+
+/* The CUDA backend's cuBLASLt loader (dlopen; nvcc builds only), which runs here although no
+ * GPU does: a library named that cannot be loaded is an error naming it (no other is taken
+ * instead); a name of CUDA 12's (here a link to what this machine has) is taken; the default
+ * search finds this machine's. Its cuBLASLt 12 or later, or the test says none is here. */
+extern long tbi_cuda_lt_version(void) __attribute__((weak));
+
+static void test_lt_loader(void)
+{
+    if (!tbi_cuda_lt_version) {
+        fprintf(stderr, "skip: the cuBLASLt loader: no CUDA backend in this build\n");
+        return;
+    }
+    tbt_case = "cuBLASLt loader: a named library missing";
+    setenv("TUBELET_CUBLASLT", "/nonexistent/libcublasLt.so.12", 1);
+    CHECK_EQ(tbi_cuda_lt_version(), TB_EUNSUPPORTED);
+    CHECK_STR_HAS(tb_errmsg(), "cuBLASLt not found: /nonexistent/libcublasLt.so.12");
+    unsetenv("TUBELET_CUBLASLT");
+    void *found = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!found)
+        found = dlopen("libcublasLt.so.12", RTLD_NOW | RTLD_LOCAL);
+    void *sym = found ? dlsym(found, "cublasLtGetVersion") : NULL;
+    Dl_info info;
+    if (!sym || !dladdr(sym, &info) || !info.dli_fname) {
+        fprintf(stderr, "skip: the cuBLASLt loader: no libcublasLt.so.13 or .so.12 here\n");
+        return;
+    }
+    tbt_case = "cuBLASLt loader: a CUDA 12 name";
+    char link[4200], target[4200];
+    snprintf(link, sizeof(link), "%s", tbt_path("libcublasLt.so.12"));
+    snprintf(target, sizeof(target), "%s", info.dli_fname);
+    CHECK_EQ(symlink(target, link), 0);
+    setenv("TUBELET_CUBLASLT", link, 1);
+    const long v = tbi_cuda_lt_version();
+    unsetenv("TUBELET_CUBLASLT");
+    CHECK_MSG(v >= 120000, "cuBLASLt through %s: %ld (%s)", link, v, tb_errmsg());
+    fprintf(stderr, "cuBLASLt loader: %s -> %s, version %ld\n", link, target, v);
+    dlclose(found);
+}
+
 int main(void)
 {
     tbt_begin("backend");
@@ -1552,6 +1686,7 @@ int main(void)
     if (!cpu)
         TBT_EXIT();
     test_coverage();
+    test_lt_loader();
     test_guard();
     test_normalize();
     test_token_grads();
@@ -1573,6 +1708,7 @@ int main(void)
             parity(&cases[k], be, cpu, exact);
         }
         tbi_backend_close(&be);
+        test_reopen(tbi_backend_names[b]);
     }
     tbi_backend_close(&cpu);
     if (!others && !tbt_failures) {

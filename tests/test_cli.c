@@ -23,8 +23,13 @@ static void test_usage_errors(void)
      * no longer calls the tool a data-preparation kit. */
     tbt_case = "top-level help";
     char *train_help = NULL;
-    rc = tbt_run(&out, 10, "%s help", t);
+    /* Run under the loader's log: help maps no CUDA library (the runtime is linked in
+     * statically, cuBLASLt is opened only with a CUDA backend). */
+    rc = tbt_run(&out, 10, "LD_DEBUG=files LD_DEBUG_OUTPUT=%s %s help", tbt_path("ld-help"), t);
     CHECK_EQ(rc, 0);
+    char cuda_libs[512];
+    CHECK_MSG(tbt_cuda_libs_mapped(tbt_path("ld-help"), cuda_libs, sizeof(cuda_libs)) > 0 &&
+              !cuda_libs[0], "tubelet help mapped CUDA libraries: %s", cuda_libs);
     CHECK_MSG(out && !strstr(out, "prepare and inspect video data"), "%s", out);
     CHECK_STR_HAS(out, "(prep)");
     CHECK_STR_HAS(out, "(eval)");

@@ -1276,8 +1276,15 @@ int main(void)
     snprintf(run_b, sizeof(run_b), "%s/run_b", d);
     snprintf(common, sizeof(common), "--data %s --train %s --val %s %s --epochs 40", data,
              train_csv, val_csv, model_flags);
-    rc = tbt_run(&out, 600, "%s train %s --out %s", t, common, run_a);
+    /* Under the loader's log: training on the CPU (--device auto on a machine with no GPU
+     * driver, or cpu) maps no CUDA library. */
+    char ld_log[4400], cuda_libs[512];
+    snprintf(ld_log, sizeof(ld_log), "%s/ld-train", d);
+    rc = tbt_run(&out, 600, "LD_DEBUG=files LD_DEBUG_OUTPUT=%s %s train %s --out %s", ld_log, t,
+                 common, run_a);
     CHECK_MSG(rc == 0, "%s", out);
+    CHECK_MSG(tbt_cuda_libs_mapped(ld_log, cuda_libs, sizeof(cuda_libs)) > 0 && !cuda_libs[0],
+              "a CPU training run mapped CUDA libraries: %s", cuda_libs);
     CHECK_STR_HAS(out, "validation top-1");
     char *top1 = out ? strstr(out, "top-1 ") : NULL;
     double run_top1 = top1 ? atof(top1 + 6) : -1;

@@ -396,8 +396,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* lse pre-scaled to base 2; rows past N get 0 and are masked below. */
     for (int r = threadIdx.x; r < BR; r += THREADS) {
         int i = istart + r;
-        slse0[r] = i < N ? L[i] * LOG2E : 0.0f;
-        sdel0[r] = i < N ? Dl[i] : 0.0f;
+        SH_ST(&slse0[r], i < N ? L[i] * LOG2E : 0.0f);
+        SH_ST(&sdel0[r], i < N ? Dl[i] : 0.0f);
     }
 
     float dk[OT][4], dv[OT][4];
@@ -418,8 +418,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             cp_async_commit();
             for (int r = threadIdx.x; r < BR; r += THREADS) {
                 int i = i0 + BR + r;
-                slse0[nb * BR + r] = i < N ? L[i] * LOG2E : 0.0f;
-                sdel0[nb * BR + r] = i < N ? Dl[i] : 0.0f;
+                SH_ST(&slse0[nb * BR + r], i < N ? L[i] * LOG2E : 0.0f);
+                SH_ST(&sdel0[nb * BR + r], i < N ? Dl[i] : 0.0f);
             }
         }
         const bf16 *cq = sq0 + buf * BR * LDS, *cdo = sdo0 + buf * BR * LDS;
@@ -458,11 +458,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int qi = nt * 8 + 2 * t4 + (e & 1), key = key0 + e / 2 * 8;
-                float p = exp2f(s[nt][e] * sl2 - clse[qi]);
+                float p = exp2f(s[nt][e] * sl2 - SH_LD(&clse[qi]));
                 if (masked && (key >= N || i0 + qi >= N || (causal && key > i0 + qi)))
                     p = 0.0f;
                 s[nt][e] = p;
-                dp[nt][e] = p * (dp[nt][e] - cdel[qi]);
+                dp[nt][e] = p * (dp[nt][e] - SH_LD(&cdel[qi]));
             }
 
 #pragma unroll
@@ -489,8 +489,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int r = 0; r < 2; r++)
-                *(uint32_t *)(sds + (warp * 16 + g + r * 8) * LDP + nt * 8 + 2 * t4) =
-                    pack_bf16(dp[nt][2 * r], dp[nt][2 * r + 1]);
+                SH_ST((uint32_t *)(sds + (warp * 16 + g + r * 8) * LDP + nt * 8 + 2 * t4),
+                      pack_bf16(dp[nt][2 * r], dp[nt][2 * r + 1]));
         sync_block();
 
 #pragma unroll

@@ -120,17 +120,25 @@ static int attention_args(tbi_backend *be, const char *op, const tbi_t *t, int n
     return 0;
 }
 
+/* A flash launcher's refusal (TB_EINVAL: its shape or alignment rules) or the runtime's error. */
+static int flash_failed(tbi_backend *be, const char *op, int rc, int B, int N, int NH, int HS)
+{
+    if (rc == TB_EINVAL)
+        return tbi_err(TB_EINVAL, "%s %s: the flash kernel refused B %d, N %d, NH %d, HS %d or "
+                       "its tensors' alignment", be->name, op, B, N, NH, HS);
+    return tbi_err(TB_ECUDA, "%s %s: the flash kernel's launch failed: %s", be->name, op,
+                   tbc_rt_error_string());
+}
+
 static int tbc_attention_fwd(tbi_backend *be, tbi_t out, float *lse, tbi_t qkv, int B, int N,
                              int NH, int HS, int causal)
 {
     const tbi_t t[] = {out, qkv};
     TBI_TRY(attention_args(be, "attention_fwd", t, 2, B, N, NH, HS));
     if (flash_ok(out, qkv, qkv, HS) && (long long)B * NH <= 65535) {
-        if (tbc_flash_fwd(tbc_stream(be), (bf16 *)out.p, lse, (const bf16 *)qkv.p, B, N, NH, HS,
-                          causal))
-            return tbi_err(TB_ECUDA, "%s attention_fwd: the flash kernel's launch failed",
-                           be->name);
-        return 0;
+        const int rc = tbc_flash_fwd(tbc_stream(be), (bf16 *)out.p, lse, (const bf16 *)qkv.p, B,
+                                     N, NH, HS, causal);
+        return rc ? flash_failed(be, "attention_fwd", rc, B, N, NH, HS) : 0;
     }
     const size_t total = (size_t)B * N * NH * HS;
     TBC_LAUNCH(attention_plain_fwd, tbc_blocks(total, 128), 128, 0, tbc_stream(be), out, lse, qkv,
@@ -146,11 +154,10 @@ static int tbc_attention_bwd(tbi_backend *be, tbi_t dqkv, tbi_t dout, tbi_t qkv,
     if (flash_ok(dqkv, dout, qkv, HS) && out.dt == TB_DTYPE_BF16 && (long long)B * NH <= 65535) {
         void *work = NULL;
         TBI_TRY(tbc_scratch(be, tbc_flash_bwd_workspace_bytes(B, N, NH, HS), &work));
-        if (tbc_flash_bwd(tbc_stream(be), (bf16 *)dqkv.p, (float *)work, (const bf16 *)dout.p,
-                          (const bf16 *)qkv.p, (const bf16 *)out.p, lse, B, N, NH, HS, causal))
-            return tbi_err(TB_ECUDA, "%s attention_bwd: the flash kernel's launch failed",
-                           be->name);
-        return 0;
+        const int rc = tbc_flash_bwd(tbc_stream(be), (bf16 *)dqkv.p, (float *)work,
+                                     (const bf16 *)dout.p, (const bf16 *)qkv.p,
+                                     (const bf16 *)out.p, lse, B, N, NH, HS, causal);
+        return rc ? flash_failed(be, "attention_bwd", rc, B, N, NH, HS) : 0;
     }
     const size_t total = (size_t)B * N * 3 * NH * HS;
     TBC_LAUNCH(attention_plain_bwd, tbc_blocks(total, 128), 128, 0, tbc_stream(be), dqkv, dout, qkv,

@@ -13,6 +13,10 @@
 
 #include "tubelet/dist.h"
 
+#ifndef TBC_EMULATE
+#include <dlfcn.h>
+#endif
+
 /* Every op of the list, defined in the .cu files below (a missing one does not compile). */
 #define TBC_OP_PROTO(name, params, args) static int tbc_##name params;
 TBI_OP_LIST(TBC_OP_PROTO)
@@ -100,7 +104,8 @@ static int tbc_copy(tbi_backend *be, void *dst, const void *src, size_t bytes)
 static int tbc_sync(tbi_backend *be)
 {
     if (tbc_rt_sync() || tbc_rt_last_error())
-        return tbi_err(TB_ECUDA, "%s: the device reported an error", be->name);
+        return tbi_err(TB_ECUDA, "%s: the device reported an error: %s", be->name,
+                       tbc_rt_error_string());
     return 0;
 }
 
@@ -176,6 +181,68 @@ static const struct tbi_ops tbc_ops = {
 #undef TBC_OP_ENTRY
 };
 
+/* ---- cuBLASLt ------------------------------------------------------------------------------ */
+
+#ifdef TBC_EMULATE
+static int tbc_lt_load(const struct tbc_lt **out)
+{
+    *out = &emu_lt_table;
+    return 0;
+}
+#else
+/* cuBLASLt's functions from the library TUBELET_CUBLASLT names (a path or a name), else
+ * libcublasLt.so.13, else .so.12; looked up once per process and kept (never unloaded). */
+static int tbc_lt_load(const struct tbc_lt **out)
+{
+    static struct tbc_lt lt;
+    static void *dl;
+    static_assert(sizeof(lt) == 14 * sizeof(void *), "tbc_lt: one pointer per name");
+    if (!dl) {
+        const char *env = getenv("TUBELET_CUBLASLT");
+        const char *defaults[] = {"libcublasLt.so.13", "libcublasLt.so.12"};
+        const char *named[] = {env};
+        const char *const *names = env && *env ? named : defaults;
+        const int n_names = env && *env ? 1 : 2;
+        char why[512] = "";
+        for (int i = 0; i < n_names && !dl; i++)
+            if (!(dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !why[0])
+                snprintf(why, sizeof(why), "%s", dlerror());
+        if (!dl)
+            return tbi_err(TB_EUNSUPPORTED, "cuBLASLt not found: %s (%s)%s",
+                           env && *env ? env : "neither libcublasLt.so.13 nor .so.12", why,
+                           env && *env ? "" : "; TUBELET_CUBLASLT=PATH names the library");
+        static const char *const fn[] = {TBC_LT_NAMES};
+        void **slot = (void **)&lt;
+        for (size_t i = 0; i < sizeof(fn) / sizeof(*fn); i++)
+            if (!(slot[i] = dlsym(dl, fn[i]))) {
+                dlclose(dl);
+                dl = NULL;
+                return tbi_err(TB_EUNSUPPORTED, "the cuBLASLt found has no %s", fn[i]);
+            }
+        if (lt.version() < 120000) {
+            const size_t v = lt.version();
+            dlclose(dl);
+            dl = NULL;
+            return tbi_err(TB_EUNSUPPORTED, "cuBLASLt %zu.%zu found; 12 or later is needed",
+                           v / 10000, v / 100 % 100);
+        }
+    }
+    *out = &lt;
+    return 0;
+}
+#endif
+
+#ifndef TBC_EMULATE
+/* For the tests, and a GPU machine's first look: loads cuBLASLt as an open does (no device
+ * needed); its version (e.g. 130100), or a TB_E* code with the message set. */
+extern "C" long tbi_cuda_lt_version(void)
+{
+    const struct tbc_lt *lt = NULL;
+    const int rc = tbc_lt_load(&lt);
+    return rc < 0 ? rc : (long)lt->version();
+}
+#endif
+
 extern "C" void TBC_CLOSE(tbi_backend *be)
 {
     struct tbc_ctx *c = tbc_ctx_of(be);
@@ -183,14 +250,18 @@ extern "C" void TBC_CLOSE(tbi_backend *be)
         return;
     tbc_rt_sync();
     tbc_rt_free(c->scratch);
-#ifndef TBC_EMULATE
-    cudaFree(c->lt_ws);
-    if (c->lt)
-        cublasLtDestroy((cublasLtHandle_t)c->lt);
-#endif
-    gemm_cache_free(c);
-    tbc_rt_stream_destroy(c->compute);
-    tbc_rt_stream_destroy(c->comm);
+    tbc_rt_free(c->lt_ws);
+    if (c->api) {
+        gemm_cache_free(c);
+        if (c->lt)
+            c->api->destroy((cublasLtHandle_t)c->lt);
+    }
+    tbc_rt_event_destroy(c->ev_compute);
+    tbc_rt_event_destroy(c->ev_comm);
+    if (c->compute)
+        tbc_rt_stream_destroy(c->compute);
+    if (c->comm)
+        tbc_rt_stream_destroy(c->comm);
     free(c);
     be->ctx = NULL;
 #ifdef TBC_EMULATE
@@ -199,7 +270,7 @@ extern "C" void TBC_CLOSE(tbi_backend *be)
 }
 
 /* be->ctx and be->ops for this backend; 0, or TB_EUNSUPPORTED / TB_ECUDA naming what is
- * missing (no device, no driver). */
+ * missing (no device, no driver, no cuBLASLt). */
 extern "C" int TBC_OPEN(tbi_backend *be)
 {
 #ifndef TBC_EMULATE
@@ -225,24 +296,35 @@ extern "C" int TBC_OPEN(tbi_backend *be)
                        e != cudaSuccess ? cudaGetErrorString(e) : "the driver sees none", driver);
     }
 #endif
+    const struct tbc_lt *api = NULL;
+    TBI_TRY(tbc_lt_load(&api));
     struct tbc_ctx *c = (struct tbc_ctx *)calloc(1, sizeof(*c));
     if (!c)
         return tbi_err(TB_ENOMEM, "out of memory");
+    c->ev_compute = c->ev_comm = -1;
     be->ctx = c;
     be->name = TBC_NAME;
     be->device = TB_DEVICE_CUDA;
     be->ops = &tbc_ops;
     int bad = tbc_rt_stream(&c->compute) || tbc_rt_stream(&c->comm) ||
               tbc_rt_event(&c->ev_compute) || tbc_rt_event(&c->ev_comm);
-#ifndef TBC_EMULATE
-    cublasLtHandle_t lt = NULL;
-    bad = bad || cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS;
-    c->lt = lt;
-    bad = bad || cudaMalloc(&c->lt_ws, TBC_LT_WORKSPACE) != cudaSuccess;
-#endif
     if (bad) {
         TBC_CLOSE(be);
-        return tbi_err(TB_ECUDA, "%s: cannot set up streams, events or cuBLASLt", TBC_NAME);
+        return tbi_err(TB_ECUDA, "%s: cannot set up streams or events", TBC_NAME);
+    }
+    c->api = api;
+    cublasLtHandle_t lt = NULL;
+    const int st = api->create(&lt);
+    c->lt = lt;
+    if (st) {
+        TBC_CLOSE(be);
+        return tbi_err(TB_ECUDA, "%s: cuBLASLt would not start: %s", TBC_NAME,
+                       api->status_name((cublasStatus_t)st));
+    }
+    if (tbc_rt_malloc(&c->lt_ws, TBC_LT_WORKSPACE)) {
+        TBC_CLOSE(be);
+        return tbi_err(TB_ENOMEM, "%s: %d bytes for cuBLASLt's workspace", TBC_NAME,
+                       (int)TBC_LT_WORKSPACE);
     }
     return 0;
 }

@@ -20,22 +20,28 @@ extern "C" {
 }
 #include "tubelet/base.h"
 
+#include "tensor/cuda/lt.h"
+
 typedef __nv_bfloat16 bf16;
 
 struct tbc_gemm_cache; /* matmul.cu */
-enum {
-    TBC_LT_WORKSPACE = 32 << 20
-}; /* cuBLASLt's workspace, bytes (Hopper's kernels want 32 MiB) */
+/* cuBLASLt's workspace, bytes: Hopper's kernels want 32 MiB; the emulated cuBLASLt none. */
+#ifdef TBC_EMULATE
+enum { TBC_LT_WORKSPACE = 256 };
+#else
+enum { TBC_LT_WORKSPACE = 32 << 20 };
+#endif
 
 /* The backend's state (be->ctx). Kernels queue on compute; the data-parallel reductions on
  * comm, ordered by the events. scratch: device memory an op borrows for its own duration
  * (tbc_scratch), grown as needed. */
 struct tbc_ctx {
     cudaStream_t compute, comm;
-    int ev_compute, ev_comm; /* event handles: tbc_rt_event_* */
+    int ev_compute, ev_comm; /* event handles: tbc_rt_event_* (-1: none) */
     void *scratch;
     size_t scratch_bytes;
-    void *lt, *lt_ws;             /* cuBLASLt's handle and workspace (nvcc builds) */
+    const struct tbc_lt *api;     /* cuBLASLt's functions (lt.h): the library's, or emulated */
+    void *lt, *lt_ws;             /* cuBLASLt's handle and workspace */
     struct tbc_gemm_cache *gemms; /* the products' plans, one per shape */
     int n_gemms, cap_gemms;
 };
@@ -50,13 +56,22 @@ static inline cudaStream_t tbc_stream(tbi_backend *be)
     return tbc_ctx_of(be)->compute;
 }
 
+/* The last failed runtime call's error, kept for the message the op writes. */
+static cudaError_t tbc_cuda_error;
 #define TB_CUDA_OR_RETURN(call)                                                                    \
     do {                                                                                           \
-        if ((call) != cudaSuccess)                                                                 \
+        const cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                                   \
+            tbc_cuda_error = e_;                                                                   \
             return TB_ECUDA;                                                                       \
+        }                                                                                          \
     } while (0)
 
+/* Shared memory is read and written through SH_LD(p) and SH_ST(p, v) (plain loads and stores
+ * here; on the emulated device they feed its race check, emu/emulate.h). */
 #ifndef TBC_EMULATE
+#define SH_LD(p) (*(p))
+#define SH_ST(p, v) (*(p) = (v))
 #define DYNAMIC_SMEM(name) extern __shared__ uint4 name[]
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
@@ -103,15 +118,28 @@ static inline void tbc_rt_stream_destroy(cudaStream_t s)
 {
     cudaStreamDestroy(s);
 }
+/* Events by a small handle, as on the emulated device: a table of 64, each given back at
+ * close (a process opens and closes backends any number of times). */
 static cudaEvent_t tbc_events[64];
-static int tbc_n_events;
+static unsigned char tbc_event_used[64];
 static inline int tbc_rt_event(int *ev)
 {
-    if (tbc_n_events == 64 ||
-        cudaEventCreateWithFlags(&tbc_events[tbc_n_events], cudaEventDisableTiming) != cudaSuccess)
-        return TB_ECUDA;
-    *ev = tbc_n_events++;
-    return 0;
+    for (int i = 0; i < 64; i++)
+        if (!tbc_event_used[i]) {
+            if (cudaEventCreateWithFlags(&tbc_events[i], cudaEventDisableTiming) != cudaSuccess)
+                return TB_ECUDA;
+            tbc_event_used[i] = 1;
+            *ev = i;
+            return 0;
+        }
+    return TB_ECUDA;
+}
+static inline void tbc_rt_event_destroy(int ev)
+{
+    if (ev >= 0 && ev < 64 && tbc_event_used[ev]) {
+        cudaEventDestroy(tbc_events[ev]);
+        tbc_event_used[ev] = 0;
+    }
 }
 static inline int tbc_rt_record(int ev, cudaStream_t s)
 {
@@ -127,7 +155,14 @@ static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 }
 static inline int tbc_rt_last_error(void)
 {
-    return TBC_RT(cudaGetLastError());
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        tbc_cuda_error = e;
+    return TBC_RT(e);
+}
+static inline const char *tbc_rt_error_string(void)
+{
+    return cudaGetErrorString(tbc_cuda_error);
 }
 #else
 static inline int tbc_rt_malloc(void **p, size_t n)
@@ -179,6 +214,11 @@ static inline int tbc_rt_event(int *ev)
     *ev = emu_event_create();
     return 0;
 }
+static inline void tbc_rt_event_destroy(int ev)
+{
+    if (ev >= 0)
+        emu_event_destroy(ev);
+}
 static inline int tbc_rt_record(int ev, cudaStream_t s)
 {
     emu_event_record(ev, s);
@@ -201,7 +241,17 @@ static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 }
 static inline int tbc_rt_last_error(void)
 {
-    return emu_get_last_error() == cudaSuccess ? 0 : TB_ECUDA;
+    const cudaError_t e = emu_get_last_error();
+    if (e != cudaSuccess)
+        tbc_cuda_error = e;
+    return e == cudaSuccess ? 0 : TB_ECUDA;
+}
+/* The emulator refuses launches with these two (emu/emulate.h says why on stderr). */
+static inline const char *tbc_rt_error_string(void)
+{
+    return tbc_cuda_error == cudaErrorInvalidConfiguration ? "invalid configuration argument"
+           : tbc_cuda_error == cudaErrorInvalidValue       ? "invalid argument"
+                                                           : "an error of the emulated device";
 }
 #endif
 
@@ -209,7 +259,8 @@ static inline int tbc_rt_last_error(void)
 static inline int tbc_launched(tbi_backend *be, const char *op)
 {
     if (tbc_rt_last_error())
-        return tbi_err(TB_ECUDA, "%s %s: the kernel launch failed", be->name, op);
+        return tbi_err(TB_ECUDA, "%s %s: the kernel launch failed: %s", be->name, op,
+                       tbc_rt_error_string());
     return 0;
 }
 

@@ -83,14 +83,14 @@ __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
             sw += dy * (inp[i] - mean[r]) * rstd[r];
             sb += dy;
         }
-    part[0][y][x] = sw;
-    part[1][y][x] = sb;
+    SH_ST(&part[0][y][x], sw);
+    SH_ST(&part[1][y][x], sb);
     __syncthreads();
     if (y != 0 || c >= C)
         return;
     for (int g = 1; g < LN_GROUPS; g++) {
-        sw += part[0][g][x];
-        sb += part[1][g][x];
+        sw += SH_LD(&part[0][g][x]);
+        sb += SH_LD(&part[1][g][x]);
     }
     dw[c] = sw;
     db[c] = sb;

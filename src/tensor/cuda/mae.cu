@@ -14,14 +14,14 @@ enum { MAE_THREADS = 256 }; /* a power of two: the trees below halve it */
 static __device__ double mae_block_sum(double v, double *sh)
 {
     __syncthreads(); /* sh may still be read by a previous call */
-    sh[threadIdx.x] = v;
+    SH_ST(&sh[threadIdx.x], v);
     __syncthreads();
     for (int s = MAE_THREADS / 2; s > 0; s /= 2) {
         if ((int)threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
+            SH_ST(&sh[threadIdx.x], SH_LD(&sh[threadIdx.x]) + SH_LD(&sh[threadIdx.x + s]));
         __syncthreads();
     }
-    return sh[0];
+    return SH_LD(&sh[0]);
 }
 
 /* ---- tokens_fill -------------------------------------------------------------------------- */

@@ -21,15 +21,15 @@ __global__ void __launch_bounds__(SS_THREADS)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         s += (double)x[i] * x[i];
-    tree[threadIdx.x] = s;
+    SH_ST(&tree[threadIdx.x], s);
     __syncthreads();
     for (int half = SS_THREADS / 2; half > 0; half /= 2) {
         if ((int)threadIdx.x < half)
-            tree[threadIdx.x] += tree[threadIdx.x + half];
+            SH_ST(&tree[threadIdx.x], SH_LD(&tree[threadIdx.x]) + SH_LD(&tree[threadIdx.x + half]));
         __syncthreads();
     }
     if (threadIdx.x == 0)
-        part[blockIdx.x] = tree[0];
+        part[blockIdx.x] = SH_LD(&tree[0]);
 }
 
 __global__ void step_squares_total_kernel(double *acc, const double *part, int blocks)

@@ -58,6 +58,7 @@ struct emu_copy {
     const void *src;
     int valid;
     long group;
+    int line;
 };
 
 struct emu_thread {
@@ -194,6 +195,89 @@ static __attribute__((noinline)) void emu_make_thread(emu_thread *t)
     makecontext(&t->ctx, emu_trampoline, 0);
 }
 
+/* ---- shared-memory races -------------------------------------------------------------------
+ * Every access to shared memory through the primitives (ldmatrix, cp.async: emulate_ptx.h) and
+ * SH_LD / SH_ST (cuda_common.h: the kernels' plain loads and stores of shared memory) is
+ * recorded per 4-byte word with its thread, the block's barrier count and the warp's
+ * collective count: a word written by one thread and read or written by another with no
+ * barrier between them (no __syncthreads, nor a warp collective where both are of one warp) is
+ * an error naming both threads and lines, whatever order the threads happen to run in here.
+ * A cp.async writes its destination when issued and again when its wait retires it. Not seen:
+ * shared memory touched another way (a kernel must use the accessors), atomics on it. */
+struct emu_sh_acc {
+    int32_t thread; /* -1: none */
+    uint32_t eb, ew;
+    int32_t line;
+};
+
+struct emu_sh_word {
+    emu_sh_acc w, r1, r2; /* the last write, the last read, the one before by another thread */
+};
+
+static std::vector<emu_sh_word> emu_sh;
+static long emu_n_sh_checked;
+
+static emu_sh_acc emu_sh_now(int line)
+{
+    return emu_sh_acc{emu_cur, emu_bars[0].gen, emu_bars[1 + (size_t)emu_cur / 32].gen, line};
+}
+
+
+static int emu_sh_ordered(const emu_sh_acc &a, const emu_sh_acc &now)
+{
+    return a.thread < 0 || a.thread == now.thread || now.eb > a.eb ||
+           (a.thread / 32 == now.thread / 32 && now.ew > a.ew);
+}
+
+static void emu_sh_race(const char *what, const emu_sh_acc &a, const emu_sh_acc &b, size_t byte)
+{
+    fprintf(stderr,
+            "emulate: shared-memory race: byte %zu %s by thread %d (line %d) and thread %d "
+            "(line %d) with no barrier between (%s)\n",
+            byte, what, a.thread, a.line, b.thread, b.line, emu_where);
+    abort();
+}
+
+/* Thread emu_cur reads (write 0) or writes bytes at p of shared memory, at line. */
+static inline void emu_sh_access(const void *p, size_t bytes, int write, int line)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    if (c < emu_smem_base || c + bytes > emu_smem_base + emu_smem_size)
+        emu_fail("a shared-memory access outside the launch's dynamic shared memory");
+    const emu_sh_acc now = emu_sh_now(line);
+    const size_t first = (size_t)(c - emu_smem_base) / 4;
+    const size_t last = (size_t)(c + bytes - 1 - emu_smem_base) / 4;
+    for (size_t i = first; i <= last; i++) {
+        emu_sh_word &w = emu_sh[i];
+        emu_n_sh_checked++;
+        if (!emu_sh_ordered(w.w, now))
+            emu_sh_race(write ? "written twice" : "written and read", w.w, now, 4 * i);
+        if (write) {
+            if (!emu_sh_ordered(w.r1, now))
+                emu_sh_race("read and written", w.r1, now, 4 * i);
+            if (!emu_sh_ordered(w.r2, now))
+                emu_sh_race("read and written", w.r2, now, 4 * i);
+            w.w = now;
+        } else {
+            if (w.r1.thread != now.thread)
+                w.r2 = w.r1;
+            w.r1 = now;
+        }
+    }
+}
+
+template <class T> static T *emu_sh_rd(T *p, int line)
+{
+    emu_sh_access(p, sizeof(T), 0, line);
+    return p;
+}
+
+template <class T> static T *emu_sh_wr(T *p, int line)
+{
+    emu_sh_access(p, sizeof(T), 1, line);
+    return p;
+}
+
 /* ---- launch limits ------------------------------------------------------------------------
  * The launch is checked against one architecture's limits, by default sm_86's: of the three we
  * build for (80, 86, 90) the least dynamic shared memory, so what passes here launches on all.
@@ -322,7 +406,7 @@ static void emu_run_block(unsigned threads)
 
 /* Runs body as every thread of every block of grid, blocks one after another. Threads are
  * numbered x fastest, warps are 32 consecutive numbers, as on the hardware. */
-static void emu_run_grid(dim3 grid, dim3 block, size_t smem_bytes,
+static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_bytes,
                          const std::function<void()> &body)
 {
     const unsigned threads = block.x * block.y * block.z;
@@ -333,19 +417,23 @@ static void emu_run_grid(dim3 grid, dim3 block, size_t smem_bytes,
     const emu_place place = emu_placement;
     emu_placement = EMU_PLACE_END;
     emu_smem_base = (unsigned char *)emu_malloc(smem_alloc);
+    emu_allocs.back().tracked = 0;
     emu_placement = place;
     emu_smem_size = smem_bytes;
     emu_body = body;
     while (emu_stacks.size() < threads)
         emu_stacks.push_back((char *)malloc(EMU_STACK_BYTES));
+    emu_track_begin();
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 blockIdx = emu_idx{bx, by, bz};
-                snprintf(emu_where, sizeof(emu_where), "block (%u, %u, %u) of (%u, %u, %u)", bx, by,
-                         bz, grid.x, grid.y, grid.z);
+                snprintf(emu_where, sizeof(emu_where), "%s, block (%u, %u, %u) of (%u, %u, %u)",
+                         kernel, bx, by, bz, grid.x, grid.y, grid.z);
                 /* NaN bytes, not zeros: a read of what no thread wrote shows. */
                 memset(emu_smem_base, 0xff, smem_alloc);
+                emu_sh.assign(smem_alloc / 4, emu_sh_word{{-1, 0, 0, 0}, {-1, 0, 0, 0},
+                                                          {-1, 0, 0, 0}});
                 emu_threads.assign(threads, emu_thread());
                 emu_bars.assign(1 + (threads + 31) / 32, emu_barrier{0, 0});
                 emu_slots.assign(threads, emu_slot());
@@ -354,7 +442,9 @@ static void emu_run_grid(dim3 grid, dim3 block, size_t smem_bytes,
                     emu_make_thread(&emu_threads[i]);
                 }
                 emu_run_block(threads);
+                emu_track_block((bz * grid.y + by) * grid.x + bx, emu_where);
             }
+    emu_track_end();
     snprintf(emu_where, sizeof(emu_where), "outside any kernel");
     emu_free(emu_smem_base);
     emu_smem_base = nullptr;
@@ -374,19 +464,21 @@ static inline void emu_release(void)
 /* A launch: refused at once as a GPU would (cudaGetLastError then says so; nothing runs), else
  * queued on the stream (emulate_rt.h) with its arguments copied, as a launch copies them; the
  * null stream runs it at once. */
-static void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t s,
-                       std::function<void()> body)
+static void emu_launch(const void *fn, const char *kernel, dim3 grid, dim3 block,
+                       size_t smem_bytes, cudaStream_t s, std::function<void()> body)
 {
     if (!emu_launch_ok(fn, grid, block, smem_bytes))
         return;
-    emu_enqueue(s, [=] { emu_run_grid(grid, block, smem_bytes, body); });
+    emu_enqueue(s, [=] { emu_run_grid(kernel, grid, block, smem_bytes, body); });
 }
 
 /* What src/tensor/cuda/cuda_common.h defines for nvcc, here for the emulator. */
 #define DYNAMIC_SMEM(name) uint4 *name = (uint4 *)emu_smem_base
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
-    emu_launch(reinterpret_cast<const void *>(&kernel), dim3(grid), dim3(block), smem, stream,     \
-               [=] { kernel(__VA_ARGS__); })
+    emu_launch(reinterpret_cast<const void *>(&kernel), #kernel, dim3(grid), dim3(block), smem,    \
+               stream, [=] { kernel(__VA_ARGS__); })
+#define SH_LD(p) (*emu_sh_rd((p), __LINE__))
+#define SH_ST(p, v) (*emu_sh_wr((p), __LINE__) = (v))
 #define cudaFuncSetAttribute(fn, attr, value) emu_func_set_attribute(&fn, attr, value)
 #define cudaGetLastError() emu_get_last_error()
 

@@ -1,8 +1,9 @@
 /* src/tensor/cuda/emu/emulate_ptx.h - the PTX primitives of src/tensor/cuda/attention.cu on
  * emulate.h's device: ldmatrix and mma.sync move data between the lanes as the PTX
- * ISA documents (the products are plain fp32 sums), cp.async copies at the wait that retires
- * it (so a read before its wait sees stale data) and asserts 16-byte aligned addresses in
- * shared memory. attention.cu's own wrappers stand in for these under nvcc. */
+ * ISA documents (the products are plain fp32 sums), cp.async poisons its destination when it
+ * is issued (NaN bytes: on a GPU the bytes land at any moment until the wait) and copies at the
+ * wait that retires it, so a read before its wait, or a tile overwritten while another warp
+ * still reads it, sees NaN; it asserts 16-byte aligned addresses in shared memory. attention.cu's own wrappers stand in for these under nvcc. */
 #ifndef TUBELET_TESTS_EMULATE_PTX_H
 #define TUBELET_TESTS_EMULATE_PTX_H
 
@@ -32,10 +33,11 @@ static float emu_bf16(uint32_t bits16)
     return f;
 }
 
-static void emu_ldsm(uint32_t r[4], const void *p, int trans)
+static void emu_ldsm(uint32_t r[4], const void *p, int trans, int line)
 {
     if (!emu_in_smem(p, 16) || ((uintptr_t)p & 15))
         emu_fail("ldmatrix row address outside shared memory or not 16-byte aligned");
+    emu_sh_access(p, 16, 0, line); /* this lane's row */
     emu_my_slot().p = (const uint16_t *)p;
     emu_warp_sync();
     const int l = emu_lane(), g = l / 4, t = l % 4;
@@ -55,15 +57,10 @@ static void emu_ldsm(uint32_t r[4], const void *p, int trans)
     emu_n_collectives++;
 }
 
-static void ldsm4(uint32_t r[4], const bf16 *p)
-{
-    emu_ldsm(r, p, 0);
-}
-
-static void ldsm4_t(uint32_t r[4], const bf16 *p)
-{
-    emu_ldsm(r, p, 1);
-}
+/* attention.cu's ldsm4, ldsm4_t and cp_async16, with the caller's line for the race check. */
+#define ldsm4(r, p) emu_ldsm((r), (p), 0, __LINE__)
+#define ldsm4_t(r, p) emu_ldsm((r), (p), 1, __LINE__)
+#define cp_async16(dst, src, valid) emu_cp_async16((dst), (src), (valid), __LINE__)
 
 /* Element (row, k) of A, (k, n) of B, from the lanes' registers (layouts as attention.cu's). */
 static float emu_a(int row, int k)
@@ -98,12 +95,16 @@ static void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
     emu_n_collectives++;
 }
 
-static void cp_async16(void *dst, const void *src, int valid)
+static void emu_cp_async16(void *dst, const void *src, int valid, int line)
 {
     if (!emu_in_smem(dst, 16) || ((uintptr_t)dst & 15) || ((uintptr_t)src & 15))
         emu_fail("cp.async destination outside shared memory, or an address not 16-aligned");
+    emu_sh_access(dst, 16, 1, line);
     emu_thread &t = emu_threads[emu_cur];
-    t.copies.push_back(emu_copy{dst, src, valid, t.committed});
+    t.copies.push_back(emu_copy{dst, src, valid, t.committed, line});
+    /* Until the wait that retires it, the destination holds nothing defined: NaN bytes, so a
+     * read before the wait (or a tile overwritten while another warp still reads it) shows. */
+    memset(dst, 0xff, 16);
 }
 
 static void cp_async_commit(void)
@@ -118,6 +119,7 @@ template <int n> static void cp_async_wait(void)
     std::vector<emu_copy> keep;
     for (const emu_copy &c : t.copies) {
         if (c.group < t.committed - n) {
+            emu_sh_access(c.dst, 16, 1, c.line); /* the bytes land */
             if (c.valid)
                 memcpy(c.dst, c.src, 16);
             else
@@ -131,6 +133,7 @@ template <int n> static void cp_async_wait(void)
 
 static float atomicAdd(float *p, float v)
 {
+    emu_track_atomic(p, sizeof(*p));
     const float old = *p;
     *p = old + v;
     return old;

@@ -98,8 +98,14 @@ static inline void emu_drain(void)
     }
 }
 
+/* Streams and events given back are used again (their queues are empty: destroying drains). */
 static inline cudaStream_t emu_stream_create(void)
 {
+    for (size_t i = 0; i < emu_streams.size(); i++)
+        if (!emu_streams[i].live) {
+            emu_streams[i].live = 1;
+            return (cudaStream_t)(uintptr_t)(i + 1);
+        }
     emu_streams.push_back(emu_stream_s{{}, 1});
     return (cudaStream_t)(uintptr_t)emu_streams.size();
 }
@@ -113,8 +119,19 @@ static inline void emu_stream_destroy(cudaStream_t s)
 
 static inline int emu_event_create(void)
 {
+    for (size_t i = 0; i < emu_events.size(); i++)
+        if (!emu_events[i].live) {
+            emu_events[i] = emu_event_s{0, 0, 1};
+            return (int)i;
+        }
     emu_events.push_back(emu_event_s{0, 0, 1});
     return (int)emu_events.size() - 1;
+}
+
+static inline void emu_event_destroy(int ev)
+{
+    emu_drain();
+    emu_events[(size_t)ev].live = 0;
 }
 
 static inline void emu_event_record(int ev, cudaStream_t s)
