@@ -8,9 +8,15 @@
 #       (test_backend, the parity harness: the "cuda" backend is in its list where a GPU is
 #       found), and the flash-attention kernels against double precision (attention_check,
 #       with memcheck and racecheck on its small cases where compute-sanitizer exists);
-#   (b) steps: `tubelet step` on cuda against the CPU bf16 mode and PyTorch's autocast,
+#   (b) steps: test_vit, test_mae and test_clip with TBT_STEP_BACKEND=cuda: their bf16 cases
+#       run `tubelet step` on the GPU and compare every tensor (losses, logits or
+#       predictions, every gradient, the weights after 3 optimizer steps) with the CPU's bf16
+#       mode, within the tolerance bf16 mode has against its exact emulation; the same
+#       programs check the CPU against the PyTorch references (tests/ref, on the CPU: the
+#       machine's PyTorch). PyTorch's autocast on the GPU itself is not compared yet;
 #   (c) throughput, memory and MFU against PyTorch, (d) the loader feeding the GPU: not built
 #       yet (the next issue); each says so and counts as a failure.
+# Each phase prints its verdict as it ends, so a run cut short still reports what it measured.
 # Exit 0 if every phase passed, 1 if one failed or is missing, 77 (with a line saying so)
 # where there is no GPU: then nothing is checked. At most about 8 minutes.
 set -uo pipefail
@@ -66,8 +72,21 @@ if [ -x "$sanitizer" ]; then
 fi
 verdict "(a) attention" "$rc"
 
-for phase in "(b) steps against the CPU and autocast" "(c) throughput, memory, MFU" \
-    "(d) the loader feeding the GPU"; do
+echo "== phase (b): steps on the GPU against the CPU's bf16 mode (test_vit, test_mae, test_clip)"
+# The phase's verdict is the GPU's comparisons; the programs' other checks (the CPU against
+# PyTorch, which needs python3 with torch and numpy here) are counted beside it.
+rc=0
+for t in test_vit test_mae test_clip; do
+    (cd "$b" && TBT_STEP_BACKEND=cuda TUBELET_BIN="$b/bin/tubelet-step" timeout 300 \
+        "bin/$t" > "$out/b_$t.txt" 2>&1)
+    echo "$t: exit $?, $(grep -c '^FAIL' "$out/b_$t.txt") failures in all (log b_$t.txt)"
+    grep -E "cuda against the CPU's bf16 mode" "$out/b_$t.txt" | head -12
+    grep -q "cuda against the CPU's bf16 mode" "$out/b_$t.txt" || { echo "$t: no GPU step ran"; rc=1; }
+    ! grep -E "^FAIL.*(cuda against|--backend cuda)" "$out/b_$t.txt" || rc=1
+done
+verdict "(b) steps" "$rc"
+
+for phase in "(c) throughput, memory, MFU" "(d) the loader feeding the GPU"; do
     echo "phase $phase: NOT BUILT yet (the GPU run's issue)"
     status=1
 done

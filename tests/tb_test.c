@@ -401,6 +401,9 @@ static int is_output(const char *name)
     return 0;
 }
 
+/* Set: tbt_rel_errors prints each tensor's error. */
+static int tbt_print_tensors;
+
 void tbt_rel_errors(const char *ours, const char *ref,
                     int (*skip)(const char *name, int64_t k, int64_t n), double worst[3],
                     double *median, double *same)
@@ -426,6 +429,9 @@ void tbt_rel_errors(const char *ours, const char *ref,
             norm += y * y;
         }
         double e = sqrt(diff) / (sqrt(norm) + 1e-30);
+        if (tbt_print_tensors)
+            fprintf(stderr, "  %-40s %lld values, relative L2 error %.3e\n", t->name,
+                    (long long)t->n, e);
         int kind = is_output(t->name) ? 0 : !strncmp(t->name, "grad.", 5) ? 1 : 2;
         if (kind < 2 && strcmp(t->name, "loss"))
             for (int64_t k = 0; k < t->n; k++, n_all++)
@@ -512,29 +518,32 @@ int tbt_have_backend(const char *name)
 
 void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, const char *bf16,
                        const char *out_path, int (*skip)(const char *name, int64_t k, int64_t n),
-                       const double tol[3])
+                       const double tol_emu[3], const double tol_other[3])
 {
-    if (!tbt_have_backend("cuda-emu")) {
-        fprintf(stderr, "%s: no cuda-emu backend in this build (TB_CUDA=OFF, or no CUDA "
-                "headers): not compared\n",
-                what);
+    const char *be = getenv("TBT_STEP_BACKEND");
+    be = be && *be ? be : "cuda-emu";
+    const double *tol = strcmp(be, "cuda-emu") ? tol_other : tol_emu;
+    if (!tbt_have_backend(be)) {
+        fprintf(stderr, "%s: no %s backend in this build (TB_CUDA=OFF, or no CUDA headers): "
+                "not compared\n", what, be);
         return;
     }
     char *out = NULL;
-    int rc = tbt_run(&out, 900, "%s step %s %s --precision bf16 --backend cuda-emu --out %s",
-                     tbt_tubelet(), task, flags, out_path);
-    CHECK_MSG(rc == 0, "%s: tubelet step --backend cuda-emu: %s", what, out);
+    int rc = tbt_run(&out, 900, "%s step %s %s --precision bf16 --backend %s --out %s",
+                     tbt_tubelet(), task, flags, be, out_path);
+    CHECK_MSG(rc == 0, "%s: tubelet step --backend %s: %s", what, be, out);
     free(out);
     if (rc != 0)
         return;
     double e[3], median, same;
+    tbt_print_tensors = tol == tol_other;
     tbt_rel_errors(out_path, bf16, skip, e, &median, &same);
+    tbt_print_tensors = 0;
     fprintf(stderr,
-            "%s: cuda-emu against the CPU's bf16 mode: outputs %.2e, gradients %.2e "
+            "%s: %s against the CPU's bf16 mode: outputs %.2e, gradients %.2e "
             "(median %.2e), weights after the steps %.2e; %.0f%% to the bit\n",
-            what, e[0], e[1], median, e[2], 100 * same);
+            what, be, e[0], e[1], median, e[2], 100 * same);
     CHECK_MSG(e[0] <= tol[0] && e[1] <= tol[1] && e[2] <= tol[2],
-              "%s: cuda-emu against the "
-              "CPU's bf16 mode: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, %.0e)",
-              what, e[0], e[1], e[2], tol[0], tol[1], tol[2]);
+              "%s: %s against the CPU's bf16 mode: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, "
+              "%.0e)", what, be, e[0], e[1], e[2], tol[0], tol[1], tol[2]);
 }

@@ -136,13 +136,15 @@ void tbt_bf16_verdict(const char *what, const char *bf16, const char *fp32, cons
 
 /* 1 if this build has the backend called name. */
 int tbt_have_backend(const char *name);
-/* `tubelet step TASK FLAGS --precision bf16 --backend cuda-emu --out out_path` against the CPU
- * bf16 mode's step file bf16: the relative errors (tbt_rel_errors) printed and within tol
- * (outputs, gradients, weights after the steps). Said and not run where the build has no
- * cuda-emu backend. */
+/* `tubelet step TASK FLAGS --precision bf16 --backend B --out out_path` against the CPU bf16
+ * mode's step file bf16: the relative errors (tbt_rel_errors) printed and within tol (outputs,
+ * gradients, weights after the steps). B is cuda-emu, or TBT_STEP_BACKEND's (cuda, on a GPU:
+ * bench/gpu-check.sh's phase (b)), which is then held to tol_other, another bf16
+ * implementation's tolerance, and prints every tensor's error. Said and not run where the
+ * build has no such backend. */
 void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, const char *bf16,
                        const char *out_path, int (*skip)(const char *name, int64_t k, int64_t n),
-                       const double tol[3]);
+                       const double tol[3], const double tol_other[3]);
 
 /* A tensor record over data (for tb_st_write). */
 struct tb_st_tensor tbt_tensor(const char *name, enum tb_st_dtype dtype, int n_dims,

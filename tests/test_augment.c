@@ -30,7 +30,7 @@
 #define TIMM_N_OPS TB_RA_PV_BRIGHTNESS
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 static const uint8_t gray[3] = {128, 128, 128};

@@ -13,7 +13,7 @@
 #include "tubelet/rng.h"
 #include "tubelet/safetensors.h"
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 
 enum { L = 2, Bn = 3, S = 11 };
 

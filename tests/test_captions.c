@@ -39,7 +39,7 @@
 #include "tubelet/rng.h"
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 /* EK-100's caption relevancy of clip v and the sentence of clip t, written here from the

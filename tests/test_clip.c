@@ -22,7 +22,7 @@
 #include "tubelet/safetensors.h"
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 enum { DIM = 64, DEPTH = 2, HEADS = 2, PATCH = 8, EMBED = 32, VOCAB = 1000, CTX = 16,
@@ -215,7 +215,8 @@ static void test_bf16(void)
                            flags))
             continue;
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
-        tbt_cuda_emu_step(what, "--task clip", flags, f.bf16, f.other, skip_key_bias, tol_emu);
+        tbt_cuda_emu_step(what, "--task clip", flags, f.bf16, f.other, skip_key_bias, tol_emu,
+                          tol);
     }
 }
 

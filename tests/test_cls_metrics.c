@@ -26,7 +26,7 @@
 #include "tubelet/rng.h"
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 /* ---- an EK-100-shaped pair of CSVs ----------------------------------------------------------- */

@@ -48,7 +48,7 @@
 #include "tubelet/rng.h"
 #include "tubelet/train.h"
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #define MAX_STEPS 160
 #define LINE_CAP 512
 

@@ -14,7 +14,7 @@
 #include "tubelet/model.h"
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 enum { DIM = 64, DEPTH = 2, HEADS = 2, PATCH = 8, CLASSES = 5 };

@@ -23,7 +23,7 @@
 #include "tubelet/metrics.h"
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 static void write_file(const char *path, const char *text)

@@ -27,7 +27,7 @@
 #include "tb_test.h"
 #include "train/tfevents.h"
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
 #define TAG_CAP (TBI_TFEVENTS_TAG_MAX + 1)
 

@@ -12,7 +12,7 @@
 #include "tubelet/data.h"
 #include "tubelet/text.h"
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #define MERGES TB_SOURCE_DIR "/data/bpe_simple_vocab_16e6.txt.gz"
 
 static const int contexts[] = {77, 16, 2};

@@ -38,7 +38,7 @@
 #include "tubelet/video.h"
 
 #ifndef PYTHON
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 #endif
 
 static char data[4200], train_csv[4400], val_csv[4400];

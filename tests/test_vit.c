@@ -18,7 +18,7 @@
 #include "tubelet/safetensors.h"
 #include "tubelet/train.h"
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON TB_TEST_PYTHON
 
 struct variant {
     const char *pool, *pos;
@@ -550,7 +550,7 @@ static void test_bf16(void)
         if (!ok)
             continue;
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
-        tbt_cuda_emu_step(what, "", flags, f.bf16, f.emu, skip_key_bias, tol_emu);
+        tbt_cuda_emu_step(what, "", flags, f.bf16, f.emu, skip_key_bias, tol_emu, tol);
         if (autocast) {
             double ee[3], me, se;
             tbt_rel_errors(f.bf16, re, skip_key_bias, ee, &me, &se);

@@ -68,6 +68,22 @@ static int lt_failed(tbi_backend *be, const struct tbc_gemm *g, int st, const ch
                    lt->status_name((cublasStatus_t)st));
 }
 
+static void gemm_entry_free(const struct tbc_lt *lt, struct tbc_gemm_cache *e)
+{
+    lt->desc_destroy(e->op);
+    lt->layout_destroy(e->a);
+    lt->layout_destroy(e->b);
+    lt->layout_destroy(e->d);
+}
+
+/* A plan that failed: its entry (the last) destroyed and dropped, so no later product finds it.
+ * Returns rc. */
+static int gemm_plan_failed(struct tbc_ctx *c, int rc)
+{
+    gemm_entry_free(c->api, &c->gemms[--c->n_gemms]);
+    return rc;
+}
+
 /* The record's descriptors and algorithm, made once per record; bias: the pointer the first
  * product passes (its alignment is the record's). */
 static int gemm_plan(tbi_backend *be, const struct tbc_gemm *g, const void *bias,
@@ -91,7 +107,7 @@ static int gemm_plan(tbi_backend *be, const struct tbc_gemm *g, const void *bias
     struct tbc_gemm_cache *e = &c->gemms[c->n_gemms];
     memset(e, 0, sizeof(*e));
     e->g = *g;
-    c->n_gemms++; /* from here gemm_cache_free destroys what was made */
+    c->n_gemms++; /* dropped again if the plan fails */
     const int32_t ta = g->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int32_t tb = g->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const uint32_t epi = g->epilogue == TBC_EPI_BIAS     ? CUBLASLT_EPILOGUE_BIAS
@@ -114,7 +130,7 @@ static int gemm_plan(tbi_backend *be, const struct tbc_gemm *g, const void *bias
     st = st ? st : lt->layout_create(&e->b, lt_type(g->ab_dt), br, bc, g->ldb);
     st = st ? st : lt->layout_create(&e->d, lt_type(g->d_dt), g->m, g->n, g->ldd);
     if (st)
-        return lt_failed(be, g, st, "descriptors");
+        return gemm_plan_failed(c, lt_failed(be, g, st, "descriptors"));
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
@@ -133,7 +149,8 @@ static int gemm_plan(tbi_backend *be, const struct tbc_gemm *g, const void *bias
     if (pref)
         lt->pref_destroy(pref);
     if (st || !found)
-        return lt_failed(be, g, st ? st : CUBLAS_STATUS_NOT_SUPPORTED, "heuristic");
+        return gemm_plan_failed(c, lt_failed(be, g, st ? st : CUBLAS_STATUS_NOT_SUPPORTED,
+                                             "heuristic"));
     e->algo = h.algo;
     *out = e;
     return 0;
@@ -159,13 +176,8 @@ static int gemm_run(tbi_backend *be, const struct tbc_gemm *g, const void *A, co
 
 static void gemm_cache_free(struct tbc_ctx *c)
 {
-    for (int i = 0; i < c->n_gemms; i++) {
-        const struct tbc_lt *lt = c->api;
-        lt->desc_destroy(c->gemms[i].op);
-        lt->layout_destroy(c->gemms[i].a);
-        lt->layout_destroy(c->gemms[i].b);
-        lt->layout_destroy(c->gemms[i].d);
-    }
+    for (int i = 0; i < c->n_gemms; i++)
+        gemm_entry_free(c->api, &c->gemms[i]);
     free(c->gemms);
     c->gemms = NULL;
     c->n_gemms = c->cap_gemms = 0;
