@@ -423,7 +423,10 @@ static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_
     emu_body = body;
     while (emu_stacks.size() < threads)
         emu_stacks.push_back((char *)malloc(EMU_STACK_BYTES));
-    emu_track_begin();
+    /* One block cannot race with another: only grids of several are tracked. */
+    const int track = (unsigned long long)grid.x * grid.y * grid.z > 1;
+    if (track)
+        emu_track_begin();
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -442,9 +445,11 @@ static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_
                     emu_make_thread(&emu_threads[i]);
                 }
                 emu_run_block(threads);
-                emu_track_block((bz * grid.y + by) * grid.x + bx, emu_where);
+                if (track)
+                    emu_track_block((bz * grid.y + by) * grid.x + bx, emu_where);
             }
-    emu_track_end();
+    if (track)
+        emu_track_end();
     snprintf(emu_where, sizeof(emu_where), "outside any kernel");
     emu_free(emu_smem_base);
     emu_smem_base = nullptr;
