@@ -2,6 +2,7 @@
 # tests/plant_bugs.sh - what the CUDA tests catch: each bug of the list below is planted alone
 # in a copy of the tree, which is built for the emulated device (TB_CUDA=EMU: no nvcc needed)
 # and the named tests of `make test` are run on it; a plant is caught when one of them fails.
+# (stdin is closed for the builds and tests: mpirun would read the list of plants.)
 # Prints one line per plant and a summary; exits 1 if any plant was missed or would not apply.
 # docs/CUDA.md keeps the table this prints. A few minutes per plant (the emulated backend is
 # one translation unit; test_dist runs two MPI processes).
@@ -44,10 +45,10 @@ plants | while IFS='@' read -r name file expr tests class; do
     cp "$root/$file" "$src/$file"
     PLANT="$expr" perl -0777 -i -pe 'BEGIN { $n = 0 } $n += eval "$ENV{PLANT}"; END { exit($n == 1 ? 0 : 3) }' "$src/$file" ||
         { printf '%-20s %-40s %s\n' "$name" "$class" "DID NOT APPLY"; echo bad >> "$work/tally"; continue; }
-    if ! cmake --build "$build" -j "${JOBS:-$(nproc)}" >"$work/$name.build" 2>&1; then
+    if ! cmake --build "$build" -j "${JOBS:-$(nproc)}" >"$work/$name.build" 2>&1 </dev/null; then
         printf '%-20s %-40s %s\n' "$name" "$class" "caught (does not build)"
         echo caught >> "$work/tally"
-    elif (cd "$build" && ctest -R "$tests" >"$work/$name.log" 2>&1); then
+    elif (cd "$build" && ctest -R "$tests" >"$work/$name.log" 2>&1 </dev/null); then
         printf '%-20s %-40s %s\n' "$name" "$class" "MISSED ($tests passed)"
         echo missed >> "$work/tally"
     else
