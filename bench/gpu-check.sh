@@ -74,7 +74,16 @@ verdict "(a) attention" "$rc"
 
 echo "== phase (b): steps on the GPU against the CPU's bf16 mode (test_vit, test_mae, test_clip)"
 # The phase's verdict is the GPU's comparisons; the programs' other checks (the CPU against
-# PyTorch, which needs python3 with torch and numpy here) are counted beside it.
+# PyTorch, which needs python3 with torch and numpy here) are counted beside it. The tests run
+# `python3` from PATH: the first of these that imports torch and numpy is put first there.
+for c in python3 /usr/bin/python3 /usr/local/bin/python3 /opt/conda/bin/python3; do
+    if command -v "$c" > /dev/null 2>&1 && "$c" -c 'import torch, numpy' > /dev/null 2>&1; then
+        mkdir -p "$out/py" && ln -sf "$(command -v "$c")" "$out/py/python3"
+        export PATH="$out/py:$PATH"
+        echo "python3 for the references: $(command -v "$c")"
+        break
+    fi
+done
 rc=0
 for t in test_vit test_mae test_clip; do
     (cd "$b" && TBT_STEP_BACKEND=cuda TUBELET_BIN="$b/bin/tubelet-step" timeout 300 \
