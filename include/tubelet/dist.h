@@ -1,7 +1,10 @@
 /* include/tubelet/dist.h - data parallelism across processes: one process per device (or per
- * CPU socket) under mpirun, gradients averaged with MPI all-reduce. Without mpirun (or in a
- * build without MPI) there is one process and every call is a no-op. Tests:
- * tests/test_dist.c (two processes with batch b equal one process with batch 2b). */
+ * CPU socket), started by mpirun/mpiexec, srun or torchrun; gradients averaged over all.
+ * Processes that MPI started talk through MPI; the others (torchrun's, srun's without MPI)
+ * through TCP, meeting at MASTER_ADDR:MASTER_PORT (src/dist/star.h). Without a launcher
+ * there is one process and every call is a no-op. Tests: tests/test_launch.c (the launchers'
+ * variables, the TCP group), tests/test_dist.c (N processes with batch b equal one process
+ * with batch N b, under each launcher). */
 #ifndef TUBELET_DIST_H
 #define TUBELET_DIST_H
 
@@ -13,13 +16,44 @@
 extern "C" {
 #endif
 
-/* Join the job mpirun started (MPI_Init) when this process was started by one; else a job
- * of one. Call once, before any thread is started; returns 0 or a TB_E* code. */
+/* Who started this process, from the launchers' variables (the only place that reads them):
+ * Open MPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}; MPICH's PMI_RANK, PMI_SIZE,
+ * MPI_LOCALRANKID, MPI_LOCALNRANKS; srun --mpi=pmix's PMIX_RANK with SLURM_STEP_NUM_TASKS and
+ * SLURM_LOCALID; torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; srun's
+ * SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID (a batch script itself is no launcher);
+ * and MASTER_ADDR, MASTER_PORT. MPI's variables win over torchrun's, torchrun's over Slurm's
+ * (torchrun inside an allocation). */
+enum tb_launcher { TB_LAUNCH_NONE, TB_LAUNCH_MPI, TB_LAUNCH_TORCHRUN, TB_LAUNCH_SLURM };
+struct tb_launch {
+    enum tb_launcher kind;
+    const char *name;        /* "mpirun (Open MPI)", "torchrun", "srun", ...; "" for none */
+    int rank, world;         /* world 0: MPI says (PMIx without Slurm's count) */
+    int local_rank;          /* this process's index on its machine: it picks the GPU */
+    int local_world;         /* processes on this machine; 0 where the launcher does not say */
+    int mpi;                 /* MPI's runtime started it: MPI_Init joins the job */
+    char addr[256];          /* MASTER_ADDR ("" unset) */
+    int port;                /* MASTER_PORT (0 unset) */
+};
+/* Fills l (a lone process where no launcher's variable is set); TB_EINVAL naming the variable
+ * where one is not a number or a rank is out of its range. */
+TB_API int tb_launch_detect(struct tb_launch *l);
+
+/* Join the job the launcher started: MPI_Init where MPI started this process, the TCP group at
+ * MASTER_ADDR:MASTER_PORT where another launcher started more than one; else a job of one.
+ * Call once, before any thread is started; returns 0 or a TB_E* code (MPI's variables in a
+ * build without MPI, or processes without MPI and without a meeting point, are refused: never
+ * N lone runs). */
 TB_API int tb_dist_init(int *argc, char ***argv);
-/* Leave the job (MPI_Finalize). */
+/* Leave the job (MPI_Finalize, or the TCP group closed). */
 TB_API void tb_dist_finalize(void);
 TB_API int tb_dist_rank(void);
 TB_API int tb_dist_world(void);
+/* The launcher's local rank (0 alone): which of the machine's GPUs this process takes. */
+TB_API int tb_dist_local_rank(void);
+/* How the processes talk: "MPI", "TCP" or "" (one process). */
+TB_API const char *tb_dist_transport(void);
+/* x (bytes) = rank 0's x. */
+TB_API int tb_dist_bcast(void *x, size_t bytes);
 
 /* x (n) = the mean of x over all processes, in place (one call: one bucket). */
 TB_API int tb_dist_mean_f32(float *x, size_t n);

@@ -5,18 +5,13 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "tubelet/dist.h"
 
-/* Rank 0, or no launcher: the process that speaks (MPI's, Slurm's or torchrun's variables). */
+/* Rank 0, or no launcher: the process that speaks. */
 static int lead_process(void)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
-                                       "SLURM_PROCID", "RANK"};
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-        if (v && strcmp(v, "0"))
-            return 0;
-    }
-    return 1;
+    struct tb_launch l;
+    return tb_launch_detect(&l) < 0 || l.rank == 0;
 }
 
 static char said[512]; /* cli_device's choice, for cli_device_say */
