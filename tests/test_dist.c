@@ -9,7 +9,10 @@
  * - `mpirun -np 2 tubelet eval` equals one process's, also for --label action with the action
  *   list (--train): EK-100's verb, noun and action scores of both averaging modes, each
  *   item's views dealt to both processes (the logits' sums reduced before their softmax).
- * Skipped (77) where mpirun is missing. Under mpirun, ASan's leak check is off for the MPI
+ * - the same under launchers without MPI (the TCP group): torchrun (itself where one works
+ *   here, else its variables), srun's variables with 3 processes, the emulated CUDA device
+ *   under torchrun's with 3; torchrun's variables without its meeting point are refused.
+ * The cases under mpirun are left out, saying so, where it is missing. Under mpirun, ASan's leak check is off for the MPI
  * processes (OpenMPI keeps allocations until exit); the single-process run keeps it. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -21,6 +24,7 @@
 #include "tubelet/safetensors.h"
 
 /* As root (CI containers) OpenMPI wants both variables; 2 processes may exceed the cores. */
+#define PYTHON TB_TEST_PYTHON
 #define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
 
 /* Values of "key": in metrics.jsonl's step lines, in order. */
@@ -54,8 +58,9 @@ static int key_bias(const char *name, int64_t k, int64_t n)
  * same losses and gradient norms step by step, the same final weights. For mae this is also
  * the masks' determinism: each clip's come from (seed, epoch, sample) whichever process reads
  * it; masks that depended on the process would change the losses far beyond the tolerance. */
-static void compare_runs(const char *name, const char *task_flags, const char *two_batch,
-                         char *ckpt, size_t size)
+static void compare_runs_via(const char *launch, int np, int one_batch, const char *name,
+                             const char *task_flags, const char *two_batch, char *ckpt,
+                             size_t size)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
     char *out = NULL, flags[4096], case_one[128], case_two[128], case_w[128];
@@ -67,22 +72,23 @@ static void compare_runs(const char *name, const char *task_flags, const char *t
              "--depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 --workers 1 "
              "--flip false --log-every 1 --eval-every 0 --epochs 3 --seed 5 %s",
              d, d, val, task_flags);
-    snprintf(case_one, sizeof(case_one), "%s: one process, batch 4", name);
-    snprintf(case_two, sizeof(case_two), "%s: two processes, %s each", name, two_batch);
+    snprintf(case_one, sizeof(case_one), "%s: one process, batch %d", name, one_batch);
+    snprintf(case_two, sizeof(case_two), "%s: %d processes (%s), %s each", name, np, launch,
+             two_batch);
     snprintf(case_w, sizeof(case_w), "%s: final weights", name);
     tbt_case = case_one;
-    int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch 4 --out %s/%s-one", t, flags,
-                     d, name);
+    int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 %s train %s --batch %d --out %s/%s-one", t,
+                     flags, one_batch, d, name);
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
 
     tbt_case = case_two;
-    rc = tbt_run(&out, 600,
-                 "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN " -np 2 "
-                 "%s train %s %s --out %s/%s-two",
-                 t, flags, two_batch, d, name);
+    rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 %s %s train %s %s "
+                 "--out %s/%s-two", launch, t, flags, two_batch, d, name);
     CHECK_MSG(rc == 0, "%s", out);
-    CHECK_STR_HAS(out, "(2 processes, 4 clips per step)");
+    char said[64];
+    snprintf(said, sizeof(said), "(%d processes, %d clips per step)", np, one_batch);
+    CHECK_STR_HAS(out, said);
     const char *first = out ? strstr(out, "train: ") : NULL;
     CHECK_MSG(first && !strstr(first + 1, "train: "), "the summary is printed once: %s", out);
     free(out);
@@ -134,6 +140,12 @@ static void compare_runs(const char *name, const char *task_flags, const char *t
     tb_st_free(&fb);
 }
 
+static void compare_runs(const char *name, const char *task_flags, const char *two_batch,
+                         char *ckpt, size_t size)
+{
+    compare_runs_via(MPIRUN " -np 2", 2, 4, name, task_flags, two_batch, ckpt, size);
+}
+
 /* Under mpirun, --fused-update (each span's mean awaited and applied inside the backward)
  * gives the bits of the same two-process run without it (the whole backward's buckets
  * awaited after it), in every task: the same reductions of the same gradients. */
@@ -163,24 +175,70 @@ static void fused_runs(const char *name, const char *task_flags)
     tbt_same_ckpt(pa, pb, what);
 }
 
+/* A torchrun that works here: bench/venv's, else the test Python's PyTorch (Debian's 1.13 on
+ * Python 3.11 needs its output redirected and teed: -r 1 -t 1), else none (""). */
+static const char *find_torchrun(void)
+{
+    static char cmd[4400];
+    const char *d = tbt_dir();
+    const char *cands[2][2] = {
+        {TB_SOURCE_DIR "/bench/venv/bin/torchrun --standalone", ""},
+        {PYTHON " -m torch.distributed.run --standalone", " -r 1 -t 1"},
+    };
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd), "%s%s --log_dir %s/torchrun-logs --nproc_per_node", cands[i][0],
+                 cands[i][1], d);
+        char *out = NULL;
+        int rc = tbt_run(&out, 120, "%s 2 --no_python sh -c 'echo rank=$RANK'", cmd);
+        int ok = rc == 0 && out && strstr(out, "rank=0") && strstr(out, "rank=1");
+        free(out);
+        if (ok)
+            return cmd;
+    }
+    return "";
+}
+
+/* Processes that torchrun or srun started without MPI give one process's numbers at the
+ * global batch (the TCP group); CPU training under torchrun without its meeting point is a
+ * refusal, never two lone runs. */
+static void tcp_launches(void)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char launch[4600], ckpt[4400];
+    const char *torchrun = find_torchrun();
+    if (torchrun[0]) {
+        fprintf(stderr, "torchrun: %s\n", torchrun);
+        snprintf(launch, sizeof(launch), "%s 2 --no_python", torchrun);
+    } else {
+        fprintf(stderr, "no working torchrun here: its variables set by tests/launch_env.sh\n");
+        snprintf(launch, sizeof(launch), "sh " TB_SOURCE_DIR "/tests/launch_env.sh 2 torchrun");
+    }
+    compare_runs_via(launch, 2, 4, "cls-torchrun", "", "--batch 2", ckpt, sizeof(ckpt));
+    compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 srun", 3, 6, "mae-srun3",
+                     "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
+                     "--beta2 0.95", "--batch 2", ckpt, sizeof(ckpt));
+    if (tbt_have_backend("cuda-emu"))
+        compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 torchrun", 3, 6,
+                         "clip-cuda-emu-torchrun3", "--backend cuda-emu --precision fp32 --task "
+                         "clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
+                         "--context 12", "--batch 2", ckpt, sizeof(ckpt));
+
+    tbt_case = "torchrun's variables without its meeting point";
+    char *out = NULL;
+    int rc = tbt_run(&out, 120,
+                     "RANK=1 WORLD_SIZE=2 %s train --data %s/data --train "
+                     "%s/syn/annotations/EPIC_100_train.csv --dim 32 --depth 1 --heads 2 "
+                     "--patch 16 --frames 4 --size 32 --epochs 1 --out %s/lone",
+                     t, d, d, d);
+    CHECK_MSG(rc != 0 && out && strstr(out, "MASTER_ADDR") && !tbt_exists(tbt_path("lone")),
+              "exit %d: %s", rc, out);
+    free(out);
+}
+
 int main(void)
 {
     tbt_begin("dist");
     char *out = NULL;
-    if (tbt_run(&out, 30, "mpirun --version") != 0) {
-        fprintf(stderr, "skip: no mpirun (OpenMPI)\n");
-        free(out);
-        return TBT_SKIP;
-    }
-    free(out);
-    /* An MPI that cannot start two processes here (no shared memory, no loopback) is the
-     * machine's problem, not tubelet's: skip, saying why. */
-    if (tbt_run(&out, 60, MPIRUN " -np 2 true") != 0) {
-        fprintf(stderr, "skip: mpirun cannot start 2 processes here: %s\n", out ? out : "");
-        free(out);
-        return TBT_SKIP;
-    }
-    free(out);
     const char *t = tbt_tubelet(), *d = tbt_dir();
     int rc = tbt_run(&out, 300,
                      "%s synth --out %s/syn --videos 4 --seconds 20 --size 96x64 && "
@@ -188,6 +246,25 @@ int main(void)
                      "veryfast",
                      t, d, t, d, d);
     CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+
+    /* Launchers without MPI: the processes meet over TCP at MASTER_ADDR:MASTER_PORT. */
+    tcp_launches();
+
+    if (tbt_run(&out, 30, "mpirun --version") != 0) {
+        fprintf(stderr, "no mpirun (OpenMPI): the cases under mpirun were not run\n");
+        free(out);
+        TBT_EXIT();
+    }
+    free(out);
+    /* An MPI that cannot start two processes here (no shared memory, no loopback) is the
+     * machine's problem, not tubelet's: said, and its cases left out. */
+    if (tbt_run(&out, 60, MPIRUN " -np 2 true") != 0) {
+        fprintf(stderr, "mpirun cannot start 2 processes here: %s\nthe cases under mpirun were "
+                "not run\n", out ? out : "");
+        free(out);
+        TBT_EXIT();
+    }
     free(out);
 
     char pa[4400], pm[4400];

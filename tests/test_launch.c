@@ -24,7 +24,8 @@ static const char *const all_vars[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
     "PMIX_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID",
-    "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"};
+    "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+    "TUBELET_PORT"};
 
 /* The environment of "VAR=value VAR=value ..." alone among the launchers' variables. */
 static void env_of(const char *assignments)
@@ -83,6 +84,12 @@ static void detect_cases(void)
     struct tb_launch l;
     CHECK_EQ(tb_launch_detect(&l), 0);
     CHECK(!strcmp(l.addr, "node-7.cluster") && l.port == 29500);
+    /* newer torchrun's agent serves its store at MASTER_PORT: the group takes the next */
+    env_of("RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 TORCHELASTIC_USE_AGENT_STORE=True");
+    CHECK(tb_launch_detect(&l) == 0 && l.port == 29501);
+    env_of("RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 TORCHELASTIC_USE_AGENT_STORE=False "
+           "TUBELET_PORT=31000");
+    CHECK(tb_launch_detect(&l) == 0 && l.port == 31000);
 
     static const char *const bad[][2] = {
         {"RANK=x WORLD_SIZE=2", "RANK"},

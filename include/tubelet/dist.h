@@ -32,7 +32,8 @@ struct tb_launch {
     int local_world;         /* processes on this machine; 0 where the launcher does not say */
     int mpi;                 /* MPI's runtime started it: MPI_Init joins the job */
     char addr[256];          /* MASTER_ADDR ("" unset) */
-    int port;                /* MASTER_PORT (0 unset) */
+    int port;                /* TUBELET_PORT, else MASTER_PORT (its successor where torchrun's
+                              * agent serves its store there); 0 unset */
 };
 /* Fills l (a lone process where no launcher's variable is set); TB_EINVAL naming the variable
  * where one is not a number or a rank is out of its range. */

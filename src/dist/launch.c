@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/internal.h"
 #include "tubelet/dist.h"
@@ -88,8 +89,14 @@ int tb_launch_detect(struct tb_launch *l)
         return tbi_err(TB_EINVAL, "MASTER_ADDR is %zu characters long", strlen(addr));
     if (addr)
         snprintf(l->addr, sizeof(l->addr), "%s", addr);
-    TBI_TRY(env_int("MASTER_PORT", 0, 1, &l->port));
+    /* Where torchrun's agent serves its own store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE,
+     * newer PyTorch), the group meets at the port after it; TUBELET_PORT names one outright. */
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    const char *port_var = getenv("TUBELET_PORT") ? "TUBELET_PORT" : "MASTER_PORT";
+    TBI_TRY(env_int(port_var, 0, 1, &l->port));
+    if (l->port && agent && !strcasecmp(agent, "true") && port_var[0] == 'M')
+        l->port++;
     if (l->port > 65535)
-        return tbi_err(TB_EINVAL, "MASTER_PORT=%d is not a TCP port", l->port);
+        return tbi_err(TB_EINVAL, "%s=%d is not a TCP port", port_var, l->port);
     return 0;
 }
