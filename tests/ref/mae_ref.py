@@ -788,7 +788,7 @@ def self_test():
                         grads0 = {n_: p_.grad.numpy().copy() for n_, p_ in m2.named_parameters()}
                     with torch.no_grad():
                         for n_, p_ in m2.named_parameters():
-                            gr, wd = p_.grad, oa.wd if decays(n_, p_) else 0.0
+                            gr, wd = p_.grad, oa.wd if avion_rule(n_, p_) else 0.0
                             m, v = st.get(n_, (torch.zeros_like(p_), torch.zeros_like(p_)))
                             p_.mul_(1 - oa.lr * wd)
                             if optim == "lion":
