@@ -516,9 +516,77 @@ int tbt_have_backend(const char *name)
     return 0;
 }
 
-void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, const char *bf16,
-                       const char *out_path, int (*skip)(const char *name, int64_t k, int64_t n),
-                       const double tol_emu[3], const double tol_other[3])
+int tbt_autocast_rounds_once(void)
+{
+    static int known = -1;
+    if (known >= 0)
+        return known;
+    /* x @ W^T, dY @ W, dY^T @ X, batched products and Conv3d, each against the product of the
+     * rounded operands rounded once. */
+    char *out = NULL;
+    int rc = tbt_run(&out, 60,
+                     TB_TEST_PYTHON
+                     " -c '"
+                     "import torch\n"
+                     "r = lambda t: t.bfloat16()\n"
+                     "def bad(c, d):\n"
+                     "    return (c.float() != d.bfloat16().float()).float().mean() > 0.01\n"
+                     "a, b = torch.randn(64, 96), torch.randn(80, 96)\n"
+                     "x, y = torch.randn(4, 64, 32), torch.randn(4, 32, 48)\n"
+                     "v, w = torch.randn(2, 3, 4, 16, 16), torch.randn(64, 3, 2, 8, 8)\n"
+                     "f = lambda t: t.bfloat16().float()\n"
+                     "cs = [(r(a) @ r(b).t(), f(a) @ f(b).t()),\n"
+                     "      (r(a).t() @ r(a), f(a).t() @ f(a)),\n"
+                     "      (r(a) @ r(a).t(), f(a) @ f(a).t()), (r(x) @ r(y), f(x) @ f(y)),\n"
+                     "      (torch.nn.functional.conv3d(r(v), r(w), stride=(2, 8, 8)),\n"
+                     "       torch.nn.functional.conv3d(f(v), f(w), stride=(2, 8, 8)))]\n"
+                     "raise SystemExit(int(any(bad(c, d) for c, d in cs)))'");
+    free(out);
+    return known = rc == 0;
+}
+
+void tbt_autocast_compare(const char *what, const char *who, const char *ref, const char *flags,
+                          const char *device, const char *ours, const char *out_path,
+                          int (*skip)(const char *name, int64_t k, int64_t n), const double tol[2])
+{
+    const char *where = strcmp(device, "cpu") ? "GPU" : "CPU";
+    char *out = NULL;
+    int rc = tbt_run(&out, 600, "%s %s --precision autocast --device %s --out %s", ref, flags,
+                     device, out_path);
+    CHECK_MSG(rc == 0, "%s: %s --precision autocast --device %s: %s", what, ref, device, out);
+    free(out);
+    if (rc != 0)
+        return;
+    double e[3], median, same;
+    tbt_print_tensors = 1;
+    tbt_rel_errors(ours, out_path, skip, e, &median, &same);
+    tbt_print_tensors = 0;
+    fprintf(stderr,
+            "%s: %s against PyTorch's autocast on the %s: outputs %.2e, gradients %.2e (median "
+            "%.2e)%s, weights after the steps %.2e (reported only); %.0f%% to the bit\n",
+            what, who, where, e[0], e[1], median, tol[1] < 0 ? " (reported only)" : "", e[2],
+            100 * same);
+    CHECK_MSG(e[0] <= tol[0] && (tol[1] < 0 || e[1] <= tol[1]),
+              "%s: %s against PyTorch's autocast on the %s: outputs %.2e, gradients %.2e "
+              "(tolerances %.0e, %.0e)",
+              what, who, where, e[0], e[1], tol[0], tol[1]);
+}
+
+/* Whether PYTHON's torch has CUDA (the GPU machine's PyTorch); asked once. */
+static int torch_has_cuda(void)
+{
+    static int known = -1;
+    if (known < 0)
+        known = tbt_run(NULL, 120,
+                        TB_TEST_PYTHON " -c 'import torch; "
+                                       "assert torch.cuda.is_available()'") == 0;
+    return known;
+}
+
+void tbt_cuda_emu_step(const char *what, const char *task, const char *ref, const char *flags,
+                       const char *bf16, const char *out_path,
+                       int (*skip)(const char *name, int64_t k, int64_t n), const double tol_emu[3],
+                       const double tol_other[3], const double tol_autocast[2])
 {
     const char *be = getenv("TBT_STEP_BACKEND");
     be = be && *be ? be : "cuda-emu";
@@ -546,4 +614,15 @@ void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, co
     CHECK_MSG(e[0] <= tol[0] && e[1] <= tol[1] && e[2] <= tol[2],
               "%s: %s against the CPU's bf16 mode: %.2e, %.2e, %.2e (tolerances %.0e, %.0e, "
               "%.0e)", what, be, e[0], e[1], e[2], tol[0], tol[1], tol[2]);
+    if (!strcmp(be, "cuda-emu"))
+        return; /* no GPU: PyTorch's autocast on one is not for here */
+    if (!torch_has_cuda()) {
+        fprintf(stderr,
+                "%s: %s against PyTorch's autocast on the GPU: not compared (%s's "
+                "torch has no CUDA)\n",
+                what, be, TB_TEST_PYTHON);
+        return;
+    }
+    tbt_autocast_compare(what, be, ref, flags, "cuda", out_path, tbt_path("autocast_gpu.st"), skip,
+                         tol_autocast);
 }

@@ -140,11 +140,27 @@ int tbt_have_backend(const char *name);
  * mode's step file bf16: the relative errors (tbt_rel_errors) printed and within tol (outputs,
  * gradients, weights after the steps). B is cuda-emu, or TBT_STEP_BACKEND's (cuda, on a GPU:
  * bench/gpu-check.sh's phase (b)), which is then held to tol_other, another bf16
- * implementation's tolerance, and prints every tensor's error. Said and not run where the
- * build has no such backend. */
-void tbt_cuda_emu_step(const char *what, const char *task, const char *flags, const char *bf16,
-                       const char *out_path, int (*skip)(const char *name, int64_t k, int64_t n),
-                       const double tol[3], const double tol_other[3]);
+ * implementation's tolerance, and prints every tensor's error; there the case's reference
+ * (the command REF, e.g. PYTHON " tests/ref/mae_ref.py", run with FLAGS) is also run under
+ * PyTorch's autocast on the GPU and compared (tbt_autocast_compare, tol_autocast), or one line
+ * says why not (PYTHON's torch has no CUDA). Said and not run where the build has no such
+ * backend. */
+void tbt_cuda_emu_step(const char *what, const char *task, const char *ref, const char *flags,
+                       const char *bf16, const char *out_path,
+                       int (*skip)(const char *name, int64_t k, int64_t n), const double tol[3],
+                       const double tol_other[3], const double tol_autocast[2]);
+/* Whether this PyTorch's CPU bf16 kernels round each product once (as oneDNN does on CPUs with
+ * AVX-512), for every layout the models' forward and backward use; elsewhere its fallback rounds
+ * partial sums, and CPU autocast is no twin of tubelet's bf16 mode. Asked once. */
+int tbt_autocast_rounds_once(void);
+/* The bf16 step file ours (who: "bf16", "cuda") against PyTorch's bf16 autocast on device
+ * ("cpu" or "cuda"): `REF FLAGS --precision autocast --device DEVICE --out out_path`, every
+ * tensor's error printed, then one line "WHAT: WHO against PyTorch's autocast on the CPU|GPU:
+ * ..."; outputs within tol[0], gradients within tol[1] (negative: reported only), the weights
+ * after the steps reported only (AdamW amplifies tiny gradients' differences). */
+void tbt_autocast_compare(const char *what, const char *who, const char *ref, const char *flags,
+                          const char *device, const char *ours, const char *out_path,
+                          int (*skip)(const char *name, int64_t k, int64_t n), const double tol[2]);
 
 /* A tensor record over data (for tb_st_write). */
 struct tb_st_tensor tbt_tensor(const char *name, enum tb_st_dtype dtype, int n_dims,

@@ -454,32 +454,6 @@ static void test_inflate(void)
     }
 }
 
-/* Whether this PyTorch's CPU bf16 kernels round each product once (as oneDNN does on CPUs with
- * AVX-512), for every layout the model's forward and backward use: x @ W^T, dY @ W, dY^T @ X,
- * batched products and Conv3d, each against the product of the rounded operands rounded once.
- * Elsewhere its fallback rounds partial sums, and autocast is no twin of tubelet's bf16 mode. */
-static int autocast_rounds_once(void)
-{
-    char *out = NULL;
-    int rc = tbt_run(&out, 60, PYTHON " -c '"
-                     "import torch\n"
-                     "r = lambda t: t.bfloat16()\n"
-                     "def bad(c, d):\n"
-                     "    return (c.float() != d.bfloat16().float()).float().mean() > 0.01\n"
-                     "a, b = torch.randn(64, 96), torch.randn(80, 96)\n"
-                     "x, y = torch.randn(4, 64, 32), torch.randn(4, 32, 48)\n"
-                     "v, w = torch.randn(2, 3, 4, 16, 16), torch.randn(64, 3, 2, 8, 8)\n"
-                     "f = lambda t: t.bfloat16().float()\n"
-                     "cs = [(r(a) @ r(b).t(), f(a) @ f(b).t()),\n"
-                     "      (r(a).t() @ r(a), f(a).t() @ f(a)),\n"
-                     "      (r(a) @ r(a).t(), f(a) @ f(a).t()), (r(x) @ r(y), f(x) @ f(y)),\n"
-                     "      (torch.nn.functional.conv3d(r(v), r(w), stride=(2, 8, 8)),\n"
-                     "       torch.nn.functional.conv3d(f(v), f(w), stride=(2, 8, 8)))]\n"
-                     "raise SystemExit(int(any(bad(c, d) for c, d in cs)))'");
-    free(out);
-    return rc == 0;
-}
-
 /* bf16 mode (docs/PRECISION.md) against its exact emulation (vit_ref.py --precision bf16:
  * bf16_ref.py's round-once products in float64), 3 AdamW steps; the same reference on every
  * CPU. The two share every rounding point and differ only where tubelet's float32 sum (or its
@@ -487,7 +461,7 @@ static int autocast_rounds_once(void)
  * the exact value - but such a flip cascades through its clip, so the proof is relative
  * errors within tolerances and the bf16 mode nearer the reference than the fp32 mode is (its
  * loss and logits, and its median gradient). test_ops checks each bf16 operation to the bit.
- * Where this PyTorch's bf16 autocast rounds once (autocast_rounds_once), the bf16 mode is also
+ * Where this PyTorch's bf16 autocast rounds once (tbt_autocast_rounds_once), the bf16 mode is also
  * within a looser tolerance of autocast with eager attention (its four extra roundings inside
  * attention). The guarded backend and recomputation give the same bits. */
 static void test_bf16(void)
@@ -506,7 +480,7 @@ static void test_bf16(void)
      * gradients 2.8e-3, weights after 3 steps 4.5e-3 at worst; 76-100% of values to the bit. */
     const double tol_emu[3] = {2e-3, 2e-2, 5e-2};
     const struct variant vs[] = {{"cls", "learned", 2, 32, 32}, {"mean", "sincos", 1, 32, 48}};
-    int autocast = autocast_rounds_once();
+    int autocast = tbt_autocast_rounds_once();
     char *out = NULL;
     if (!autocast)
         fprintf(stderr, "bf16: note: this PyTorch's bf16 products do not round once on this "
@@ -550,7 +524,10 @@ static void test_bf16(void)
         if (!ok)
             continue;
         tbt_bf16_verdict(what, f.bf16, f.fp32, f.emu, skip_key_bias, tol);
-        tbt_cuda_emu_step(what, "", flags, f.bf16, f.emu, skip_key_bias, tol_emu, tol);
+        /* On a GPU, PyTorch's autocast there: as bf16 against the CPU's (tol_eager). */
+        const double tol_gpu[2] = {tol_eager, tol_eager};
+        tbt_cuda_emu_step(what, "", PYTHON " " TB_SOURCE_DIR "/tests/ref/vit_ref.py", flags, f.bf16,
+                          f.emu, skip_key_bias, tol_emu, tol, tol_gpu);
         if (autocast) {
             double ee[3], me, se;
             tbt_rel_errors(f.bf16, re, skip_key_bias, ee, &me, &se);

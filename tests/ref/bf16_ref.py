@@ -17,6 +17,16 @@ import torch
 import torch.nn.functional as F
 
 
+def cuda_rounds_once():
+    """For --device cuda in the references: float32 products in float32 (no TF32, in cuBLAS or
+    cuDNN's Conv3d), and bf16 products summed in float32 and rounded once (no reduced-precision
+    split-K sums), as tubelet's CUDA backend computes them and as the CPU's autocast comparison
+    requires (autocast_rounds_once in tests/test_vit.c)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if hasattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"):
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+
 def rnd(x):
     """x (any float dtype) rounded once to bf16 (nearest, ties to even), as float32."""
     x = x.double()

@@ -33,9 +33,22 @@ embedding, every Linear, the projections, attention (fused, causal in the text t
 on bf16-rounded operands in float64, their outputs and gradients rounded once; LayerNorm, the
 residual streams, positions, the class token and the loss float32).
 
+--precision autocast: the forward and the loss under torch.autocast(DEVICE,
+dtype=torch.bfloat16), the backward outside it, as AVION's training step runs the model and
+ClipLoss under amp.autocast; parameters, gradients and the optimizer stay float32, the features
+are written as float32. Unlike tubelet's bf16 mode, autocast also rounds the loss's normalised
+features and similarity logits (a product) to bf16, and nn.MultiheadAttention's attention is
+eager on the CPU (PyTorch 1.13: its scores and probabilities rounded too) and fused on a GPU
+with PyTorch 2 (scaled_dot_product_attention).
+
+--device cpu (the default) or cuda: where the model, batch and optimizer live (with cuda,
+bf16_ref.cuda_rounds_once); the outputs are written from the CPU, float32. --precision bf16
+runs on the CPU only.
+
 Batch: 'video' float32 (B, 3, T, H, W), 'text' int64 (B, N) ids below V. Weights: every
 parameter by name, float32, strictly (missing or misshapen: exit status 2)."""
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -133,7 +146,8 @@ class Visual(nn.Module):
             x = self.conv1(x).flatten(2).transpose(2, 1).reshape(B, T * self.s, -1)
         else:  # tokens (t, h, w), as the Conv3d output flattens
             x = self.conv1(x).flatten(2).transpose(2, 1)
-        cls = self.class_embedding + torch.zeros(B, 1, x.shape[-1], dtype=x.dtype)
+        cls = self.class_embedding + torch.zeros(B, 1, x.shape[-1], dtype=x.dtype,
+                                                 device=x.device)
         x = torch.cat([cls, x], 1)
         pos = self.positional_embedding[1:].repeat(self.tt, 1)
         if self.tt > 1:
@@ -161,7 +175,8 @@ class DualEncoder(nn.Module):
     def encode_text(self, ids):
         x = self.token_embedding(ids) + self.positional_embedding
         x = self.ln_final(self.transformer(x, self.attn_mask.to(x.dtype)))
-        return product(x[torch.arange(x.shape[0]), ids.argmax(-1)], self.text_projection)
+        rows = torch.arange(x.shape[0], device=x.device)
+        return product(x[rows, ids.argmax(-1)], self.text_projection)
 
     def forward(self, video, ids):
         return self.visual(video), self.encode_text(ids)
@@ -170,7 +185,7 @@ class DualEncoder(nn.Module):
 def clip_loss(v, t, temperature, logit_scale=None):
     v, t = F.normalize(v, dim=-1), F.normalize(t, dim=-1)
     logits = v @ t.T * logit_scale.exp() if logit_scale is not None else v @ t.T / temperature
-    labels = torch.arange(v.shape[0])
+    labels = torch.arange(v.shape[0], device=v.device)
     return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
 
 
@@ -181,7 +196,7 @@ def max_margin_loss(v, t, margin):
     x = F.normalize(t, dim=-1) @ F.normalize(v, dim=-1).T
     n = x.shape[0]
     diag = torch.diag(x)[:, None].expand(n, n)
-    off = ~torch.eye(n, dtype=torch.bool)
+    off = ~torch.eye(n, dtype=torch.bool, device=x.device)
     terms = torch.cat([F.relu(margin - (diag - x))[off], F.relu(margin - (diag - x.T))[off]])
     return terms.mean()
 
@@ -224,27 +239,33 @@ def read_batch(path, a):
 
 def run_steps(a):
     dtype = torch.float64 if a.double else torch.float32
-    model = load_weights(DualEncoder(a), a.weights, dtype)
-    video, ids = read_batch(a.batch, a)
+    model = load_weights(DualEncoder(a), a.weights, dtype).to(a.device)
+    video, ids = (x.to(a.device) for x in read_batch(a.batch, a))
     video = video.to(dtype)
     opt = make_optimizer(model, a)
     out, losses = {}, []
+
+    def host(x):  # a tensor as numpy on the CPU, bf16 (autocast's) as float32
+        x = x.detach().cpu()
+        return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
     for s in range(a.steps):
         opt.zero_grad()
-        v, t = model(video, ids)
-        loss = max_margin_loss(v, t, a.margin) if a.loss == "max-margin" else \
-            clip_loss(v, t, a.temperature, getattr(model, "logit_scale", None))
+        with (torch.autocast(a.device, dtype=torch.bfloat16) if a.precision == "autocast"
+              else contextlib.nullcontext()):
+            v, t = model(video, ids)
+            loss = max_margin_loss(v, t, a.margin) if a.loss == "max-margin" else \
+                clip_loss(v, t, a.temperature, getattr(model, "logit_scale", None))
         loss.backward()
         losses.append(loss.item())
         if s == 0:
-            out["video_emb"] = v.detach().numpy()
-            out["text_emb"] = t.detach().numpy()
+            out["video_emb"] = host(v)
+            out["text_emb"] = host(t)
             for n, p in model.named_parameters():
-                out["grad." + n] = p.grad.numpy().copy()
+                out["grad." + n] = host(p.grad).copy()
         opt.step()
     out["loss"] = np.array(losses)
     for n, p in model.named_parameters():
-        out[n] = p.detach().numpy()
+        out[n] = host(p)
     st_write(a.out, {k: np.asarray(v, np.float32) for k, v in out.items()})
 
 
@@ -267,8 +288,11 @@ def parser():
     p.add_argument("--batch")
     p.add_argument("--out")
     p.add_argument("--double", action="store_true", help="run in float64, write float32")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
-                   help="bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "autocast"),
+                   help="bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py); autocast: "
+                        "the forward and the loss under bf16 autocast")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where the model, batch and optimizer live (bf16: cpu only)")
     p.add_argument("--self-test", action="store_true")
     return p
 
@@ -289,8 +313,14 @@ def main(argv=None):
         finish(a)
         if not (a.weights and a.batch and a.out):
             raise BadInput("--weights, --batch and --out are required")
-        if a.precision == "bf16" and a.double:
-            raise BadInput("--precision bf16 runs in float32 (its emulation in float64)")
+        if a.precision != "fp32" and a.double:
+            raise BadInput("--precision %s runs in float32 (bf16's emulation in float64)"
+                           % a.precision)
+        if a.precision == "bf16" and a.device != "cpu":
+            raise BadInput("--precision bf16 runs on the CPU (its emulation is the same on "
+                           "every machine)")
+        if a.device == "cuda":
+            bf16_ref.cuda_rounds_once()
         global EMULATE
         EMULATE = a.precision == "bf16"
         torch.set_num_threads(1)

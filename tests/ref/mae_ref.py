@@ -67,6 +67,20 @@ patch embedding, every Linear, attention and GELU on bf16-rounded operands in fl
 outputs and gradients rounded once; LayerNorm, the residual stream, positions, the mask token,
 the target and the loss float32).
 
+--precision autocast: the model's forward and the loss under torch.autocast(DEVICE,
+dtype=torch.bfloat16), the target and the backward outside it, as VideoMAE v2's
+engine_for_pretraining.py runs (with bf16 for its fp16); parameters, gradients and the
+optimizer stay float32, pred is written as float32. Unlike tubelet's bf16 mode, the encoder's
+residual stream is bf16 there: the patch embedding's bf16 output plus pos_embed.type_as(x) (the
+table rounded to bf16) is a bf16 sum, and so is every block's x + branch (LayerNorm takes it as
+float32, as on a GPU: the LayerNorm class below); and attention runs as
+VideoMAE writes it, so autocast rounds its intermediates too (the scaled q, the scores), where
+tubelet's attention is fused.
+
+--device cpu (the default) or cuda: where the model, batch and optimizer live (with cuda,
+bf16_ref.cuda_rounds_once); the outputs are written from the CPU, float32. --precision bf16
+runs on the CPU only.
+
 --init-weights W writes random weights for MODEL-FLAGS (numpy, --seed): every parameter of
 ndim >= 2 and mask_token trunc-normal std 0.02 (cut at 2 std), every bias (q_bias, v_bias too)
 and LayerNorm bias normal std 0.02, LayerNorm weights 1 + normal std 0.1 (not 0/1, so that
@@ -79,6 +93,7 @@ loss; float32 against float64 through the file interface; AdamW and Lion steps a
 update formulas written out; and that bad inputs give exit status 2. Prints what it checked,
 "self-test: OK" at the end, or exits 1 on a failure."""
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -163,6 +178,15 @@ def sincos_table(n, d):
 # ---- the model (VideoMAE's names) -------------------------------------------------------------
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm, in float32 for a bf16 input (the encoder's stream under autocast), as CUDA's
+    autocast runs it; PyTorch 1.13's CPU autocast passes the bf16 input on to the float32 weight
+    and fails."""
+
+    def forward(self, x):
+        return super().forward(x.float() if x.dtype == torch.bfloat16 else x)
+
+
 class Attention(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
@@ -209,9 +233,9 @@ class Mlp(nn.Module):
 class Block(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm1 = LayerNorm(dim, eps=1e-6)
         self.attn = Attention(dim, heads)
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm2 = LayerNorm(dim, eps=1e-6)
         self.mlp = Mlp(dim, 4 * dim)
 
     def forward(self, x):
@@ -238,7 +262,7 @@ class Encoder(nn.Module):
         self.patch_embed = PatchEmbed(a.dim, a.tubelet, a.patch)
         self.register_buffer("pos_embed", sincos_table(a.n_tokens, a.dim), persistent=False)
         self.blocks = nn.ModuleList([Block(a.dim, a.heads) for _ in range(a.depth)])
-        self.norm = nn.LayerNorm(a.dim, eps=1e-6)
+        self.norm = LayerNorm(a.dim, eps=1e-6)
 
     def forward(self, x, mask):
         x = self.patch_embed(x)
@@ -254,7 +278,7 @@ class Decoder(nn.Module):
     def __init__(self, a):
         super().__init__()
         self.blocks = nn.ModuleList([Block(a.dec_dim, a.dec_heads) for _ in range(a.dec_depth)])
-        self.norm = nn.LayerNorm(a.dec_dim, eps=1e-6)
+        self.norm = LayerNorm(a.dec_dim, eps=1e-6)
         self.head = nn.Linear(a.dec_dim, 3 * a.tubelet * a.patch * a.patch)
 
     def forward(self, x, return_token_num):
@@ -295,8 +319,8 @@ def patchify(video, tubelet, patch):
 def make_target(video, a):
     """engine_for_pretraining.py's images_patch (B, N, 3 TU P P), no grad."""
     with torch.no_grad():
-        mean = torch.as_tensor(MEAN).to(video.dtype)[None, :, None, None, None]
-        std = torch.as_tensor(STD).to(video.dtype)[None, :, None, None, None]
+        mean = torch.as_tensor(MEAN).to(video.device, video.dtype)[None, :, None, None, None]
+        std = torch.as_tensor(STD).to(video.device, video.dtype)[None, :, None, None, None]
         unnorm = video * std + mean
         sq = patchify(unnorm, a.tubelet, a.patch)
         B, N, Pn, C = sq.shape
@@ -312,7 +336,7 @@ def mae_loss(pred, target, mask, dmask):
     B, N, C = target.shape
     labels = target[decode_vis].reshape(B, -1, C)
     loss = ((pred - labels) ** 2).mean(dim=-1)
-    w = mask[decode_vis].reshape(B, -1).to(pred.dtype)
+    w = mask[decode_vis].reshape(B, -1).to(loss.dtype)  # float32 under autocast: counts exact
     return (loss * w).sum() / w.sum()
 
 
@@ -507,8 +531,11 @@ def parser():
     p.add_argument("--out")
     p.add_argument("--init-weights", metavar="W", help="write random weights to W and exit")
     p.add_argument("--double", action="store_true", help="run in float64, write float32")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
-                   help="bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "autocast"),
+                   help="bf16: tubelet's bf16 mode emulated exactly (bf16_ref.py); autocast: "
+                        "the forward and the loss under bf16 autocast")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where the model, batch and optimizer live (bf16: cpu only)")
     p.add_argument("--self-test", action="store_true")
     return p
 
@@ -517,26 +544,29 @@ def run_steps(a):
     dtype = torch.float64 if a.double else torch.float32
     model = PretrainVideoMAE(a)
     load_weights(model, a.weights, dtype)
-    model = model.to(dtype)
-    video, mask, dmask = check_batch(st_read(a.batch), a, a.batch)
+    model = model.to(a.device, dtype)
+    video, mask, dmask = (None if t is None else t.to(a.device)
+                          for t in check_batch(st_read(a.batch), a, a.batch))
     video = video.to(dtype)
     target = make_target(video, a)
     opt = make_optimizer(model, a)
     out, losses = {}, []
     for s in range(a.steps):
         opt.zero_grad()
-        pred = model(video, mask, dmask)
-        loss = mae_loss(pred, target, mask, dmask)
+        with (torch.autocast(a.device, dtype=torch.bfloat16) if a.precision == "autocast"
+              else contextlib.nullcontext()):
+            pred = model(video, mask, dmask)
+            loss = mae_loss(pred, target, mask, dmask)
         loss.backward()
         losses.append(loss.item())
         if s == 0:
-            out["pred"] = pred.detach().float().numpy().copy()
+            out["pred"] = pred.detach().float().cpu().numpy().copy()
             for name, prm in model.named_parameters():  # a copy: zero_grad may zero in place
-                out["grad." + name] = prm.grad.detach().float().numpy().copy()
+                out["grad." + name] = prm.grad.detach().float().cpu().numpy().copy()
         opt.step()
     out["loss"] = np.array(losses, dtype=np.float32)
     for name, prm in model.named_parameters():
-        out[name] = prm.detach().float().numpy()
+        out[name] = prm.detach().float().cpu().numpy()
     st_write(a.out, out)
 
 
@@ -554,8 +584,14 @@ def main(argv=None):
             return 0
         if not (a.weights and a.batch and a.out):
             raise BadInput("--weights, --batch and --out are required (or --init-weights)")
-        if a.precision == "bf16" and a.double:
-            raise BadInput("--precision bf16 runs in float32 (its emulation in float64)")
+        if a.precision != "fp32" and a.double:
+            raise BadInput("--precision %s runs in float32 (bf16's emulation in float64)"
+                           % a.precision)
+        if a.precision == "bf16" and a.device != "cpu":
+            raise BadInput("--precision bf16 runs on the CPU (its emulation is the same on "
+                           "every machine)")
+        if a.device == "cuda":
+            bf16_ref.cuda_rounds_once()
         global EMULATE
         EMULATE = a.precision == "bf16"
         torch.set_num_threads(1)
@@ -788,7 +824,7 @@ def self_test():
                         grads0 = {n_: p_.grad.numpy().copy() for n_, p_ in m2.named_parameters()}
                     with torch.no_grad():
                         for n_, p_ in m2.named_parameters():
-                            gr, wd = p_.grad, oa.wd if decays(n_, p_) else 0.0
+                            gr, wd = p_.grad, oa.wd if avion_rule(n_, p_) else 0.0
                             m, v = st.get(n_, (torch.zeros_like(p_), torch.zeros_like(p_)))
                             p_.mul_(1 - oa.lr * wd)
                             if optim == "lion":

@@ -39,14 +39,20 @@ head.bias (head takes no part, and they are not written).
 and GELU on bf16-rounded operands in float64, its output and gradients rounded once; the rest
 float32), the same on every machine: the specification tests/test_vit.c checks tubelet's bf16
 mode (docs/PRECISION.md) against. --precision autocast: the forward and the loss under
-torch.autocast('cpu', dtype=torch.bfloat16), the backward outside it, as PyTorch's mixed
+torch.autocast(DEVICE, dtype=torch.bfloat16), the backward outside it, as PyTorch's mixed
 precision runs (parameters, gradients and AdamW stay float32; logits and features are written
 as float32); how its products round depends on the CPU (oneDNN's round once on CPUs with
-AVX-512; the fallback elsewhere rounds partial sums). --bf16-attention eager (the default) runs
+AVX-512; the fallback elsewhere rounds partial sums); on a GPU they round once
+(bf16_ref.cuda_rounds_once). --bf16-attention eager (the default) runs
 attention as written, so autocast rounds the scores, the scaled scores, the probabilities and
 the output to bf16; fused computes it in float32 from the bf16 q, k, v and rounds only the
 output, as a fused kernel does (FlashAttention; PyTorch 2's F.scaled_dot_product_attention) and
 tubelet's.
+
+--device cpu (the default) or cuda: where the model, the batch and the optimizer live (with
+cuda, float32 products without TF32: bf16_ref.cuda_rounds_once); the outputs are written from
+the CPU, float32, as ever. --precision bf16 runs on the CPU only (its emulation is the same on
+every machine).
 
 --pool none (only with --feature-grad): VideoMAE's pretraining encoder. No class token, no
 pooling: the final LayerNorm (eps 1e-6, parameters norm.weight, norm.bias) applies to every
@@ -150,7 +156,7 @@ class Attention(nn.Module):
             x = bf16_ref.attention(q, k, v, hs ** -0.5)
         elif self.fused and q.dtype == torch.bfloat16:
             # float32 inside, bf16 out: the fused kernel's rounding (--bf16-attention fused)
-            with torch.autocast("cpu", enabled=False):
+            with torch.autocast(q.device.type, enabled=False):
                 q, k, v = q.float(), k.float(), v.float()
                 attn = (q @ k.transpose(-2, -1)) * hs ** -0.5
                 x = (attn.softmax(dim=-1) @ v).bfloat16()
@@ -249,9 +255,9 @@ class VideoViT(nn.Module):
 
 
 def autocast(a):
-    """The forward's precision context: bf16 autocast on the CPU, or none."""
+    """The forward's precision context: bf16 autocast on a.device, or none."""
     if a.precision == "autocast":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(a.device, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -260,7 +266,8 @@ def feature_grad(model, batch, a):
     if "dfeat" not in batch:
         print("vit_ref.py: --feature-grad needs a tensor dfeat in %s" % a.batch, file=sys.stderr)
         return 2
-    video, dfeat = torch.tensor(batch["video"]), torch.tensor(batch["dfeat"])
+    video = torch.tensor(batch["video"], device=a.device)
+    dfeat = torch.tensor(batch["dfeat"], device=a.device)
     B, n, keep = video.shape[0], model.n_tokens, None
     if "keep" in batch:
         k = batch["keep"]
@@ -278,7 +285,7 @@ def feature_grad(model, batch, a):
         if msg:
             print("vit_ref.py: " + msg, file=sys.stderr)
             return 2
-        keep = torch.tensor(k)
+        keep = torch.tensor(k, device=a.device)
     want = (B, a.dim) if a.pool != "none" else (B, n if keep is None else keep.shape[1], a.dim)
     if tuple(dfeat.shape) != want:
         print("vit_ref.py: dfeat has shape %s, not %s" % (tuple(dfeat.shape), want),
@@ -287,10 +294,10 @@ def feature_grad(model, batch, a):
     with autocast(a):
         feat = model.features(video, keep)
     (feat.float() * dfeat).sum().backward()
-    out = {"feat": feat.detach().float().numpy()}
+    out = {"feat": feat.detach().float().cpu().numpy()}
     for name, prm in model.named_parameters():
         if not name.startswith("head."):
-            out["grad." + name] = prm.grad.detach().numpy().copy()
+            out["grad." + name] = prm.grad.detach().cpu().numpy().copy()
     st_write(a.out, out)
     return 0
 
@@ -318,6 +325,8 @@ def main():
     p.add_argument("--bf16-attention", default="eager",
                    help="bf16: eager (autocast's roundings inside attention) or fused (float32 "
                         "inside, the output rounded)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu or cuda: where the model, batch and optimizer live")
     p.add_argument("--feature-grad", action="store_true",
                    help="one backward of sum(feat * dfeat) from the batch's dfeat; no step")
     for k, d in [("lr", 1e-3), ("wd", 0.05), ("label-smoothing", 0.1), ("beta1", 0.9),
@@ -337,6 +346,8 @@ def main():
         msg = "--precision must be fp32, bf16 or autocast, --bf16-attention eager or fused"
     elif a.pool == "none" and not a.feature_grad:
         msg = "--pool none is only valid with --feature-grad"
+    elif a.device not in ("cpu", "cuda") or (a.device == "cuda" and a.precision == "bf16"):
+        msg = "--device must be cpu or cuda (--precision bf16: cpu only)"
     if msg:
         print("vit_ref.py: " + msg, file=sys.stderr)
         return 2
@@ -347,10 +358,14 @@ def main():
     weights = st_read(a.weights)
     state = {k: torch.tensor(weights[k]) for k in model.state_dict()}
     model.load_state_dict(state, strict=True)
+    if a.device == "cuda":
+        bf16_ref.cuda_rounds_once()
+        model = model.to(a.device)
     batch = st_read(a.batch)
     if a.feature_grad:
         return feature_grad(model, batch, a)
-    video, label = torch.tensor(batch["video"]), torch.tensor(batch["label"])
+    video = torch.tensor(batch["video"], device=a.device)
+    label = torch.tensor(batch["label"], device=a.device)
     drop = None
     if "drop" in batch:
         d = batch["drop"]
@@ -358,9 +373,9 @@ def main():
             print("vit_ref.py: drop must be float32 (%d, 2, %d)" % (a.depth, video.shape[0]),
                   file=sys.stderr)
             return 2
-        drop = torch.tensor(d)
+        drop = torch.tensor(d, device=a.device)
     B = video.shape[0]
-    hmask = torch.tensor(batch["hmask"]) if "hmask" in batch else None
+    hmask = torch.tensor(batch["hmask"], device=a.device) if "hmask" in batch else None
     if hmask is not None and tuple(hmask.shape) != (B, a.dim):
         print("vit_ref.py: hmask must be float32 (%d, %d)" % (B, a.dim), file=sys.stderr)
         return 2
@@ -399,13 +414,13 @@ def main():
         loss.backward()
         losses.append(loss.item())
         if s == 0:
-            out["logits"] = logits.detach().float().numpy()
+            out["logits"] = logits.detach().float().cpu().numpy()
             for name, prm in model.named_parameters():
-                out["grad." + name] = prm.grad.detach().numpy().copy()
+                out["grad." + name] = prm.grad.detach().cpu().numpy().copy()
         opt.step()
     out["loss"] = np.array(losses, dtype=np.float32)
     for name, prm in model.named_parameters():
-        out[name] = prm.detach().numpy()
+        out[name] = prm.detach().cpu().numpy()
     st_write(a.out, out)
 
 
