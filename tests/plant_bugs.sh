@@ -25,12 +25,16 @@ flash-barrier@src/tensor/cuda/attention.cu@s/\}\n        sync_block\(\);\n(     
 dq-plain-add@src/tensor/cuda/attention.cu@s/atomicAdd\(dst \+ qt \* 8, dq\[qt\]\[e\]\);/dst[qt * 8] += dq[qt][e];/@^test_backend$|attention_emulate@cross-block race (issue 43's plant)
 wrong-lda@src/tensor/cuda/matmul.cu@s/N,    M,    K,\n                               1,    0,    K,/N,    M,    K,\n                               1,    0,    K - 1,/@^test_backend$@product record (issue 43's plant)
 swapped-layout@src/tensor/cuda/matmul.cu@s/layout_create\(&e->a, lt_type\(g->ab_dt\), ar, ac, g->lda\)/layout_create(&e->a, lt_type(g->ab_dt), ac, ar, g->lda)/@^test_backend$@cuBLASLt descriptors (issue 43's plant)
-no-comm-wait@src/tensor/cuda/backend.cu@s/    tbc_rt_wait\(c->comm, c->ev_compute\);\n//@^test_dist$@stream order (issue 43's plant)
+no-comm-wait@src/tensor/cuda/backend.cu@s/ \|\| tbc_rt_wait\(c->comm, c->ev_compute\)//@^test_dist$@stream order (issue 43's plant)
 bias-type@src/tensor/cuda/matmul.cu@s/const int32_t bias_t = lt_type\(g->d_dt\);/const int32_t bias_t = lt_type(g->ab_dt);/@^test_backend$@cuBLASLt types
 no-alignment-prefs@src/tensor/cuda/matmul.cu@s/for \(int i = 0; i < 4 && !st; i\+\+\)/for (int i = 0; i < 0 \&\& !st; i++)/@^test_backend$@cuBLASLt alignment
 no-bias-pointer@src/tensor/cuda/matmul.cu@s/        st = st \? st : lt->desc_set\(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof\(bias\)\);\n//@^test_backend$@cuBLASLt alignment
 tree-no-barrier@src/tensor/cuda/step.cu@s/(SH_LD\(&tree\[threadIdx.x \+ half\]\)\);)\n        __syncthreads\(\);/$1/@^test_backend$|ops_emulate@shared-memory race
 ln-no-barrier@src/tensor/cuda/layernorm.cu@s/    SH_ST\(&part\[1\]\[y\]\[x\], sb\);\n    __syncthreads\(\);/    SH_ST(&part[1][y][x], sb);/@^test_backend$|ops_emulate@shared-memory race
+nccl-id-not-sent@src/tensor/cuda/backend.cu@s/    TBI_TRY\(tb_dist_bcast\(&msg, sizeof\(msg\)\)\);/    msg.ok = 1;/@^test_dist$@NCCL bootstrap
+nccl-gather-count@src/tensor/cuda/backend.cu@s/all_gather\(x, all, n, TBC_NCCL_F32/all_gather(x, all, 2 * n, TBC_NCCL_F32/@^test_dist$@NCCL buffers
+nccl-sum@src/tensor/cuda/backend.cu@s/TBC_NCCL_F32, TBC_NCCL_AVG/TBC_NCCL_F32, TBC_NCCL_SUM/@^test_dist$@NCCL arithmetic
+no-overlap@src/train/loop.c@s/if \(f->world > 1 && !f->defer\) \{/if (f->world > 1 \&\& !f->defer \&\& 0) {/@^test_dist$@reduction overlap
 early-read@src/tensor/cuda/attention.cu@s/cp_async_wait<1>\(\);/cp_async_wait<2>();/@^test_backend$|attention_emulate@asynchronous copy
 EOF
 }

@@ -175,6 +175,39 @@ static void fused_runs(const char *name, const char *task_flags)
     tbt_same_ckpt(pa, pb, what);
 }
 
+/* The gradients' reductions overlap the backward on the emulated device: an all-reduce issued
+ * after kernels launched since the previous one, with no stream waiting in between (emulate_
+ * nccl.h counts them), so a GPU reduces a finished span while the backward goes on. */
+static void overlap_check(const char *launch)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char *out = NULL;
+    tbt_case = "the reductions overlap the backward (cuda-emu)";
+    int rc = tbt_run(&out, 600,
+                     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 TBC_EMU_REPORT=1 %s %s train "
+                     "--backend cuda-emu --precision fp32 --data %s/data --train "
+                     "%s/syn/annotations/EPIC_100_train.csv --dim 32 --depth 2 --heads 2 "
+                     "--patch 16 --tubelet 2 --frames 4 --size 32 --workers 1 --epochs 1 "
+                     "--batch 2 --out %s/overlap",
+                     launch, t, d, d, d);
+    CHECK_MSG(rc == 0, "%s", out);
+    int ranks = 0;
+    for (const char *p = out; p && (p = strstr(p, "emulate: NCCL: rank ")); p++) {
+        int r = -1;
+        long n = 0, k = 0;
+        if (sscanf(p, "emulate: NCCL: rank %d: %ld all-reduces, %ld issued amid", &r, &n, &k) ==
+            3) {
+            ranks++;
+            CHECK_MSG(n >= 8 && k * 2 >= n,
+                      "rank %d: %ld all-reduces, only %ld issued amid "
+                      "kernels",
+                      r, n, k);
+        }
+    }
+    CHECK_MSG(ranks == 2, "%d ranks reported their reductions: %s", ranks, out);
+    free(out);
+}
+
 /* A torchrun that works here: bench/venv's, else the test Python's PyTorch (Debian's 1.13 on
  * Python 3.11 needs its output redirected and teed: -r 1 -t 1), else none (""). */
 static const char *find_torchrun(void)
@@ -217,6 +250,8 @@ static void tcp_launches(void)
     compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 srun", 3, 6, "mae-srun3",
                      "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
                      "--beta2 0.95", "--batch 2", ckpt, sizeof(ckpt));
+    if (tbt_have_backend("cuda-emu"))
+        overlap_check("sh " TB_SOURCE_DIR "/tests/launch_env.sh 2 torchrun");
     if (tbt_have_backend("cuda-emu"))
         compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 torchrun", 3, 6,
                          "clip-cuda-emu-torchrun3", "--backend cuda-emu --precision fp32 --task "

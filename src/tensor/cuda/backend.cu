@@ -1,16 +1,19 @@
 /* src/tensor/cuda/backend.cu - the CUDA backend: the op table (from the op list, as the CPU's),
  * its memory, streams and data parallelism, in one translation unit with every kernel file,
  * so all but the opening function are static. Compiled twice from the same sources: by nvcc
- * for a GPU ("cuda"; cuBLASLt for the products), and as C++ for the emulated device
- * ("cuda-emu", emu/backend_emu.cpp, which includes emu/emulate.h first; the products then run
- * in matmul.cu's interpreter of the same cuBLASLt records). Memory: cudaMalloc itself (the
- * memory planner asks for one arena per model; never managed memory), zeroed on the compute
- * stream. Data parallelism: the reductions run on a second stream, ordered after the compute
- * stream's work by an event and before its later work by another; under MPI on the emulated
- * device, the reduction is MPI's on the device memory itself (host memory there). A GPU run
- * with more than one process needs NCCL, which this backend does not have yet: it says so. */
+ * for a GPU ("cuda"), and as C++ for the emulated device ("cuda-emu", emu/backend_emu.cpp,
+ * which includes emu/emulate.h first). Libraries: cuBLASLt for the products and, with more
+ * than one process, NCCL for the reductions, each a table of functions (lt.h, nccl.h) filled
+ * with dlopen on a GPU and by emulated twins on cuda-emu, so the code calling them is the
+ * same on both. Memory: cudaMalloc itself (the memory planner asks for one arena per model;
+ * never managed memory), zeroed on the compute stream. Data parallelism: each process takes
+ * its machine's GPU by its local rank (dist.h); the reductions run on a second stream,
+ * ordered after the compute stream's work by an event and before its later work by another;
+ * NCCL's unique id goes from rank 0 to the others through dist.h's process group (MPI's, or
+ * the TCP group under torchrun or srun). */
 #include "tensor/cuda/cuda_common.h"
 
+#include "tensor/cuda/nccl.h"
 #include "tubelet/dist.h"
 
 #ifndef TBC_EMULATE
@@ -126,22 +129,14 @@ static int tbc_reduce_start(tbi_backend *be, float *x, size_t n)
 {
     if (tb_dist_world() <= 1 || !n)
         return 0;
-#ifdef TBC_EMULATE
     struct tbc_ctx *c = tbc_ctx_of(be);
-    tbc_rt_record(c->ev_compute, c->compute);
-    tbc_rt_wait(c->comm, c->ev_compute);
-    emu_enqueue(c->comm, [x, n] {
-        if (tb_dist_bucket_start(x, n) || tb_dist_bucket_wait())
-            emu_fail("the emulated all-reduce (MPI) failed");
-    });
+    if (tbc_rt_record(c->ev_compute, c->compute) || tbc_rt_wait(c->comm, c->ev_compute))
+        return tbi_err(TB_ECUDA, "%s: ordering the reduction", be->name);
+    const int st = c->nccl->all_reduce(x, x, n, TBC_NCCL_F32, TBC_NCCL_AVG, c->nccl_comm, c->comm);
+    if (st)
+        return tbi_err(TB_EDIST, "%s: NCCL's all-reduce of %zu floats: %s", be->name, n,
+                       c->nccl->error_string(st));
     return 0;
-#else
-    (void)x;
-    return tbi_err(TB_EUNSUPPORTED,
-                   "%s: %d processes need NCCL, which this build's CUDA backend "
-                   "does not have yet",
-                   be->name, tb_dist_world());
-#endif
 }
 
 static int tbc_reduce_wait(tbi_backend *be)
@@ -158,19 +153,12 @@ static int tbc_gather(tbi_backend *be, float *all, const float *x, size_t n)
 {
     if (tb_dist_world() <= 1)
         return tbc_copy(be, all, x, sizeof(float) * n);
-#ifdef TBC_EMULATE
-    emu_enqueue(tbc_stream(be), [all, x, n] {
-        if (tb_dist_gather_f32(x, n, all))
-            emu_fail("the emulated all-gather (MPI) failed");
-    });
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    const int st = c->nccl->all_gather(x, all, n, TBC_NCCL_F32, c->nccl_comm, c->compute);
+    if (st)
+        return tbi_err(TB_EDIST, "%s: NCCL's all-gather of %zu floats: %s", be->name, n,
+                       c->nccl->error_string(st));
     return 0;
-#else
-    (void)all;
-    return tbi_err(TB_EUNSUPPORTED,
-                   "%s: %d processes need NCCL, which this build's CUDA backend "
-                   "does not have yet",
-                   be->name, tb_dist_world());
-#endif
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -181,7 +169,7 @@ static const struct tbi_ops tbc_ops = {
 #undef TBC_OP_ENTRY
 };
 
-/* ---- cuBLASLt ------------------------------------------------------------------------------ */
+/* ---- the libraries: cuBLASLt, NCCL ------------------------------------------------------- */
 
 #ifdef TBC_EMULATE
 static int tbc_lt_load(const struct tbc_lt **out)
@@ -189,36 +177,51 @@ static int tbc_lt_load(const struct tbc_lt **out)
     *out = &emu_lt_table;
     return 0;
 }
+
+static int tbc_nccl_load(const struct tbc_nccl **out)
+{
+    *out = &emu_nccl_table;
+    return 0;
+}
 #else
-/* cuBLASLt's functions from the library TUBELET_CUBLASLT names (a path or a name), else
- * libcublasLt.so.13, else .so.12; looked up once per process and kept (never unloaded). */
+/* A library's functions into slot[] in fn[]'s order: from the library the variable env names
+ * (a path or a name), else the first of the names in defaults found; kept loaded for the
+ * process (*dl). TB_EUNSUPPORTED naming what is missing. */
+static int tbc_dl_table(const char *what, const char *env_var, const char *const *defaults,
+                        int n_defaults, const char *const *fn, size_t n_fn, void **slot, void **dl)
+{
+    const char *env = getenv(env_var);
+    const int named = env && *env;
+    char why[512] = "", tried[256] = "";
+    for (int i = 0; i < (named ? 1 : n_defaults) && !*dl; i++) {
+        const char *name = named ? env : defaults[i];
+        snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%s%s", i ? ", " : "", name);
+        if (!(*dl = dlopen(name, RTLD_NOW | RTLD_LOCAL)) && !why[0])
+            snprintf(why, sizeof(why), "%s", dlerror());
+    }
+    if (!*dl)
+        return tbi_err(TB_EUNSUPPORTED, "%s not found (%s: %s); %s=PATH names the library", what,
+                       tried, why, env_var);
+    for (size_t i = 0; i < n_fn; i++)
+        if (!(slot[i] = dlsym(*dl, fn[i]))) {
+            dlclose(*dl);
+            *dl = NULL;
+            return tbi_err(TB_EUNSUPPORTED, "the %s found has no %s", what, fn[i]);
+        }
+    return 0;
+}
+
+/* cuBLASLt: TUBELET_CUBLASLT, else libcublasLt.so.13, else .so.12 (12 or later). */
 static int tbc_lt_load(const struct tbc_lt **out)
 {
     static struct tbc_lt lt;
     static void *dl;
-    static_assert(sizeof(lt) == 14 * sizeof(void *), "tbc_lt: one pointer per name");
+    static const char *const fn[] = {TBC_LT_NAMES};
+    static const char *const defaults[] = {"libcublasLt.so.13", "libcublasLt.so.12"};
+    static_assert(sizeof(lt) == sizeof(fn) / sizeof(*fn) * sizeof(void *), "one per name");
     if (!dl) {
-        const char *env = getenv("TUBELET_CUBLASLT");
-        const char *defaults[] = {"libcublasLt.so.13", "libcublasLt.so.12"};
-        const char *named[] = {env};
-        const char *const *names = env && *env ? named : defaults;
-        const int n_names = env && *env ? 1 : 2;
-        char why[512] = "";
-        for (int i = 0; i < n_names && !dl; i++)
-            if (!(dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) && !why[0])
-                snprintf(why, sizeof(why), "%s", dlerror());
-        if (!dl)
-            return tbi_err(TB_EUNSUPPORTED, "cuBLASLt not found: %s (%s)%s",
-                           env && *env ? env : "neither libcublasLt.so.13 nor .so.12", why,
-                           env && *env ? "" : "; TUBELET_CUBLASLT=PATH names the library");
-        static const char *const fn[] = {TBC_LT_NAMES};
-        void **slot = (void **)&lt;
-        for (size_t i = 0; i < sizeof(fn) / sizeof(*fn); i++)
-            if (!(slot[i] = dlsym(dl, fn[i]))) {
-                dlclose(dl);
-                dl = NULL;
-                return tbi_err(TB_EUNSUPPORTED, "the cuBLASLt found has no %s", fn[i]);
-            }
+        TBI_TRY(tbc_dl_table("cuBLASLt", "TUBELET_CUBLASLT", defaults, 2, fn,
+                             sizeof(fn) / sizeof(*fn), (void **)&lt, &dl));
         if (lt.version() < 120000) {
             const size_t v = lt.version();
             dlclose(dl);
@@ -230,7 +233,54 @@ static int tbc_lt_load(const struct tbc_lt **out)
     *out = &lt;
     return 0;
 }
+
+/* NCCL: TUBELET_NCCL, else libnccl.so.2 (2.10 or later, for its average). */
+static int tbc_nccl_load(const struct tbc_nccl **out)
+{
+    static struct tbc_nccl nccl;
+    static void *dl;
+    static const char *const fn[] = {TBC_NCCL_NAMES};
+    static const char *const defaults[] = {"libnccl.so.2"};
+    static_assert(sizeof(nccl) == sizeof(fn) / sizeof(*fn) * sizeof(void *), "one per name");
+    if (!dl) {
+        TBI_TRY(tbc_dl_table("NCCL", "TUBELET_NCCL", defaults, 1, fn, sizeof(fn) / sizeof(*fn),
+                             (void **)&nccl, &dl));
+        int v = 0;
+        nccl.version(&v);
+        if (v < TBC_NCCL_MIN_VERSION) {
+            dlclose(dl);
+            dl = NULL;
+            return tbi_err(TB_EUNSUPPORTED, "NCCL %d.%d found; 2.10 or later is needed", v / 10000,
+                           v / 100 % 100);
+        }
+    }
+    *out = &nccl;
+    return 0;
+}
 #endif
+
+/* This process's NCCL communicator: rank 0 makes the unique id and the process group carries
+ * it (with rank 0's verdict, so no rank waits for an id that never comes). */
+static int tbc_nccl_open(struct tbc_ctx *c)
+{
+    TBI_TRY(tbc_nccl_load(&c->nccl));
+    struct {
+        int ok;
+        tbc_nccl_id id;
+    } msg;
+    memset(&msg, 0, sizeof(msg));
+    const int rank = tb_dist_rank(), world = tb_dist_world();
+    int st = rank == 0 ? c->nccl->unique_id(&msg.id) : 0;
+    msg.ok = st == 0;
+    TBI_TRY(tb_dist_bcast(&msg, sizeof(msg)));
+    if (!msg.ok)
+        return tbi_err(TB_EDIST, "%s: rank 0 could not make NCCL's unique id%s%s", TBC_NAME,
+                       st ? ": " : "", st ? c->nccl->error_string(st) : "");
+    if ((st = c->nccl->init_rank(&c->nccl_comm, world, msg.id, rank)))
+        return tbi_err(TB_EDIST, "%s: NCCL would not start rank %d of %d: %s", TBC_NAME, rank,
+                       world, c->nccl->error_string(st));
+    return 0;
+}
 
 #ifndef TBC_EMULATE
 /* For the tests, and a GPU machine's first look: loads cuBLASLt as an open does (no device
@@ -256,6 +306,8 @@ extern "C" void TBC_CLOSE(tbi_backend *be)
         if (c->lt)
             c->api->destroy((cublasLtHandle_t)c->lt);
     }
+    if (c->nccl_comm)
+        c->nccl->destroy(c->nccl_comm);
     tbc_rt_event_destroy(c->ev_compute);
     tbc_rt_event_destroy(c->ev_comm);
     if (c->compute)
@@ -295,6 +347,12 @@ extern "C" int TBC_OPEN(tbi_backend *be)
         return tbi_err(TB_EUNSUPPORTED, "no usable NVIDIA GPU: %s (%s)",
                        e != cudaSuccess ? cudaGetErrorString(e) : "the driver sees none", driver);
     }
+    /* The machine's k-th process takes its k-th GPU (modulo the GPUs it sees: a launcher that
+     * gives each process one GPU through CUDA_VISIBLE_DEVICES leaves it that one). */
+    const int gpu = tb_dist_local_rank() % n;
+    if (cudaSetDevice(gpu) != cudaSuccess)
+        return tbi_err(TB_ECUDA, "cannot take GPU %d of %d (local rank %d)", gpu, n,
+                       tb_dist_local_rank());
 #endif
     const struct tbc_lt *api = NULL;
     TBI_TRY(tbc_lt_load(&api));
@@ -325,6 +383,13 @@ extern "C" int TBC_OPEN(tbi_backend *be)
         TBC_CLOSE(be);
         return tbi_err(TB_ENOMEM, "%s: %d bytes for cuBLASLt's workspace", TBC_NAME,
                        (int)TBC_LT_WORKSPACE);
+    }
+    if (tb_dist_world() > 1) {
+        const int rc = tbc_nccl_open(c);
+        if (rc < 0) {
+            TBC_CLOSE(be);
+            return rc;
+        }
     }
     return 0;
 }

@@ -44,6 +44,8 @@ struct tbc_ctx {
     void *lt, *lt_ws;             /* cuBLASLt's handle and workspace */
     struct tbc_gemm_cache *gemms; /* the products' plans, one per shape */
     int n_gemms, cap_gemms;
+    const struct tbc_nccl *nccl; /* NCCL's functions (nccl.h), with more than one process */
+    void *nccl_comm;             /* its communicator */
 };
 
 static inline struct tbc_ctx *tbc_ctx_of(tbi_backend *be)

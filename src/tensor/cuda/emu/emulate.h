@@ -474,6 +474,7 @@ static void emu_launch(const void *fn, const char *kernel, dim3 grid, dim3 block
 {
     if (!emu_launch_ok(fn, grid, block, smem_bytes))
         return;
+    emu_n_launched++;
     emu_enqueue(s, [=] { emu_run_grid(kernel, grid, block, smem_bytes, body); });
 }
 

@@ -389,16 +389,6 @@ static cublasStatus_t emu_ltMatmulAlgoGetHeuristic(
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* p through p + bytes inside one device allocation. */
-static int emu_lt_in_device(const void *p, size_t bytes)
-{
-    const unsigned char *c = (const unsigned char *)p;
-    for (const emu_alloc &e : emu_allocs)
-        if (c >= e.p && c + bytes <= e.p + e.bytes)
-            return 1;
-    return 0;
-}
-
 static float emu_lt_at(const void *p, int type, uint64_t r, uint64_t c, int64_t ld)
 {
     const size_t i = r + c * (size_t)ld;
@@ -449,7 +439,7 @@ static cublasStatus_t emu_ltMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc
                                  "preference's MIN_ALIGNMENT_%s_BYTES)",
                                  name[i], ptr[i], emu_lt_align_of(ptr[i]),
                                  (unsigned long long)algo->data[1 + i], name[i]);
-        if (!emu_lt_in_device(ptr[i], emu_lt_extent(l[i])))
+        if (!emu_in_device(ptr[i], emu_lt_extent(l[i])))
             return emu_lt_refuse(inval, "%s (%llux%llu, ld %lld, %s) is not inside one device "
                                         "allocation",
                                  name[i], (unsigned long long)l[i]->rows,
@@ -462,7 +452,7 @@ static cublasStatus_t emu_ltMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc
     const int epi = (int)d->epilogue;
     if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
         const size_t want = (epi == CUBLASLT_EPILOGUE_BIAS ? m : n) * emu_lt_size(Dl->type);
-        if (!d->bias || !emu_lt_in_device(d->bias, want))
+        if (!d->bias || !emu_in_device(d->bias, want))
             return emu_lt_refuse(inval, "the %s pointer %p is not %zu bytes of device memory",
                                  epi == CUBLASLT_EPILOGUE_BIAS ? "bias" : "bias gradient", d->bias,
                                  want);
@@ -473,7 +463,7 @@ static cublasStatus_t emu_ltMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc
                                  d->bias, emu_lt_align_of(d->bias),
                                  (unsigned long long)algo->data[5]);
     }
-    if (ws_bytes && (!ws || !emu_lt_in_device(ws, ws_bytes)))
+    if (ws_bytes && (!ws || !emu_in_device(ws, ws_bytes)))
         return emu_lt_refuse(inval, "a workspace of %zu bytes that is not device memory",
                              ws_bytes);
     const int si = emu_stream_index(stream);

@@ -36,6 +36,16 @@ static long emu_n_allocs;
 /* Where the current block runs, for the fault report (emulate.h sets them). */
 static char emu_where[192] = "outside any kernel";
 
+/* p through p + bytes inside one device allocation. */
+static inline int emu_in_device(const void *p, size_t bytes)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    for (const emu_alloc &e : emu_allocs)
+        if (c >= e.p && c + bytes <= e.p + e.bytes)
+            return 1;
+    return 0;
+}
+
 static size_t emu_page(void)
 {
     return (size_t)sysconf(_SC_PAGESIZE);

@@ -28,6 +28,7 @@ struct emu_entry {
 struct emu_stream_s {
     std::deque<emu_entry> q;
     int live;
+    long waits; /* event waits queued on it so far */
 };
 
 struct emu_event_s {
@@ -38,6 +39,8 @@ struct emu_event_s {
 static std::vector<emu_stream_s> emu_streams;
 static std::vector<emu_event_s> emu_events;
 static long emu_n_deferred; /* entries run later than queued: the tests check the model ran */
+/* Kernels launched so far (emulate_nccl.h's overlap count). */
+static long emu_n_launched;
 
 /* Streams and events are small integers + 1 in the handle (0 is the null stream). */
 static inline int emu_stream_index(cudaStream_t s)
@@ -106,7 +109,7 @@ static inline cudaStream_t emu_stream_create(void)
             emu_streams[i].live = 1;
             return (cudaStream_t)(uintptr_t)(i + 1);
         }
-    emu_streams.push_back(emu_stream_s{{}, 1});
+    emu_streams.push_back(emu_stream_s{{}, 1, 0});
     return (cudaStream_t)(uintptr_t)emu_streams.size();
 }
 
@@ -156,6 +159,7 @@ static inline void emu_stream_wait(cudaStream_t s, int ev)
         return;
     }
     emu_streams[(size_t)i].q.push_back(emu_entry{nullptr, ev, e.recorded, 1});
+    emu_streams[(size_t)i].waits++;
 }
 
 /* Device memory: cudaMalloc's alignment, NaN when fresh; freeing waits for all queued work
