@@ -31,7 +31,7 @@ no-alignment-prefs@src/tensor/cuda/matmul.cu@s/for \(int i = 0; i < 4 && !st; i\
 no-bias-pointer@src/tensor/cuda/matmul.cu@s/        st = st \? st : lt->desc_set\(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof\(bias\)\);\n//@^test_backend$@cuBLASLt alignment
 tree-no-barrier@src/tensor/cuda/step.cu@s/(SH_LD\(&tree\[threadIdx.x \+ half\]\)\);)\n        __syncthreads\(\);/$1/@^test_backend$|ops_emulate@shared-memory race
 ln-no-barrier@src/tensor/cuda/layernorm.cu@s/    SH_ST\(&part\[1\]\[y\]\[x\], sb\);\n    __syncthreads\(\);/    SH_ST(&part[1][y][x], sb);/@^test_backend$|ops_emulate@shared-memory race
-nccl-id-not-sent@src/tensor/cuda/backend.cu@s/    TBI_TRY\(tb_dist_bcast\(&msg, sizeof\(msg\)\)\);/    msg.ok = 1;/@^test_dist$@NCCL bootstrap
+nccl-id-not-sent@src/tensor/cuda/backend.cu@s/    TBI_TRY\(tb_dist_bcast\(&msg, sizeof\(msg\), 0\)\);/    msg.ok = 1;/@^test_dist$@NCCL bootstrap
 nccl-gather-count@src/tensor/cuda/backend.cu@s/all_gather\(x, all, n, TBC_NCCL_F32/all_gather(x, all, 2 * n, TBC_NCCL_F32/@^test_dist$@NCCL buffers
 nccl-sum@src/tensor/cuda/backend.cu@s/TBC_NCCL_F32, TBC_NCCL_AVG/TBC_NCCL_F32, TBC_NCCL_SUM/@^test_dist$@NCCL arithmetic
 no-overlap@src/train/loop.c@s/if \(f->world > 1 && !f->defer\) \{/if (f->world > 1 \&\& !f->defer \&\& 0) {/@^test_dist$@reduction overlap

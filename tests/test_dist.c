@@ -11,9 +11,15 @@
  *   item's views dealt to both processes (the logits' sums reduced before their softmax).
  * - the same under launchers without MPI (the TCP group): torchrun (itself where one works
  *   here, else its variables), srun's variables with 3 processes, the emulated CUDA device
- *   under torchrun's with 3; torchrun's variables without its meeting point are refused.
- * The cases under mpirun are left out, saying so, where it is missing. Under mpirun, ASan's leak check is off for the MPI
- * processes (OpenMPI keeps allocations until exit); the single-process run keeps it. */
+ *   under torchrun's with 3 (NCCL's stand-in); torchrun's variables without its meeting point
+ *   are refused; the emulated device's reductions issued amid the backward's kernels;
+ * - --zero (the optimizer state sharded): 3 processes give one process's numbers (cls under
+ *   mpirun, mae under srun's variables, clip on the emulated device under torchrun's), the
+ *   bits of the run without it under mpirun (alone and with fused updates), and a checkpoint
+ *   of 3 processes resumed with 1, 2 and 3 continues the same run.
+ * The cases under mpirun are left out, saying so, where it is missing. Under mpirun, ASan's leak
+ * check is off for the MPI processes (OpenMPI keeps allocations until exit); the single-process run
+ * keeps it. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -148,31 +154,79 @@ static void compare_runs(const char *name, const char *task_flags, const char *t
 
 /* Under mpirun, --fused-update (each span's mean awaited and applied inside the backward)
  * gives the bits of the same two-process run without it (the whole backward's buckets
- * awaited after it), in every task: the same reductions of the same gradients. */
-static void fused_runs(const char *name, const char *task_flags)
+ * awaited after it), in every task: the same reductions of the same gradients. With all
+ * modes, --zero too, alone and with fused updates: each span updated by one process and its
+ * weights sent to the other is the same arithmetic, and the checkpoint's optimizer state,
+ * gathered from both, the same bits. */
+static void fused_runs(const char *name, const char *task_flags, int all_modes)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
     char *out = NULL, flags[4096], what[128], pa[4400], pb[4400];
-    snprintf(what, sizeof(what), "%s: fused updates on two processes", name);
-    tbt_case = what;
     snprintf(flags, sizeof(flags),
              "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
              "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 "
              "--workers 1 --flip false --log-every 1 --eval-every 0 --epochs 2 --seed 5 "
              "--batch 2 --clip-grad 0 %s",
              d, d, task_flags);
-    const char *mode[2] = {"", "--fused-update"};
-    for (int k = 0; k < 2; k++) {
+    const char *mode[4] = {"", "--fused-update", "--zero", "--zero --fused-update"};
+    for (int k = 0; k < (all_modes ? 4 : 2); k++) {
+        snprintf(what, sizeof(what), "%s: %s on two processes", name, k ? mode[k] : "plain");
+        tbt_case = what;
         int rc = tbt_run(&out, 600,
                          "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
                          " -np 2 %s train %s %s --out %s/%s-fused%d",
                          t, flags, mode[k], d, name, k);
         CHECK_MSG(rc == 0, "%s %s: %s", name, mode[k], out);
         free(out);
+        snprintf(pa, sizeof(pa), "%s/%s-fused0", d, name);
+        snprintf(pb, sizeof(pb), "%s/%s-fused%d", d, name, k);
+        if (k)
+            tbt_same_ckpt(pa, pb, what);
     }
-    snprintf(pa, sizeof(pa), "%s/%s-fused0", d, name);
-    snprintf(pb, sizeof(pb), "%s/%s-fused1", d, name);
-    tbt_same_ckpt(pa, pb, what);
+}
+
+/* --zero's checkpoint is whole: one from 3 processes, resumed with 1, 2 and 3 at the same
+ * global batch, continues the same run (every later step's loss and the final weights). */
+static void zero_resume(void)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char flags[4096], run[4][4400], *out = NULL;
+    tbt_case = "--zero: a checkpoint of 3 processes resumed with 1, 2 and 3";
+    snprintf(flags, sizeof(flags),
+             "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
+             "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 "
+             "--workers 1 --flip false --log-every 1 --eval-every 0 --seed 5 --zero",
+             d, d);
+    snprintf(run[0], sizeof(run[0]), "%s/zero-3", d);
+    int rc = tbt_run(&out, 600,
+                     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
+                     " -np 3 %s train %s --epochs 1 --batch 2 --out %s",
+                     t, flags, run[0]);
+    CHECK_MSG(rc == 0, "%s", out);
+    free(out);
+    /* processes, batch: the same global batch of 6 */
+    static const char *const how[3] = {"", MPIRUN " -np 2", MPIRUN " -np 3"};
+    static const int batch[3] = {6, 3, 2};
+    double loss[3][64];
+    int n[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(run[1 + i], sizeof(run[1 + i]), "%s/zero-3-on-%d", d, i + 1);
+        tbt_run(NULL, 30, "rm -rf %s && cp -r %s %s", run[1 + i], run[0], run[1 + i]);
+        rc = tbt_run(&out, 600,
+                     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 %s %s train %s "
+                     "--epochs 2 --batch %d --resume-changed --out %s",
+                     how[i], t, flags, batch[i], run[1 + i]);
+        CHECK_MSG(rc == 0 && out && strstr(out, "resuming from"), "%d processes: %s", i + 1, out);
+        free(out);
+        n[i] = read_field(run[1 + i], "loss", loss[i], 64);
+    }
+    CHECK_MSG(n[0] > 4 && n[0] == n[1] && n[0] == n[2], "%d, %d, %d steps logged", n[0], n[1],
+              n[2]);
+    for (int i = 1; i < 3; i++)
+        for (int s = 0; s < n[0] && s < n[i]; s++)
+            CHECK_MSG(fabs(loss[0][s] - loss[i][s]) <= 1e-4 * fabs(loss[0][s]),
+                      "step %d: loss %.6f resumed on 1 process, %.6f on %d", s + 1, loss[0][s],
+                      loss[i][s], i + 1);
 }
 
 /* The gradients' reductions overlap the backward on the emulated device: an all-reduce issued
@@ -247,16 +301,23 @@ static void tcp_launches(void)
         snprintf(launch, sizeof(launch), "sh " TB_SOURCE_DIR "/tests/launch_env.sh 2 torchrun");
     }
     compare_runs_via(launch, 2, 4, "cls-torchrun", "", "--batch 2", ckpt, sizeof(ckpt));
-    compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 srun", 3, 6, "mae-srun3",
+    if (tbt_have_backend("cuda-emu"))
+        compare_runs_via(launch, 2, 4, "cls-cuda-emu-torchrun-zero",
+                         "--backend cuda-emu --precision fp32", "--batch 2 --zero", ckpt,
+                         sizeof(ckpt));
+    compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 srun", 3, 6, "mae-srun3-zero",
                      "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2 "
-                     "--beta2 0.95", "--batch 2", ckpt, sizeof(ckpt));
+                     "--beta2 0.95",
+                     "--batch 2 --zero", ckpt, sizeof(ckpt));
     if (tbt_have_backend("cuda-emu"))
         overlap_check("sh " TB_SOURCE_DIR "/tests/launch_env.sh 2 torchrun");
     if (tbt_have_backend("cuda-emu"))
         compare_runs_via("sh " TB_SOURCE_DIR "/tests/launch_env.sh 3 torchrun", 3, 6,
-                         "clip-cuda-emu-torchrun3", "--backend cuda-emu --precision fp32 --task "
-                         "clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
-                         "--context 12", "--batch 2", ckpt, sizeof(ckpt));
+                         "clip-cuda-emu-torchrun3-zero",
+                         "--backend cuda-emu --precision fp32 "
+                         "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
+                         "--context 12",
+                         "--batch 2 --zero", ckpt, sizeof(ckpt));
 
     tbt_case = "torchrun's variables without its meeting point";
     char *out = NULL;
@@ -331,10 +392,17 @@ int main(void)
     } else {
         fprintf(stderr, "no cuda-emu backend in this build: its data parallelism not run\n");
     }
-    fused_runs("cls", "");
-    fused_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2");
-    fused_runs("clip", "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
-                       "--context 12");
+    char pz[4400];
+    compare_runs_via(MPIRUN " -np 3", 3, 6, "cls-mpi3", "", "--batch 2", pz, sizeof(pz));
+    compare_runs_via(MPIRUN " -np 3", 3, 6, "cls-mpi3-zero", "", "--batch 2 --zero", pz,
+                     sizeof(pz));
+    zero_resume();
+    fused_runs("cls", "", 1);
+    fused_runs("mae", "--task mae --mask-ratio 0.75 --dec-dim 32 --dec-depth 1 --dec-heads 2", 0);
+    fused_runs("clip",
+               "--task clip --embed 16 --text-width 32 --text-heads 2 --text-depth 1 "
+               "--context 12",
+               0);
 
     /* Evaluation under mpirun: each process takes its share of the clips (the shards padded
      * to equal length, the padding not counted), and the result is one process's. */

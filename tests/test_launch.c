@@ -163,11 +163,13 @@ static int member(int rank, int world, int port)
     bad += tbi_star_gather(s, mine, sizeof(mine), all) < 0;
     for (int r = 0; r < world; r++)
         bad += all[3 * r] != r || all[3 * r + 1] != 2 * r || all[3 * r + 2] != -1;
-    char id[128];
-    memset(id, rank ? 0 : 'z', sizeof(id));
-    bad += tbi_star_bcast(s, id, sizeof(id)) < 0;
-    for (size_t i = 0; i < sizeof(id); i++)
-        bad += id[i] != 'z';
+    for (int root = 0; root < world; root++) {
+        char id[128];
+        memset(id, rank == root ? 'a' + root : 0, sizeof(id));
+        bad += tbi_star_bcast(s, id, sizeof(id), root) < 0;
+        for (size_t i = 0; i < sizeof(id); i++)
+            bad += id[i] != 'a' + root;
+    }
     tbi_star_close(&s);
     free(x);
     free(all);

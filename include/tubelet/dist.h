@@ -53,8 +53,8 @@ TB_API int tb_dist_world(void);
 TB_API int tb_dist_local_rank(void);
 /* How the processes talk: "MPI", "TCP" or "" (one process). */
 TB_API const char *tb_dist_transport(void);
-/* x (bytes) = rank 0's x. */
-TB_API int tb_dist_bcast(void *x, size_t bytes);
+/* x (bytes) = root's x. */
+TB_API int tb_dist_bcast(void *x, size_t bytes, int root);
 
 /* x (n) = the mean of x over all processes, in place (one call: one bucket). */
 TB_API int tb_dist_mean_f32(float *x, size_t n);

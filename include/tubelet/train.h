@@ -31,12 +31,20 @@ struct tb_optim {
                                                 * momentum, beta2 unused */
     int64_t step;           /* updates done */
     tb_params *params;      /* borrowed */
-    float *m, *v;           /* backend memory: the moments, in the parameters' layout (v:
-                             * AdamW's only; SGD's m: its momentum buffer) */
+    float *m, *v;           /* backend memory: the moments, in the parameters' layout from
+                             * float base (v: AdamW's only; SGD's m: its momentum buffer) */
+    /* ZeRO stage 1 (--zero, AVION's --use-zero, PyTorch's ZeroRedundancyOptimizer): with more
+     * than one process each updates the gradient spans it owns (consecutive spans, about equal
+     * floats a process) and holds only their moments, then every span's weights are broadcast
+     * from its owner. Gradients are averaged whole as without it (DDP's all-reduce). */
+    int zero;          /* set before tb_optim_init */
+    int *owner;        /* sharded: each span's process; NULL otherwise */
+    int64_t base, end; /* the floats [base, end) of the parameters this process updates */
+    float *full;       /* the whole state on the host (rank 0, tbi_optim_gather) */
 };
 
-/* Allocate zero moments for r's parameters; opt->kind is read (the caller sets it first, as
- * every hyper-parameter). */
+/* Allocate zero moments for r's parameters (this process's share with zero); opt->kind and
+ * opt->zero are read (the caller sets them first, as every hyper-parameter). */
 TB_API int tb_optim_init(struct tb_optim *opt, tb_params *r);
 TB_API void tb_optim_free(struct tb_optim *opt);
 /* One update of every parameter from its gradient times grad_scale (1, or tb_clip_factor's:
@@ -246,6 +254,8 @@ struct tb_train_opts {
     double lr, min_lr, warmup_epochs, weight_decay, smoothing, clip_grad;
     int fused_update;                   /* 1: each gradient span's update as the backward
                                          * completes it (tb_params_fuse); clip_grad 0 */
+    int zero;                           /* 1: the optimizer state sharded across processes
+                                         * (struct tb_optim's zero) */
     const char *config_text;            /* NULL, or written to out_dir/config.txt (atomically)
                                          * once the run is accepted: a refused resume leaves
                                          * the run's own */

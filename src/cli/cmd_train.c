@@ -21,7 +21,7 @@ struct train_config {
     char *pool, *pos, *sampler, *norm, *device, *backend, *precision;
     const char *use_backend; /* --device and --backend resolved (cli_device) */
     int stride, epochs, batch, workers, prefetch, seed, eval_every, val_views, val_crops;
-    int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps;
+    int log_every, flip, recompute, recompute_mlp, tensorboard, fused_update, accum_steps, zero;
     int skip_bad_rows, resume_changed, save_every;
     double lr, min_lr, warmup_epochs, wd, smoothing, clip_grad, scale_min, beta1, beta2, eps;
     char *optim, *crop, *decoder_mask, *init, *qv_bias;
@@ -42,7 +42,8 @@ struct train_config {
 static const struct cli_flag train_flags[] = {
     F("task", CLI_STR, task, "cls", "cls|mae|clip",
       "cls (supervised classification), mae (VideoMAE "
-      "pretraining) or clip (video-text contrastive pretraining on narrations)", CLI_NO_RANGE),
+      "pretraining) or clip (video-text contrastive pretraining on narrations)",
+      CLI_NO_RANGE),
     F("device", CLI_STR, device, "auto", "cpu|cuda|auto", CLI_DEVICE_HELP, CLI_NO_RANGE),
     F("backend", CLI_STR, backend, "", "NAME", CLI_BACKEND_HELP, CLI_NO_RANGE),
     F("precision", CLI_STR, precision, "auto", "auto|fp32|bf16", CLI_PRECISION_HELP, CLI_NO_RANGE),
@@ -50,22 +51,24 @@ static const struct cli_flag train_flags[] = {
     F("ext", CLI_STR, ext, "mp4", "EXT", "prepared videos' suffix", CLI_NO_RANGE),
     F("train", CLI_STR, train, NULL, "FILE", "training annotations", CLI_NO_RANGE),
     F("val", CLI_STR, val, "", "FILE", "validation annotations", CLI_NO_RANGE),
-    F("format", CLI_STR, format, "epic", "epic|kinetics|narration",
-      "epic, kinetics or narration", CLI_NO_RANGE),
+    F("format", CLI_STR, format, "epic", "epic|kinetics|narration", "epic, kinetics or narration",
+      CLI_NO_RANGE),
     F("val-format", CLI_STR, val_format, "", "epic|kinetics|narration",
       "--val's format, when it differs (clip: "
-      "narration pretraining scored on EPIC CSVs); default: --format's", CLI_NO_RANGE),
-    F("label", CLI_STR, label, "verb", "verb|noun|action",
-      "the class to learn: verb, noun or action",
+      "narration pretraining scored on EPIC CSVs); default: --format's",
       CLI_NO_RANGE),
+    F("label", CLI_STR, label, "verb", "verb|noun|action",
+      "the class to learn: verb, noun or action", CLI_NO_RANGE),
     F("out", CLI_STR, out, NULL, "DIR", "run directory: config, checkpoints, metrics.jsonl",
       CLI_NO_RANGE),
     F("dim", CLI_INT, dim, "192", "D", "width (ViT-T 192, -S 384, -B 768)", 8, 65536),
     F("depth", CLI_INT, depth, "12", "L", "blocks", 1, 1024),
     F("heads", CLI_INT, heads, "3", "NH", "attention heads", 1, 1024),
     F("patch", CLI_INT, patch, "16", "P", "patch size", 1, 1024),
-    F("tubelet", CLI_INT, tubelet, "0", "TU", "frames per patch (0: 2; clip: 1, AVION's "
-      "per-frame patches)", 0, 64),
+    F("tubelet", CLI_INT, tubelet, "0", "TU",
+      "frames per patch (0: 2; clip: 1, AVION's "
+      "per-frame patches)",
+      0, 64),
     F("frames", CLI_INT, frames, "16", "T", "frames per clip", 1, 1024),
     F("size", CLI_INT, input_size, "224", "PX", "clip frame size (square: PX x PX)", 8, 4096),
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
@@ -73,155 +76,225 @@ static const struct cli_flag train_flags[] = {
     F("pos", CLI_STR, pos, "sincos", "sincos|learned", "sincos or learned positions", CLI_NO_RANGE),
     F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense|dense-jitter",
       "segments (AVION), dense (VideoMAE), dense-jitter (AVION's VideoMAE pretraining: each "
-      "frame moved within its stride) or auto (cls: segments, mae: dense)", CLI_NO_RANGE),
+      "frame moved within its stride) or auto (cls: segments, mae: dense)",
+      CLI_NO_RANGE),
     F("crop-mode", CLI_STR, crop, "auto", "auto|rrc|multiscale",
       "rrc (random resized crop), multiscale "
-      "(VideoMAE's) or auto (cls: rrc, mae: multiscale)", CLI_NO_RANGE),
+      "(VideoMAE's) or auto (cls: rrc, mae: multiscale)",
+      CLI_NO_RANGE),
     F("stride", CLI_INT, stride, "4", "N", "frame stride of dense sampling", 1, 1000),
     F("norm", CLI_STR, norm, "openai", "openai|imagenet",
       "normalisation: openai (AVION's, CLIP's) or "
-      "imagenet", CLI_NO_RANGE),
-    F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S", "random resized crop: smallest area",
-      0.01, 1),
-    F("flip", CLI_BOOL, flip, "true", "", "random horizontal flips (off when left/right "
-      "matters)", CLI_NO_RANGE),
-    F("recompute", CLI_BOOL, recompute, "false", "", "keep only block inputs; the backward "
-      "reruns each block's forward (less memory, ~1.2x compute)", CLI_NO_RANGE),
-    F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K", "the first K blocks keep no MLP hidden "
-      "layer and residual sum (45% of their activations); the backward recomputes them", 0,
-      1000000),
+      "imagenet",
+      CLI_NO_RANGE),
+    F("scale-min", CLI_DOUBLE, scale_min, "0.5", "S", "random resized crop: smallest area", 0.01,
+      1),
+    F("flip", CLI_BOOL, flip, "true", "",
+      "random horizontal flips (off when left/right "
+      "matters)",
+      CLI_NO_RANGE),
+    F("recompute", CLI_BOOL, recompute, "false", "",
+      "keep only block inputs; the backward "
+      "reruns each block's forward (less memory, ~1.2x compute)",
+      CLI_NO_RANGE),
+    F("recompute-mlp", CLI_INT, recompute_mlp, "0", "K",
+      "the first K blocks keep no MLP hidden "
+      "layer and residual sum (45% of their activations); the backward recomputes them",
+      0, 1000000),
     F("epochs", CLI_INT, epochs, "10", "N", "epochs", 1, 1000000),
     F("batch", CLI_INT, batch, "8", "B", "clips per process and micro-batch", 1, 65536),
-    F("accum-steps", CLI_INT, accum_steps, "1", "K", "micro-batches per optimizer step, their "
-      "gradients averaged: a global batch of processes x K x B clips (cls, mae)", 1, 65536),
+    F("accum-steps", CLI_INT, accum_steps, "1", "K",
+      "micro-batches per optimizer step, their "
+      "gradients averaged: a global batch of processes x K x B clips (cls, mae)",
+      1, 65536),
     F("lr", CLI_DOUBLE, lr, "0.001", "X", "peak learning rate", 0, 10),
-    F("blr", CLI_DOUBLE, blr, "0", "X", "base learning rate per 256 clips: when set, the peak "
-      "is X * global batch / 256 (VideoMAE's, AVION's rule)", 0, 10),
-    F("warmup-lr", CLI_DOUBLE, warmup_lr, "0", "X", "where the warmup starts (VideoMAE: 1e-6)",
+    F("blr", CLI_DOUBLE, blr, "0", "X",
+      "base learning rate per 256 clips: when set, the peak "
+      "is X * global batch / 256 (VideoMAE's, AVION's rule)",
       0, 10),
-    F("init", CLI_STR, init, "", "CKPT", "fine-tune from these weights: a checkpoint, or a "
+    F("warmup-lr", CLI_DOUBLE, warmup_lr, "0", "X", "where the warmup starts (VideoMAE: 1e-6)", 0,
+      10),
+    F("init", CLI_STR, init, "", "CKPT",
+      "fine-tune from these weights: a checkpoint, or a "
       "pretraining one's encoder (--task mae's, VideoMAE's in safetensors); the rest (head, "
-      "fc_norm) starts new", CLI_NO_RANGE),
+      "fc_norm) starts new",
+      CLI_NO_RANGE),
     F("qv-bias", CLI_STR, qv_bias, "auto", "auto|true|false",
       "VideoMAE's q/v attention biases: true, false "
-      "or auto (as --init's weights have them; mae: always)", CLI_NO_RANGE),
-    F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X", "cls: layer-wise lr decay (VideoMAE "
-      "fine-tuning: 0.75; 1: none)", 0.01, 1),
-    F("head-init-scale", CLI_DOUBLE, head_init_scale, "1", "X", "cls: the new head's initial "
-      "weights times X (VideoMAE fine-tuning's init_scale: 0.001)", 1e-9, 1000),
-    F("drop-path", CLI_DOUBLE, drop_path, "0", "R", "cls: stochastic depth, rate R at the top "
-      "block (0 at the first; VideoMAE fine-tuning: 0.1), per clip", 0, 0.99),
-    F("mixup", CLI_DOUBLE, mixup, "0", "A", "cls: mixup with the batch's reverse (timm's, one "
+      "or auto (as --init's weights have them; mae: always)",
+      CLI_NO_RANGE),
+    F("layer-decay", CLI_DOUBLE, layer_decay, "1", "X",
+      "cls: layer-wise lr decay (VideoMAE "
+      "fine-tuning: 0.75; 1: none)",
+      0.01, 1),
+    F("head-init-scale", CLI_DOUBLE, head_init_scale, "1", "X",
+      "cls: the new head's initial "
+      "weights times X (VideoMAE fine-tuning's init_scale: 0.001)",
+      1e-9, 1000),
+    F("drop-path", CLI_DOUBLE, drop_path, "0", "R",
+      "cls: stochastic depth, rate R at the top "
+      "block (0 at the first; VideoMAE fine-tuning: 0.1), per clip",
+      0, 0.99),
+    F("mixup", CLI_DOUBLE, mixup, "0", "A",
+      "cls: mixup with the batch's reverse (timm's, one "
       "draw per batch), lam ~ Beta(A, A), soft targets with --label-smoothing (AVION, "
-      "VideoMAE fine-tuning: 0.8; 0: off)", 0, 100),
-    F("cutmix", CLI_DOUBLE, cutmix, "0", "A", "cls: cutmix, lam ~ Beta(A, A), one box through "
-      "every frame (AVION, VideoMAE fine-tuning: 1.0; 0: off)", 0, 100),
+      "VideoMAE fine-tuning: 0.8; 0: off)",
+      0, 100),
+    F("cutmix", CLI_DOUBLE, cutmix, "0", "A",
+      "cls: cutmix, lam ~ Beta(A, A), one box through "
+      "every frame (AVION, VideoMAE fine-tuning: 1.0; 0: off)",
+      0, 100),
     F("mixup-prob", CLI_DOUBLE, mixup_prob, "1", "P", "cls: the share of batches mixed", 0, 1),
-    F("mixup-switch-prob", CLI_DOUBLE, mixup_switch_prob, "0.5", "P", "cls: with both on, the "
-      "share of mixed batches that use cutmix", 0, 1),
-    F("head-dropout", CLI_DOUBLE, head_dropout, "0", "P", "cls: dropout before the head, per "
-      "clip (AVION's EK-100 classifier: 0.5)", 0, 0.99),
-    F("random-erase", CLI_DOUBLE, random_erase, "0", "P", "cls: random erasing (normal noise in "
-      "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)", 0, 1),
+    F("mixup-switch-prob", CLI_DOUBLE, mixup_switch_prob, "0.5", "P",
+      "cls: with both on, the "
+      "share of mixed batches that use cutmix",
+      0, 1),
+    F("head-dropout", CLI_DOUBLE, head_dropout, "0", "P",
+      "cls: dropout before the head, per "
+      "clip (AVION's EK-100 classifier: 0.5)",
+      0, 0.99),
+    F("random-erase", CLI_DOUBLE, random_erase, "0", "P",
+      "cls: random erasing (normal noise in "
+      "a box), each clip with probability P (VideoMAE fine-tuning: 0.25)",
+      0, 1),
     F("erase-mode", CLI_STR, erase_mode, "clip", "clip|frame",
       "cls: clip (one box through the clip: "
-      "VideoMAE's cube) or frame (each frame its own: timm's per image)", CLI_NO_RANGE),
-    F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN", "cls: RandAugment on each "
+      "VideoMAE's cube) or frame (each frame its own: timm's per image)",
+      CLI_NO_RANGE),
+    F("rand-augment", CLI_STR, rand_augment, "none", "mM-nN",
+      "cls: RandAugment on each "
       "training clip after its crop, every frame alike: mM-nN[-mstdS] timm's increasing ops "
       "as VideoMAE applies them, N ops of magnitude M (0-10), noise S (default 0.5; VideoMAE "
       "fine-tuning: m7-n4); pytorchvideo-mM-nN pytorchvideo's on the clip as floats, N "
       "distinct ops, with -pP (each op's probability, 0.5), -mstdS (0.5), -uniform[-float]"
-      "[-minK] (AVION's K400 fine-tuning: pytorchvideo-m7-n4); none: off", CLI_NO_RANGE),
-    F("cls-backbone", CLI_STR, cls_backbone, "vit", "vit|clip", "cls: vit (timm's ViT, VideoMAE's "
+      "[-minK] (AVION's K400 fine-tuning: pytorchvideo-m7-n4); none: off",
+      CLI_NO_RANGE),
+    F("cls-backbone", CLI_STR, cls_backbone, "vit", "vit|clip",
+      "cls: vit (timm's ViT, VideoMAE's "
       "names) or clip (AVION's classifier: the CLIP video tower of a --task clip run, class "
-      "token and ln_post, the head on it; --init takes its visual.* weights)", CLI_NO_RANGE),
-    F("inflate-temporal", CLI_STR, inflate_temporal, "none", "none|bilinear", "--init's temporal "
+      "token and ln_post, the head on it; --init takes its visual.* weights)",
+      CLI_NO_RANGE),
+    F("inflate-temporal", CLI_STR, inflate_temporal, "none", "none|bilinear",
+      "--init's temporal "
       "embedding of another frame count: none (must fit) or bilinear (AVION's: interpolated "
-      "over time, e.g. a 4-frame pretraining fine-tuned at 16)", CLI_NO_RANGE),
+      "over time, e.g. a 4-frame pretraining fine-tuned at 16)",
+      CLI_NO_RANGE),
     F("optim", CLI_STR, optim, "adamw", "adamw|sgd|lion",
       "adamw, sgd (momentum --beta1, coupled decay: "
       "AVION's EK-100 classification) or lion (AVION's for MAE: lr ~1/10, "
-      "wd ~10x AdamW's)", CLI_NO_RANGE),
-    F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0,
-      10),
+      "wd ~10x AdamW's)",
+      CLI_NO_RANGE),
+    F("min-lr", CLI_DOUBLE, min_lr, "1e-06", "X", "learning rate at the end of the cosine", 0, 10),
     F("warmup-epochs", CLI_DOUBLE, warmup_epochs, "1", "N", "linear warmup", 0, 1000000),
     F("wd", CLI_DOUBLE, wd, "0.05", "Y", "weight decay", 0, 10),
-    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW / Lion beta1; SGD's momentum", 0,
-      0.999999),
+    F("beta1", CLI_DOUBLE, beta1, "0.9", "B1", "AdamW / Lion beta1; SGD's momentum", 0, 0.999999),
     F("beta2", CLI_DOUBLE, beta2, "0.999", "B2", "AdamW / Lion beta2 (VideoMAE, AVION: 0.95)", 0,
       0.999999),
     F("eps", CLI_DOUBLE, eps, "1e-08", "E", "AdamW epsilon", 1e-30, 1),
     F("label-smoothing", CLI_DOUBLE, smoothing, "0.1", "Z", "label smoothing", 0, 1),
     F("clip-grad", CLI_DOUBLE, clip_grad, "1", "N", "gradient norm limit (0: none)", 0, 1e9),
-    F("fused-update", CLI_BOOL, fused_update, "false", "", "apply each gradient span's update "
+    F("fused-update", CLI_BOOL, fused_update, "false", "",
+      "apply each gradient span's update "
       "as soon as the backward completes it: the gradients take one span's memory, not the "
       "parameters' (needs --clip-grad 0: no global norm to clip by)",
+      CLI_NO_RANGE),
+    F("zero", CLI_BOOL, zero, "false", "",
+      "with several processes, each updates its share of "
+      "the parameters and holds only their optimizer state, then sends the weights to the "
+      "others (AVION's --use-zero, ZeRO stage 1); checkpoints stay whole",
       CLI_NO_RANGE),
     F("workers", CLI_INT, workers, "2", "N", "decoding threads", 1, 256),
     F("prefetch", CLI_INT, prefetch, "2", "N", "batches decoded ahead", 0, 64),
     F("seed", CLI_INT, seed, "0", "K", "random seed", 0, 2147483647),
-    F("eval-every", CLI_INT, eval_every, "1", "N", "epochs between evaluations (0: at the end)",
-      0, 1000000),
+    F("eval-every", CLI_INT, eval_every, "1", "N", "epochs between evaluations (0: at the end)", 0,
+      1000000),
     F("val-views", CLI_INT, val_views, "1", "N", "temporal views per validation clip", 1, 64),
     F("val-crops", CLI_INT, val_crops, "1", "N", "spatial crops per view: 1 or 3", 1, 3),
     F("log-every", CLI_INT, log_every, "10", "N", "steps between metrics lines", 1, 1000000),
-    F("save-every", CLI_INT, save_every, "0", "N", "also keep DIR/checkpoint_EPOCH.safetensors "
+    F("save-every", CLI_INT, save_every, "0", "N",
+      "also keep DIR/checkpoint_EPOCH.safetensors "
       "every N epochs (AVION's --save-freq; 0: none); every run keeps last.safetensors, and "
-      "best.safetensors of its best evaluation (retrieval's mean mAP, else top-1)", 0, 1000000),
-    F("tensorboard", CLI_BOOL, tensorboard, "false", "", "also write metrics.jsonl's numbers "
-      "as TensorBoard scalars (DIR/events.out.tfevents.*)", CLI_NO_RANGE),
-    F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R", "mae: tube masking's share of each "
-      "frame's positions", 0, 1),
+      "best.safetensors of its best evaluation (retrieval's mean mAP, else top-1)",
+      0, 1000000),
+    F("tensorboard", CLI_BOOL, tensorboard, "false", "",
+      "also write metrics.jsonl's numbers "
+      "as TensorBoard scalars (DIR/events.out.tfevents.*)",
+      CLI_NO_RANGE),
+    F("mask-ratio", CLI_DOUBLE, mask_ratio, "0.9", "R",
+      "mae: tube masking's share of each "
+      "frame's positions",
+      0, 1),
     F("decoder-mask", CLI_STR, decoder_mask, "none", "none|running-cell",
       "mae: none, or running-cell "
-      "(VideoMAE v2: the decoder decodes half the tokens)", CLI_NO_RANGE),
-    F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R", "mae: the running cell's dropped "
-      "share", 0, 1),
+      "(VideoMAE v2: the decoder decodes half the tokens)",
+      CLI_NO_RANGE),
+    F("decoder-ratio", CLI_DOUBLE, decoder_ratio, "0.5", "R",
+      "mae: the running cell's dropped "
+      "share",
+      0, 1),
     F("dec-dim", CLI_INT, dec_dim, "384", "D", "mae: decoder width", 8, 65536),
     F("dec-depth", CLI_INT, dec_depth, "4", "L", "mae: decoder blocks", 1, 1024),
     F("dec-heads", CLI_INT, dec_heads, "6", "NH", "mae: decoder heads", 1, 1024),
-    F("norm-target", CLI_BOOL, norm_target, "true", "", "mae: each tube's pixels normalised "
-      "per channel (VideoMAE's target)", CLI_NO_RANGE),
+    F("norm-target", CLI_BOOL, norm_target, "true", "",
+      "mae: each tube's pixels normalised "
+      "per channel (VideoMAE's target)",
+      CLI_NO_RANGE),
     F("embed", CLI_INT, embed, "256", "E", "clip: the towers' projection width (LaViLa: 256)", 1,
       65536),
-    F("context", CLI_INT, ctx, "77", "N", "clip: tokens a caption (longer ones are cut)", 2,
-      4096),
+    F("context", CLI_INT, ctx, "77", "N", "clip: tokens a caption (longer ones are cut)", 2, 4096),
     F("text-width", CLI_INT, text_width, "512", "D", "clip: text tower width", 8, 65536),
     F("text-heads", CLI_INT, text_heads, "8", "NH", "clip: text tower heads", 1, 1024),
     F("text-depth", CLI_INT, text_depth, "12", "L", "clip: text tower blocks", 1, 1024),
-    F("temperature", CLI_DOUBLE, temperature, "0.07", "X", "clip: InfoNCE's temperature "
-      "(frozen)", 1e-4, 100),
-    F("learn-temperature", CLI_BOOL, learn_temperature, "false", "", "clip: learn CLIP's "
+    F("temperature", CLI_DOUBLE, temperature, "0.07", "X",
+      "clip: InfoNCE's temperature "
+      "(frozen)",
+      1e-4, 100),
+    F("learn-temperature", CLI_BOOL, learn_temperature, "false", "",
+      "clip: learn CLIP's "
       "logit_scale (from --temperature, clamped at 100), as AVION's pretraining does by "
-      "default; else it stays frozen", CLI_NO_RANGE),
+      "default; else it stays frozen",
+      CLI_NO_RANGE),
     F("loss", CLI_STR, loss, "infonce", "infonce|max-margin",
       "clip: infonce (LaViLa's pretraining) or "
-      "max-margin (AVION's EK-100 MIR fine-tuning)", CLI_NO_RANGE),
+      "max-margin (AVION's EK-100 MIR fine-tuning)",
+      CLI_NO_RANGE),
     F("margin", CLI_DOUBLE, margin, "0.2", "M", "clip: the max-margin loss's margin", 0, 10),
-    F("class-names", CLI_STR, class_names, "", "FILE", "clip: a classes CSV (id,key,...: "
+    F("class-names", CLI_STR, class_names, "", "FILE",
+      "clip: a classes CSV (id,key,...: "
       "EPIC_100_verb_classes.csv) for zero-shot classification of --label at evaluation",
       CLI_NO_RANGE),
     F("prompt", CLI_STR, prompt, "{}", "TEXT", "clip: the zero-shot prompt, {} the class name",
       CLI_NO_RANGE),
-    F("relevancy", CLI_STR, relevancy, "", "FILE.npy", "clip: the validation split's relevancy "
-      "(default: computed from its verb and noun classes, as EK-100's)", CLI_NO_RANGE),
-    F("relevant-captions", CLI_DOUBLE, relevant_captions, "0", "X", "clip: train each clip on "
+    F("relevancy", CLI_STR, relevancy, "", "FILE.npy",
+      "clip: the validation split's relevancy "
+      "(default: computed from its verb and noun classes, as EK-100's)",
+      CLI_NO_RANGE),
+    F("relevant-captions", CLI_DOUBLE, relevant_captions, "0", "X",
+      "clip: train each clip on "
       "a sentence of the training split drawn among those of relevancy above X with it, not on "
-      "its own narration (AVION's EK-100 MIR fine-tuning: 0.1); 0: off", 0, 1),
-    F("train-relevancy", CLI_STR, train_relevancy, "", "FILE", "clip: --relevant-captions' "
+      "its own narration (AVION's EK-100 MIR fine-tuning: 0.1); 0: off",
+      0, 1),
+    F("train-relevancy", CLI_STR, train_relevancy, "", "FILE",
+      "clip: --relevant-captions' "
       "relevancy, (train clips, sentences), as .npy or AVION's pickle (caption_relevancy_EPIC_"
       "100_retrieval_train.pkl) (default: computed from the verb and noun classes)",
       CLI_NO_RANGE),
-    F("train-sentences", CLI_STR, train_sentences, "", "FILE", "clip: --relevant-captions' "
+    F("train-sentences", CLI_STR, train_sentences, "", "FILE",
+      "clip: --relevant-captions' "
       "sentences in their order, the relevancy's columns: a CSV naming a clip of --train per "
       "row by narration_id (EPIC_100_retrieval_train_sentence.csv; default: built from --train "
-      "as EK-100 builds it)", CLI_NO_RANGE),
-    F("skip-bad-rows", CLI_BOOL, skip_bad_rows, "false", "", "evaluate --val without its rows "
+      "as EK-100 builds it)",
+      CLI_NO_RANGE),
+    F("skip-bad-rows", CLI_BOOL, skip_bad_rows, "false", "",
+      "evaluate --val without its rows "
       "that make no clip (unparsable, video missing or unreadable, window outside it) rather "
-      "than refuse it; --train's are always skipped, counted in metrics.jsonl", CLI_NO_RANGE),
-    F("resume-changed", CLI_BOOL, resume_changed, "false", "", "resume a run with settings "
+      "than refuse it; --train's are always skipped, counted in metrics.jsonl",
+      CLI_NO_RANGE),
+    F("resume-changed", CLI_BOOL, resume_changed, "false", "",
+      "resume a run with settings "
       "that alter its data order, schedule or model (refused without it, each change named); "
-      "the changes are recorded in metrics.jsonl", CLI_NO_RANGE),
+      "the changes are recorded in metrics.jsonl",
+      CLI_NO_RANGE),
 };
 #undef F
 
@@ -412,10 +485,11 @@ static int train_resolve(void *config)
  * schedule, nor the model (where the run is written, how fast and how often it reports, how it
  * evaluates, the memory plan). Every other key of config.txt does. */
 static const char *const resume_free[] = {
-    "out", "workers", "prefetch", "log-every", "eval-every", "save-every", "val", "val-format",
-    "val-views", "val-crops", "tensorboard", "backend", "recompute", "recompute-mlp",
-    "fused-update", "init", "inflate-temporal", "skip-bad-rows", "resume-changed", "class-names",
-    "prompt", "relevancy",
+    "out",         "workers", "prefetch",         "log-every",     "eval-every",
+    "save-every",  "val",     "val-format",       "val-views",     "val-crops",
+    "tensorboard", "backend", "recompute",        "recompute-mlp", "fused-update",
+    "zero",        "init",    "inflate-temporal", "skip-bad-rows", "resume-changed",
+    "class-names", "prompt",  "relevancy",
 };
 
 /* A resume (out/last.safetensors there) under other settings than out/config.txt's, where a
@@ -549,59 +623,109 @@ static int run_train(void *config, int n_args, char **args)
     int log_every = c->log_every;
     struct tb_train_opts o = {
         .task = c->task,
-        .model = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-                  .tubelet = c->tubelet ? c->tubelet : clip ? 1 : 2, .frames = c->frames,
+        .model = {.dim = c->dim,
+                  .depth = c->depth,
+                  .heads = c->heads,
+                  .patch = c->patch,
+                  .tubelet = c->tubelet ? c->tubelet
+                             : clip     ? 1
+                                        : 2,
+                  .frames = c->frames,
                   .height = c->input_size,
-                  .width = c->input_size, .classes = classes,
+                  .width = c->input_size,
+                  .classes = classes,
                   .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
                   .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
-                  .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->use_backend, .qv_bias = qv_bias, .dtype = dtype,
+                  .recompute = c->recompute,
+                  .recompute_mlp = c->recompute_mlp,
+                  .backend = c->use_backend,
+                  .qv_bias = qv_bias,
+                  .dtype = dtype,
                   .head_init_scale = c->head_init_scale},
-        .train_ann = train, .val_ann = val, .label = label,
+        .train_ann = train,
+        .val_ann = val,
+        .label = label,
         .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
-        .data = {.root = c->data, .ext = c->ext,
+        .data = {.root = c->data,
+                 .ext = c->ext,
                  .sampler = sampler,
                  .stride = c->stride,
                  .crop = {.mode = multiscale ? TB_CROP_MULTISCALE : TB_CROP_RANDOM_RESIZED,
-                          .scale_min = c->scale_min, .scale_max = 1, .ratio_min = 3.0 / 4,
+                          .scale_min = c->scale_min,
+                          .scale_max = 1,
+                          .ratio_min = 3.0 / 4,
                           .ratio_max = 4.0 / 3,
                           .flip = c->flip ? TB_FLIP_RANDOM : TB_FLIP_NEVER},
                  .rand_augment = rand_augment},
-        .batch = c->batch, .workers = c->workers, .prefetch = c->prefetch, .epochs = c->epochs,
-        .lr = c->lr, .min_lr = c->min_lr, .warmup_epochs = c->warmup_epochs,
-        .weight_decay = c->wd, .smoothing = c->smoothing, .clip_grad = c->clip_grad,
-        .fused_update = c->fused_update, .accum_steps = c->accum_steps,
-        .beta1 = c->beta1, .beta2 = c->beta2, .adam_eps = c->eps,
-        .optimizer = (enum tb_optimizer)optim, .warmup_lr = c->warmup_lr,
-        .init = c->init, .layer_decay = c->layer_decay, .drop_path = c->drop_path,
-        .mix = {.mixup = c->mixup, .cutmix = c->cutmix, .prob = c->mixup_prob,
+        .batch = c->batch,
+        .workers = c->workers,
+        .prefetch = c->prefetch,
+        .epochs = c->epochs,
+        .lr = c->lr,
+        .min_lr = c->min_lr,
+        .warmup_epochs = c->warmup_epochs,
+        .weight_decay = c->wd,
+        .smoothing = c->smoothing,
+        .clip_grad = c->clip_grad,
+        .fused_update = c->fused_update,
+        .zero = c->zero,
+        .accum_steps = c->accum_steps,
+        .beta1 = c->beta1,
+        .beta2 = c->beta2,
+        .adam_eps = c->eps,
+        .optimizer = (enum tb_optimizer)optim,
+        .warmup_lr = c->warmup_lr,
+        .init = c->init,
+        .layer_decay = c->layer_decay,
+        .drop_path = c->drop_path,
+        .mix = {.mixup = c->mixup,
+                .cutmix = c->cutmix,
+                .prob = c->mixup_prob,
                 .switch_prob = c->mixup_switch_prob},
         .erase = c->random_erase,
         .erase_mode = strcmp(c->erase_mode, "frame") ? TB_ERASE_CLIP : TB_ERASE_FRAME,
         .head_dropout = c->head_dropout,
-        .inflate = strcmp(c->inflate_temporal, "bilinear") ? TB_INFLATE_NONE
-                                                           : TB_INFLATE_BILINEAR,
+        .inflate = strcmp(c->inflate_temporal, "bilinear") ? TB_INFLATE_NONE : TB_INFLATE_BILINEAR,
         .mae = {.mask_ratio = c->mask_ratio,
                 .decoder_mask = strcmp(c->decoder_mask, "running-cell")
                                     ? TB_DECODER_MASK_NONE
                                     : TB_DECODER_MASK_RUNNING_CELL,
-                .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim,
-                .dec_depth = c->dec_depth, .dec_heads = c->dec_heads,
+                .decoder_ratio = c->decoder_ratio,
+                .dec_dim = c->dec_dim,
+                .dec_depth = c->dec_depth,
+                .dec_heads = c->dec_heads,
                 .norm_target = c->norm_target},
-        .clip = {.embed = c->embed, .vocab = TB_TOKEN_VOCAB, .ctx = c->ctx,
-                 .text_width = c->text_width, .text_heads = c->text_heads,
-                 .text_layers = c->text_depth, .text_causal = 1,
-                 .temperature = c->temperature, .learn_temperature = c->learn_temperature},
+        .clip = {.embed = c->embed,
+                 .vocab = TB_TOKEN_VOCAB,
+                 .ctx = c->ctx,
+                 .text_width = c->text_width,
+                 .text_heads = c->text_heads,
+                 .text_layers = c->text_depth,
+                 .text_causal = 1,
+                 .temperature = c->temperature,
+                 .learn_temperature = c->learn_temperature},
         .max_margin = !strcmp(c->loss, "max-margin"),
-        .margin = c->margin, .class_names = c->class_names, .prompt = c->prompt,
-        .relevancy = c->relevancy, .relevant_captions = c->relevant_captions,
-        .train_relevancy = c->train_relevancy, .train_sentences = c->train_sentences,
-        .seed = (uint64_t)c->seed, .eval_every = c->eval_every, .val_views = c->val_views,
-        .val_crops = c->val_crops, .log_every = c->log_every, .out_dir = c->out,
-        .tensorboard = c->tensorboard, .config_text = cfg.buf, .save_every = c->save_every,
+        .margin = c->margin,
+        .class_names = c->class_names,
+        .prompt = c->prompt,
+        .relevancy = c->relevancy,
+        .relevant_captions = c->relevant_captions,
+        .train_relevancy = c->train_relevancy,
+        .train_sentences = c->train_sentences,
+        .seed = (uint64_t)c->seed,
+        .eval_every = c->eval_every,
+        .val_views = c->val_views,
+        .val_crops = c->val_crops,
+        .log_every = c->log_every,
+        .out_dir = c->out,
+        .tensorboard = c->tensorboard,
+        .config_text = cfg.buf,
+        .save_every = c->save_every,
         .labels = labels,
-        .cancel = &cli_cancel, .on_step = on_step, .on_eval = on_eval, .user = &log_every,
+        .cancel = &cli_cancel,
+        .on_step = on_step,
+        .on_eval = on_eval,
+        .user = &log_every,
     };
     /* A resume under settings or data that alter the run: refused, each change named, unless
      * asked */

@@ -185,16 +185,18 @@ int tb_dist_gather_f32(const float *x, size_t n, float *all)
     return 0;
 }
 
-int tb_dist_bcast(void *x, size_t bytes)
+int tb_dist_bcast(void *x, size_t bytes, int root)
 {
     if (world_ < 2 || !bytes)
         return 0;
+    if (root < 0 || root >= world_)
+        return tbi_err(TB_EINVAL, "a broadcast from rank %d of %d", root, world_);
     if (star_)
-        return tbi_star_bcast(star_, x, bytes);
+        return tbi_star_bcast(star_, x, bytes, root);
 #ifdef TB_HAVE_MPI
     for (size_t off = 0; off < bytes; off += PIECE) {
         int cnt = (int)(bytes - off < PIECE ? bytes - off : PIECE);
-        if (MPI_Bcast((char *)x + off, cnt, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        if (MPI_Bcast((char *)x + off, cnt, MPI_BYTE, root, MPI_COMM_WORLD) != MPI_SUCCESS)
             return tbi_err(TB_EDIST, "MPI_Bcast of %zu bytes failed", bytes);
     }
 #endif

@@ -285,11 +285,16 @@ int tbi_star_gather(struct tbi_star *s, const void *x, size_t bytes, void *all)
     return 0;
 }
 
-int tbi_star_bcast(struct tbi_star *s, void *x, size_t bytes)
+int tbi_star_bcast(struct tbi_star *s, void *x, size_t bytes, int root)
 {
+    if (s->rank == root && root)
+        return send_all(s, s->fd[0], 0, x, bytes);
     if (s->rank)
         return recv_all(s, s->fd[0], 0, x, bytes);
+    if (root)
+        TBI_TRY(recv_all(s, s->fd[root], root, x, bytes));
     for (int r = 1; r < s->world; r++)
-        TBI_TRY(send_all(s, s->fd[r], r, x, bytes));
+        if (r != root)
+            TBI_TRY(send_all(s, s->fd[r], r, x, bytes));
     return 0;
 }

@@ -25,7 +25,7 @@ int tbi_star_reduce(struct tbi_star *s, void *x, size_t n, enum tbi_star_type ty
                     enum tbi_star_op op);
 /* all (world * bytes) = every process's x (bytes), in rank order; all may not overlap x. */
 int tbi_star_gather(struct tbi_star *s, const void *x, size_t bytes, void *all);
-/* x (bytes) = rank 0's x. */
-int tbi_star_bcast(struct tbi_star *s, void *x, size_t bytes);
+/* x (bytes) = root's x (another root's goes through rank 0). */
+int tbi_star_bcast(struct tbi_star *s, void *x, size_t bytes, int root);
 
 #endif /* TUBELET_DIST_STAR_H */

@@ -81,275 +81,272 @@ struct tbi_step_stats {
 };
 
 /* X(name, parameters, arguments): every op, in one list. */
-#define TBI_OP_LIST(X)                                                                         \
-    /* memory: bytes of backend memory, zeroed; freed with free (NULL is a no-op) */           \
-    X(alloc, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))                   \
-    /* zeroed memory whose pages cost nothing until written (the CPU's: fresh pages of the     \
-     * system, 16-byte aligned): the optimizer's moments, where a large embedding table's      \
-     * untouched rows stay unwritten (adamw, lion) */                                          \
-    X(alloc_zero, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))              \
-    X(free, (tbi_backend * be, void *p), (be, p))                                              \
-    X(zero, (tbi_backend * be, void *p, size_t bytes), (be, p, bytes))                         \
-    X(to_device, (tbi_backend * be, void *dst, const void *host_src, size_t bytes),            \
-      (be, dst, host_src, bytes))                                                              \
-    X(to_host, (tbi_backend * be, void *host_dst, const void *src, size_t bytes),              \
-      (be, host_dst, src, bytes))                                                              \
-    X(copy, (tbi_backend * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes)) \
-    X(sync, (tbi_backend * be), (be))                                                          \
-    /* *host_bytes = the backend memory free for new allocations: a plan is checked against it \
-     * before its arena is made (the CPU's: MemAvailable, else all of its RAM) */              \
-    X(mem_avail, (tbi_backend * be, uint64_t *host_bytes), (be, host_bytes))                   \
-    /* data parallelism: x (n) becomes a bucket of the mean over the processes, which may run \
-     * while later ops do (x untouched until reduce_wait); after reduce_wait every bucket      \
-     * holds its mean. The CPU's run in the wait; one process: nothing to do */               \
-    X(reduce_start, (tbi_backend * be, float *x, size_t n), (be, x, n))                        \
-    X(reduce_wait, (tbi_backend * be), (be))                                                   \
-    /* all (processes, n) = every process's x (n), in rank order (data parallelism's           \
-     * all-gather: the contrastive loss's features); one process: a copy */                     \
-    X(gather, (tbi_backend * be, float *all, const float *x, size_t n), (be, all, x, n))       \
-    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or none). prec is the product's type: \
-     * TB_DTYPE_BF16 (bf16 mode's products, autocast's) rounds every operand to bf16 as it is  \
-     * read and every result as it is written, whatever the tensors' own dtypes; f32: none */  \
-    X(matmul_fwd,                                                                              \
-      (tbi_backend * be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int K,    \
-       int N),                                                                                 \
-      (be, prec, out, inp, w, bias, M, K, N))                                                  \
-    /* dinp (M, K) = dout @ w; dw (N, K) = dout^T @ inp; dbias = colsum(dout); written, any    \
-     * may be none; prec as matmul_fwd's */                                                    \
-    X(matmul_bwd,                                                                              \
-      (tbi_backend * be, int prec, tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t inp,   \
-       tbi_t w, int M, int K, int N),                                                          \
-      (be, prec, dinp, dw, dbias, dout, inp, w, M, K, N))                                      \
-    X(layernorm_fwd,                                                                           \
-      (tbi_backend * be, tbi_t out, float *mean, float *rstd, const float *inp,                \
-       const float *w, const float *b, int R, int C, float eps),                               \
-      (be, out, mean, rstd, inp, w, b, R, C, eps))                                             \
-    /* dinp += the input gradient; dw, db written */                                           \
-    X(layernorm_bwd,                                                                           \
-      (tbi_backend * be, float *dinp, float *dw, float *db, tbi_t dout, const float *inp,      \
-       const float *w, const float *mean, const float *rstd, int R, int C),                    \
-      (be, dinp, dw, db, dout, inp, w, mean, rstd, R, C))                                      \
-    X(act_fwd, (tbi_backend * be, int act, tbi_t out, tbi_t inp, size_t n),                    \
-      (be, act, out, inp, n))                                                                  \
-    /* dinp = dout * act'(inp) (may be dout); out = act(inp) when not none (may be inp) */     \
-    X(act_bwd,                                                                                 \
-      (tbi_backend * be, int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout, size_t n),     \
-      (be, act, dinp, out, inp, dout, n))                                                      \
-    X(add, (tbi_backend * be, float *out, const float *a, const float *b, size_t n),           \
-      (be, out, a, b, n))                                                                      \
-    /* B segments of n: out = a + scale[b] x in segment b (a NULL: 0; scale (B) on the device; \
-     * out may be a or x): drop path's per-clip branch factors */                              \
-    X(scale_add,                                                                               \
-      (tbi_backend * be, tbi_t out, const float *a, const float *x, const float *scale, int B, \
-       size_t n),                                                                              \
-      (be, out, a, x, scale, B, n))                                                            \
-    /* qkv (B, N, 3, NH, HS) -> out (B, N, D), lse (B, NH, N); causal: key j > query i masked */ \
-    X(attention_fwd,                                                                           \
-      (tbi_backend * be, tbi_t out, float *lse, tbi_t qkv, int B, int N, int NH, int HS,       \
-       int causal),                                                                            \
-      (be, out, lse, qkv, B, N, NH, HS, causal))                                               \
-    X(attention_bwd,                                                                           \
-      (tbi_backend * be, tbi_t dqkv, tbi_t dout, tbi_t qkv, tbi_t out, const float *lse, int B, \
-       int N, int NH, int HS, int causal),                                                     \
-      (be, dqkv, dout, qkv, out, lse, B, N, NH, HS, causal))                                   \
-    /* loss (1) = mean smoothed cross-entropy of logits (B, K) at targets (B); probs saved */   \
-    X(xent_fwd,                                                                                \
-      (tbi_backend * be, float *loss, float *probs, const float *logits,                       \
-       const int64_t *targets, int B, int K, float smoothing),                                 \
-      (be, loss, probs, logits, targets, B, K, smoothing))                                     \
-    X(xent_bwd,                                                                                \
-      (tbi_backend * be, float *dlogits, const float *probs, const int64_t *targets, int B,    \
-       int K, float smoothing),                                                                \
-      (be, dlogits, probs, targets, B, K, smoothing))                                          \
-    /* soft-target cross-entropy: loss (1) = mean over b of sum_k -targets[b][k] log          \
-     * softmax(logits[b])[k] (timm's SoftTargetCrossEntropy), targets (B, K) on the device;     \
-     * probs saved. The backward writes dlogits = (probs * sum_k targets - targets) / B       \
-     * (probs - targets where each row of targets sums to 1, as mixup's do) */                \
-    X(xent_soft_fwd,                                                                           \
-      (tbi_backend * be, float *loss, float *probs, const float *logits,                       \
-       const float *targets, int B, int K),                                                    \
-      (be, loss, probs, logits, targets, B, K))                                                \
-    X(xent_soft_bwd,                                                                           \
-      (tbi_backend * be, float *dlogits, const float *probs, const float *targets, int B,      \
-       int K),                                                                                 \
-      (be, dlogits, probs, targets, B, K))                                                     \
-    /* mixing a batch with its reverse, in place, x (B, C, T, H, W): without a box (mixup),    \
-     * clip b = lam clip b + (1 - lam) clip B-1-b (timm's x * lam + x.flip(0) * (1 - lam));    \
-     * with host_box (y0, y1, x0, x1; 0 <= y0 <= y1 <= H, 0 <= x0 <= x1 <= W: cutmix), that   \
-     * box of every frame and channel of clip b = clip B-1-b's (VideoMAE's video cutmix) */   \
-    X(mix_clips,                                                                               \
-      (tbi_backend * be, float *x, int B, int CT, int H, int W, float lam,                     \
-       const int *host_box),                                                                   \
-      (be, x, B, CT, H, W, lam, host_box))                                                     \
-    /* random erasing in place, x (B, C, T, H, W): host_boxes (B, T, 4) gives frame t of clip  \
-     * b's box (y0, y1, x0, x1; y0 < 0: none); its pixels, in (t, c, y, x) order over the     \
-     * clip's boxes, become the successive tb_rng_normal draws of the stream                  \
-     * tb_rng_init(seed, host_streams[b]) (one Philox block each: counter-addressable) */     \
-    X(erase_boxes,                                                                             \
-      (tbi_backend * be, float *x, int B, int C, int T, int H, int W,                          \
-       const int32_t *host_boxes, uint64_t seed, const uint64_t *host_streams),                \
-      (be, x, B, C, T, H, W, host_boxes, seed, host_streams))                                  \
-    /* uint8 clips (B, T, H, W, 3) -> float (B, 3, T, H, W), (x - mean) / std per channel      \
-     * (host arrays of 3, 0-255 scale), clip b mirrored where flip (B, or NULL) is set */      \
-    X(normalize,                                                                               \
-      (tbi_backend * be, float *out, const uint8_t *clips, const uint8_t *flip, int B, int T,  \
-       int H, int W, const float *host_mean, const float *host_std),                           \
-      (be, out, clips, flip, B, T, H, W, host_mean, host_std))                                 \
-    X(patchify,                                                                                \
-      (tbi_backend * be, float *cols, const float *video, int B, int C, int T, int H, int W,   \
-       int TU, int P),                                                                         \
-      (be, cols, video, B, C, T, H, W, TU, P))                                                 \
-    /* x (B, NC + N, D): rows [0, NC) of each clip = cls (NC, D), then tokens (B, N, D);       \
-     * + pos on every clip when not NULL: row t of pos for row t, or with idx (B, N; int32)   \
-     * row NC + idx[b][j] for token j of clip b (a subset of the positions) */                \
-    X(tokens_fwd,                                                                              \
-      (tbi_backend * be, float *x, const float *tokens, const float *cls, const float *pos,    \
-       const int32_t *idx, int B, int N, int NC, int D),                                       \
-      (be, x, tokens, cls, pos, idx, B, N, NC, D))                                             \
-    /* its backward from dx: dtokens (B, N, D), dcls (NC, D), dpos (NPOS, D) written; any may  \
-     * be NULL */                                                                              \
-    X(tokens_bwd,                                                                              \
-      (tbi_backend * be, float *dtokens, float *dcls, float *dpos, const float *dx,            \
-       const int32_t *idx, int B, int N, int NC, int NPOS, int D),                             \
-      (be, dtokens, dcls, dpos, dx, idx, B, N, NC, NPOS, D))                                   \
-    /* dst (B, NK, len) = the rows idx (B, NK; int32, each < N) of src (B, N, len) */          \
-    X(gather_rows,                                                                             \
-      (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N,       \
-       int NK, int len),                                                                       \
-      (be, dst, src, idx, B, N, NK, len))                                                      \
-    /* dst (B, N, len): its rows idx (B, NK; int32, each < N) = src (B, NK, len); the other    \
-     * rows untouched (gather_rows' adjoint) */                                                \
-    X(scatter_rows,                                                                            \
-      (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N,       \
-       int NK, int len),                                                                       \
-      (be, dst, src, idx, B, N, NK, len))                                                      \
-    /* x (B, NS + NF, D): row j < NS of clip b = src (B, NS, D)'s, the NF rows after it =      \
-     * fill (D: MAE's mask token); + pos (*, D) row idx[b][j] on every row (idx (B, NS + NF)) */ \
-    X(tokens_fill_fwd,                                                                         \
-      (tbi_backend * be, float *x, const float *src, const float *fill, const float *pos,      \
-       const int32_t *idx, int B, int NS, int NF, int D),                                      \
-      (be, x, src, fill, pos, idx, B, NS, NF, D))                                              \
-    /* its backward: dsrc (B, NS, D), dfill (D) = the fill rows' gradients summed; written,    \
-     * either may be NULL */                                                                   \
-    X(tokens_fill_bwd,                                                                         \
-      (tbi_backend * be, float *dsrc, float *dfill, const float *dx, int B, int NS, int NF,    \
-       int D),                                                                                 \
-      (be, dsrc, dfill, dx, B, NS, NF, D))                                                     \
-    /* MAE targets: rows cols (R, C * PP) in patchify's layout (channel, then the tube's PP    \
-     * pixels) of normalised video -> out (R, PP * C), pixel-major, channel-minor, of          \
-     * u = x * std[c] + mean[c] (host arrays of C); with norm, each channel of a row as        \
-     * (u - mean) / (unbiased std + 1e-6) over its PP values (VideoMAE's target) */           \
-    X(patch_target,                                                                            \
-      (tbi_backend * be, float *out, const float *cols, int R, int C, int PP,                  \
-       const float *host_mean, const float *host_std, int norm),                               \
-      (be, out, cols, R, C, PP, host_mean, host_std, norm))                                    \
-    /* loss (1) = sum_r w[r] mean_c (pred - tgt)^2 / sum_r w[r] over rows (R, C); w (R) >= 0,  \
-     * some > 0; pred typed (a bf16 product's result in bf16 mode), the rest f32. The         \
-     * backward writes dpred (which may be tgt) */                                             \
-    X(mse_fwd,                                                                                 \
-      (tbi_backend * be, float *loss, tbi_t pred, const float *tgt, const float *w, int R,     \
-       int C),                                                                                 \
-      (be, loss, pred, tgt, w, R, C))                                                          \
-    X(mse_bwd,                                                                                 \
-      (tbi_backend * be, float *dpred, tbi_t pred, const float *tgt, const float *w, int R,    \
-       int C),                                                                                 \
-      (be, dpred, pred, tgt, w, R, C))                                                         \
-    /* CLIP's video positions: pos (1 + T S, D), row 0 = spatial's row 0, row 1 + t S + s =   \
-     * spatial (1 + S, D)'s row 1 + s + temporal (T, D)'s row t (temporal NULL: none) */        \
-    X(pos_tile_fwd,                                                                            \
-      (tbi_backend * be, float *pos, const float *spatial, const float *temporal, int T,       \
-       int S, int D),                                                                          \
-      (be, pos, spatial, temporal, T, S, D))                                                   \
-    /* its backward from dpos: dspatial and dtemporal (may be NULL) written */                \
-    X(pos_tile_bwd,                                                                            \
-      (tbi_backend * be, float *dspatial, float *dtemporal, const float *dpos, int T, int S,   \
-       int D),                                                                                 \
-      (be, dspatial, dtemporal, dpos, T, S, D))                                                \
-    /* an embedding's backward: dtable (V, D) written, row v = the sum of the rows r of dx     \
-     * (R, D) whose ids[r] (int32, each < V) is v, in row order */                             \
-    X(embed_bwd,                                                                               \
-      (tbi_backend * be, float *dtable, const float *dx, const int32_t *ids, int R, int V,     \
-       int D),                                                                                 \
-      (be, dtable, dx, ids, R, V, D))                                                          \
-    /* out (C, R) = in (R, C) transposed (a CLIP projection's x @ proj as a matmul) */         \
-    X(transpose, (tbi_backend * be, float *out, const float *in, int R, int C),               \
-      (be, out, in, R, C))                                                                     \
-    /* pooled (B, D) = x (B, N, D)'s first row or mean over N; the backward writes dx */       \
-    X(pool_fwd, (tbi_backend * be, int pool, float *pooled, const float *x, int B, int N, int D), \
-      (be, pool, pooled, x, B, N, D))                                                          \
-    X(pool_bwd,                                                                                \
-      (tbi_backend * be, int pool, float *dx, const float *dpooled, int B, int N, int D),      \
-      (be, pool, dx, dpooled, B, N, D))                                                        \
-    /* PyTorch's AdamW on one tensor from grad * grad_scale, step >= 1 */                      \
-    X(adamw,                                                                                   \
-      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
-       float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,  \
-       int64_t step),                                                                          \
-      (be, param, grad, grad_scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step))       \
-    /* Lion (AVION's) on one tensor from g = grad * grad_scale: param = param (1 - lr wd)     \
-     * - lr sign(beta1 m + (1 - beta1) g), then m = beta2 m + (1 - beta2) g */                \
-    X(lion,                                                                                    \
-      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
-       size_t n, float lr, float beta1, float beta2, float weight_decay),                      \
-      (be, param, grad, grad_scale, m, n, lr, beta1, beta2, weight_decay))                     \
-    /* PyTorch's SGD on one tensor (dampening 0, not Nesterov), from g = grad * grad_scale:    \
-     * g += weight_decay param (coupled decay), m = momentum m + g (m starts at 0, so the      \
-     * first step's m is g, as PyTorch's), param -= lr m */                                    \
-    X(sgd,                                                                                     \
-      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m,          \
-       size_t n, float lr, float momentum, float weight_decay),                                \
-      (be, param, grad, grad_scale, m, n, lr, momentum, weight_decay))                         \
-    /* *acc (1 double, backend memory) += the sum of squares of x (n), in double */         \
-    X(sum_squares_acc, (tbi_backend * be, double *acc, const float *x, size_t n),              \
-      (be, acc, x, n))                                                                         \
-    /* st->loss += *loss (1) / K, both on the backend (a micro-batch's loss into the step's) */ \
-    X(step_loss, (tbi_backend * be, struct tbi_step_stats *st, const float *loss, int K),      \
-      (be, st, loss, K))                                                                       \
-    /* Unless st->bad is set already: span >= 0 (fused updates), st->span_sumsq into st->sumsq \
-     * and bad = TBI_BAD_SPAN if it is not finite; span < 0 (the step's end), norm = sqrt(sumsq) \
-     * (/ K unless fused), bad = TBI_BAD_LOSS if the loss is not finite, else TBI_BAD_NORM if  \
-     * the norm is not (fused: its spans were checked), else scale = the clipping factor      \
-     * (max_norm / (norm + 1e-6) where 0 < max_norm < norm, else 1) / K. A new bad records     \
-     * step, epoch, batch, loss and norm (host values, as the caller names them) */            \
-    X(step_check,                                                                              \
-      (tbi_backend * be, struct tbi_step_stats *st, int span, int fused, double max_norm,      \
-       int K, int64_t step, int64_t epoch, int64_t batch),                                     \
-      (be, st, span, fused, max_norm, K, step, epoch, batch))                                  \
-    /* adamw, lion and sgd with grad_scale = st->scale read on the backend; nothing is written \
-     * (weights, moments) once st->bad is set: the update of a non-finite step never lands */  \
-    X(adamw_checked,                                                                           \
-      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,     \
-       float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,           \
-       float weight_decay, int64_t step),                                                      \
-      (be, param, grad, st, m, v, n, lr, beta1, beta2, eps, weight_decay, step))              \
-    X(lion_checked,                                                                            \
-      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,     \
-       float *m, size_t n, float lr, float beta1, float beta2, float weight_decay),            \
-      (be, param, grad, st, m, n, lr, beta1, beta2, weight_decay))                             \
-    X(sgd_checked,                                                                             \
-      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,     \
-       float *m, size_t n, float lr, float momentum, float weight_decay),                      \
-      (be, param, grad, st, m, n, lr, momentum, weight_decay))                                 \
-    /* The symmetric InfoNCE loss (model.h's tb_clip_infonce, to the bit) of v, t (N, E, not \
-     * normalised; pair i matches) at the logit scale *scale (1 double, on the backend): *loss \
-     * (1) written, and work (tbi_infonce_work(N, E) doubles) keeps what the backward needs.  \
-     * Computed in double. The backward writes rows [row0, row0 + rows) of the gradients on v \
-     * and t, times mult, into dv, dt (rows, E; either may be NULL), and *dscale (1 double, or \
-     * NULL): the loss's gradient on the scale (data parallel: each process its own rows,     \
-     * mult the processes) */                                                                  \
-    X(infonce_fwd,                                                                             \
-      (tbi_backend * be, float *loss, double *work, const float *v, const float *t, int N,     \
-       int E, const double *scale),                                                            \
-      (be, loss, work, v, t, N, E, scale))                                                     \
-    X(infonce_bwd,                                                                             \
-      (tbi_backend * be, float *dv, float *dt, double *dscale, double *work, int N, int E,     \
-       const double *scale, int row0, int rows, float mult),                                   \
-      (be, dv, dt, dscale, work, N, E, scale, row0, rows, mult))                                          \
-    /* CLIP's learned temperature: param (1, the log of the logit scale) clamped in place to   \
-     * [0, 4.6052] (LaViLa's clamp_(0, 4.6052)), *scale (1 double) = exp of it */               \
-    X(logit_scale, (tbi_backend * be, double *scale, float *param), (be, scale, param))       \
-    /* grad (1) = (float)(dscale x scale): the loss's gradient on that log, from its gradient \
-     * on the scale (infonce_bwd's) */                                                        \
+#define TBI_OP_LIST(X)                                                                             \
+    /* memory: bytes of backend memory, zeroed; freed with free (NULL is a no-op) */               \
+    X(alloc, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))                       \
+    /* zeroed memory whose pages cost nothing until written (the CPU's: fresh pages of the         \
+     * system, 16-byte aligned): the optimizer's moments, where a large embedding table's          \
+     * untouched rows stay unwritten (adamw, lion) */                                              \
+    X(alloc_zero, (tbi_backend * be, size_t bytes, void **out), (be, bytes, out))                  \
+    X(free, (tbi_backend * be, void *p), (be, p))                                                  \
+    X(zero, (tbi_backend * be, void *p, size_t bytes), (be, p, bytes))                             \
+    X(to_device, (tbi_backend * be, void *dst, const void *host_src, size_t bytes),                \
+      (be, dst, host_src, bytes))                                                                  \
+    X(to_host, (tbi_backend * be, void *host_dst, const void *src, size_t bytes),                  \
+      (be, host_dst, src, bytes))                                                                  \
+    X(copy, (tbi_backend * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes))   \
+    X(sync, (tbi_backend * be), (be))                                                              \
+    /* *host_bytes = the backend memory free for new allocations: a plan is checked against it     \
+     * before its arena is made (the CPU's: MemAvailable, else all of its RAM) */                  \
+    X(mem_avail, (tbi_backend * be, uint64_t * host_bytes), (be, host_bytes))                      \
+    /* data parallelism: x (n) becomes a bucket of the mean over the processes, which may run      \
+     * while later ops do (x untouched until reduce_wait); after reduce_wait every bucket          \
+     * holds its mean. The CPU's run in the wait; one process: nothing to do */                    \
+    X(reduce_start, (tbi_backend * be, float *x, size_t n), (be, x, n))                            \
+    X(reduce_wait, (tbi_backend * be), (be))                                                       \
+    /* all (processes, n) = every process's x (n), in rank order (data parallelism's               \
+     * all-gather: the contrastive loss's features); one process: a copy */                        \
+    X(gather, (tbi_backend * be, float *all, const float *x, size_t n), (be, all, x, n))           \
+    /* x (n) = process root's x on every process, after the work queued before it (--zero:         \
+     * the weights a process updated, to the others); one process: nothing */                      \
+    X(bcast, (tbi_backend * be, float *x, size_t n, int root), (be, x, n, root))                   \
+    /* out (M, N) = inp (M, K) @ w (N, K)^T + bias (N, or none). prec is the product's type:       \
+     * TB_DTYPE_BF16 (bf16 mode's products, autocast's) rounds every operand to bf16 as it is      \
+     * read and every result as it is written, whatever the tensors' own dtypes; f32: none */      \
+    X(matmul_fwd,                                                                                  \
+      (tbi_backend * be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int K,        \
+       int N),                                                                                     \
+      (be, prec, out, inp, w, bias, M, K, N))                                                      \
+    /* dinp (M, K) = dout @ w; dw (N, K) = dout^T @ inp; dbias = colsum(dout); written, any        \
+     * may be none; prec as matmul_fwd's */                                                        \
+    X(matmul_bwd,                                                                                  \
+      (tbi_backend * be, int prec, tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t inp,       \
+       tbi_t w, int M, int K, int N),                                                              \
+      (be, prec, dinp, dw, dbias, dout, inp, w, M, K, N))                                          \
+    X(layernorm_fwd,                                                                               \
+      (tbi_backend * be, tbi_t out, float *mean, float *rstd, const float *inp, const float *w,    \
+       const float *b, int R, int C, float eps),                                                   \
+      (be, out, mean, rstd, inp, w, b, R, C, eps))                                                 \
+    /* dinp += the input gradient; dw, db written */                                               \
+    X(layernorm_bwd,                                                                               \
+      (tbi_backend * be, float *dinp, float *dw, float *db, tbi_t dout, const float *inp,          \
+       const float *w, const float *mean, const float *rstd, int R, int C),                        \
+      (be, dinp, dw, db, dout, inp, w, mean, rstd, R, C))                                          \
+    X(act_fwd, (tbi_backend * be, int act, tbi_t out, tbi_t inp, size_t n),                        \
+      (be, act, out, inp, n))                                                                      \
+    /* dinp = dout * act'(inp) (may be dout); out = act(inp) when not none (may be inp) */         \
+    X(act_bwd,                                                                                     \
+      (tbi_backend * be, int act, tbi_t dinp, tbi_t out, tbi_t inp, tbi_t dout, size_t n),         \
+      (be, act, dinp, out, inp, dout, n))                                                          \
+    X(add, (tbi_backend * be, float *out, const float *a, const float *b, size_t n),               \
+      (be, out, a, b, n))                                                                          \
+    /* B segments of n: out = a + scale[b] x in segment b (a NULL: 0; scale (B) on the device;     \
+     * out may be a or x): drop path's per-clip branch factors */                                  \
+    X(scale_add,                                                                                   \
+      (tbi_backend * be, tbi_t out, const float *a, const float *x, const float *scale, int B,     \
+       size_t n),                                                                                  \
+      (be, out, a, x, scale, B, n))                                                                \
+    /* qkv (B, N, 3, NH, HS) -> out (B, N, D), lse (B, NH, N); causal: key j > query i masked */   \
+    X(attention_fwd,                                                                               \
+      (tbi_backend * be, tbi_t out, float *lse, tbi_t qkv, int B, int N, int NH, int HS,           \
+       int causal),                                                                                \
+      (be, out, lse, qkv, B, N, NH, HS, causal))                                                   \
+    X(attention_bwd,                                                                               \
+      (tbi_backend * be, tbi_t dqkv, tbi_t dout, tbi_t qkv, tbi_t out, const float *lse, int B,    \
+       int N, int NH, int HS, int causal),                                                         \
+      (be, dqkv, dout, qkv, out, lse, B, N, NH, HS, causal))                                       \
+    /* loss (1) = mean smoothed cross-entropy of logits (B, K) at targets (B); probs saved */      \
+    X(xent_fwd,                                                                                    \
+      (tbi_backend * be, float *loss, float *probs, const float *logits, const int64_t *targets,   \
+       int B, int K, float smoothing),                                                             \
+      (be, loss, probs, logits, targets, B, K, smoothing))                                         \
+    X(xent_bwd,                                                                                    \
+      (tbi_backend * be, float *dlogits, const float *probs, const int64_t *targets, int B, int K, \
+       float smoothing),                                                                           \
+      (be, dlogits, probs, targets, B, K, smoothing))                                              \
+    /* soft-target cross-entropy: loss (1) = mean over b of sum_k -targets[b][k] log               \
+     * softmax(logits[b])[k] (timm's SoftTargetCrossEntropy), targets (B, K) on the device;        \
+     * probs saved. The backward writes dlogits = (probs * sum_k targets - targets) / B            \
+     * (probs - targets where each row of targets sums to 1, as mixup's do) */                     \
+    X(xent_soft_fwd,                                                                               \
+      (tbi_backend * be, float *loss, float *probs, const float *logits, const float *targets,     \
+       int B, int K),                                                                              \
+      (be, loss, probs, logits, targets, B, K))                                                    \
+    X(xent_soft_bwd,                                                                               \
+      (tbi_backend * be, float *dlogits, const float *probs, const float *targets, int B, int K),  \
+      (be, dlogits, probs, targets, B, K))                                                         \
+    /* mixing a batch with its reverse, in place, x (B, C, T, H, W): without a box (mixup),        \
+     * clip b = lam clip b + (1 - lam) clip B-1-b (timm's x * lam + x.flip(0) * (1 - lam));        \
+     * with host_box (y0, y1, x0, x1; 0 <= y0 <= y1 <= H, 0 <= x0 <= x1 <= W: cutmix), that        \
+     * box of every frame and channel of clip b = clip B-1-b's (VideoMAE's video cutmix) */        \
+    X(mix_clips,                                                                                   \
+      (tbi_backend * be, float *x, int B, int CT, int H, int W, float lam, const int *host_box),   \
+      (be, x, B, CT, H, W, lam, host_box))                                                         \
+    /* random erasing in place, x (B, C, T, H, W): host_boxes (B, T, 4) gives frame t of clip      \
+     * b's box (y0, y1, x0, x1; y0 < 0: none); its pixels, in (t, c, y, x) order over the          \
+     * clip's boxes, become the successive tb_rng_normal draws of the stream                       \
+     * tb_rng_init(seed, host_streams[b]) (one Philox block each: counter-addressable) */          \
+    X(erase_boxes,                                                                                 \
+      (tbi_backend * be, float *x, int B, int C, int T, int H, int W, const int32_t *host_boxes,   \
+       uint64_t seed, const uint64_t *host_streams),                                               \
+      (be, x, B, C, T, H, W, host_boxes, seed, host_streams))                                      \
+    /* uint8 clips (B, T, H, W, 3) -> float (B, 3, T, H, W), (x - mean) / std per channel          \
+     * (host arrays of 3, 0-255 scale), clip b mirrored where flip (B, or NULL) is set */          \
+    X(normalize,                                                                                   \
+      (tbi_backend * be, float *out, const uint8_t *clips, const uint8_t *flip, int B, int T,      \
+       int H, int W, const float *host_mean, const float *host_std),                               \
+      (be, out, clips, flip, B, T, H, W, host_mean, host_std))                                     \
+    X(patchify,                                                                                    \
+      (tbi_backend * be, float *cols, const float *video, int B, int C, int T, int H, int W,       \
+       int TU, int P),                                                                             \
+      (be, cols, video, B, C, T, H, W, TU, P))                                                     \
+    /* x (B, NC + N, D): rows [0, NC) of each clip = cls (NC, D), then tokens (B, N, D);           \
+     * + pos on every clip when not NULL: row t of pos for row t, or with idx (B, N; int32)        \
+     * row NC + idx[b][j] for token j of clip b (a subset of the positions) */                     \
+    X(tokens_fwd,                                                                                  \
+      (tbi_backend * be, float *x, const float *tokens, const float *cls, const float *pos,        \
+       const int32_t *idx, int B, int N, int NC, int D),                                           \
+      (be, x, tokens, cls, pos, idx, B, N, NC, D))                                                 \
+    /* its backward from dx: dtokens (B, N, D), dcls (NC, D), dpos (NPOS, D) written; any may      \
+     * be NULL */                                                                                  \
+    X(tokens_bwd,                                                                                  \
+      (tbi_backend * be, float *dtokens, float *dcls, float *dpos, const float *dx,                \
+       const int32_t *idx, int B, int N, int NC, int NPOS, int D),                                 \
+      (be, dtokens, dcls, dpos, dx, idx, B, N, NC, NPOS, D))                                       \
+    /* dst (B, NK, len) = the rows idx (B, NK; int32, each < N) of src (B, N, len) */              \
+    X(gather_rows,                                                                                 \
+      (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N, int NK,   \
+       int len),                                                                                   \
+      (be, dst, src, idx, B, N, NK, len))                                                          \
+    /* dst (B, N, len): its rows idx (B, NK; int32, each < N) = src (B, NK, len); the other        \
+     * rows untouched (gather_rows' adjoint) */                                                    \
+    X(scatter_rows,                                                                                \
+      (tbi_backend * be, float *dst, const float *src, const int32_t *idx, int B, int N, int NK,   \
+       int len),                                                                                   \
+      (be, dst, src, idx, B, N, NK, len))                                                          \
+    /* x (B, NS + NF, D): row j < NS of clip b = src (B, NS, D)'s, the NF rows after it =          \
+     * fill (D: MAE's mask token); + pos (*, D) row idx[b][j] on every row (idx (B, NS + NF)) */   \
+    X(tokens_fill_fwd,                                                                             \
+      (tbi_backend * be, float *x, const float *src, const float *fill, const float *pos,          \
+       const int32_t *idx, int B, int NS, int NF, int D),                                          \
+      (be, x, src, fill, pos, idx, B, NS, NF, D))                                                  \
+    /* its backward: dsrc (B, NS, D), dfill (D) = the fill rows' gradients summed; written,        \
+     * either may be NULL */                                                                       \
+    X(tokens_fill_bwd,                                                                             \
+      (tbi_backend * be, float *dsrc, float *dfill, const float *dx, int B, int NS, int NF,        \
+       int D),                                                                                     \
+      (be, dsrc, dfill, dx, B, NS, NF, D))                                                         \
+    /* MAE targets: rows cols (R, C * PP) in patchify's layout (channel, then the tube's PP        \
+     * pixels) of normalised video -> out (R, PP * C), pixel-major, channel-minor, of              \
+     * u = x * std[c] + mean[c] (host arrays of C); with norm, each channel of a row as            \
+     * (u - mean) / (unbiased std + 1e-6) over its PP values (VideoMAE's target) */                \
+    X(patch_target,                                                                                \
+      (tbi_backend * be, float *out, const float *cols, int R, int C, int PP,                      \
+       const float *host_mean, const float *host_std, int norm),                                   \
+      (be, out, cols, R, C, PP, host_mean, host_std, norm))                                        \
+    /* loss (1) = sum_r w[r] mean_c (pred - tgt)^2 / sum_r w[r] over rows (R, C); w (R) >= 0,      \
+     * some > 0; pred typed (a bf16 product's result in bf16 mode), the rest f32. The              \
+     * backward writes dpred (which may be tgt) */                                                 \
+    X(mse_fwd,                                                                                     \
+      (tbi_backend * be, float *loss, tbi_t pred, const float *tgt, const float *w, int R, int C), \
+      (be, loss, pred, tgt, w, R, C))                                                              \
+    X(mse_bwd,                                                                                     \
+      (tbi_backend * be, float *dpred, tbi_t pred, const float *tgt, const float *w, int R,        \
+       int C),                                                                                     \
+      (be, dpred, pred, tgt, w, R, C))                                                             \
+    /* CLIP's video positions: pos (1 + T S, D), row 0 = spatial's row 0, row 1 + t S + s =        \
+     * spatial (1 + S, D)'s row 1 + s + temporal (T, D)'s row t (temporal NULL: none) */           \
+    X(pos_tile_fwd,                                                                                \
+      (tbi_backend * be, float *pos, const float *spatial, const float *temporal, int T, int S,    \
+       int D),                                                                                     \
+      (be, pos, spatial, temporal, T, S, D))                                                       \
+    /* its backward from dpos: dspatial and dtemporal (may be NULL) written */                     \
+    X(pos_tile_bwd,                                                                                \
+      (tbi_backend * be, float *dspatial, float *dtemporal, const float *dpos, int T, int S,       \
+       int D),                                                                                     \
+      (be, dspatial, dtemporal, dpos, T, S, D))                                                    \
+    /* an embedding's backward: dtable (V, D) written, row v = the sum of the rows r of dx         \
+     * (R, D) whose ids[r] (int32, each < V) is v, in row order */                                 \
+    X(embed_bwd,                                                                                   \
+      (tbi_backend * be, float *dtable, const float *dx, const int32_t *ids, int R, int V, int D), \
+      (be, dtable, dx, ids, R, V, D))                                                              \
+    /* out (C, R) = in (R, C) transposed (a CLIP projection's x @ proj as a matmul) */             \
+    X(transpose, (tbi_backend * be, float *out, const float *in, int R, int C),                    \
+      (be, out, in, R, C))                                                                         \
+    /* pooled (B, D) = x (B, N, D)'s first row or mean over N; the backward writes dx */           \
+    X(pool_fwd, (tbi_backend * be, int pool, float *pooled, const float *x, int B, int N, int D),  \
+      (be, pool, pooled, x, B, N, D))                                                              \
+    X(pool_bwd,                                                                                    \
+      (tbi_backend * be, int pool, float *dx, const float *dpooled, int B, int N, int D),          \
+      (be, pool, dx, dpooled, B, N, D))                                                            \
+    /* PyTorch's AdamW on one tensor from grad * grad_scale, step >= 1 */                          \
+    X(adamw,                                                                                       \
+      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m, float *v,    \
+       size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step), \
+      (be, param, grad, grad_scale, m, v, n, lr, beta1, beta2, eps, weight_decay, step))           \
+    /* Lion (AVION's) on one tensor from g = grad * grad_scale: param = param (1 - lr wd)          \
+     * - lr sign(beta1 m + (1 - beta1) g), then m = beta2 m + (1 - beta2) g */                     \
+    X(lion,                                                                                        \
+      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m, size_t n,    \
+       float lr, float beta1, float beta2, float weight_decay),                                    \
+      (be, param, grad, grad_scale, m, n, lr, beta1, beta2, weight_decay))                         \
+    /* PyTorch's SGD on one tensor (dampening 0, not Nesterov), from g = grad * grad_scale:        \
+     * g += weight_decay param (coupled decay), m = momentum m + g (m starts at 0, so the          \
+     * first step's m is g, as PyTorch's), param -= lr m */                                        \
+    X(sgd,                                                                                         \
+      (tbi_backend * be, float *param, const float *grad, float grad_scale, float *m, size_t n,    \
+       float lr, float momentum, float weight_decay),                                              \
+      (be, param, grad, grad_scale, m, n, lr, momentum, weight_decay))                             \
+    /* *acc (1 double, backend memory) += the sum of squares of x (n), in double */                \
+    X(sum_squares_acc, (tbi_backend * be, double *acc, const float *x, size_t n), (be, acc, x, n)) \
+    /* st->loss += *loss (1) / K, both on the backend (a micro-batch's loss into the step's) */    \
+    X(step_loss, (tbi_backend * be, struct tbi_step_stats * st, const float *loss, int K),         \
+      (be, st, loss, K))                                                                           \
+    /* Unless st->bad is set already: span >= 0 (fused updates), st->span_sumsq into st->sumsq     \
+     * and bad = TBI_BAD_SPAN if it is not finite; span < 0 (the step's end), norm = sqrt(sumsq)   \
+     * (/ K unless fused), bad = TBI_BAD_LOSS if the loss is not finite, else TBI_BAD_NORM if      \
+     * the norm is not (fused: its spans were checked), else scale = the clipping factor           \
+     * (max_norm / (norm + 1e-6) where 0 < max_norm < norm, else 1) / K. A new bad records         \
+     * step, epoch, batch, loss and norm (host values, as the caller names them) */                \
+    X(step_check,                                                                                  \
+      (tbi_backend * be, struct tbi_step_stats * st, int span, int fused, double max_norm, int K,  \
+       int64_t step, int64_t epoch, int64_t batch),                                                \
+      (be, st, span, fused, max_norm, K, step, epoch, batch))                                      \
+    /* adamw, lion and sgd with grad_scale = st->scale read on the backend; nothing is written     \
+     * (weights, moments) once st->bad is set: the update of a non-finite step never lands */      \
+    X(adamw_checked,                                                                               \
+      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,         \
+       float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,                \
+       float weight_decay, int64_t step),                                                          \
+      (be, param, grad, st, m, v, n, lr, beta1, beta2, eps, weight_decay, step))                   \
+    X(lion_checked,                                                                                \
+      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,         \
+       float *m, size_t n, float lr, float beta1, float beta2, float weight_decay),                \
+      (be, param, grad, st, m, n, lr, beta1, beta2, weight_decay))                                 \
+    X(sgd_checked,                                                                                 \
+      (tbi_backend * be, float *param, const float *grad, const struct tbi_step_stats *st,         \
+       float *m, size_t n, float lr, float momentum, float weight_decay),                          \
+      (be, param, grad, st, m, n, lr, momentum, weight_decay))                                     \
+    /* The symmetric InfoNCE loss (model.h's tb_clip_infonce, to the bit) of v, t (N, E, not       \
+     * normalised; pair i matches) at the logit scale *scale (1 double, on the backend): *loss     \
+     * (1) written, and work (tbi_infonce_work(N, E) doubles) keeps what the backward needs.       \
+     * Computed in double. The backward writes rows [row0, row0 + rows) of the gradients on v      \
+     * and t, times mult, into dv, dt (rows, E; either may be NULL), and *dscale (1 double, or     \
+     * NULL): the loss's gradient on the scale (data parallel: each process its own rows,          \
+     * mult the processes) */                                                                      \
+    X(infonce_fwd,                                                                                 \
+      (tbi_backend * be, float *loss, double *work, const float *v, const float *t, int N, int E,  \
+       const double *scale),                                                                       \
+      (be, loss, work, v, t, N, E, scale))                                                         \
+    X(infonce_bwd,                                                                                 \
+      (tbi_backend * be, float *dv, float *dt, double *dscale, double *work, int N, int E,         \
+       const double *scale, int row0, int rows, float mult),                                       \
+      (be, dv, dt, dscale, work, N, E, scale, row0, rows, mult))                                   \
+    /* CLIP's learned temperature: param (1, the log of the logit scale) clamped in place to       \
+     * [0, 4.6052] (LaViLa's clamp_(0, 4.6052)), *scale (1 double) = exp of it */                  \
+    X(logit_scale, (tbi_backend * be, double *scale, float *param), (be, scale, param))            \
+    /* grad (1) = (float)(dscale x scale): the loss's gradient on that log, from its gradient      \
+     * on the scale (infonce_bwd's) */                                                             \
     X(logit_scale_bwd, (tbi_backend * be, float *grad, const double *dscale, const double *scale), \
       (be, grad, dscale, scale))
 

@@ -74,9 +74,19 @@ static int fill(void *user, int i, void *dst)
     tb_params *r = f->r;
     const struct tb_param *p = &r->p[i % r->n];
     int k = i / r->n;
-    const float *src = k == 0 ? tbi_param_data(r, i % r->n) : (k == 1 ? f->opt->m : f->opt->v) +
-                                                                  p->offset;
-    return r->be->ops->to_host(r->be, dst, src, sizeof(float) * (size_t)p->n);
+    size_t bytes = sizeof(float) * (size_t)p->n;
+    if (k && f->opt->full) { /* --zero: gathered from every process (tbi_optim_gather) */
+        memcpy(dst, f->opt->full + (size_t)(k - 1) * (size_t)r->n_floats + p->offset, bytes);
+        return 0;
+    }
+    const float *src =
+        k == 0 ? tbi_param_data(r, i % r->n) : tbi_optim_state(f->opt, k - 1, p->offset);
+    if (!src)
+        return tbi_err(TB_EINVAL,
+                       "the optimizer state of %s is another process's: gather it "
+                       "first",
+                       p->name);
+    return r->be->ops->to_host(r->be, dst, src, bytes);
 }
 
 int tb_ckpt_save(const char *path, tb_params *r, const struct tb_optim *opt,
@@ -272,8 +282,9 @@ int tb_ckpt_load(const char *path, tb_params *r, struct tb_optim *opt, struct tb
                                  "size", path, name);
                     goto end;
                 }
-                if ((rc = r->be->ops->to_device(r->be, (k ? opt->v : opt->m) + p->offset,
-                                                t->data, sizeof(float) * (size_t)p->n)) < 0)
+                float *dst = tbi_optim_state(opt, k, p->offset); /* --zero: this process's */
+                if (dst && (rc = r->be->ops->to_device(r->be, dst, t->data,
+                                                       sizeof(float) * (size_t)p->n)) < 0)
                     goto end;
             }
         }

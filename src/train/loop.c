@@ -582,6 +582,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
         return rc;
     tb_params *params = task->params(st);
     opt.kind = o->optimizer;
+    opt.zero = o->zero;
     if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
         (rc = tb_optim_init(&opt, params)) < 0)
         goto end;
@@ -762,7 +763,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             if (stop) {
                 pos.epoch = e;
                 pos.batch = k;
-                if (lead && (rc = save(ckpt, task, st, o, &opt, &pos, &best)) < 0)
+                if ((rc = tbi_optim_gather(&opt)) < 0 ||
+                    (lead && (rc = save(ckpt, task, st, o, &opt, &pos, &best)) < 0))
                     goto end;
                 rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
                              "run the same command to resume", pos.step, ckpt);
@@ -780,8 +782,8 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
          * checkpoint_best.pt), checkpoint_EPOCH.safetensors every --save-every epochs
          * (AVION's --save-freq), then last.safetensors: a write that fails leaves the resume
          * point before this epoch, and the epoch run again writes them all */
-        rc = 0;
-        if (lead && improved &&
+        rc = tbi_optim_gather(&opt);
+        if (rc == 0 && lead && improved &&
             (rc = tbi_fmt(extra, sizeof(extra), "%s/best.safetensors", o->out_dir)) == 0)
             rc = save(extra, task, st, o, &opt, &pos, &best);
         if (rc == 0 && lead && o->save_every > 0 && (e + 1) % o->save_every == 0 &&

@@ -40,6 +40,12 @@ extern const struct tbi_task tbi_task_cls, tbi_task_mae, tbi_task_clip;
  * written once st->bad is set; the squares of every gradient span added to *acc (backend). */
 struct tbi_step_stats;
 int tbi_optim_update_checked(struct tb_optim *opt, const struct tbi_step_stats *st);
+/* Moment k's backend memory for the parameter at offset, NULL where this process holds none
+ * (--zero: another process's span). */
+float *tbi_optim_state(const struct tb_optim *opt, int k, int64_t offset);
+/* --zero: the whole state into opt->full on rank 0 (for a checkpoint), each span's moments
+ * from its process; every process calls it. Without zero: nothing. */
+int tbi_optim_gather(struct tb_optim *opt);
 int tbi_optim_update_span_checked(struct tb_optim *opt, int span,
                                   const struct tbi_step_stats *st);
 int tbi_grad_sum_squares_acc(tb_params *r, double *acc);

@@ -113,6 +113,12 @@ int tbi_cpu_gather(tbi_backend *be, float *all, const float *x, size_t n)
     return tb_dist_gather_f32(x, n, all);
 }
 
+int tbi_cpu_bcast(tbi_backend *be, float *x, size_t n, int root)
+{
+    (void)be;
+    return tb_dist_bcast(x, sizeof(float) * n, root);
+}
+
 /* ---- typed tensors: the f32 views the kernels compute on ------------------------------- */
 
 /* The kernels are f32. A typed op computes on a view of each tensor: the tensor itself where

@@ -161,6 +161,18 @@ static int tbc_gather(tbi_backend *be, float *all, const float *x, size_t n)
     return 0;
 }
 
+static int tbc_bcast(tbi_backend *be, float *x, size_t n, int root)
+{
+    if (tb_dist_world() <= 1 || !n)
+        return 0;
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    const int st = c->nccl->broadcast(x, x, n, TBC_NCCL_F32, root, c->nccl_comm, c->compute);
+    if (st)
+        return tbi_err(TB_EDIST, "%s: NCCL's broadcast of %zu floats from rank %d: %s", be->name, n,
+                       root, c->nccl->error_string(st));
+    return 0;
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static const struct tbi_ops tbc_ops = {
@@ -272,7 +284,7 @@ static int tbc_nccl_open(struct tbc_ctx *c)
     const int rank = tb_dist_rank(), world = tb_dist_world();
     int st = rank == 0 ? c->nccl->unique_id(&msg.id) : 0;
     msg.ok = st == 0;
-    TBI_TRY(tb_dist_bcast(&msg, sizeof(msg)));
+    TBI_TRY(tb_dist_bcast(&msg, sizeof(msg), 0));
     if (!msg.ok)
         return tbi_err(TB_EDIST, "%s: rank 0 could not make NCCL's unique id%s%s", TBC_NAME,
                        st ? ": " : "", st ? c->nccl->error_string(st) : "");

@@ -28,13 +28,15 @@ struct tbc_nccl {
                       cudaStream_t stream);
     int (*all_gather)(const void *send, void *recv, size_t send_count, int dtype, void *comm,
                       cudaStream_t stream);
+    int (*broadcast)(const void *send, void *recv, size_t count, int dtype, int root, void *comm,
+                     cudaStream_t stream);
     const char *(*error_string)(int);
 };
 
 /* The functions by their names, in the table's order. */
 #define TBC_NCCL_NAMES                                                                             \
     "ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy", "ncclAllReduce",   \
-        "ncclAllGather", "ncclGetErrorString"
+        "ncclAllGather", "ncclBroadcast", "ncclGetErrorString"
 
 #if !defined(TBC_EMULATE) && defined(__has_include)
 #if __has_include(<nccl.h>)

@@ -219,6 +219,28 @@ static int emu_nccl_all_gather(const void *send, void *recv, size_t send_count, 
     return 0;
 }
 
+static int emu_nccl_broadcast(const void *send, void *recv, size_t count, int dtype, int root,
+                              void *comm, cudaStream_t stream)
+{
+    const size_t bytes = count * 4;
+    int st = emu_nccl_check("ncclBroadcast", send, bytes, recv, bytes, dtype, comm, stream);
+    if (st)
+        return st;
+    const emu_nccl_comm *c = (const emu_nccl_comm *)comm;
+    if (root < 0 || root >= c->nranks)
+        return emu_nccl_refuse(4, "ncclBroadcast from rank %d of %d", root, c->nranks);
+    if (send != recv && emu_overlap(send, bytes, recv, bytes))
+        return emu_nccl_refuse(4, "ncclBroadcast with send and receive buffers that overlap "
+                                  "but are not the same");
+    emu_enqueue(stream, [send, recv, count, root] {
+        if (send != recv)
+            memcpy(recv, send, count * 4);
+        if (tb_dist_bcast(recv, count * 4, root) < 0)
+            emu_fail("the emulated ncclBroadcast: the process group failed");
+    });
+    return 0;
+}
+
 static const char *emu_nccl_error_string(int st)
 {
     static const char *const names[] = {"no error",
@@ -233,8 +255,8 @@ static const char *emu_nccl_error_string(int st)
 }
 
 static const struct tbc_nccl emu_nccl_table = {
-    emu_nccl_version,    emu_nccl_unique_id,  emu_nccl_init_rank,    emu_nccl_destroy,
-    emu_nccl_all_reduce, emu_nccl_all_gather, emu_nccl_error_string,
+    emu_nccl_version,    emu_nccl_unique_id,  emu_nccl_init_rank, emu_nccl_destroy,
+    emu_nccl_all_reduce, emu_nccl_all_gather, emu_nccl_broadcast, emu_nccl_error_string,
 };
 
 #endif /* TUBELET_EMULATE_NCCL_H */
