@@ -21,11 +21,22 @@ def cuda_rounds_once():
     """For --device cuda in the references: float32 products in float32 (no TF32, in cuBLAS or
     cuDNN's Conv3d), and bf16 products summed in float32 and rounded once (no reduced-precision
     split-K sums), as tubelet's CUDA backend computes them and as the CPU's autocast comparison
-    requires (autocast_rounds_once in tests/test_vit.c)."""
+    requires (tbt_autocast_rounds_once in tests/tb_test.c)."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if hasattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"):
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+
+def check_precision(a, bad):
+    """The references' shared rule for --precision, --double and --device (a.precision,
+    a.double, a.device); bad is the caller's error class. On cuda: cuda_rounds_once()."""
+    if a.precision != "fp32" and a.double:
+        raise bad("--precision %s runs in float32 (bf16's emulation in float64)" % a.precision)
+    if a.precision == "bf16" and a.device != "cpu":
+        raise bad("--precision bf16 runs on the CPU (its emulation is the same on every "
+                  "machine)")
+    if a.device == "cuda":
+        cuda_rounds_once()
 
 def rnd(x):
     """x (any float dtype) rounded once to bf16 (nearest, ties to even), as float32."""

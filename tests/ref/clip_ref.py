@@ -313,14 +313,7 @@ def main(argv=None):
         finish(a)
         if not (a.weights and a.batch and a.out):
             raise BadInput("--weights, --batch and --out are required")
-        if a.precision != "fp32" and a.double:
-            raise BadInput("--precision %s runs in float32 (bf16's emulation in float64)"
-                           % a.precision)
-        if a.precision == "bf16" and a.device != "cpu":
-            raise BadInput("--precision bf16 runs on the CPU (its emulation is the same on "
-                           "every machine)")
-        if a.device == "cuda":
-            bf16_ref.cuda_rounds_once()
+        bf16_ref.check_precision(a, BadInput)
         global EMULATE
         EMULATE = a.precision == "bf16"
         torch.set_num_threads(1)

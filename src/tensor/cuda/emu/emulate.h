@@ -14,6 +14,7 @@
 #define TUBELET_TESTS_EMULATE_H
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,14 @@ static std::function<void()> emu_body;
 static unsigned char *emu_smem_base;
 static size_t emu_smem_size;
 static long emu_n_collectives;
+
+/* A library's refusal of a call, said on stderr (a test device): "emulate: LIB: ...". */
+static inline void emu_say(const char *lib, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "emulate: %s: ", lib);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+}
 
 static void emu_fail(const char *what)
 {

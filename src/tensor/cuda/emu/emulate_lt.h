@@ -69,9 +69,7 @@ static cublasStatus_t emu_lt_refuse(cublasStatus_t st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "emulate: cuBLASLt: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    emu_say("cuBLASLt", fmt, ap);
     va_end(ap);
     return st;
 }

@@ -47,9 +47,7 @@ static int emu_nccl_refuse(int st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "emulate: NCCL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    emu_say("NCCL", fmt, ap);
     va_end(ap);
     return st;
 }
