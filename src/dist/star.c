@@ -201,7 +201,13 @@ int tbi_star_open(struct tbi_star **out, int rank, int world, const char *addr, 
     const char *t = getenv("TUBELET_DIST_TIMEOUT");
     long sec = t ? strtol(t, NULL, 10) : 1800;
     s->timeout_ms = (int)(sec > 0 && sec < 2000000 ? sec * 1000 : 1800 * 1000);
+    /* Joining waits at most 5 minutes by default (a rank that failed to start leaves the others
+     * waiting only that long), a collective the full timeout (a checkpoint on rank 0). */
+    const int run_ms = s->timeout_ms;
+    if (!t && s->timeout_ms > 300 * 1000)
+        s->timeout_ms = 300 * 1000;
     int rc = rank == 0 ? accept_all(s, addr, port) : connect_root(s, addr, port);
+    s->timeout_ms = run_ms;
     if (rc < 0) {
         tbi_star_close(&s);
         return rc;

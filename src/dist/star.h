@@ -4,7 +4,8 @@
  * contributions in rank order, so every process gets the same bits. Collectives are called by
  * every process in the same order. A peer that stops closes its connection: the others' next
  * collective fails naming it; a peer that hangs fails them after the timeout
- * (TUBELET_DIST_TIMEOUT seconds, default 1800). Memory: a 256 KiB buffer. Tests:
+ * (TUBELET_DIST_TIMEOUT seconds, default 1800; joining, 300 by default). Memory: a 256 KiB
+ * buffer. Tests:
  * tests/test_launch.c. */
 #ifndef TUBELET_DIST_STAR_H
 #define TUBELET_DIST_STAR_H
