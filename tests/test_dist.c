@@ -16,7 +16,8 @@
  * - --zero (the optimizer state sharded): 3 processes give one process's numbers (cls under
  *   mpirun, mae under srun's variables, clip on the emulated device under torchrun's), the
  *   bits of the run without it under mpirun (alone and with fused updates), and a checkpoint
- *   of 3 processes resumed with 1, 2 and 3 continues the same run.
+ *   of 3 processes resumed with 1, 2 and 3 continues the same run;
+ * - a failure on one process alone ends every process with an error (mpirun, TCP), no hang.
  * The cases under mpirun are left out, saying so, where it is missing. Under mpirun, ASan's leak
  * check is off for the MPI processes (OpenMPI keeps allocations until exit); the single-process run
  * keeps it. */
@@ -185,48 +186,75 @@ static void fused_runs(const char *name, const char *task_flags, int all_modes)
     }
 }
 
-/* --zero's checkpoint is whole: one from 3 processes, resumed with 1, 2 and 3 at the same
- * global batch, continues the same run (every later step's loss and the final weights). */
+/* --zero's checkpoint is whole: 3 processes' checkpoint after the first epoch, resumed with 1,
+ * 2 and 3 at the same global batch (no --resume-changed: the batch a process may change with
+ * their count), continues the uninterrupted run: every later step's loss. */
 static void zero_resume(void)
 {
     const char *t = tbt_tubelet(), *d = tbt_dir();
-    char flags[4096], run[4][4400], *out = NULL;
+    char flags[4096], whole[4400], run[4400], *out = NULL;
     tbt_case = "--zero: a checkpoint of 3 processes resumed with 1, 2 and 3";
     snprintf(flags, sizeof(flags),
              "--data %s/data --train %s/syn/annotations/EPIC_100_train.csv "
              "--dim 32 --depth 2 --heads 2 --patch 16 --tubelet 2 --frames 4 --size 32 "
-             "--workers 1 --flip false --log-every 1 --eval-every 0 --seed 5 --zero",
+             "--workers 1 --flip false --log-every 1 --eval-every 0 --seed 5 --zero --epochs 3 "
+             "--save-every 1",
              d, d);
-    snprintf(run[0], sizeof(run[0]), "%s/zero-3", d);
-    int rc = tbt_run(&out, 600,
-                     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
-                     " -np 3 %s train %s --epochs 1 --batch 2 --out %s",
-                     t, flags, run[0]);
+    snprintf(whole, sizeof(whole), "%s/zero-3", d);
+    int rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
+                     " -np 3 %s train %s --batch 2 --out %s", t, flags, whole);
     CHECK_MSG(rc == 0, "%s", out);
     free(out);
+    double want[64], got[64];
+    int n_want = read_field(whole, "loss", want, 64);
     /* processes, batch: the same global batch of 6 */
     static const char *const how[3] = {"", MPIRUN " -np 2", MPIRUN " -np 3"};
     static const int batch[3] = {6, 3, 2};
-    double loss[3][64];
-    int n[3];
     for (int i = 0; i < 3; i++) {
-        snprintf(run[1 + i], sizeof(run[1 + i]), "%s/zero-3-on-%d", d, i + 1);
-        tbt_run(NULL, 30, "rm -rf %s && cp -r %s %s", run[1 + i], run[0], run[1 + i]);
-        rc = tbt_run(&out, 600,
-                     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 %s %s train %s "
-                     "--epochs 2 --batch %d --resume-changed --out %s",
-                     how[i], t, flags, batch[i], run[1 + i]);
-        CHECK_MSG(rc == 0 && out && strstr(out, "resuming from"), "%d processes: %s", i + 1, out);
+        snprintf(run, sizeof(run), "%s/zero-3-on-%d", d, i + 1);
+        tbt_run(NULL, 30, "rm -rf %s && mkdir -p %s && cp %s/config.txt %s/ && "
+                "cp %s/checkpoint_00001.safetensors %s/last.safetensors", run, run, whole, run,
+                whole, run);
+        rc = tbt_run(&out, 600, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 %s %s train %s "
+                     "--batch %d --out %s", how[i], t, flags, batch[i], run);
+        CHECK_MSG(rc == 0 && out && strstr(out, "resuming from"), "%d processes: %s", i + 1,
+                  out);
         free(out);
-        n[i] = read_field(run[1 + i], "loss", loss[i], 64);
+        int n = read_field(run, "loss", got, 64);
+        CHECK_MSG(n > 2 && n < n_want, "%d steps after the resume, %d in all", n, n_want);
+        for (int s = 0; s < n && n < n_want; s++) {
+            double w = want[n_want - n + s];
+            CHECK_MSG(fabs(w - got[s]) <= 1e-4 * fabs(w), "step %d: loss %.6f uninterrupted, "
+                      "%.6f resumed on %d processes", n_want - n + s + 1, w, got[s], i + 1);
+        }
     }
-    CHECK_MSG(n[0] > 4 && n[0] == n[1] && n[0] == n[2], "%d, %d, %d steps logged", n[0], n[1],
-              n[2]);
-    for (int i = 1; i < 3; i++)
-        for (int s = 0; s < n[0] && s < n[i]; s++)
-            CHECK_MSG(fabs(loss[0][s] - loss[i][s]) <= 1e-4 * fabs(loss[0][s]),
-                      "step %d: loss %.6f resumed on 1 process, %.6f on %d", s + 1, loss[0][s],
-                      loss[i][s], i + 1);
+}
+
+/* A failure on one process only (its annotation file missing, found after the processes met)
+ * ends every process with an error, under MPI and over TCP, never a hang: the failed one
+ * leaves MPI unfinalised (mpirun then ends the job) or closes its TCP links (the others' next
+ * collective fails, naming it). */
+static void lone_failure(int mpi)
+{
+    const char *t = tbt_tubelet(), *d = tbt_dir();
+    char flags[4096], *out = NULL;
+    tbt_case = mpi ? "one process fails (mpirun)" : "one process fails (torchrun's variables)";
+    snprintf(flags, sizeof(flags),
+             "--data %s/data --dim 32 --depth 1 --heads 2 --patch 16 --frames 4 --size 32 "
+             "--workers 1 --epochs 2 --batch 2 --out %s/lone-failure", d, d);
+    int rc;
+    if (mpi)
+        rc = tbt_run(&out, 300, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 " MPIRUN
+                     " -np 1 %s train %s --train %s/syn/annotations/EPIC_100_train.csv : -np 1 "
+                     "%s train %s --train %s/nonexistent.csv", t, flags, d, t, flags, d);
+    else
+        rc = tbt_run(&out, 300, "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 sh "
+                     TB_SOURCE_DIR "/tests/launch_env.sh 2 torchrun sh -c 'if [ $RANK = 1 ]; "
+                     "then a=%s/nonexistent.csv; else a=%s/syn/annotations/EPIC_100_train.csv; "
+                     "fi; exec %s train %s --train $a'", d, d, t, flags);
+    CHECK_MSG(rc != 0 && rc != 124 && rc != 137 && out && strstr(out, "nonexistent.csv"),
+              "exit %d (124, 137: a hang ended by the test's timeout): %s", rc, out);
+    free(out);
 }
 
 /* The gradients' reductions overlap the backward on the emulated device: an all-reduce issued
@@ -319,6 +347,8 @@ static void tcp_launches(void)
                          "--context 12",
                          "--batch 2 --zero", ckpt, sizeof(ckpt));
 
+    lone_failure(0);
+
     tbt_case = "torchrun's variables without its meeting point";
     char *out = NULL;
     int rc = tbt_run(&out, 120,
@@ -392,6 +422,7 @@ int main(void)
     } else {
         fprintf(stderr, "no cuda-emu backend in this build: its data parallelism not run\n");
     }
+    lone_failure(1);
     char pz[4400];
     compare_runs_via(MPIRUN " -np 3", 3, 6, "cls-mpi3", "", "--batch 2", pz, sizeof(pz));
     compare_runs_via(MPIRUN " -np 3", 3, 6, "cls-mpi3-zero", "", "--batch 2 --zero", pz,

@@ -47,6 +47,11 @@ TB_API int tb_launch_detect(struct tb_launch *l);
 TB_API int tb_dist_init(int *argc, char ***argv);
 /* Leave the job (MPI_Finalize, or the TCP group closed). */
 TB_API void tb_dist_finalize(void);
+/* Leave it after a failure the other processes may not know of: the TCP group closed (their
+ * next collective fails, naming this rank), MPI left unfinalised (MPI_Finalize would wait for
+ * processes stuck in a collective; the launcher ends the whole job once this process exits
+ * with a failure). The CLI's error path. */
+TB_API void tb_dist_finalize_failed(void);
 TB_API int tb_dist_rank(void);
 TB_API int tb_dist_world(void);
 /* The launcher's local rank (0 alone): which of the machine's GPUs this process takes. */

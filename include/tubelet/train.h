@@ -182,6 +182,7 @@ struct tb_ckpt_info {
     int label_recorded;          /* 1: the checkpoint names its label kind */
     struct tb_clip_config clip;  /* task clip: the text tower, projections, temperature */
     char data[TB_DATA_ID_MAX];   /* tb_train_data_id of the run's data; "" when unrecorded */
+    int64_t global_batch;        /* processes x micro-batches x clips a step; 0 unrecorded */
     double best;                 /* the run's best evaluation so far (retrieval's mean mAP,
                                   * else top-1) and after which epoch; best_epoch 0: none */
     int64_t best_epoch;

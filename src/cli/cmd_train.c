@@ -505,12 +505,22 @@ static void resume_changes(const char *out, const struct train_config *c,
     snprintf(cfg, sizeof(cfg), "%s/config.txt", out);
     if (access(ckpt, F_OK) != 0)
         return;
+    /* The batch a process and its micro-batches may change with the process count where the
+     * global batch stays (the data order and schedule follow the global batch). */
+    enum { N_FREE = sizeof(resume_free) / sizeof(resume_free[0]) };
+    const char *free_keys[N_FREE + 2];
+    memcpy(free_keys, resume_free, sizeof(resume_free));
+    int n_free = N_FREE, have_info = tb_ckpt_info(ckpt, &info) == 0;
+    if (have_info && info.global_batch ==
+                         (int64_t)tb_dist_world() * c->accum_steps * c->batch) {
+        free_keys[n_free++] = "batch";
+        free_keys[n_free++] = "accum-steps";
+    }
     if (access(cfg, R_OK) == 0)
-        cli_config_diff(&cli_cmd_train, c, cfg, resume_free,
-                        (int)(sizeof(resume_free) / sizeof(resume_free[0])), note, size);
+        cli_config_diff(&cli_cmd_train, c, cfg, free_keys, n_free, note, size);
     tb_train_data_id(o, now);
     size_t used = strlen(note);
-    if (tb_ckpt_info(ckpt, &info) == 0 && info.data[0] && strcmp(info.data, now))
+    if (have_info && info.data[0] && strcmp(info.data, now))
         snprintf(note + used, size - used, "%sdata %s -> %s", used ? "; " : "", info.data, now);
 }
 
@@ -824,7 +834,10 @@ end:
     tb_label_space_free(&labels);
     tb_ann_free(&train);
     tb_ann_free(&val);
-    tb_dist_finalize();
+    if (status)
+        tb_dist_finalize_failed(); /* the others may wait in a collective: never a hang */
+    else
+        tb_dist_finalize();
     return status;
 }
 
@@ -1196,7 +1209,10 @@ end:
     tb_label_space_free(&space);
     tb_ann_free(&train);
     tb_ann_free(&val);
-    tb_dist_finalize();
+    if (status)
+        tb_dist_finalize_failed(); /* the others may wait in a collective: never a hang */
+    else
+        tb_dist_finalize();
     return status;
 }
 

@@ -104,6 +104,15 @@ void tb_dist_finalize(void)
     transport_ = "";
 }
 
+void tb_dist_finalize_failed(void)
+{
+#ifdef TB_HAVE_MPI
+    mpi_started_ = 0; /* no MPI_Finalize: see dist.h */
+    grads_ = MPI_COMM_NULL;
+#endif
+    tb_dist_finalize();
+}
+
 int tb_dist_rank(void)
 {
     return rank_;

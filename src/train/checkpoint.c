@@ -187,6 +187,8 @@ int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
              meta_get(f->metadata, "task", s, sizeof(s)) ? "cls" : s);
     if (meta_get(f->metadata, "data", info->data, sizeof(info->data)))
         info->data[0] = '\0';
+    if (meta_i64(f->metadata, "global_batch", &info->global_batch))
+        info->global_batch = 0;
     if (!meta_get(f->metadata, "best", s, sizeof(s)) && meta_i64(f->metadata, "best_epoch",
                                                                  &info->best_epoch) == 0)
         info->best = strtod(s, NULL);

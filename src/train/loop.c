@@ -468,6 +468,9 @@ static int save(const char *path, const struct tbi_task *t, void *st,
     int rc = t->meta(st, o, &meta);
     tb_train_data_id(o, data);
     tbi_sb_printf(&meta, "%s\"data\":\"%s\"", tbi_sb_str(&meta)[0] ? "," : "", data);
+    /* the batch a resume may deal out to another number of processes */
+    tbi_sb_printf(&meta, ",\"global_batch\":\"%d\"",
+                  tb_dist_world() * o->accum_steps * o->batch);
     if (best->epoch > 0)
         tbi_sb_printf(&meta, ",\"best\":\"%.17g\",\"best_epoch\":\"%" PRId64 "\"",
                       best->score, best->epoch);
@@ -792,6 +795,7 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
             rc = save(extra, task, st, o, &opt, &pos, &best);
         if (rc == 0 && lead)
             rc = save(ckpt, task, st, o, &opt, &pos, &best);
+        tbi_optim_release(&opt);
         if ((rc = any_failed(rc, pos.step)) < 0)
             goto end;
     }

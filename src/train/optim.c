@@ -83,6 +83,12 @@ float *tbi_optim_state(const struct tb_optim *opt, int k, int64_t offset)
     return offset >= opt->base && offset < opt->end && s ? s + (offset - opt->base) : NULL;
 }
 
+void tbi_optim_release(struct tb_optim *opt)
+{
+    free(opt->full);
+    opt->full = NULL;
+}
+
 int tbi_optim_gather(struct tb_optim *opt)
 {
     if (!opt->owner)

@@ -46,6 +46,8 @@ float *tbi_optim_state(const struct tb_optim *opt, int k, int64_t offset);
 /* --zero: the whole state into opt->full on rank 0 (for a checkpoint), each span's moments
  * from its process; every process calls it. Without zero: nothing. */
 int tbi_optim_gather(struct tb_optim *opt);
+/* Frees what tbi_optim_gather put on the host. */
+void tbi_optim_release(struct tb_optim *opt);
 int tbi_optim_update_span_checked(struct tb_optim *opt, int span,
                                   const struct tbi_step_stats *st);
 int tbi_grad_sum_squares_acc(tb_params *r, double *acc);

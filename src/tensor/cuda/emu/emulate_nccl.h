@@ -74,25 +74,26 @@ static int emu_nccl_unique_id(tbc_nccl_id *id)
 static int emu_nccl_init_rank(void **comm, int nranks, tbc_nccl_id id, int rank)
 {
     *comm = NULL;
-    if (strncmp(id.internal, EMU_NCCL_MAGIC, strlen(EMU_NCCL_MAGIC)))
-        return emu_nccl_refuse(4, "ncclCommInitRank with an id ncclGetUniqueId did not make");
     if (nranks != tb_dist_world() || rank != tb_dist_rank())
-        return emu_nccl_refuse(4,
-                               "ncclCommInitRank as rank %d of %d in a group where this "
-                               "process is rank %d of %d",
-                               rank, nranks, tb_dist_rank(), tb_dist_world());
-    /* Every rank's id, compared (a collective, as NCCL's initialisation is). */
+        return emu_nccl_refuse(4, "ncclCommInitRank as rank %d of %d in a group where this "
+                               "process is rank %d of %d", rank, nranks, tb_dist_world(),
+                               tb_dist_rank());
+    /* Every rank's id, compared after they are all in (a collective, as NCCL's initialisation
+     * is: judging one before would leave the others waiting in it). */
     const size_t nf = sizeof(id) / sizeof(float);
     std::vector<float> mine(nf), all(nf * (size_t)nranks);
     memcpy(mine.data(), &id, sizeof(id));
     if (tb_dist_gather_f32(mine.data(), nf, all.data()) < 0)
         return emu_nccl_refuse(2, "ncclCommInitRank: the process group failed: %s", tb_errmsg());
-    for (int r = 0; r < nranks; r++)
-        if (memcmp(&all[(size_t)r * nf], &id, sizeof(id)))
-            return emu_nccl_refuse(4,
-                                   "ncclCommInitRank: rank %d holds another unique id than "
-                                   "rank %d (the id did not reach every rank)",
-                                   r, rank);
+    for (int r = 0; r < nranks; r++) {
+        const char *theirs = (const char *)&all[(size_t)r * nf];
+        if (strncmp(theirs, EMU_NCCL_MAGIC, strlen(EMU_NCCL_MAGIC)))
+            return emu_nccl_refuse(4, "ncclCommInitRank: rank %d holds an id ncclGetUniqueId "
+                                   "did not make (the id did not reach it)", r);
+        if (memcmp(theirs, &id, sizeof(id)))
+            return emu_nccl_refuse(4, "ncclCommInitRank: rank %d holds another unique id than "
+                                   "rank %d (the id did not reach every rank)", r, rank);
+    }
     emu_nccl_comm *c = (emu_nccl_comm *)calloc(1, sizeof(*c));
     if (!c)
         return 2;
