@@ -33,11 +33,11 @@ int cli_ann_format(const char *name, enum tb_ann_format *out);
  * video is missing or unreadable, or whose window lies outside it (tb_ann_drop_unreadable);
  * then the skipped rows are reported on stderr (how many, the first few as file:line:
  * cause; CLI_ROWS_REPORT), or refuse the file (CLI_ROWS_REFUSE: an evaluation scores every
- * row or says why not). quiet: print nothing (the other processes under mpirun). 0, or -1
- * (said unless quiet). */
+ * row or says why not). quiet: no report of skipped rows (the other processes under
+ * mpirun). 0, or -1: a failure is said by every process, its rank named (cli_report). */
 enum cli_rows { CLI_ROWS_REPORT, CLI_ROWS_REFUSE };
 int cli_ann_load(struct tb_annotations **out, const char *cmd, const char *path,
-                 enum tb_ann_format format, int quiet);
+                 enum tb_ann_format format);
 int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, const char *ext,
                   enum cli_rows policy, int quiet);
 

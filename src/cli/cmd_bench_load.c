@@ -130,7 +130,7 @@ static int run_bench(void *config, int n_args, char **args)
     struct tb_loader_opts lo = {.batch_size = c->batch, .n_workers = c->workers,
                                 .prefetch = c->prefetch, .seed = (uint64_t)c->seed,
                                 .shuffle = 1, .world = 1, .max_failure_rate = 0.05};
-    if (cli_ann_load(&ann, "bench-load", c->ann, ao.format, 0) < 0 ||
+    if (cli_ann_load(&ann, "bench-load", c->ann, ao.format) < 0 ||
         cli_ann_check(ann, "bench-load", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
         goto end;
     if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)

@@ -103,7 +103,7 @@ static int run_peek(void *config, int n_args, char **args)
     struct tb_loader_opts lo = {.batch_size = c->clips, .n_workers = 2, .prefetch = 0,
                                 .seed = (uint64_t)c->seed, .shuffle = 1, .world = 1,
                                 .max_failure_rate = 0.5};
-    if (cli_ann_load(&ann, "peek", c->ann, ao.format, 0) < 0 ||
+    if (cli_ann_load(&ann, "peek", c->ann, ao.format) < 0 ||
         cli_ann_check(ann, "peek", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
         goto end;
     if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)

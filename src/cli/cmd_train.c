@@ -569,8 +569,8 @@ static int run_train(void *config, int n_args, char **args)
     if ((rc = tb_dist_init(NULL, NULL)) < 0)
         goto fail;
     int lead = tb_dist_rank() == 0;
-    if (cli_ann_load(&train, "train", c->train, ao.format, !lead) < 0 ||
-        (c->val[0] && cli_ann_load(&val, "train", c->val, vo.format, !lead) < 0))
+    if (cli_ann_load(&train, "train", c->train, ao.format) < 0 ||
+        (c->val[0] && cli_ann_load(&val, "train", c->val, vo.format) < 0))
         goto end;
     if (label == TB_LABEL_ACTION) {
         struct tb_annotations *sets[2] = {train, val};
@@ -939,7 +939,7 @@ static int eval_clip(const struct eval_config *c, struct tb_ckpt_info *info,
         (rc = tb_ckpt_load(c->ckpt, tb_clip_params(m), NULL, NULL)) < 0 ||
         (rc = tb_clip_plan(m, c->batch, NULL)) < 0 || (rc = tb_tokenizer_open(&tok, NULL)) < 0)
         goto end;
-    if (cli_ann_load(&val, "eval", c->val, ao->format, tb_dist_rank() != 0) < 0 ||
+    if (cli_ann_load(&val, "eval", c->val, ao->format) < 0 ||
         cli_ann_check(val, "eval", c->data, c->ext,
                       c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE,
                       tb_dist_rank() != 0) < 0) {
@@ -1139,14 +1139,14 @@ static int run_eval(void *config, int n_args, char **args)
         (rc = tb_vit_plan(m, c->batch, NULL)) < 0)
         goto fail;
     int quiet = tb_dist_rank() != 0;
-    if (cli_ann_load(&val, "eval", c->val, ao.format, quiet) < 0 ||
+    if (cli_ann_load(&val, "eval", c->val, ao.format) < 0 ||
         (rc = tb_ckpt_label_space(c->ckpt, &space)) < 0)
         goto end;
     if (space && space->kind != label)
         tb_label_space_free(&space); /* an unrecorded kind (verb) was overridden by --label */
     if (label == TB_LABEL_ACTION && c->train[0]) {
         /* The run numbered the actions over its training and validation sets: so here. */
-        if (cli_ann_load(&train, "eval", c->train, ao.format, quiet) < 0)
+        if (cli_ann_load(&train, "eval", c->train, ao.format) < 0)
             goto end;
         struct tb_annotations *sets[2] = {train, val};
         const struct tb_annotations *read[2] = {train, val};

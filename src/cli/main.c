@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "tubelet/dist.h"
 #include "tubelet/base.h"
 
 #define TUBELET_VERSION "0.1.0"
@@ -68,7 +69,10 @@ static void log_to_stderr(enum tb_log_level level, const char *msg, void *user)
 void cli_report(const char *cmd, int status)
 {
     const char *msg = tb_errmsg();
-    fprintf(stderr, "tubelet %s: %s\n", cmd, msg[0] ? msg : tb_strerror(status));
+    char rank[32] = ""; /* data parallelism: which process (a failure may be one's alone) */
+    if (tb_dist_world() > 1 && strncmp(msg, "rank ", 5)) /* not when the message names it */
+        snprintf(rank, sizeof(rank), "rank %d: ", tb_dist_rank());
+    fprintf(stderr, "tubelet %s: %s%s\n", cmd, rank, msg[0] ? msg : tb_strerror(status));
 }
 
 void cli_json_string(FILE *f, const char *s)

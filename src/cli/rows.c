@@ -32,11 +32,11 @@ static void print_clamped(const struct tb_annotations *a, const char *cmd)
 }
 
 int cli_ann_load(struct tb_annotations **out, const char *cmd, const char *path,
-                 enum tb_ann_format format, int quiet)
+                 enum tb_ann_format format)
 {
     struct tb_ann_opts ao = {.format = format, .skip_bad_rows = 1};
     int rc = tb_ann_load(out, path, &ao);
-    if (rc < 0 && !quiet)
+    if (rc < 0) /* every process says its own failure (it may be this one's alone) */
         cli_report(cmd, rc);
     return rc < 0 ? -1 : 0;
 }
@@ -50,8 +50,7 @@ int cli_ann_check(struct tb_annotations *a, const char *cmd, const char *root, c
         rc = tb_ann_drop_unreadable(a, r, root, ext);
     tb_reader_close(&r);
     if (rc < 0) {
-        if (!quiet)
-            cli_report(cmd, rc);
+        cli_report(cmd, rc);
         return -1;
     }
     if (quiet)
