@@ -5,7 +5,8 @@
 # tubelet-step, `tubelet step` alone; attention_check, the flash kernels against double
 # precision; test_vit, test_mae and test_clip, whose steps on the GPU are compared with the
 # CPU's bf16 mode, with tests/ref's PyTorch references beside them: the tests are built to
-# read them from the bundle's root) and the shared libraries they need but the C runtime's. The CUDA runtime is
+# read them from the bundle's root; test_collectives, NCCL between 2 processes with
+# tests/launch_env.sh) and the shared libraries they need but the C runtime's. The CUDA runtime is
 # linked into the programs (static); the driver and cuBLASLt (500 MB) are the GPU machine's
 # own, cuBLASLt found with dlopen when the backend opens (libcublasLt.so.13 or .so.12, or
 # TUBELET_CUBLASLT=PATH). Prints its size; exits 1 if it is over the 64 MiB a device call
@@ -20,15 +21,17 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTB_CUDA=ON -DTB_TEST_S
     -DTB_TEST_PYTHON=python3 \
     >/dev/null
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target tubelet_step_only test_backend \
-    attention_check test_vit test_mae test_clip >/dev/null
+    attention_check test_vit test_mae test_clip test_collectives >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 b=$stage/tubelet-gpu
 mkdir -p "$b/bin" "$b/lib"
 cp "$build/tubelet-step" "$build/tests/test_backend" "$build/tests/gpu/attention_check" \
-    "$build/tests/test_vit" "$build/tests/test_mae" "$build/tests/test_clip" "$b/bin/"
+    "$build/tests/test_vit" "$build/tests/test_mae" "$build/tests/test_clip" \
+    "$build/tests/test_collectives" "$b/bin/"
 mkdir -p "$b/tests/ref"
 cp "$root"/tests/ref/*.py "$b/tests/ref/"
+cp "$root/tests/launch_env.sh" "$b/tests/"
 for exe in "$b"/bin/*; do
     ldd "$exe" | awk '/=> \// { print $3 }'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libcublasLt|libcuda)\.so' |

@@ -18,7 +18,10 @@
 #       no CUDA a line says so and the phase fails. The same programs check the CPU against
 #       the PyTorch references (tests/ref, on the CPU: the machine's PyTorch);
 #   (c) throughput, memory and MFU against PyTorch, (d) the loader feeding the GPU: not built
-#       yet (the next issue); each says so and counts as a failure.
+#       yet (the next issue); each says so and counts as a failure;
+#   (e) with 2 GPUs or more: the backend's collectives through NCCL between 2 processes, a GPU
+#       each (test_collectives on cuda under tests/launch_env.sh's torchrun variables); with
+#       one GPU it says so.
 # Each phase prints its verdict as it ends, so a run cut short still reports what it measured.
 # Exit 0 if every phase passed, 1 if one failed or is missing, 77 (with a line saying so)
 # where there is no GPU: then nothing is checked. At most about 8 minutes.
@@ -47,6 +50,18 @@ export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "bundle of commit $(cat "$b/COMMIT")"
 missing=$(ldd "$b"/bin/* | grep "not found" | sort -u)
 [ -z "$missing" ] || echo "gpu-check: libraries not found here: $missing"
+
+# cuBLASLt and NCCL are found with dlopen: where the loader's path lacks them, the CUDA
+# toolkit's lib64 or PyTorch's wheels (nvidia/*/lib) name them.
+for lib in cublasLt:TUBELET_CUBLASLT:cublas nccl:TUBELET_NCCL:nccl; do
+    name=${lib%%:*} var=$(echo "$lib" | cut -d: -f2) pkg=${lib##*:}
+    [ -n "${!var:-}" ] && continue
+    ldconfig -p 2>/dev/null | grep -q "lib$name.so" && continue
+    for f in /usr/local/cuda/lib64/lib$name.so.* $(python3 -c "import nvidia.$pkg, os; \
+        print(os.path.dirname(nvidia.$pkg.__file__))" 2>/dev/null)/lib/lib$name.so.*; do
+        [ -f "$f" ] && { export "$var=$f"; echo "lib$name: $f"; break; }
+    done
+done
 
 status=0
 verdict() { # phase, rc
@@ -112,14 +127,17 @@ for phase in "(c) throughput, memory, MFU" "(d) the loader feeding the GPU"; do
     echo "phase $phase: NOT BUILT yet (the GPU run's issue)"
     status=1
 done
-# (e) several GPUs: NCCL between processes needs `tubelet train` (or a data-parallel `tubelet
-# step`), which the bundle does not carry yet (it needs FFmpeg); said, with the GPU count.
+echo "== phase (e): NCCL between processes, a GPU each (test_collectives on cuda)"
 ngpu=$(grep -c "^GPU " "$out/gpus.txt")
 if [ "$ngpu" -ge 2 ]; then
-    echo "phase (e) $ngpu GPUs, NCCL between processes: NOT BUILT yet (docs/DISTRIBUTED.md)"
-    status=1
+    (cd "$b" && TBT_COLL_BACKENDS=cuda timeout 300 sh tests/launch_env.sh 2 torchrun \
+        bin/test_collectives --worker > "$out/e_collectives.txt" 2>&1)
+    rc=$?
+    tail -5 "$out/e_collectives.txt"
+    grep -q "all matched" "$out/e_collectives.txt" || rc=1
+    verdict "(e) NCCL on 2 GPUs" "$rc"
 else
-    echo "phase (e) several GPUs: this machine has $ngpu; NCCL between processes not checked here"
+    echo "phase (e): this machine has $ngpu GPU; NCCL between processes needs 2: not checked"
 fi
 echo "gpu-check: $([ "$status" = 0 ] && echo ok || echo FAILED) (logs in $out)"
 exit "$status"
