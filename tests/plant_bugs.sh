@@ -35,7 +35,7 @@ nccl-id-not-sent@src/tensor/cuda/backend.cu@s/    TBI_TRY\(tb_dist_bcast\(&msg, 
 nccl-gather-count@src/tensor/cuda/backend.cu@s/all_gather\(x, all, n, TBC_NCCL_F32/all_gather(x, all, 2 * n, TBC_NCCL_F32/@^test_dist$@NCCL buffers
 nccl-sum@src/tensor/cuda/backend.cu@s/TBC_NCCL_F32, TBC_NCCL_AVG/TBC_NCCL_F32, TBC_NCCL_SUM/@^test_dist$@NCCL arithmetic
 no-overlap@src/train/loop.c@s/if \(f->world > 1 && !f->defer\) \{/if (f->world > 1 \&\& !f->defer \&\& 0) {/@^test_dist$@reduction overlap
-zero-no-bcast@src/train/optim.c@s/return bcast_span\(opt, span\); \/\* another/return 0; \/* another/@^test_dist$@ZeRO weights
+zero-wrong-root@src/train/optim.c@s/                             opt->owner\[span\]\);/                             0);/@^test_dist$@ZeRO weights
 zero-no-gather@src/train/loop.c@s/rc = tbi_optim_gather\(&opt\);\n        if \(rc == 0 && lead && improved/rc = 0;\n        if (rc == 0 \&\& lead \&\& improved/@^test_dist$@ZeRO checkpoint
 early-read@src/tensor/cuda/attention.cu@s/cp_async_wait<1>\(\);/cp_async_wait<2>();/@^test_backend$|attention_emulate@asynchronous copy
 EOF
