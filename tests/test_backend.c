@@ -1244,6 +1244,19 @@ static void case_reduce(struct io *io, struct dev *d, int prepare)
     RUN(be->ops->reduce_wait(be));
 }
 
+/* bcast from rank 0 (one process: the values themselves; across processes:
+ * tests/test_collectives.c). */
+static void case_bcast(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        add_in(io, 300, 1), add_out(io, 300);
+        return;
+    }
+    tbi_backend *be = d->be;
+    RUN(be->ops->copy(be, d->out[0], d->in[0], sizeof(float) * 300));
+    RUN(be->ops->bcast(be, d->out[0], 300, 0));
+}
+
 /* mem_avail: some memory, no more than the machine has. */
 static void case_mem_avail(struct io *io, struct dev *d, int prepare)
 {
@@ -1292,6 +1305,7 @@ static const struct op_case cases[] = {
     {"mem_avail", case_mem_avail, 0, "a yes or no"},
     {"reduce_start", case_reduce, 0, "one process: the values themselves"},
     {"reduce_wait", case_reduce, 0, "one process: the values themselves"},
+    {"bcast", case_bcast, 0, "one process: the values themselves"},
     {"matmul_fwd", case_matmul_fwd, 1e-5, "float sums over K in another order"},
     {"matmul_bwd", case_matmul_bwd, 1e-5, "float sums over M or N in another order"},
     {"matmul_fwd", case_matmul_fwd_bf16, 1e-2, "bf16 results: a sum's order may move one bit"},
@@ -1652,7 +1666,7 @@ static void test_lt_loader(void)
     tbt_case = "cuBLASLt loader: a named library missing";
     setenv("TUBELET_CUBLASLT", "/nonexistent/libcublasLt.so.12", 1);
     CHECK_EQ(tbi_cuda_lt_version(), TB_EUNSUPPORTED);
-    CHECK_STR_HAS(tb_errmsg(), "cuBLASLt not found: /nonexistent/libcublasLt.so.12");
+    CHECK_STR_HAS(tb_errmsg(), "cuBLASLt not found (/nonexistent/libcublasLt.so.12: ");
     unsetenv("TUBELET_CUBLASLT");
     void *found = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
     if (!found)
