@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,316 +525,364 @@ static void resume_changes(const char *out, const struct train_config *c,
         snprintf(note + used, size - used, "%sdata %s -> %s", used ? "; " : "", info.data, now);
 }
 
-static int run_train(void *config, int n_args, char **args)
+/* The flags that copy into the options as they are (int, int to int64, int to uint64,
+ * double, string): one row each, so no flag is copied twice or forgotten. The rest take a
+ * choice (enums, --task's and --cls-backbone's rules) and are set by hand below. */
+struct copy {
+    size_t from, to;
+    char type;
+};
+#define CP(cf, of, t) {offsetof(struct train_config, cf), offsetof(struct tb_train_opts, of), t}
+static const struct copy train_copies[] = {
+    CP(task, task, 's'), CP(dim, model.dim, 'i'), CP(depth, model.depth, 'i'),
+    CP(heads, model.heads, 'i'), CP(patch, model.patch, 'i'), CP(frames, model.frames, 'i'),
+    CP(input_size, model.height, 'i'), CP(input_size, model.width, 'i'),
+    CP(recompute, model.recompute, 'i'), CP(recompute_mlp, model.recompute_mlp, 'i'),
+    CP(head_init_scale, model.head_init_scale, 'd'), CP(data, data.root, 's'),
+    CP(ext, data.ext, 's'), CP(stride, data.stride, 'i'),
+    CP(batch, batch, 'i'), CP(workers, workers, 'i'), CP(prefetch, prefetch, 'i'),
+    CP(epochs, epochs, 'I'), CP(lr, lr, 'd'), CP(min_lr, min_lr, 'd'),
+    CP(warmup_epochs, warmup_epochs, 'd'), CP(wd, weight_decay, 'd'),
+    CP(smoothing, smoothing, 'd'), CP(clip_grad, clip_grad, 'd'),
+    CP(fused_update, fused_update, 'i'), CP(zero, zero, 'i'), CP(accum_steps, accum_steps, 'i'),
+    CP(beta1, beta1, 'd'), CP(beta2, beta2, 'd'), CP(eps, adam_eps, 'd'),
+    CP(warmup_lr, warmup_lr, 'd'), CP(init, init, 's'), CP(layer_decay, layer_decay, 'd'),
+    CP(drop_path, drop_path, 'd'), CP(mixup, mix.mixup, 'd'), CP(cutmix, mix.cutmix, 'd'),
+    CP(mixup_prob, mix.prob, 'd'), CP(mixup_switch_prob, mix.switch_prob, 'd'),
+    CP(random_erase, erase, 'd'), CP(head_dropout, head_dropout, 'd'),
+    CP(mask_ratio, mae.mask_ratio, 'd'), CP(decoder_ratio, mae.decoder_ratio, 'd'),
+    CP(dec_dim, mae.dec_dim, 'i'), CP(dec_depth, mae.dec_depth, 'i'),
+    CP(dec_heads, mae.dec_heads, 'i'), CP(norm_target, mae.norm_target, 'i'),
+    CP(embed, clip.embed, 'i'), CP(ctx, clip.ctx, 'i'), CP(text_width, clip.text_width, 'i'),
+    CP(text_heads, clip.text_heads, 'i'), CP(text_depth, clip.text_layers, 'i'),
+    CP(temperature, clip.temperature, 'd'), CP(learn_temperature, clip.learn_temperature, 'i'),
+    CP(margin, margin, 'd'), CP(class_names, class_names, 's'), CP(prompt, prompt, 's'),
+    CP(relevancy, relevancy, 's'), CP(relevant_captions, relevant_captions, 'd'),
+    CP(train_relevancy, train_relevancy, 's'), CP(train_sentences, train_sentences, 's'),
+    CP(seed, seed, 'U'), CP(eval_every, eval_every, 'i'), CP(val_views, val_views, 'i'),
+    CP(val_crops, val_crops, 'i'), CP(log_every, log_every, 'i'), CP(out, out_dir, 's'),
+    CP(tensorboard, tensorboard, 'i'), CP(save_every, save_every, 'i'),
+};
+#undef CP
+
+static void copy_flags(struct tb_train_opts *o, const struct train_config *c)
 {
-    struct train_config *c = config;
-    struct cli_mem cfg = {0};
-    struct tb_annotations *train = NULL, *val = NULL;
-    struct tb_label_space *labels = NULL;
-    struct tb_ann_opts ao = {0};
+    for (size_t i = 0; i < sizeof(train_copies) / sizeof(train_copies[0]); i++) {
+        const struct copy *k = &train_copies[i];
+        const char *from = (const char *)c + k->from;
+        char *to = (char *)o + k->to;
+        int v;
+        memcpy(&v, from, sizeof(v));
+        if (k->type == 'I')
+            *(int64_t *)(void *)to = v;
+        else if (k->type == 'U')
+            *(uint64_t *)(void *)to = (uint64_t)v;
+        else
+            memcpy(to, from, k->type == 's' ? sizeof(char *) : k->type == 'd' ? sizeof(double)
+                                                                             : sizeof(int));
+    }
+}
+
+/* What run_train holds from its start to its end (train_close). */
+struct train_run {
+    struct train_config *c;
+    struct tb_annotations *train, *val;
+    struct tb_label_space *labels;
+    struct cli_mem cfg;
+    struct tb_ann_opts ao, vo;
     enum tb_label_kind label;
-    int rc, status = 1;
-    (void)n_args;
-    (void)args;
+    enum tb_dtype dtype;
+    struct tb_randaug_opts rand_augment;
+    int mae, clip, classes, qv_bias, lead;
+};
+
+/* The flags' own values are the parser's to check (their metavars list them); these are the
+ * checks between them. 0, or the exit status 2 with the message printed. */
+static int train_flags_check(struct train_run *t)
+{
+    struct train_config *c = t->c;
     if (!c->data[0] || !c->train[0] || !c->out[0]) {
         fprintf(stderr, "tubelet train: --data, --train and --out are required\n");
         return 2;
     }
-    int mae = !strcmp(c->task, "mae"), clip = !strcmp(c->task, "clip");
-    int optim = tb_optimizer_parse(c->optim);
-    struct tb_ann_opts vo = ao;
-    /* the flags' own values are the parser's to check (their metavars list them) */
-    cli_ann_format(c->format, &ao.format);
-    cli_ann_format(c->val_format[0] ? c->val_format : c->format, &vo.format);
-    parse_label(c->label, &label);
+    t->mae = !strcmp(c->task, "mae");
+    t->clip = !strcmp(c->task, "clip");
+    cli_ann_format(c->format, &t->ao.format);
+    cli_ann_format(c->val_format[0] ? c->val_format : c->format, &t->vo.format);
+    parse_label(c->label, &t->label);
     if (c->val_crops == 2) {
         fprintf(stderr, "tubelet train: --val-crops is 1 (the centre) or 3 (left, centre and "
                 "right, AVION's), not 2\n");
         return 2;
     }
-    enum tb_dtype dtype;
-    if (cli_device("train", c->device, c->backend, c->precision, &c->use_backend,
-                   &dtype))
+    if (cli_device("train", c->device, c->backend, c->precision, &c->use_backend, &t->dtype))
         return 2;
-    enum tb_sampler sampler = mae ? TB_SAMPLE_DENSE : TB_SAMPLE_SEGMENTS; /* auto */
-    if (strcmp(c->sampler, "auto"))
-        tb_sampler_parse(c->sampler, &sampler); /* the parser checked the name */
-    int qv_bias = !strcmp(c->qv_bias, "true");
-    int multiscale = !strcmp(c->crop, "multiscale") || (mae && !strcmp(c->crop, "auto"));
-    struct tb_randaug_opts rand_augment;
-    if (tb_randaug_parse(c->rand_augment, &rand_augment) < 0) {
+    if (tb_randaug_parse(c->rand_augment, &t->rand_augment) < 0) {
         fprintf(stderr, "tubelet train: --rand-augment: %s\n", tb_errmsg());
         return 2;
     }
-    /* Under mpirun: one process per rank, batches of --batch each (global: world x batch). */
-    if ((rc = tb_dist_init(NULL, NULL)) < 0)
-        goto fail;
-    int lead = tb_dist_rank() == 0;
-    if (cli_ann_load(&train, "train", c->train, ao.format) < 0 ||
-        (c->val[0] && cli_ann_load(&val, "train", c->val, vo.format) < 0))
-        goto end;
-    if (label == TB_LABEL_ACTION) {
-        struct tb_annotations *sets[2] = {train, val};
-        tb_ann_map_actions(sets, val ? 2 : 1);
+    if (strcmp(c->cls_backbone, "vit") && (t->mae || t->clip)) {
+        fprintf(stderr, "tubelet train: --cls-backbone is --task cls's\n");
+        return 2;
     }
-    /* Weights trained on clips normalised one way see another: said (it is allowed) */
-    struct tb_ckpt_info init_info;
-    if (c->init[0] && lead && tb_ckpt_info(c->init, &init_info) == 0 &&
-        init_info.norm_recorded && (init_info.norm == TB_NORM_IMAGENET) !=
-                                       !strcmp(c->norm, "imagenet"))
+    t->qv_bias = !strcmp(c->qv_bias, "true");
+    return 0;
+}
+
+/* --init's weights: a note when they were trained on clips normalised another way (allowed),
+ * and --qv-bias auto's answer (whether they have q/v biases). */
+static int train_init_weights(struct train_run *t)
+{
+    struct train_config *c = t->c;
+    struct tb_ckpt_info info;
+    if (!c->init[0])
+        return 0;
+    if (t->lead && tb_ckpt_info(c->init, &info) == 0 && info.norm_recorded &&
+        (info.norm == TB_NORM_IMAGENET) != !strcmp(c->norm, "imagenet"))
         fprintf(stderr, "tubelet train: note: --init %s was trained on clips normalised with "
                 "--norm %s, this run uses --norm %s: its features expect the first (pass "
                 "--norm %s unless this is meant)\n", c->init,
-                init_info.norm == TB_NORM_IMAGENET ? "imagenet" : "openai", c->norm,
-                init_info.norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
-    if (c->init[0] && !strcmp(c->qv_bias, "auto")) {
-        struct tb_st_file *f = NULL;
-        if ((rc = tb_st_read(&f, c->init)) < 0)
-            goto fail;
-        qv_bias = tb_st_find(f, "blocks.0.attn.q_bias") ||
-                  tb_st_find(f, "encoder.blocks.0.attn.q_bias");
-        tb_st_free(&f);
-    }
-    int classes = c->classes;
-    if (mae || clip) {
-        classes = 0; /* no head: the decoder predicts pixels, or the towers project */
-    } else if (classes == 0) {
-        int a = max_label(train, label), b = max_label(val, label);
-        classes = (a > b ? a : b) + 1;
-    }
-    /* A classifier's label space (its checkpoint carries it), and the rows that make no clip,
-     * once the classes and actions count every row */
-    const struct tb_annotations *sets[2] = {train, val};
-    if (!mae && !clip && (rc = tb_label_space_build(&labels, label, classes, sets,
-                                                      val ? 2 : 1)) < 0)
-        goto fail;
-    /* every row's class is one of the head's: else the row is named, before any step */
-    for (int k = 0; labels && k < (val ? 2 : 1); k++)
-        if ((rc = tb_label_space_check(labels, sets[k])) < 0) {
-            if (lead)
-                fprintf(stderr, "tubelet train: %s (--classes %d%s)\n", tb_errmsg(), classes,
-                        c->classes ? "" : ": the largest label + 1");
-            goto end;
+                info.norm == TB_NORM_IMAGENET ? "imagenet" : "openai", c->norm,
+                info.norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
+    if (strcmp(c->qv_bias, "auto"))
+        return 0;
+    struct tb_st_file *f = NULL;
+    int rc = tb_st_read(&f, c->init);
+    if (rc < 0)
+        return rc;
+    t->qv_bias = tb_st_find(f, "blocks.0.attn.q_bias") ||
+                 tb_st_find(f, "encoder.blocks.0.attn.q_bias");
+    tb_st_free(&f);
+    return 0;
+}
+
+/* The annotations, the head's classes and label space (its checkpoint carries it), and the
+ * rows that make no clip, once the classes and actions count every row. rc < 0 with
+ * *reported 0: the caller reports it. */
+static int train_sets(struct train_run *t, int *reported)
+{
+    struct train_config *c = t->c;
+    *reported = 1;
+    if (cli_ann_load(&t->train, "train", c->train, t->ao.format) < 0 ||
+        (c->val[0] && cli_ann_load(&t->val, "train", c->val, t->vo.format) < 0))
+        return -1;
+    const struct tb_annotations *sets[2] = {t->train, t->val};
+    int n_sets = t->val ? 2 : 1;
+    if (t->label == TB_LABEL_ACTION)
+        tb_ann_map_actions((struct tb_annotations *[2]){t->train, t->val}, n_sets);
+    *reported = 0;
+    int rc = train_init_weights(t);
+    if (rc < 0)
+        return rc;
+    t->classes = c->classes;
+    if (t->mae || t->clip) {
+        t->classes = 0; /* no head: the decoder predicts pixels, or the towers project */
+    } else {
+        if (t->classes == 0) {
+            int a = max_label(t->train, t->label), b = max_label(t->val, t->label);
+            t->classes = (a > b ? a : b) + 1;
         }
-    if (cli_ann_check(train, "train", c->data, c->ext, CLI_ROWS_REPORT, !lead) < 0 ||
-        (val && cli_ann_check(val, "train", c->data, c->ext,
-                              c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, !lead) < 0))
-        goto end;
-    /* The resolved flags, as a config file that reproduces the run: tb_train writes it
-     * beside the run once the run is accepted (a refused resume leaves the run's own), before
-     * any work (a disk that cannot take it stops the run there). */
-    int unsaved = cli_mem_open(&cfg, "train") < 0;
-    if (!unsaved) {
-        cli_print_config(cfg.f, &cli_cmd_train, c);
-        unsaved = cli_mem_close(&cfg, "train") < 0;
+        if ((rc = tb_label_space_build(&t->labels, t->label, t->classes, sets, n_sets)) < 0)
+            return rc;
     }
-    if (tb_dist_max_int(unsaved)) /* every process stops, none waits for the lead */
-        goto end;
-    char changed[2048];
-    int log_every = c->log_every;
-    struct tb_train_opts o = {
-        .task = c->task,
-        .model = {.dim = c->dim,
-                  .depth = c->depth,
-                  .heads = c->heads,
-                  .patch = c->patch,
-                  .tubelet = c->tubelet ? c->tubelet
-                             : clip     ? 1
-                                        : 2,
-                  .frames = c->frames,
-                  .height = c->input_size,
-                  .width = c->input_size,
-                  .classes = classes,
-                  .pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS,
-                  .pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
-                  .recompute = c->recompute,
-                  .recompute_mlp = c->recompute_mlp,
-                  .backend = c->use_backend,
-                  .qv_bias = qv_bias,
-                  .dtype = dtype,
-                  .head_init_scale = c->head_init_scale},
-        .train_ann = train,
-        .val_ann = val,
-        .label = label,
-        .norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET,
-        .data = {.root = c->data,
-                 .ext = c->ext,
-                 .sampler = sampler,
-                 .stride = c->stride,
-                 .crop = {.mode = multiscale ? TB_CROP_MULTISCALE : TB_CROP_RANDOM_RESIZED,
-                          .scale_min = c->scale_min,
-                          .scale_max = 1,
-                          .ratio_min = 3.0 / 4,
-                          .ratio_max = 4.0 / 3,
-                          .flip = c->flip ? TB_FLIP_RANDOM : TB_FLIP_NEVER},
-                 .rand_augment = rand_augment},
-        .batch = c->batch,
-        .workers = c->workers,
-        .prefetch = c->prefetch,
-        .epochs = c->epochs,
-        .lr = c->lr,
-        .min_lr = c->min_lr,
-        .warmup_epochs = c->warmup_epochs,
-        .weight_decay = c->wd,
-        .smoothing = c->smoothing,
-        .clip_grad = c->clip_grad,
-        .fused_update = c->fused_update,
-        .zero = c->zero,
-        .accum_steps = c->accum_steps,
-        .beta1 = c->beta1,
-        .beta2 = c->beta2,
-        .adam_eps = c->eps,
-        .optimizer = (enum tb_optimizer)optim,
-        .warmup_lr = c->warmup_lr,
-        .init = c->init,
-        .layer_decay = c->layer_decay,
-        .drop_path = c->drop_path,
-        .mix = {.mixup = c->mixup,
-                .cutmix = c->cutmix,
-                .prob = c->mixup_prob,
-                .switch_prob = c->mixup_switch_prob},
-        .erase = c->random_erase,
-        .erase_mode = strcmp(c->erase_mode, "frame") ? TB_ERASE_CLIP : TB_ERASE_FRAME,
-        .head_dropout = c->head_dropout,
-        .inflate = strcmp(c->inflate_temporal, "bilinear") ? TB_INFLATE_NONE : TB_INFLATE_BILINEAR,
-        .mae = {.mask_ratio = c->mask_ratio,
-                .decoder_mask = strcmp(c->decoder_mask, "running-cell")
-                                    ? TB_DECODER_MASK_NONE
-                                    : TB_DECODER_MASK_RUNNING_CELL,
-                .decoder_ratio = c->decoder_ratio,
-                .dec_dim = c->dec_dim,
-                .dec_depth = c->dec_depth,
-                .dec_heads = c->dec_heads,
-                .norm_target = c->norm_target},
-        .clip = {.embed = c->embed,
-                 .vocab = TB_TOKEN_VOCAB,
-                 .ctx = c->ctx,
-                 .text_width = c->text_width,
-                 .text_heads = c->text_heads,
-                 .text_layers = c->text_depth,
-                 .text_causal = 1,
-                 .temperature = c->temperature,
-                 .learn_temperature = c->learn_temperature},
-        .max_margin = !strcmp(c->loss, "max-margin"),
-        .margin = c->margin,
-        .class_names = c->class_names,
-        .prompt = c->prompt,
-        .relevancy = c->relevancy,
-        .relevant_captions = c->relevant_captions,
-        .train_relevancy = c->train_relevancy,
-        .train_sentences = c->train_sentences,
-        .seed = (uint64_t)c->seed,
-        .eval_every = c->eval_every,
-        .val_views = c->val_views,
-        .val_crops = c->val_crops,
-        .log_every = c->log_every,
-        .out_dir = c->out,
-        .tensorboard = c->tensorboard,
-        .config_text = cfg.buf,
-        .save_every = c->save_every,
-        .labels = labels,
-        .cancel = &cli_cancel,
-        .on_step = on_step,
-        .on_eval = on_eval,
-        .user = &log_every,
-    };
-    /* A resume under settings or data that alter the run: refused, each change named, unless
-     * asked */
-    resume_changes(c->out, c, &o, changed, sizeof(changed));
-    if (changed[0] && !c->resume_changed) {
-        if (lead)
+    *reported = 1;
+    /* every row's class is one of the head's: else the row is named, before any step */
+    for (int k = 0; t->labels && k < n_sets; k++)
+        if (tb_label_space_check(t->labels, sets[k]) < 0) {
+            if (t->lead)
+                fprintf(stderr, "tubelet train: %s (--classes %d%s)\n", tb_errmsg(), t->classes,
+                        c->classes ? "" : ": the largest label + 1");
+            return -1;
+        }
+    if (cli_ann_check(t->train, "train", c->data, c->ext, CLI_ROWS_REPORT, !t->lead) < 0 ||
+        (t->val && cli_ann_check(t->val, "train", c->data, c->ext,
+                                 c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE,
+                                 !t->lead) < 0))
+        return -1;
+    return 0;
+}
+
+/* The options of tb_train from the flags: the table's copies, then the choices. */
+static void train_opts(const struct train_run *t, struct tb_train_opts *o)
+{
+    const struct train_config *c = t->c;
+    enum tb_sampler sampler = t->mae ? TB_SAMPLE_DENSE : TB_SAMPLE_SEGMENTS; /* auto */
+    int multiscale = !strcmp(c->crop, "multiscale") || (t->mae && !strcmp(c->crop, "auto"));
+    int clip_tower = t->clip || (!t->mae && !strcmp(c->cls_backbone, "clip"));
+    if (strcmp(c->sampler, "auto"))
+        tb_sampler_parse(c->sampler, &sampler); /* the parser checked the name */
+    copy_flags(o, c);
+    o->model.tubelet = c->tubelet ? c->tubelet : clip_tower ? 1 : 2;
+    o->model.classes = t->classes;
+    o->model.pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS;
+    o->model.pos = strcmp(c->pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED;
+    o->model.backend = c->use_backend;
+    o->model.qv_bias = t->qv_bias;
+    o->model.dtype = t->dtype;
+    if (clip_tower) {
+        /* AVION's CLIP video tower: a class token, learned positions (cls: its
+         * VideoClassifier, per-frame patches by default) */
+        if (!t->clip)
+            o->model.layout = TB_LAYOUT_CLIP; /* the clip task lays out its own tower */
+        o->model.pool = TB_POOL_CLS;
+        o->model.pos = TB_POS_LEARNED;
+    }
+    o->train_ann = t->train;
+    o->val_ann = t->val;
+    o->label = t->label;
+    o->norm = strcmp(c->norm, "imagenet") ? TB_NORM_OPENAI : TB_NORM_IMAGENET;
+    o->data.sampler = sampler;
+    o->data.crop = (struct tb_crop_spec){
+        .mode = multiscale ? TB_CROP_MULTISCALE : TB_CROP_RANDOM_RESIZED,
+        .scale_min = c->scale_min, .scale_max = 1, .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3,
+        /* AVION's pretraining crops without flips (a mirrored clip contradicts "left") */
+        .flip = c->flip && !t->clip ? TB_FLIP_RANDOM : TB_FLIP_NEVER};
+    o->data.rand_augment = t->rand_augment;
+    o->optimizer = (enum tb_optimizer)tb_optimizer_parse(c->optim);
+    o->erase_mode = strcmp(c->erase_mode, "frame") ? TB_ERASE_CLIP : TB_ERASE_FRAME;
+    o->inflate = strcmp(c->inflate_temporal, "bilinear") ? TB_INFLATE_NONE : TB_INFLATE_BILINEAR;
+    o->mae.decoder_mask = strcmp(c->decoder_mask, "running-cell") ? TB_DECODER_MASK_NONE
+                                                                   : TB_DECODER_MASK_RUNNING_CELL;
+    o->clip.vocab = TB_TOKEN_VOCAB;
+    o->clip.text_causal = 1;
+    o->max_margin = !strcmp(c->loss, "max-margin");
+    o->labels = t->labels;
+    o->config_text = t->cfg.buf;
+    o->cancel = &cli_cancel;
+    o->on_step = on_step;
+    o->on_eval = on_eval;
+    o->user = &t->c->log_every;
+    if (cli_flag_read(&cli_cmd_train, "blr"))
+        o->lr = c->blr * c->batch * c->accum_steps * tb_dist_world() / 256.0;
+}
+
+/* A resume under settings or data that alter the run: refused, each change named, unless
+ * asked. 0 (o->resume_note set to note, or NULL), or -1 with the message printed. */
+static int train_resume_check(const struct train_run *t, struct tb_train_opts *o, char *note,
+                              size_t size)
+{
+    const struct train_config *c = t->c;
+    resume_changes(c->out, c, o, note, size);
+    if (note[0] && !c->resume_changed) {
+        if (t->lead)
             fprintf(stderr, "tubelet train: %s/last.safetensors was trained with other settings "
                     "or data (%s/config.txt, the checkpoint's data): %s. These alter the data "
                     "order, the schedule or the model: resume with the run's own settings "
                     "(--config %s/config.txt) and data, start a new run (another --out), or "
-                    "pass --resume-changed to go on with the changes\n", c->out, c->out,
-                    changed, c->out);
-        goto end;
+                    "pass --resume-changed to go on with the changes\n", c->out, c->out, note,
+                    c->out);
+        return -1;
     }
-    if (changed[0] && lead)
-        fprintf(stderr, "tubelet train: resuming with changed settings or data: %s\n", changed);
-    o.resume_note = changed[0] ? changed : NULL;
+    if (note[0] && t->lead)
+        fprintf(stderr, "tubelet train: resuming with changed settings or data: %s\n", note);
+    o->resume_note = note[0] ? note : NULL;
+    return 0;
+}
+
+/* The reproduction gap users hit most: the global batch and the lr it gives (rank 0). */
+static void say_batch(const struct train_config *c, const struct tb_train_opts *o)
+{
+    int world = tb_dist_world(), global = world * c->accum_steps * c->batch;
     int use_blr = cli_flag_read(&cli_cmd_train, "blr");
+    const char *where, *other = use_blr ? "lr" : "blr";
+    fprintf(stderr, "tubelet: info: global batch %d (%d process%s x ", global, world,
+            world > 1 ? "es" : "");
+    if (c->accum_steps > 1)
+        fprintf(stderr, "%d micro-batches x ", c->accum_steps);
+    fprintf(stderr, "%d clips); peak lr %g", c->batch, o->lr);
+    cli_flag_from(&cli_cmd_train, use_blr ? "blr" : "lr", &where);
     if (use_blr)
-        o.lr = c->blr * c->batch * c->accum_steps * tb_dist_world() / 256.0;
-    if (!mae && !clip && !strcmp(c->cls_backbone, "clip")) {
-        /* AVION's VideoClassifier: its CLIP video tower, per-frame patches by default */
-        o.model.layout = TB_LAYOUT_CLIP;
-        o.model.pool = TB_POOL_CLS;
-        o.model.pos = TB_POS_LEARNED;
-        o.model.tubelet = c->tubelet ? c->tubelet : 1;
-    } else if (strcmp(c->cls_backbone, "vit")) {
-        fprintf(stderr, "tubelet train: --cls-backbone is --task cls's\n");
-        status = 2;
+        fprintf(stderr, " (--blr %g x %d / 256, from %s)\n", c->blr, global, where);
+    else
+        fprintf(stderr, " (--lr, from %s)\n", where);
+    if (!cli_flag_read(&cli_cmd_train, other) &&
+        cli_flag_from(&cli_cmd_train, other, NULL) != CLI_FROM_DEFAULT) {
+        char said[8500];
+        cli_flag_said(&cli_cmd_train, c, other, said, sizeof(said));
+        fprintf(stderr, "tubelet: info: %s is not used: the later source wins\n", said);
+    }
+    if (c->warmup_epochs > c->epochs)
+        fprintf(stderr, "tubelet: info: --warmup-epochs %g is longer than the run's %d "
+                "epoch%s: the learning rate never reaches its peak\n", c->warmup_epochs,
+                c->epochs, c->epochs > 1 ? "s" : "");
+}
+
+/* The run's one line on stdout (rank 0). */
+static void say_trained(const struct train_config *c, const struct tb_eval_result *res,
+                        double seconds)
+{
+    printf("train: %s/last.safetensors after %.1f s", c->out, seconds);
+    if (tb_dist_world() > 1)
+        printf(" (%d processes, %d clips per step)", tb_dist_world(),
+               tb_dist_world() * c->accum_steps * c->batch);
+    if (res->retrieval)
+        printf("; validation retrieval mAP %.2f, nDCG %.2f (random ranking: %.2f, %.2f)",
+               100 * res->map[2], 100 * res->ndcg[2], 100 * res->map_random,
+               100 * res->ndcg_random);
+    if (res->retrieval && res->zeroshot)
+        printf("; zero-shot top-1 %.2f%%, top-5 %.2f%%", 100 * res->top1, 100 * res->top5);
+    else if (res->n_items && !res->retrieval)
+        printf("; validation top-1 %.2f%%, top-5 %.2f%% on %lld clips", 100 * res->top1,
+               100 * res->top5, (long long)res->n_items);
+    printf("\n");
+}
+
+/* The resolved flags, as a config file that reproduces the run: tb_train writes it beside
+ * the run once the run is accepted (a refused resume leaves the run's own), before any work
+ * (a disk that cannot take it stops the run there). 0, or -1 on every process. */
+static int train_config_text(struct train_run *t)
+{
+    int unsaved = cli_mem_open(&t->cfg, "train") < 0;
+    if (!unsaved) {
+        cli_print_config(t->cfg.f, &cli_cmd_train, t->c);
+        unsaved = cli_mem_close(&t->cfg, "train") < 0;
+    }
+    return tb_dist_max_int(unsaved) ? -1 : 0; /* every process stops, none waits for the lead */
+}
+
+/* Flags -> annotations and labels -> options -> tb_train, under mpirun one process per rank
+ * with batches of --batch each (global: world x batch). */
+static int run_train(void *config, int n_args, char **args)
+{
+    struct train_run t = {.c = config};
+    struct tb_train_opts o = {0};
+    struct tb_eval_result res = {0};
+    char changed[2048];
+    int rc = 0, status, reported = 1;
+    (void)n_args;
+    (void)args;
+    if ((status = train_flags_check(&t)) != 0)
+        return status;
+    status = 1;
+    if ((rc = tb_dist_init(NULL, NULL)) < 0) {
+        reported = 0;
         goto end;
     }
-    if (clip) {
-        /* AVION's video tower: a class token, learned positions; its pretraining crops
-         * without flips (a mirrored clip would contradict "left") */
-        o.model.pool = TB_POOL_CLS;
-        o.model.pos = TB_POS_LEARNED;
-        o.data.crop.flip = TB_FLIP_NEVER;
-    }
-    if (lead) {
-        /* The reproduction gap users hit most: the global batch and the lr it gives. */
-        int world = tb_dist_world(), global = world * c->accum_steps * c->batch;
-        fprintf(stderr, "tubelet: info: global batch %d (%d process%s x ", global, world,
-                world > 1 ? "es" : "");
-        if (c->accum_steps > 1)
-            fprintf(stderr, "%d micro-batches x ", c->accum_steps);
-        fprintf(stderr, "%d clips); peak lr %g", c->batch, o.lr);
-        const char *where;
-        cli_flag_from(&cli_cmd_train, use_blr ? "blr" : "lr", &where);
-        if (use_blr)
-            fprintf(stderr, " (--blr %g x %d / 256, from %s)", c->blr, global, where);
-        else
-            fprintf(stderr, " (--lr, from %s)", where);
-        fprintf(stderr, "\n");
-        if (!cli_flag_read(&cli_cmd_train, use_blr ? "lr" : "blr")) {
-            char said[8500];
-            cli_flag_said(&cli_cmd_train, c, use_blr ? "lr" : "blr", said, sizeof(said));
-            if (cli_flag_from(&cli_cmd_train, use_blr ? "lr" : "blr", NULL) != CLI_FROM_DEFAULT)
-                fprintf(stderr, "tubelet: info: %s is not used: the later source wins\n", said);
-        }
-        if (c->warmup_epochs > c->epochs)
-            fprintf(stderr, "tubelet: info: --warmup-epochs %g is longer than the run's %d "
-                    "epoch%s: the learning rate never reaches its peak\n", c->warmup_epochs,
-                    c->epochs, c->epochs > 1 ? "s" : "");
-    }
-    tty = lead && isatty(2);
+    t.lead = tb_dist_rank() == 0;
+    if ((rc = train_sets(&t, &reported)) < 0 || (rc = train_config_text(&t)) < 0)
+        goto end;
+    train_opts(&t, &o);
+    if ((rc = train_resume_check(&t, &o, changed, sizeof(changed))) < 0)
+        goto end;
+    if (t.lead)
+        say_batch(t.c, &o);
+    tty = t.lead && isatty(2);
     cli_device_say();
-    struct tb_eval_result res = {0};
     double t0 = cli_now();
     rc = tb_train(&o, &res);
+    reported = 0;
     if (tty)
         fputc('\n', stderr);
-    if (rc < 0)
-        goto fail;
-    if (lead) {
-        printf("train: %s/last.safetensors after %.1f s", c->out, cli_now() - t0);
-        if (tb_dist_world() > 1)
-            printf(" (%d processes, %d clips per step)", tb_dist_world(),
-                   tb_dist_world() * c->accum_steps * c->batch);
-        if (res.retrieval)
-            printf("; validation retrieval mAP %.2f, nDCG %.2f (random ranking: %.2f, %.2f)",
-                   100 * res.map[2], 100 * res.ndcg[2], 100 * res.map_random,
-                   100 * res.ndcg_random);
-        if (res.retrieval && res.zeroshot)
-            printf("; zero-shot top-1 %.2f%%, top-5 %.2f%%", 100 * res.top1, 100 * res.top5);
-        else if (res.n_items && !res.retrieval)
-            printf("; validation top-1 %.2f%%, top-5 %.2f%% on %lld clips", 100 * res.top1,
-                   100 * res.top5, (long long)res.n_items);
-        printf("\n");
-    }
-    status = 0;
-    goto end;
-fail:
-    cli_report("train", rc);
+    if (rc == 0 && t.lead)
+        say_trained(t.c, &res, cli_now() - t0);
+    status = rc < 0;
 end:
-    free(cfg.buf);
-    tb_label_space_free(&labels);
-    tb_ann_free(&train);
-    tb_ann_free(&val);
+    if (rc < 0 && !reported)
+        cli_report("train", rc);
+    free(t.cfg.buf);
+    tb_label_space_free(&t.labels);
+    tb_ann_free(&t.train);
+    tb_ann_free(&t.val);
     if (status)
         tb_dist_finalize_failed(); /* the others may wait in a collective: never a hang */
     else
@@ -1034,20 +1083,189 @@ static int write_scores(const char *path, const struct tb_annotations *a, const 
     return rc < 0 ? rc : 0;
 }
 
+/* The checks between eval's flags and its checkpoint (info): a task or label the checkpoint
+ * does not have, a flag for another kind of checkpoint. 0, or the exit status (the message
+ * printed). */
+static int eval_check(const struct eval_config *c, const struct tb_ckpt_info *info,
+                      enum tb_label_kind label, enum tb_dtype dtype)
+{
+    static const char *const kinds[] = {"verb", "noun", "action"};
+    int want_clip = !strcmp(c->task, "mir") || !strcmp(c->task, "zeroshot");
+    if ((want_clip || !strcmp(c->task, "cls")) && want_clip != !strcmp(info->task, "clip")) {
+        fprintf(stderr, "tubelet eval: --task %s, but %s is a --task %s checkpoint\n", c->task,
+                c->ckpt, info->task);
+        return 1;
+    }
+    if (!strcmp(c->task, "zeroshot") && !c->class_names[0]) {
+        fprintf(stderr, "tubelet eval: --task zeroshot needs --class-names FILE (id,key,... "
+                "lines: EPIC_100_verb_classes.csv)\n");
+        return 1;
+    }
+    if (dtype != TB_DTYPE_F32 && (strcmp(info->task, "cls") ||
+                                  info->model.layout == TB_LAYOUT_CLIP)) {
+        fprintf(stderr, "tubelet eval: --precision bf16 is wired for --task cls classifiers "
+                "with the ViT backbone only; %s is not one\n", c->ckpt);
+        return 1;
+    }
+    /* a flag for the other kind of checkpoint would be ignored: refused (its help's "TASK:") */
+    for (int i = 0; i < cli_cmd_eval.n_flags; i++) {
+        const char *task = flag_task(&cli_cmd_eval.flags[i]);
+        char why[128];
+        snprintf(why, sizeof(why), "%s is a --task %s checkpoint, and only --task %s's read it",
+                 c->ckpt, info->task, task);
+        if (task && strcmp(task, info->task) &&
+            cli_flag_unread(&cli_cmd_eval, c, cli_cmd_eval.flags[i].name, why) < 0)
+            return 2;
+    }
+    if (c->train[0] && label != TB_LABEL_ACTION) {
+        fprintf(stderr, "tubelet eval: --train %s would be ignored: it numbers the actions of "
+                "--label action, and this is --label %s; leave it out\n", c->train,
+                kinds[label]);
+        return 2;
+    }
+    if (!strcmp(info->task, "cls") && info->label_recorded && label != info->label) {
+        /* a head's classes are one label kind's: scored against another's, a count that
+         * happens to fit would give a number that means nothing */
+        fprintf(stderr, "tubelet eval: --label %s, but %s is a %s classifier (trained with "
+                "--label %s): leave --label out, or give its own\n", kinds[label], c->ckpt,
+                kinds[info->label], kinds[info->label]);
+        return 1;
+    }
+    if (strcmp(info->task, "cls") && strcmp(info->task, "clip")) {
+        fprintf(stderr, "tubelet eval: %s is a --task %s checkpoint, without a classifier: "
+                "fine-tune it first (tubelet train --task cls --init %s)\n", c->ckpt, info->task,
+                c->ckpt);
+        return 1;
+    }
+    return 0;
+}
+
+/* What eval of a classifier holds (eval_cls). */
+struct eval_run {
+    const struct eval_config *c;
+    struct tb_annotations *train, *val;
+    struct tb_cls_action_list *actions, space_list; /* --train's, or the checkpoint's */
+    const struct tb_cls_action_list *list;
+    struct tb_label_space *space;
+    enum tb_label_kind label;
+};
+
+/* --label action: the actions numbered as the run numbered them - over --train and --val
+ * (AVION's list), by the checkpoint's own list, or over --val alone (said). rc < 0: to
+ * report; 1: failed, said. */
+static int eval_actions(struct eval_run *e, const struct tb_ann_opts *ao)
+{
+    const struct eval_config *c = e->c;
+    if (e->label != TB_LABEL_ACTION)
+        return 0;
+    if (c->train[0]) {
+        if (cli_ann_load(&e->train, "eval", c->train, ao->format) < 0)
+            return 1;
+        struct tb_annotations *sets[2] = {e->train, e->val};
+        const struct tb_annotations *read[2] = {e->train, e->val};
+        int rc = tb_ann_map_actions(sets, 2);
+        if (rc >= 0 && (rc = tb_cls_action_list_build(&e->actions, read, 2)) >= 0)
+            e->list = e->actions;
+        return rc < 0 ? rc : 0;
+    }
+    if (e->space) {
+        int rc = tb_label_space_map_actions(e->space, e->val);
+        e->space_list = (struct tb_cls_action_list){e->space->n_classes, e->space->verb,
+                                                    e->space->noun};
+        e->list = &e->space_list;
+        return rc < 0 ? rc : 0;
+    }
+    if (tb_dist_rank() == 0)
+        fprintf(stderr, "tubelet eval: note: no action list without --train: the actions are "
+                "numbered over --val alone (the run's numbering only where --val has every "
+                "action of its training set), and only action top-1/top-5 are scored; --train "
+                "FILE (the run's training CSV) numbers them over both, as the run did, and adds "
+                "the verb and noun scores\n");
+    int rc = tb_ann_map_actions(&e->val, 1);
+    return rc < 0 ? rc : 0;
+}
+
+/* The scores of a classifier: its --predictions and --scores files and the JSON line
+ * (rank 0). rc < 0: to report; 1: failed, said. */
+static int eval_say(const struct eval_run *e, const struct tb_eval_result *r, const float *probs,
+                    int K)
+{
+    const struct eval_config *c = e->c;
+    char scores[1024];
+    int rc = tb_eval_cls_json(r, scores, sizeof(scores));
+    if (rc < 0 || tb_dist_rank() != 0)
+        return rc;
+    if (c->predictions[0] && write_predictions(c->predictions, e->val, e->label, probs, K) < 0)
+        return 1;
+    if (c->scores[0] && (rc = write_scores(c->scores, e->val, probs, K)) < 0)
+        return rc;
+    printf("{\"ckpt\": \"%s\", \"items\": %lld, \"views\": %d, \"crops\": %d, \"top1\": %.4f, "
+           "\"top5\": %.4f, \"loss\": %.6f, \"loss_logits\": %.6f%s}\n", c->ckpt,
+           (long long)r->n_items, r->views, r->crops, r->top1, r->top5, r->loss, r->loss_logits,
+           scores);
+    return 0;
+}
+
+/* A classifier's checkpoint on --val, its clips made as the run made them (its sampler,
+ * stride, normalisation, frames and size). rc < 0: to report; 1: failed, said. */
+static int eval_cls_run(struct eval_run *e, struct tb_ckpt_info *info, const struct tb_ann_opts *ao,
+                        enum tb_dtype dtype)
+{
+    const struct eval_config *c = e->c;
+    tb_vit *m = NULL;
+    struct tb_eval_result r;
+    float *probs = NULL;
+    int K = info->model.classes, rc;
+    info->model.backend = c->use_backend;
+    info->model.dtype = dtype;
+    cli_device_say();
+    if ((rc = tb_vit_open(&m, &info->model)) < 0 ||
+        (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
+        (rc = tb_vit_plan(m, c->batch, NULL)) < 0)
+        goto end;
+    if (cli_ann_load(&e->val, "eval", c->val, ao->format) < 0) {
+        rc = 1;
+        goto end;
+    }
+    if ((rc = tb_ckpt_label_space(c->ckpt, &e->space)) < 0)
+        goto end;
+    if (e->space && e->space->kind != e->label)
+        tb_label_space_free(&e->space); /* an unrecorded kind (verb) was overridden by --label */
+    if ((rc = eval_actions(e, ao)) != 0 ||
+        /* the classes of --val must mean what the head learnt (the checkpoint's label space) */
+        (e->space && (rc = tb_label_space_check(e->space, e->val)) < 0))
+        goto end;
+    if (cli_ann_check(e->val, "eval", c->data, c->ext,
+                      c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE,
+                      tb_dist_rank() != 0) < 0) {
+        rc = 1;
+        goto end;
+    }
+    struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = info->sampler,
+                                .stride = info->stride};
+    if ((c->predictions[0] || c->scores[0]) &&
+        !(probs = malloc(sizeof(float) * (size_t)e->val->n_items * K + 1))) {
+        rc = TB_ENOMEM;
+        goto end;
+    }
+    if ((rc = tb_eval_cls(m, e->val, &d, e->label, info->norm, c->views, c->crops, c->batch,
+                          c->workers, e->list, &r, probs)) >= 0)
+        rc = eval_say(e, &r, probs, K);
+end:
+    free(probs);
+    tb_vit_close(&m);
+    return rc;
+}
+
+/* Flags -> the checkpoint's settings -> a classifier's or a dual encoder's evaluation; under
+ * mpirun each process evaluates its share of the clips. */
 static int run_eval(void *config, int n_args, char **args)
 {
     struct eval_config *c = config;
-    struct tb_annotations *train = NULL, *val = NULL;
-    struct tb_cls_action_list *actions = NULL, space_list; /* --train's, or the checkpoint's */
-    const struct tb_cls_action_list *list = NULL;
-    struct tb_label_space *space = NULL;
+    struct eval_run e = {.c = c, .label = TB_LABEL_VERB}; /* --label, else the checkpoint's */
     struct tb_ann_opts ao = {0};
     struct tb_ckpt_info info;
-    enum tb_label_kind label = TB_LABEL_VERB; /* --label, else the checkpoint's */
-    tb_vit *m = NULL;
-    struct tb_eval_result r;
-    char scores[1024];
-    float *probs = NULL;
+    enum tb_dtype dtype;
     int rc, status = 1;
     (void)n_args;
     (void)args;
@@ -1055,160 +1273,35 @@ static int run_eval(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet eval: --ckpt, --data and --val are required\n");
         return 2;
     }
-    enum tb_dtype dtype;
-    if (cli_device("eval", c->device, c->backend, c->precision, &c->use_backend,
-                   &dtype))
+    if (cli_device("eval", c->device, c->backend, c->precision, &c->use_backend, &dtype))
         return 2;
     cli_ann_format(c->format, &ao.format); /* the parser checked the names */
     if (c->label[0])
-        parse_label(c->label, &label);
+        parse_label(c->label, &e.label);
     if (c->crops == 2) {
         fprintf(stderr, "tubelet eval: --crops is 1 (the centre) or 3 (left, centre and right, "
                 "AVION's), not 2\n");
         return 2;
     }
-    /* Under mpirun each process evaluates its share of the clips. */
-    if ((rc = tb_dist_init(NULL, NULL)) < 0)
-        goto fail;
-    /* The model, and the clips made as the run made them: its sampler, stride,
-     * normalisation, frames and size (from the checkpoint). */
-    if ((rc = tb_ckpt_info(c->ckpt, &info)) < 0)
-        goto fail;
+    if ((rc = tb_dist_init(NULL, NULL)) < 0 || (rc = tb_ckpt_info(c->ckpt, &info)) < 0)
+        goto end;
     if (!c->label[0])
-        label = info.label;
-    int want_clip = !strcmp(c->task, "mir") || !strcmp(c->task, "zeroshot");
-    if ((want_clip || !strcmp(c->task, "cls")) && want_clip != !strcmp(info.task, "clip")) {
-        fprintf(stderr, "tubelet eval: --task %s, but %s is a --task %s checkpoint\n", c->task,
-                c->ckpt, info.task);
+        e.label = info.label;
+    if ((status = eval_check(c, &info, e.label, dtype)) != 0) {
+        rc = 0;
         goto end;
     }
-    if (!strcmp(c->task, "zeroshot") && !c->class_names[0]) {
-        fprintf(stderr, "tubelet eval: --task zeroshot needs --class-names FILE (id,key,... "
-                "lines: EPIC_100_verb_classes.csv)\n");
-        goto end;
-    }
-    if (dtype != TB_DTYPE_F32 && (strcmp(info.task, "cls") ||
-                                  info.model.layout == TB_LAYOUT_CLIP)) {
-        fprintf(stderr, "tubelet eval: --precision bf16 is wired for --task cls classifiers "
-                "with the ViT backbone only; %s is not one\n", c->ckpt);
-        goto end;
-    }
-    /* a flag for the other kind of checkpoint would be ignored: refused (its help's "TASK:") */
-    for (int i = 0; i < cli_cmd_eval.n_flags; i++) {
-        const char *task = flag_task(&cli_cmd_eval.flags[i]);
-        char why[128];
-        snprintf(why, sizeof(why), "%s is a --task %s checkpoint, and only --task %s's read it",
-                 c->ckpt, info.task, task);
-        if (task && strcmp(task, info.task) &&
-            cli_flag_unread(&cli_cmd_eval, c, cli_cmd_eval.flags[i].name, why) < 0) {
-            status = 2;
-            goto end;
-        }
-    }
-    if (c->train[0] && label != TB_LABEL_ACTION) {
-        fprintf(stderr, "tubelet eval: --train %s would be ignored: it numbers the actions of "
-                "--label action, and this is --label %s; leave it out\n", c->train,
-                label == TB_LABEL_VERB ? "verb" : "noun");
-        status = 2;
-        goto end;
-    }
-    if (!strcmp(info.task, "clip")) {
-        status = eval_clip(c, &info, label, &ao);
-        goto end;
-    }
-    if (!strcmp(info.task, "cls") && info.label_recorded && label != info.label) {
-        /* a head's classes are one label kind's: scored against another's, a count that
-         * happens to fit would give a number that means nothing */
-        static const char *const kinds[] = {"verb", "noun", "action"};
-        fprintf(stderr, "tubelet eval: --label %s, but %s is a %s classifier (trained with "
-                "--label %s): leave --label out, or give its own\n", kinds[label], c->ckpt,
-                kinds[info.label], kinds[info.label]);
-        goto end;
-    }
-    if (strcmp(info.task, "cls")) {
-        fprintf(stderr, "tubelet eval: %s is a --task %s checkpoint, without a classifier: "
-                "fine-tune it first (tubelet train --task cls --init %s)\n", c->ckpt, info.task,
-                c->ckpt);
-        goto end;
-    }
-    info.model.backend = c->use_backend;
-    info.model.dtype = dtype;
-    cli_device_say();
-    if ((rc = tb_vit_open(&m, &info.model)) < 0 ||
-        (rc = tb_ckpt_load(c->ckpt, tb_vit_params(m), NULL, NULL)) < 0 ||
-        (rc = tb_vit_plan(m, c->batch, NULL)) < 0)
-        goto fail;
-    int quiet = tb_dist_rank() != 0;
-    if (cli_ann_load(&val, "eval", c->val, ao.format) < 0 ||
-        (rc = tb_ckpt_label_space(c->ckpt, &space)) < 0)
-        goto end;
-    if (space && space->kind != label)
-        tb_label_space_free(&space); /* an unrecorded kind (verb) was overridden by --label */
-    if (label == TB_LABEL_ACTION && c->train[0]) {
-        /* The run numbered the actions over its training and validation sets: so here. */
-        if (cli_ann_load(&train, "eval", c->train, ao.format) < 0)
-            goto end;
-        struct tb_annotations *sets[2] = {train, val};
-        const struct tb_annotations *read[2] = {train, val};
-        if ((rc = tb_ann_map_actions(sets, 2)) < 0 ||
-            (rc = tb_cls_action_list_build(&actions, read, 2)) < 0)
-            goto fail;
-        list = actions;
-    } else if (label == TB_LABEL_ACTION && space) {
-        /* The checkpoint's own list: AVION's numbering, as the run made it */
-        if ((rc = tb_label_space_map_actions(space, val)) < 0)
-            goto fail;
-        space_list = (struct tb_cls_action_list){space->n_classes, space->verb, space->noun};
-        list = &space_list;
-    } else if (label == TB_LABEL_ACTION) {
-        if ((rc = tb_ann_map_actions(&val, 1)) < 0)
-            goto fail;
-        if (tb_dist_rank() == 0)
-            fprintf(stderr, "tubelet eval: note: no action list without --train: the actions "
-                    "are numbered over --val alone (the run's numbering only where --val has "
-                    "every action of its training set), and only action top-1/top-5 are "
-                    "scored; --train FILE (the run's training CSV) numbers them over both, as "
-                    "the run did, and adds the verb and noun scores\n");
-    }
-    /* The classes of --val must mean what the head learnt (the checkpoint's label space) */
-    if (space && (rc = tb_label_space_check(space, val)) < 0)
-        goto fail;
-    if (cli_ann_check(val, "eval", c->data, c->ext,
-                      c->skip_bad_rows ? CLI_ROWS_REPORT : CLI_ROWS_REFUSE, quiet) < 0)
-        goto end;
-    struct tb_dataset_opts d = {.root = c->data, .ext = c->ext, .sampler = info.sampler,
-                                .stride = info.stride};
-    int K = info.model.classes;
-    if ((c->predictions[0] || c->scores[0]) &&
-        !(probs = malloc(sizeof(float) * (size_t)val->n_items * K + 1))) {
-        rc = TB_ENOMEM;
-        goto fail;
-    }
-    if ((rc = tb_eval_cls(m, val, &d, label, info.norm, c->views, c->crops, c->batch, c->workers,
-                          list, &r, probs)) < 0 ||
-        (rc = tb_eval_cls_json(&r, scores, sizeof(scores))) < 0)
-        goto fail;
-    if (tb_dist_rank() == 0) {
-        if (c->predictions[0] && write_predictions(c->predictions, val, label, probs, K) < 0)
-            goto end;
-        if (c->scores[0] && (rc = write_scores(c->scores, val, probs, K)) < 0)
-            goto fail;
-        printf("{\"ckpt\": \"%s\", \"items\": %lld, \"views\": %d, \"crops\": %d, \"top1\": "
-               "%.4f, \"top5\": %.4f, \"loss\": %.6f, \"loss_logits\": %.6f%s}\n", c->ckpt,
-               (long long)r.n_items, r.views, r.crops, r.top1, r.top5, r.loss, r.loss_logits,
-               scores);
-    }
-    status = 0;
-    goto end;
-fail:
-    cli_report("eval", rc);
+    if (!strcmp(info.task, "clip"))
+        status = eval_clip(c, &info, e.label, &ao);
+    else
+        status = (rc = eval_cls_run(&e, &info, &ao, dtype)) != 0;
 end:
-    free(probs);
-    tb_vit_close(&m);
-    tb_cls_action_list_free(&actions);
-    tb_label_space_free(&space);
-    tb_ann_free(&train);
-    tb_ann_free(&val);
+    if (rc < 0)
+        cli_report("eval", rc);
+    tb_cls_action_list_free(&e.actions);
+    tb_label_space_free(&e.space);
+    tb_ann_free(&e.train);
+    tb_ann_free(&e.val);
     if (status)
         tb_dist_finalize_failed(); /* the others may wait in a collective: never a hang */
     else

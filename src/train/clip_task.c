@@ -325,8 +325,19 @@ static int clip_evaluate(void *state, const struct tb_train_opts *o, struct tb_e
     return tb_eval_clip(t->m, t->tok, o->val_ann, o, 0, r);
 }
 
+/* Micro-batches are refused: the contrastive loss takes its negatives from one batch. */
+static int clip_check(const struct tb_train_opts *o)
+{
+    if (o->accum_steps > 1)
+        return tbi_err(TB_EINVAL, "--accum-steps %d: the contrastive loss takes its negatives "
+                       "from one batch, so K micro-batches are not the loss of their union "
+                       "(raise --batch or the processes)", o->accum_steps);
+    return tbi_refuse_finetune(o, "clip");
+}
+
 const struct tbi_task tbi_task_clip = {
     .name = "clip",
+    .check = clip_check,
     .open = clip_open,
     .close = clip_close,
     .params = clip_params,

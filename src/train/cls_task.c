@@ -196,8 +196,14 @@ static int cls_evaluate(void *state, const struct tb_train_opts *o, struct tb_ev
                        o->batch, o->workers, with_list ? &list : NULL, r, NULL);
 }
 
+static int cls_check(const struct tb_train_opts *o)
+{
+    return tbi_refuse_captions(o, "cls");
+}
+
 const struct tbi_task tbi_task_cls = {
     .name = "cls",
+    .check = cls_check,
     .open = cls_open,
     .close = cls_close,
     .params = cls_params,

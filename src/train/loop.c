@@ -534,114 +534,129 @@ static int init_from(const struct tb_train_opts *o, tb_params *r)
     return 0;
 }
 
-int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
+/* The tasks' shared refusals (task.h): settings that only another task reads. */
+int tbi_refuse_finetune(const struct tb_train_opts *o, const char *task)
 {
-    const struct tbi_task *task = NULL;
-    void *st = NULL;
-    struct tb_optim opt = {0};
-    tb_dataset *ds = NULL;
-    tb_loader *l = NULL;
-    struct run_log lg = {0};
-    struct spans fu = {0};
-    float *acc = NULL;                   /* --accum-steps: the micro-batches' gradient sum */
-    float *micro = NULL;                 /* a micro-batch's loss (backend) */
-    char ckpt[4096], mpath[4096], extra[4096];
-    struct tb_train_pos pos = {0, 0, 0};
-    struct best best = {0, 0};
-    int rc, B = o->batch;
-    /* Data parallel under mpirun: each process reads its shard of every global batch of
-     * world * B clips; gradients are averaged, so all hold the same weights; rank 0 alone
-     * writes the checkpoint and the metrics. */
-    int rank = tb_dist_rank(), world = tb_dist_world(), lead = rank == 0;
+    if (o->drop_path > 0 || o->mix.mixup > 0 || o->mix.cutmix > 0 || o->erase > 0 ||
+        o->head_dropout > 0 || o->data.rand_augment.n_ops > 0)
+        return tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing, RandAugment and "
+                       "head dropout are for fine-tuning a classifier (--task cls), not --task "
+                       "%s", task);
+    if (o->layer_decay > 0 && o->layer_decay < 1)
+        return tbi_err(TB_EINVAL, "layer-wise lr decay (%g) is for fine-tuning a classifier "
+                       "(--task cls), not --task %s", o->layer_decay, task);
+    return 0;
+}
+
+int tbi_refuse_captions(const struct tb_train_opts *o, const char *task)
+{
+    if (o->relevant_captions > 0)
+        return tbi_err(TB_EINVAL, "relevant captions (%g) draw a caption for video-text "
+                       "training (--task clip), not --task %s", o->relevant_captions, task);
+    return 0;
+}
+
+/* The task o names, and what the loop itself refuses of o before anything is written. */
+static int find_task(const struct tb_train_opts *o, const struct tbi_task **out)
+{
     const char *name = o->task && o->task[0] ? o->task : "cls";
-    for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++)
+    char names[64] = "";
+    *out = NULL;
+    for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++) {
         if (!strcmp(tasks[i]->name, name))
-            task = tasks[i];
-    if (!task) {
-        char names[64] = "";
-        for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++)
-            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
-                     i ? ", " : "", tasks[i]->name);
-        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (the tasks: %s)", name, names);
+            *out = tasks[i];
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+                 tasks[i]->name);
     }
-    int K = o->accum_steps > 1 ? o->accum_steps : 1;
-    if (K > 1 && (o->fused_update || !strcmp(task->name, "clip")))
-        return tbi_err(TB_EINVAL, "--accum-steps %d: %s", K, o->fused_update
-                       ? "--fused-update applies each gradient as the backward completes it, "
-                         "before the micro-batches are summed"
-                       : "the contrastive loss takes its negatives from one batch, so K "
-                         "micro-batches are not the loss of their union (raise --batch or "
-                         "the processes)");
+    if (!*out)
+        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (the tasks: %s)", name, names);
+    if (o->accum_steps > 1 && o->fused_update)
+        return tbi_err(TB_EINVAL, "--accum-steps %d: --fused-update applies each gradient as "
+                       "the backward completes it, before the micro-batches are summed",
+                       o->accum_steps);
     if (o->fused_update && o->clip_grad > 0)
         return tbi_err(TB_EINVAL, "--fused-update applies each gradient as the backward "
                        "completes it, before there is a global norm to clip by (--clip-grad "
                        "%g): add --clip-grad 0", o->clip_grad);
+    return (*out)->check(o);
+}
 
-    if ((rc = tbi_mkdirs(o->out_dir)) < 0 ||
-        (rc = tbi_fmt(ckpt, sizeof(ckpt), "%s/last.safetensors", o->out_dir)) < 0 ||
-        (rc = tbi_fmt(mpath, sizeof(mpath), "%s/metrics.jsonl", o->out_dir)) < 0)
-        return rc;
-    if ((rc = task->open(&st, o)) < 0)
-        return rc;
-    tb_params *params = task->params(st);
-    opt.kind = o->optimizer;
-    opt.zero = o->zero;
-    if ((rc = tb_params_init(params, o->seed)) < 0 || (rc = init_from(o, params)) < 0 ||
-        (rc = tb_optim_init(&opt, params)) < 0)
-        goto end;
-    fu.r = params;
-    fu.opt = o->fused_update ? &opt : NULL;
-    fu.world = world;
-    fu.defer = K > 1;
-    if (world > 1 && !(fu.started = tbi_calloc((size_t)tb_params_spans(params), 1))) {
-        rc = tbi_err(TB_ENOMEM, "out of memory");
-        goto end;
-    }
-    if ((K > 1 && (rc = params->be->ops->alloc(params->be, sizeof(float) *
-                                               (size_t)params->n_floats, (void **)&acc)) < 0) ||
-        (rc = params->be->ops->alloc(params->be, sizeof(*fu.stats), (void **)&fu.stats)) < 0 ||
-        (rc = params->be->ops->zero(params->be, fu.stats, sizeof(*fu.stats))) < 0 ||
-        (rc = params->be->ops->alloc(params->be, sizeof(float), (void **)&micro)) < 0)
-        goto end;
+/* A run of tb_train: what it holds from its start to its end (run_open, run_close). */
+struct run {
+    const struct tb_train_opts *o;
+    const struct tbi_task *task;
+    void *st;
+    tb_params *params;
+    struct tb_optim opt;
+    tb_dataset *ds;
+    tb_loader *l;
+    struct run_log lg;
+    struct spans fu;
+    float *acc;                          /* --accum-steps: the micro-batches' gradient sum */
+    float *micro;                        /* a micro-batch's loss (backend) */
+    char ckpt[4096], mpath[4096];
+    struct tb_train_pos pos;
+    struct best best;
+    int K, lead;
+    int64_t per_epoch, total, warmup;    /* optimizer steps: an epoch's, the run's, warmup's */
+    struct tb_eval_result *final_eval;
+};
+
+/* The task's model initialised (o->init's weights over it), the optimizer, the buffers of a
+ * step and the gradient hooks (fused updates, the data-parallel reduction). */
+static int run_model(struct run *r)
+{
+    const struct tb_train_opts *o = r->o;
+    tb_params *p = r->params;
+    tbi_backend *be = p->be;
+    r->opt.kind = o->optimizer;
+    r->opt.zero = o->zero;
+    TBI_TRY(tb_params_init(p, o->seed));
+    TBI_TRY(init_from(o, p));
+    TBI_TRY(tb_optim_init(&r->opt, p));
+    r->fu = (struct spans){.r = p, .opt = o->fused_update ? &r->opt : NULL,
+                           .world = tb_dist_world(), .defer = r->K > 1};
+    if (r->fu.world > 1 && !(r->fu.started = tbi_calloc((size_t)tb_params_spans(p), 1)))
+        return tbi_err(TB_ENOMEM, "out of memory");
+    if (r->K > 1)
+        TBI_TRY(be->ops->alloc(be, sizeof(float) * (size_t)p->n_floats, (void **)&r->acc));
+    TBI_TRY(be->ops->alloc(be, sizeof(*r->fu.stats), (void **)&r->fu.stats));
+    TBI_TRY(be->ops->zero(be, r->fu.stats, sizeof(*r->fu.stats)));
+    TBI_TRY(be->ops->alloc(be, sizeof(float), (void **)&r->micro));
     if (o->fused_update)
-        tb_params_fuse(params, span_hook, &fu);
-    else if (world > 1)
-        tb_params_on_span(params, span_hook, &fu);
-    if (strcmp(task->name, "cls") && (o->drop_path > 0 || o->mix.mixup > 0 ||
-                                       o->mix.cutmix > 0 || o->erase > 0 || o->head_dropout > 0 ||
-                                       o->data.rand_augment.n_ops > 0)) {
-        rc = tbi_err(TB_EINVAL, "drop path, mixup, cutmix, random erasing, RandAugment and head "
-                     "dropout are for fine-tuning a classifier (--task cls), not --task %s",
-                     task->name);
-        goto end;
-    }
-    if (strcmp(task->name, "clip") && o->relevant_captions > 0) {
-        rc = tbi_err(TB_EINVAL, "relevant captions (%g) draw a caption for video-text "
-                     "training (--task clip), not --task %s", o->relevant_captions, task->name);
-        goto end;
-    }
-    if (o->layer_decay > 0 && o->layer_decay < 1) {
-        if (strcmp(task->name, "cls")) {
-            rc = tbi_err(TB_EINVAL, "layer-wise lr decay (%g) is for fine-tuning a classifier "
-                         "(--task cls), not --task %s", o->layer_decay, task->name);
-            goto end;
-        }
-        tb_params_layer_decay(params, o->model.depth, o->layer_decay);
-    }
-    opt.beta1 = (float)o->beta1;
-    opt.beta2 = (float)o->beta2;
-    opt.eps = (float)o->adam_eps;
-    opt.weight_decay = (float)o->weight_decay;
-    if (tbi_is_file(ckpt)) {
-        struct tb_ckpt_info info;
-        if ((rc = tb_ckpt_load(ckpt, params, &opt, &pos)) < 0 ||
-            (rc = tb_ckpt_info(ckpt, &info)) < 0)
-            goto end;
-        best = (struct best){info.best, info.best_epoch};
-        tbi_log(TB_LOG_INFO, "resuming from %s: %" PRId64 " steps done, epoch %" PRId64
-                " batch %" PRId64 " next", ckpt, pos.step, pos.epoch + 1, pos.batch + 1);
-    }
+        tb_params_fuse(p, span_hook, &r->fu);
+    else if (r->fu.world > 1)
+        tb_params_on_span(p, span_hook, &r->fu);
+    if (o->layer_decay > 0 && o->layer_decay < 1)
+        tb_params_layer_decay(p, o->model.depth, o->layer_decay);
+    r->opt.beta1 = (float)o->beta1;
+    r->opt.beta2 = (float)o->beta2;
+    r->opt.eps = (float)o->adam_eps;
+    r->opt.weight_decay = (float)o->weight_decay;
+    return 0;
+}
 
+/* out_dir/last.safetensors, when there is one: the weights, the optimizer, the position and
+ * the best evaluation to go on from. */
+static int run_resume(struct run *r)
+{
+    struct tb_ckpt_info info;
+    if (!tbi_is_file(r->ckpt))
+        return 0;
+    TBI_TRY(tb_ckpt_load(r->ckpt, r->params, &r->opt, &r->pos));
+    TBI_TRY(tb_ckpt_info(r->ckpt, &info));
+    r->best = (struct best){info.best, info.best_epoch};
+    tbi_log(TB_LOG_INFO, "resuming from %s: %" PRId64 " steps done, epoch %" PRId64 " batch %"
+            PRId64 " next", r->ckpt, r->pos.step, r->pos.epoch + 1, r->pos.batch + 1);
+    return 0;
+}
+
+/* The training clips: this process's shard of every global batch, and the schedule's
+ * length in optimizer steps (K loader batches each, the batches left over dropped). */
+static int run_data(struct run *r)
+{
+    const struct tb_train_opts *o = r->o;
+    int world = tb_dist_world(), B = o->batch;
     struct tb_dataset_opts d = o->data;
     d.train = 1;
     d.n_frames = o->model.frames;
@@ -649,167 +664,214 @@ int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
     d.height = o->model.height;
     struct tb_loader_opts lo = {.batch_size = B, .n_workers = o->workers,
                                 .prefetch = o->prefetch, .seed = o->seed, .shuffle = 1,
-                                .drop_last = 1, .rank = rank, .world = world,
+                                .drop_last = 1, .rank = tb_dist_rank(), .world = world,
                                 .max_failure_rate = 0.05};
-    if ((rc = tb_dataset_open(&ds, o->train_ann, &d)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
-        goto end;
-    /* optimizer steps an epoch: K loader batches each, the batches left over dropped */
-    int64_t per_epoch = tb_dataset_size(ds) / world / B / K, total = per_epoch * o->epochs;
-    int64_t warmup = (int64_t)(o->warmup_epochs * (double)per_epoch);
-    if (per_epoch < 1) {
-        rc = tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes x %d "
-                     "micro-batches", o->train_ann->path, (long long)tb_dataset_size(ds), B,
-                     world, K);
-        goto end;
-    }
-    if (pos.batch % K) {
-        rc = tbi_err(TB_EINVAL, "%s stopped after batch %" PRId64 " of its epoch, which is "
-                     "not a whole number of %d micro-batches: resume with the run's own "
-                     "--accum-steps", ckpt, pos.batch, K);
-        goto end;
-    }
-    /* Accepted (its checkpoint fits the model, its data and position the flags): only now
-     * does the run directory change, from its config.txt on */
-    if (lead && o->config_text) {
-        char cpath[4200];
-        if ((rc = tbi_fmt(cpath, sizeof(cpath), "%s/config.txt", o->out_dir)) == 0)
-            rc = tb_file_write_atomic(cpath, o->config_text, strlen(o->config_text));
-    }
-    if ((rc = any_failed(rc, pos.step)) < 0)
-        goto end;
-    lg.metrics_path = mpath;
-    if (lead && (rc = drop_unfinished_line(mpath)) < 0)
-        goto end;
-    if (lead && !(lg.metrics = tbi_fopen(mpath, "a"))) {
-        rc = tbi_err(TB_EIO, "%s: cannot open: %s", mpath, strerror(errno));
-        goto end;
-    }
-    if (lead && o->tensorboard && (rc = tbi_tfevents_open(&lg.events, o->out_dir)) < 0)
-        goto end;
-    if (lead) { /* every start's data: what its annotation files lost (the CLI said which) */
-        const struct tb_annotations *t = o->train_ann, *v = o->val_ann;
-        const struct field f[] = {
-            count("start_step", pos.step, NULL), count("train_rows", t->n_items, NULL),
-            count("train_rows_skipped", t->n_skipped, NULL),
-            count("train_rows_unreadable", t->n_unreadable, NULL),
-            count("train_rows_clamped", t->n_clamped, NULL),
-            count("val_rows", v ? v->n_items : 0, NULL),
-            count("val_rows_skipped", v ? v->n_skipped : 0, NULL),
-            count("val_rows_clamped", v ? v->n_clamped : 0, NULL),
-            text("resume_changed", o->resume_note ? o->resume_note : ""),
-        };
-        int n = (int)(sizeof(f) / sizeof(f[0])) - !(o->resume_note && o->resume_note[0]);
-        rc = log_line(&lg, pos.step, f, n);
-    }
-    if ((rc = any_failed(rc, pos.step)) < 0)
-        goto end;
+    TBI_TRY(tb_dataset_open(&r->ds, o->train_ann, &d));
+    TBI_TRY(tb_loader_open(&r->l, r->ds, &lo));
+    r->per_epoch = tb_dataset_size(r->ds) / world / B / r->K;
+    r->total = r->per_epoch * o->epochs;
+    r->warmup = (int64_t)(o->warmup_epochs * (double)r->per_epoch);
+    if (r->per_epoch < 1)
+        return tbi_err(TB_EINVAL, "%s: %lld clips make no batch of %d x %d processes x %d "
+                       "micro-batches", o->train_ann->path, (long long)tb_dataset_size(r->ds),
+                       B, world, r->K);
+    if (r->pos.batch % r->K)
+        return tbi_err(TB_EINVAL, "%s stopped after batch %" PRId64 " of its epoch, which is "
+                       "not a whole number of %d micro-batches: resume with the run's own "
+                       "--accum-steps", r->ckpt, r->pos.batch, r->K);
+    return 0;
+}
 
-    struct stepper sr = {.task = task, .st = st, .o = o, .l = l, .opt = &opt, .fu = &fu,
-                         .acc = acc, .micro = micro, .K = K};
-    struct tbi_step_stats seen = {0};    /* the step's numbers as last read */
-    double t_start = tbi_now_s(), t_log = t_start;
-    int64_t clips_log = 0, step0 = pos.step;
-    for (int64_t e = pos.epoch; e < o->epochs; e++) {
-        int64_t nb = tb_loader_epoch_from(l, e, e == pos.epoch ? pos.batch : 0);
-        if ((rc = any_failed(nb < 0 ? (int)nb : 0, pos.step)) < 0)
-            goto end;
-        for (int64_t k0 = e == pos.epoch ? pos.batch : 0, k = k0; k0 + K <= nb; k0 = k) {
-            float lr = tb_lr_schedule(pos.step, total, warmup, (float)o->warmup_lr, (float)o->lr,
-                                      (float)o->min_lr);
-            opt.lr = lr;
-            if ((rc = optimizer_step(&sr, &pos, e, &k)) < 0) {
-                rc = first_failure(params, fu.stats, rc);
-                goto end;
-            }
-            pos.step++;
-            clips_log += (int64_t)B * world * K;
-            int log_now = o->log_every > 0 && pos.step % o->log_every == 0;
-            int stop = tb_dist_max_int(o->cancel && *o->cancel);
-            /* The step's numbers are read at a log line, before a checkpoint (the epoch's
-             * last step, Ctrl-C) and nowhere else: on_step sees those of the last read. */
-            if ((log_now || stop || k + K > nb) && (rc = read_stats(params, fu.stats, &seen)) < 0)
-                goto end;
-            float loss = seen.loss;
-            double gnorm = seen.norm;
-            double t = tbi_now_s();
-            rc = 0;
-            if (lead && (log_now || o->on_step)) {
-                double rate = clips_log / (t - t_log > 1e-9 ? t - t_log : 1e-9);
-                struct tb_train_progress pr = {
-                    .epoch = e, .epochs = o->epochs, .step = pos.step, .steps = total,
-                    .loss = loss, .lr = lr, .grad_norm = gnorm, .clips_per_s = rate,
-                    .elapsed_s = t - t_start,
-                    .eta_s = (t - t_start) / (double)(pos.step - step0) *
-                             (double)(total - pos.step),
-                };
-                if (o->on_step)
-                    o->on_step(o->user, &pr);
-                if (log_now) {
-                    struct tb_loader_stats ls;
-                    tb_loader_get_stats(l, &ls);
-                    const struct field f[] = {
-                        count("step", pos.step, NULL), count("epoch", e + 1, NULL),
-                        num("loss", "%.6f", loss, "train/loss"),
-                        num("lr", "%.6g", lr, "train/lr"),
-                        num("grad_norm", "%.4f", gnorm, "train/grad_norm"),
-                        num("clips_per_s", "%.2f", rate, "train/clips_per_s"),
-                        num("elapsed_s", "%.1f", t - t_start, NULL),
-                        count("clips_replaced", ls.failures, NULL),
-                    };
-                    rc = log_line(&lg, pos.step, f, (int)(sizeof(f) / sizeof(f[0])));
-                    t_log = t;
-                    clips_log = 0;
-                }
-            }
-            if ((rc = any_failed(rc, pos.step)) < 0)
-                goto end;
-            if (stop) {
-                pos.epoch = e;
-                pos.batch = k;
-                if ((rc = tbi_optim_gather(&opt)) < 0 ||
-                    (lead && (rc = save(ckpt, task, st, o, &opt, &pos, &best)) < 0))
-                    goto end;
-                rc = tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, "
-                             "run the same command to resume", pos.step, ckpt);
-                goto end;
-            }
-        }
-        int last = e + 1 == o->epochs, improved = 0;
-        if (o->val_ann && task->evaluate &&
-            (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0)) &&
-            (rc = evaluate(task, st, o, &lg, e + 1, pos.step, final_eval, &best, &improved)) < 0)
-            goto end;
-        pos.epoch = e + 1;
-        pos.batch = 0;
-        /* best.safetensors after an evaluation that beats the earlier ones (AVION's
-         * checkpoint_best.pt), checkpoint_EPOCH.safetensors every --save-every epochs
-         * (AVION's --save-freq), then last.safetensors: a write that fails leaves the resume
-         * point before this epoch, and the epoch run again writes them all */
-        rc = tbi_optim_gather(&opt);
-        if (rc == 0 && lead && improved &&
-            (rc = tbi_fmt(extra, sizeof(extra), "%s/best.safetensors", o->out_dir)) == 0)
-            rc = save(extra, task, st, o, &opt, &pos, &best);
-        if (rc == 0 && lead && o->save_every > 0 && (e + 1) % o->save_every == 0 &&
-            (rc = tbi_fmt(extra, sizeof(extra), "%s/checkpoint_%05" PRId64 ".safetensors",
-                          o->out_dir, e + 1)) == 0)
-            rc = save(extra, task, st, o, &opt, &pos, &best);
-        if (rc == 0 && lead)
-            rc = save(ckpt, task, st, o, &opt, &pos, &best);
-        tbi_optim_release(&opt);
-        if ((rc = any_failed(rc, pos.step)) < 0)
-            goto end;
+/* The run accepted (its checkpoint fits the model, its data and position the flags): only now
+ * does the run directory change - config.txt, metrics.jsonl (a line a kill cut short
+ * dropped), the event file, and every start's line: what its annotation files lost. Rank 0. */
+static int run_start_log(struct run *r)
+{
+    const struct tb_train_opts *o = r->o;
+    if (o->config_text) {
+        char cpath[4200];
+        TBI_TRY(tbi_fmt(cpath, sizeof(cpath), "%s/config.txt", o->out_dir));
+        TBI_TRY(tb_file_write_atomic(cpath, o->config_text, strlen(o->config_text)));
     }
+    r->lg.metrics_path = r->mpath;
+    TBI_TRY(drop_unfinished_line(r->mpath));
+    if (!(r->lg.metrics = tbi_fopen(r->mpath, "a")))
+        return tbi_err(TB_EIO, "%s: cannot open: %s", r->mpath, strerror(errno));
+    if (o->tensorboard)
+        TBI_TRY(tbi_tfevents_open(&r->lg.events, o->out_dir));
+    const struct tb_annotations *t = o->train_ann, *v = o->val_ann;
+    const struct field f[] = {
+        count("start_step", r->pos.step, NULL), count("train_rows", t->n_items, NULL),
+        count("train_rows_skipped", t->n_skipped, NULL),
+        count("train_rows_unreadable", t->n_unreadable, NULL),
+        count("train_rows_clamped", t->n_clamped, NULL),
+        count("val_rows", v ? v->n_items : 0, NULL),
+        count("val_rows_skipped", v ? v->n_skipped : 0, NULL),
+        count("val_rows_clamped", v ? v->n_clamped : 0, NULL),
+        text("resume_changed", o->resume_note ? o->resume_note : ""),
+    };
+    int n = (int)(sizeof(f) / sizeof(f[0])) - !(o->resume_note && o->resume_note[0]);
+    return log_line(&r->lg, r->pos.step, f, n);
+}
+
+/* Progress since the last log line, for on_step and the metrics (rank 0). */
+struct pace {
+    double t_start, t_log;
+    int64_t clips, step0;
+};
+
+/* After step pos.step of epoch e: on_step, and every log_every steps a metrics line (the
+ * step's numbers seen are those of the last read). */
+static int log_step(struct run *r, struct pace *pc, int64_t e, float lr,
+                    const struct tbi_step_stats *seen)
+{
+    const struct tb_train_opts *o = r->o;
+    int log_now = o->log_every > 0 && r->pos.step % o->log_every == 0;
+    double t = tbi_now_s();
+    double rate = pc->clips / (t - pc->t_log > 1e-9 ? t - pc->t_log : 1e-9);
+    struct tb_train_progress pr = {
+        .epoch = e, .epochs = o->epochs, .step = r->pos.step, .steps = r->total,
+        .loss = seen->loss, .lr = lr, .grad_norm = seen->norm, .clips_per_s = rate,
+        .elapsed_s = t - pc->t_start,
+        .eta_s = (t - pc->t_start) / (double)(r->pos.step - pc->step0) *
+                 (double)(r->total - r->pos.step),
+    };
+    if (o->on_step)
+        o->on_step(o->user, &pr);
+    if (!log_now)
+        return 0;
+    struct tb_loader_stats ls;
+    tb_loader_get_stats(r->l, &ls);
+    const struct field f[] = {
+        count("step", r->pos.step, NULL), count("epoch", e + 1, NULL),
+        num("loss", "%.6f", seen->loss, "train/loss"), num("lr", "%.6g", lr, "train/lr"),
+        num("grad_norm", "%.4f", seen->norm, "train/grad_norm"),
+        num("clips_per_s", "%.2f", rate, "train/clips_per_s"),
+        num("elapsed_s", "%.1f", t - pc->t_start, NULL),
+        count("clips_replaced", ls.failures, NULL),
+    };
+    pc->t_log = t;
+    pc->clips = 0;
+    return log_line(&r->lg, r->pos.step, f, (int)(sizeof(f) / sizeof(f[0])));
+}
+
+/* Ctrl-C at batch k of epoch e: the run saved where it stands, then TB_ECANCELED. */
+static int run_cancel(struct run *r, int64_t e, int64_t k)
+{
+    r->pos.epoch = e;
+    r->pos.batch = k;
+    TBI_TRY(tbi_optim_gather(&r->opt));
+    if (r->lead)
+        TBI_TRY(save(r->ckpt, r->task, r->st, r->o, &r->opt, &r->pos, &r->best));
+    return tbi_err(TB_ECANCELED, "stopped at step %" PRId64 "; %s holds the run, run the same "
+                   "command to resume", r->pos.step, r->ckpt);
+}
+
+/* Epoch e's optimizer steps, from its batch pos.batch on when it is the resumed one. The
+ * step's numbers are read at a log line, before a checkpoint (the epoch's last step, Ctrl-C)
+ * and nowhere else. */
+static int run_epoch(struct run *r, struct pace *pc, int64_t e)
+{
+    const struct tb_train_opts *o = r->o;
+    struct stepper sr = {.task = r->task, .st = r->st, .o = o, .l = r->l, .opt = &r->opt,
+                         .fu = &r->fu, .acc = r->acc, .micro = r->micro, .K = r->K};
+    struct tbi_step_stats seen = {0};
+    int64_t nb = tb_loader_epoch_from(r->l, e, e == r->pos.epoch ? r->pos.batch : 0);
+    int K = r->K, rc;
+    TBI_TRY(any_failed(nb < 0 ? (int)nb : 0, r->pos.step));
+    for (int64_t k0 = e == r->pos.epoch ? r->pos.batch : 0, k = k0; k0 + K <= nb; k0 = k) {
+        float lr = tb_lr_schedule(r->pos.step, r->total, r->warmup, (float)o->warmup_lr,
+                                  (float)o->lr, (float)o->min_lr);
+        r->opt.lr = lr;
+        if ((rc = optimizer_step(&sr, &r->pos, e, &k)) < 0)
+            return first_failure(r->params, r->fu.stats, rc);
+        r->pos.step++;
+        pc->clips += (int64_t)o->batch * tb_dist_world() * K;
+        int log_now = o->log_every > 0 && r->pos.step % o->log_every == 0;
+        int stop = tb_dist_max_int(o->cancel && *o->cancel);
+        if (log_now || stop || k + K > nb)
+            TBI_TRY(read_stats(r->params, r->fu.stats, &seen));
+        rc = 0;
+        if (r->lead && (log_now || o->on_step))
+            rc = log_step(r, pc, e, lr, &seen);
+        TBI_TRY(any_failed(rc, r->pos.step));
+        if (stop)
+            return run_cancel(r, e, k);
+    }
+    return 0;
+}
+
+/* After epoch e: its evaluation when due, then best.safetensors after an evaluation that
+ * beats the earlier ones (AVION's checkpoint_best.pt), checkpoint_EPOCH.safetensors every
+ * --save-every epochs (AVION's --save-freq), then last.safetensors: a write that fails
+ * leaves the resume point before this epoch, and the epoch run again writes them all. */
+static int run_epoch_end(struct run *r, int64_t e)
+{
+    const struct tb_train_opts *o = r->o;
+    char extra[4096];
+    int last = e + 1 == o->epochs, improved = 0, rc;
+    if (o->val_ann && r->task->evaluate &&
+        (last || (o->eval_every > 0 && (e + 1) % o->eval_every == 0)))
+        TBI_TRY(evaluate(r->task, r->st, o, &r->lg, e + 1, r->pos.step, r->final_eval,
+                         &r->best, &improved));
+    r->pos.epoch = e + 1;
+    r->pos.batch = 0;
+    rc = tbi_optim_gather(&r->opt);
+    if (rc == 0 && r->lead && improved &&
+        (rc = tbi_fmt(extra, sizeof(extra), "%s/best.safetensors", o->out_dir)) == 0)
+        rc = save(extra, r->task, r->st, o, &r->opt, &r->pos, &r->best);
+    if (rc == 0 && r->lead && o->save_every > 0 && (e + 1) % o->save_every == 0 &&
+        (rc = tbi_fmt(extra, sizeof(extra), "%s/checkpoint_%05" PRId64 ".safetensors",
+                      o->out_dir, e + 1)) == 0)
+        rc = save(extra, r->task, r->st, o, &r->opt, &r->pos, &r->best);
+    if (rc == 0 && r->lead)
+        rc = save(r->ckpt, r->task, r->st, o, &r->opt, &r->pos, &r->best);
+    tbi_optim_release(&r->opt);
+    return any_failed(rc, r->pos.step);
+}
+
+static void run_close(struct run *r)
+{
+    if (r->lg.metrics)
+        fclose(r->lg.metrics);
+    tbi_tfevents_close(&r->lg.events);
+    tb_loader_close(&r->l);
+    tb_dataset_close(&r->ds);
+    tb_optim_free(&r->opt);
+    if (r->params) {
+        r->params->be->ops->free(r->params->be, r->acc); /* NULL-safe */
+        r->params->be->ops->free(r->params->be, r->fu.stats);
+        r->params->be->ops->free(r->params->be, r->micro);
+    }
+    r->task->close(&r->st);
+    free(r->fu.started);
+}
+
+/* Data parallel under mpirun: each process reads its shard of every global batch of world * B
+ * clips; gradients are averaged, so all hold the same weights; rank 0 alone writes the
+ * checkpoint and the metrics. */
+int tb_train(const struct tb_train_opts *o, struct tb_eval_result *final_eval)
+{
+    struct run r = {.o = o, .K = o->accum_steps > 1 ? o->accum_steps : 1,
+                    .lead = tb_dist_rank() == 0, .final_eval = final_eval};
+    int rc;
+    TBI_TRY(find_task(o, &r.task));
+    TBI_TRY(tbi_mkdirs(o->out_dir));
+    TBI_TRY(tbi_fmt(r.ckpt, sizeof(r.ckpt), "%s/last.safetensors", o->out_dir));
+    TBI_TRY(tbi_fmt(r.mpath, sizeof(r.mpath), "%s/metrics.jsonl", o->out_dir));
+    TBI_TRY(r.task->open(&r.st, o));
+    r.params = r.task->params(r.st);
+    if ((rc = run_model(&r)) < 0 || (rc = run_resume(&r)) < 0 || (rc = run_data(&r)) < 0)
+        goto end;
+    rc = r.lead ? run_start_log(&r) : 0;
+    if ((rc = any_failed(rc, r.pos.step)) < 0)
+        goto end;
+    struct pace pc = {.t_start = tbi_now_s(), .step0 = r.pos.step};
+    pc.t_log = pc.t_start;
+    for (int64_t e = r.pos.epoch; e < o->epochs; e++)
+        if ((rc = run_epoch(&r, &pc, e)) < 0 || (rc = run_epoch_end(&r, e)) < 0)
+            break;
 end:
-    if (lg.metrics)
-        fclose(lg.metrics);
-    tbi_tfevents_close(&lg.events);
-    tb_loader_close(&l);
-    tb_dataset_close(&ds);
-    tb_optim_free(&opt);
-    params->be->ops->free(params->be, acc); /* NULL-safe */
-    params->be->ops->free(params->be, fu.stats);
-    params->be->ops->free(params->be, micro);
-    task->close(&st);
-    free(fu.started);
+    run_close(&r);
     return rc;
 }

@@ -112,8 +112,15 @@ static int mae_step(void *state, const struct tb_train_opts *o, float *loss)
     return tb_mae_backward(t->m);
 }
 
+static int mae_check(const struct tb_train_opts *o)
+{
+    TBI_TRY(tbi_refuse_finetune(o, "mae"));
+    return tbi_refuse_captions(o, "mae");
+}
+
 const struct tbi_task tbi_task_mae = {
     .name = "mae",
+    .check = mae_check,
     .open = mae_open,
     .close = mae_close,
     .params = mae_params,

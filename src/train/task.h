@@ -15,6 +15,9 @@ int tbi_label_space_parse(struct tb_label_space **out, const char *text, const c
 
 struct tbi_task {
     const char *name;
+    /* What the task refuses of o (another task's settings, what its loss cannot take): 0, or
+     * TB_EINVAL naming the setting; the loop asks before it writes anything. */
+    int (*check)(const struct tb_train_opts *o);
     /* Build the model for o, planned for o->batch clips; *state is the task's. */
     int (*open)(void **state, const struct tb_train_opts *o);
     void (*close)(void **state);
@@ -34,6 +37,11 @@ struct tbi_task {
 };
 
 extern const struct tbi_task tbi_task_cls, tbi_task_mae, tbi_task_clip;
+
+/* The refusals tasks share (loop.c): fine-tuning's augmentations and layer decay (cls's), the
+ * relevant captions (clip's), named as --task `task` does not read them. */
+int tbi_refuse_finetune(const struct tb_train_opts *o, const char *task);
+int tbi_refuse_captions(const struct tb_train_opts *o, const char *task);
 
 /* The loop's updates and norm on the backend (optim.c): as tb_optim_update(_span), with the
  * factor and the non-finite flag read from st (backend memory) by the update ops - nothing is
