@@ -188,16 +188,134 @@ static uint8_t *batch_mask(const struct tb_st_file *bf, const char *path, const 
     return m;
 }
 
+/* What one run of `tubelet step` holds, whichever model it steps (step_open, step_close):
+ * the batch and weights files, the parameters' registry (the model's), the optimizer, the
+ * host copies of the losses, the first step's gradients and the final weights, and the
+ * tensors written to --out. */
+struct step_run {
+    const struct step_config *c;
+    struct tb_st_file *wf, *bf;
+    tb_params *params;
+    struct tb_optim opt;
+    const struct tb_st_tensor *video; /* the batch's (B, 3, T, H, W) */
+    struct tb_st_tensor *outs;
+    int n_out, B;
+    float *losses, *grads, *weights;
+};
+
+enum { STEP_SAID = 1 }; /* a failure whose message was printed */
+
+#define STEP_TRY(expr)                                                                         \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        if (rc_ < 0)                                                                           \
+            return rc_;                                                                        \
+    } while (0)
+
+static void step_out(struct step_run *r, const char *name, float *data, int n_dims, int64_t d0,
+                     int64_t d1, int64_t d2);
+
+/* The batch file (unless read already) and the weights into params; the batch's video (B, 3,
+ * frames, H, W; need names the rest of what the model needs, for the message); the host
+ * buffers of the outputs (extra tensors beside the parameters'). 0, STEP_SAID or rc < 0. */
+static int step_open(struct step_run *r, tb_params *params, int H, int W, const char *need,
+                     int extra)
+{
+    const struct step_config *c = r->c;
+    int rc;
+    r->params = params;
+    if ((!r->bf && (rc = tb_st_read(&r->bf, c->batch)) < 0) ||
+        (rc = tb_st_read(&r->wf, c->weights)) < 0)
+        return rc;
+    if (tb_params_load(params, r->wf) < 0) {
+        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+        return STEP_SAID;
+    }
+    const struct tb_st_tensor *v = r->video = tb_st_find(r->bf, "video");
+    if (!v || v->dtype != TB_ST_F32 || v->n_dims != 5 || v->shape[0] < 1 ||
+        v->shape[0] > 65536 || v->shape[1] != 3 || v->shape[2] != c->frames ||
+        v->shape[3] != H || v->shape[4] != W) {
+        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d)%s\n", c->batch,
+                c->frames, H, W, need);
+        return STEP_SAID;
+    }
+    r->B = (int)v->shape[0];
+    int64_t nf = tb_params_floats(params);
+    r->losses = malloc(sizeof(float) * (size_t)c->steps);
+    r->grads = malloc(sizeof(float) * (size_t)nf);
+    r->weights = malloc(sizeof(float) * (size_t)nf);
+    r->outs = calloc((size_t)(extra + 2 * tb_params_count(params)), sizeof(*r->outs));
+    if (!r->losses || !r->grads || !r->weights || !r->outs) {
+        fprintf(stderr, "tubelet step: out of memory\n");
+        return STEP_SAID;
+    }
+    step_out(r, "loss", r->losses, 1, c->steps, 0, 0);
+    return 0;
+}
+
+/* The optimizer over the parameters, once the model is planned (kind: --optim's, checked). */
+static int step_optim(struct step_run *r, int kind)
+{
+    r->opt.kind = (enum tb_optimizer)kind;
+    int rc = tb_optim_init(&r->opt, r->params);
+    if (rc == 0)
+        set_hyper(&r->opt, r->c);
+    return rc;
+}
+
+/* After step s's backward: the first step's gradients kept, then the update. */
+static int step_update(struct step_run *r, int s)
+{
+    int rc = s == 0 ? read_grads(r->params, r->grads) : 0;
+    return rc < 0 ? rc : tb_optim_update(&r->opt, 1.0f);
+}
+
+/* One more output tensor (float32, n_dims <= 3, data borrowed). */
+static void step_out(struct step_run *r, const char *name, float *data, int n_dims, int64_t d0,
+                     int64_t d1, int64_t d2)
+{
+    struct tb_st_tensor *t = &r->outs[r->n_out++];
+    int64_t shape[3] = {d0, d1, d2};
+    *t = (struct tb_st_tensor){.dtype = TB_ST_F32, .n_dims = n_dims, .n = 1, .data = data};
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    for (int k = 0; k < n_dims; k++) {
+        t->shape[k] = shape[k];
+        t->n *= shape[k];
+    }
+}
+
+/* --out: the losses, what the caller added, every gradient and final weight. */
+static int step_write(struct step_run *r)
+{
+    int rc = add_weights(r->outs, &r->n_out, r->params, r->grads, r->weights);
+    if (rc == 0)
+        rc = tb_st_write(r->c->out, r->outs, r->n_out, NULL);
+    return rc < 0 ? rc : 0;
+}
+
+/* rc: 0, STEP_SAID or a code to report; the exit status. Before the model's close. */
+static int step_close(struct step_run *r, int rc)
+{
+    if (rc < 0)
+        cli_report("step", rc);
+    tb_optim_free(&r->opt);
+    tb_st_free(&r->wf);
+    tb_st_free(&r->bf);
+    free(r->outs);
+    free(r->losses);
+    free(r->grads);
+    free(r->weights);
+    return rc != 0;
+}
+
 /* --task mae: S steps of VideoMAE pretraining on the batch with its masks. */
 static int run_mae(struct step_config *c, enum tb_dtype dtype)
 {
-    struct tb_st_file *wf = NULL, *bf = NULL;
+    struct step_run r = {.c = c};
     tb_mae *m = NULL;
-    struct tb_optim opt = {0};
-    struct tb_st_tensor *outs = NULL;
-    float *losses = NULL, *pred = NULL, *grads = NULL, *weights = NULL;
+    float *pred = NULL;
     uint8_t *mask = NULL, *drop = NULL;
-    int rc, status = 1, n_out = 0, kind = tb_optimizer_parse(c->optim);
+    int rc, kind = tb_optimizer_parse(c->optim), N, Nq, V;
     int running = !strcmp(c->decoder_mask, "running-cell");
     if (kind < 0 || (!running && strcmp(c->decoder_mask, "none"))) {
         fprintf(stderr, "tubelet step: --optim is adamw or lion, --decoder-mask none or "
@@ -215,79 +333,38 @@ static int run_mae(struct step_config *c, enum tb_dtype dtype)
         .dec_heads = c->dec_heads, .norm_target = c->norm_target,
     };
     cli_device_say();
-    if ((rc = tb_mae_open(&m, &mc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
-        (rc = tb_st_read(&wf, c->weights)) < 0)
-        goto fail;
-    tb_params *params = tb_mae_params(m);
-    if ((rc = tb_params_load(params, wf)) < 0) {
-        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+    if ((rc = tb_mae_open(&m, &mc)) < 0 ||
+        (rc = step_open(&r, tb_mae_params(m), mc.enc.height, mc.enc.width, "", 2)) != 0)
         goto end;
-    }
-    int N, Nq, V;
     tb_mae_sizes(m, &N, NULL, &Nq, &V);
-    const struct tb_st_tensor *video = tb_st_find(bf, "video");
-    if (!video || video->dtype != TB_ST_F32 || video->n_dims != 5 || video->shape[0] < 1 ||
-        video->shape[0] > 65536 || video->shape[1] != 3 || video->shape[2] != c->frames ||
-        video->shape[3] != mc.enc.height || video->shape[4] != mc.enc.width) {
-        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d)\n", c->batch,
-                c->frames, mc.enc.height, mc.enc.width);
+    if (!(mask = batch_mask(r.bf, c->batch, "mask", r.B, N)) ||
+        (running && !(drop = batch_mask(r.bf, c->batch, "dmask", r.B, N))) ||
+        !(pred = malloc(sizeof(float) * (size_t)r.B * Nq * V))) {
+        rc = STEP_SAID;
         goto end;
     }
-    int B = (int)video->shape[0], np = tb_params_count(params);
-    if (!(mask = batch_mask(bf, c->batch, "mask", B, N)) ||
-        (running && !(drop = batch_mask(bf, c->batch, "dmask", B, N))))
+    if ((rc = tb_mae_plan(m, r.B, NULL)) < 0 || (rc = step_optim(&r, kind)) < 0)
         goto end;
-    int64_t nf = tb_params_floats(params);
-    opt.kind = (enum tb_optimizer)kind;
-    if ((rc = tb_mae_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
-        goto fail;
-    set_hyper(&opt, c);
-    losses = malloc(sizeof(float) * (size_t)c->steps);
-    pred = malloc(sizeof(float) * (size_t)B * Nq * V);
-    grads = malloc(sizeof(float) * (size_t)nf);
-    weights = malloc(sizeof(float) * (size_t)nf);
-    outs = calloc((size_t)(2 + 2 * np), sizeof(*outs));
-    if (!losses || !pred || !grads || !weights || !outs) {
-        fprintf(stderr, "tubelet step: out of memory\n");
-        goto end;
+    for (int s = 0; s < c->steps && rc == 0; s++) {
+        if ((rc = tb_mae_set_video(m, r.video->data, r.B, tb_mean_imagenet,
+                                   tb_std_imagenet)) < 0 ||
+            (rc = tb_mae_set_mask(m, mask, drop)) < 0 || (rc = tb_mae_run(m, &r.losses[s])) < 0 ||
+            (rc = tb_mae_backward(m)) < 0 || (s == 0 && (rc = tb_mae_pred(m, pred)) < 0))
+            break;
+        rc = step_update(&r, s);
     }
-    for (int s = 0; s < c->steps; s++) {
-        if ((rc = tb_mae_set_video(m, video->data, B, tb_mean_imagenet, tb_std_imagenet)) < 0 ||
-            (rc = tb_mae_set_mask(m, mask, drop)) < 0 || (rc = tb_mae_run(m, &losses[s])) < 0 ||
-            (rc = tb_mae_backward(m)) < 0)
-            goto fail;
-        if (s == 0 && ((rc = tb_mae_pred(m, pred)) < 0 || (rc = read_grads(params, grads)) < 0))
-            goto fail;
-        if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
-            goto fail;
-    }
-    outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
-                                          .shape = {c->steps}, .n = c->steps, .data = losses};
-    outs[n_out++] = (struct tb_st_tensor){.name = "pred", .dtype = TB_ST_F32, .n_dims = 3,
-                                          .shape = {B, Nq, V}, .n = (int64_t)B * Nq * V,
-                                          .data = pred};
-    if ((rc = add_weights(outs, &n_out, params, grads, weights)) < 0 ||
-        (rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
-        goto fail;
-    printf("step: %d %s steps of MAE pretraining on %d clips, loss %.6f -> %.6f, wrote %s\n",
-           c->steps, c->optim, B, losses[0], losses[c->steps - 1], c->out);
-    status = 0;
-    goto end;
-fail:
-    cli_report("step", rc);
+    if (rc == 0)
+        step_out(&r, "pred", pred, 3, r.B, Nq, V);
+    if (rc == 0 && (rc = step_write(&r)) == 0)
+        printf("step: %d %s steps of MAE pretraining on %d clips, loss %.6f -> %.6f, wrote "
+               "%s\n", c->steps, c->optim, r.B, r.losses[0], r.losses[c->steps - 1], c->out);
 end:
-    tb_optim_free(&opt);
+    rc = step_close(&r, rc); /* the optimizer's memory is the model's backend's */
     tb_mae_close(&m);
-    tb_st_free(&wf);
-    tb_st_free(&bf);
-    free(outs);
-    free(losses);
     free(pred);
-    free(grads);
-    free(weights);
     free(mask);
     free(drop);
-    return status;
+    return rc;
 }
 
 /* The batch's int64 (B, ctx) token ids called 'text' as int32, or NULL with a message. */
@@ -307,152 +384,209 @@ static int32_t *batch_ids(const struct tb_st_file *bf, const char *path, int B, 
     return ids;
 }
 
+/* One step of the dual encoder: both towers' features (v, t: (B, E) host), the loss of
+ * --loss into *loss, its gradients (dv, dt) through both towers. */
+static int clip_step(tb_clip *m, const struct step_config *c, const float *video,
+                     const int32_t *ids, int B, float *v, float *t, float *dv, float *dt,
+                     float *loss)
+{
+    double scale = 0, dscale = 0, l = 0;
+    int E = c->embed;
+    STEP_TRY(tb_clip_set_video(m, video, B));
+    STEP_TRY(tb_clip_encode_video(m, v));
+    STEP_TRY(tb_clip_encode_text(m, ids, B, t));
+    STEP_TRY(tb_clip_logit_scale(m, &scale));
+    STEP_TRY(!strcmp(c->loss, "max-margin")
+                    ? tb_clip_max_margin(v, t, B, E, c->margin, &l, dv, dt)
+                    : tb_clip_infonce(v, t, B, E, scale, &l, dv, dt, &dscale));
+    *loss = (float)l;
+    return tb_clip_backward(m, dv, dt, dscale);
+}
+
 /* --task clip: S steps of the dual encoder's InfoNCE on the batch's clips and captions. */
 static int run_clip(struct step_config *c, enum tb_dtype dtype)
 {
-    struct tb_st_file *wf = NULL, *bf = NULL;
+    struct step_run r = {.c = c};
     tb_clip *m = NULL;
-    struct tb_optim opt = {0};
-    struct tb_st_tensor *outs = NULL;
-    float *losses = NULL, *emb = NULL, *grads = NULL, *weights = NULL;
+    float *emb = NULL;
     int32_t *ids = NULL;
-    int rc, status = 1, n_out = 0, kind = tb_optimizer_parse(c->optim);
-    int max_margin = !strcmp(c->loss, "max-margin");
-    if (kind < 0 || (!max_margin && strcmp(c->loss, "infonce"))) {
+    int rc, kind = tb_optimizer_parse(c->optim);
+    if (kind < 0 || (strcmp(c->loss, "max-margin") && strcmp(c->loss, "infonce"))) {
         fprintf(stderr, "tubelet step: --optim is adamw or lion, --loss infonce or max-margin\n");
         return 2;
     }
     struct tb_clip_config cc = {
         .video = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
                   .tubelet = c->tubelet, .frames = c->frames, .height = c->size.h,
-                  .width = c->size.w,
-                  .recompute = c->recompute, .recompute_mlp = c->recompute_mlp,
-                  .backend = c->use_backend, .dtype = dtype},
+                  .width = c->size.w, .recompute = c->recompute,
+                  .recompute_mlp = c->recompute_mlp, .backend = c->use_backend, .dtype = dtype},
         .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
         .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
         .temperature = c->temperature, .learn_temperature = c->learn_temperature,
     };
     cli_device_say();
-    if ((rc = tb_clip_open(&m, &cc)) < 0 || (rc = tb_st_read(&bf, c->batch)) < 0 ||
-        (rc = tb_st_read(&wf, c->weights)) < 0)
-        goto fail;
-    tb_params *params = tb_clip_params(m);
-    if ((rc = tb_params_load(params, wf)) < 0) {
-        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+    if ((rc = tb_clip_open(&m, &cc)) < 0 ||
+        (rc = step_open(&r, tb_clip_params(m), cc.video.height, cc.video.width, "", 3)) != 0)
+        goto end;
+    size_t be = (size_t)r.B * c->embed;
+    /* the first step's features, then each step's features and their gradients */
+    if (!(ids = batch_ids(r.bf, c->batch, r.B, c->ctx)) ||
+        !(emb = malloc(sizeof(float) * be * 6))) {
+        rc = STEP_SAID;
         goto end;
     }
-    const struct tb_st_tensor *video = tb_st_find(bf, "video");
-    if (!video || video->dtype != TB_ST_F32 || video->n_dims != 5 || video->shape[0] < 1 ||
-        video->shape[0] > 65536 || video->shape[1] != 3 || video->shape[2] != c->frames ||
-        video->shape[3] != cc.video.height || video->shape[4] != cc.video.width) {
-        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d)\n", c->batch,
-                c->frames, cc.video.height, cc.video.width);
-        goto end;
-    }
-    int B = (int)video->shape[0], E = c->embed, np = tb_params_count(params);
-    if (!(ids = batch_ids(bf, c->batch, B, c->ctx)))
-        goto end;
-    int64_t nf = tb_params_floats(params);
-    opt.kind = (enum tb_optimizer)kind;
-    if ((rc = tb_clip_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
-        goto fail;
-    set_hyper(&opt, c);
-    losses = malloc(sizeof(float) * (size_t)c->steps);
-    emb = malloc(sizeof(float) * (size_t)B * E * 6); /* first and later features, gradients */
-    grads = malloc(sizeof(float) * (size_t)nf);
-    weights = malloc(sizeof(float) * (size_t)nf);
-    outs = calloc((size_t)(3 + 2 * np), sizeof(*outs));
-    if (!losses || !emb || !grads || !weights || !outs) {
-        fprintf(stderr, "tubelet step: out of memory\n");
-        goto end;
-    }
-    size_t be = (size_t)B * E;
     float *ve = emb, *te = ve + be, *dv = te + be, *dt = dv + be, *v = dt + be, *t = v + be;
-    for (int s = 0; s < c->steps; s++) {
-        if ((rc = tb_clip_set_video(m, video->data, B)) < 0 ||
-            (rc = tb_clip_encode_video(m, v)) < 0 || (rc = tb_clip_encode_text(m, ids, B, t)) < 0)
-            goto fail;
+    if ((rc = tb_clip_plan(m, r.B, NULL)) < 0 || (rc = step_optim(&r, kind)) < 0)
+        goto end;
+    for (int s = 0; s < c->steps && rc == 0; s++) {
+        if ((rc = clip_step(m, c, r.video->data, ids, r.B, v, t, dv, dt, &r.losses[s])) < 0)
+            break;
         if (s == 0) {
             memcpy(ve, v, sizeof(float) * be);
             memcpy(te, t, sizeof(float) * be);
         }
-        double scale = 0, dscale = 0;
-        if ((rc = tb_clip_logit_scale(m, &scale)) < 0)
-            goto fail;
-        double l = 0;
-        if ((rc = max_margin ? tb_clip_max_margin(v, t, B, E, c->margin, &l, dv, dt)
-                             : tb_clip_infonce(v, t, B, E, scale, &l, dv, dt, &dscale)) < 0)
-            goto fail;
-        losses[s] = (float)l;
-        if ((rc = tb_clip_backward(m, dv, dt, dscale)) < 0)
-            goto fail;
-        if (s == 0 && (rc = read_grads(params, grads)) < 0)
-            goto fail;
-        if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
-            goto fail;
+        rc = step_update(&r, s);
     }
-    outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
-                                          .shape = {c->steps}, .n = c->steps, .data = losses};
-    outs[n_out++] = (struct tb_st_tensor){.name = "video_emb", .dtype = TB_ST_F32, .n_dims = 2,
-                                          .shape = {B, E}, .n = (int64_t)B * E, .data = ve};
-    outs[n_out++] = (struct tb_st_tensor){.name = "text_emb", .dtype = TB_ST_F32, .n_dims = 2,
-                                          .shape = {B, E}, .n = (int64_t)B * E, .data = te};
-    if ((rc = add_weights(outs, &n_out, params, grads, weights)) < 0 ||
-        (rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
-        goto fail;
-    printf("step: %d %s steps of video-text contrastive training on %d pairs, loss %.6f -> "
-           "%.6f, wrote %s\n", c->steps, c->optim, B, losses[0], losses[c->steps - 1], c->out);
-    status = 0;
-    goto end;
-fail:
-    cli_report("step", rc);
+    if (rc == 0) {
+        step_out(&r, "video_emb", ve, 2, r.B, c->embed, 0);
+        step_out(&r, "text_emb", te, 2, r.B, c->embed, 0);
+    }
+    if (rc == 0 && (rc = step_write(&r)) == 0)
+        printf("step: %d %s steps of video-text contrastive training on %d pairs, loss %.6f -> "
+               "%.6f, wrote %s\n", c->steps, c->optim, r.B, r.losses[0], r.losses[c->steps - 1],
+               c->out);
 end:
-    tb_optim_free(&opt);
+    rc = step_close(&r, rc); /* the optimizer's memory is the model's backend's */
     tb_clip_close(&m);
-    tb_st_free(&wf);
-    tb_st_free(&bf);
-    free(outs);
-    free(losses);
     free(emb);
-    free(grads);
-    free(weights);
     free(ids);
-    return status;
+    return rc;
 }
 
-static int run_step(void *config, int n_args, char **args)
+/* The batch's tensors for --task cls beyond its video, checked against the model. */
+struct vit_batch {
+    const struct tb_st_tensor *keep, *label, *dfeat, *drop, *mix, *hmask;
+    int64_t feat_floats; /* the features' floats: (B, D), or (B, N, D) with pool none */
+    int box[4];          /* cutmix's box, from mix */
+};
+
+/* What --feature-grad needs, and what it does not take; 0 or STEP_SAID. */
+static int vit_batch_check(struct step_run *r, const struct tb_vit_config *vc,
+                           struct vit_batch *b, const char *need)
 {
-    struct step_config *c = config;
-    struct tb_st_file *wf = NULL, *bf = NULL;
-    tb_vit *m = NULL;
-    struct tb_optim opt = {0};
-    struct tb_st_tensor *outs = NULL;
-    float *losses = NULL, *logits = NULL, *grads = NULL, *weights = NULL, *soft = NULL;
-    int32_t *kept = NULL;
-    int rc, status = 1, n_out = 0;
-    (void)n_args;
-    (void)args;
-    if (!c->weights[0] || !c->batch[0] || !c->out[0]) {
-        fprintf(stderr, "tubelet step: --weights, --batch-file and --out are required\n");
-        return 2;
+    const struct step_config *c = r->c;
+    const struct tb_st_file *bf = r->bf;
+    int64_t B = r->B, N = vc->keep ? vc->keep : (int64_t)(c->frames / vc->tubelet) *
+                                                   (vc->height / c->patch) *
+                                                   (vc->width / c->patch);
+    b->label = tb_st_find(bf, "label");
+    b->dfeat = tb_st_find(bf, "dfeat");
+    b->feat_floats = B * c->dim * (vc->pool == TB_POOL_NONE ? N : 1);
+    const struct tb_st_tensor *l = b->label, *d = b->dfeat;
+    if (c->feature_grad ? !d || d->dtype != TB_ST_F32 || d->shape[0] != B ||
+                              d->n != b->feat_floats || (b->keep && b->keep->shape[0] != B)
+                        : !l || l->dtype != TB_ST_I64 || l->n_dims != 1 || l->shape[0] != B) {
+        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d)%s\n", c->batch,
+                c->frames, vc->height, vc->width, need);
+        return STEP_SAID;
     }
-    enum tb_dtype dtype;
-    if (cli_device("step", c->device, c->backend, c->precision, &c->use_backend,
-                   &dtype))
-        return 2;
-    if (!strcmp(c->task, "mae"))
-        return run_mae(c, dtype);
-    if (!strcmp(c->task, "clip"))
-        return run_clip(c, dtype);
-    int kind = tb_optimizer_parse(c->optim);
-    if (strcmp(c->task, "cls") || kind < 0 ||
+    /* Drop path's factors, when the batch has them: 'drop' float32 (L, 2, B). */
+    const struct tb_st_tensor *dp = b->drop = tb_st_find(bf, "drop");
+    if (dp && (dp->dtype != TB_ST_F32 || dp->n_dims != 3 || dp->shape[0] != c->depth ||
+               dp->shape[1] != 2 || dp->shape[2] != B || c->feature_grad)) {
+        fprintf(stderr, "tubelet step: %s: 'drop' must be float32 (%d, 2, B), not with "
+                "--feature-grad\n", c->batch, c->depth);
+        return STEP_SAID;
+    }
+    /* Batch mixing and head dropout, when the batch has them: 'mix' float32 (5): lam, y0, y1,
+     * x0, x1 (y0 < 0: mixup, else cutmix's box), soft targets with --label-smoothing;
+     * 'hmask' float32 (B, D). */
+    const struct tb_st_tensor *mix = b->mix = tb_st_find(bf, "mix");
+    const struct tb_st_tensor *hm = b->hmask = tb_st_find(bf, "hmask");
+    if ((mix && (mix->dtype != TB_ST_F32 || mix->n != 5 || c->feature_grad)) ||
+        (hm && (hm->dtype != TB_ST_F32 || hm->n != B * c->dim || c->feature_grad))) {
+        fprintf(stderr, "tubelet step: %s: 'mix' must be float32 (5), 'hmask' float32 (B, %d), "
+                "neither with --feature-grad\n", c->batch, c->dim);
+        return STEP_SAID;
+    }
+    for (int q = 0; mix && q < 4; q++)
+        b->box[q] = (int)((const float *)mix->data)[1 + q];
+    return 0;
+}
+
+/* --feature-grad: one forward to the features, one backward from the given gradient on
+ * them; 'feat' and every gradient but the head's. */
+static int vit_feature_grad(struct step_run *r, tb_vit *m, const struct vit_batch *b,
+                            const int32_t *kept, float *feat)
+{
+    const struct step_config *c = r->c;
+    tb_params *params = r->params;
+    r->n_out = 0; /* no loss: the gradient on the features is given */
+    STEP_TRY(tb_vit_set_video(m, r->video->data, r->B));
+    if (kept)
+        STEP_TRY(tb_vit_set_keep(m, kept));
+    STEP_TRY(tb_vit_run(m, NULL, 0, NULL));
+    STEP_TRY(tb_vit_features(m, feat));
+    STEP_TRY(tb_vit_backward_features(m, b->dfeat->data));
+    if (tb_vit_config(m)->pool == TB_POOL_NONE)
+        step_out(r, "feat", feat, 3, r->B, b->feat_floats / r->B / c->dim, c->dim);
+    else
+        step_out(r, "feat", feat, 2, r->B, c->dim, 0);
+    for (int i = 0; i < tb_params_count(params); i++) {
+        const struct tb_param *p = tb_params_at(params, i);
+        if (strncmp(p->name, "head.", 5)) {
+            STEP_TRY(tb_params_read_grad(params, i, r->grads + p->offset));
+            out_tensor(&r->outs[r->n_out++], "grad.", p, r->grads + p->offset);
+        }
+    }
+    int rc = tb_st_write(c->out, r->outs, r->n_out, NULL);
+    return rc < 0 ? rc : 0;
+}
+
+/* S steps on the batch, with its mixing, drop path and head dropout when it has them; the
+ * first step's logits. */
+static int vit_steps(struct step_run *r, tb_vit *m, const struct vit_batch *b,
+                     const float *soft, float *logits)
+{
+    const struct step_config *c = r->c;
+    const float *mv = b->mix ? b->mix->data : NULL;
+    for (int s = 0; s < c->steps; s++) {
+        STEP_TRY(tb_vit_set_video(m, r->video->data, r->B));
+        if (mv)
+            STEP_TRY(tb_vit_mix(m, mv[0], mv[1] < 0 ? NULL : b->box));
+        if (b->drop)
+            STEP_TRY(tb_vit_set_drop_path(m, b->drop->data));
+        if (b->hmask)
+            STEP_TRY(tb_vit_set_head_dropout(m, b->hmask->data));
+        STEP_TRY(soft ? tb_vit_run_soft(m, soft, &r->losses[s])
+                      : tb_vit_run(m, b->label->data, (float)c->smoothing, &r->losses[s]));
+        STEP_TRY(tb_vit_backward(m));
+        if (s == 0)
+            STEP_TRY(tb_vit_logits(m, logits));
+        STEP_TRY(step_update(r, s));
+    }
+    step_out(r, "logits", logits, 2, r->B, c->classes, 0);
+    return step_write(r);
+}
+
+/* --task cls's model from the flags; 0, or the exit status 2 with the message printed. */
+static int vit_config(const struct step_config *c, enum tb_dtype dtype,
+                      struct tb_vit_config *vc)
+{
+    if (tb_optimizer_parse(c->optim) < 0 ||
         (strcmp(c->qv_bias, "true") && strcmp(c->qv_bias, "false"))) {
         fprintf(stderr, "tubelet step: --task is cls, mae or clip, --optim adamw, lion or "
                 "sgd, --qv-bias true or false\n");
         return 2;
     }
-    opt.kind = (enum tb_optimizer)kind;
-    struct tb_vit_config vc = {
+    if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||
+        (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos")) ||
+        (!c->feature_grad && (c->classes < 1 || !strcmp(c->pool, "none")))) {
+        fprintf(stderr, "tubelet step: --pool is cls, mean or none (none and --classes 0 only "
+                "with --feature-grad), --pos learned or sincos\n");
+        return 2;
+    }
+    *vc = (struct tb_vit_config){
         .dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
         .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames, .height = c->size.h,
         .width = c->size.w, .classes = c->classes,
@@ -462,182 +596,104 @@ static int run_step(void *config, int n_args, char **args)
         .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->use_backend,
         .qv_bias = !strcmp(c->qv_bias, "true"), .dtype = dtype,
     };
-    if ((strcmp(c->pool, "cls") && strcmp(c->pool, "mean") && strcmp(c->pool, "none")) ||
-        (strcmp(c->pos, "learned") && strcmp(c->pos, "sincos")) ||
-        (!c->feature_grad && (c->classes < 1 || !strcmp(c->pool, "none")))) {
-        fprintf(stderr, "tubelet step: --pool is cls, mean or none (none and --classes 0 only "
-                "with --feature-grad), --pos learned or sincos\n");
+    return 0;
+}
+
+/* Kept tokens (MAE's visible ones), when the batch has them: 'keep' int64 (B, K), as int32
+ * into *kept; vc->keep their count. 0, STEP_SAID or rc < 0. */
+static int vit_keep(struct step_run *r, struct tb_vit_config *vc, struct vit_batch *b,
+                    int32_t **kept)
+{
+    const struct tb_st_tensor *k;
+    int rc = tb_st_read(&r->bf, r->c->batch);
+    if (rc < 0 || !(k = b->keep = tb_st_find(r->bf, "keep")))
+        return rc < 0 ? rc : 0;
+    if (k->dtype != TB_ST_I64 || k->n_dims != 2 || k->shape[1] < 1 || k->shape[1] > 1 << 24) {
+        fprintf(stderr, "tubelet step: %s: 'keep' must be int64 (B, K)\n", r->c->batch);
+        return STEP_SAID;
+    }
+    vc->keep = (int)k->shape[1];
+    if (!(*kept = malloc(sizeof(int32_t) * (size_t)k->n)))
+        return TB_ENOMEM;
+    for (int64_t i = 0; i < k->n; i++) {
+        int64_t v = ((const int64_t *)k->data)[i];
+        (*kept)[i] = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    }
+    return 0;
+}
+
+/* --task cls: S steps of a classifier, or with --feature-grad one backward from the
+ * features. */
+static int run_vit(struct step_config *c, enum tb_dtype dtype)
+{
+    struct step_run r = {.c = c};
+    struct tb_vit_config vc;
+    struct vit_batch b = {0};
+    tb_vit *m = NULL;
+    float *out = NULL, *soft = NULL;
+    int32_t *kept = NULL;
+    int rc;
+    if ((rc = vit_config(c, dtype, &vc)) != 0)
+        return rc;
+    const char *need = c->feature_grad ? " and 'dfeat' float32 (B,D), or (B,N,D) with --pool none"
+                                       : " and 'label' int64 (B)";
+    if ((rc = vit_keep(&r, &vc, &b, &kept)) != 0)
+        goto end;
+    cli_device_say();
+    if ((rc = tb_vit_open(&m, &vc)) < 0 ||
+        (rc = step_open(&r, tb_vit_params(m), vc.height, vc.width, need, 2)) != 0 ||
+        (rc = vit_batch_check(&r, &vc, &b, need)) != 0)
+        goto end;
+    int64_t n = (int64_t)c->classes * r.B;
+    if (!(out = malloc(sizeof(float) * (size_t)(n > b.feat_floats ? n : b.feat_floats))) ||
+        (b.mix && !(soft = malloc(sizeof(float) * (size_t)n)))) {
+        rc = TB_ENOMEM;
+        goto end;
+    }
+    if (b.mix)
+        tb_mix_targets(soft, b.label->data, r.B, c->classes, ((const float *)b.mix->data)[0],
+                       c->smoothing);
+    if (c->layer_decay < 1)
+        tb_params_layer_decay(r.params, c->depth, c->layer_decay);
+    if ((rc = tb_vit_plan(m, r.B, NULL)) < 0 ||
+        (rc = step_optim(&r, tb_optimizer_parse(c->optim))) < 0)
+        goto end;
+    if (c->feature_grad && (rc = vit_feature_grad(&r, m, &b, kept, out)) == 0)
+        printf("step: features and gradients of %d clips on %s, wrote %s\n", r.B,
+               tb_vit_backend(m), c->out);
+    else if (!c->feature_grad && (rc = vit_steps(&r, m, &b, soft, out)) == 0)
+        printf("step: %d steps on %d clips on %s, loss %.6f -> %.6f, wrote %s\n", c->steps, r.B,
+               tb_vit_backend(m), r.losses[0], r.losses[c->steps - 1], c->out);
+end:
+    rc = step_close(&r, rc); /* the optimizer's memory is the model's backend's */
+    tb_vit_close(&m);
+    free(out);
+    free(soft);
+    free(kept);
+    return rc;
+}
+
+static int run_step(void *config, int n_args, char **args)
+{
+    struct step_config *c = config;
+    enum tb_dtype dtype;
+    (void)n_args;
+    (void)args;
+    if (!c->weights[0] || !c->batch[0] || !c->out[0]) {
+        fprintf(stderr, "tubelet step: --weights, --batch-file and --out are required\n");
         return 2;
     }
-    /* Kept tokens (MAE's visible ones), when the batch has them: 'keep' int64 (B, K). */
-    if ((rc = tb_st_read(&bf, c->batch)) < 0)
-        goto fail;
-    const struct tb_st_tensor *keep = tb_st_find(bf, "keep");
-    if (keep) {
-        if (keep->dtype != TB_ST_I64 || keep->n_dims != 2 || keep->shape[1] < 1 ||
-            keep->shape[1] > 1 << 24) {
-            fprintf(stderr, "tubelet step: %s: 'keep' must be int64 (B, K)\n", c->batch);
-            goto end;
-        }
-        vc.keep = (int)keep->shape[1];
-    }
-    cli_device_say();
-    if ((rc = tb_vit_open(&m, &vc)) < 0 || (rc = tb_st_read(&wf, c->weights)) < 0)
-        goto fail;
-    tb_params *params = tb_vit_params(m);
-    if ((rc = tb_params_load(params, wf)) < 0) {
-        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
-        goto end;
-    }
-    const struct tb_st_tensor *video = tb_st_find(bf, "video"), *label = tb_st_find(bf, "label");
-    const struct tb_st_tensor *dfeat = tb_st_find(bf, "dfeat");
-    int64_t B0 = video && video->n_dims == 5 ? video->shape[0] : 0;
-    int bad_video = !video || video->dtype != TB_ST_F32 || video->n_dims != 5 ||
-                    video->shape[1] != 3 || video->shape[2] != c->frames ||
-                    video->shape[3] != vc.height || video->shape[4] != vc.width;
-    int64_t feat_floats = B0 * c->dim * (vc.pool == TB_POOL_NONE
-                                             ? (vc.keep ? vc.keep
-                                                        : (int64_t)(c->frames / vc.tubelet) *
-                                                              (vc.height / c->patch) *
-                                                              (vc.width / c->patch))
-                                             : 1);
-    int bad_target = c->feature_grad
-                         ? !dfeat || dfeat->dtype != TB_ST_F32 || dfeat->shape[0] != B0 ||
-                               dfeat->n != feat_floats || (keep && keep->shape[0] != B0)
-                         : !label || label->dtype != TB_ST_I64 || label->n_dims != 1 ||
-                               label->shape[0] != B0;
-    if (bad_video || bad_target || B0 < 1 || B0 > 65536) {
-        fprintf(stderr, "tubelet step: %s: needs 'video' float32 (B,3,%d,%d,%d) and %s\n",
-                c->batch, c->frames, vc.height, vc.width,
-                c->feature_grad ? "'dfeat' float32 (B,D), or (B,N,D) with --pool none"
-                                : "'label' int64 (B)");
-        goto end;
-    }
-    /* Drop path's factors, when the batch has them: 'drop' float32 (L, 2, B). */
-    const struct tb_st_tensor *drop = tb_st_find(bf, "drop");
-    if (drop && (drop->dtype != TB_ST_F32 || drop->n_dims != 3 || drop->shape[0] != c->depth ||
-                 drop->shape[1] != 2 || drop->shape[2] != B0 || c->feature_grad)) {
-        fprintf(stderr, "tubelet step: %s: 'drop' must be float32 (%d, 2, B), not with "
-                "--feature-grad\n", c->batch, c->depth);
-        goto end;
-    }
-    /* Batch mixing and head dropout, when the batch has them: 'mix' float32 (5): lam, y0, y1,
-     * x0, x1 (y0 < 0: mixup, else cutmix's box), soft targets with --label-smoothing;
-     * 'hmask' float32 (B, D). */
-    const struct tb_st_tensor *mix = tb_st_find(bf, "mix"), *hmask = tb_st_find(bf, "hmask");
-    if ((mix && (mix->dtype != TB_ST_F32 || mix->n != 5 || c->feature_grad)) ||
-        (hmask && (hmask->dtype != TB_ST_F32 || hmask->n != B0 * c->dim || c->feature_grad))) {
-        fprintf(stderr, "tubelet step: %s: 'mix' must be float32 (5), 'hmask' float32 (B, %d), "
-                "neither with --feature-grad\n", c->batch, c->dim);
-        goto end;
-    }
-    int box[4];
-    if (mix) {
-        const float *mv = mix->data;
-        for (int q = 0; q < 4; q++)
-            box[q] = (int)mv[1 + q];
-        if (!(soft = malloc(sizeof(float) * (size_t)B0 * c->classes))) {
-            fprintf(stderr, "tubelet step: out of memory\n");
-            goto end;
-        }
-        tb_mix_targets(soft, label->data, (int)B0, c->classes, mv[0], c->smoothing);
-    }
-    if (c->layer_decay < 1)
-        tb_params_layer_decay(params, c->depth, c->layer_decay);
-    int B = (int)B0, K = c->classes, np = tb_params_count(params);
-    int64_t nf = tb_params_floats(params);
-    if ((rc = tb_vit_plan(m, B, NULL)) < 0 || (rc = tb_optim_init(&opt, params)) < 0)
-        goto fail;
-    set_hyper(&opt, c);
-    losses = malloc(sizeof(float) * (size_t)c->steps);
-    logits = malloc(sizeof(float) * (size_t)(K * B > feat_floats ? K * B : feat_floats));
-    kept = keep ? malloc(sizeof(int32_t) * (size_t)keep->n) : NULL;
-    for (int64_t i = 0; kept && i < keep->n; i++) {
-        int64_t v = ((const int64_t *)keep->data)[i];
-        kept[i] = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
-    }
-    grads = malloc(sizeof(float) * (size_t)nf);
-    weights = malloc(sizeof(float) * (size_t)nf);
-    outs = calloc((size_t)(2 + 2 * np), sizeof(*outs));
-    if (!losses || !logits || !grads || !weights || !outs) {
-        fprintf(stderr, "tubelet step: out of memory\n");
-        goto end;
-    }
-    if (c->feature_grad) {
-        /* One forward to the features, one backward from the given gradient on them. */
-        if ((rc = tb_vit_set_video(m, video->data, B)) < 0 ||
-            (kept && (rc = tb_vit_set_keep(m, kept)) < 0) ||
-            (rc = tb_vit_run(m, NULL, 0, NULL)) < 0 || (rc = tb_vit_features(m, logits)) < 0 ||
-            (rc = tb_vit_backward_features(m, dfeat->data)) < 0)
-            goto fail;
-        outs[n_out] = (struct tb_st_tensor){.name = "feat", .dtype = TB_ST_F32, .n_dims = 2,
-                                            .shape = {B, c->dim}, .n = feat_floats,
-                                            .data = logits};
-        if (vc.pool == TB_POOL_NONE) {
-            outs[n_out].n_dims = 3;
-            outs[n_out].shape[1] = feat_floats / B / c->dim;
-            outs[n_out].shape[2] = c->dim;
-        }
-        n_out++;
-        for (int i = 0; i < np; i++) {
-            const struct tb_param *p = tb_params_at(params, i);
-            if (!strncmp(p->name, "head.", 5))
-                continue;
-            if ((rc = tb_params_read_grad(params, i, grads + p->offset)) < 0)
-                goto fail;
-            out_tensor(&outs[n_out++], "grad.", p, grads + p->offset);
-        }
-    } else {
-        for (int s = 0; s < c->steps; s++) {
-            const float *mv = mix ? mix->data : NULL;
-            if ((rc = tb_vit_set_video(m, video->data, B)) < 0 ||
-                (mv && (rc = tb_vit_mix(m, mv[0], mv[1] < 0 ? NULL : box)) < 0) ||
-                (drop && (rc = tb_vit_set_drop_path(m, drop->data)) < 0) ||
-                (hmask && (rc = tb_vit_set_head_dropout(m, hmask->data)) < 0) ||
-                (rc = soft ? tb_vit_run_soft(m, soft, &losses[s])
-                           : tb_vit_run(m, label->data, (float)c->smoothing, &losses[s])) < 0 ||
-                (rc = tb_vit_backward(m)) < 0)
-                goto fail;
-            if (s == 0 && ((rc = tb_vit_logits(m, logits)) < 0 ||
-                           (rc = read_grads(params, grads)) < 0))
-                goto fail;
-            if ((rc = tb_optim_update(&opt, 1.0f)) < 0)
-                goto fail;
-        }
-        outs[n_out++] = (struct tb_st_tensor){.name = "loss", .dtype = TB_ST_F32, .n_dims = 1,
-                                              .shape = {c->steps}, .n = c->steps,
-                                              .data = losses};
-        outs[n_out++] = (struct tb_st_tensor){.name = "logits", .dtype = TB_ST_F32,
-                                              .n_dims = 2, .shape = {B, K},
-                                              .n = (int64_t)B * K, .data = logits};
-        if ((rc = add_weights(outs, &n_out, params, grads, weights)) < 0)
-            goto fail;
-    }
-    if ((rc = tb_st_write(c->out, outs, n_out, NULL)) < 0)
-        goto fail;
-    if (c->feature_grad)
-        printf("step: features and gradients of %d clips on %s, wrote %s\n", B,
-               tb_vit_backend(m), c->out);
-    else
-        printf("step: %d steps on %d clips on %s, loss %.6f -> %.6f, wrote %s\n", c->steps, B,
-               tb_vit_backend(m), losses[0], losses[c->steps - 1], c->out);
-    status = 0;
-    goto end;
-fail:
-    cli_report("step", rc);
-end:
-    tb_optim_free(&opt);
-    tb_vit_close(&m);
-    tb_st_free(&wf);
-    tb_st_free(&bf);
-    free(outs);
-    free(losses);
-    free(logits);
-    free(grads);
-    free(weights);
-    free(kept);
-    free(soft);
-    return status;
+    if (cli_device("step", c->device, c->backend, c->precision, &c->use_backend, &dtype))
+        return 2;
+    if (!strcmp(c->task, "mae"))
+        return run_mae(c, dtype);
+    if (!strcmp(c->task, "clip"))
+        return run_clip(c, dtype);
+    if (!strcmp(c->task, "cls"))
+        return run_vit(c, dtype);
+    fprintf(stderr, "tubelet step: --task is cls, mae or clip, --optim adamw, lion or sgd, "
+            "--qv-bias true or false\n");
+    return 2;
 }
 
 const struct cli_command cli_cmd_step = {
