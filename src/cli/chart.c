@@ -174,10 +174,10 @@ static int draw_heading(uint8_t *rgb, int w, int h, int bx, int by, int bw, int 
     return y + gh;
 }
 
-void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int s,
-                struct chart_panel *p)
+/* The y axis of p from its points (6% clear of the frame above and below) and the points left
+ * out (p->n_dropped). Returns the points drawn. */
+static int fit_y(struct chart_panel *p)
 {
-    const int gh = 7 * s, adv = 6 * s, pad = 4 * s, tick = 2 * s, pen = (s / 2) * 2 + 1;
     double lo = INFINITY, hi = -INFINITY;
     int n_points = 0;
     p->n_dropped = 0;
@@ -202,33 +202,14 @@ void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int 
         margin = p->log_y ? 0.5 : fabs(hi) > 0 ? 0.1 * fabs(hi) : 1;
     p->y_min = lo - margin;
     p->y_max = hi + margin;
+    return n_points;
+}
 
-    p->top = draw_heading(rgb, w, h, bx, by, bw, s, p) + 2 * pad;
-    p->bottom = by + bh - pad - gh - 2 * s - gh - tick - 2 * s - 1;
-    double ypos[MAX_TICKS];
-    char ylab[MAX_TICKS][32];
-    int target = (p->bottom - p->top) / (3 * gh);
-    /* Labels take at least six characters' room, so panels above one another line up. */
-    int n_y = y_ticks(p, target < 2 ? 2 : target > 8 ? 8 : target, ypos, ylab), label_w = 6 * adv;
-    for (int i = 0; i < n_y; i++)
-        if (sheet_text_width(ylab[i], s) > label_w)
-            label_w = sheet_text_width(ylab[i], s);
-    double xstep = nice_step(p->x_max - p->x_min, 6, 1), xt[MAX_TICKS];
-    char xlab[MAX_TICKS][32];
-    chart_format_tick(xlab[0], 32, p->x_max, xstep, fabs(p->x_max));
-    int xlabel_w = sheet_text_width(xlab[0], s);
-    p->left = bx + pad + label_w + 2 * s + tick + 1;
-    p->right = bx + bw - pad - xlabel_w / 2 - 1;
-    if (p->right - p->left < 8 || p->bottom - p->top < 8)
-        return; /* no room for a plot: the title alone */
-    target = (p->right - p->left) / (xlabel_w + 3 * adv);
-    xstep = nice_step(p->x_max - p->x_min, target < 2 ? 2 : target, 1);
-    int n_x = ticks_in(p->x_min, p->x_max, xstep, xt);
-    double x_abs = 0;
-    for (int i = 0; i < n_x; i++)
-        x_abs = fmax(x_abs, fabs(xt[i]));
-
-    /* Grid and ticks first, the frame around them, the curves last. */
+/* The y grid lines at ypos[0..n_y), their ticks and labels left of the plot area. */
+static void draw_y_grid(uint8_t *rgb, int w, int h, int s, const struct chart_panel *p,
+                        int n_y, const double *ypos, char (*ylab)[32])
+{
+    const int gh = 7 * s, tick = 2 * s;
     for (int i = 0; i < n_y; i++) {
         int py = map_y(p, ypos[i]);
         sheet_fill(rgb, w, h, p->left, py, p->right - p->left + 1, 1, grid_rgb);
@@ -236,14 +217,32 @@ void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int 
         sheet_text(rgb, w, h, p->left - 1 - tick - s * 2 - sheet_text_width(ylab[i], s),
                    py - gh / 2, ylab[i], s, ink);
     }
+}
+
+/* The x grid lines at the multiples of xstep on the axis, their ticks and labels below it. */
+static void draw_x_grid(uint8_t *rgb, int w, int h, int s, const struct chart_panel *p,
+                        double xstep)
+{
+    const int tick = 2 * s;
+    double xt[MAX_TICKS], x_abs = 0;
+    char label[32];
+    int n_x = ticks_in(p->x_min, p->x_max, xstep, xt);
+    for (int i = 0; i < n_x; i++)
+        x_abs = fmax(x_abs, fabs(xt[i]));
     for (int i = 0; i < n_x; i++) {
         int px = map_x(p, xt[i]);
-        chart_format_tick(xlab[i], 32, xt[i], xstep, x_abs);
+        chart_format_tick(label, 32, xt[i], xstep, x_abs);
         sheet_fill(rgb, w, h, px, p->top, 1, p->bottom - p->top + 1, grid_rgb);
         sheet_fill(rgb, w, h, px, p->bottom + 2, 1, tick, frame_rgb);
-        sheet_text(rgb, w, h, px - sheet_text_width(xlab[i], s) / 2, p->bottom + 2 + tick + s * 2,
-                   xlab[i], s, ink);
+        sheet_text(rgb, w, h, px - sheet_text_width(label, s) / 2, p->bottom + 2 + tick + s * 2,
+                   label, s, ink);
     }
+}
+
+/* The frame around the plot area and the x axis's name below its labels. */
+static void draw_frame(uint8_t *rgb, int w, int h, int s, const struct chart_panel *p)
+{
+    const int gh = 7 * s, tick = 2 * s;
     int fw = p->right - p->left + 3, fh = p->bottom - p->top + 3;
     sheet_fill(rgb, w, h, p->left - 1, p->top - 1, fw, 1, frame_rgb);
     sheet_fill(rgb, w, h, p->left - 1, p->bottom + 1, fw, 1, frame_rgb);
@@ -252,15 +251,13 @@ void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int 
     if (p->x_label)
         sheet_text(rgb, w, h, (p->left + p->right - sheet_text_width(p->x_label, s)) / 2,
                    p->bottom + 2 + tick + 3 * s + gh, p->x_label, s, muted);
-    if (!n_points) {
-        static const char none[] = "no data";
-        sheet_text(rgb, w, h, (p->left + p->right - sheet_text_width(none, s)) / 2,
-                   (p->top + p->bottom - gh) / 2, none, s, muted);
-        return;
-    }
+}
 
+/* Each series as a polyline clipped to the plot area, with its markers where asked. */
+static void draw_curves(uint8_t *rgb, int w, int h, int s, const struct chart_panel *p)
+{
+    const int pen = (s / 2) * 2 + 1, mark = 2 * s + 3;
     const struct sheet_clip clip = {p->left, p->top, p->right + 1, p->bottom + 1};
-    const int mark = 2 * s + 3;
     /* The first series last, on top: it is the panel's main curve (the training loss). */
     for (int k = p->n_series - 1; k >= 0; k--) {
         const struct chart_series *c = &p->series[k];
@@ -281,4 +278,44 @@ void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int 
             py0 = py;
         }
     }
+}
+
+void chart_draw(uint8_t *rgb, int w, int h, int bx, int by, int bw, int bh, int s,
+                struct chart_panel *p)
+{
+    const int gh = 7 * s, adv = 6 * s, pad = 4 * s, tick = 2 * s;
+    int n_points = fit_y(p);
+    p->top = draw_heading(rgb, w, h, bx, by, bw, s, p) + 2 * pad;
+    p->bottom = by + bh - pad - gh - 2 * s - gh - tick - 2 * s - 1;
+    double ypos[MAX_TICKS];
+    char ylab[MAX_TICKS][32];
+    int target = (p->bottom - p->top) / (3 * gh);
+    /* Labels take at least six characters' room, so panels above one another line up. */
+    int n_y = y_ticks(p, target < 2 ? 2 : target > 8 ? 8 : target, ypos, ylab), label_w = 6 * adv;
+    for (int i = 0; i < n_y; i++)
+        if (sheet_text_width(ylab[i], s) > label_w)
+            label_w = sheet_text_width(ylab[i], s);
+    /* The label of x_max sizes the room between x ticks and the margin right of the plot. */
+    double xstep = nice_step(p->x_max - p->x_min, 6, 1);
+    char last[32];
+    chart_format_tick(last, 32, p->x_max, xstep, fabs(p->x_max));
+    int xlabel_w = sheet_text_width(last, s);
+    p->left = bx + pad + label_w + 2 * s + tick + 1;
+    p->right = bx + bw - pad - xlabel_w / 2 - 1;
+    if (p->right - p->left < 8 || p->bottom - p->top < 8)
+        return; /* no room for a plot: the title alone */
+    target = (p->right - p->left) / (xlabel_w + 3 * adv);
+    xstep = nice_step(p->x_max - p->x_min, target < 2 ? 2 : target, 1);
+
+    /* Grid and ticks first, the frame around them, the curves last. */
+    draw_y_grid(rgb, w, h, s, p, n_y, ypos, ylab);
+    draw_x_grid(rgb, w, h, s, p, xstep);
+    draw_frame(rgb, w, h, s, p);
+    if (!n_points) {
+        static const char none[] = "no data";
+        sheet_text(rgb, w, h, (p->left + p->right - sheet_text_width(none, s)) / 2,
+                   (p->top + p->bottom - gh) / 2, none, s, muted);
+        return;
+    }
+    draw_curves(rgb, w, h, s, p);
 }

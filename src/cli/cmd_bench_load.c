@@ -100,6 +100,89 @@ int cli_ann_format(const char *name, enum tb_ann_format *out)
     return 0;
 }
 
+/* What one run measured: the clips counted over secs seconds of the clock (pauses for the
+ * --every lines left out) and cpu seconds of CPU, the resident memory a tenth of the way in,
+ * and the fewest and most open descriptors at the --every lines. */
+struct bench_result {
+    int64_t clips;
+    double secs, cpu, rss_early;
+    int fds_min, fds_max;
+};
+
+/* The line printed every --every clips, t0 the run's start. Returns the seconds it took, which
+ * the caller leaves out of the run's time. */
+static double print_every(int64_t clips, double t0, struct bench_result *res)
+{
+    /* Counted once the workers have finished the batches in flight and wait for a buffer: the
+     * steady count, not a reader between closing an evicted file and opening the next (its
+     * decode stays out of the clips/s as well). */
+    double pause = cli_now();
+    nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
+    int fds = open_fds();
+    res->fds_min = fds < res->fds_min ? fds : res->fds_min;
+    res->fds_max = fds > res->fds_max ? fds : res->fds_max;
+    printf("{\"clips\": %lld, \"open_fds\": %d, \"rss_mb\": %.1f, \"seconds\": %.1f}\n",
+           (long long)clips, fds, rss_mb(), pause - t0);
+    fflush(stdout);
+    return cli_now() - pause;
+}
+
+/* Load --clips clips (epoch after epoch) until done or cancelled, into *res. 0 or the loader's
+ * negative TB_E*. */
+static int measure(const struct bench_config *c, tb_loader *l, struct bench_result *res)
+{
+    double t0 = cli_now(), cpu0 = cpu_s(), t_early = 0;
+    int64_t target = c->clips, next = c->every;
+    int rc;
+    *res = (struct bench_result){.fds_min = 1 << 30, .fds_max = -1};
+    for (int64_t epoch = 0; res->clips < target && !cli_cancel; epoch++) {
+        int64_t nb = tb_loader_epoch(l, epoch);
+        if (nb < 0)
+            return (int)nb;
+        for (int64_t k = 0; k < nb && res->clips < target && !cli_cancel; k++) {
+            struct tb_batch *b = NULL;
+            if ((rc = tb_loader_next(l, &b)) < 0)
+                return rc;
+            res->clips += b->n < target - res->clips ? b->n : target - res->clips;
+            tb_loader_release(l, b);
+            if (!t_early && res->clips >= target / 10) {
+                t_early = cli_now();
+                res->rss_early = rss_mb();
+            }
+            if (c->every && res->clips >= next) {
+                double paused = print_every(res->clips, t0, res);
+                next += c->every;
+                t0 += paused;
+            }
+        }
+    }
+    res->secs = cli_now() - t0;
+    res->cpu = cpu_s() - cpu0;
+    return 0;
+}
+
+/* The run's JSON line; n_frames is the frames per clip loaded. */
+static void print_result(const struct bench_config *c, int n_frames, tb_loader *l,
+                         const struct bench_result *res)
+{
+    struct tb_loader_stats st;
+    tb_loader_get_stats(l, &st);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double secs = res->secs;
+    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"frames\": %d, "
+           "\"rand_augment\": \"%s\", \"workers\": %d, \"batch\": %d, "
+           "\"clips\": %lld, \"seconds\": %.3f, \"clips_per_s\": %.2f, "
+           "\"decoded_frames_per_s\": %.1f, \"cpu_percent\": %.0f, \"rss_mb_at_10pct\": %.1f, "
+           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload, n_frames,
+           c->rand_augment[0] ? c->rand_augment : "none", c->workers,
+           c->batch, (long long)res->clips, secs, res->clips / secs, st.frames_decoded / secs,
+           100 * res->cpu / secs, res->rss_early, rss_mb(), ru.ru_maxrss / 1024.0);
+    if (c->every)
+        printf("\"open_fds_min\": %d, \"open_fds_max\": %d, ", res->fds_min, res->fds_max);
+    printf("\"failures\": %lld}\n", (long long)st.failures);
+}
+
 static int run_bench(void *config, int n_args, char **args)
 {
     struct bench_config *c = config;
@@ -107,6 +190,7 @@ static int run_bench(void *config, int n_args, char **args)
     tb_dataset *ds = NULL;
     tb_loader *l = NULL;
     struct tb_ann_opts ao = {0};
+    struct bench_result res;
     int rc, status = 1;
     (void)n_args;
     (void)args;
@@ -133,61 +217,10 @@ static int run_bench(void *config, int n_args, char **args)
     if (cli_ann_load(&ann, "bench-load", c->ann, ao.format) < 0 ||
         cli_ann_check(ann, "bench-load", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
         goto end;
-    if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
+    if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0 ||
+        (rc = measure(c, l, &res)) < 0)
         goto fail;
-    double t0 = cli_now(), cpu0 = cpu_s(), rss_early = 0, t_early = 0;
-    int64_t clips = 0, batches = 0, target = c->clips, next = c->every;
-    int fds_min = 1 << 30, fds_max = -1;
-    for (int64_t epoch = 0; clips < target && !cli_cancel; epoch++) {
-        int64_t nb = tb_loader_epoch(l, epoch);
-        if (nb < 0) {
-            rc = (int)nb;
-            goto fail;
-        }
-        for (int64_t k = 0; k < nb && clips < target && !cli_cancel; k++) {
-            struct tb_batch *b = NULL;
-            if ((rc = tb_loader_next(l, &b)) < 0)
-                goto fail;
-            clips += b->n < target - clips ? b->n : target - clips;
-            batches++;
-            tb_loader_release(l, b);
-            if (!t_early && clips >= target / 10) {
-                t_early = cli_now();
-                rss_early = rss_mb();
-            }
-            if (c->every && clips >= next) {
-                /* Counted once the workers have finished the batches in flight and wait for
-                 * a buffer: the steady count, not a reader between closing an evicted file
-                 * and opening the next (its decode stays out of the clips/s as well). */
-                double pause = cli_now();
-                nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
-                int fds = open_fds();
-                fds_min = fds < fds_min ? fds : fds_min;
-                fds_max = fds > fds_max ? fds : fds_max;
-                printf("{\"clips\": %lld, \"open_fds\": %d, \"rss_mb\": %.1f, "
-                       "\"seconds\": %.1f}\n", (long long)clips, fds, rss_mb(), pause - t0);
-                fflush(stdout);
-                next += c->every;
-                t0 += cli_now() - pause;
-            }
-        }
-    }
-    double secs = cli_now() - t0, cpu = cpu_s() - cpu0;
-    struct tb_loader_stats st;
-    tb_loader_get_stats(l, &st);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("{\"loader\": \"tubelet\", \"workload\": \"%s\", \"frames\": %d, "
-           "\"rand_augment\": \"%s\", \"workers\": %d, \"batch\": %d, "
-           "\"clips\": %lld, \"seconds\": %.3f, \"clips_per_s\": %.2f, "
-           "\"decoded_frames_per_s\": %.1f, \"cpu_percent\": %.0f, \"rss_mb_at_10pct\": %.1f, "
-           "\"rss_mb_at_end\": %.1f, \"peak_rss_mb\": %.1f, ", c->workload, dopts.n_frames,
-           c->rand_augment[0] ? c->rand_augment : "none", c->workers,
-           c->batch, (long long)clips, secs, clips / secs, st.frames_decoded / secs,
-           100 * cpu / secs, rss_early, rss_mb(), ru.ru_maxrss / 1024.0);
-    if (c->every)
-        printf("\"open_fds_min\": %d, \"open_fds_max\": %d, ", fds_min, fds_max);
-    printf("\"failures\": %lld}\n", (long long)st.failures);
+    print_result(c, dopts.n_frames, l, &res);
     status = 0;
     goto end;
 fail:

@@ -89,6 +89,60 @@ bad:
     return -1;
 }
 
+/* --crop (fixed) or --crop-mode into spec's mode. 0, or 2 after saying why. */
+static int parse_crop(const struct frames_config *c, struct tb_crop_spec *spec)
+{
+    if (c->crop[0]) {
+        char tail;
+        if (sscanf(c->crop, "%d,%d,%d,%d%c", &spec->x, &spec->y, &spec->w, &spec->h, &tail) != 4) {
+            fprintf(stderr, "tubelet frames: --crop: expected X,Y,W,H, got '%s'\n", c->crop);
+            return 2;
+        }
+        spec->mode = TB_CROP_FIXED;
+    } else if (!strcmp(c->crop_mode, "center")) {
+        spec->mode = TB_CROP_CENTER;
+    } else if (!strcmp(c->crop_mode, "rrc")) {
+        spec->mode = TB_CROP_RANDOM_RESIZED;
+    } else if (!strcmp(c->crop_mode, "multiscale")) {
+        spec->mode = TB_CROP_MULTISCALE;
+    } else if (strcmp(c->crop_mode, "none")) {
+        fprintf(stderr, "tubelet frames: --crop-mode: unknown mode '%s'\n", c->crop_mode);
+        return 2;
+    }
+    return 0;
+}
+
+/* --scaler by name. 0, or 2 after saying why. */
+static int parse_scaler(const char *name, enum tb_scaler *out)
+{
+    static const char *const scalers[] = {"bilinear", "bicubic", "area", "point"};
+    *out = (enum tb_scaler)-1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, scalers[i]))
+            *out = (enum tb_scaler)i;
+    if ((int)*out < 0) {
+        fprintf(stderr, "tubelet frames: --scaler: unknown '%s'\n", name);
+        return 2;
+    }
+    return 0;
+}
+
+/* The output size: --size, else the crop's own (the fixed rectangle, the whole frame, the
+ * square of the short side), or 224 for the random crops, which have no size of their own. */
+static void out_size(const struct frames_config *c, const struct tb_crop_spec *spec,
+                     const struct tb_video_info *info, int *w, int *h)
+{
+    *w = c->size.w;
+    *h = c->size.h;
+    if (*w > 0 && *h > 0)
+        return;
+    int side = info->width < info->height ? info->width : info->height;
+    *w = spec->mode == TB_CROP_FIXED ? spec->w : spec->mode == TB_CROP_NONE ? info->width : side;
+    *h = spec->mode == TB_CROP_FIXED ? spec->h : spec->mode == TB_CROP_NONE ? info->height : side;
+    if (spec->mode == TB_CROP_RANDOM_RESIZED || spec->mode == TB_CROP_MULTISCALE)
+        *w = *h = 224;
+}
+
 static int run_frames(void *config, int n_args, char **args)
 {
     struct frames_config *c = config;
@@ -99,7 +153,7 @@ static int run_frames(void *config, int n_args, char **args)
     tb_reader *r = NULL;
     int64_t *frames = NULL;
     uint8_t *rgb = NULL;
-    int status = 1, rc, n;
+    int status = 1, rc, n, w, h;
     (void)n_args;
 
     if (!c->frames[0] || !c->out[0]) {
@@ -117,46 +171,14 @@ static int run_frames(void *config, int n_args, char **args)
     }
     if ((n = parse_frames(c->frames, &frames)) < 0)
         return 2;
-    if (c->crop[0]) {
-        char tail;
-        if (sscanf(c->crop, "%d,%d,%d,%d%c", &spec.x, &spec.y, &spec.w, &spec.h, &tail) != 4) {
-            fprintf(stderr, "tubelet frames: --crop: expected X,Y,W,H, got '%s'\n", c->crop);
-            free(frames);
-            return 2;
-        }
-        spec.mode = TB_CROP_FIXED;
-    } else if (!strcmp(c->crop_mode, "center")) {
-        spec.mode = TB_CROP_CENTER;
-    } else if (!strcmp(c->crop_mode, "rrc")) {
-        spec.mode = TB_CROP_RANDOM_RESIZED;
-    } else if (!strcmp(c->crop_mode, "multiscale")) {
-        spec.mode = TB_CROP_MULTISCALE;
-    } else if (strcmp(c->crop_mode, "none")) {
-        fprintf(stderr, "tubelet frames: --crop-mode: unknown mode '%s'\n", c->crop_mode);
-        free(frames);
-        return 2;
-    }
-    static const char *const scalers[] = {"bilinear", "bicubic", "area", "point"};
-    ro.scaler = (enum tb_scaler)-1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(c->scaler, scalers[i]))
-            ro.scaler = (enum tb_scaler)i;
-    if ((int)ro.scaler < 0) {
-        fprintf(stderr, "tubelet frames: --scaler: unknown '%s'\n", c->scaler);
+    if (parse_crop(c, &spec) || parse_scaler(c->scaler, &ro.scaler)) {
         free(frames);
         return 2;
     }
     spec.flip = c->flip ? TB_FLIP_ALWAYS : TB_FLIP_NEVER;
     if ((rc = tb_reader_open(&r, &ro)) < 0 || (rc = tb_reader_info(r, args[0], &info)) < 0)
         goto fail;
-    int w = c->size.w, h = c->size.h;
-    if (w <= 0 || h <= 0) {
-        int side = info.width < info.height ? info.width : info.height;
-        w = spec.mode == TB_CROP_FIXED ? spec.w : spec.mode == TB_CROP_NONE ? info.width : side;
-        h = spec.mode == TB_CROP_FIXED ? spec.h : spec.mode == TB_CROP_NONE ? info.height : side;
-        if (spec.mode == TB_CROP_RANDOM_RESIZED || spec.mode == TB_CROP_MULTISCALE)
-            w = h = 224;
-    }
+    out_size(c, &spec, &info, &w, &h);
     if (!(rgb = malloc((size_t)w * h * 3 * (size_t)n))) {
         fprintf(stderr, "tubelet frames: out of memory\n");
         goto end;

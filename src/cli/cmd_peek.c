@@ -66,32 +66,19 @@ static const char *name_of(char **names, int n, int id)
     return id >= 0 && id < n && names[id] ? names[id] : NULL;
 }
 
-static int run_peek(void *config, int n_args, char **args)
+/* The class names of --verbs and --nouns, to print beside the ids (none where not given). */
+struct class_names {
+    char **verbs, **nouns;
+    int n_verbs, n_nouns;
+};
+
+/* The dataset and loader of the sheet: the training (or evaluation) view of --data, a batch of
+ * --clips clips. 0 or a negative TB_E*. */
+static int open_loader(const struct peek_config *c, const struct tb_annotations *ann,
+                       tb_dataset **ds, tb_loader **l)
 {
-    struct peek_config *c = config;
-    struct tb_annotations *ann = NULL;
-    tb_dataset *ds = NULL;
-    tb_loader *l = NULL;
-    struct tb_batch *b = NULL;
-    struct tb_ann_opts ao = {0};
-    uint8_t *sheet = NULL;
-    char **verbs = NULL, **nouns = NULL;
-    int n_verbs = 0, n_nouns = 0, rc, status = 1;
-    (void)n_args;
-    (void)args;
-    if (!c->root[0] || !c->ann[0] || !c->out[0]) {
-        fprintf(stderr, "tubelet peek: --data, --ann and --out are required\n");
-        return 2;
-    }
     enum tb_sampler sampler = TB_SAMPLE_SEGMENTS;
-    cli_ann_format(c->format, &ao.format); /* the parser checked the names */
-    tb_sampler_parse(c->sampler, &sampler);
-    if ((c->verbs[0] && (rc = tb_classes_load(c->verbs, &verbs, &n_verbs)) < 0) ||
-        (c->nouns[0] && (rc = tb_classes_load(c->nouns, &nouns, &n_nouns)) < 0)) {
-        cli_report("peek", rc);
-        tb_classes_free(&verbs, &n_verbs);
-        return 1;
-    }
+    tb_sampler_parse(c->sampler, &sampler); /* the parser checked the names */
     struct tb_dataset_opts dopts = {
         .root = c->root, .ext = "mp4",
         .sampler = sampler,
@@ -103,25 +90,40 @@ static int run_peek(void *config, int n_args, char **args)
     struct tb_loader_opts lo = {.batch_size = c->clips, .n_workers = 2, .prefetch = 0,
                                 .seed = (uint64_t)c->seed, .shuffle = 1, .world = 1,
                                 .max_failure_rate = 0.5};
-    if (cli_ann_load(&ann, "peek", c->ann, ao.format) < 0 ||
-        cli_ann_check(ann, "peek", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
-        goto end;
-    if ((rc = tb_dataset_open(&ds, ann, &dopts)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
-        goto fail;
-    if (tb_loader_epoch(l, 0) < 1) {
-        fprintf(stderr, "tubelet peek: no clips\n");
-        goto end;
-    }
-    if ((rc = tb_loader_next(l, &b)) < 0)
-        goto fail;
+    int rc = tb_dataset_open(ds, ann, &dopts);
+    return rc < 0 ? rc : tb_loader_open(l, *ds, &lo);
+}
 
+/* The second line above a clip: its classes (by name where known) and narration, its label,
+ * or its text, by the annotation format. */
+static void describe_labels(char *line, size_t size, const struct tb_ann_item *it,
+                            enum tb_ann_format format, const struct class_names *cn)
+{
+    const char *vn = name_of(cn->verbs, cn->n_verbs, it->verb);
+    const char *nn = name_of(cn->nouns, cn->n_nouns, it->noun);
+    if (format == TB_ANN_EPIC)
+        snprintf(line, size, "%s (%d) %s (%d)%s%s", vn ? vn : "verb", it->verb,
+                 nn ? nn : "noun", it->noun, it->text ? ": " : "", it->text ? it->text : "");
+    else if (format == TB_ANN_KINETICS)
+        snprintf(line, size, "label %d", it->verb);
+    else
+        snprintf(line, size, "%s", it->text ? it->text : "");
+}
+
+/* The contact sheet of batch b: a row per clip, two lines of text over its frames. Returns it
+ * (malloc'ed, *w x *h RGB), or NULL after saying so. */
+static uint8_t *draw_sheet(const struct peek_config *c, const struct tb_annotations *ann,
+                           const struct tb_batch *b, enum tb_ann_format format,
+                           const struct class_names *cn, int *w, int *h)
+{
     const int scale = 2, gap = 2, margin = 4, text_h = 2 * (SHEET_GLYPH_H * scale + 3);
     int T = c->frames, S = c->size;
     int W = 2 * margin + T * S + (T - 1) * gap, row_h = text_h + S + 2 * gap;
     int H = 2 * margin + b->n * row_h;
-    if (!(sheet = malloc((size_t)W * H * 3))) {
+    uint8_t *sheet = malloc((size_t)W * H * 3);
+    if (!sheet) {
         fprintf(stderr, "tubelet peek: out of memory\n");
-        goto end;
+        return NULL;
     }
     memset(sheet, 24, (size_t)W * H * 3);
     static const uint8_t white[3] = {240, 240, 240}, yellow[3] = {250, 210, 60};
@@ -133,19 +135,54 @@ static int run_peek(void *config, int n_args, char **args)
         snprintf(line, sizeof(line), "#%lld %s %.2f-%.2fs%s", (long long)b->index[i], it->video,
                  it->start_s, it->end_s, b->flip[i] ? " flipped" : "");
         sheet_text(sheet, W, H, margin, y, line, scale, white);
-        const char *vn = name_of(verbs, n_verbs, it->verb), *nn = name_of(nouns, n_nouns, it->noun);
-        if (ao.format == TB_ANN_EPIC)
-            snprintf(line, sizeof(line), "%s (%d) %s (%d)%s%s", vn ? vn : "verb", it->verb,
-                     nn ? nn : "noun", it->noun, it->text ? ": " : "", it->text ? it->text : "");
-        else if (ao.format == TB_ANN_KINETICS)
-            snprintf(line, sizeof(line), "label %d", it->verb);
-        else
-            snprintf(line, sizeof(line), "%s", it->text ? it->text : "");
+        describe_labels(line, sizeof(line), it, format, cn);
         sheet_text(sheet, W, H, margin, y + SHEET_GLYPH_H * scale + 3, line, scale, yellow);
         for (int t = 0; t < T; t++)
             sheet_blit(sheet, W, margin + t * (S + gap), y + text_h + gap,
                        b->video + (size_t)i * clip_bytes + (size_t)t * S * S * 3, S, S);
     }
+    *w = W;
+    *h = H;
+    return sheet;
+}
+
+static int run_peek(void *config, int n_args, char **args)
+{
+    struct peek_config *c = config;
+    struct tb_annotations *ann = NULL;
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    struct tb_batch *b = NULL;
+    struct tb_ann_opts ao = {0};
+    uint8_t *sheet = NULL;
+    struct class_names cn = {0};
+    int W, H, rc, status = 1;
+    (void)n_args;
+    (void)args;
+    if (!c->root[0] || !c->ann[0] || !c->out[0]) {
+        fprintf(stderr, "tubelet peek: --data, --ann and --out are required\n");
+        return 2;
+    }
+    cli_ann_format(c->format, &ao.format); /* the parser checked the names */
+    if ((c->verbs[0] && (rc = tb_classes_load(c->verbs, &cn.verbs, &cn.n_verbs)) < 0) ||
+        (c->nouns[0] && (rc = tb_classes_load(c->nouns, &cn.nouns, &cn.n_nouns)) < 0)) {
+        cli_report("peek", rc);
+        tb_classes_free(&cn.verbs, &cn.n_verbs);
+        return 1;
+    }
+    if (cli_ann_load(&ann, "peek", c->ann, ao.format) < 0 ||
+        cli_ann_check(ann, "peek", c->root, "mp4", CLI_ROWS_REPORT, 0) < 0)
+        goto end;
+    if ((rc = open_loader(c, ann, &ds, &l)) < 0)
+        goto fail;
+    if (tb_loader_epoch(l, 0) < 1) {
+        fprintf(stderr, "tubelet peek: no clips\n");
+        goto end;
+    }
+    if ((rc = tb_loader_next(l, &b)) < 0)
+        goto fail;
+    if (!(sheet = draw_sheet(c, ann, b, ao.format, &cn, &W, &H)))
+        goto end;
     /* Said only once the sheet is written. */
     if ((rc = tb_image_write(c->out, sheet, W, H, 1)) < 0)
         goto fail;
@@ -164,8 +201,8 @@ end:
     tb_dataset_close(&ds);
     tb_ann_free(&ann);
     free(sheet);
-    tb_classes_free(&verbs, &n_verbs);
-    tb_classes_free(&nouns, &n_nouns);
+    tb_classes_free(&cn.verbs, &cn.n_verbs);
+    tb_classes_free(&cn.nouns, &cn.n_nouns);
     return status;
 }
 

@@ -358,28 +358,22 @@ static void print_json(const struct plot_config *c, const struct metrics *m, dou
     printf("]}\n");
 }
 
-static int run_plot(void *config, int n_args, char **args)
+enum { PATH_CAP = 4096 };
+
+/* The metrics file of run directory dir into mpath and the picture's path (--out, else
+ * RUN_DIR/plot.png) into out, both PATH_CAP bytes. 0, or the exit status after saying why. */
+static int resolve_paths(const struct plot_config *c, const char *dir, char *mpath, char *out)
 {
-    struct plot_config *c = config;
-    struct metrics m = {0};
-    struct chart_series series[N_CURVES];
-    struct chart_panel panels[N_PANELS];
-    int panel_ids[N_PANELS], n_panels = 0, status = 1, rc;
-    double *xy = NULL;
-    uint8_t *rgb = NULL;
-    char mpath[4096], out[4096];
-    const char *dir = args[0];
     struct stat st;
-    (void)n_args;
     int missing = stat(dir, &st) != 0;
     if (missing || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "tubelet plot: %s: %s (expected the run directory of tubelet train "
                 "--out)\n", dir, missing ? strerror(errno) : "not a directory");
         return 1;
     }
-    if (snprintf(mpath, sizeof(mpath), "%s/metrics.jsonl", dir) >= (int)sizeof(mpath) ||
-        (c->out[0] ? snprintf(out, sizeof(out), "%s", c->out)
-                   : snprintf(out, sizeof(out), "%s/plot.png", dir)) >= (int)sizeof(out)) {
+    if (snprintf(mpath, PATH_CAP, "%s/metrics.jsonl", dir) >= PATH_CAP ||
+        (c->out[0] ? snprintf(out, PATH_CAP, "%s", c->out)
+                   : snprintf(out, PATH_CAP, "%s/plot.png", dir)) >= PATH_CAP) {
         fprintf(stderr, "tubelet plot: %s: path too long\n", dir);
         return 1;
     }
@@ -388,49 +382,62 @@ static int run_plot(void *config, int n_args, char **args)
         fprintf(stderr, "tubelet plot: --out %s: expected a .png (or .ppm) file\n", out);
         return 2;
     }
-    c->out = out;
-    if (load_metrics(mpath, &m))
-        goto end;
-    m.n_steps = sort_unique(m.steps, m.n_steps, K_STEP, &m.n_repeated);
-    m.n_evals = sort_unique(m.evals, m.n_evals, K_EVAL_EPOCH, &m.n_repeated);
-    double per_epoch = steps_per_epoch(&m);
-    const char *x_label = "step";
-    if (!m.n_steps) {
-        x_label = "epoch"; /* evaluations alone: against their epochs */
+    return 0;
+}
+
+/* The steps per epoch that place the evaluation lines, and the x axis's name in *x_label. */
+static double eval_placement(const struct metrics *m, const char *mpath, const char **x_label)
+{
+    double per_epoch = steps_per_epoch(m);
+    *x_label = "step";
+    if (!m->n_steps) {
+        *x_label = "epoch"; /* evaluations alone: against their epochs */
         per_epoch = 1;
-    } else if (per_epoch == 0 && m.n_evals) {
-        per_epoch = m.steps[m.n_steps - 1].v[K_STEP] / m.evals[m.n_evals - 1].v[K_EVAL_EPOCH];
+    } else if (per_epoch == 0 && m->n_evals) {
+        per_epoch = m->steps[m->n_steps - 1].v[K_STEP] / m->evals[m->n_evals - 1].v[K_EVAL_EPOCH];
         fprintf(stderr, "tubelet plot: warning: %s: no step line gives its epoch; evaluations "
                 "are placed as if the last one ended at the last step\n", mpath);
     }
+    return per_epoch;
+}
 
-    /* Every curve's points, x then y, in one allocation. */
-    size_t n_points = 0, used = 0;
-    for (int j = 0; j < N_CURVES; j++)
-        n_points += (size_t)(curves[j].eval ? m.n_evals : m.n_steps);
-    if (!(xy = malloc(sizeof(double) * 2 * n_points + 1))) {
-        fprintf(stderr, "tubelet plot: out of memory\n");
-        goto end;
+/* The points of curve cv that have a value into x and y; returns how many, and raises *x_max to
+ * the largest x. */
+static int curve_points(const struct curve *cv, const struct metrics *m, double per_epoch,
+                        double *x, double *y, double *x_max)
+{
+    const struct row *rows = cv->eval ? m->evals : m->steps;
+    int n = cv->eval ? m->n_evals : m->n_steps, k = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(rows[i].v[cv->key]))
+            continue;
+        x[k] = cv->eval ? rows[i].v[K_EVAL_EPOCH] * per_epoch : rows[i].v[K_STEP];
+        y[k] = rows[i].v[cv->key];
+        *x_max = fmax(*x_max, x[k++]);
     }
-    double x_max = 0;
-    int n_series = 0;
+    return k;
+}
+
+/* The panels that have a point, each over its curves in series, their points in xy (room for
+ * every curve's points, x then y); their ids into panel_ids, the largest x into *x_max.
+ * Returns how many panels. */
+static int build_panels(const struct plot_config *c, const struct metrics *m, double per_epoch,
+                        const char *x_label, double *xy, struct chart_series *series,
+                        struct chart_panel *panels, int *panel_ids, double *x_max)
+{
+    size_t used = 0;
+    int n_series = 0, n_panels = 0;
+    *x_max = 0;
     for (int p = 0; p < N_PANELS; p++) {
         int first = n_series;
         for (int j = 0; j < N_CURVES; j++) {
             const struct curve *cv = &curves[j];
             if (cv->panel != p)
                 continue;
-            const struct row *rows = cv->eval ? m.evals : m.steps;
-            int n = cv->eval ? m.n_evals : m.n_steps, k = 0;
+            int n = cv->eval ? m->n_evals : m->n_steps;
             double *x = xy + used, *y = x + n;
             used += 2 * (size_t)n;
-            for (int i = 0; i < n; i++) {
-                if (isnan(rows[i].v[cv->key]))
-                    continue;
-                x[k] = cv->eval ? rows[i].v[K_EVAL_EPOCH] * per_epoch : rows[i].v[K_STEP];
-                y[k] = rows[i].v[cv->key];
-                x_max = fmax(x_max, x[k++]);
-            }
+            int k = curve_points(cv, m, per_epoch, x, y, x_max);
             if (!k)
                 continue;
             struct chart_series *s = &series[n_series++];
@@ -447,26 +454,36 @@ static int run_plot(void *config, int n_args, char **args)
             .series = series + first, .n_series = n_series - first};
         panel_ids[n_panels++] = p;
     }
+    return n_panels;
+}
 
+/* The picture: a heading line naming the run, then the panels on a grid of one or two columns
+ * sharing the x axis [0, x_max]. Returns it (malloc'ed, W x H RGB), or NULL after saying so. */
+static uint8_t *draw_sheet(const struct plot_config *c, const struct metrics *m, const char *dir,
+                           double per_epoch, struct chart_panel *panels, int n_panels,
+                           double x_max)
+{
     const int W = c->size.w, H = c->size.h;
     int s = W / 600 < H / 450 ? W / 600 : H / 450;
     s = s < 1 ? 1 : s;
     const int pad = 6 * s, head_h = SHEET_GLYPH_H * s + 2 * pad;
     const int cols = n_panels > 1 ? 2 : 1, n_grid_rows = (n_panels + cols - 1) / cols;
-    const int pw = (W - pad * (cols + 1)) / cols, ph = (H - head_h - pad * n_grid_rows) / n_grid_rows;
-    if (!(rgb = malloc((size_t)W * H * 3))) {
+    const int pw = (W - pad * (cols + 1)) / cols;
+    const int ph = (H - head_h - pad * n_grid_rows) / n_grid_rows;
+    uint8_t *rgb = malloc((size_t)W * H * 3);
+    if (!rgb) {
         fprintf(stderr, "tubelet plot: out of memory\n");
-        goto end;
+        return NULL;
     }
     memset(rgb, 255, (size_t)W * H * 3);
     char head[4400];
     static const uint8_t ink[3] = {30, 30, 30};
-    if (m.n_steps)
+    if (m->n_steps)
         snprintf(head, sizeof(head), "%s: steps %.0f-%.0f, %d evaluations at their epoch's end "
-                 "(%.0f steps/epoch)", dir, m.steps[0].v[K_STEP], m.steps[m.n_steps - 1].v[K_STEP],
-                 m.n_evals, per_epoch);
+                 "(%.0f steps/epoch)", dir, m->steps[0].v[K_STEP],
+                 m->steps[m->n_steps - 1].v[K_STEP], m->n_evals, per_epoch);
     else
-        snprintf(head, sizeof(head), "%s: %d evaluations, no step lines", dir, m.n_evals);
+        snprintf(head, sizeof(head), "%s: %d evaluations, no step lines", dir, m->n_evals);
     sheet_text(rgb, W, H, pad, pad, head, s, ink);
     for (int i = 0; i < n_panels; i++) {
         panels[i].x_min = 0;
@@ -474,7 +491,43 @@ static int run_plot(void *config, int n_args, char **args)
         chart_draw(rgb, W, H, pad + (i % cols) * (pw + pad), head_h + (i / cols) * (ph + pad), pw,
                    ph, s, &panels[i]);
     }
-    if ((rc = tb_image_write(out, rgb, W, H, 1)) < 0) {
+    return rgb;
+}
+
+static int run_plot(void *config, int n_args, char **args)
+{
+    struct plot_config *c = config;
+    struct metrics m = {0};
+    struct chart_series series[N_CURVES];
+    struct chart_panel panels[N_PANELS];
+    int panel_ids[N_PANELS], n_panels = 0, status, rc;
+    double *xy = NULL, x_max;
+    uint8_t *rgb = NULL;
+    char mpath[PATH_CAP], out[PATH_CAP];
+    const char *dir = args[0], *x_label;
+    (void)n_args;
+    if ((status = resolve_paths(c, dir, mpath, out)) != 0)
+        return status;
+    status = 1;
+    c->out = out;
+    if (load_metrics(mpath, &m))
+        goto end;
+    m.n_steps = sort_unique(m.steps, m.n_steps, K_STEP, &m.n_repeated);
+    m.n_evals = sort_unique(m.evals, m.n_evals, K_EVAL_EPOCH, &m.n_repeated);
+    double per_epoch = eval_placement(&m, mpath, &x_label);
+
+    /* Every curve's points, x then y, in one allocation. */
+    size_t n_points = 0;
+    for (int j = 0; j < N_CURVES; j++)
+        n_points += (size_t)(curves[j].eval ? m.n_evals : m.n_steps);
+    if (!(xy = malloc(sizeof(double) * 2 * n_points + 1))) {
+        fprintf(stderr, "tubelet plot: out of memory\n");
+        goto end;
+    }
+    n_panels = build_panels(c, &m, per_epoch, x_label, xy, series, panels, panel_ids, &x_max);
+    if (!(rgb = draw_sheet(c, &m, dir, per_epoch, panels, n_panels, x_max)))
+        goto end;
+    if ((rc = tb_image_write(out, rgb, c->size.w, c->size.h, 1)) < 0) {
         cli_report("plot", rc);
         goto end;
     }

@@ -91,6 +91,35 @@ static int is_choice(const struct cli_flag *f, const char *val)
     return 0;
 }
 
+/* "A<sep>B" as two whole numbers: 0, or -1 when there is no sep or a side is not a number. */
+static int split_pair(const char *val, char sep, long long *a, long long *b)
+{
+    const char *at = strchr(val, sep);
+    char num[32];
+    if (!at || (size_t)(at - val) >= sizeof(num))
+        return -1;
+    memcpy(num, val, (size_t)(at - val));
+    num[at - val] = '\0';
+    return parse_int(num, a) || parse_int(at + 1, b) ? -1 : 0;
+}
+
+/* A CLI_STR flag's value: one of its choices, kept until cli_parse_free. 0, or -1 (said). */
+static int set_string(const struct cli_flag *f, char **dst, const char *val, const char *where)
+{
+    if (!is_choice(f, val)) {
+        fprintf(stderr, "tubelet: %s--%s: '%s' is none of %s\n", where, f->name, val,
+                f->metavar);
+        return -1;
+    }
+    char *copy = own(val, strlen(val));
+    if (!copy) {
+        fprintf(stderr, "tubelet: out of memory\n");
+        return -1;
+    }
+    *dst = copy;
+    return 0;
+}
+
 /* Set one flag from text. where says where the text came from, for the message. */
 static int set_value(const struct cli_flag *f, void *config, const char *val, const char *where)
 {
@@ -115,49 +144,20 @@ static int set_value(const struct cli_flag *f, void *config, const char *val, co
         *(double *)dst = v;
         return 0;
     }
-    case CLI_STR: {
-        if (!is_choice(f, val)) {
-            fprintf(stderr, "tubelet: %s--%s: '%s' is none of %s\n", where, f->name, val,
-                    f->metavar);
-            return -1;
-        }
-        char *copy = own(val, strlen(val));
-        if (!copy) {
-            fprintf(stderr, "tubelet: out of memory\n");
-            return -1;
-        }
-        *(char **)dst = copy;
-        return 0;
-    }
-    case CLI_SIZE: {
-        const char *x = strchr(val, 'x');
-        char num[32];
-        if (!x || (size_t)(x - val) >= sizeof(num))
-            goto bad;
-        memcpy(num, val, (size_t)(x - val));
-        num[x - val] = '\0';
-        if (parse_int(num, &a) || parse_int(x + 1, &b) || a > INT32_MAX || b > INT32_MAX)
+    case CLI_STR:
+        return set_string(f, (char **)dst, val, where);
+    case CLI_SIZE:
+        if (split_pair(val, 'x', &a, &b) || a > INT32_MAX || b > INT32_MAX)
             goto bad;
         if (!in_range(f, (double)a) || !in_range(f, (double)b))
             goto range;
         ((struct cli_size *)dst)->w = (int)a;
         ((struct cli_size *)dst)->h = (int)b;
         return 0;
-    }
-    case CLI_RATE: {
-        const char *slash = strchr(val, '/');
-        char num[32];
+    case CLI_RATE:
         b = 1;
-        if (slash) {
-            if ((size_t)(slash - val) >= sizeof(num))
-                goto bad;
-            memcpy(num, val, (size_t)(slash - val));
-            num[slash - val] = '\0';
-            if (parse_int(num, &a) || parse_int(slash + 1, &b))
-                goto bad;
-        } else if (parse_int(val, &a)) {
+        if (strchr(val, '/') ? split_pair(val, '/', &a, &b) : parse_int(val, &a))
             goto bad;
-        }
         if (a <= 0 || b <= 0 || a > INT32_MAX || b > INT32_MAX)
             goto bad;
         if (!in_range(f, (double)a / (double)b))
@@ -165,7 +165,6 @@ static int set_value(const struct cli_flag *f, void *config, const char *val, co
         ((struct cli_rate *)dst)->num = (int)a;
         ((struct cli_rate *)dst)->den = (int)b;
         return 0;
-    }
     case CLI_BOOL:
         if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes"))
             *(int *)dst = 1;
@@ -389,6 +388,128 @@ static int is_flag(const char *a)
     return a[0] == '-' && a[1] == '-' && a[2];
 }
 
+/* Every flag's default, and "" for a string flag without one. 0, or -1 (said). */
+static int set_defaults(const struct cli_command *cmd, void *config)
+{
+    for (int i = 0; i < cmd->n_flags; i++) {
+        const struct cli_flag *f = &cmd->flags[i];
+        if (f->def && set_value(f, config, f->def, "default of ") < 0)
+            return -1;
+        if (!f->def && f->type == CLI_STR)
+            *(char **)((char *)config + f->offset) = own("", 0);
+    }
+    return 0;
+}
+
+/* The first pass: --help, --print-config and --config, so the file applies before any
+ * command-line flag whatever the order. 0, or -1 (said). */
+static int scan_early(const struct cli_command *cmd, int argc, char **argv, int *help,
+                      int *print_config, const char **config_path)
+{
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            *help = 1;
+        else if (!strcmp(argv[i], "--print-config"))
+            *print_config = 1;
+        else if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) {
+            if (argv[i][8] == '=')
+                *config_path = argv[i] + 9;
+            else if (i + 1 < argc)
+                *config_path = argv[++i];
+            else {
+                fprintf(stderr, "tubelet %s: --config needs a file\n", cmd->name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The value of flag f given at argv[*i]: "false" when negated, the text after eq (its '=', or
+ * NULL), or the next word where the flag takes one (*i moves onto it). NULL (said) when the
+ * value is missing. */
+static const char *flag_value(const struct cli_command *cmd, const struct cli_flag *f,
+                              int negated, const char *eq, int argc, char **argv, int *i)
+{
+    if (negated)
+        return "false";
+    if (eq)
+        return eq + 1;
+    if (f->type == CLI_BOOL) {
+        /* "--flag" alone is true; "--flag false" reads the next word when it is one. */
+        static const char *const words[] = {"true", "false", "yes", "no", "1", "0"};
+        for (int w = 0; *i + 1 < argc && w < 6; w++)
+            if (!strcmp(argv[*i + 1], words[w]))
+                return argv[++*i];
+        return "true";
+    }
+    if (*i + 1 < argc)
+        return argv[++*i];
+    fprintf(stderr, "tubelet %s: --%s needs a value (%s)\n", cmd->name, f->name, f->metavar);
+    return NULL;
+}
+
+/* The flag word argv[*i] into config (--print-config and --config, read by the first pass,
+ * are passed over); *i moves past a value it takes. 0, or -1 (said). */
+static int parse_flag(const struct cli_command *cmd, void *config, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--print-config"))
+        return 0;
+    if (!strcmp(a, "--config") || !strncmp(a, "--config=", 9)) {
+        if (a[8] != '=')
+            ++*i;
+        return 0;
+    }
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const struct cli_flag *f = find_flag(cmd, name, len);
+    int negated = 0; /* --no-FLAG: a boolean FLAG false */
+    if (!f && !eq && len > 3 && !strncmp(name, "no-", 3)) {
+        f = find_flag(cmd, name + 3, len - 3);
+        negated = f && f->type == CLI_BOOL;
+        f = negated ? f : NULL;
+    }
+    if (!f) {
+        fprintf(stderr, "tubelet %s: unknown flag '--%.*s' (see 'tubelet help %s')\n",
+                cmd->name, (int)len, name, cmd->name);
+        return -1;
+    }
+    const char *val = flag_value(cmd, f, negated, eq, argc, argv, i);
+    if (!val || set_from(cmd, f, config, val, "", CLI_FROM_ARGS, 0) < 0)
+        return -1;
+    return 0;
+}
+
+/* The second pass over the words: flags into config, the arguments into pos (*n_pos of them).
+ * 0, or -1 (said). */
+static int parse_words(const struct cli_command *cmd, void *config, int argc, char **argv,
+                       char **pos, int *n_pos)
+{
+    int only_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        if (!only_pos && !strcmp(a, "--")) { /* the rest are arguments, even "-x" */
+            only_pos = 1;
+            continue;
+        }
+        if (only_pos || !is_flag(a)) {
+            if (!only_pos && a[0] == '-' && a[1] && strcmp(a, "-")) {
+                fprintf(stderr, "tubelet %s: unknown option '%s' (flags are --long-names; see "
+                        "'tubelet help %s')\n", cmd->name, a, cmd->name);
+                return -1;
+            }
+            pos[(*n_pos)++] = a;
+            continue;
+        }
+        if (parse_flag(cmd, config, argc, argv, &i) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config, int *n_args,
               char ***args)
 {
@@ -405,33 +526,9 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
         fprintf(stderr, "tubelet: out of memory\n");
         return -1;
     }
-    for (int i = 0; i < cmd->n_flags; i++) {
-        const struct cli_flag *f = &cmd->flags[i];
-        if (f->def && set_value(f, config, f->def, "default of ") < 0)
-            return -1;
-        if (!f->def && f->type == CLI_STR)
-            *(char **)((char *)config + f->offset) = own("", 0);
-    }
-    /* First pass: --help, --print-config and --config, so the file applies before any
-     * command-line flag whatever the order. */
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--"))
-            break;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            help = 1;
-        else if (!strcmp(argv[i], "--print-config"))
-            print_config = 1;
-        else if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) {
-            if (argv[i][8] == '=')
-                config_path = argv[i] + 9;
-            else if (i + 1 < argc)
-                config_path = argv[++i];
-            else {
-                fprintf(stderr, "tubelet %s: --config needs a file\n", cmd->name);
-                return -1;
-            }
-        }
-    }
+    if (set_defaults(cmd, config) < 0 ||
+        scan_early(cmd, argc, argv, &help, &print_config, &config_path) < 0)
+        return -1;
     if (help) {
         cli_print_help(stdout, cmd);
         return 1;
@@ -444,69 +541,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, void *config
         fprintf(stderr, "tubelet: out of memory\n");
         return -1;
     }
-    int only_pos = 0;
-    for (int i = 0; i < argc; i++) {
-        char *a = argv[i];
-        if (!only_pos && !strcmp(a, "--")) { /* the rest are arguments, even "-x" */
-            only_pos = 1;
-            continue;
-        }
-        if (only_pos || !is_flag(a)) {
-            if (!only_pos && a[0] == '-' && a[1] && strcmp(a, "-")) {
-                fprintf(stderr, "tubelet %s: unknown option '%s' (flags are --long-names; see "
-                        "'tubelet help %s')\n", cmd->name, a, cmd->name);
-                goto fail;
-            }
-            pos[n_pos++] = a;
-            continue;
-        }
-        if (!strcmp(a, "--print-config"))
-            continue;
-        if (!strcmp(a, "--config") || !strncmp(a, "--config=", 9)) {
-            if (a[8] != '=')
-                i++;
-            continue;
-        }
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const struct cli_flag *f = find_flag(cmd, name, len);
-        int negated = 0; /* --no-FLAG: a boolean FLAG false */
-        if (!f && !eq && len > 3 && !strncmp(name, "no-", 3)) {
-            f = find_flag(cmd, name + 3, len - 3);
-            negated = f && f->type == CLI_BOOL;
-            f = negated ? f : NULL;
-        }
-        if (!f) {
-            fprintf(stderr, "tubelet %s: unknown flag '--%.*s' (see 'tubelet help %s')\n",
-                    cmd->name, (int)len, name, cmd->name);
-            goto fail;
-        }
-        const char *val;
-        if (negated)
-            val = "false";
-        else if (eq)
-            val = eq + 1;
-        else if (f->type == CLI_BOOL) {
-            /* "--flag" alone is true; "--flag false" reads the next word when it is one. */
-            static const char *const words[] = {"true", "false", "yes", "no", "1", "0"};
-            val = "true";
-            for (int w = 0; i + 1 < argc && w < 6; w++)
-                if (!strcmp(argv[i + 1], words[w])) {
-                    val = argv[++i];
-                    break;
-                }
-        }
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else {
-            fprintf(stderr, "tubelet %s: --%s needs a value (%s)\n", cmd->name, f->name,
-                    f->metavar);
-            goto fail;
-        }
-        if (set_from(cmd, f, config, val, "", CLI_FROM_ARGS, 0) < 0)
-            goto fail;
-    }
-    if (cmd->resolve && cmd->resolve(config) < 0)
+    if (parse_words(cmd, config, argc, argv, pos, &n_pos) < 0 ||
+        (cmd->resolve && cmd->resolve(config) < 0))
         goto fail;
     if (print_config) {
         cli_print_config(stdout, cmd, config);

@@ -266,6 +266,144 @@ static int stored_crc(const char *buf, size_t len, uint64_t hlen, uint32_t *stor
     return buf[CRC_AT + 8] == '"' ? 1 : -1;
 }
 
+/* What the pieces of tb_st_read return besides 0: a header that does not parse, or no memory;
+ * tb_st_read words the message. */
+enum { ST_BAD = 1, ST_OOM = 2 };
+
+/* The "__metadata__" value at j into f->metadata, less the file's own checksum (it is the
+ * file's, not the caller's). 0, ST_BAD or ST_OOM. */
+static int read_metadata(struct json *j, struct tb_st_file *f, const char *buf, int has_crc)
+{
+    skip_ws(j);
+    const char *start = j->p;
+    if (skip_value(j, 0))
+        return ST_BAD;
+    free(f->metadata);
+    f->metadata = NULL;
+    if (has_crc && start == buf + CRC_AT - strlen("{\"crc32c\":\"")) {
+        /* The checksum is the file's, not the caller's: left out of the text. */
+        const char *rest = buf + CRC_AT + 9;
+        rest += *rest == ',';
+        size_t n = (size_t)(j->p - rest);
+        if ((f->metadata = tbi_malloc(n + 2))) {
+            f->metadata[0] = '{';
+            memcpy(f->metadata + 1, rest, n);
+            f->metadata[n + 1] = '\0';
+        }
+    } else {
+        f->metadata = strndup(start, (size_t)(j->p - start));
+    }
+    return f->metadata ? 0 : ST_OOM;
+}
+
+/* Tensor t's bytes (its n values of its dtype at src) into t->data, BF16 and F16 widened to
+ * F32. 0 or ST_OOM. */
+static int load_data(struct tb_st_tensor *t, const char *src, size_t bytes)
+{
+    int widen = t->dtype == TB_ST_BF16 || t->dtype == TB_ST_F16;
+    size_t keep = widen ? (size_t)t->n * 4 : bytes;
+    if (!(t->data = tbi_malloc(keep ? keep : 1)))
+        return ST_OOM;
+    if (widen) {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < t->n; i++)
+            ((float *)t->data)[i] = half_to_float((uint16_t)(s[2 * i] | s[2 * i + 1] << 8),
+                                                  t->dtype == TB_ST_BF16);
+        t->dtype = TB_ST_F32;
+    } else {
+        memcpy(t->data, src, bytes);
+    }
+    return 0;
+}
+
+/* The entry of tensor name at j, with its data from the data_len bytes at data, appended to f
+ * (*cap: the room in f->tensors). 0, ST_OOM, or a negative TB_E* (said), *truncated set when
+ * the file ends inside the tensor's data. */
+static int read_tensor(struct json *j, struct tb_st_file *f, int *cap, const char *name,
+                       const char *data, size_t data_len, int *truncated)
+{
+    if (f->n_tensors == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        struct tb_st_tensor *g = tbi_realloc(f->tensors, sizeof(*g) * (size_t)*cap);
+        if (!g)
+            return ST_OOM;
+        f->tensors = g;
+    }
+    struct tb_st_tensor *t = &f->tensors[f->n_tensors];
+    memset(t, 0, sizeof(*t));
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    int64_t offs[2] = {0, 0};
+    int e = tensor_entry(j, t, offs);
+    if (e == -2)
+        return tbi_err(TB_EUNSUPPORTED, "%s: tensor '%s' has a dtype tubelet does not read "
+                       "(F32, I64, BF16, F16 are)", j->path, name);
+    size_t bytes = (size_t)t->n * (size_t)dtype_bytes[t->dtype];
+    if (e == 0 && offs[0] >= 0 && offs[1] >= offs[0] && (size_t)(offs[1] - offs[0]) == bytes &&
+        (size_t)offs[1] > data_len) {
+        *truncated = 1;
+        return tbi_err(TB_EFORMAT, "%s: truncated: tensor '%s' ends at byte %lld of the data, "
+                       "the file holds %zu (a torn write?)", j->path, name, (long long)offs[1],
+                       data_len);
+    }
+    if (e < 0 || offs[0] < 0 || offs[1] < offs[0] || (size_t)offs[1] > data_len ||
+        (size_t)(offs[1] - offs[0]) != bytes)
+        return tbi_err(TB_EFORMAT, "%s: tensor '%s': bad entry or data offsets", j->path, name);
+    if (load_data(t, data + offs[0], bytes))
+        return ST_OOM;
+    f->n_tensors++;
+    return 0;
+}
+
+/* The header's length from the file's first 8 bytes (little-endian) into *hlen. 0, ST_BAD (too
+ * long to be a header), or a negative TB_E* (said) for a file too short for it. */
+static int header_length(const char *buf, size_t len, const char *path, uint64_t *hlen)
+{
+    if (len < 8)
+        return tbi_err(TB_EFORMAT, "%s: truncated or not a safetensors file: %zu bytes", path,
+                       len);
+    *hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        *hlen = *hlen << 8 | (uint8_t)buf[i];
+    if (*hlen > MAX_HEADER)
+        return ST_BAD;
+    if (8 + *hlen > len)
+        return tbi_err(TB_EFORMAT, "%s: truncated or not a safetensors file: its header is to "
+                       "be %llu bytes, the file has %zu after the size", path,
+                       (unsigned long long)*hlen, len - 8);
+    return 0;
+}
+
+/* The header's entries (j: its JSON text) into f: the metadata, and each tensor with its data
+ * from the bytes after the header. 0, ST_BAD, ST_OOM, or a negative TB_E* (said; *truncated set
+ * where the file ends inside a tensor's data). */
+static int read_header(struct json *j, struct tb_st_file *f, const char *buf, size_t len,
+                       uint64_t hlen, int has_crc, int *truncated)
+{
+    int cap = 0, rc;
+    if (expect(j, '{'))
+        return ST_BAD;
+    skip_ws(j);
+    if (j->p < j->end && *j->p == '}')
+        return 0;
+    for (;;) {
+        char name[256];
+        if (string(j, name, sizeof(name)) || expect(j, ':'))
+            return ST_BAD;
+        if (!strcmp(name, "__metadata__"))
+            rc = read_metadata(j, f, buf, has_crc);
+        else
+            rc = read_tensor(j, f, &cap, name, buf + 8 + hlen, len - 8 - hlen, truncated);
+        if (rc != 0)
+            return rc;
+        skip_ws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        return expect(j, '}') ? ST_BAD : 0;
+    }
+}
+
 int tb_st_read(struct tb_st_file **out, const char *path)
 {
     char *buf = NULL;
@@ -278,20 +416,8 @@ int tb_st_read(struct tb_st_file **out, const char *path)
     uint64_t hlen = 0;
     uint32_t stored = 0, computed = 0;
     int truncated = 0, has_crc = 0, crc_bad = 0;
-    if (len < 8) {
-        rc = tbi_err(TB_EFORMAT, "%s: truncated or not a safetensors file: %zu bytes", path, len);
+    if ((rc = header_length(buf, len, path, &hlen)) != 0)
         goto fail;
-    }
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | (uint8_t)buf[i];
-    if (hlen > MAX_HEADER)
-        goto bad;
-    if (8 + hlen > len) {
-        rc = tbi_err(TB_EFORMAT, "%s: truncated or not a safetensors file: its header is to "
-                     "be %llu bytes, the file has %zu after the size", path,
-                     (unsigned long long)hlen, len - 8);
-        goto fail;
-    }
     /* The checksum is checked before the header is believed, but a torn file is named as
      * such below (by the data it lacks), rather than only as one that does not match. */
     has_crc = stored_crc(buf, len, hlen, &stored);
@@ -301,113 +427,22 @@ int tb_st_read(struct tb_st_file **out, const char *path)
         goto fail;
     }
     crc_bad = has_crc && (computed = file_crc(buf, len)) != stored;
-    const char *data = buf + 8 + hlen;
-    size_t data_len = len - 8 - hlen;
     struct json j = {buf + 8, buf + 8 + hlen, path};
-    if (!(f = tbi_calloc(1, sizeof(*f))))
-        goto oom;
-    f->checksummed = has_crc;
-    int cap = 0;
-    if (expect(&j, '{'))
-        goto bad;
-    skip_ws(&j);
-    if (j.p < j.end && *j.p == '}')
-        goto done;
-    for (;;) {
-        char name[256];
-        if (string(&j, name, sizeof(name)) || expect(&j, ':'))
-            goto bad;
-        if (!strcmp(name, "__metadata__")) {
-            skip_ws(&j);
-            const char *start = j.p;
-            if (skip_value(&j, 0))
-                goto bad;
-            free(f->metadata);
-            f->metadata = NULL;
-            if (has_crc && start == buf + CRC_AT - strlen("{\"crc32c\":\"")) {
-                /* The checksum is the file's, not the caller's: left out of the text. */
-                const char *rest = buf + CRC_AT + 9;
-                rest += *rest == ',';
-                size_t n = (size_t)(j.p - rest);
-                if ((f->metadata = tbi_malloc(n + 2))) {
-                    f->metadata[0] = '{';
-                    memcpy(f->metadata + 1, rest, n);
-                    f->metadata[n + 1] = '\0';
-                }
-            } else {
-                f->metadata = strndup(start, (size_t)(j.p - start));
-            }
-            if (!f->metadata)
-                goto oom;
-        } else {
-            if (f->n_tensors == cap) {
-                cap = cap ? 2 * cap : 64;
-                struct tb_st_tensor *g = tbi_realloc(f->tensors, sizeof(*g) * (size_t)cap);
-                if (!g)
-                    goto oom;
-                f->tensors = g;
-            }
-            struct tb_st_tensor *t = &f->tensors[f->n_tensors];
-            memset(t, 0, sizeof(*t));
-            snprintf(t->name, sizeof(t->name), "%s", name);
-            int64_t offs[2] = {0, 0};
-            int e = tensor_entry(&j, t, offs);
-            if (e == -2) {
-                rc = tbi_err(TB_EUNSUPPORTED, "%s: tensor '%s' has a dtype tubelet does not "
-                             "read (F32, I64, BF16, F16 are)", path, name);
-                goto fail;
-            }
-            size_t bytes = (size_t)t->n * (size_t)dtype_bytes[t->dtype];
-            if (e == 0 && offs[0] >= 0 && offs[1] >= offs[0] &&
-                (size_t)(offs[1] - offs[0]) == bytes && (size_t)offs[1] > data_len) {
-                truncated = 1;
-                rc = tbi_err(TB_EFORMAT, "%s: truncated: tensor '%s' ends at byte %lld of the "
-                             "data, the file holds %zu (a torn write?)", path, name,
-                             (long long)offs[1], data_len);
-                goto fail;
-            }
-            if (e < 0 || offs[0] < 0 || offs[1] < offs[0] || (size_t)offs[1] > data_len ||
-                (size_t)(offs[1] - offs[0]) != bytes) {
-                rc = tbi_err(TB_EFORMAT, "%s: tensor '%s': bad entry or data offsets", path,
-                             name);
-                goto fail;
-            }
-            int widen = t->dtype == TB_ST_BF16 || t->dtype == TB_ST_F16;
-            size_t keep = widen ? (size_t)t->n * 4 : bytes;
-            if (!(t->data = tbi_malloc(keep ? keep : 1)))
-                goto oom;
-            if (widen) {
-                const uint8_t *src = (const uint8_t *)data + offs[0];
-                for (int64_t i = 0; i < t->n; i++)
-                    ((float *)t->data)[i] = half_to_float(
-                        (uint16_t)(src[2 * i] | src[2 * i + 1] << 8), t->dtype == TB_ST_BF16);
-                t->dtype = TB_ST_F32;
-            } else {
-                memcpy(t->data, data + offs[0], bytes);
-            }
-            f->n_tensors++;
-        }
-        skip_ws(&j);
-        if (j.p < j.end && *j.p == ',') {
-            j.p++;
-            continue;
-        }
-        if (expect(&j, '}'))
-            goto bad;
-        break;
-    }
-done:
-    if (crc_bad)
+    if (!(f = tbi_calloc(1, sizeof(*f)))) {
+        rc = ST_OOM;
         goto fail;
-    free(buf);
-    *out = f;
-    return 0;
-bad:
-    rc = tbi_err(TB_EFORMAT, "%s: not a safetensors file (bad header)", path);
-    goto fail;
-oom:
-    rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    }
+    f->checksummed = has_crc;
+    if ((rc = read_header(&j, f, buf, len, hlen, has_crc, &truncated)) == 0 && !crc_bad) {
+        free(buf);
+        *out = f;
+        return 0;
+    }
 fail:
+    if (rc == ST_BAD)
+        rc = tbi_err(TB_EFORMAT, "%s: not a safetensors file (bad header)", path);
+    else if (rc == ST_OOM)
+        rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
     if (crc_bad && !truncated && rc != TB_ENOMEM)
         rc = tbi_err(TB_EFORMAT, "%s: damaged: its bytes do not match the checksum it carries "
                      "(crc32c %08x stored, %08x computed over its %zu bytes); not loaded (a "

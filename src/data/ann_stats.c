@@ -267,6 +267,93 @@ static int add_video(struct tb_ann_missing **list, int *n, const char *video, in
     return m->video ? 0 : tbi_err(TB_ENOMEM, "out of memory");
 }
 
+/* The rate and length (-1: unknown) that one video's rows are measured against. */
+struct video_clock {
+    int fps_num, fps_den;
+    int64_t n_frames;
+};
+
+/* Look up one video of n_rows rows (the first on first_line) under the root: counted as
+ * prepared, plain, missing or unreadable, and its rate and length into *ck when it opens. */
+static int check_video(struct tb_ann_stats *s, tb_reader *reader, const char *root,
+                       const char *ext, int kinetics, const char *video, int64_t n_rows,
+                       int first_line, struct video_clock *ck)
+{
+    char *reason = NULL;
+    int found = look_up(reader, root, ext, kinetics, video, &ck->fps_num, &ck->fps_den,
+                        &ck->n_frames, &reason);
+    if (found < 0)
+        return found;
+    s->n_prepared += found == F_PREPARED;
+    s->n_plain += found == F_PLAIN;
+    if (found == F_MISSING) {
+        int rc = add_video(&s->missing, &s->n_missing, video, n_rows, first_line, NULL);
+        if (rc < 0)
+            return rc;
+        s->n_missing_rows += n_rows;
+    } else if (found == F_UNREADABLE) {
+        int rc = add_video(&s->unreadable, &s->n_unreadable, video, n_rows, first_line, reason);
+        if (rc < 0)
+            return rc;
+        s->n_unreadable_rows += n_rows;
+    }
+    return 0;
+}
+
+/* The frames of an EPIC or narration row's window, counting the windows that lie outside the
+ * video, start before it or run past its end. */
+static int64_t window_frames(struct tb_ann_stats *s, const struct tb_ann_item *it,
+                             const struct video_clock *ck)
+{
+    int64_t first, end, frames;
+    int64_t length = ck->n_frames >= 0 ? ck->n_frames : INT64_MAX / 4;
+    tb_seconds_to_frames(it->start_s, it->end_s, ck->fps_num, ck->fps_den, length, &first, &end);
+    frames = end > first ? end - first : 0;
+    int over = tbi_ann_overrun(it->start_s, it->end_s, ck->fps_num, ck->fps_den, length);
+    if (ck->n_frames >= 0 && frames == 0)
+        count_line(&s->n_outside, &s->first_outside_line, it->line);
+    else if (over & TBI_PAST_START)
+        count_line(&s->n_past_start, &s->first_past_start_line, it->line);
+    if (frames > 0 && ck->n_frames >= 0 && (over & TBI_PAST_END))
+        count_line(&s->n_past_end, &s->first_past_end_line, it->line);
+    return frames;
+}
+
+/* One row: its duration into dur (when it has one), and whether it is shorter than the span. */
+static void count_row(struct tb_ann_stats *s, const struct tb_ann_item *it, int kinetics,
+                      const struct video_clock *ck, int64_t span_frames, double *dur)
+{
+    int64_t frames;
+    if (kinetics) {
+        frames = ck->n_frames >= 0 ? ck->n_frames : it->n_frames > 0 ? it->n_frames : -1;
+        if (frames >= 0)
+            dur[s->n_timed++] = (double)frames * ck->fps_den / ck->fps_num;
+    } else {
+        frames = window_frames(s, it, ck);
+        dur[s->n_timed++] = it->end_s - it->start_s;
+    }
+    if (frames < 0)
+        return;
+    s->n_counted++;
+    if (frames < span_frames)
+        count_line(&s->n_short, &s->first_short_line, it->line);
+}
+
+/* Total, minimum, median and maximum of the n_timed durations in dur (sorted here). */
+static void summarize_durations(struct tb_ann_stats *s, double *dur)
+{
+    if (!s->n_timed)
+        return;
+    qsort(dur, (size_t)s->n_timed, sizeof(*dur), cmp_double);
+    for (int64_t i = 0; i < s->n_timed; i++)
+        s->total_s += dur[i];
+    int64_t m = s->n_timed / 2;
+    s->min_s = dur[0];
+    s->max_s = dur[s->n_timed - 1];
+    /* the midpoint as a + (b - a) / 2: (a + b) / 2 overflows for durations near DBL_MAX */
+    s->median_s = s->n_timed % 2 ? dur[m] : dur[m - 1] + 0.5 * (dur[m] - dur[m - 1]);
+}
+
 int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations *a,
                          const struct tb_ann_stats_opts *opts)
 {
@@ -306,75 +393,16 @@ int tb_ann_stats_compute(struct tb_ann_stats **out, const struct tb_annotations 
         for (g_end = g + 1; g_end < n && !strcmp(order[g_end].video, order[g].video); g_end++)
             ;
         s->n_videos++;
-        int fps_num = def_num, fps_den = def_den, found = F_MISSING;
-        int64_t video_frames = -1;
-        const char *video = order[g].video;
-        int first_line = a->items[order[g].item].line;
-        char *reason = NULL;
-        if (s->root_checked) {
-            if ((found = look_up(reader, root, ext, kinetics, video, &fps_num, &fps_den,
-                                 &video_frames, &reason)) < 0) {
-                rc = found;
-                goto fail;
-            }
-            s->n_prepared += found == F_PREPARED;
-            s->n_plain += found == F_PLAIN;
-            if (found == F_MISSING) {
-                if ((rc = add_video(&s->missing, &s->n_missing, video, g_end - g, first_line,
-                                    NULL)) < 0)
-                    goto fail;
-                s->n_missing_rows += g_end - g;
-            } else if (found == F_UNREADABLE) {
-                if ((rc = add_video(&s->unreadable, &s->n_unreadable, video, g_end - g,
-                                    first_line, reason)) < 0)
-                    goto fail;
-                s->n_unreadable_rows += g_end - g;
-            }
-        }
-        for (int k = g; k < g_end; k++) {
-            const struct tb_ann_item *it = &a->items[order[k].item];
-            int64_t frames = -1;
-            if (kinetics) {
-                frames = video_frames >= 0 ? video_frames : it->n_frames > 0 ? it->n_frames : -1;
-                if (frames >= 0)
-                    dur[s->n_timed++] = (double)frames * fps_den / fps_num;
-            } else {
-                int64_t first, end;
-                tb_seconds_to_frames(it->start_s, it->end_s, fps_num, fps_den,
-                                     video_frames >= 0 ? video_frames : INT64_MAX / 4, &first,
-                                     &end);
-                frames = end > first ? end - first : 0;
-                dur[s->n_timed++] = it->end_s - it->start_s;
-                int over = tbi_ann_overrun(it->start_s, it->end_s, fps_num, fps_den,
-                                           video_frames >= 0 ? video_frames : INT64_MAX / 4);
-                if (video_frames >= 0 && frames == 0)
-                    count_line(&s->n_outside, &s->first_outside_line, it->line);
-                else if (over & TBI_PAST_START)
-                    count_line(&s->n_past_start, &s->first_past_start_line, it->line);
-                if (frames > 0 && video_frames >= 0 && (over & TBI_PAST_END))
-                    count_line(&s->n_past_end, &s->first_past_end_line, it->line);
-            }
-            if (frames < 0)
-                continue;
-            s->n_counted++;
-            if (frames < o->span_frames) {
-                s->n_short++;
-                if (!s->first_short_line || it->line < s->first_short_line)
-                    s->first_short_line = it->line;
-            }
-        }
+        struct video_clock ck = {def_num, def_den, -1};
+        if (s->root_checked &&
+            (rc = check_video(s, reader, root, ext, kinetics, order[g].video, g_end - g,
+                              a->items[order[g].item].line, &ck)) < 0)
+            goto fail;
+        for (int k = g; k < g_end; k++)
+            count_row(s, &a->items[order[k].item], kinetics, &ck, o->span_frames, dur);
     }
 
-    if (s->n_timed) {
-        qsort(dur, (size_t)s->n_timed, sizeof(*dur), cmp_double);
-        for (int64_t i = 0; i < s->n_timed; i++)
-            s->total_s += dur[i];
-        int64_t m = s->n_timed / 2;
-        s->min_s = dur[0];
-        s->max_s = dur[s->n_timed - 1];
-        /* the midpoint as a + (b - a) / 2: (a + b) / 2 overflows for durations near DBL_MAX */
-        s->median_s = s->n_timed % 2 ? dur[m] : dur[m - 1] + 0.5 * (dur[m] - dur[m - 1]);
-    }
+    summarize_durations(s, dur);
     count_cell_errors(s, a);
     if (o->other && o->other->format != a->format) {
         rc = tbi_err(TB_EINVAL, "statistics: %s and %s are of different formats", a->path,

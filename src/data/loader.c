@@ -138,6 +138,78 @@ static void store(struct tb_loader *l, struct worker *w, int64_t pos, int64_t sa
     batch->flip[j] = (uint8_t)info->clip.crop.flip;
 }
 
+/* One clip a worker decodes: its position, attempt and sample in the epoch, and the token that
+ * tells whether the time limit abandoned it meanwhile. */
+struct clip_job {
+    int64_t pos, epoch, sample;
+    int attempt;
+    uint64_t token;
+};
+
+/* The next position to decode, with its attempt: a retry first, else the next position whose
+ * batch has a slot. 0 when there is none (the caller waits). Called with mu held. */
+static int take_position(struct tb_loader *l, int64_t *pos, int *attempt)
+{
+    if (l->n_retries > 0) {
+        struct retry rt = l->retries[--l->n_retries];
+        *pos = rt.pos;
+        *attempt = rt.attempt;
+        return 1;
+    }
+    if (!l->failed_rc && l->next_pos < l->n_order &&
+        l->next_pos / l->o.batch_size < l->released + l->n_slots) {
+        *pos = l->next_pos++;
+        *attempt = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* A decoded clip (rc: tb_dataset_get's result, why: its message) into its batch, or its failure
+ * counted. Called with mu held; drops it while writing or logging. */
+static void finish_clip(struct tb_loader *l, struct worker *w, const struct clip_job *j, int rc,
+                        const char *why, const struct tb_sample_info *info)
+{
+    if (w->token != j->token || l->epoch != j->epoch) {
+        /* Abandoned by the time limit (already counted) or from an old epoch. */
+        w->state = W_IDLE;
+        return;
+    }
+    if (rc == TB_ENOMEM) {
+        /* Not the clip's fault: a substitute would make the batches depend on the
+         * machine's memory. The loader stops; a resumed run gets the same batches. */
+        w->state = W_IDLE;
+        if (!l->failed_rc) {
+            l->failed_rc = TB_ENOMEM;
+            snprintf(l->failed_msg, sizeof(l->failed_msg), "sample %" PRId64 ": %s", j->sample,
+                     why);
+        }
+        pthread_cond_broadcast(&l->done);
+        return;
+    }
+    if (rc < 0) {
+        w->state = W_IDLE;
+        pthread_mutex_unlock(&l->mu);
+        if (l->o.max_failure_rate > 0)
+            tbi_log(TB_LOG_WARN, "clip failed and was replaced: %s", why);
+        pthread_mutex_lock(&l->mu);
+        if (l->epoch == j->epoch)
+            clip_failed(l, j->pos, j->attempt, why, rc);
+        return;
+    }
+    w->state = W_WRITING;
+    pthread_mutex_unlock(&l->mu);
+    store(l, w, j->pos, j->sample, info);
+    pthread_mutex_lock(&l->mu);
+    w->state = W_IDLE;
+    l->stats.clips++;
+    l->stats.frames_decoded += info->clip.n_decoded;
+    struct slot *s = &l->slots[(j->pos / l->o.batch_size) % l->n_slots];
+    if (--s->remaining == 0)
+        pthread_cond_broadcast(&l->done);
+    pthread_cond_broadcast(&l->work); /* writers wait for this at epoch starts */
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -146,75 +218,30 @@ static void *worker_main(void *arg)
     for (;;) {
         if (l->stop || w->stuck)
             break;
-        int64_t pos;
-        int attempt;
-        if (l->n_retries > 0) {
-            struct retry rt = l->retries[--l->n_retries];
-            pos = rt.pos;
-            attempt = rt.attempt;
-        } else if (!l->failed_rc && l->next_pos < l->n_order &&
-                   l->next_pos / l->o.batch_size < l->released + l->n_slots) {
-            pos = l->next_pos++;
-            attempt = 0;
-        } else {
+        struct clip_job j;
+        if (!take_position(l, &j.pos, &j.attempt)) {
             pthread_cond_wait(&l->work, &l->mu);
             continue;
         }
-        int64_t epoch = l->epoch, sample = sample_for(l, pos, attempt);
-        uint64_t token = ++l->next_token;
-        w->token = token;
-        w->pos = pos;
-        w->attempt = attempt;
+        j.epoch = l->epoch;
+        j.sample = sample_for(l, j.pos, j.attempt);
+        j.token = ++l->next_token;
+        w->token = j.token;
+        w->pos = j.pos;
+        w->attempt = j.attempt;
         w->state = W_RUNNING;
         w->started = tbi_now_s();
         pthread_mutex_unlock(&l->mu);
 
         struct tb_sample_info info;
         tb_errclear();
-        int rc = tb_dataset_get(l->ds, w->reader, l->o.seed, epoch, sample, w->scratch, &info);
+        int rc = tb_dataset_get(l->ds, w->reader, l->o.seed, j.epoch, j.sample, w->scratch, &info);
         char why[512];
         if (rc < 0)
             snprintf(why, sizeof(why), "%s", tb_errmsg()[0] ? tb_errmsg() : tb_strerror(rc));
 
         pthread_mutex_lock(&l->mu);
-        if (w->token != token || l->epoch != epoch) {
-            /* Abandoned by the time limit (already counted) or from an old epoch. */
-            w->state = W_IDLE;
-            continue;
-        }
-        if (rc == TB_ENOMEM) {
-            /* Not the clip's fault: a substitute would make the batches depend on the
-             * machine's memory. The loader stops; a resumed run gets the same batches. */
-            w->state = W_IDLE;
-            if (!l->failed_rc) {
-                l->failed_rc = TB_ENOMEM;
-                snprintf(l->failed_msg, sizeof(l->failed_msg), "sample %" PRId64 ": %s",
-                         sample, why);
-            }
-            pthread_cond_broadcast(&l->done);
-            continue;
-        }
-        if (rc < 0) {
-            w->state = W_IDLE;
-            pthread_mutex_unlock(&l->mu);
-            if (l->o.max_failure_rate > 0)
-                tbi_log(TB_LOG_WARN, "clip failed and was replaced: %s", why);
-            pthread_mutex_lock(&l->mu);
-            if (l->epoch == epoch)
-                clip_failed(l, pos, attempt, why, rc);
-            continue;
-        }
-        w->state = W_WRITING;
-        pthread_mutex_unlock(&l->mu);
-        store(l, w, pos, sample, &info);
-        pthread_mutex_lock(&l->mu);
-        w->state = W_IDLE;
-        l->stats.clips++;
-        l->stats.frames_decoded += info.clip.n_decoded;
-        struct slot *s = &l->slots[(pos / l->o.batch_size) % l->n_slots];
-        if (--s->remaining == 0)
-            pthread_cond_broadcast(&l->done);
-        pthread_cond_broadcast(&l->work); /* writers wait for this at epoch starts */
+        finish_clip(l, w, &j, rc, why, &info);
     }
     w->exited = 1;
     pthread_cond_broadcast(&l->done);

@@ -187,6 +187,105 @@ static int validate(const struct tb_video_index *idx, enum tbi_index_kind kind, 
     return 0;
 }
 
+/* What a record line's parser returns for a line that is malformed or not expected there. */
+enum { BAD_LINE = 1 };
+
+/* The first line: the kind's name and the version this tubelet reads. */
+static int check_magic(const char *path, enum tbi_index_kind kind, const char *key,
+                       const char *rest)
+{
+    int64_t v;
+    if (strcmp(key, kind_magic(kind)) || tbi_parse_i64(rest, 1, 1000000, &v))
+        return tbi_err(TB_EFORMAT, "%s:1: not a %s index", path, kind_magic(kind));
+    if (v != TB_INDEX_VERSION)
+        return tbi_err(TB_EFORMAT, "%s:1: index version %" PRId64 ", this tubelet reads "
+                       "version %d; run tubelet prep again", path, v, TB_INDEX_VERSION);
+    return 0;
+}
+
+/* A "chunk N file=... start_frame=... frames=... bytes=..." line: chunk N becomes *cur (the
+ * next in a video index, the only one in a chunk index, whose number goes to *chunk_no). */
+static int parse_chunk(struct tb_video_index *idx, enum tbi_index_kind kind, char *rest,
+                       int *cur, int *chunk_no)
+{
+    int64_t v;
+    char *sp = strchr(rest, ' ');
+    if (!sp)
+        return BAD_LINE;
+    *sp = '\0';
+    if (tbi_parse_i64(rest, 0, 10000000, &v))
+        return BAD_LINE;
+    if (kind == TBI_INDEX_VIDEO) {
+        if (v != *cur + 1 || v >= idx->n_chunks)
+            return BAD_LINE;
+        *cur = (int)v;
+    } else {
+        if (*cur != -1)
+            return BAD_LINE;
+        *cur = 0;
+        if (chunk_no)
+            *chunk_no = (int)v;
+    }
+    struct tb_chunk_info *c = &idx->chunks[*cur];
+    if (field(sp + 1, "file", c->file, sizeof(c->file)) || strchr(c->file, '/') ||
+        field_i64(sp + 1, "start_frame", 0, INT64_MAX, &c->start_frame) ||
+        field_i64(sp + 1, "frames", 1, INT64_MAX, &c->n_frames) ||
+        field_i64(sp + 1, "bytes", 0, INT64_MAX, &c->bytes))
+        return BAD_LINE;
+    return 0;
+}
+
+/* The "chunks N" line of a video index: room for N chunk records. */
+static int parse_chunk_count(struct tb_video_index *idx, const char *rest, const char *path)
+{
+    int64_t v;
+    if (tbi_parse_i64(rest, 1, 10000000, &v) || idx->chunks)
+        return BAD_LINE;
+    if (!(idx->chunks = tbi_calloc((size_t)v, sizeof(*idx->chunks))))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    idx->n_chunks = (int)v;
+    return 0;
+}
+
+/* One line after the first, split into its key and the rest: 0, BAD_LINE, or an error. */
+static int parse_record(struct tb_video_index *idx, enum tbi_index_kind kind, const char *key,
+                        char *rest, const char *path, int *cur, int *chunk_no)
+{
+    int64_t v;
+    int rc;
+    if (!strcmp(key, "source")) {
+        snprintf(idx->source, sizeof(idx->source), "%s", rest);
+    } else if (!strcmp(key, "params")) {
+        snprintf(idx->params, sizeof(idx->params), "%s", rest);
+    } else if (!strcmp(key, "fps")) {
+        return parse_pair(rest, '/', &idx->fps_num, &idx->fps_den) ? BAD_LINE : 0;
+    } else if (!strcmp(key, "size")) {
+        return parse_pair(rest, 'x', &idx->width, &idx->height) ? BAD_LINE : 0;
+    } else if (!strcmp(key, "chunk_seconds")) {
+        if (tbi_parse_i64(rest, 1, 1 << 30, &v))
+            return BAD_LINE;
+        idx->chunk_seconds = (int)v;
+    } else if (!strcmp(key, "chunk_frames")) {
+        return tbi_parse_i64(rest, 1, INT64_MAX, &idx->chunk_frames) ? BAD_LINE : 0;
+    } else if (!strcmp(key, "frames") && kind == TBI_INDEX_VIDEO) {
+        return tbi_parse_i64(rest, 0, INT64_MAX, &idx->n_frames) ? BAD_LINE : 0;
+    } else if (!strcmp(key, "chunks") && kind == TBI_INDEX_VIDEO) {
+        return parse_chunk_count(idx, rest, path);
+    } else if (!strcmp(key, "chunk")) {
+        return parse_chunk(idx, kind, rest, cur, chunk_no);
+    } else if (!strcmp(key, "keyframes")) {
+        if (*cur < 0 || idx->chunks[*cur].keyframes)
+            return BAD_LINE;
+        rc = parse_keyframes(&idx->chunks[*cur], rest);
+        if (rc == TB_ENOMEM)
+            return tbi_err(rc, "%s: out of memory", path);
+        return rc < 0 ? BAD_LINE : 0;
+    } else {
+        return BAD_LINE;
+    }
+    return 0;
+}
+
 int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index_kind kind,
                    int *chunk_no)
 {
@@ -197,7 +296,7 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
         return rc;
 
     struct tb_video_index *idx = tbi_index_alloc(kind == TBI_INDEX_CHUNK ? 1 : 0);
-    int line_no = 0, cur = -1, declared_chunks = -1;
+    int line_no = 0, cur = -1;
     char *save = NULL, *line = NULL;
     if (!idx) {
         free(text);
@@ -206,88 +305,17 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         line_no++;
         char *rest = strchr(line, ' ');
-        int64_t v;
         if (rest)
             *rest++ = '\0';
         else
             rest = line + strlen(line);
-        if (line_no == 1) {
-            if (strcmp(line, kind_magic(kind)) || tbi_parse_i64(rest, 1, 1000000, &v)) {
-                rc = tbi_err(TB_EFORMAT, "%s:1: not a %s index", path, kind_magic(kind));
-                goto fail;
-            }
-            if (v != TB_INDEX_VERSION) {
-                rc = tbi_err(TB_EFORMAT, "%s:1: index version %" PRId64 ", this tubelet reads "
-                             "version %d; run tubelet prep again", path, v, TB_INDEX_VERSION);
-                goto fail;
-            }
-        } else if (!strcmp(line, "source")) {
-            snprintf(idx->source, sizeof(idx->source), "%s", rest);
-        } else if (!strcmp(line, "params")) {
-            snprintf(idx->params, sizeof(idx->params), "%s", rest);
-        } else if (!strcmp(line, "fps")) {
-            if (parse_pair(rest, '/', &idx->fps_num, &idx->fps_den))
-                goto bad_line;
-        } else if (!strcmp(line, "size")) {
-            if (parse_pair(rest, 'x', &idx->width, &idx->height))
-                goto bad_line;
-        } else if (!strcmp(line, "chunk_seconds")) {
-            if (tbi_parse_i64(rest, 1, 1 << 30, &v))
-                goto bad_line;
-            idx->chunk_seconds = (int)v;
-        } else if (!strcmp(line, "chunk_frames")) {
-            if (tbi_parse_i64(rest, 1, INT64_MAX, &idx->chunk_frames))
-                goto bad_line;
-        } else if (!strcmp(line, "frames") && kind == TBI_INDEX_VIDEO) {
-            if (tbi_parse_i64(rest, 0, INT64_MAX, &idx->n_frames))
-                goto bad_line;
-        } else if (!strcmp(line, "chunks") && kind == TBI_INDEX_VIDEO) {
-            if (tbi_parse_i64(rest, 1, 10000000, &v) || idx->chunks)
-                goto bad_line;
-            declared_chunks = (int)v;
-            idx->chunks = tbi_calloc((size_t)v, sizeof(*idx->chunks));
-            if (!idx->chunks) {
-                rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
-                goto fail;
-            }
-            idx->n_chunks = declared_chunks;
-        } else if (!strcmp(line, "chunk")) {
-            char *sp = strchr(rest, ' ');
-            if (!sp)
-                goto bad_line;
-            *sp = '\0';
-            if (tbi_parse_i64(rest, 0, 10000000, &v))
-                goto bad_line;
-            if (kind == TBI_INDEX_VIDEO) {
-                if (v != cur + 1 || v >= idx->n_chunks)
-                    goto bad_line;
-                cur = (int)v;
-            } else {
-                if (cur != -1)
-                    goto bad_line;
-                cur = 0;
-                if (chunk_no)
-                    *chunk_no = (int)v;
-            }
-            struct tb_chunk_info *c = &idx->chunks[cur];
-            if (field(sp + 1, "file", c->file, sizeof(c->file)) || strchr(c->file, '/') ||
-                field_i64(sp + 1, "start_frame", 0, INT64_MAX, &c->start_frame) ||
-                field_i64(sp + 1, "frames", 1, INT64_MAX, &c->n_frames) ||
-                field_i64(sp + 1, "bytes", 0, INT64_MAX, &c->bytes))
-                goto bad_line;
-        } else if (!strcmp(line, "keyframes")) {
-            if (cur < 0 || idx->chunks[cur].keyframes)
-                goto bad_line;
-            rc = parse_keyframes(&idx->chunks[cur], rest);
-            if (rc == TB_ENOMEM) {
-                rc = tbi_err(rc, "%s: out of memory", path);
-                goto fail;
-            }
-            if (rc < 0)
-                goto bad_line;
-        } else {
-            goto bad_line;
-        }
+        rc = line_no == 1 ? check_magic(path, kind, line, rest)
+                          : parse_record(idx, kind, line, rest, path, &cur, chunk_no);
+        if (rc == BAD_LINE)
+            rc = tbi_err(TB_EFORMAT, "%s:%d: malformed or unexpected '%.40s' line", path,
+                         line_no, line);
+        if (rc < 0)
+            goto fail;
     }
     if (line_no == 0) {
         rc = tbi_err(TB_EFORMAT, "%s: empty index file", path);
@@ -303,9 +331,6 @@ int tbi_index_read(struct tb_video_index **out, const char *path, enum tbi_index
     free(text);
     *out = idx;
     return 0;
-
-bad_line:
-    rc = tbi_err(TB_EFORMAT, "%s:%d: malformed or unexpected '%.40s' line", path, line_no, line);
 fail:
     free(text);
     tb_index_free(&idx);

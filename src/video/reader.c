@@ -444,11 +444,11 @@ static struct tb_crop on_grid(const struct tb_crop *c, int log2_w, int log2_h)
     return g;
 }
 
-/* Crop frame by pointer offsets, scale and convert the crop into dst (out_h x out_w RGB). */
-static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
-                   const struct tb_crop *c, int out_w, int out_h, uint8_t *dst, int64_t abs_no)
+/* 0 if frame f (number abs_no, pixel format desc) can be cropped by pointer offsets and has the
+ * video's size; else the error that says why not. */
+static int check_frame(const struct decoder *d, const AVFrame *f, const AVPixFmtDescriptor *desc,
+                       int64_t abs_no)
 {
-    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
     if (!desc || desc->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL) ||
         (!(desc->flags & AV_PIX_FMT_FLAG_PLANAR) && desc->log2_chroma_h))
         return tbi_err(TB_EUNSUPPORTED, "%s: cannot crop %s frames in place; run tubelet prep "
@@ -456,9 +456,13 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     if (f->width != d->v->info.width || f->height != d->v->info.height)
         return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " is %dx%d, the video %dx%d", d->path,
                        abs_no, f->width, f->height, d->v->info.width, d->v->info.height);
-    struct tb_crop g = on_grid(c, desc->log2_chroma_w, desc->log2_chroma_h);
-    int x = g.x, y = g.y, cw = g.w, ch = g.h;
-    const uint8_t *src[4] = {NULL};
+    return 0;
+}
+
+/* Where the crop whose corner is (x, y), on the chroma grid, starts in each plane of f. */
+static void crop_planes(const AVPixFmtDescriptor *desc, const AVFrame *f, int x, int y,
+                        const uint8_t *src[4])
+{
     int steps[4] = {0};
     for (int i = 0; i < desc->nb_components; i++)
         if (desc->comp[i].step > steps[desc->comp[i].plane])
@@ -473,19 +477,58 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
         int py = chroma ? y >> desc->log2_chroma_h : y;
         src[p] = f->data[p] + (ptrdiff_t)py * f->linesize[p] + (ptrdiff_t)px * steps[p];
     }
-    /* 8-bit 4:2:0 resized with the bilinear filter: our own resize (resize.h), faster than
-     * swscale's C path where the CPU has AVX-512 (4.6x) or AVX2 (1.5x), the same bytes on
-     * both; its plain C twin is slower than swscale, which runs elsewhere. The two differ by
-     * about 0.03 per byte. */
-    if ((f->format == AV_PIX_FMT_YUV420P || f->format == AV_PIX_FMT_YUVJ420P) &&
-        r->o.scaler == TB_SCALE_BILINEAR && (cw != out_w || ch != out_h) &&
-        tbi_resize_takes(cw, ch, out_w, out_h) && tbi_resize_path() != TBI_RESIZE_C) {
-        int full = f->color_range == AVCOL_RANGE_UNSPECIFIED
-                       ? f->format == AV_PIX_FMT_YUVJ420P
-                       : f->color_range == AVCOL_RANGE_JPEG;
-        return tbi_resize_420_matrix(&r->resize, src, f->linesize, cw, ch, full,
-                                     tbi_frame_coefficients(f), out_w, out_h, c->flip, dst, 0);
+}
+
+/* 8-bit 4:2:0 resized with the bilinear filter: our own resize (resize.h), faster than
+ * swscale's C path where the CPU has AVX-512 (4.6x) or AVX2 (1.5x), the same bytes on both;
+ * its plain C twin is slower than swscale, which runs elsewhere. The two differ by about 0.03
+ * per byte. */
+static int own_resize_takes(const tb_reader *r, const AVFrame *f, int cw, int ch, int out_w,
+                            int out_h)
+{
+    return (f->format == AV_PIX_FMT_YUV420P || f->format == AV_PIX_FMT_YUVJ420P) &&
+           r->o.scaler == TB_SCALE_BILINEAR && (cw != out_w || ch != out_h) &&
+           tbi_resize_takes(cw, ch, out_w, out_h) && tbi_resize_path() != TBI_RESIZE_C;
+}
+
+/* The scratch image at least need bytes long. */
+static int reserve_scratch(tb_reader *r, size_t need)
+{
+    if (need <= r->scratch_bytes)
+        return 0;
+    av_free(r->scratch);
+    r->scratch_bytes = 0;
+    if (tbi_fault(TBI_FAULT_ALLOC) || !(r->scratch = av_malloc(need)))
+        return tbi_err(TB_ENOMEM, "out of memory");
+    r->scratch_bytes = need;
+    return 0;
+}
+
+/* out_h rows of out_w RGB pixels, ls bytes apart in src, into dst (packed), mirrored if flip. */
+static void copy_rows(const uint8_t *src, int ls, int out_w, int out_h, int flip, uint8_t *dst)
+{
+    size_t row_bytes = (size_t)out_w * 3;
+    for (int row = 0; row < out_h; row++) {
+        const uint8_t *a = src + (size_t)row * ls;
+        uint8_t *b = dst + (size_t)row * row_bytes;
+        if (!flip) {
+            memcpy(b, a, row_bytes);
+            continue;
+        }
+        for (int k = 0; k < out_w; k++) {
+            const uint8_t *px = a + (size_t)(out_w - 1 - k) * 3;
+            b[3 * k] = px[0];
+            b[3 * k + 1] = px[1];
+            b[3 * k + 2] = px[2];
+        }
     }
+}
+
+/* The cw x ch crop of f starting at src, scaled by swscale into dst (out_h x out_w RGB). */
+static int sws_convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
+                       const uint8_t *const src[4], int cw, int ch, int out_w, int out_h,
+                       int flip, uint8_t *dst)
+{
     /* A crop at its own size is only converted (chroma upsampled, depth reduced), and the
      * filter still shapes that for some formats (10-bit 4:2:0): bicubic, ffmpeg's default,
      * gives ffmpeg's bytes whatever the resize filter is. */
@@ -498,34 +541,35 @@ static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
     tbi_sws_set_colors(r->sws, f);
     /* swscale's vector code writes whole blocks, past the end of a row (and of the last row),
      * so it draws into a padded scratch image that is then copied (and flipped) out. */
-    int ls = (out_w * 3 + 63) & ~63;
-    size_t need = (size_t)ls * (out_h + 2) + 64;
-    if (need > r->scratch_bytes) {
-        av_free(r->scratch);
-        r->scratch_bytes = 0;
-        if (tbi_fault(TBI_FAULT_ALLOC) || !(r->scratch = av_malloc(need)))
-            return tbi_err(TB_ENOMEM, "out of memory");
-        r->scratch_bytes = need;
-    }
+    int ls = (out_w * 3 + 63) & ~63, rc;
+    if ((rc = reserve_scratch(r, (size_t)ls * (out_h + 2) + 64)) < 0)
+        return rc;
     uint8_t *dst_planes[4] = {r->scratch, NULL, NULL, NULL};
     int dst_ls[4] = {ls, 0, 0, 0};
     sws_scale(r->sws, src, f->linesize, 0, ch, dst_planes, dst_ls);
-    size_t row_bytes = (size_t)out_w * 3;
-    for (int row = 0; row < out_h; row++) {
-        const uint8_t *a = r->scratch + (size_t)row * ls;
-        uint8_t *b = dst + (size_t)row * row_bytes;
-        if (!c->flip) {
-            memcpy(b, a, row_bytes);
-            continue;
-        }
-        for (int k = 0; k < out_w; k++) {
-            const uint8_t *px = a + (size_t)(out_w - 1 - k) * 3;
-            b[3 * k] = px[0];
-            b[3 * k + 1] = px[1];
-            b[3 * k + 2] = px[2];
-        }
-    }
+    copy_rows(r->scratch, ls, out_w, out_h, flip, dst);
     return 0;
+}
+
+/* Crop frame by pointer offsets, scale and convert the crop into dst (out_h x out_w RGB). */
+static int convert(tb_reader *r, const struct decoder *d, const AVFrame *f,
+                   const struct tb_crop *c, int out_w, int out_h, uint8_t *dst, int64_t abs_no)
+{
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(f->format);
+    int rc = check_frame(d, f, desc, abs_no);
+    if (rc < 0)
+        return rc;
+    struct tb_crop g = on_grid(c, desc->log2_chroma_w, desc->log2_chroma_h);
+    const uint8_t *src[4] = {NULL};
+    crop_planes(desc, f, g.x, g.y, src);
+    if (own_resize_takes(r, f, g.w, g.h, out_w, out_h)) {
+        int full = f->color_range == AVCOL_RANGE_UNSPECIFIED
+                       ? f->format == AV_PIX_FMT_YUVJ420P
+                       : f->color_range == AVCOL_RANGE_JPEG;
+        return tbi_resize_420_matrix(&r->resize, src, f->linesize, g.w, g.h, full,
+                                     tbi_frame_coefficients(f), out_w, out_h, c->flip, dst, 0);
+    }
+    return sws_convert(r, d, f, src, g.w, g.h, out_w, out_h, c->flip, dst);
 }
 
 /* ---- the decode loop --------------------------------------------------------------------- */
@@ -538,134 +582,187 @@ static int is_wanted(const struct want *w, int n, int64_t abs_no)
     return 0;
 }
 
+/* One call of decode_segment: the segment's decoder, the wants still to come (w[i..n), sorted)
+ * and where their frames go (slot k of out at k * frame_bytes). */
+struct pass {
+    tb_reader *r;
+    struct decoder *d;
+    const struct segment *s;
+    const struct want *w;
+    int n, i;
+    int retried; /* the one restart from the segment's first frame is spent */
+    const struct tb_crop *crop;
+    int out_w, out_h;
+    uint8_t *out;
+    size_t frame_bytes;
+    struct tb_clip_stats *stats;
+};
+
+/* Whether frame f (the segment's frame no) is damaged: flagged by the decoder, or decoded from a
+ * packet that failed before the next keyframe. */
+static int is_damaged(const struct decoder *d, const AVFrame *f, int64_t no)
+{
+#ifdef AV_FRAME_FLAG_CORRUPT
+    int corrupt = f->decode_error_flags || (f->flags & AV_FRAME_FLAG_CORRUPT);
+#else
+    int corrupt = f->decode_error_flags;
+#endif
+    return corrupt || (d->bad_lo >= 0 && no >= d->bad_lo && (d->bad_key < 0 || no < d->bad_key));
+}
+
+/* The wanted frame f into every slot asking for it; ps->i moves past them. Unrefs f. */
+static int store_frame(struct pass *ps, AVFrame *f)
+{
+    const struct want *w = ps->w;
+    uint8_t *first = ps->out + (size_t)w[ps->i].slot * ps->frame_bytes;
+    int rc = convert(ps->r, ps->d, f, ps->crop, ps->out_w, ps->out_h, first, w[ps->i].frame);
+    av_frame_unref(f);
+    if (rc < 0)
+        return rc;
+    for (ps->i++; ps->i < ps->n && w[ps->i].frame == w[ps->i - 1].frame; ps->i++)
+        memcpy(ps->out + (size_t)w[ps->i].slot * ps->frame_bytes, first, ps->frame_bytes);
+    return 0;
+}
+
+/* The frame the decoder gave (in r->frame) while decoding toward the segment's frame want:
+ * 1 once it was that frame (stored), 0 to decode on, or an error. */
+static int take_frame(struct pass *ps, int64_t want)
+{
+    struct decoder *d = ps->d;
+    const struct segment *s = ps->s;
+    AVFrame *f = ps->r->frame;
+    int64_t ts = f->best_effort_timestamp;
+    int64_t no = s->sequential ? d->next_out : frame_of(d, s, ts);
+    int rc = 0;
+    ps->stats->n_decoded++;
+    if (no < 0 || no >= s->n_frames) {
+        av_frame_unref(f);
+        /* A frame the index does not know: after a seek some decoders name frames differently;
+         * from the very start they cannot. */
+        if (!ps->retried++ && (rc = seek_to(d, s, 0, ps->stats)) == 0)
+            return 0;
+        return rc < 0 ? rc : tbi_err(TB_EDECODE, "%s: decoded a frame (timestamp %" PRId64
+                                     ") that is not in the index", d->path, ts);
+    }
+    d->next_out = no + 1;
+    if (no < want) {
+        av_frame_unref(f);
+        return 0;
+    }
+    if (no > want) {
+        av_frame_unref(f);
+        /* The seek landed past the frame: decode from the very start once. */
+        if (ps->retried++ || (rc = seek_to(d, s, 0, ps->stats)) < 0)
+            return rc < 0 ? rc : tbi_err(TB_EDECODE, "%s: frame %" PRId64 " never came out of "
+                                         "the decoder", d->path, ps->w[ps->i].frame);
+        return 0;
+    }
+    if (is_damaged(d, f, no)) {
+        av_frame_unref(f);
+        return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " is damaged (it depends on data that "
+                       "failed to decode)", d->path, ps->w[ps->i].frame);
+    }
+    rc = store_frame(ps, f);
+    return rc < 0 ? rc : 1;
+}
+
+/* The decoder wants input: the next packet of the stream goes in, unless nothing refers to it
+ * and no want asks for it. Marks where decoding failed (from bad_lo to the next keyframe). */
+static int feed_packet(struct pass *ps, int64_t want)
+{
+    struct decoder *d = ps->d;
+    const struct segment *s = ps->s;
+    int ret = av_read_frame(d->in.fmt, ps->r->pkt);
+    if (ret == AVERROR_EOF) {
+        /* Drain: the frames still inside come out, then AVERROR_EOF. */
+        avcodec_send_packet(d->in.dec, NULL);
+        return 0;
+    }
+    if (ret < 0) {
+        d->next_out = -1;
+        return tbi_av_err(ret, TB_EDECODE, "%s: read error before frame %" PRId64, d->path,
+                          ps->w[ps->i].frame);
+    }
+    AVPacket *pkt = ps->r->pkt;
+    if (pkt->stream_index != d->in.stream_index) {
+        av_packet_unref(pkt);
+        return 0;
+    }
+    int64_t pno = s->sequential ? -1 : frame_of(d, s, pkt->pts);
+    if (d->nal_len && pno >= 0 && pno != want &&
+        !is_wanted(ps->w + ps->i, ps->n - ps->i, pno + s->first) &&
+        tbi_h264_disposable(pkt->data, pkt->size, d->nal_len)) {
+        /* Nothing refers to this frame and nobody wants it. */
+        if (pno > d->dropped_hi)
+            d->dropped_hi = pno;
+        ps->stats->n_skipped++;
+        av_packet_unref(pkt);
+        return 0;
+    }
+    int key_pkt = !!(pkt->flags & AV_PKT_FLAG_KEY);
+    ret = avcodec_send_packet(d->in.dec, pkt);
+    av_packet_unref(pkt);
+    if (ret == AVERROR(ENOMEM))
+        return tbi_err(TB_ENOMEM, "%s: out of memory", d->path);
+    if (ret < 0 && d->bad_lo < 0) {
+        d->bad_lo = pno >= 0 ? pno : d->next_out;
+        d->bad_key = -1;
+    } else if (ret >= 0 && key_pkt && d->bad_lo >= 0 && pno > d->bad_lo && d->bad_key < 0) {
+        d->bad_key = pno;
+    }
+    return 0;
+}
+
+/* Decode until the segment's frame want (the want w[i]) comes out and is stored. */
+static int decode_until(struct pass *ps, int64_t want)
+{
+    struct decoder *d = ps->d;
+    for (;;) {
+        int ret = avcodec_receive_frame(d->in.dec, ps->r->frame), rc;
+        if (ret == 0) {
+            if ((rc = take_frame(ps, want)) != 0)
+                return rc < 0 ? rc : 0;
+            continue;
+        }
+        if (ret == AVERROR_EOF) {
+            d->eof = 1;
+            d->next_out = -1;
+            return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " cannot be decoded: the stream "
+                           "ends first", d->path, ps->w[ps->i].frame);
+        }
+        if (ret != AVERROR(EAGAIN)) {
+            d->next_out = -1;
+            return tbi_av_err(ret, TB_EDECODE, "%s: decoding failed before frame %" PRId64,
+                              d->path, ps->w[ps->i].frame);
+        }
+        if ((rc = feed_packet(ps, want)) < 0)
+            return rc;
+    }
+}
+
 /* Produce wants[0..n) (sorted, all in segment seg) into out. */
 static int decode_segment(tb_reader *r, struct video *v, int seg, const struct want *w, int n,
                         const struct tb_crop *crop, int out_w, int out_h, uint8_t *out,
                         struct tb_clip_stats *stats)
 {
-    const struct segment *s = &v->segs[seg];
-    struct decoder *d = NULL;
-    size_t frame_bytes = (size_t)out_w * out_h * 3;
-    int rc = open_decoder(r, v, seg, &d, stats);
+    struct pass ps = {.r = r, .s = &v->segs[seg], .w = w, .n = n, .crop = crop, .out_w = out_w,
+                      .out_h = out_h, .out = out, .frame_bytes = (size_t)out_w * out_h * 3,
+                      .stats = stats};
+    int rc = open_decoder(r, v, seg, &ps.d, stats);
     if (rc < 0)
         return rc;
-
-    int i = 0;
-    int retried = 0;
-    while (i < n) {
-        int64_t want = w[i].frame - s->first, key = key_before(s, want);
+    while (ps.i < n) {
+        const struct decoder *d = ps.d;
+        int64_t want = w[ps.i].frame - ps.s->first, key = key_before(ps.s, want);
         /* Seek unless the decoder will reach `want` by going on: positioned before it, no
          * keyframe in between to jump to, and not past a frame it skipped. */
         if (d->next_out < 0 || d->eof || d->next_out > want || key > d->next_out ||
             want <= d->dropped_hi) {
-            if ((rc = seek_to(d, s, key, stats)) < 0)
+            if ((rc = seek_to(ps.d, ps.s, key, stats)) < 0)
                 return rc;
         }
-        /* Decode until `want` comes out. */
-        for (;;) {
-            int ret = avcodec_receive_frame(d->in.dec, r->frame);
-            if (ret == 0) {
-                AVFrame *f = r->frame;
-                int64_t ts = f->best_effort_timestamp;
-                int64_t no = s->sequential ? d->next_out : frame_of(d, s, ts);
-                stats->n_decoded++;
-                if (no < 0 || no >= s->n_frames) {
-                    av_frame_unref(f);
-                    /* A frame the index does not know: after a seek some decoders name
-                     * frames differently; from the very start they cannot. */
-                    if (!retried++ && (rc = seek_to(d, s, 0, stats)) == 0)
-                        continue;
-                    return rc < 0 ? rc : tbi_err(TB_EDECODE, "%s: decoded a frame (timestamp %"
-                                                 PRId64 ") that is not in the index", d->path,
-                                                 ts);
-                }
-                d->next_out = no + 1;
-                if (no < want) {
-                    av_frame_unref(f);
-                    continue;
-                }
-                if (no > want) {
-                    av_frame_unref(f);
-                    /* The seek landed past the frame: decode from the very start once. */
-                    if (retried++ || (rc = seek_to(d, s, 0, stats)) < 0)
-                        return rc < 0 ? rc : tbi_err(TB_EDECODE, "%s: frame %" PRId64
-                                                     " never came out of the decoder", d->path,
-                                                     w[i].frame);
-                    continue;
-                }
-#ifdef AV_FRAME_FLAG_CORRUPT
-                int corrupt = f->decode_error_flags || (f->flags & AV_FRAME_FLAG_CORRUPT);
-#else
-                int corrupt = f->decode_error_flags;
-#endif
-                if (corrupt || (d->bad_lo >= 0 && no >= d->bad_lo &&
-                                (d->bad_key < 0 || no < d->bad_key))) {
-                    av_frame_unref(f);
-                    return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " is damaged (it depends "
-                                   "on data that failed to decode)", d->path, w[i].frame);
-                }
-                /* Every slot asking for this frame. */
-                uint8_t *first = out + (size_t)w[i].slot * frame_bytes;
-                rc = convert(r, d, f, crop, out_w, out_h, first, w[i].frame);
-                av_frame_unref(f);
-                if (rc < 0)
-                    return rc;
-                for (i++; i < n && w[i].frame == w[i - 1].frame; i++)
-                    memcpy(out + (size_t)w[i].slot * frame_bytes, first, frame_bytes);
-                break;
-            }
-            if (ret == AVERROR_EOF) {
-                d->eof = 1;
-                d->next_out = -1;
-                return tbi_err(TB_EDECODE, "%s: frame %" PRId64 " cannot be decoded: the stream "
-                               "ends first", d->path, w[i].frame);
-            }
-            if (ret != AVERROR(EAGAIN)) {
-                d->next_out = -1;
-                return tbi_av_err(ret, TB_EDECODE, "%s: decoding failed before frame %" PRId64,
-                                  d->path, w[i].frame);
-            }
-            /* The decoder wants input. */
-            ret = av_read_frame(d->in.fmt, r->pkt);
-            if (ret == AVERROR_EOF) {
-                /* Drain: the frames still inside come out, then AVERROR_EOF. */
-                avcodec_send_packet(d->in.dec, NULL);
-                continue;
-            }
-            if (ret < 0) {
-                d->next_out = -1;
-                return tbi_av_err(ret, TB_EDECODE, "%s: read error before frame %" PRId64,
-                                  d->path, w[i].frame);
-            }
-            AVPacket *pkt = r->pkt;
-            if (pkt->stream_index != d->in.stream_index) {
-                av_packet_unref(pkt);
-                continue;
-            }
-            int64_t pno = s->sequential ? -1 : frame_of(d, s, pkt->pts);
-            if (d->nal_len && pno >= 0 && pno != want &&
-                !is_wanted(w + i, n - i, pno + s->first) &&
-                tbi_h264_disposable(pkt->data, pkt->size, d->nal_len)) {
-                /* Nothing refers to this frame and nobody wants it. */
-                if (pno > d->dropped_hi)
-                    d->dropped_hi = pno;
-                stats->n_skipped++;
-                av_packet_unref(pkt);
-                continue;
-            }
-            int key_pkt = !!(pkt->flags & AV_PKT_FLAG_KEY);
-            ret = avcodec_send_packet(d->in.dec, pkt);
-            av_packet_unref(pkt);
-            if (ret == AVERROR(ENOMEM))
-                return tbi_err(TB_ENOMEM, "%s: out of memory", d->path);
-            if (ret < 0 && d->bad_lo < 0) {
-                d->bad_lo = pno >= 0 ? pno : d->next_out;
-                d->bad_key = -1;
-            } else if (ret >= 0 && key_pkt && d->bad_lo >= 0 && pno > d->bad_lo &&
-                       d->bad_key < 0) {
-                d->bad_key = pno;
-            }
-        }
+        if ((rc = decode_until(&ps, want)) < 0)
+            return rc;
     }
     return 0;
 }

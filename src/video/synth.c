@@ -553,16 +553,86 @@ static void *synth_worker(void *arg)
     return NULL;
 }
 
-int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
+/* Split by video: a quarter (at least one, when there are two or more) for validation, marked
+ * in is_val (zeroed, one per video). */
+static void pick_val(const struct tb_synth_opts *o, int *is_val)
+{
+    int n_val = o->n_videos < 2 ? 0 : (o->n_videos + 2) / 4;
+    if (n_val < 1 && o->n_videos >= 2)
+        n_val = 1;
+    tb_rng r;
+    tb_rng_init_for(&r, o->seed, TB_RNG_SYNTH_SPLIT, 0, 0);
+    for (int picked = 0; picked < n_val;) {
+        int i = (int)tb_rng_below(&r, (uint64_t)o->n_videos);
+        if (!is_val[i]) {
+            is_val[i] = 1;
+            picked++;
+        }
+    }
+}
+
+/* Every video of the pool on up to n_threads workers (on this thread when none starts). 0, or
+ * the error of the first video that failed. */
+static int run_pool(struct synth_pool *pool, int n_threads)
+{
+    pthread_t threads[64];
+    int n_started = 0;
+    /* Videos in parallel; each is a function of (seed, video) alone, so the files do not
+     * depend on the number of workers. */
+    atomic_init(&pool->next, 0);
+    for (; n_started < n_threads; n_started++)
+        if (pthread_create(&threads[n_started], NULL, synth_worker, pool) != 0)
+            break;
+    if (n_started == 0)
+        synth_worker(pool);
+    for (int i = 0; i < n_started; i++)
+        pthread_join(threads[i], NULL);
+    for (int i = 0; i < pool->o->n_videos; i++)
+        if (pool->jobs[i].rc < 0)
+            return tbi_err(pool->jobs[i].rc, "%s", pool->jobs[i].err);
+    return 0;
+}
+
+/* The train and validation annotation files of the planned videos (is_val: which are for
+ * validation) and the class lists, into ann_dir; the counts into res. */
+static int write_annotations(const struct tb_synth_opts *o, const struct synth_job *jobs,
+                             const int *is_val, const char *ann_dir, struct tb_synth_result *res)
 {
     struct synth s = {.o = o, .w = o->width, .h = o->height};
-    struct tb_synth_result scratch;
     struct tbi_sb train = {0}, val = {0};
-    char vid_dir[4096], ann_dir[4096], path[4096 + 64];
+    char path[4096 + 64];
+    int rc;
+    tbi_sb_printf(&train, "%s", ek_header);
+    tbi_sb_printf(&val, "%s", ek_header);
+    for (int i = 0; i < o->n_videos; i++) {
+        const struct video_plan *v = &jobs[i].plan;
+        csv_actions(is_val[i] ? &val : &train, &s, v, i);
+        if (is_val[i]) {
+            res->n_val_videos++;
+            res->n_val_actions += v->n_actions;
+        } else {
+            res->n_train_videos++;
+            res->n_train_actions += v->n_actions;
+        }
+        res->n_videos++;
+    }
+    if ((rc = tbi_fmt(path, sizeof(path), "%s/EPIC_100_train.csv", ann_dir)) >= 0 &&
+        (rc = write_sb(&train, path)) >= 0 &&
+        (rc = tbi_fmt(path, sizeof(path), "%s/EPIC_100_validation.csv", ann_dir)) >= 0 &&
+        (rc = write_sb(&val, path)) >= 0)
+        rc = write_class_lists(ann_dir);
+    tbi_sb_free(&train);
+    tbi_sb_free(&val);
+    return rc;
+}
+
+int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
+{
+    struct tb_synth_result scratch;
+    char vid_dir[4096], ann_dir[4096];
     int *is_val = NULL, rc;
     struct synth_pool pool = {.o = o, .vid_dir = vid_dir};
-    pthread_t threads[64];
-    int n_threads = o->n_jobs < 1 ? 1 : o->n_jobs > 64 ? 64 : o->n_jobs, n_started = 0;
+    int n_threads = o->n_jobs < 1 ? 1 : o->n_jobs > 64 ? 64 : o->n_jobs;
 
     if (!res)
         res = &scratch;
@@ -579,60 +649,10 @@ int tb_synth(const struct tb_synth_opts *o, struct tb_synth_result *res)
         rc = tbi_err(TB_ENOMEM, "out of memory");
         goto end;
     }
-
-    /* Split by video: a quarter (at least one, when there are two or more) for validation. */
-    int n_val = o->n_videos < 2 ? 0 : (o->n_videos + 2) / 4;
-    if (n_val < 1 && o->n_videos >= 2)
-        n_val = 1;
-    tb_rng r;
-    tb_rng_init_for(&r, o->seed, TB_RNG_SYNTH_SPLIT, 0, 0);
-    for (int picked = 0; picked < n_val;) {
-        int i = (int)tb_rng_below(&r, (uint64_t)o->n_videos);
-        if (!is_val[i]) {
-            is_val[i] = 1;
-            picked++;
-        }
-    }
-
-    /* Videos in parallel; each is a function of (seed, video) alone, so the files do not
-     * depend on the number of workers. */
-    atomic_init(&pool.next, 0);
-    for (; n_started < n_threads; n_started++)
-        if (pthread_create(&threads[n_started], NULL, synth_worker, &pool) != 0)
-            break;
-    if (n_started == 0)
-        synth_worker(&pool);
-    for (int i = 0; i < n_started; i++)
-        pthread_join(threads[i], NULL);
-    for (int i = 0; i < o->n_videos; i++) {
-        if (pool.jobs[i].rc < 0) {
-            rc = tbi_err(pool.jobs[i].rc, "%s", pool.jobs[i].err);
-            goto end;
-        }
-    }
-
-    tbi_sb_printf(&train, "%s", ek_header);
-    tbi_sb_printf(&val, "%s", ek_header);
-    for (int i = 0; i < o->n_videos; i++) {
-        const struct video_plan *v = &pool.jobs[i].plan;
-        csv_actions(is_val[i] ? &val : &train, &s, v, i);
-        if (is_val[i]) {
-            res->n_val_videos++;
-            res->n_val_actions += v->n_actions;
-        } else {
-            res->n_train_videos++;
-            res->n_train_actions += v->n_actions;
-        }
-        res->n_videos++;
-    }
-    if ((rc = tbi_fmt(path, sizeof(path), "%s/EPIC_100_train.csv", ann_dir)) < 0 ||
-        (rc = write_sb(&train, path)) < 0 ||
-        (rc = tbi_fmt(path, sizeof(path), "%s/EPIC_100_validation.csv", ann_dir)) < 0 ||
-        (rc = write_sb(&val, path)) < 0 || (rc = write_class_lists(ann_dir)) < 0)
-        goto end;
+    pick_val(o, is_val);
+    if ((rc = run_pool(&pool, n_threads)) == 0)
+        rc = write_annotations(o, pool.jobs, is_val, ann_dir, res);
 end:
-    tbi_sb_free(&train);
-    tbi_sb_free(&val);
     for (int i = 0; pool.jobs && i < o->n_videos; i++) {
         free(pool.jobs[i].plan.actions);
         free(pool.jobs[i].plan.texture);

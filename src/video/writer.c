@@ -65,12 +65,64 @@ static int drain(struct tbi_writer *w)
     }
 }
 
+/* The encoder's settings that need no x264 option: size, rate, threads, colour, GOP. */
+static void set_encoder(struct tbi_writer *w, const struct tbi_writer_opts *o)
+{
+    w->enc->width = o->width;
+    w->enc->height = o->height;
+    w->enc->pix_fmt = AV_PIX_FMT_YUV420P;
+    w->enc->time_base = (AVRational){o->fps_den, o->fps_num};
+    w->enc->framerate = (AVRational){o->fps_num, o->fps_den};
+    w->enc->thread_count = o->n_threads;
+    w->enc->color_range = AVCOL_RANGE_MPEG;
+    if (o->colorspace > 0)
+        w->enc->colorspace = (enum AVColorSpace)o->colorspace;
+    if (o->primaries > 0)
+        w->enc->color_primaries = (enum AVColorPrimaries)o->primaries;
+    if (o->trc > 0)
+        w->enc->color_trc = (enum AVColorTransferCharacteristic)o->trc;
+    if (o->gop > 0)
+        w->enc->gop_size = o->gop;
+    if (w->oc->oformat->flags & AVFMT_GLOBALHEADER)
+        w->enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+}
+
+/* libx264's preset, crf, tune and B-frames. 0 or TB_EINVAL naming path. */
+static int set_x264(struct tbi_writer *w, const struct tbi_writer_opts *o, const char *path)
+{
+    char num[32];
+    snprintf(num, sizeof(num), "%d", o->crf);
+    if (av_opt_set(w->enc->priv_data, "preset", o->preset, 0) < 0 ||
+        av_opt_set(w->enc->priv_data, "crf", num, 0) < 0 ||
+        (o->tune && o->tune[0] && strcmp(o->tune, "none") &&
+         av_opt_set(w->enc->priv_data, "tune", o->tune, 0) < 0))
+        return tbi_err(TB_EINVAL, "%s: bad x264 preset '%s' or crf %d", path, o->preset, o->crf);
+    /* libx264 applies this after the preset's and tune's own B-frame counts. */
+    if (o->no_bframes)
+        w->enc->max_b_frames = 0;
+    return 0;
+}
+
+/* The temporary file, created (then ours to delete) with the MP4 header written. */
+static int create_file(struct tbi_writer *w)
+{
+    AVDictionary *mux_opts = NULL;
+    int ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
+                                        : avio_open(&w->oc->pb, w->tmp, AVIO_FLAG_WRITE);
+    if (ret < 0)
+        return tbi_av_err(ret, TB_EIO, "%s: cannot create", w->tmp);
+    w->created = 1;
+    ret = avformat_write_header(w->oc, &mux_opts);
+    av_dict_free(&mux_opts);
+    if (ret < 0)
+        return tbi_av_err(ret, TB_EIO, "%s: cannot write header", w->tmp);
+    return 0;
+}
+
 int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_writer_opts *o)
 {
     const AVCodec *codec = avcodec_find_encoder_by_name("libx264");
     struct tbi_writer *w;
-    AVDictionary *mux_opts = NULL;
-    char num[32];
     int ret, rc;
 
     *out = NULL;
@@ -91,34 +143,9 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
     }
     if (!(w->st = avformat_new_stream(w->oc, NULL)) || !(w->enc = avcodec_alloc_context3(codec)))
         goto fail_msg;
-    w->enc->width = o->width;
-    w->enc->height = o->height;
-    w->enc->pix_fmt = AV_PIX_FMT_YUV420P;
-    w->enc->time_base = (AVRational){o->fps_den, o->fps_num};
-    w->enc->framerate = (AVRational){o->fps_num, o->fps_den};
-    w->enc->thread_count = o->n_threads;
-    w->enc->color_range = AVCOL_RANGE_MPEG;
-    if (o->colorspace > 0)
-        w->enc->colorspace = (enum AVColorSpace)o->colorspace;
-    if (o->primaries > 0)
-        w->enc->color_primaries = (enum AVColorPrimaries)o->primaries;
-    if (o->trc > 0)
-        w->enc->color_trc = (enum AVColorTransferCharacteristic)o->trc;
-    if (o->gop > 0)
-        w->enc->gop_size = o->gop;
-    if (w->oc->oformat->flags & AVFMT_GLOBALHEADER)
-        w->enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-    snprintf(num, sizeof(num), "%d", o->crf);
-    if (av_opt_set(w->enc->priv_data, "preset", o->preset, 0) < 0 ||
-        av_opt_set(w->enc->priv_data, "crf", num, 0) < 0 ||
-        (o->tune && o->tune[0] && strcmp(o->tune, "none") &&
-         av_opt_set(w->enc->priv_data, "tune", o->tune, 0) < 0)) {
-        rc = tbi_err(TB_EINVAL, "%s: bad x264 preset '%s' or crf %d", path, o->preset, o->crf);
+    set_encoder(w, o);
+    if ((rc = set_x264(w, o, path)) < 0)
         goto fail;
-    }
-    /* libx264 applies this after the preset's and tune's own B-frame counts. */
-    if (o->no_bframes)
-        w->enc->max_b_frames = 0;
     if ((ret = avcodec_open2(w->enc, codec, NULL)) < 0) {
         rc = tbi_av_err(ret, TB_EENCODE, "%s: cannot open libx264 (preset '%s', %dx%d)", path,
                         o->preset, o->width, o->height);
@@ -128,19 +155,8 @@ int tbi_writer_open(struct tbi_writer **out, const char *path, const struct tbi_
         goto fail_msg;
     w->st->time_base = w->enc->time_base;
     w->st->avg_frame_rate = w->enc->framerate;
-    ret = tbi_fault(TBI_FAULT_OPEN) ? AVERROR(EMFILE)
-                                    : avio_open(&w->oc->pb, w->tmp, AVIO_FLAG_WRITE);
-    if (ret < 0) {
-        rc = tbi_av_err(ret, TB_EIO, "%s: cannot create", w->tmp);
+    if ((rc = create_file(w)) < 0)
         goto fail;
-    }
-    w->created = 1;
-    ret = avformat_write_header(w->oc, &mux_opts);
-    av_dict_free(&mux_opts);
-    if (ret < 0) {
-        rc = tbi_av_err(ret, TB_EIO, "%s: cannot write header", w->tmp);
-        goto fail;
-    }
     *out = w;
     return 0;
 
