@@ -181,6 +181,9 @@ struct tb_ckpt_info {
     enum tb_label_kind label;    /* the classes its head was trained on (verb: unrecorded) */
     int label_recorded;          /* 1: the checkpoint names its label kind */
     struct tb_clip_config clip;  /* task clip: the text tower, projections, temperature */
+    int max_margin;              /* task clip: its loss was the max-margin one (else InfoNCE) */
+    double margin;               /* and its margin */
+    struct tb_mae_config mae;    /* task mae: masks, decoder, target (enc: model) */
     char data[TB_DATA_ID_MAX];   /* tb_train_data_id of the run's data; "" when unrecorded */
     int64_t global_batch;        /* processes x micro-batches x clips a step; 0 unrecorded */
     double best;                 /* the run's best evaluation so far (retrieval's mean mAP,

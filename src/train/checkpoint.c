@@ -19,7 +19,7 @@
 #include "tubelet/train.h"
 
 /* The string value of "key" in a flat JSON object of strings; 0 or -1. */
-static int meta_get(const char *meta, const char *key, char *out, size_t size)
+int tbi_meta_get(const char *meta, const char *key, char *out, size_t size)
 {
     char pat[96];
     snprintf(pat, sizeof(pat), "\"%s\":\"", key);
@@ -38,7 +38,7 @@ static int meta_get(const char *meta, const char *key, char *out, size_t size)
 static int meta_i64(const char *meta, const char *key, int64_t *out)
 {
     char v[64];
-    return meta_get(meta, key, v, sizeof(v)) || tbi_parse_i64(v, INT64_MIN, INT64_MAX, out) ? -1
+    return tbi_meta_get(meta, key, v, sizeof(v)) || tbi_parse_i64(v, INT64_MIN, INT64_MAX, out) ? -1
                                                                                               : 0;
 }
 
@@ -48,7 +48,7 @@ static int read_ckpt(struct tb_st_file **f, const char *path)
 {
     char version[16];
     int rc = tb_st_read(f, path);
-    if (rc < 0 || meta_get((*f)->metadata, "version", version, sizeof(version)) ||
+    if (rc < 0 || tbi_meta_get((*f)->metadata, "version", version, sizeof(version)) ||
         !strcmp(version, "1"))
         return rc;
     if (!strcmp(version, "2") && (*f)->checksummed)
@@ -154,92 +154,21 @@ int tb_ckpt_label_space(const char *path, struct tb_label_space **out)
 int tb_ckpt_info(const char *path, struct tb_ckpt_info *info)
 {
     struct tb_st_file *f = NULL;
+    char s[32];
     int rc = read_ckpt(&f, path);
-    if (rc < 0)
-        return rc;
-    int64_t v[9];
-    const char *keys[9] = {"dim", "depth", "heads", "patch", "tubelet", "frames", "height",
-                           "width", "classes"};
-    char pool[16], pos[16], s[32];
-    for (int i = 0; i < 9; i++)
-        if (meta_i64(f->metadata, keys[i], &v[i]) || v[i] < 0 || v[i] > (1 << 24))
-            rc = -1;
-    if (rc < 0 || meta_get(f->metadata, "pool", pool, sizeof(pool)) ||
-        meta_get(f->metadata, "pos", pos, sizeof(pos))) {
+    if (rc < 0 || (rc = tbi_settings_read(f->metadata, path, info)) < 0) {
         tb_st_free(&f);
-        return tbi_err(TB_EFORMAT, "%s: not a tubelet checkpoint (no model config in its "
-                       "metadata)", path);
+        return rc;
     }
-    memset(info, 0, sizeof(*info));
-    info->model = (struct tb_vit_config){
-        .dim = (int)v[0], .depth = (int)v[1], .heads = (int)v[2], .patch = (int)v[3],
-        .tubelet = (int)v[4], .frames = (int)v[5], .height = (int)v[6], .width = (int)v[7],
-        .classes = (int)v[8],
-        .pool = !strcmp(pool, "cls") ? TB_POOL_CLS : !strcmp(pool, "none") ? TB_POOL_NONE
-                                                                            : TB_POOL_MEAN,
-        .pos = strcmp(pos, "learned") ? TB_POS_SINCOS : TB_POS_LEARNED,
-    };
-    /* Settings a checkpoint from before they were stored lacks: what evaluation used then. */
-    int64_t stride = 4, qv_bias = 0;
-    meta_i64(f->metadata, "qv_bias", &qv_bias);
-    info->model.qv_bias = qv_bias == 1;
-    snprintf(info->task, sizeof(info->task), "%.15s",
-             meta_get(f->metadata, "task", s, sizeof(s)) ? "cls" : s);
-    if (meta_get(f->metadata, "data", info->data, sizeof(info->data)))
+    if (tbi_meta_get(f->metadata, "data", info->data, sizeof(info->data)))
         info->data[0] = '\0';
     if (meta_i64(f->metadata, "global_batch", &info->global_batch))
         info->global_batch = 0;
-    if (!meta_get(f->metadata, "best", s, sizeof(s)) && meta_i64(f->metadata, "best_epoch",
-                                                                 &info->best_epoch) == 0)
+    if (!tbi_meta_get(f->metadata, "best", s, sizeof(s)) &&
+        meta_i64(f->metadata, "best_epoch", &info->best_epoch) == 0)
         info->best = strtod(s, NULL);
     else
         info->best_epoch = 0;
-    info->sampler = TB_SAMPLE_SEGMENTS; /* before samplers were recorded: segments */
-    if (!meta_get(f->metadata, "sampler", s, sizeof(s)) &&
-        (rc = tb_sampler_parse(s, &info->sampler)) < 0) {
-        tb_st_free(&f);
-        return tbi_err_prefix(TB_EFORMAT, "%s: the run's sampler", path);
-    }
-    meta_i64(f->metadata, "stride", &stride);
-    info->stride = stride >= 1 && stride <= 1000 ? (int)stride : 4;
-    info->norm = !meta_get(f->metadata, "norm", s, sizeof(s)) && !strcmp(s, "imagenet")
-                     ? TB_NORM_IMAGENET
-                     : TB_NORM_OPENAI;
-    info->norm_recorded = !meta_get(f->metadata, "norm", s, sizeof(s));
-    if (!meta_get(f->metadata, "layout", s, sizeof(s)) && !strcmp(s, "clip"))
-        info->model.layout = TB_LAYOUT_CLIP; /* a classifier on the CLIP tower */
-    if (!strcmp(info->task, "clip")) {
-        /* the dual encoder's text tower and projections */
-        int64_t w[7] = {0};
-        const char *ck[7] = {"embed", "vocab", "context", "text_width", "text_heads",
-                             "text_depth", "text_causal"};
-        for (int i = 0; i < 7; i++)
-            if (meta_i64(f->metadata, ck[i], &w[i]) || w[i] < 0 || w[i] > (1 << 24))
-                rc = tbi_err(TB_EFORMAT, "%s: a --task clip checkpoint without '%s' in its "
-                             "metadata", path, ck[i]);
-        info->model.layout = TB_LAYOUT_CLIP;
-        info->model.embed = (int)w[0];
-        info->clip = (struct tb_clip_config){.embed = (int)w[0], .vocab = (int)w[1],
-                                             .ctx = (int)w[2], .text_width = (int)w[3],
-                                             .text_heads = (int)w[4], .text_layers = (int)w[5],
-                                             .text_causal = (int)w[6]};
-        info->clip.temperature = 0.07;
-        if (!meta_get(f->metadata, "temperature", s, sizeof(s)))
-            info->clip.temperature = atof(s);
-        int64_t learn = 0;
-        meta_i64(f->metadata, "learn_temperature", &learn);
-        info->clip.learn_temperature = learn == 1;
-        if (rc < 0) {
-            tb_st_free(&f);
-            return rc;
-        }
-    }
-    info->label = TB_LABEL_VERB;
-    info->label_recorded = !meta_get(f->metadata, "label", s, sizeof(s));
-    if (info->label_recorded)
-        info->label = !strcmp(s, "noun") ? TB_LABEL_NOUN
-                      : !strcmp(s, "action") ? TB_LABEL_ACTION
-                                             : TB_LABEL_VERB;
     tb_st_free(&f);
     return 0;
 }
@@ -266,7 +195,7 @@ int tb_ckpt_load(const char *path, tb_params *r, struct tb_optim *opt, struct tb
             goto end;
         }
         char kind[16] = "adamw"; /* checkpoints from before Lion were AdamW's */
-        meta_get(f->metadata, "optimizer", kind, sizeof(kind));
+        tbi_meta_get(f->metadata, "optimizer", kind, sizeof(kind));
         if (strcmp(kind, tb_optimizer_name(opt->kind))) {
             rc = tbi_err(TB_EINVAL, "%s: its optimizer state is %s's, this run's optimizer is "
                          "%s", path, kind, tb_optimizer_name(opt->kind));

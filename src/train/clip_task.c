@@ -209,27 +209,19 @@ static tb_params *clip_params(void *state)
     return tb_clip_params(((struct clip *)state)->m);
 }
 
+/* The video tower as the dual encoder lays it out (AVION's: a class token, learned
+ * positions, no head). */
 static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *sb)
 {
-    const struct tb_clip_config *c = tb_clip_config(((struct clip *)state)->m);
-    const struct tb_vit_config *v = &c->video;
-    tbi_sb_printf(sb, "\"task\":\"clip\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
-                  "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
-                  "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"cls\",\"pos\":\"learned\","
-                  "\"layout\":\"clip\",\"embed\":\"%d\",\"vocab\":\"%d\",\"context\":\"%d\","
-                  "\"text_width\":\"%d\",\"text_heads\":\"%d\",\"text_depth\":\"%d\","
-                  "\"text_causal\":\"%d\",\"temperature\":\"%g\","
-                  "\"learn_temperature\":\"%d\",\"loss\":\"%s\","
-                  "\"margin\":\"%g\",\"sampler\":\"%s\","
-                  "\"stride\":\"%d\",\"norm\":\"%s\"",
-                  v->dim, v->depth, v->heads, v->patch, v->tubelet, v->frames, v->height,
-                  v->width, c->embed, c->vocab, c->ctx, c->text_width, c->text_heads, c->text_layers,
-                  c->text_causal, c->temperature, c->learn_temperature,
-                  o->max_margin ? "max-margin" : "infonce",
-                  o->margin,
-                  tb_sampler_name(o->data.sampler), o->data.stride,
-                  o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
-    return 0;
+    struct tb_ckpt_info s;
+    tbi_settings_init(&s, "clip", o);
+    s.clip = *tb_clip_config(((struct clip *)state)->m);
+    s.model = s.clip.video;
+    s.model.classes = 0;
+    s.model.pool = TB_POOL_CLS;
+    s.model.pos = TB_POS_LEARNED;
+    s.model.layout = TB_LAYOUT_CLIP;
+    return tbi_settings_meta(sb, &s);
 }
 
 static int clip_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)

@@ -26,8 +26,6 @@ void tb_norm_values(enum tb_norm n, const float **mean, const float **std)
     *std = n == TB_NORM_IMAGENET ? tb_std_imagenet : tb_std_openai;
 }
 
-static const char *const label_names[] = {"verb", "noun", "action"};
-
 /* ---- the task ----------------------------------------------------------------------------- */
 
 struct cls {
@@ -110,20 +108,10 @@ static tb_params *cls_params(void *state)
 
 static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *sb)
 {
-    const struct tb_vit_config *c = tb_vit_config(((struct cls *)state)->m);
-    tbi_sb_printf(sb, "\"task\":\"cls\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
-                  "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
-                  "\"width\":\"%d\",\"classes\":\"%d\",\"pool\":\"%s\",\"pos\":\"%s\","
-                  "\"qv_bias\":\"%d\",\"sampler\":\"%s\",\"stride\":\"%d\",\"norm\":\"%s\","
-                  "\"label\":\"%s\"",
-                  c->dim, c->depth, c->heads, c->patch, c->tubelet, c->frames, c->height,
-                  c->width, c->classes,
-                  c->pool == TB_POOL_CLS ? "cls" : c->pool == TB_POOL_NONE ? "none" : "mean",
-                  c->pos == TB_POS_LEARNED ? "learned" : "sincos", c->qv_bias,
-                  tb_sampler_name(o->data.sampler), o->data.stride,
-                  o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai", label_names[o->label]);
-    if (c->layout == TB_LAYOUT_CLIP) /* AVION's classifier on its CLIP video tower */
-        tbi_sb_printf(sb, ",\"layout\":\"clip\"");
+    struct tb_ckpt_info s;
+    tbi_settings_init(&s, "cls", o);
+    s.model = *tb_vit_config(((struct cls *)state)->m);
+    TBI_TRY(tbi_settings_meta(sb, &s));
     if (o->labels)
         tbi_label_space_meta(sb, o->labels);
     return 0;

@@ -71,22 +71,11 @@ static tb_params *mae_params(void *state)
 
 static int mae_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *sb)
 {
-    const struct tb_mae_config *c = tb_mae_config(((struct mae *)state)->m);
-    const struct tb_vit_config *e = &c->enc;
-    tbi_sb_printf(sb, "\"task\":\"mae\",\"dim\":\"%d\",\"depth\":\"%d\",\"heads\":\"%d\","
-                  "\"patch\":\"%d\",\"tubelet\":\"%d\",\"frames\":\"%d\",\"height\":\"%d\","
-                  "\"width\":\"%d\",\"classes\":\"0\",\"pool\":\"none\",\"pos\":\"sincos\","
-                  "\"qv_bias\":\"1\",\"mask_ratio\":\"%g\",\"decoder_mask\":\"%s\","
-                  "\"decoder_ratio\":\"%g\",\"dec_dim\":\"%d\",\"dec_depth\":\"%d\","
-                  "\"dec_heads\":\"%d\",\"norm_target\":\"%d\",\"sampler\":\"%s\","
-                  "\"stride\":\"%d\",\"norm\":\"%s\"",
-                  e->dim, e->depth, e->heads, e->patch, e->tubelet, e->frames, e->height,
-                  e->width, c->mask_ratio,
-                  c->decoder_mask == TB_DECODER_MASK_RUNNING_CELL ? "running-cell" : "none",
-                  c->decoder_ratio, c->dec_dim, c->dec_depth, c->dec_heads, c->norm_target,
-                  tb_sampler_name(o->data.sampler), o->data.stride,
-                  o->norm == TB_NORM_IMAGENET ? "imagenet" : "openai");
-    return 0;
+    struct tb_ckpt_info s;
+    tbi_settings_init(&s, "mae", o);
+    s.mae = *tb_mae_config(((struct mae *)state)->m);
+    s.model = s.mae.enc;
+    return tbi_settings_meta(sb, &s);
 }
 
 static int mae_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)

@@ -13,6 +13,17 @@
 void tbi_label_space_meta(struct tbi_sb *sb, const struct tb_label_space *s);
 int tbi_label_space_parse(struct tb_label_space **out, const char *text, const char *path);
 
+/* The settings a checkpoint records, from one table (settings.c): s for the task of that
+ * name from o (sampler, stride, normalisation, label, loss), its model's configs for the task
+ * to fill; written into sb as "key":"value" pairs in the task's order; read back from a
+ * checkpoint's metadata (path for messages): 0 or TB_EFORMAT naming the key. */
+void tbi_settings_init(struct tb_ckpt_info *s, const char *task, const struct tb_train_opts *o);
+int tbi_settings_meta(struct tbi_sb *sb, const struct tb_ckpt_info *s);
+int tbi_settings_read(const char *meta, const char *path, struct tb_ckpt_info *s);
+/* The string value of "key" in a checkpoint's metadata (a flat JSON object of strings) into
+ * out (size bytes); 0, or -1 where it is absent or longer (checkpoint.c). */
+int tbi_meta_get(const char *meta, const char *key, char *out, size_t size);
+
 struct tbi_task {
     const char *name;
     /* What the task refuses of o (another task's settings, what its loss cannot take): 0, or
