@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "tensor/contrastive.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/model_ops.h"
 #include "tubelet/dist.h"
