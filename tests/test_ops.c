@@ -1474,6 +1474,15 @@ static void test_share_team(void)
                   "a ceiling of %d beside %.1f busy cores gives %d threads, want %d",
                   cases[i].ceiling, cases[i].others,
                   tbi_share_team(cases[i].ceiling, cases[i].others), cases[i].want);
+    /* The option off (the library's default) leaves the team alone, and turning it off after
+     * it ran gives the team back its ceiling. */
+    int ceiling = omp_get_max_threads();
+    for (int i = 0; i < 3; i++)
+        tbi_share_tick(0);
+    CHECK_EQ(omp_get_max_threads(), ceiling);
+    tbi_share_tick(1);
+    tbi_share_tick(0);
+    CHECK_EQ(omp_get_max_threads(), ceiling);
 }
 
 /* The processor switches (src/core/cpu.h), decided once for every layer: TUBELET_CPU=portable

@@ -12,10 +12,9 @@
 /* The symmetric InfoNCE loss (the op list's infonce_fwd and infonce_bwd) of v, t (N, E): the
  * loss returned, work (tbi_infonce_work(N, E) doubles) kept for the backward, which writes
  * rows [row0, row0 + rows) of dv, dt times mult and *dscale. */
-double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E,
-                       double scale);
-void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
-                     double scale, int row0, int rows, float mult);
+double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E, double scale);
+void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E, double scale,
+                     int row0, int rows, float mult);
 /* AVION's max-margin ranking loss (model.h's tb_clip_max_margin; N >= 2), returned, its
  * gradients into dv, dt (N, E; either may be NULL); work as infonce's. */
 double tbi_max_margin(double *work, const float *v, const float *t, int N, int E, double margin,

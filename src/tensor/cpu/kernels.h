@@ -19,12 +19,13 @@
 /* tbi_cpu_avx512() and tbi_cpu_avx512_bf16(), the switches every AVX-512 choice below goes
  * by, are decided once for the whole library in src/core/cpu.h. */
 
-/* The fair share of a busy machine (share.c): tbi_share_tick, called before the products from
- * the thread that calls the ops, sets that thread's OpenMP team to the cores other processes
- * leave free, measured every 0.25 s (TUBELET_CPU_SHARE=off: never); tbi_share_team is its
- * rule: the ceiling (the team OpenMP was set to) less the cores others use (others) rounded,
- * at least 1. */
-void tbi_share_tick(void);
+/* The fair share of a busy machine (share.c): tbi_share_tick(on), called before the products
+ * from the thread that calls the ops with the backend's option (tbi_backend's share), sets
+ * that thread's OpenMP team to the cores other processes leave free, measured every 0.25 s
+ * (TUBELET_CPU_SHARE=off: never); with on 0 the team goes back to its ceiling and stays;
+ * tbi_share_team is its rule: the ceiling (the team OpenMP was set to) less the cores others
+ * use (others) rounded, at least 1. */
+void tbi_share_tick(int on);
 int tbi_share_team(int ceiling, double others);
 
 /* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
