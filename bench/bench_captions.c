@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "ek100_split.h"
-#include "train/mir_internal.h"
+#include "metrics/mir_internal.h"
 #include "tubelet/data.h"
 #include "tubelet/metrics.h"
 #include "tubelet/rng.h"

@@ -1651,6 +1651,93 @@ static void test_reopen(const char *name)
     }
 }
 
+/* The registry's query (src/tensor/registry.c) agrees with be's table: an op it has, for f32,
+ * and for bf16 exactly where the op's signature takes a tbi_t (TBI_OP_BF16_LIST is checked
+ * against the list's own parameters); nothing out of range. Returns how many ops be has. */
+static int supports_agrees(const tbi_backend *be)
+{
+    int n = 0;
+#define TBT_SUPPORTS(op_, params, args)                                                           \
+    do {                                                                                           \
+        int has = be->ops->op_ != NULL, typed = strstr(#params, "tbi_t ") != NULL;                \
+        int bf16 = be->dtypes ? has && ((be->dtypes[TBI_OP_##op_] >> TB_DTYPE_BF16) & 1)          \
+                              : has && typed;                                                      \
+        n += has;                                                                                  \
+        CHECK_MSG(tbi_backend_supports(be, TBI_OP_##op_, TB_DTYPE_F32) == has,                    \
+                  "%s %s f32: the query says %d, the table %d", be->name, #op_,                   \
+                  tbi_backend_supports(be, TBI_OP_##op_, TB_DTYPE_F32), has);                     \
+        CHECK_MSG(tbi_backend_supports(be, TBI_OP_##op_, TB_DTYPE_BF16) == bf16,                  \
+                  "%s %s bf16: the query says %d, want %d (takes tbi_t: %d)", be->name, #op_,     \
+                  tbi_backend_supports(be, TBI_OP_##op_, TB_DTYPE_BF16), bf16, typed);            \
+    } while (0);
+    TBI_OP_LIST(TBT_SUPPORTS)
+#undef TBT_SUPPORTS
+    CHECK(!tbi_backend_supports(be, -1, TB_DTYPE_F32));
+    CHECK(!tbi_backend_supports(be, TBI_OP_N, TB_DTYPE_F32));
+    CHECK(!tbi_backend_supports(be, TBI_OP_matmul_fwd, 7));
+    return n;
+}
+
+/* Every backend of this build: the query agrees with its table, and the table is whole (no
+ * backend leaves an op out today). A backend with an op left out, or a dtype it refuses,
+ * makes the query say no for that op alone; the guarded backend keeps the CPU's table's
+ * holes. Not vacuous: the left-out op is one the full table has. */
+static void test_supports(void)
+{
+    tbt_case = "the registry's query";
+    for (int b = 0; tbi_backend_names[b]; b++) {
+        tbi_backend *be = NULL;
+        if (tbi_backend_open(&be, tbi_backend_names[b]) < 0) {
+            fprintf(stderr, "skip: the query on %s: %s\n", tbi_backend_names[b], tb_errmsg());
+            continue;
+        }
+        int n = supports_agrees(be);
+        CHECK_MSG(n == TBI_OP_N, "%s has %d of the %d ops", be->name, n, (int)TBI_OP_N);
+        tbi_backend_close(&be);
+    }
+    struct tbi_ops holed = *cpu->ops;
+    holed.attention_bwd = NULL;
+    tbi_backend part = *cpu;
+    part.ops = &holed;
+    CHECK(tbi_backend_supports(cpu, TBI_OP_attention_bwd, TB_DTYPE_BF16));
+    CHECK(!tbi_backend_supports(&part, TBI_OP_attention_bwd, TB_DTYPE_F32));
+    CHECK(!tbi_backend_supports(&part, TBI_OP_attention_bwd, TB_DTYPE_BF16));
+    CHECK(tbi_backend_supports(&part, TBI_OP_attention_fwd, TB_DTYPE_BF16));
+    CHECK_EQ(supports_agrees(&part), TBI_OP_N - 1);
+    unsigned char dtypes[TBI_OP_N];
+    memset(dtypes, 1 << TB_DTYPE_F32, sizeof(dtypes));
+    part.ops = cpu->ops;
+    part.dtypes = dtypes;
+    CHECK(!tbi_backend_supports(&part, TBI_OP_matmul_fwd, TB_DTYPE_BF16));
+    CHECK(tbi_backend_supports(&part, TBI_OP_matmul_fwd, TB_DTYPE_F32));
+    CHECK_EQ(supports_agrees(&part), TBI_OP_N);
+    CHECK(tbi_backend_supports(NULL, TBI_OP_alloc, TB_DTYPE_F32) == 0);
+}
+
+/* The open's options: the library's default leaves the CPU's team alone (share off), an
+ * explicit option and the process default (tb_backend_set_share, the tubelet program's) turn
+ * it on. */
+static void test_open_opts(void)
+{
+    tbt_case = "the open's options";
+    tbi_backend *be = NULL;
+    CHECK_EQ(tbi_backend_open(&be, "cpu"), 0);
+    CHECK(be && be->share == 0);
+    tbi_backend_close(&be);
+    struct tbi_backend_opts on = {.share = 1};
+    CHECK_EQ(tbi_backend_open_opts(&be, "", &on), 0);
+    CHECK(be && be->share == 1 && !strcmp(be->name, "cpu"));
+    tbi_backend_close(&be);
+    tb_backend_set_share(1);
+    CHECK_EQ(tbi_backend_open(&be, "cpu-guarded"), 0);
+    CHECK(be && be->share == 1 && !strcmp(be->name, "cpu-guarded"));
+    tbi_backend_close(&be);
+    tb_backend_set_share(0);
+    CHECK_EQ(tbi_backend_open_opts(&be, "no-such", &on), TB_EUNSUPPORTED);
+    CHECK(be == NULL);
+    CHECK_STR_HAS(tb_errmsg(), "no-such");
+}
+
 /* The CUDA backend's cuBLASLt loader (dlopen; nvcc builds only), which runs here although no
  * GPU does: a library named that cannot be loaded is an error naming it (no other is taken
  * instead); a name of CUDA 12's (here a link to what this machine has) is taken; the default
@@ -1700,6 +1787,8 @@ int main(void)
     if (!cpu)
         TBT_EXIT();
     test_coverage();
+    test_supports();
+    test_open_opts();
     test_lt_loader();
     test_guard();
     test_normalize();

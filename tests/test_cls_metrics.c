@@ -1,5 +1,5 @@
 /* tests/test_cls_metrics.c - EPIC-Kitchens-100 action classification metrics
- * (src/train/cls_metrics.c).
+ * (src/metrics/cls_metrics.c).
  * - Against tests/ref/ek100_cls_ref.py (numpy, AVION's definitions): the action list of an
  *   EK-100-shaped train/val pair (tb_ann_load, tb_ann_map_actions, tb_cls_actions) with verbs
  *   and nouns no action has (the placeholder rule); random logits of 1, 3 and 4 views through

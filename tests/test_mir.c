@@ -1,4 +1,4 @@
-/* tests/test_mir.c - EPIC-Kitchens-100 multi-instance retrieval (src/train/mir.c) and the
+/* tests/test_mir.c - EPIC-Kitchens-100 multi-instance retrieval (src/metrics/mir.c) and the
  * all_noun_classes column (src/data/annotations.c).
  * - Against tests/ref/mir_ref.py (numpy): mAP and nDCG, both directions, to 1e-12 on random
  *   similarities with graded relevancy, square and not, tied (3 levels, float16, constant, -0

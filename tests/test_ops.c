@@ -19,9 +19,11 @@
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tb_test.h"
+#include "core/cpu.h"
 #include "core/internal.h"
 #include "tensor/backend.h"
 #include "tensor/cpu/vmath.h"
@@ -1472,12 +1474,41 @@ static void test_share_team(void)
                   "a ceiling of %d beside %.1f busy cores gives %d threads, want %d",
                   cases[i].ceiling, cases[i].others,
                   tbi_share_team(cases[i].ceiling, cases[i].others), cases[i].want);
+    /* The option off (the library's default) leaves the team alone, and turning it off after
+     * it ran gives the team back its ceiling. */
+    int ceiling = omp_get_max_threads();
+    for (int i = 0; i < 3; i++)
+        tbi_share_tick(0);
+    CHECK_EQ(omp_get_max_threads(), ceiling);
+    tbi_share_tick(1);
+    tbi_share_tick(0);
+    CHECK_EQ(omp_get_max_threads(), ceiling);
+}
+
+/* The processor switches (src/core/cpu.h), decided once for every layer: TUBELET_CPU=portable
+ * turns off every AVX-512 path, =avx512 only the avx512_bf16 ones; the bf16 paths never run
+ * without the AVX-512 set; asking again gives the same answer. */
+static void test_cpu_switches(void)
+{
+    tbt_case = "cpu switches";
+    const char *e = getenv("TUBELET_CPU");
+    int v4 = tbi_cpu_avx512(), bf16 = tbi_cpu_avx512_bf16();
+    CHECK_MSG(!bf16 || v4, "avx512_bf16 paths (%d) without AVX-512 (%d)", bf16, v4);
+    if (e && !strcmp(e, "portable"))
+        CHECK_MSG(!v4 && !bf16, "TUBELET_CPU=portable, yet avx512 %d, avx512_bf16 %d", v4, bf16);
+    if (e && !strcmp(e, "avx512"))
+        CHECK_MSG(!bf16, "TUBELET_CPU=avx512, yet avx512_bf16 %d", bf16);
+    CHECK(tbi_cpu_avx512() == v4 && tbi_cpu_avx512_bf16() == bf16);
+    CHECK_MSG(!v4 || tbi_cpu_avx2(), "AVX-512 (%d) without AVX2 (%d)", v4, tbi_cpu_avx2());
+    fprintf(stderr, "cpu switches: TUBELET_CPU=%s: avx512 %d, avx512_bf16 %d, avx2 %d\n",
+            e ? e : "(unset)", v4, bf16, tbi_cpu_avx2());
 }
 
 int main(void)
 {
     tbt_begin("ops");
     tb_rng_init(&rng, 123, 0);
+    test_cpu_switches();
     test_vmath();
     test_gemm();
     test_gemm_in_region();

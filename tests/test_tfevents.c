@@ -1,4 +1,4 @@
-/* tests/test_tfevents.c - TensorBoard event files (src/train/tfevents.c) and `tubelet train
+/* tests/test_tfevents.c - TensorBoard event files (src/metrics/tfevents.c) and `tubelet train
  * --tensorboard`:
  * - the TFRecord mask of a CRC-32C undone (the CRC itself: tests/test_core.c);
  * - scalars of values, steps and tags computed here (subnormals, -0, infinities, NaN; steps
@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "tb_test.h"
-#include "train/tfevents.h"
+#include "metrics/tfevents.h"
 
 #define PYTHON TB_TEST_PYTHON
 #define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"

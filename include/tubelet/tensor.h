@@ -29,6 +29,12 @@ enum tb_device { TB_DEVICE_CPU, TB_DEVICE_CUDA };
  * TB_E* with the reason in tb_errmsg(). */
 TB_API int tb_backend_probe(const char *name);
 
+/* The CPU backend's fair share for the backends opened from now on (a process setting; the
+ * library's default is off): 1 lets the CPU ops' OpenMP team follow the cores other processes
+ * leave free (the tubelet program turns it on), 0 keeps it at OpenMP's setting. Speed only,
+ * never results; TUBELET_CPU_SHARE=off in the environment keeps it off. */
+TB_API void tb_backend_set_share(int on);
+
 #ifdef __cplusplus
 }
 #endif

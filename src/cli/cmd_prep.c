@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/prep_plan.h"
+#include "cli/cmd_prep_plan.h"
 #include "tubelet/prep.h"
 
 #define STR2(x) #x

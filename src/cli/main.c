@@ -247,6 +247,9 @@ int main(int argc, char **argv)
         if (lv && !strcmp(lv, "debug"))
             log_level = TB_LOG_DEBUG;
         tb_set_log(log_to_stderr, NULL);
+        /* A command shares a busy machine: its CPU ops' team follows the free cores (the
+         * library leaves a caller's threads alone unless told). */
+        tb_backend_set_share(1);
         status = cmd->run(config, n_args, args);
     }
     cli_parse_free();

@@ -3,7 +3,7 @@
  * parsed with a bound on every length and count, float32 or float64 in either byte order, C
  * order only (a Fortran-order file is refused, not transposed), the data read in chunks and
  * converted to float32, or streamed as float64. Not public API: the MIR relevancy files
- * (src/train/mir.c, mir_captions.c) read with it. Tests: tests/test_mir.c,
+ * (src/metrics/mir.c, mir_captions.c) read with it. Tests: tests/test_mir.c,
  * tests/test_captions.c. */
 #ifndef TUBELET_CORE_NPY_H
 #define TUBELET_CORE_NPY_H

@@ -1,5 +1,5 @@
 /* src/data/csv.h - the CSV walker and splitter every CSV reader of the project shares (the
- * annotation formats, src/data/annotations.c; the MIR sentence list, src/train/mir.c; the
+ * annotation formats, src/data/annotations.c; the MIR sentence list, src/metrics/mir.c; the
  * classes CSV of zero-shot classification, src/train/clip_task.c), so that all of them read a
  * file as RFC 4180 and pandas do. Not public API. */
 #ifndef TUBELET_DATA_CSV_H

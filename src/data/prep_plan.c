@@ -1,6 +1,8 @@
 /* src/data/prep_plan.c - prep --plan's cost model (contract in prep_plan.h): encode a sample
  * with each candidate, time its decoding per kind of frame, count the frames the reader
- * decodes for the CSV's clips, calibrate the reader's per-clip cost once, predict.
+ * decodes for the CSV's clips, calibrate the reader's per-clip cost once, predict. The two
+ * video-level parts, the timing and the reader's counting rule (tb_plan_count_clip), live in
+ * src/video/decode_cost.c; this file draws the clips from annotations and runs the loader.
  * It does not print or pick flags for the user beyond the choice; the CLI does the rest.
  * Tests: tests/test_prep_plan.c. */
 #define _POSIX_C_SOURCE 200809L
@@ -38,46 +40,6 @@ int tb_plan_default_encodings(int short_side, struct tb_plan_encoding *out)
     }
     TB_ASSERT(n <= TB_PLAN_MAX_ENCODINGS);
     return n;
-}
-
-/* ---- counting ---------------------------------------------------------------------------- */
-
-/* Multiples of gop in [lo, hi]. */
-static int64_t keys_in(int64_t lo, int64_t hi, int gop)
-{
-    return hi < lo ? 0 : hi / gop - (lo + gop - 1) / gop + 1;
-}
-
-void tb_plan_count_clip(const int64_t *frames, int n, int64_t chunk_frames, int gop,
-                        double skip_fraction, double *n_frames_out, double *keys, double *opens,
-                        double *tails)
-{
-    int cur = -1;
-    int64_t pos = -1; /* chunk-relative frame the decoder outputs next */
-    for (int i = 0; i < n; i++) {
-        int chunk = (int)(frames[i] / chunk_frames);
-        int64_t want = frames[i] - (int64_t)chunk * chunk_frames;
-        int fresh = 0;
-        if (chunk != cur) {
-            cur = chunk;
-            pos = 0; /* a file just opened outputs its frame 0 first */
-            *opens += 1;
-            fresh = 1;
-        }
-        if (want < pos)
-            continue; /* a repeat: copied, not decoded */
-        int64_t key = want / gop * gop;
-        if (key > pos) {
-            pos = key; /* seek */
-            fresh = 1;
-        }
-        int64_t k = keys_in(pos, want, gop), len = want - pos + 1;
-        int64_t wanted = want % gop != 0; /* the wanted frame, when it is not a key */
-        *keys += (double)k;
-        *n_frames_out += (double)(k + wanted) + (double)(len - k - wanted) * (1 - skip_fraction);
-        *tails += fresh;
-        pos = want + 1;
-    }
 }
 
 static int cmp_i64(const void *a, const void *b)

@@ -1,6 +1,6 @@
 /* src/model/clip.c - the video-text dual encoder (contract in model.h): one backend and one
  * parameter registry holding the video ViT in its CLIP layout ("visual.") and the text tower
- * (text.c), and the host's contrastive losses on their features (the CPU kernels').
+ * (text.c), and the host's contrastive losses on their features (src/tensor/contrastive.h).
  * Tests: tests/test_clip.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -11,7 +11,7 @@
 #include "core/internal.h"
 #include "model/text.h"
 #include "model/vit_internal.h"
-#include "tensor/cpu/kernels.h"
+#include "tensor/contrastive.h"
 
 #define TEXT_EPS 1e-5f
 
@@ -260,7 +260,7 @@ int tb_clip_backward(tb_clip *m, const float *dvideo, const float *dtext, double
 
 /* ---- the loss ---------------------------------------------------------------------------- */
 
-/* The host's losses: the CPU's kernels (src/tensor/cpu/contrastive.c) on host memory. */
+/* The host's losses: src/tensor/contrastive.h's on host memory. */
 int tb_clip_infonce(const float *v, const float *t, int N, int E, double scale, double *loss,
                     float *dv, float *dt, double *dscale)
 {

@@ -357,17 +357,37 @@ static inline size_t tbi_infonce_work(int N, int E)
     return 4 * (size_t)N * (size_t)E + 2 * (size_t)N * (size_t)N + 2 * (size_t)N;
 }
 
-/* The op table of a backend. */
+/* The op table of a backend. A backend may leave an op NULL (one it does not have yet):
+ * tbi_backend_supports says so, and a caller that may meet such a backend asks it first. */
 struct tbi_ops {
 #define TBI_OP_FIELD(name, params, args) int(*name) params;
     TBI_OP_LIST(TBI_OP_FIELD)
 #undef TBI_OP_FIELD
 };
 
+/* The ops by number, in the list's order: TBI_OP_<name> (TBI_OP_matmul_fwd), TBI_OP_N. */
+enum tbi_op {
+#define TBI_OP_ENUM(name, params, args) TBI_OP_##name,
+    TBI_OP_LIST(TBI_OP_ENUM)
+#undef TBI_OP_ENUM
+    TBI_OP_N
+};
+
+/* The ops whose tensors cross as tbi_t, so may be bf16 (docs/DEVELOPING.md, "Typed tensors");
+ * every other op's are f32 or say their type. test_backend checks this list against the
+ * signatures above. */
+#define TBI_OP_BF16_LIST(X)                                                                        \
+    X(matmul_fwd) X(matmul_bwd) X(layernorm_fwd) X(layernorm_bwd) X(act_fwd) X(act_bwd)           \
+    X(scale_add) X(attention_fwd) X(attention_bwd) X(mse_fwd) X(mse_bwd)
+
 struct tbi_backend {
-    const char *name;          /* "cpu", "cpu-guarded", "cuda" */
+    const char *name;          /* "cpu", "cpu-guarded", "cuda-emu", "cuda" */
     enum tb_device device;
     const struct tbi_ops *ops;
+    /* per op (enum tbi_op), the dtypes its tensors may have, a mask of 1 << enum tb_dtype;
+     * NULL (every backend today): f32, and bf16 for TBI_OP_BF16_LIST's ops */
+    const unsigned char *dtypes;
+    int share;                 /* the CPU's fair share on (struct tbi_backend_opts) */
     void *ctx;                 /* the backend's own state */
 };
 
@@ -375,14 +395,34 @@ struct tbi_backend {
 #define TBI_OP_PROTO(name, params, args) int tbi_cpu_##name params;
 TBI_OP_LIST(TBI_OP_PROTO)
 #undef TBI_OP_PROTO
+/* The CPU backend's open, "cpu" in src/tensor/registry.c (the guarded backend opens it too):
+ * host memory, no state. */
+int tbi_cpu_open(tbi_backend *be);
 
-/* Open the backend called name: "cpu" (the default, also for NULL or ""), or "cpu-guarded" (a
+/* The backends by name (src/tensor/registry.c: where a new backend registers). */
+
+/* What a backend is opened with. */
+struct tbi_backend_opts {
+    /* 1: the CPU ops' OpenMP team follows the cores other processes leave free
+     * (src/tensor/cpu/share.c; TUBELET_CPU_SHARE=off still keeps it fixed); 0: it stays at
+     * OpenMP's setting. Speed only: no result changes. */
+    int share;
+};
+/* Open the backend called name: "cpu" (the default, also for NULL or ""), "cpu-guarded" (a
  * test backend: the CPU ops on memory kept PROT_NONE outside them, so any read or write of
- * backend memory from outside an op crashes). 0, or TB_EUNSUPPORTED naming the known ones. */
+ * backend memory from outside an op crashes), "cuda-emu", "cuda" where built. opts NULL: the
+ * process's defaults (share as tb_backend_set_share last said; off unless called). 0, or
+ * TB_EUNSUPPORTED naming the known ones, or the backend's own failure; *out NULL then. */
+int tbi_backend_open_opts(tbi_backend **out, const char *name,
+                          const struct tbi_backend_opts *opts);
+/* tbi_backend_open_opts with the process's defaults. */
 int tbi_backend_open(tbi_backend **out, const char *name);
 void tbi_backend_close(tbi_backend **be);
 /* The names of the backends this build has, for messages and the parity test. */
 extern const char *const tbi_backend_names[];
+/* 1 if be has op (enum tbi_op) for tensors of dt (enum tb_dtype), else 0 (an op it left NULL,
+ * a dtype it does not take, an op or dtype out of range). */
+int tbi_backend_supports(const tbi_backend *be, int op, int dt);
 
 /* be->ops->name(be, ...) */
 #define TBI_OP(be, name, ...) ((be)->ops->name((be), __VA_ARGS__))

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "train/cls_internal.h"
+#include "metrics/cls_internal.h"
 #include "train/task.h"
 #include "tubelet/dist.h"
 

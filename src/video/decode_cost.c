@@ -1,12 +1,15 @@
 /* src/video/decode_cost.c - what decoding a prepared chunk costs per frame on this machine, by
- * the kind of frame (contract in video.h), for prep --plan's cost model (src/data/prep_plan.c).
- * It times whole decodes from the start; the reader's seeks and skips are counted elsewhere.
+ * the kind of frame (contract in video.h), and the reader's counting rule (tb_plan_count_clip,
+ * contract in prep_plan.h: the frames, keyframes, opens and runs a clip costs), for prep
+ * --plan's cost model (src/data/prep_plan.c, which draws the clips and calibrates with the
+ * loader). It times whole decodes from the start; the counting rule adds the seeks and skips.
  * Tests: tests/test_prep_plan.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "tubelet/prep_plan.h"
 #include "video/av.h"
 #include "video/internal.h"
 
@@ -105,4 +108,44 @@ int tb_decode_cost_measure(const char *path, int n_passes, struct tb_decode_cost
     if (rc == 0 && out->n_key == 0)
         rc = tbi_err(TB_EDECODE, "%s: no keyframe decoded", path);
     return rc;
+}
+
+/* ---- the reader's counting rule -------------------------------------------------------------- */
+
+/* Multiples of gop in [lo, hi]. */
+static int64_t keys_in(int64_t lo, int64_t hi, int gop)
+{
+    return hi < lo ? 0 : hi / gop - (lo + gop - 1) / gop + 1;
+}
+
+void tb_plan_count_clip(const int64_t *frames, int n, int64_t chunk_frames, int gop,
+                        double skip_fraction, double *n_frames_out, double *keys, double *opens,
+                        double *tails)
+{
+    int cur = -1;
+    int64_t pos = -1; /* chunk-relative frame the decoder outputs next */
+    for (int i = 0; i < n; i++) {
+        int chunk = (int)(frames[i] / chunk_frames);
+        int64_t want = frames[i] - (int64_t)chunk * chunk_frames;
+        int fresh = 0;
+        if (chunk != cur) {
+            cur = chunk;
+            pos = 0; /* a file just opened outputs its frame 0 first */
+            *opens += 1;
+            fresh = 1;
+        }
+        if (want < pos)
+            continue; /* a repeat: copied, not decoded */
+        int64_t key = want / gop * gop;
+        if (key > pos) {
+            pos = key; /* seek */
+            fresh = 1;
+        }
+        int64_t k = keys_in(pos, want, gop), len = want - pos + 1;
+        int64_t wanted = want % gop != 0; /* the wanted frame, when it is not a key */
+        *keys += (double)k;
+        *n_frames_out += (double)(k + wanted) + (double)(len - k - wanted) * (1 - skip_fraction);
+        *tails += fresh;
+        pos = want + 1;
+    }
 }

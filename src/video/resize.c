@@ -24,8 +24,8 @@
 
 #include <libswscale/swscale.h>
 
+#include "core/cpu.h"
 #include "core/internal.h"
-#include "tensor/cpu/kernels.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -48,7 +48,7 @@ int tbi_resize_path(void)
 #if HAVE_X86_PATHS
     if (tbi_cpu_avx512())
         return PATH_AVX512;
-    if (__builtin_cpu_supports("avx2"))
+    if (tbi_cpu_avx2())
         return PATH_AVX2;
 #endif
     return PATH_C;

@@ -11,7 +11,8 @@
 struct tbi_resize;
 
 /* The code tbi_resize_420 runs here: TBI_RESIZE_AVX512 where tbi_cpu_avx512(), else
- * TBI_RESIZE_AVX2 where the CPU has AVX2, else TBI_RESIZE_C (plain C: the same bytes, but
+ * TBI_RESIZE_AVX2 where tbi_cpu_avx2() (src/core/cpu.h: TUBELET_CPU=portable turns off the
+ * first, nothing the second), else TBI_RESIZE_C (plain C: the same bytes, but
  * slower than swscale's C path, so the reader uses swscale there). */
 enum { TBI_RESIZE_C, TBI_RESIZE_AVX2, TBI_RESIZE_AVX512 };
 int tbi_resize_path(void);

@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_captions.c - the training relevancy file of --relevant-captions, a pickled
  * NumPy array or a .npy (src/core/pickle.c, src/core/npy.c, tb_mir_captions_open in
- * src/train/mir_captions.c): the input is the file. A pickle's opcodes run whatever they are
+ * src/metrics/mir_captions.c): the input is the file. A pickle's opcodes run whatever they are
  * (an accepted one gives a shape whose product is the element count, data that lies inside
  * the file, read as float64 when small); the captions are built from it against the split of
  * data/mir_split.csv (5 clips, 3 sentences) at threshold 0.3, and what is built lists each

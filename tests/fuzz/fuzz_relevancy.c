@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_relevancy.c - the MIR relevancy file, a .npy (src/core/npy.c,
- * tb_mir_relevancy_load in src/train/mir.c): the input is the file. The .npy reader takes it
+ * tb_mir_relevancy_load in src/metrics/mir.c): the input is the file. The .npy reader takes it
  * whatever its shape (a header that parses must give a shape whose product is the element
  * count, and the data read as float32 fills exactly that many); the relevancy loader takes it
  * against the split of data/mir_split.csv (5 clips, 3 sentences), and what it accepts lies in

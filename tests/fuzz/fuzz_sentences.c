@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_sentences.c - the MIR sentence CSV (tb_mir_sentences_load, src/train/mir.c;
+/* tests/fuzz/fuzz_sentences.c - the MIR sentence CSV (tb_mir_sentences_load, src/metrics/mir.c;
  * EPIC_100_retrieval_test_sentence.csv's layout): the input is the file, read against the split
  * of data/mir_split.csv. It either fails with a TB_E* code and a message naming it, or every
  * sentence names a clip of the split and carries that clip's narration.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/ref/captions_ref.py - the NumPy twin of the relevant captions of training
-(src/train/mir_captions.c), for tests/test_captions.c. Needs numpy only.
+(src/metrics/mir_captions.c), for tests/test_captions.c. Needs numpy only.
 
     python3 tests/ref/captions_ref.py EPIC.csv SENTENCES.csv OUTDIR THRESHOLD...
 

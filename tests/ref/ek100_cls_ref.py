@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/ref/ek100_cls_ref.py - the numpy twin of EPIC-Kitchens-100 action classification
-metrics (src/train/cls_metrics.c), for tests/test_cls_metrics.c and (score) tests/test_train.c.
+metrics (src/metrics/cls_metrics.c), for tests/test_cls_metrics.c and (score) tests/test_train.c.
 Written from AVION
 (zhaoyue-zephyrus/AVION: avion/utils/evaluation_ek100cls.py's get_marginal_indexes,
 marginalize and get_mean_accuracy; scripts/main_lavila_finetune_cls.py's main and validate;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/ref/mir_ref.py - the numpy twin of EPIC-Kitchens-100 multi-instance retrieval
-(src/train/mir.c), for tests/test_mir.c. Written from the definitions in JPoSE
+(src/metrics/mir.c), for tests/test_mir.c. Written from the definitions in JPoSE
 (mwray/Joint-Part-of-Speech-Embeddings: src/evaluation/mAP.py and nDCG.py, the sentence list of
 src/scripts/create_sentence_df.py, the caption relevancy of create_relevancy_files.py), which
 AVION and LaViLa copy (utils/evaluation_ek100mir.py). Needs numpy only (Debian's python3-numpy).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/ref/tfevents_read.py - a reader of TensorBoard event files in plain Python (no
 tensorboard, no protobuf: Debian's /usr/bin/python3 as it comes), for tests/test_tfevents.c.
-Written from the formats, not from src/train/tfevents.c: TFRecord framing (uint64 length LE,
+Written from the formats, not from src/metrics/tfevents.c: TFRecord framing (uint64 length LE,
 masked CRC-32C of those 8 bytes, the data, masked CRC-32C of the data; mask(c) =
 ((c >> 15) | (c << 17)) + 0xa282ead8 mod 2^32) and the protobuf wire format of
 tensorflow's Event (wall_time double 1, step int64 2, file_version string 3, summary 5) and

@@ -1,7 +1,8 @@
 /* src/tensor/cpu/backend_cpu.c - the CPU backend: the op list's entries over the reference
- * kernels (kernels.h, model_ops.h), host memory as backend memory, and the table of backends
- * by name. The guarded test backend (backend_guard.c) runs these same functions. Nothing here
- * computes: each op checks what only it can (memory) and calls its kernel.
+ * kernels (kernels.h, model_ops.h) and host memory as backend memory (the table of backends by
+ * name is src/tensor/registry.c). The guarded test backend (backend_guard.c) runs these same
+ * functions. Nothing here computes: each op checks what only it can (memory) and calls its
+ * kernel.
  * Tests: tests/test_backend.c, and every test that trains. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "tensor/contrastive.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/model_ops.h"
 #include "tubelet/dist.h"
@@ -202,7 +204,8 @@ static int views_oom(const struct views *v)
  * the outputs (and the bias: a rounded copy of a vector) through views, stored as the twin's.
  * 1 where it ran, 0 where the twin must (no avx512_bf16, or no scratch for its packing), or a
  * negative TB_E*. */
-static int matmul_fwd_bf16(tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int K, int N)
+static int matmul_fwd_bf16(const tbi_backend *be, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M,
+                           int K, int N)
 {
     struct views v = {.prec = TB_DTYPE_BF16};
     if (!tbi_cpu_avx512_bf16())
@@ -210,7 +213,7 @@ static int matmul_fwd_bf16(tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M, int
     const float *fb = view_in(&v, bias, (size_t)N);
     float *fo = view_out(&v, out, (size_t)M * N);
     TBI_TRY(views_oom(&v));
-    tbi_share_tick();
+    tbi_share_tick(be->share);
     /* out (M, N) = inp (M, K) @ w (N, K)^T + bias */
     if (tbi_gemm_bf16(0, 1, M, N, K, inp.p, inp.dt, K, w.p, w.dt, K, fb, fo, N, NULL) < 0)
         return 0;
@@ -238,17 +241,16 @@ static int matmul_bwd_bf16(tbi_t dinp, tbi_t dw, tbi_t dbias, tbi_t dout, tbi_t 
 int tbi_cpu_matmul_fwd(tbi_backend *be, int prec, tbi_t out, tbi_t inp, tbi_t w, tbi_t bias, int M,
                        int K, int N)
 {
-    (void)be;
     struct views v = {.prec = prec};
     TBI_TRY(views_check(&v, (tbi_t[]){out, inp, w, bias}, 4));
-    int ran = prec == TB_DTYPE_BF16 ? matmul_fwd_bf16(out, inp, w, bias, M, K, N) : 0;
+    int ran = prec == TB_DTYPE_BF16 ? matmul_fwd_bf16(be, out, inp, w, bias, M, K, N) : 0;
     if (ran)
         return ran < 0 ? ran : 0;
     const float *fi = view_in(&v, inp, (size_t)M * K), *fw = view_in(&v, w, (size_t)N * K);
     const float *fb = view_in(&v, bias, (size_t)N);
     float *fo = view_out(&v, out, (size_t)M * N);
     TBI_TRY(views_oom(&v));
-    tbi_share_tick();
+    tbi_share_tick(be->share);
     tbi_matmul_fwd(fo, fi, fw, fb, M, K, N);
     store(&v, out, fo, (size_t)M * N);
     return 0;
@@ -725,101 +727,10 @@ static const struct tbi_ops cpu_ops = {
 #undef TBI_OP_ENTRY
 };
 
-const char *const tbi_backend_names[] = {"cpu", "cpu-guarded",
-#ifdef TB_HAVE_CUDA_EMU
-                                         "cuda-emu",
-#endif
-#ifdef TB_HAVE_CUDA_REAL
-                                         "cuda",
-#endif
-                                         NULL};
-
-int tbi_guard_open(tbi_backend *be); /* backend_guard.c */
-void tbi_guard_close(tbi_backend *be);
-#ifdef TB_HAVE_CUDA_EMU
-int tbi_cuda_emu_open(tbi_backend *be); /* src/tensor/cuda/emu/backend_emu.cpp */
-void tbi_cuda_emu_close(tbi_backend *be);
-#endif
-#ifdef TB_HAVE_CUDA_REAL
-int tbi_cuda_open(tbi_backend *be); /* src/tensor/cuda/backend.cu, by nvcc */
-void tbi_cuda_close(tbi_backend *be);
-#endif
-
-static int cpu_open(tbi_backend *be)
+int tbi_cpu_open(tbi_backend *be)
 {
     be->name = "cpu";
     be->device = TB_DEVICE_CPU;
     be->ops = &cpu_ops;
     return 0;
-}
-
-/* The CPU's ops on guarded memory (backend_guard.c). */
-static int guarded_open(tbi_backend *be)
-{
-    cpu_open(be);
-    be->name = "cpu-guarded";
-    return tbi_guard_open(be);
-}
-
-/* The backends by name: how each opens and closes. */
-static const struct {
-    const char *name;
-    int (*open)(tbi_backend *be);
-    void (*close)(tbi_backend *be);
-} backends[] = {
-    {"cpu", cpu_open, NULL},
-    {"cpu-guarded", guarded_open, tbi_guard_close},
-#ifdef TB_HAVE_CUDA_EMU
-    {"cuda-emu", tbi_cuda_emu_open, tbi_cuda_emu_close},
-#endif
-#ifdef TB_HAVE_CUDA_REAL
-    {"cuda", tbi_cuda_open, tbi_cuda_close},
-#endif
-};
-enum { N_BACKENDS = sizeof(backends) / sizeof(backends[0]) };
-
-int tbi_backend_open(tbi_backend **out, const char *name)
-{
-    *out = NULL;
-    if (!name || !name[0])
-        name = "cpu";
-    int k = 0;
-    while (k < N_BACKENDS && strcmp(name, backends[k].name))
-        k++;
-    if (k == N_BACKENDS) {
-        char known[128] = "";
-        for (int i = 0; i < N_BACKENDS; i++)
-            snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "",
-                     backends[i].name);
-        return tbi_err(TB_EUNSUPPORTED, "no backend '%s' in this build (%s)", name, known);
-    }
-    tbi_backend *be = tbi_calloc(1, sizeof(*be));
-    if (!be)
-        return tbi_err(TB_ENOMEM, "out of memory");
-    int rc = backends[k].open(be);
-    if (rc < 0) {
-        free(be);
-        return rc;
-    }
-    *out = be;
-    return 0;
-}
-
-int tb_backend_probe(const char *name)
-{
-    tbi_backend *be = NULL;
-    int rc = tbi_backend_open(&be, name);
-    tbi_backend_close(&be);
-    return rc;
-}
-
-void tbi_backend_close(tbi_backend **pbe)
-{
-    if (!pbe || !*pbe)
-        return;
-    for (int k = 0; k < N_BACKENDS; k++)
-        if (!strcmp((*pbe)->name, backends[k].name) && backends[k].close)
-            backends[k].close(*pbe);
-    free(*pbe);
-    *pbe = NULL;
 }

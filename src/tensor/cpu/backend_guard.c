@@ -25,6 +25,7 @@ struct guard {
     struct region *r;
     int n, cap;
     struct tbi_ops inner;  /* the CPU ops, with alloc and free of mapped regions */
+    struct tbi_ops outer;  /* guard_ops, less the ops inner leaves out: this backend's table */
 };
 
 static void protect_all(struct guard *g, int prot)
@@ -95,17 +96,26 @@ static const struct tbi_ops guard_ops = {
 #undef TBI_OP_ENTRY
 };
 
+/* The CPU backend, opened, then wrapped: an op the CPU's table leaves out stays out. */
 int tbi_guard_open(tbi_backend *be)
 {
+    TBI_TRY(tbi_cpu_open(be));
     struct guard *g = tbi_calloc(1, sizeof(*g));
     if (!g)
         return tbi_err(TB_ENOMEM, "out of memory");
+    be->name = "cpu-guarded";
     g->inner = *be->ops;
+    g->outer = guard_ops;
+#define GUARD_LEAVE_OUT(name, params, args)                                                    \
+    if (!g->inner.name)                                                                        \
+        g->outer.name = NULL;
+    TBI_OP_LIST(GUARD_LEAVE_OUT)
+#undef GUARD_LEAVE_OUT
     g->inner.alloc = guard_alloc_region;
     g->inner.alloc_zero = guard_alloc_region; /* fresh mappings: zero */
     g->inner.free = guard_free_region;
     be->ctx = g;
-    be->ops = &guard_ops;
+    be->ops = &g->outer;
     return 0;
 }
 

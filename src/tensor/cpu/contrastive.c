@@ -10,8 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tensor/backend.h"
-#include "tensor/cpu/kernels.h"
+#include "tensor/contrastive.h"
 
 /* The parts of work (tbi_infonce_work(N, E) doubles). */
 struct parts {

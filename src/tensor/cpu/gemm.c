@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/internal.h"
 #include "tensor/cpu/avx512.h"
 #include "tensor/cpu/kernels.h"
@@ -377,35 +378,6 @@ static int env_is(const char *name, const char *value)
 {
     const char *e = getenv(name);
     return e && !strcmp(e, value);
-}
-
-/* The whole x86-64-v4 set, not AVX-512F alone: elementwise.c's wrappers are compiled for it
- * (only the Xeon Phis had F without BW, DQ and VL). libgcc also checks that the OS saves the
- * zmm registers. */
-static int decide_avx512(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512cd") && !env_is("TUBELET_CPU", "portable");
-}
-
-int tbi_cpu_avx512(void)
-{
-    static atomic_int have = -1;
-    return once(&have, decide_avx512);
-}
-
-static int decide_avx512_bf16(void)
-{
-    return tbi_cpu_avx512() && __builtin_cpu_supports("avx512bf16") &&
-           !env_is("TUBELET_CPU", "avx512");
-}
-
-int tbi_cpu_avx512_bf16(void)
-{
-    static atomic_int have = -1;
-    return once(&have, decide_avx512_bf16);
 }
 
 static int decide_own(void)

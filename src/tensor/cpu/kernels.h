@@ -14,19 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 1 where the CPU has AVX-512 (the x86-64-v4 set: F, BW, CD, DQ, VL; with the OS saving its
- * registers) and the environment variable TUBELET_CPU is not "portable"; read once. Every
- * AVX-512 choice of these kernels goes by it (the GEMM's own kernel, the attention's register
- * tiles, GELU's intrinsics, the elementwise loops' x86-64-v4 copies), so TUBELET_CPU=portable
- * runs the portable code everywhere, as on a CPU without AVX-512. */
-int tbi_cpu_avx512(void);
+#include "core/cpu.h"
 
-/* The fair share of a busy machine (share.c): tbi_share_tick, called before the products from
- * the thread that calls the ops, sets that thread's OpenMP team to the cores other processes
- * leave free, measured every 0.25 s (TUBELET_CPU_SHARE=off: never); tbi_share_team is its
- * rule: the ceiling (the team OpenMP was set to) less the cores others use (others) rounded,
- * at least 1. */
-void tbi_share_tick(void);
+/* tbi_cpu_avx512() and tbi_cpu_avx512_bf16(), the switches every AVX-512 choice below goes
+ * by, are decided once for the whole library in src/core/cpu.h. */
+
+/* The fair share of a busy machine (share.c): tbi_share_tick(on), called before the products
+ * from the thread that calls the ops with the backend's option (tbi_backend's share), sets
+ * that thread's OpenMP team to the cores other processes leave free, measured every 0.25 s
+ * (TUBELET_CPU_SHARE=off: never); with on 0 the team goes back to its ceiling and stays;
+ * tbi_share_team is its rule: the ceiling (the team OpenMP was set to) less the cores others
+ * use (others) rounded, at least 1. */
+void tbi_share_tick(int on);
 int tbi_share_team(int ceiling, double others);
 
 /* C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb (BLAS
@@ -62,10 +61,6 @@ void tbi_sgemm_portable(int ta, int tb, int M, int N, int K, float alpha, const 
  * not TUBELET_GEMM=openblas): its bits do not depend on the number of threads. */
 int tbi_sgemm_uses_own(void);
 
-/* 1 where the CPU has avx512_bf16 besides tbi_cpu_avx512()'s set and TUBELET_CPU is not
- * "avx512" (AVX-512 without the bf16 paths: their f32-view twins run) nor "portable"; read
- * once. The bf16 products below go by it. */
-int tbi_cpu_avx512_bf16(void);
 /* C (M, N, f32) = op(A) @ op(B) + bias (N, added to every row; NULL: none), row-major, op =
  * transpose when ta / tb; A and B each stored as adt / bdt (enum tb_dtype: f32, rounded to
  * bf16 as read, or bf16): every operand rounded to bf16, the products summed in f32, pairs of k
@@ -212,18 +207,7 @@ void tbi_step_loss(struct tbi_step_stats *st, const float *loss, int K);
 void tbi_step_check(struct tbi_step_stats *st, int span, int fused, double max_norm, int K,
                     int64_t step, int64_t epoch, int64_t batch);
 
-/* The symmetric InfoNCE loss in double (contrastive.c; the op list's infonce_fwd and
- * infonce_bwd): the loss returned, work (tbi_infonce_work(N, E) doubles) kept for the
- * backward, which writes rows [row0, row0 + rows) of dv, dt times mult and *dscale. */
-double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E,
-                       double scale);
-void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
-                     double scale, int row0, int rows, float mult);
-/* AVION's max-margin ranking loss (model.h's tb_clip_max_margin; N >= 2), returned, its
- * gradients into dv, dt (N, E; either may be NULL); work as infonce's. */
-/* CLIP's logit scale: *param (its log) clamped to [0, 4.6052], exp of it returned. */
-double tbi_logit_scale(float *param);
-double tbi_max_margin(double *work, const float *v, const float *t, int N, int E, double margin,
-                      float *dv, float *dt);
+/* The contrastive losses (contrastive.c) are declared in src/tensor/contrastive.h, for the
+ * models too. */
 
 #endif /* TUBELET_TENSOR_CPU_KERNELS_H */

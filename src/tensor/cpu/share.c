@@ -13,6 +13,8 @@
  * kernel's, do not depend on the team's size, so this changes speed only; OpenBLAS (the
  * products elsewhere, and under TUBELET_CPU=portable or TUBELET_GEMM=openblas) gives other
  * bits on another thread count, so there the team stays fixed and a run stays reproducible.
+ * It is an option of the backend's open (struct tbi_backend_opts: off in the library, which
+ * must not change a caller's threads behind its back, on in the tubelet program), and
  * TUBELET_CPU_SHARE=off keeps the team fixed everywhere. Not here: the decision's arithmetic
  * alone is tbi_share_team, tested in tests/test_ops.c; its effect is measured by
  * bench/share_bench.sh. */
@@ -102,11 +104,26 @@ static void measure(struct share *s, double t)
     }
 }
 
-void tbi_share_tick(void)
+/* Back to the ceiling and not started, so that a backend opened with the share on measures
+ * afresh. */
+static void share_stop(struct share *s)
+{
+    if (s->team != s->ceiling)
+        omp_set_num_threads(s->ceiling);
+    s->state = 0;
+    s->team = s->ceiling;
+}
+
+void tbi_share_tick(int on)
 {
     struct share *s = &st;
     if (s->state < 0 || omp_get_level() > 0)
         return;
+    if (!on) {
+        if (s->state > 0)
+            share_stop(s);
+        return;
+    }
     double t = tbi_now_s();
     if (s->state == 0) {
         const char *e = getenv("TUBELET_CPU_SHARE");

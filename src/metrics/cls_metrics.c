@@ -1,4 +1,4 @@
-/* src/train/cls_metrics.c - EPIC-Kitchens-100 action classification metrics (see metrics.h):
+/* src/metrics/cls_metrics.c - EPIC-Kitchens-100 action classification metrics (see metrics.h):
  * a clip's views averaged into probabilities (logits or probabilities averaged), the action
  * list of numbered annotations, and top-1/top-5 and mean class accuracy of actions and, by
  * marginalising the actions, of verbs and nouns; or of one label alone (a Kinetics class, a
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "train/cls_internal.h"
+#include "metrics/cls_internal.h"
 #include "tubelet/metrics.h"
 
 /* ---- views ----------------------------------------------------------------------------------- */

@@ -1,6 +1,6 @@
-/* src/cli/prep_plan.h - `tubelet prep --plan`, called by cmd_prep.c. */
-#ifndef TUBELET_CLI_PREP_PLAN_H
-#define TUBELET_CLI_PREP_PLAN_H
+/* src/cli/cmd_prep_plan.h - `tubelet prep --plan`, called by cmd_prep.c. */
+#ifndef TUBELET_CLI_CMD_PREP_PLAN_H
+#define TUBELET_CLI_CMD_PREP_PLAN_H
 
 #include "tubelet/prep.h"
 #include "tubelet/prep_plan.h"
@@ -20,4 +20,4 @@ struct cli_plan_args {
  * an encoding meets the target, 0 when none does, -1 after printing an error. */
 int cli_prep_plan(const struct cli_plan_args *a, struct tb_plan_encoding *chosen);
 
-#endif /* TUBELET_CLI_PREP_PLAN_H */
+#endif /* TUBELET_CLI_CMD_PREP_PLAN_H */

@@ -1,10 +1,10 @@
-/* src/train/tfevents.c - TensorBoard event files of scalars (tfevents.h): each record is
+/* src/metrics/tfevents.c - TensorBoard event files of scalars (tfevents.h): each record is
  * TFRecord-framed (length, masked CRC32C of it, the bytes, masked CRC32C of them) around an
  * Event message (tensorflow/core/util/event.proto) encoded here field by field. Memory is one
  * record buffer and stdio's; nothing is read back. Tests: tests/test_tfevents.c, and
  * bench/tfevents_check.py with TensorBoard's own reader. */
 #define _POSIX_C_SOURCE 200809L
-#include "train/tfevents.h"
+#include "metrics/tfevents.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* src/cli/prep_plan.c - `tubelet prep --plan`: run the cost model (tb_plan_make), print its
+/* src/cli/cmd_prep_plan.c - `tubelet prep --plan`: run the cost model (tb_plan_make), print its
  * table and the prep command it recommends, and with --apply hand the chosen encoding back to
  * prep. The model itself is in src/data/prep_plan.c. Tests: tests/test_prep_plan.c. */
 #define _POSIX_C_SOURCE 200809L
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/prep_plan.h"
+#include "cli/cmd_prep_plan.h"
 #include "tubelet/prep_plan.h"
 
 static void enc_flags(char *buf, size_t size, const struct tb_plan_encoding *e)

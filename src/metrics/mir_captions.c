@@ -1,4 +1,4 @@
-/* src/train/mir_captions.c - the relevant captions of a training split (see metrics.h): for
+/* src/metrics/mir_captions.c - the relevant captions of a training split (see metrics.h): for
  * each clip, the sentences whose relevancy with it is above a threshold, stored sparse. From
  * the classes, relevancy depends only on the (verb, noun set) of the clip and of the
  * sentence, so one row per distinct clip class lists the groups of sentences of one class
@@ -13,7 +13,7 @@
 
 #include "core/internal.h"
 #include "core/npy.h"
-#include "train/mir_internal.h"
+#include "metrics/mir_internal.h"
 #include "tubelet/metrics.h"
 
 struct tb_mir_captions {

@@ -1,4 +1,4 @@
-/* src/train/mir.c - EPIC-Kitchens-100 multi-instance retrieval (see metrics.h): mAP and nDCG
+/* src/metrics/mir.c - EPIC-Kitchens-100 multi-instance retrieval (see metrics.h): mAP and nDCG
  * with tied similarities scored as the mean over their orders, the sentence list and caption
  * relevancy of a split, the relevancy file. The definitions were read in JPoSE
  * (mwray/Joint-Part-of-Speech-Embeddings: src/evaluation/mAP.py, nDCG.py,
@@ -13,7 +13,7 @@
 #include "core/internal.h"
 #include "core/npy.h"
 #include "data/csv.h"
-#include "train/mir_internal.h"
+#include "metrics/mir_internal.h"
 #include "tubelet/metrics.h"
 
 /* ---- ranking ----------------------------------------------------------------------------- */
