@@ -28,7 +28,7 @@
 #include "core/strbuf.h"
 #include "model/params.h"
 #include "train/task.h"
-#include "train/tfevents.h"
+#include "metrics/tfevents.h"
 #include "tubelet/dist.h"
 
 
