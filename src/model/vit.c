@@ -22,6 +22,30 @@
 #define MLP_RATIO 4
 _Static_assert(MLP_RATIO >= 3, "qkv's gradient (3 D wide) shares the space of fc1's (MLP_RATIO D)");
 
+/* What a backward may start from: set by a forward, spent by a backward or a new input. */
+enum vit_grad {
+    GRAD_NONE,     /* no forward since the last backward or input */
+    GRAD_LOSS,     /* a forward with labels: from the model's loss */
+    GRAD_FEATURES, /* a forward without: from a gradient on the features, given */
+};
+
+/* One forward's inputs besides the video: what tb_vit_set_keep, _set_drop_path and
+ * _set_head_dropout put on the backend since the input (its buffers keep, drop, hmask), and
+ * the targets of its loss (host; both NULL: no loss). */
+struct vit_call {
+    int keep, drop, hmask;
+    const int64_t *labels;            /* (B) */
+    const float *soft;                /* (B, K) */
+    float smoothing;
+};
+
+/* What the last forward used, which its backward follows. */
+struct vit_last {
+    int drop, hmask, soft;
+    float smoothing;
+    enum vit_grad grad;
+};
+
 struct tb_vit {
     struct tb_vit_config c;
     char backend_name[32];
@@ -54,12 +78,10 @@ struct tb_vit {
     uint8_t *flip;                    /* (B) */
     int32_t *keep;                    /* (B, Nk): the kept tokens, when keep */
     float *drop;                      /* (L, 2, B): drop path's branch factors */
-    int drop_set, drop_on;            /* set for the next forward; used by the last one */
     float *hmask, *feat_drop;         /* (B, D): head dropout's mask, the features it leaves */
-    int hmask_set, hmask_on;          /* as drop_set, drop_on */
     float *soft;                      /* (B, K): soft targets of the last forward */
-    int soft_on;                      /* the last forward's loss was on soft targets */
-    int keep_set;                     /* tb_vit_set_keep since the input */
+    struct vit_call next;             /* what the next forward takes (tb_vit_set_*) */
+    struct vit_last last;             /* what the last forward did */
     float *cols_all;                  /* (B*Np, patch_len): all patches, when keep */
     int64_t *labels;                  /* (B) */
     float *cols;                      /* (B*Nk, patch_len) */
@@ -73,9 +95,6 @@ struct tb_vit {
     float *feat, *feat_mean, *feat_rstd; /* (F_rows, D), (F_rows), (F_rows) */
     float *logits, *probs, *dlogits;  /* (B, K) */
     float *loss;                      /* (1) */
-    float smoothing;
-    int grad_source;                  /* what a backward may start from: 0 nothing, 1 labels
-                                       * (the model's loss) or features */
     float *dres, *dpool, *dfeat;      /* (B*Nt, D), (B, D), (F_rows, D) */
     float *dpatch;                    /* (B*Nk, D): the patch tokens' gradient */
     float *dpre;                      /* CLIP: (B*Nt, D), ln_pre's input gradient */
@@ -360,7 +379,8 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
 static void free_acts(tb_vit *m)
 {
     tbi_plan_clear(&m->plan);
-    m->keep_set = m->drop_set = m->drop_on = m->hmask_set = m->hmask_on = m->soft_on = 0;
+    m->next = (struct vit_call){0};
+    m->last = (struct vit_last){0};
     m->B_plan = m->B_in = m->B = 0;
     for (int s = m->span0; s < m->span1; s++)
         m->reg->home[s] = NULL;
@@ -567,13 +587,13 @@ static const struct tbi_block_acts *acts_of(const tb_vit *m, int l)
 /* Block l's drop path factors in the last forward (2, B), or NULL. */
 static const float *drop_of(const tb_vit *m, int l)
 {
-    return m->drop_on ? m->drop + (size_t)l * 2 * m->B : NULL;
+    return m->last.drop ? m->drop + (size_t)l * 2 * m->B : NULL;
 }
 
 /* The head's input: the features, or their copy times head dropout's mask. */
 static float *head_in(const tb_vit *m)
 {
-    return m->hmask_on ? m->feat_drop : m->feat;
+    return m->last.hmask ? m->feat_drop : m->feat;
 }
 
 static int block_forward(tb_vit *m, int l, int for_backward)
@@ -592,58 +612,50 @@ static int check_batch(const tb_vit *m, int B)
     return 0;
 }
 
-/* From m->video (B, 3, T, H, W) on: tokens, blocks, pooling, norm, head, loss. */
-static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, float smoothing,
-                   float *loss)
+/* From m->video (B, 3, T, H, W): the tubelet patches (the kept ones) -> tokens (B, Nk, D),
+ * plus class token and positions -> x0 (B, Nt, D). */
+static int embed(tb_vit *m, int B)
 {
     const struct tbi_ops *o = m->be->ops;
     tbi_backend *be = m->be;
     const struct tb_vit_config *c = &m->c;
     const struct tb_params *r = m->reg;
-    int D = m->D, Nt = m->Nt, L = c->depth;
-    m->B = B;
-    m->grad_source = 0;
-    /* Tubelet patches (the kept ones) -> tokens (B, Nk, D), plus class token and positions
-     * -> x0 (B, Nt, D). */
-    if (c->keep && !m->keep_set)
-        return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
-                       c->keep);
+    int D = m->D;
     TBI_TRY(o->patchify(be, c->keep ? m->cols_all : m->cols, m->video, B, 3, c->frames, c->height,
                         c->width, c->tubelet, c->patch));
     if (c->keep)
         TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
-    m->keep_set = 0;
-    m->drop_on = m->drop_set;
-    m->drop_set = 0;
-    m->hmask_on = m->hmask_set;
-    m->hmask_set = 0;
     TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->patch_out), f32(m->cols),
                           f32(tbi_param_data(r, m->i_patch_w)),
                           f32(m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL),
                           B * m->Nk, m->patch_len, D));
-    if (m->clip) {
-        /* CLIP: tiled positions, then ln_pre into the first block's input. */
-        TBI_TRY(o->pos_tile_fwd(be, m->pos_eff, tbi_param_data(r, m->i_pos),
-                                m->i_temporal >= 0 ? tbi_param_data(r, m->i_temporal) : NULL,
-                                c->frames / c->tubelet, m->S, D));
-        TBI_TRY(o->tokens_fwd(be, m->x_pre, m->patch_out, tbi_param_data(r, m->i_cls),
-                              m->pos_eff, NULL, B, m->Nk, 1, D));
-        TBI_TRY(o->layernorm_fwd(be, f32(m->x[0]), m->pre_mean, m->pre_rstd, m->x_pre,
-                                 tbi_param_data(r, m->i_pre_w), tbi_param_data(r, m->i_pre_b),
-                                 B * Nt, D, LN_EPS));
-    } else {
-        TBI_TRY(o->tokens_fwd(be, m->x[0], m->patch_out,
-                              m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
-                              c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
-                              c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D));
-    }
-    for (int l = 0; l < L; l++)
-        TBI_TRY(block_forward(m, l, 0));
-    /* Pooling: the class token, or the mean of all tokens, or none; then the norm (of the
-     * pooled rows, or of every token) and the head. */
-    const float *xl = m->x[L], *pooled = xl;
+    if (!m->clip)
+        return o->tokens_fwd(be, m->x[0], m->patch_out,
+                             m->has_cls ? tbi_param_data(r, m->i_cls) : NULL,
+                             c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
+                             c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D);
+    /* CLIP: tiled positions, then ln_pre into the first block's input. */
+    TBI_TRY(o->pos_tile_fwd(be, m->pos_eff, tbi_param_data(r, m->i_pos),
+                            m->i_temporal >= 0 ? tbi_param_data(r, m->i_temporal) : NULL,
+                            c->frames / c->tubelet, m->S, D));
+    TBI_TRY(o->tokens_fwd(be, m->x_pre, m->patch_out, tbi_param_data(r, m->i_cls), m->pos_eff,
+                          NULL, B, m->Nk, 1, D));
+    return o->layernorm_fwd(be, f32(m->x[0]), m->pre_mean, m->pre_rstd, m->x_pre,
+                            tbi_param_data(r, m->i_pre_w), tbi_param_data(r, m->i_pre_b),
+                            B * m->Nt, D, LN_EPS);
+}
+
+/* After the blocks: pooling (the class token, the mean of all tokens, or none), the norm (of
+ * the pooled rows, or of every token), the head (after head dropout) or the projection. */
+static int head(tb_vit *m, int B)
+{
+    const struct tbi_ops *o = m->be->ops;
+    tbi_backend *be = m->be;
+    const struct tb_params *r = m->reg;
+    int D = m->D;
+    const float *xl = m->x[m->c.depth], *pooled = xl;
     if (m->pool >= 0) {
-        TBI_TRY(o->pool_fwd(be, m->pool, m->pooled, xl, B, Nt, D));
+        TBI_TRY(o->pool_fwd(be, m->pool, m->pooled, xl, B, m->Nt, D));
         pooled = m->pooled;
     }
     TBI_TRY(o->layernorm_fwd(be, f32(m->feat), m->feat_mean, m->feat_rstd, pooled,
@@ -651,7 +663,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
                              m->F_rows, D, LN_EPS));
     if (m->K > 0) {
         /* head dropout: the features times the mask, as B D segments of one */
-        if (m->hmask_on)
+        if (m->last.hmask)
             TBI_TRY(o->scale_add(be, f32(m->feat_drop), NULL, m->feat, m->hmask, B * D, 1));
         TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->logits), f32(head_in(m)),
                               f32(tbi_param_data(r, m->i_head_w)),
@@ -663,29 +675,51 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->emb), f32(m->feat), f32(m->projT), f32(NULL),
                               B, D, m->E));
     }
-    m->grad_source = 2;
-    if (!labels && !soft)
-        return 0;
+    return 0;
+}
+
+/* The loss on the logits: soft targets, or labels with smoothing (checked here, on the host,
+ * for every backend: a device's op cannot say which is wrong). */
+static int loss_fwd(tb_vit *m, int B, const struct vit_call *in)
+{
+    const struct tbi_ops *o = m->be->ops;
+    tbi_backend *be = m->be;
     if (m->K < 1)
         return tbi_err(TB_EINVAL, "labels for a model without a head");
-    m->soft_on = soft != NULL;
-    if (soft) {
-        TBI_TRY(o->to_device(be, m->soft, soft, sizeof(float) * (size_t)B * m->K));
-        TBI_TRY(o->xent_soft_fwd(be, m->loss, m->probs, m->logits, m->soft, B, m->K));
-    } else {
-        /* Checked here, on the host, for every backend (a device's op cannot say which). */
-        for (int b = 0; b < B; b++)
-            if (labels[b] < 0 || labels[b] >= m->K)
-                return tbi_err(TB_ERANGE, "label %lld of clip %d is not a class of %d",
-                               (long long)labels[b], b, m->K);
-        TBI_TRY(o->to_device(be, m->labels, labels, sizeof(int64_t) * (size_t)B));
-        TBI_TRY(o->xent_fwd(be, m->loss, m->probs, m->logits, m->labels, B, m->K, smoothing));
+    if (in->soft) {
+        TBI_TRY(o->to_device(be, m->soft, in->soft, sizeof(float) * (size_t)B * m->K));
+        return o->xent_soft_fwd(be, m->loss, m->probs, m->logits, m->soft, B, m->K);
     }
-    m->smoothing = smoothing;
-    m->grad_source = 1;
-    /* the host reads the loss only when asked (a training step takes it on the backend:
-     * tbi_*_loss) */
-    return loss ? o->to_host(be, loss, m->loss, sizeof(float)) : 0;
+    for (int b = 0; b < B; b++)
+        if (in->labels[b] < 0 || in->labels[b] >= m->K)
+            return tbi_err(TB_ERANGE, "label %lld of clip %d is not a class of %d",
+                           (long long)in->labels[b], b, m->K);
+    TBI_TRY(o->to_device(be, m->labels, in->labels, sizeof(int64_t) * (size_t)B));
+    return o->xent_fwd(be, m->loss, m->probs, m->logits, m->labels, B, m->K, in->smoothing);
+}
+
+/* The forward of the input (B clips in m->video) with the call's settings: tokens, blocks,
+ * pooling, norm, head, loss. The host reads the loss only when asked (a training step takes
+ * it on the backend: tbi_*_loss). */
+static int forward(tb_vit *m, int B, const struct vit_call *in, float *loss)
+{
+    int has_loss = in->labels || in->soft;
+    m->B = B;
+    m->last = (struct vit_last){.drop = in->drop, .hmask = in->hmask, .soft = in->soft != NULL,
+                                .smoothing = in->smoothing, .grad = GRAD_NONE};
+    if (m->c.keep && !in->keep)
+        return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
+                       m->c.keep);
+    TBI_TRY(embed(m, B));
+    for (int l = 0; l < m->c.depth; l++)
+        TBI_TRY(block_forward(m, l, 0));
+    TBI_TRY(head(m, B));
+    m->last.grad = GRAD_FEATURES;
+    if (!has_loss)
+        return 0;
+    TBI_TRY(loss_fwd(m, B, in));
+    m->last.grad = GRAD_LOSS;
+    return loss ? m->be->ops->to_host(m->be, loss, m->loss, sizeof(float)) : 0;
 }
 
 int tb_vit_set_video(tb_vit *m, const float *video, int B)
@@ -695,7 +729,8 @@ int tb_vit_set_video(tb_vit *m, const float *video, int B)
     size_t n = (size_t)B * 3 * c->frames * c->height * c->width;
     TBI_TRY(m->be->ops->to_device(m->be, m->video, video, sizeof(float) * n));
     m->B_in = B;
-    m->grad_source = 0; /* the input may live where the forward's activations do */
+    m->next = (struct vit_call){0};
+    m->last.grad = GRAD_NONE; /* the input may live where the forward's activations do */
     return 0;
 }
 
@@ -712,7 +747,8 @@ int tb_vit_set_clips(tb_vit *m, const uint8_t *clips, const uint8_t *flip, int B
     TBI_TRY(o->normalize(m->be, m->video, m->clips, flip ? m->flip : NULL, B, c->frames,
                          c->height, c->width, mean, std));
     m->B_in = B;
-    m->grad_source = 0; /* the input may live where the forward's activations do */
+    m->next = (struct vit_call){0};
+    m->last.grad = GRAD_NONE; /* the input may live where the forward's activations do */
     return 0;
 }
 
@@ -730,7 +766,7 @@ int tb_vit_set_keep(tb_vit *m, const int32_t *idx)
                                "rise strictly and stay below %d", b, j, (int)t, m->Np);
         }
     TBI_TRY(m->be->ops->to_device(m->be, m->keep, idx, sizeof(int32_t) * (size_t)B * Nk));
-    m->keep_set = 1;
+    m->next.keep = 1;
     return 0;
 }
 
@@ -745,7 +781,7 @@ int tb_vit_set_drop_path(tb_vit *m, const float *scale)
                            i, (double)scale[i]);
     /* (L, 2, B_in) as given; a forward of B clips reads block l's at l * 2 * B. */
     TBI_TRY(m->be->ops->to_device(m->be, m->drop, scale, sizeof(float) * n));
-    m->drop_set = 1;
+    m->next.drop = 1;
     return 0;
 }
 
@@ -801,7 +837,7 @@ int tb_vit_set_head_dropout(tb_vit *m, const float *mask)
             return tbi_err(TB_EINVAL, "dropout factor %zu is %g: 0, or 1 / (1 - rate)", i,
                            (double)mask[i]);
     TBI_TRY(m->be->ops->to_device(m->be, m->hmask, mask, sizeof(float) * n));
-    m->hmask_set = 1;
+    m->next.hmask = 1;
     return 0;
 }
 
@@ -809,9 +845,14 @@ int tb_vit_set_head_dropout(tb_vit *m, const float *mask)
 static int run(tb_vit *m, const int64_t *labels, const float *soft, float smoothing, float *loss)
 {
     TBI_TRY(need_input(m));
+    struct vit_call in = m->next;
     int B = m->B_in;
+    in.labels = labels;
+    in.soft = soft;
+    in.smoothing = smoothing;
     m->B_in = 0;
-    return forward(m, B, labels, soft, smoothing, loss);
+    m->next = (struct vit_call){0};
+    return forward(m, B, &in, loss);
 }
 
 int tb_vit_run(tb_vit *m, const int64_t *labels, float smoothing, float *loss)
@@ -936,7 +977,7 @@ static int backward(tb_vit *m)
     TBI_TRY(tbi_span_done(r, m->span0));
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
-    m->grad_source = 0;
+    m->last.grad = GRAD_NONE;
     return 0;
 }
 
@@ -944,26 +985,27 @@ int tb_vit_backward(tb_vit *m)
 {
     const struct tbi_ops *o = m->be->ops;
     const struct tb_params *r = m->reg;
-    if (m->grad_source != 1)
+    if (m->last.grad != GRAD_LOSS)
         return tbi_err(TB_EINVAL, "backward needs a forward with labels since the last "
                        "backward and input");
     /* Loss -> logits -> head -> the features' gradient. */
-    if (m->soft_on)
+    if (m->last.soft)
         TBI_TRY(o->xent_soft_bwd(m->be, m->dlogits, m->probs, m->soft, m->B, m->K));
     else
-        TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K, m->smoothing));
+        TBI_TRY(o->xent_bwd(m->be, m->dlogits, m->probs, m->labels, m->B, m->K,
+                            m->last.smoothing));
     TBI_TRY(o->matmul_bwd(m->be, m->bc.dt, f32(m->dfeat), f32(tbi_param_grad(r, m->i_head_w)),
                           f32(tbi_param_grad(r, m->i_head_b)), f32(m->dlogits),
                           f32(head_in(m)), f32(tbi_param_data(r, m->i_head_w)), m->B, m->D,
                           m->K));
-    if (m->hmask_on)
+    if (m->last.hmask)
         TBI_TRY(o->scale_add(m->be, f32(m->dfeat), NULL, m->dfeat, m->hmask, m->B * m->D, 1));
     return backward(m);
 }
 
 int tb_vit_backward_features(tb_vit *m, const float *dfeat)
 {
-    if (!m->grad_source)
+    if (m->last.grad == GRAD_NONE)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     TBI_TRY(m->be->ops->to_device(m->be, m->E > 0 ? m->demb : m->dfeat, dfeat,
                                   sizeof(float) * (size_t)tb_vit_feature_floats(m)));
@@ -1001,7 +1043,7 @@ const float *tbi_vit_patches(tb_vit *m)
 
 int tbi_vit_backward_dev(tb_vit *m)
 {
-    if (!m->grad_source)
+    if (m->last.grad == GRAD_NONE)
         return tbi_err(TB_EINVAL, "backward needs a forward since the last backward and input");
     return backward(m);
 }
