@@ -39,8 +39,9 @@ struct clip {
     struct tb_mir_sentences *sent; /* relevant captions: the sentences, and for each clip */
     tb_mir_captions *caps;         /* those above the threshold; both NULL: off */
     int32_t *ids;             /* (B, ctx) of the loaded batch */
-    int n;                    /* its clips */
-    float *v, *t;             /* (B, E): this process's features */
+    struct tbi_input in;      /* the inputs of the next step */
+    int capture;              /* the next step keeps its features in v, t (tubelet step) */
+    float *v, *t;             /* (B, E): this process's features (max-margin, capture) */
     float *all_v, *all_t;     /* (world B, E) */
     float *dv_all, *dt_all;   /* (world B, E): max-margin's gradients, on the host */
     /* InfoNCE on the backend: the gathered features, v then t (2, world B, E), and the loss's
@@ -140,6 +141,44 @@ static int open_captions(struct clip *t, const struct tb_train_opts *o)
     return 0;
 }
 
+/* The training split's text: every caption tokenized (or, with caption lists, each drawn
+ * and tokenized as its batch loads), and the relevant captions' sentences. */
+static int open_text(struct clip *t, const struct tb_train_opts *o, int *n_caps, int *n_cut)
+{
+    const struct tb_annotations *a = o->train_ann;
+    for (int i = 0; i < a->n_items; i++)
+        t->lists |= a->items[i].n_captions > 1;
+    if (t->lists && o->relevant_captions > 0)
+        return tbi_err(TB_EINVAL, "%s has caption lists, a caption drawn from each clip's at "
+                       "every visit: --relevant-captions draws EK-100's sentences instead; not "
+                       "both", a->path);
+    TBI_TRY(tb_tokenizer_open(&t->tok, NULL));
+    if (!t->lists && !(t->item_ids = tbi_malloc(sizeof(int32_t) * (size_t)a->n_items * t->ctx)))
+        return tbi_err(TB_ENOMEM, "out of memory");
+    TBI_TRY(tokenize_split(t->tok, a, t->ctx, t->item_ids, n_caps, n_cut));
+    return open_captions(t, o);
+}
+
+/* The host's and the backend's buffers of a step. */
+static int open_buffers(struct clip *t, const struct tb_train_opts *o)
+{
+    size_t be = (size_t)t->B * t->E, all = be * (size_t)t->world;
+    t->ids = tbi_malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);
+    t->v = tbi_malloc(sizeof(float) * be), t->t = tbi_malloc(sizeof(float) * be);
+    t->all_v = tbi_malloc(sizeof(float) * all), t->all_t = tbi_malloc(sizeof(float) * all);
+    t->dv_all = tbi_malloc(sizeof(float) * all), t->dt_all = tbi_malloc(sizeof(float) * all);
+    if (!t->ids || !t->v || !t->t || !t->all_v || !t->all_t || !t->dv_all || !t->dt_all)
+        return tbi_err(TB_ENOMEM, "out of memory");
+    if (o->max_margin)
+        return 0;
+    tbi_backend *dev = tb_clip_params(t->m)->be;
+    TBI_TRY(dev->ops->alloc(dev, sizeof(float) * 2 * all, (void **)&t->d_feat));
+    return dev->ops->alloc(dev, sizeof(double) * tbi_infonce_work(t->B * t->world, t->E),
+                           (void **)&t->d_work);
+}
+
+/* The dual encoder planned for o->batch pairs; the training split's text when o has one
+ * (tubelet step gives the tokens of its batch). */
 static int clip_open(void **state, const struct tb_train_opts *o)
 {
     struct clip *t = tbi_calloc(1, sizeof(*t));
@@ -153,41 +192,12 @@ static int clip_open(void **state, const struct tb_train_opts *o)
     t->E = c.embed;
     t->ctx = c.ctx;
     t->world = tb_dist_world();
-    size_t be = (size_t)t->B * t->E, all = be * (size_t)t->world;
     struct tb_plan_bytes bytes = {0};
-    for (int i = 0; i < o->train_ann->n_items; i++)
-        t->lists |= o->train_ann->items[i].n_captions > 1;
-    if (t->lists && o->relevant_captions > 0) {
-        free(t);
-        return tbi_err(TB_EINVAL, "%s has caption lists, a caption drawn from each clip's at "
-                       "every visit: --relevant-captions draws EK-100's sentences instead; not "
-                       "both", o->train_ann->path);
-    }
     if ((rc = tb_clip_open(&t->m, &c)) == 0 &&
         (rc = tbi_task_fuse(tb_clip_params(t->m), o)) == 0 &&
-        (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 &&
-        (rc = tb_tokenizer_open(&t->tok, NULL)) == 0) {
-        if (!t->lists)
-            t->item_ids = tbi_malloc(sizeof(int32_t) * (size_t)o->train_ann->n_items * t->ctx);
-        t->ids = tbi_malloc(sizeof(int32_t) * (size_t)t->B * t->ctx);
-        t->v = tbi_malloc(sizeof(float) * be), t->t = tbi_malloc(sizeof(float) * be);
-        t->all_v = tbi_malloc(sizeof(float) * all), t->all_t = tbi_malloc(sizeof(float) * all);
-        t->dv_all = tbi_malloc(sizeof(float) * all), t->dt_all = tbi_malloc(sizeof(float) * all);
-        if ((!t->lists && !t->item_ids) || !t->ids || !t->v || !t->t || !t->all_v ||
-            !t->all_t || !t->dv_all || !t->dt_all)
-            rc = tbi_err(TB_ENOMEM, "out of memory");
-        else
-            rc = tokenize_split(t->tok, o->train_ann, t->ctx, t->item_ids, &n_caps, &n_cut);
-    }
-    if (rc == 0 && !o->max_margin) {
-        tbi_backend *dev = tb_clip_params(t->m)->be;
-        int N = t->B * t->world;
-        if ((rc = dev->ops->alloc(dev, sizeof(float) * 2 * all, (void **)&t->d_feat)) == 0)
-            rc = dev->ops->alloc(dev, sizeof(double) * tbi_infonce_work(N, t->E),
-                                 (void **)&t->d_work);
-    }
-    if (rc == 0)
-        rc = open_captions(t, o);
+        (rc = tb_clip_plan(t->m, t->B, &bytes)) == 0 && (rc = open_buffers(t, o)) == 0 &&
+        o->train_ann)
+        rc = open_text(t, o, &n_caps, &n_cut);
     if (rc < 0) {
         void *p = t;
         clip_close(&p);
@@ -224,17 +234,14 @@ static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *
     return tbi_settings_meta(sb, &s);
 }
 
-static int clip_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)
+/* Each clip's caption: its own narration's tokens, a relevant caption drawn for (epoch,
+ * sample), or one of its list's, drawn and tokenized now - whatever process or worker loaded
+ * the clip. */
+static int clip_draw(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
+                     struct tbi_input *in)
 {
     struct clip *t = state;
-    const float *mean, *std;
-    tb_norm_values(o->norm, &mean, &std);
-    if (b->n != t->B)
-        return tbi_err(TB_EINVAL, "a batch of %d clips, the step takes %d", b->n, t->B);
-    /* training samples are items, one view each; a relevant caption is a sentence drawn for
-     * (epoch, sample), and so is a caption of the clip's list, whatever process or worker
-     * loaded the clip */
-    for (int j = 0; j < b->n; j++) {
+    for (int j = 0; j < b->n && j < t->B; j++) {
         int64_t item = b->index[j];
         if (t->lists) {
             const struct tb_ann_item *it = &o->train_ann->items[item];
@@ -253,13 +260,23 @@ static int clip_load(void *state, const struct tb_train_opts *o, const struct tb
         memcpy(t->ids + (size_t)j * t->ctx, t->item_ids + (size_t)item * t->ctx,
                sizeof(int32_t) * (size_t)t->ctx);
     }
-    t->n = b->n;
-    return tb_clip_set_clips(t->m, b->video, NULL, b->n, mean, std);
+    *in = (struct tbi_input){.n = b->n, .clips = b->video, .ids = t->ids};
+    return 0;
 }
 
-/* InfoNCE on the backend: both towers' features gathered from every process, the loss into
- * *loss (backend), this process's gradient rows (times the processes: the loop averages them)
- * into the towers' gradient buffers and the scale's into the model's, then the backward. */
+static int clip_set(void *state, const struct tb_train_opts *o, const struct tbi_input *in)
+{
+    struct clip *t = state;
+    const float *mean, *std;
+    tb_norm_values(o->norm, &mean, &std);
+    if (in->n != t->B)
+        return tbi_err(TB_EINVAL, "a batch of %d clips, the step takes %d", in->n, t->B);
+    t->in = *in;
+    if (in->clips)
+        return tb_clip_set_clips(t->m, in->clips, NULL, in->n, mean, std);
+    return tb_clip_set_video(t->m, in->video, in->n);
+}
+
 static int infonce_step(struct clip *t, float *loss)
 {
     tbi_backend *be = tb_clip_params(t->m)->be;
@@ -268,9 +285,14 @@ static int infonce_step(struct clip *t, float *loss)
     float *v = t->d_feat, *tx = t->d_feat + all;
     double *sc, *ds;
     TBI_TRY(tb_clip_encode_video(t->m, NULL));
-    TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, NULL));
+    TBI_TRY(tb_clip_encode_text(t->m, t->in.ids, t->in.n, NULL));
     TBI_TRY(be->ops->gather(be, v, tbi_clip_emb(t->m, 0), mine));
     TBI_TRY(be->ops->gather(be, tx, tbi_clip_emb(t->m, 1), mine));
+    if (t->capture) { /* before the backward, whose gradients may take their space */
+        TBI_TRY(be->ops->to_host(be, t->v, tbi_clip_emb(t->m, 0), sizeof(float) * mine));
+        TBI_TRY(be->ops->to_host(be, t->t, tbi_clip_emb(t->m, 1), sizeof(float) * mine));
+        t->capture = 0;
+    }
     TBI_TRY(tbi_clip_scale(t->m, &sc, &ds));
     TBI_TRY(be->ops->infonce_fwd(be, loss, t->d_work, v, tx, N, t->E, sc));
     TBI_TRY(be->ops->infonce_bwd(be, tbi_clip_demb(t->m, 0), tbi_clip_demb(t->m, 1), ds,
@@ -303,12 +325,25 @@ static int clip_step(void *state, const struct tb_train_opts *o, float *loss)
         return infonce_step(t, loss);
     size_t be = (size_t)t->B * t->E;
     TBI_TRY(tb_clip_encode_video(t->m, t->v));
-    TBI_TRY(tb_clip_encode_text(t->m, t->ids, t->n, t->t));
+    TBI_TRY(tb_clip_encode_text(t->m, t->in.ids, t->in.n, t->t));
     TBI_TRY(tb_dist_gather_f32(t->v, be, t->all_v));
     TBI_TRY(tb_dist_gather_f32(t->t, be, t->all_t));
     float *dv = t->dv_all, *dt = t->dt_all;
     TBI_TRY(max_margin(t, o, loss, &dv, &dt));
     return tb_clip_backward(t->m, dv, dt, 0);
+}
+
+/* Outputs 0 and 1: the step's video and text features (B, E), kept when asked before it. */
+static int clip_output(void *state, int k, struct tb_st_tensor *out)
+{
+    struct clip *t = state;
+    if (k > 1)
+        return 1;
+    if (!out) {
+        t->capture = 1;
+        return 0;
+    }
+    return tbi_task_out(out, k ? "text_emb" : "video_emb", k ? t->t : t->v, 2, t->B, t->E, 0);
 }
 
 static int clip_evaluate(void *state, const struct tb_train_opts *o, struct tb_eval_result *r)
@@ -334,8 +369,10 @@ const struct tbi_task tbi_task_clip = {
     .close = clip_close,
     .params = clip_params,
     .meta = clip_meta,
-    .load = clip_load,
+    .draw = clip_draw,
+    .set = clip_set,
     .step = clip_step,
+    .output = clip_output,
     .evaluate = clip_evaluate,
 };
 

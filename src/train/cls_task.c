@@ -35,8 +35,10 @@ struct cls {
     float *soft;        /* (B, K): its mixed targets, when mixing */
     float *hmask;       /* (B, D): its head dropout masks */
     int32_t *boxes;     /* (B, T, 4): its erasing boxes */
+    int box[4];         /* its cutmix box */
     uint64_t *streams;  /* (B): their values' streams */
-    int n, use_soft;
+    float *logits;      /* (B, K): output 0, on the host */
+    struct tbi_input in; /* the inputs of the next step */
 };
 
 static int mixing(const struct tb_train_opts *o)
@@ -56,6 +58,7 @@ static void cls_close(void **state)
     free(t->hmask);
     free(t->boxes);
     free(t->streams);
+    free(t->logits);
     free(t);
     *state = NULL;
 }
@@ -117,43 +120,65 @@ static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
     return 0;
 }
 
-static int cls_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)
+/* The labels of the batch, and the draws of its clips' own keys - erasing, drop path and
+ * dropout, like their crops - and of the batch's: mixing (VideoMAE's order: erase each clip,
+ * then mix the batch). */
+static int cls_draw(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
+                    struct tbi_input *in)
 {
     struct cls *t = state;
-    const float *mean, *std;
-    tb_norm_values(o->norm, &mean, &std);
+    const struct tb_vit_config *c = &o->model;
+    *in = (struct tbi_input){.n = b->n, .clips = b->video, .labels = t->labels, .lam = 1};
     for (int j = 0; j < b->n; j++)
         t->labels[j] = b->label[j * 3 + o->label];
-    t->n = b->n;
-    /* The clips go to the model's input now (the loader gets its buffer back); the forward
-     * runs from there in step. Erasing, drop path and dropout draw from the clips' own keys,
-     * like their crops; mixing from the batch's (VideoMAE's order: erase each clip, then mix
-     * the batch). */
-    const struct tb_vit_config *c = &o->model;
-    TBI_TRY(tb_vit_set_clips(t->m, b->video, NULL, b->n, mean, std));
     if (o->erase > 0) {
         tb_erase_draw(t->boxes, t->streams, b->n, c->frames, c->height, c->width, o->erase,
                       o->erase_mode, o->seed, b->epoch, b->index);
-        TBI_TRY(tb_vit_erase(t->m, t->boxes, o->seed, t->streams));
+        in->erase = t->boxes;
+        in->erase_streams = t->streams;
     }
-    t->use_soft = mixing(o);
-    if (t->use_soft) {
+    if (mixing(o)) {
         struct tb_mix mx;
         tb_mix_draw(&mx, &o->mix, o->seed, b->epoch, b->number, tb_dist_rank(), c->height,
                     c->width);
-        if (mx.lam < 1)
-            TBI_TRY(tb_vit_mix(t->m, mx.lam, mx.cutmix ? mx.box : NULL));
         tb_mix_targets(t->soft, t->labels, b->n, c->classes, mx.lam, o->smoothing);
+        in->soft = t->soft;
+        in->lam = mx.lam;
+        in->box = mx.cutmix ? t->box : NULL;
+        memcpy(t->box, mx.box, sizeof(t->box));
     }
     if (o->drop_path > 0) {
         tb_vit_drop_path_draw(t->drop, c->depth, b->n, o->drop_path, o->seed, b->epoch,
                               b->index);
-        TBI_TRY(tb_vit_set_drop_path(t->m, t->drop));
+        in->drop = t->drop;
     }
     if (o->head_dropout > 0) {
         tb_dropout_draw(t->hmask, b->n, c->dim, o->head_dropout, o->seed, b->epoch, b->index);
-        TBI_TRY(tb_vit_set_head_dropout(t->m, t->hmask));
+        in->hmask = t->hmask;
     }
+    return 0;
+}
+
+/* The clips go to the model's input now (the loader gets its buffer back), with what was
+ * drawn for them; the forward runs from there in step. */
+static int cls_set(void *state, const struct tb_train_opts *o, const struct tbi_input *in)
+{
+    struct cls *t = state;
+    const float *mean, *std;
+    tb_norm_values(o->norm, &mean, &std);
+    if (in->clips)
+        TBI_TRY(tb_vit_set_clips(t->m, in->clips, NULL, in->n, mean, std));
+    else
+        TBI_TRY(tb_vit_set_video(t->m, in->video, in->n));
+    if (in->erase)
+        TBI_TRY(tb_vit_erase(t->m, in->erase, o->seed, in->erase_streams));
+    if (in->soft && in->lam < 1)
+        TBI_TRY(tb_vit_mix(t->m, in->lam, in->box));
+    if (in->drop)
+        TBI_TRY(tb_vit_set_drop_path(t->m, in->drop));
+    if (in->hmask)
+        TBI_TRY(tb_vit_set_head_dropout(t->m, in->hmask));
+    t->in = *in;
     return 0;
 }
 
@@ -161,10 +186,25 @@ static int cls_step(void *state, const struct tb_train_opts *o, float *loss)
 {
     struct cls *t = state;
     tbi_backend *be = tb_vit_params(t->m)->be;
-    TBI_TRY(t->use_soft ? tb_vit_run_soft(t->m, t->soft, NULL)
-                        : tb_vit_run(t->m, t->labels, (float)o->smoothing, NULL));
+    TBI_TRY(t->in.soft ? tb_vit_run_soft(t->m, t->in.soft, NULL)
+                       : tb_vit_run(t->m, t->in.labels, (float)o->smoothing, NULL));
     TBI_TRY(be->ops->copy(be, loss, tbi_vit_loss(t->m), sizeof(float)));
     return tb_vit_backward(t->m);
+}
+
+/* Output 0: the last step's logits (B, K). */
+static int cls_output(void *state, int k, struct tb_st_tensor *out)
+{
+    struct cls *t = state;
+    int K = tb_vit_config(t->m)->classes;
+    if (k > 0)
+        return 1;
+    if (!out)
+        return 0;
+    if (!t->logits && !(t->logits = tbi_malloc(sizeof(float) * (size_t)t->in.n * K)))
+        return tbi_err(TB_ENOMEM, "out of memory");
+    TBI_TRY(tb_vit_logits(t->m, t->logits));
+    return tbi_task_out(out, "logits", t->logits, 2, t->in.n, K, 0);
 }
 
 /* With --label action, the label space's action list (AVION's, over the training and
@@ -196,7 +236,9 @@ const struct tbi_task tbi_task_cls = {
     .close = cls_close,
     .params = cls_params,
     .meta = cls_meta,
-    .load = cls_load,
+    .draw = cls_draw,
+    .set = cls_set,
     .step = cls_step,
+    .output = cls_output,
     .evaluate = cls_evaluate,
 };

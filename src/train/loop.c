@@ -394,9 +394,11 @@ static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int
     }
     for (int j = 0; j < K; j++, (*k)++) { /* the micro-batches */
         struct tb_batch *b = NULL;
+        struct tbi_input in;
         rc = tb_loader_next(s->l, &b);
         if (rc == 0) {
-            rc = s->task->load(s->st, o, b);
+            if ((rc = s->task->draw(s->st, o, b, &in)) == 0)
+                rc = s->task->set(s->st, o, &in);
             tb_loader_release(s->l, b);
         }
         TBI_TRY(any_failed(rc, pos->step));

@@ -16,7 +16,8 @@
 struct mae {
     tb_mae *m;
     uint8_t *mask, *drop; /* (B, N) of the loaded batch */
-    int N;
+    float *pred;          /* (B, decoded, values): output 0, on the host */
+    int N, n;             /* tokens a clip; clips of the step */
 };
 
 static void mae_close(void **state)
@@ -27,6 +28,7 @@ static void mae_close(void **state)
     tb_mae_close(&t->m);
     free(t->mask);
     free(t->drop);
+    free(t->pred);
     free(t);
     *state = NULL;
 }
@@ -78,17 +80,32 @@ static int mae_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
     return tbi_settings_meta(sb, &s);
 }
 
-static int mae_load(void *state, const struct tb_train_opts *o, const struct tb_batch *b)
+/* Each clip's masks, from its own generator. */
+static int mae_draw(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
+                    struct tbi_input *in)
 {
     struct mae *t = state;
-    const float *mean, *std;
     int running = tb_mae_config(t->m)->decoder_mask != TB_DECODER_MASK_NONE;
-    tb_norm_values(o->norm, &mean, &std);
-    TBI_TRY(tb_mae_set_clips(t->m, b->video, NULL, b->n, mean, std));
     for (int j = 0; j < b->n; j++)
         TBI_TRY(tb_mae_make_mask(t->m, o->seed, b->epoch, b->index[j],
                                  t->mask + (size_t)j * t->N, t->drop + (size_t)j * t->N));
-    return tb_mae_set_mask(t->m, t->mask, running ? t->drop : NULL);
+    *in = (struct tbi_input){.n = b->n, .clips = b->video, .mask = t->mask,
+                             .dmask = running ? t->drop : NULL};
+    return 0;
+}
+
+/* The input (its normalisation undone for the target), then its masks. */
+static int mae_set(void *state, const struct tb_train_opts *o, const struct tbi_input *in)
+{
+    struct mae *t = state;
+    const float *mean, *std;
+    tb_norm_values(o->norm, &mean, &std);
+    if (in->clips)
+        TBI_TRY(tb_mae_set_clips(t->m, in->clips, NULL, in->n, mean, std));
+    else
+        TBI_TRY(tb_mae_set_video(t->m, in->video, in->n, mean, std));
+    t->n = in->n;
+    return tb_mae_set_mask(t->m, in->mask, in->dmask);
 }
 
 static int mae_step(void *state, const struct tb_train_opts *o, float *loss)
@@ -99,6 +116,22 @@ static int mae_step(void *state, const struct tb_train_opts *o, float *loss)
     TBI_TRY(tb_mae_run(t->m, NULL));
     TBI_TRY(be->ops->copy(be, loss, tbi_mae_loss(t->m), sizeof(float)));
     return tb_mae_backward(t->m);
+}
+
+/* Output 0: the last step's predictions (B, decoded, values). */
+static int mae_output(void *state, int k, struct tb_st_tensor *out)
+{
+    struct mae *t = state;
+    int Nq, V;
+    if (k > 0)
+        return 1;
+    if (!out)
+        return 0;
+    tb_mae_sizes(t->m, NULL, NULL, &Nq, &V);
+    if (!t->pred && !(t->pred = tbi_malloc(sizeof(float) * (size_t)t->n * Nq * V)))
+        return tbi_err(TB_ENOMEM, "out of memory");
+    TBI_TRY(tb_mae_pred(t->m, t->pred));
+    return tbi_task_out(out, "pred", t->pred, 3, t->n, Nq, V);
 }
 
 static int mae_check(const struct tb_train_opts *o)
@@ -114,7 +147,9 @@ const struct tbi_task tbi_task_mae = {
     .close = mae_close,
     .params = mae_params,
     .meta = mae_meta,
-    .load = mae_load,
+    .draw = mae_draw,
+    .set = mae_set,
     .step = mae_step,
+    .output = mae_output,
     .evaluate = NULL,
 };

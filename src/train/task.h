@@ -5,8 +5,11 @@
 #ifndef TUBELET_TRAIN_TASK_H
 #define TUBELET_TRAIN_TASK_H
 
+#include <stdio.h>
+
 #include "core/strbuf.h"
 #include "model/params.h"
+#include "tubelet/safetensors.h"
 #include "tubelet/train.h"
 
 /* A label space as checkpoint metadata (,"label_space":"...") and back (labels.c). */
@@ -24,6 +27,26 @@ int tbi_settings_read(const char *meta, const char *path, struct tb_ckpt_info *s
  * out (size bytes); 0, or -1 where it is absent or longer (checkpoint.c). */
 int tbi_meta_get(const char *meta, const char *key, char *out, size_t size);
 
+/* One step's inputs to a task's model, every per-call choice explicit: what a batch of the
+ * loader and the run's draws give (the task's draw), or what `tubelet step`'s batch file
+ * gives. Host memory, borrowed until the step; NULL where the task or the batch has none. */
+struct tbi_input {
+    int n;                           /* clips */
+    const uint8_t *clips;            /* (n, T, H, W, 3): the loader's, normalised by o->norm */
+    const float *video;              /* (n, 3, T, H, W), normalised (when clips is NULL) */
+    const int64_t *labels;           /* cls (n) */
+    const float *soft;               /* cls: soft targets (n, K), when the batch is mixed */
+    float lam;                       /* cls: its mixing (< 1: mixed) */
+    const int *box;                  /* and cutmix's box (NULL: mixup) */
+    const int32_t *erase;            /* cls: random erasing's boxes (n, T, 4) */
+    const uint64_t *erase_streams;   /* and their values' streams (n) */
+    const float *drop;               /* cls: drop path's factors (L, 2, n) */
+    const float *hmask;              /* cls: head dropout's masks (n, D) */
+    const uint8_t *mask, *dmask;     /* mae: tube mask, running cell's (n, N); dmask NULL:
+                                      * no decoder masking */
+    const int32_t *ids;              /* clip: the captions' tokens (n, ctx) */
+};
+
 struct tbi_task {
     const char *name;
     /* What the task refuses of o (another task's settings, what its loss cannot take): 0, or
@@ -37,11 +60,20 @@ struct tbi_task {
     /* The run's settings as "key":"value" pairs for the checkpoint (model config, sampler,
      * normalisation, ...): what evaluation and resumption need. */
     int (*meta)(void *state, const struct tb_train_opts *o, struct tbi_sb *sb);
-    /* Take batch b onto the device (the loop releases it right after), then one forward and
-     * backward: the mean loss of this process's clips into *loss (backend memory, 1 float:
-     * the loop reads it once per log interval), gradients of every parameter. */
-    int (*load)(void *state, const struct tb_train_opts *o, const struct tb_batch *b);
+    /* Batch b's inputs (its clips, and the draws its samples' keys give: labels, masks,
+     * mixing, drop path, captions) into *in, in the task's own buffers. */
+    int (*draw)(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
+                struct tbi_input *in);
+    /* The inputs onto the model (the loop releases the batch right after), then one forward
+     * and backward: the mean loss of this process's clips into *loss (backend memory, 1
+     * float: the loop reads it once per log interval), gradients of every parameter. */
+    int (*set)(void *state, const struct tb_train_opts *o, const struct tbi_input *in);
     int (*step)(void *state, const struct tb_train_opts *o, float *loss);
+    /* What `tubelet step` writes beside the gradients: output k of the last step (cls: its
+     * logits; mae: its predictions; clip: both towers' features) into *t, host memory the
+     * task owns; 1 past the last one. t NULL: keep output k of the next step (what the
+     * backward would overwrite). */
+    int (*output)(void *state, int k, struct tb_st_tensor *t);
     /* Evaluate on o->val_ann (every process runs it: it is sharded and reduced inside); NULL
      * for a task without an evaluation of its own (mae: its measure is the fine-tuning). */
     int (*evaluate)(void *state, const struct tb_train_opts *o, struct tb_eval_result *r);
@@ -85,6 +117,20 @@ static inline int tbi_task_fuse(tb_params *r, const struct tb_train_opts *o)
 {
     if (o->fused_update)
         tb_params_fuse(r, NULL, NULL);
+    return 0;
+}
+
+/* A task's output tensor (float32, up to 3 dimensions, d_k > 0) over data. 0. */
+static inline int tbi_task_out(struct tb_st_tensor *t, const char *name, float *data, int n_dims,
+                               int64_t d0, int64_t d1, int64_t d2)
+{
+    const int64_t d[3] = {d0, d1, d2};
+    *t = (struct tb_st_tensor){.dtype = TB_ST_F32, .n_dims = n_dims, .n = 1, .data = data};
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    for (int k = 0; k < n_dims; k++) {
+        t->shape[k] = d[k];
+        t->n *= d[k];
+    }
     return 0;
 }
 
