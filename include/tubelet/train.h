@@ -11,6 +11,7 @@
 #include "tubelet/data.h"
 #include "tubelet/metrics.h"
 #include "tubelet/model.h"
+#include "tubelet/safetensors.h"
 #include "tubelet/text.h"
 
 #ifdef __cplusplus
@@ -323,6 +324,44 @@ struct tb_train_opts {
     void (*on_eval)(void *user, const struct tb_eval_result *r);
     void *user;
 };
+
+/* One step's inputs to a task's model, every per-call choice explicit: what a batch of the
+ * loader and the run's draws give (the task's draw), or what `tubelet step`'s batch file
+ * gives. Host memory, borrowed until the step; NULL where the task or the batch has none. */
+struct tb_step_input {
+    int n;                           /* clips */
+    const uint8_t *clips;            /* (n, T, H, W, 3): the loader's, normalised by o->norm */
+    const float *video;              /* (n, 3, T, H, W), normalised (when clips is NULL) */
+    const int64_t *labels;           /* cls (n) */
+    const float *soft;               /* cls: soft targets (n, K), when the batch is mixed */
+    float lam;                       /* cls: its mixing (< 1: mixed) */
+    const int *box;                  /* and cutmix's box (NULL: mixup) */
+    const int32_t *erase;            /* cls: random erasing's boxes (n, T, 4) */
+    const uint64_t *erase_streams;   /* and their values' streams (n) */
+    const float *drop;               /* cls: drop path's factors (L, 2, n) */
+    const float *hmask;              /* cls: head dropout's masks (n, D) */
+    const uint8_t *mask, *dmask;     /* mae: tube mask, running cell's (n, N); dmask NULL:
+                                      * no decoder masking */
+    const int32_t *ids;              /* clip: the captions' tokens (n, ctx) */
+};
+
+/* A task's steps outside the training loop, on given weights and inputs - what `tubelet
+ * step` checks against PyTorch - by the very code tb_train runs: open o->task's model for
+ * o->batch clips (o's model, mae, clip, norm, smoothing, loss; no data), load its parameters
+ * (tb_stepper_params), then each run sets the inputs, runs one forward and backward (the
+ * gradients replaced) and reads the loss. The optimizer is the caller's. */
+typedef struct tb_stepper tb_stepper;
+TB_API int tb_stepper_open(tb_stepper **out, const struct tb_train_opts *o);
+TB_API void tb_stepper_close(tb_stepper **s);
+TB_API tb_params *tb_stepper_params(tb_stepper *s);
+/* The name of the backend it runs on. */
+TB_API const char *tb_stepper_backend(const tb_stepper *s);
+TB_API int tb_stepper_run(tb_stepper *s, const struct tb_step_input *in, float *loss);
+/* Output k of the last run (cls: "logits" (B, K); mae: "pred" (B, decoded, values); clip:
+ * "video_emb", "text_emb" (B, E)) into *t, host memory the stepper owns until its next run;
+ * 1 past the last one. Call with t NULL before a run to keep output k of it (clip's features,
+ * which its backward may overwrite). */
+TB_API int tb_stepper_output(tb_stepper *s, int k, struct tb_st_tensor *t);
 
 /* Train o->task (resuming from out_dir/last.safetensors when it exists), evaluating every
  * eval_every epochs and at the end; checkpoints after every epoch and on cancel. A loss or

@@ -164,6 +164,20 @@ static int add_weights(struct tb_st_tensor *outs, int *n_out, tb_params *params,
     return 0;
 }
 
+enum { STEP_SAID = 1 };   /* a failure whose message was printed */
+enum { STEP_OUTPUTS = 4 }; /* the most outputs of a task's step */
+
+#define STEP_TRY(expr)                                                                         \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        if (rc_ < 0)                                                                           \
+            return rc_;                                                                        \
+    } while (0)
+
+struct step_run;
+static void step_out(struct step_run *r, const char *name, float *data, int n_dims, int64_t d0,
+                     int64_t d1, int64_t d2);
+
 /* The batch's int64 (B, N) 0/1 mask called name as bytes, or NULL (with a message) when it
  * is absent or malformed. */
 static uint8_t *batch_mask(const struct tb_st_file *bf, const char *path, const char *name,
@@ -188,10 +202,9 @@ static uint8_t *batch_mask(const struct tb_st_file *bf, const char *path, const 
     return m;
 }
 
-/* What one run of `tubelet step` holds, whichever model it steps (step_open, step_close):
- * the batch and weights files, the parameters' registry (the model's), the optimizer, the
- * host copies of the losses, the first step's gradients and the final weights, and the
- * tensors written to --out. */
+/* What one run of `tubelet step` holds, whichever task it steps (step_close): the batch and
+ * weights files, the parameters' registry, the optimizer, the host copies of the losses, the
+ * first step's gradients and outputs and the final weights, and the tensors written to --out. */
 struct step_run {
     const struct step_config *c;
     struct tb_st_file *wf, *bf;
@@ -201,36 +214,18 @@ struct step_run {
     struct tb_st_tensor *outs;
     int n_out, B;
     float *losses, *grads, *weights;
+    float *first[STEP_OUTPUTS];       /* the first step's outputs, copied */
+    char backend[64];                 /* where it ran */
 };
 
-enum { STEP_SAID = 1 }; /* a failure whose message was printed */
-
-#define STEP_TRY(expr)                                                                         \
-    do {                                                                                       \
-        int rc_ = (expr);                                                                      \
-        if (rc_ < 0)                                                                           \
-            return rc_;                                                                        \
-    } while (0)
-
-static void step_out(struct step_run *r, const char *name, float *data, int n_dims, int64_t d0,
-                     int64_t d1, int64_t d2);
-
-/* The batch file (unless read already) and the weights into params; the batch's video (B, 3,
- * frames, H, W; need names the rest of what the model needs, for the message); the host
- * buffers of the outputs (extra tensors beside the parameters'). 0, STEP_SAID or rc < 0. */
-static int step_open(struct step_run *r, tb_params *params, int H, int W, const char *need,
-                     int extra)
+/* The batch file (unless read already) and its video (B, 3, frames, H, W); need names the
+ * rest of what the task needs, for the message. 0, STEP_SAID or rc < 0. */
+static int step_batch(struct step_run *r, int H, int W, const char *need)
 {
     const struct step_config *c = r->c;
-    int rc;
-    r->params = params;
-    if ((!r->bf && (rc = tb_st_read(&r->bf, c->batch)) < 0) ||
-        (rc = tb_st_read(&r->wf, c->weights)) < 0)
+    int rc = r->bf ? 0 : tb_st_read(&r->bf, c->batch);
+    if (rc < 0)
         return rc;
-    if (tb_params_load(params, r->wf) < 0) {
-        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
-        return STEP_SAID;
-    }
     const struct tb_st_tensor *v = r->video = tb_st_find(r->bf, "video");
     if (!v || v->dtype != TB_ST_F32 || v->n_dims != 5 || v->shape[0] < 1 ||
         v->shape[0] > 65536 || v->shape[1] != 3 || v->shape[2] != c->frames ||
@@ -240,11 +235,26 @@ static int step_open(struct step_run *r, tb_params *params, int H, int W, const 
         return STEP_SAID;
     }
     r->B = (int)v->shape[0];
+    return 0;
+}
+
+/* The weights into params, and the host buffers of the outputs (the losses first). */
+static int step_weights(struct step_run *r, tb_params *params)
+{
+    const struct step_config *c = r->c;
+    int rc = tb_st_read(&r->wf, c->weights);
+    r->params = params;
+    if (rc < 0)
+        return rc;
+    if (tb_params_load(params, r->wf) < 0) {
+        fprintf(stderr, "tubelet step: %s: %s\n", c->weights, tb_errmsg());
+        return STEP_SAID;
+    }
     int64_t nf = tb_params_floats(params);
-    r->losses = malloc(sizeof(float) * (size_t)c->steps);
+    r->losses = calloc((size_t)c->steps, sizeof(float));
     r->grads = malloc(sizeof(float) * (size_t)nf);
     r->weights = malloc(sizeof(float) * (size_t)nf);
-    r->outs = calloc((size_t)(extra + 2 * tb_params_count(params)), sizeof(*r->outs));
+    r->outs = calloc((size_t)(1 + STEP_OUTPUTS + 2 * tb_params_count(params)), sizeof(*r->outs));
     if (!r->losses || !r->grads || !r->weights || !r->outs) {
         fprintf(stderr, "tubelet step: out of memory\n");
         return STEP_SAID;
@@ -270,7 +280,6 @@ static int step_update(struct step_run *r, int s)
     return rc < 0 ? rc : tb_optim_update(&r->opt, 1.0f);
 }
 
-/* One more output tensor (float32, n_dims <= 3, data borrowed). */
 static void step_out(struct step_run *r, const char *name, float *data, int n_dims, int64_t d0,
                      int64_t d1, int64_t d2)
 {
@@ -293,7 +302,8 @@ static int step_write(struct step_run *r)
     return rc < 0 ? rc : 0;
 }
 
-/* rc: 0, STEP_SAID or a code to report; the exit status. Before the model's close. */
+/* rc: 0, STEP_SAID or a code to report; the exit status. Before the model's close (the
+ * optimizer's memory is its backend's). */
 static int step_close(struct step_run *r, int rc)
 {
     if (rc < 0)
@@ -305,66 +315,97 @@ static int step_close(struct step_run *r, int rc)
     free(r->losses);
     free(r->grads);
     free(r->weights);
+    for (int k = 0; k < STEP_OUTPUTS; k++)
+        free(r->first[k]);
     return rc != 0;
 }
 
-/* --task mae: S steps of VideoMAE pretraining on the batch with its masks. */
+/* The stepper's outputs of the first step, copied (a later step reuses its buffers). */
+static int step_outputs(struct step_run *r, tb_stepper *st)
+{
+    struct tb_st_tensor t;
+    for (int k = 0, rc; k < STEP_OUTPUTS && (rc = tb_stepper_output(st, k, &t)) != 1; k++) {
+        if (rc < 0)
+            return rc;
+        if (!(r->first[k] = malloc(sizeof(float) * (size_t)t.n)))
+            return TB_ENOMEM;
+        memcpy(r->first[k], t.data, sizeof(float) * (size_t)t.n);
+        t.data = r->first[k];
+        r->outs[r->n_out++] = t;
+    }
+    return 0;
+}
+
+/* S steps of the task o names (o->batch = the batch's clips) on the inputs in, by the
+ * training loop's own task code (tb_stepper); layer decay (cls) before the optimizer; then
+ * --out written. 0, STEP_SAID or rc < 0. */
+static int step_task(struct step_run *r, const struct tb_train_opts *o,
+                     const struct tb_step_input *in, double layer_decay)
+{
+    const struct step_config *c = r->c;
+    tb_stepper *st = NULL;
+    int rc = tb_stepper_open(&st, o);
+    if (rc == 0)
+        snprintf(r->backend, sizeof(r->backend), "%s", tb_stepper_backend(st));
+    if (rc == 0 && (rc = step_weights(r, tb_stepper_params(st))) == 0) {
+        if (layer_decay < 1)
+            tb_params_layer_decay(r->params, o->model.depth, layer_decay);
+        rc = step_optim(r, tb_optimizer_parse(c->optim));
+    }
+    for (int k = 0; rc == 0 && k < STEP_OUTPUTS && tb_stepper_output(st, k, NULL) == 0; k++)
+        ; /* the first step keeps every output */
+    for (int s = 0; rc == 0 && s < c->steps; s++)
+        if ((rc = tb_stepper_run(st, in, &r->losses[s])) == 0 &&
+            (s > 0 || (rc = step_outputs(r, st)) == 0))
+            rc = step_update(r, s);
+    if (rc == 0)
+        rc = step_write(r);
+    tb_optim_free(&r->opt); /* before its backend goes */
+    tb_stepper_close(&st);
+    return rc;
+}
+
+/* --task mae: S steps of VideoMAE pretraining on the batch with its masks; the target undoes
+ * ImageNet's normalisation. */
 static int run_mae(struct step_config *c, enum tb_dtype dtype)
 {
     struct step_run r = {.c = c};
-    tb_mae *m = NULL;
-    float *pred = NULL;
     uint8_t *mask = NULL, *drop = NULL;
-    int rc, kind = tb_optimizer_parse(c->optim), N, Nq, V;
-    int running = !strcmp(c->decoder_mask, "running-cell");
-    if (kind < 0 || (!running && strcmp(c->decoder_mask, "none"))) {
+    int running = !strcmp(c->decoder_mask, "running-cell"), rc;
+    if (tb_optimizer_parse(c->optim) < 0 || (!running && strcmp(c->decoder_mask, "none"))) {
         fprintf(stderr, "tubelet step: --optim is adamw or lion, --decoder-mask none or "
                 "running-cell\n");
         return 2;
     }
-    struct tb_mae_config mc = {
-        .enc = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
-                .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames,
-                .height = c->size.h, .width = c->size.w, .recompute = c->recompute,
-                .recompute_mlp = c->recompute_mlp, .backend = c->use_backend, .dtype = dtype},
-        .mask_ratio = c->mask_ratio,
-        .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
-        .decoder_ratio = c->decoder_ratio, .dec_dim = c->dec_dim, .dec_depth = c->dec_depth,
-        .dec_heads = c->dec_heads, .norm_target = c->norm_target,
+    struct tb_train_opts o = {
+        .task = "mae", .norm = TB_NORM_IMAGENET,
+        .model = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
+                  .tubelet = c->tubelet ? c->tubelet : 2, .frames = c->frames,
+                  .height = c->size.h, .width = c->size.w, .recompute = c->recompute,
+                  .recompute_mlp = c->recompute_mlp, .backend = c->use_backend, .dtype = dtype},
+        .mae = {.mask_ratio = c->mask_ratio, .decoder_ratio = c->decoder_ratio,
+                .decoder_mask = running ? TB_DECODER_MASK_RUNNING_CELL : TB_DECODER_MASK_NONE,
+                .dec_dim = c->dec_dim, .dec_depth = c->dec_depth, .dec_heads = c->dec_heads,
+                .norm_target = c->norm_target},
     };
+    o.mae.enc = o.model;
+    /* the tokens a clip: (T / TU) (H / P) (W / P) */
+    int N = c->frames / o.model.tubelet * (c->size.h / c->patch) * (c->size.w / c->patch);
     cli_device_say();
-    if ((rc = tb_mae_open(&m, &mc)) < 0 ||
-        (rc = step_open(&r, tb_mae_params(m), mc.enc.height, mc.enc.width, "", 2)) != 0)
-        goto end;
-    tb_mae_sizes(m, &N, NULL, &Nq, &V);
-    if (!(mask = batch_mask(r.bf, c->batch, "mask", r.B, N)) ||
-        (running && !(drop = batch_mask(r.bf, c->batch, "dmask", r.B, N))) ||
-        !(pred = malloc(sizeof(float) * (size_t)r.B * Nq * V))) {
-        rc = STEP_SAID;
-        goto end;
+    if ((rc = step_batch(&r, c->size.h, c->size.w, "")) == 0) {
+        o.batch = r.B;
+        if (!(mask = batch_mask(r.bf, c->batch, "mask", r.B, N)) ||
+            (running && !(drop = batch_mask(r.bf, c->batch, "dmask", r.B, N))))
+            rc = STEP_SAID;
     }
-    if ((rc = tb_mae_plan(m, r.B, NULL)) < 0 || (rc = step_optim(&r, kind)) < 0)
-        goto end;
-    for (int s = 0; s < c->steps && rc == 0; s++) {
-        if ((rc = tb_mae_set_video(m, r.video->data, r.B, tb_mean_imagenet,
-                                   tb_std_imagenet)) < 0 ||
-            (rc = tb_mae_set_mask(m, mask, drop)) < 0 || (rc = tb_mae_run(m, &r.losses[s])) < 0 ||
-            (rc = tb_mae_backward(m)) < 0 || (s == 0 && (rc = tb_mae_pred(m, pred)) < 0))
-            break;
-        rc = step_update(&r, s);
-    }
-    if (rc == 0)
-        step_out(&r, "pred", pred, 3, r.B, Nq, V);
-    if (rc == 0 && (rc = step_write(&r)) == 0)
+    struct tb_step_input in = {.n = r.B, .video = r.video ? r.video->data : NULL, .mask = mask,
+                               .dmask = drop};
+    if (rc == 0 && (rc = step_task(&r, &o, &in, 1)) == 0)
         printf("step: %d %s steps of MAE pretraining on %d clips, loss %.6f -> %.6f, wrote "
                "%s\n", c->steps, c->optim, r.B, r.losses[0], r.losses[c->steps - 1], c->out);
-end:
-    rc = step_close(&r, rc); /* the optimizer's memory is the model's backend's */
-    tb_mae_close(&m);
-    free(pred);
     free(mask);
     free(drop);
-    return rc;
+    return step_close(&r, rc);
 }
 
 /* The batch's int64 (B, ctx) token ids called 'text' as int32, or NULL with a message. */
@@ -384,83 +425,40 @@ static int32_t *batch_ids(const struct tb_st_file *bf, const char *path, int B, 
     return ids;
 }
 
-/* One step of the dual encoder: both towers' features (v, t: (B, E) host), the loss of
- * --loss into *loss, its gradients (dv, dt) through both towers. */
-static int clip_step(tb_clip *m, const struct step_config *c, const float *video,
-                     const int32_t *ids, int B, float *v, float *t, float *dv, float *dt,
-                     float *loss)
-{
-    double scale = 0, dscale = 0, l = 0;
-    int E = c->embed;
-    STEP_TRY(tb_clip_set_video(m, video, B));
-    STEP_TRY(tb_clip_encode_video(m, v));
-    STEP_TRY(tb_clip_encode_text(m, ids, B, t));
-    STEP_TRY(tb_clip_logit_scale(m, &scale));
-    STEP_TRY(!strcmp(c->loss, "max-margin")
-                    ? tb_clip_max_margin(v, t, B, E, c->margin, &l, dv, dt)
-                    : tb_clip_infonce(v, t, B, E, scale, &l, dv, dt, &dscale));
-    *loss = (float)l;
-    return tb_clip_backward(m, dv, dt, dscale);
-}
-
-/* --task clip: S steps of the dual encoder's InfoNCE on the batch's clips and captions. */
+/* --task clip: S steps of the dual encoder's InfoNCE (or max-margin loss) on the batch's
+ * clips and captions. */
 static int run_clip(struct step_config *c, enum tb_dtype dtype)
 {
     struct step_run r = {.c = c};
-    tb_clip *m = NULL;
-    float *emb = NULL;
     int32_t *ids = NULL;
-    int rc, kind = tb_optimizer_parse(c->optim);
-    if (kind < 0 || (strcmp(c->loss, "max-margin") && strcmp(c->loss, "infonce"))) {
+    int rc, max_margin = !strcmp(c->loss, "max-margin");
+    if (tb_optimizer_parse(c->optim) < 0 || (!max_margin && strcmp(c->loss, "infonce"))) {
         fprintf(stderr, "tubelet step: --optim is adamw or lion, --loss infonce or max-margin\n");
         return 2;
     }
-    struct tb_clip_config cc = {
-        .video = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
+    struct tb_train_opts o = {
+        .task = "clip", .max_margin = max_margin, .margin = c->margin,
+        .model = {.dim = c->dim, .depth = c->depth, .heads = c->heads, .patch = c->patch,
                   .tubelet = c->tubelet, .frames = c->frames, .height = c->size.h,
                   .width = c->size.w, .recompute = c->recompute,
                   .recompute_mlp = c->recompute_mlp, .backend = c->use_backend, .dtype = dtype},
-        .embed = c->embed, .vocab = c->vocab, .ctx = c->ctx, .text_width = c->text_width,
-        .text_heads = c->text_heads, .text_layers = c->text_layers, .text_causal = 1,
-        .temperature = c->temperature, .learn_temperature = c->learn_temperature,
+        .clip = {.embed = c->embed, .vocab = c->vocab, .ctx = c->ctx,
+                 .text_width = c->text_width, .text_heads = c->text_heads,
+                 .text_layers = c->text_layers, .text_causal = 1,
+                 .temperature = c->temperature, .learn_temperature = c->learn_temperature},
     };
     cli_device_say();
-    if ((rc = tb_clip_open(&m, &cc)) < 0 ||
-        (rc = step_open(&r, tb_clip_params(m), cc.video.height, cc.video.width, "", 3)) != 0)
-        goto end;
-    size_t be = (size_t)r.B * c->embed;
-    /* the first step's features, then each step's features and their gradients */
-    if (!(ids = batch_ids(r.bf, c->batch, r.B, c->ctx)) ||
-        !(emb = malloc(sizeof(float) * be * 6))) {
+    if ((rc = step_batch(&r, c->size.h, c->size.w, "")) == 0 &&
+        !(ids = batch_ids(r.bf, c->batch, r.B, c->ctx)))
         rc = STEP_SAID;
-        goto end;
-    }
-    float *ve = emb, *te = ve + be, *dv = te + be, *dt = dv + be, *v = dt + be, *t = v + be;
-    if ((rc = tb_clip_plan(m, r.B, NULL)) < 0 || (rc = step_optim(&r, kind)) < 0)
-        goto end;
-    for (int s = 0; s < c->steps && rc == 0; s++) {
-        if ((rc = clip_step(m, c, r.video->data, ids, r.B, v, t, dv, dt, &r.losses[s])) < 0)
-            break;
-        if (s == 0) {
-            memcpy(ve, v, sizeof(float) * be);
-            memcpy(te, t, sizeof(float) * be);
-        }
-        rc = step_update(&r, s);
-    }
-    if (rc == 0) {
-        step_out(&r, "video_emb", ve, 2, r.B, c->embed, 0);
-        step_out(&r, "text_emb", te, 2, r.B, c->embed, 0);
-    }
-    if (rc == 0 && (rc = step_write(&r)) == 0)
+    o.batch = r.B;
+    struct tb_step_input in = {.n = r.B, .video = r.video ? r.video->data : NULL, .ids = ids};
+    if (rc == 0 && (rc = step_task(&r, &o, &in, 1)) == 0)
         printf("step: %d %s steps of video-text contrastive training on %d pairs, loss %.6f -> "
                "%.6f, wrote %s\n", c->steps, c->optim, r.B, r.losses[0], r.losses[c->steps - 1],
                c->out);
-end:
-    rc = step_close(&r, rc); /* the optimizer's memory is the model's backend's */
-    tb_clip_close(&m);
-    free(emb);
     free(ids);
-    return rc;
+    return step_close(&r, rc);
 }
 
 /* The batch's tensors for --task cls beyond its video, checked against the model. */
@@ -470,7 +468,8 @@ struct vit_batch {
     int box[4];          /* cutmix's box, from mix */
 };
 
-/* What --feature-grad needs, and what it does not take; 0 or STEP_SAID. */
+/* What --task cls and --feature-grad need of the batch, and what they do not take; 0 or
+ * STEP_SAID. */
 static int vit_batch_check(struct step_run *r, const struct tb_vit_config *vc,
                            struct vit_batch *b, const char *need)
 {
@@ -514,28 +513,28 @@ static int vit_batch_check(struct step_run *r, const struct tb_vit_config *vc,
     return 0;
 }
 
-/* --feature-grad: one forward to the features, one backward from the given gradient on
- * them; 'feat' and every gradient but the head's. */
-static int vit_feature_grad(struct step_run *r, tb_vit *m, const struct vit_batch *b,
-                            const int32_t *kept, float *feat)
+/* --feature-grad's forward and backward on the planned encoder m, and its outputs. */
+static int features_run(struct step_run *r, tb_vit *m, const struct vit_batch *b,
+                        const int32_t *kept, float *feat)
 {
     const struct step_config *c = r->c;
-    tb_params *params = r->params;
-    r->n_out = 0; /* no loss: the gradient on the features is given */
+    int64_t N = b->feat_floats / r->B / c->dim;
+    STEP_TRY(tb_vit_plan(m, r->B, NULL));
     STEP_TRY(tb_vit_set_video(m, r->video->data, r->B));
     if (kept)
         STEP_TRY(tb_vit_set_keep(m, kept));
     STEP_TRY(tb_vit_run(m, NULL, 0, NULL));
     STEP_TRY(tb_vit_features(m, feat));
     STEP_TRY(tb_vit_backward_features(m, b->dfeat->data));
+    r->n_out = 0; /* no loss: the gradient on the features is given */
     if (tb_vit_config(m)->pool == TB_POOL_NONE)
-        step_out(r, "feat", feat, 3, r->B, b->feat_floats / r->B / c->dim, c->dim);
+        step_out(r, "feat", feat, 3, r->B, N, c->dim);
     else
         step_out(r, "feat", feat, 2, r->B, c->dim, 0);
-    for (int i = 0; i < tb_params_count(params); i++) {
-        const struct tb_param *p = tb_params_at(params, i);
+    for (int i = 0; i < tb_params_count(r->params); i++) {
+        const struct tb_param *p = tb_params_at(r->params, i);
         if (strncmp(p->name, "head.", 5)) {
-            STEP_TRY(tb_params_read_grad(params, i, r->grads + p->offset));
+            STEP_TRY(tb_params_read_grad(r->params, i, r->grads + p->offset));
             out_tensor(&r->outs[r->n_out++], "grad.", p, r->grads + p->offset);
         }
     }
@@ -543,30 +542,22 @@ static int vit_feature_grad(struct step_run *r, tb_vit *m, const struct vit_batc
     return rc < 0 ? rc : 0;
 }
 
-/* S steps on the batch, with its mixing, drop path and head dropout when it has them; the
- * first step's logits. */
-static int vit_steps(struct step_run *r, tb_vit *m, const struct vit_batch *b,
-                     const float *soft, float *logits)
+/* --feature-grad: the encoder alone (no task: no loss of its own), one forward to the
+ * features, one backward from the given gradient on them; 'feat' and every gradient but the
+ * head's. */
+static int vit_feature_grad(struct step_run *r, const struct tb_vit_config *vc,
+                            const struct vit_batch *b, const int32_t *kept)
 {
-    const struct step_config *c = r->c;
-    const float *mv = b->mix ? b->mix->data : NULL;
-    for (int s = 0; s < c->steps; s++) {
-        STEP_TRY(tb_vit_set_video(m, r->video->data, r->B));
-        if (mv)
-            STEP_TRY(tb_vit_mix(m, mv[0], mv[1] < 0 ? NULL : b->box));
-        if (b->drop)
-            STEP_TRY(tb_vit_set_drop_path(m, b->drop->data));
-        if (b->hmask)
-            STEP_TRY(tb_vit_set_head_dropout(m, b->hmask->data));
-        STEP_TRY(soft ? tb_vit_run_soft(m, soft, &r->losses[s])
-                      : tb_vit_run(m, b->label->data, (float)c->smoothing, &r->losses[s]));
-        STEP_TRY(tb_vit_backward(m));
-        if (s == 0)
-            STEP_TRY(tb_vit_logits(m, logits));
-        STEP_TRY(step_update(r, s));
-    }
-    step_out(r, "logits", logits, 2, r->B, c->classes, 0);
-    return step_write(r);
+    tb_vit *m = NULL;
+    float *feat = malloc(sizeof(float) * (size_t)b->feat_floats);
+    int rc = feat ? tb_vit_open(&m, vc) : TB_ENOMEM;
+    if (rc == 0 && (rc = step_weights(r, tb_vit_params(m))) == 0 &&
+        (rc = features_run(r, m, b, kept, feat)) == 0)
+        printf("step: features and gradients of %d clips on %s, wrote %s\n", r->B,
+               tb_vit_backend(m), r->c->out);
+    tb_vit_close(&m);
+    free(feat);
+    return rc;
 }
 
 /* --task cls's model from the flags; 0, or the exit status 2 with the message printed. */
@@ -622,55 +613,49 @@ static int vit_keep(struct step_run *r, struct tb_vit_config *vc, struct vit_bat
     return 0;
 }
 
-/* --task cls: S steps of a classifier, or with --feature-grad one backward from the
- * features. */
+/* --task cls: S steps of the classifier task on the batch (with its mixing, drop path and
+ * head dropout when it has them), or with --feature-grad one backward from the features. */
 static int run_vit(struct step_config *c, enum tb_dtype dtype)
 {
     struct step_run r = {.c = c};
     struct tb_vit_config vc;
     struct vit_batch b = {0};
-    tb_vit *m = NULL;
-    float *out = NULL, *soft = NULL;
+    float *soft = NULL;
     int32_t *kept = NULL;
     int rc;
     if ((rc = vit_config(c, dtype, &vc)) != 0)
         return rc;
     const char *need = c->feature_grad ? " and 'dfeat' float32 (B,D), or (B,N,D) with --pool none"
                                        : " and 'label' int64 (B)";
-    if ((rc = vit_keep(&r, &vc, &b, &kept)) != 0)
-        goto end;
     cli_device_say();
-    if ((rc = tb_vit_open(&m, &vc)) < 0 ||
-        (rc = step_open(&r, tb_vit_params(m), vc.height, vc.width, need, 2)) != 0 ||
+    if ((rc = vit_keep(&r, &vc, &b, &kept)) != 0 ||
+        (rc = step_batch(&r, vc.height, vc.width, need)) != 0 ||
         (rc = vit_batch_check(&r, &vc, &b, need)) != 0)
         goto end;
-    int64_t n = (int64_t)c->classes * r.B;
-    if (!(out = malloc(sizeof(float) * (size_t)(n > b.feat_floats ? n : b.feat_floats))) ||
-        (b.mix && !(soft = malloc(sizeof(float) * (size_t)n)))) {
+    if (c->feature_grad) {
+        rc = vit_feature_grad(&r, &vc, &b, kept);
+        goto end;
+    }
+    const float *mv = b.mix ? b.mix->data : NULL;
+    if (mv && !(soft = malloc(sizeof(float) * (size_t)r.B * c->classes))) {
         rc = TB_ENOMEM;
         goto end;
     }
-    if (b.mix)
-        tb_mix_targets(soft, b.label->data, r.B, c->classes, ((const float *)b.mix->data)[0],
-                       c->smoothing);
-    if (c->layer_decay < 1)
-        tb_params_layer_decay(r.params, c->depth, c->layer_decay);
-    if ((rc = tb_vit_plan(m, r.B, NULL)) < 0 ||
-        (rc = step_optim(&r, tb_optimizer_parse(c->optim))) < 0)
-        goto end;
-    if (c->feature_grad && (rc = vit_feature_grad(&r, m, &b, kept, out)) == 0)
-        printf("step: features and gradients of %d clips on %s, wrote %s\n", r.B,
-               tb_vit_backend(m), c->out);
-    else if (!c->feature_grad && (rc = vit_steps(&r, m, &b, soft, out)) == 0)
+    if (mv)
+        tb_mix_targets(soft, b.label->data, r.B, c->classes, mv[0], c->smoothing);
+    struct tb_train_opts o = {.task = "cls", .model = vc, .batch = r.B,
+                              .smoothing = c->smoothing};
+    struct tb_step_input in = {
+        .n = r.B, .video = r.video->data, .labels = b.label->data, .soft = soft,
+        .lam = mv ? mv[0] : 1, .box = mv && mv[1] >= 0 ? b.box : NULL,
+        .drop = b.drop ? b.drop->data : NULL, .hmask = b.hmask ? b.hmask->data : NULL};
+    if ((rc = step_task(&r, &o, &in, c->layer_decay)) == 0)
         printf("step: %d steps on %d clips on %s, loss %.6f -> %.6f, wrote %s\n", c->steps, r.B,
-               tb_vit_backend(m), r.losses[0], r.losses[c->steps - 1], c->out);
+               r.backend, r.losses[0], r.losses[c->steps - 1], c->out);
 end:
-    rc = step_close(&r, rc); /* the optimizer's memory is the model's backend's */
-    tb_vit_close(&m);
-    free(out);
     free(soft);
     free(kept);
-    return rc;
+    return step_close(&r, rc);
 }
 
 static int run_step(void *config, int n_args, char **args)

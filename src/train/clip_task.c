@@ -39,7 +39,7 @@ struct clip {
     struct tb_mir_sentences *sent; /* relevant captions: the sentences, and for each clip */
     tb_mir_captions *caps;         /* those above the threshold; both NULL: off */
     int32_t *ids;             /* (B, ctx) of the loaded batch */
-    struct tbi_input in;      /* the inputs of the next step */
+    struct tb_step_input in;      /* the inputs of the next step */
     int capture;              /* the next step keeps its features in v, t (tubelet step) */
     float *v, *t;             /* (B, E): this process's features (max-margin, capture) */
     float *all_v, *all_t;     /* (world B, E) */
@@ -238,7 +238,7 @@ static int clip_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *
  * sample), or one of its list's, drawn and tokenized now - whatever process or worker loaded
  * the clip. */
 static int clip_draw(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
-                     struct tbi_input *in)
+                     struct tb_step_input *in)
 {
     struct clip *t = state;
     for (int j = 0; j < b->n && j < t->B; j++) {
@@ -260,11 +260,11 @@ static int clip_draw(void *state, const struct tb_train_opts *o, const struct tb
         memcpy(t->ids + (size_t)j * t->ctx, t->item_ids + (size_t)item * t->ctx,
                sizeof(int32_t) * (size_t)t->ctx);
     }
-    *in = (struct tbi_input){.n = b->n, .clips = b->video, .ids = t->ids};
+    *in = (struct tb_step_input){.n = b->n, .clips = b->video, .ids = t->ids};
     return 0;
 }
 
-static int clip_set(void *state, const struct tb_train_opts *o, const struct tbi_input *in)
+static int clip_set(void *state, const struct tb_train_opts *o, const struct tb_step_input *in)
 {
     struct clip *t = state;
     const float *mean, *std;

@@ -38,7 +38,7 @@ struct cls {
     int box[4];         /* its cutmix box */
     uint64_t *streams;  /* (B): their values' streams */
     float *logits;      /* (B, K): output 0, on the host */
-    struct tbi_input in; /* the inputs of the next step */
+    struct tb_step_input in; /* the inputs of the next step */
 };
 
 static int mixing(const struct tb_train_opts *o)
@@ -124,11 +124,11 @@ static int cls_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
  * dropout, like their crops - and of the batch's: mixing (VideoMAE's order: erase each clip,
  * then mix the batch). */
 static int cls_draw(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
-                    struct tbi_input *in)
+                    struct tb_step_input *in)
 {
     struct cls *t = state;
     const struct tb_vit_config *c = &o->model;
-    *in = (struct tbi_input){.n = b->n, .clips = b->video, .labels = t->labels, .lam = 1};
+    *in = (struct tb_step_input){.n = b->n, .clips = b->video, .labels = t->labels, .lam = 1};
     for (int j = 0; j < b->n; j++)
         t->labels[j] = b->label[j * 3 + o->label];
     if (o->erase > 0) {
@@ -161,7 +161,7 @@ static int cls_draw(void *state, const struct tb_train_opts *o, const struct tb_
 
 /* The clips go to the model's input now (the loader gets its buffer back), with what was
  * drawn for them; the forward runs from there in step. */
-static int cls_set(void *state, const struct tb_train_opts *o, const struct tbi_input *in)
+static int cls_set(void *state, const struct tb_train_opts *o, const struct tb_step_input *in)
 {
     struct cls *t = state;
     const float *mean, *std;

@@ -394,7 +394,7 @@ static int optimizer_step(struct stepper *s, const struct tb_train_pos *pos, int
     }
     for (int j = 0; j < K; j++, (*k)++) { /* the micro-batches */
         struct tb_batch *b = NULL;
-        struct tbi_input in;
+        struct tb_step_input in;
         rc = tb_loader_next(s->l, &b);
         if (rc == 0) {
             if ((rc = s->task->draw(s->st, o, b, &in)) == 0)
@@ -558,11 +558,11 @@ int tbi_refuse_captions(const struct tb_train_opts *o, const char *task)
     return 0;
 }
 
-/* The task o names, and what the loop itself refuses of o before anything is written. */
-static int find_task(const struct tb_train_opts *o, const struct tbi_task **out)
+int tbi_task_find(const char *name, const struct tbi_task **out)
 {
-    const char *name = o->task && o->task[0] ? o->task : "cls";
     char names[64] = "";
+    if (!name || !name[0])
+        name = "cls";
     *out = NULL;
     for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++) {
         if (!strcmp(tasks[i]->name, name))
@@ -570,8 +570,13 @@ static int find_task(const struct tb_train_opts *o, const struct tbi_task **out)
         snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
                  tasks[i]->name);
     }
-    if (!*out)
-        return tbi_err(TB_EUNSUPPORTED, "no task '%s' (the tasks: %s)", name, names);
+    return *out ? 0 : tbi_err(TB_EUNSUPPORTED, "no task '%s' (the tasks: %s)", name, names);
+}
+
+/* The task o names, and what the loop itself refuses of o before anything is written. */
+static int find_task(const struct tb_train_opts *o, const struct tbi_task **out)
+{
+    TBI_TRY(tbi_task_find(o->task, out));
     if (o->accum_steps > 1 && o->fused_update)
         return tbi_err(TB_EINVAL, "--accum-steps %d: --fused-update applies each gradient as "
                        "the backward completes it, before the micro-batches are summed",

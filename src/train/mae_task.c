@@ -82,20 +82,20 @@ static int mae_meta(void *state, const struct tb_train_opts *o, struct tbi_sb *s
 
 /* Each clip's masks, from its own generator. */
 static int mae_draw(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
-                    struct tbi_input *in)
+                    struct tb_step_input *in)
 {
     struct mae *t = state;
     int running = tb_mae_config(t->m)->decoder_mask != TB_DECODER_MASK_NONE;
     for (int j = 0; j < b->n; j++)
         TBI_TRY(tb_mae_make_mask(t->m, o->seed, b->epoch, b->index[j],
                                  t->mask + (size_t)j * t->N, t->drop + (size_t)j * t->N));
-    *in = (struct tbi_input){.n = b->n, .clips = b->video, .mask = t->mask,
+    *in = (struct tb_step_input){.n = b->n, .clips = b->video, .mask = t->mask,
                              .dmask = running ? t->drop : NULL};
     return 0;
 }
 
 /* The input (its normalisation undone for the target), then its masks. */
-static int mae_set(void *state, const struct tb_train_opts *o, const struct tbi_input *in)
+static int mae_set(void *state, const struct tb_train_opts *o, const struct tb_step_input *in)
 {
     struct mae *t = state;
     const float *mean, *std;

@@ -27,26 +27,6 @@ int tbi_settings_read(const char *meta, const char *path, struct tb_ckpt_info *s
  * out (size bytes); 0, or -1 where it is absent or longer (checkpoint.c). */
 int tbi_meta_get(const char *meta, const char *key, char *out, size_t size);
 
-/* One step's inputs to a task's model, every per-call choice explicit: what a batch of the
- * loader and the run's draws give (the task's draw), or what `tubelet step`'s batch file
- * gives. Host memory, borrowed until the step; NULL where the task or the batch has none. */
-struct tbi_input {
-    int n;                           /* clips */
-    const uint8_t *clips;            /* (n, T, H, W, 3): the loader's, normalised by o->norm */
-    const float *video;              /* (n, 3, T, H, W), normalised (when clips is NULL) */
-    const int64_t *labels;           /* cls (n) */
-    const float *soft;               /* cls: soft targets (n, K), when the batch is mixed */
-    float lam;                       /* cls: its mixing (< 1: mixed) */
-    const int *box;                  /* and cutmix's box (NULL: mixup) */
-    const int32_t *erase;            /* cls: random erasing's boxes (n, T, 4) */
-    const uint64_t *erase_streams;   /* and their values' streams (n) */
-    const float *drop;               /* cls: drop path's factors (L, 2, n) */
-    const float *hmask;              /* cls: head dropout's masks (n, D) */
-    const uint8_t *mask, *dmask;     /* mae: tube mask, running cell's (n, N); dmask NULL:
-                                      * no decoder masking */
-    const int32_t *ids;              /* clip: the captions' tokens (n, ctx) */
-};
-
 struct tbi_task {
     const char *name;
     /* What the task refuses of o (another task's settings, what its loss cannot take): 0, or
@@ -63,11 +43,11 @@ struct tbi_task {
     /* Batch b's inputs (its clips, and the draws its samples' keys give: labels, masks,
      * mixing, drop path, captions) into *in, in the task's own buffers. */
     int (*draw)(void *state, const struct tb_train_opts *o, const struct tb_batch *b,
-                struct tbi_input *in);
+                struct tb_step_input *in);
     /* The inputs onto the model (the loop releases the batch right after), then one forward
      * and backward: the mean loss of this process's clips into *loss (backend memory, 1
      * float: the loop reads it once per log interval), gradients of every parameter. */
-    int (*set)(void *state, const struct tb_train_opts *o, const struct tbi_input *in);
+    int (*set)(void *state, const struct tb_train_opts *o, const struct tb_step_input *in);
     int (*step)(void *state, const struct tb_train_opts *o, float *loss);
     /* What `tubelet step` writes beside the gradients: output k of the last step (cls: its
      * logits; mae: its predictions; clip: both towers' features) into *t, host memory the
@@ -80,6 +60,8 @@ struct tbi_task {
 };
 
 extern const struct tbi_task tbi_task_cls, tbi_task_mae, tbi_task_clip;
+/* The task called name (NULL or "": cls); TB_EUNSUPPORTED naming the tasks (loop.c). */
+int tbi_task_find(const char *name, const struct tbi_task **out);
 
 /* The refusals tasks share (loop.c): fine-tuning's augmentations and layer decay (cls's), the
  * relevant captions (clip's), named as --task `task` does not read them. */
