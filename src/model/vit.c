@@ -47,6 +47,8 @@ struct tb_vit {
     /* activations (backend), for up to B_plan clips: buffers of the plan (plan.h), its own
      * or a larger model's */
     struct tbi_plan plan;             /* standalone: the arena of every buffer below */
+    struct tbi_plan *tick_plan;       /* the plan it was declared into, at ticks */
+    struct tbi_ticks ticks;           /* (tbi_plan_tick at each tick's end) */
     int B_plan, B;
     int B_in;                         /* clips in `video`, waiting for tb_vit_run */
     float *video;                     /* (B, 3, T, H, W) */
@@ -360,6 +362,7 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
 static void free_acts(tb_vit *m)
 {
     tbi_plan_clear(&m->plan);
+    m->tick_plan = NULL;
     m->keep_set = m->drop_set = m->drop_on = m->hmask_set = m->hmask_on = m->soft_on = 0;
     m->B_plan = m->B_in = m->B = 0;
     for (int s = m->span0; s < m->span1; s++)
@@ -478,6 +481,8 @@ int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks
         return tbi_err(TB_ERANGE, "%d clips of %d tokens are more rows than the ops take: %s",
                        B, m->Nt, lowering_flags(&m->c));
     free_acts(m);
+    m->tick_plan = p;
+    m->ticks = *t;
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, E = (size_t)m->E, NtD = (size_t)m->Nt * D;
     m->F_rows = m->pool < 0 ? (int)T : B;
     size_t FR = (size_t)m->F_rows, pixels = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
@@ -584,6 +589,18 @@ static int block_forward(tb_vit *m, int l, int for_backward)
                              m->x[l + 1], m->B, m->Nt, for_backward);
 }
 
+/* Tick k of the step (its forward's first tick plus fk, or its backward's plus bk) is over:
+ * the plan poisons what dies there (plan.h). */
+static int fwd_done(tb_vit *m, int fk)
+{
+    return tbi_plan_tick(m->tick_plan, m->ticks.fwd + fk);
+}
+
+static int bwd_done(tb_vit *m, int bk)
+{
+    return tbi_plan_tick(m->tick_plan, m->ticks.bwd + bk);
+}
+
 static int check_batch(const tb_vit *m, int B)
 {
     if (B < 1 || B > m->B_plan)
@@ -608,10 +625,12 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
     if (c->keep && !m->keep_set)
         return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
                        c->keep);
+    TBI_TRY(fwd_done(m, 0)); /* the input */
     TBI_TRY(o->patchify(be, c->keep ? m->cols_all : m->cols, m->video, B, 3, c->frames, c->height,
                         c->width, c->tubelet, c->patch));
     if (c->keep)
         TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
+    TBI_TRY(fwd_done(m, 1)); /* the patches */
     m->keep_set = 0;
     m->drop_on = m->drop_set;
     m->drop_set = 0;
@@ -637,8 +656,11 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
                               c->pos == TB_POS_LEARNED ? tbi_param_data(r, m->i_pos) : m->sincos,
                               c->keep ? m->keep : NULL, B, m->Nk, m->has_cls, D));
     }
-    for (int l = 0; l < L; l++)
+    TBI_TRY(fwd_done(m, 2)); /* the embedding */
+    for (int l = 0; l < L; l++) {
         TBI_TRY(block_forward(m, l, 0));
+        TBI_TRY(fwd_done(m, 3 + l));
+    }
     /* Pooling: the class token, or the mean of all tokens, or none; then the norm (of the
      * pooled rows, or of every token) and the head. */
     const float *xl = m->x[L], *pooled = xl;
@@ -663,6 +685,7 @@ static int forward(tb_vit *m, int B, const int64_t *labels, const float *soft, f
         TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->emb), f32(m->feat), f32(m->projT), f32(NULL),
                               B, D, m->E));
     }
+    TBI_TRY(fwd_done(m, L + 3)); /* the head (the loss's buffers live on) */
     m->grad_source = 2;
     if (!labels && !soft)
         return 0;
@@ -893,6 +916,7 @@ static int backward(tb_vit *m)
     TBI_TRY(tbi_span_done(r, m->span1 - 1)); /* the final norm's and head's (projection's) */
     if (m->pool >= 0)
         TBI_TRY(o->pool_bwd(be, m->pool, m->dres, m->dpool, B, Nt, D));
+    TBI_TRY(bwd_done(m, 0)); /* the head's */
     /* Blocks in reverse; dres holds the gradient of the block's output and, after it, of its
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
@@ -906,6 +930,7 @@ static int backward(tb_vit *m)
                                    : l < c->recompute_mlp ? TBI_FROM_MLP
                                                            : TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
+        TBI_TRY(bwd_done(m, L - l));
     }
     /* Tokens: positions, class token, patch embedding (the video needs no gradient); the
      * patch rows gathered contiguous (B*Np, D) for the weight gradient. */
@@ -934,6 +959,7 @@ static int backward(tb_vit *m)
                           f32(dpatch), f32(m->cols), f32(tbi_param_data(r, m->i_patch_w)),
                           B * m->Nk, m->patch_len, D));
     TBI_TRY(tbi_span_done(r, m->span0));
+    TBI_TRY(bwd_done(m, L + 1)); /* the embedding's */
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
     m->grad_source = 0;
