@@ -7,7 +7,7 @@
  * fused updates), VideoMAE and the dual encoder gives the same bits - loss, outputs, every
  * gradient - with the buffers shared as planned and with every buffer apart
  * (TUBELET_PLAN=apart): a buffer used outside its declared ticks would have another's
- * values in it; and with every buffer poisoned (NaN) at the end of its last tick
+ * values in it; and with every buffer apart and NaN outside its declared ticks
  * (TUBELET_PLAN_POISON=1, as on the guarded backend). A planted bug - a buffer declared dead
  * one tick before its last read - gives NaN on the guarded backend and the right values, by
  * luck of placement, on the plain one. Their parity tests (test_vit, test_mae, test_clip)
@@ -332,7 +332,7 @@ static void same_apart(const char *what, float *(*step)(void *arg, size_t *n), v
               n_shared);
     differ = differing(poisoned, shared, n_shared, &nan);
     CHECK_MSG(differ == 0 && !nan, "%zu of %zu values differ with dead buffers poisoned%s",
-              differ, n_shared, nan ? " (NaN: a buffer read after its last declared tick)" : "");
+              differ, n_shared, nan ? " (NaN: a buffer read outside its declared ticks)" : "");
     printf("%s: %zu values (loss, outputs, gradients), shared, apart and poisoned alike\n", what,
            n_shared);
     free(shared);

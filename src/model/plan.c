@@ -151,17 +151,24 @@ static int apart(void)
     return e && !strcmp(e, "apart");
 }
 
+/* Every buffer in bytes of its own, a gap after each. */
+static void place_apart(struct tbi_plan *p)
+{
+    p->apart = 1;
+    p->peak = 0;
+    for (int i = 0; i < p->n; i++) {
+        p->b[i].off = p->peak;
+        p->peak += p->b[i].bytes + GAP;
+    }
+}
+
 int tbi_plan_place(struct tbi_plan *p)
 {
     if (p->err)
         return p->err;
     p->acts = live_acts(p);
-    if ((p->apart = apart())) {
-        p->peak = 0;
-        for (int i = 0; i < p->n; i++) {
-            p->b[i].off = p->peak;
-            p->peak += p->b[i].bytes + GAP;
-        }
+    if (apart()) {
+        place_apart(p);
         return 0;
     }
     size_t n = (size_t)(p->n ? p->n : 1);
@@ -198,7 +205,10 @@ int tbi_plan_place(struct tbi_plan *p)
 enum { POISON_CHUNK = 1 << 20 };
 
 /* Whether dead buffers are poisoned on be: the guarded test backend's memory, which is there
- * to catch what the design forbids, or any backend's under TUBELET_PLAN_POISON=1. */
+ * to catch what the design forbids, or any backend's under TUBELET_PLAN_POISON=1. Such a plan
+ * is placed apart and starts as NaN: no buffer's bytes are another's, so a read outside a
+ * buffer's declared life (before its first tick, after its last) finds NaN, not another
+ * buffer's values that happen to be right. */
 static int poisons(const tbi_backend *be)
 {
     const char *e = getenv("TUBELET_PLAN_POISON");
@@ -234,6 +244,8 @@ int tbi_plan_tick(struct tbi_plan *p, int t)
 int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const char *advice)
 {
     TB_ASSERT(!p->arena);
+    if (poisons(be) && !p->apart)
+        place_apart(p);
     uint64_t have = 0;
     TBI_TRY(be->ops->mem_avail(be, &have));
     if (p->peak > have)
@@ -250,6 +262,14 @@ int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const 
             return tbi_err(TB_ENOMEM, "out of memory");
         }
         memset(p->poison, 0xff, POISON_CHUNK);
+        for (size_t done = 0; done < p->peak; done += POISON_CHUNK) {
+            size_t n = p->peak - done < POISON_CHUNK ? p->peak - done : POISON_CHUNK;
+            if ((rc = be->ops->to_device(be, (char *)p->arena + done, p->poison, n)) < 0) {
+                be->ops->free(be, p->arena);
+                p->arena = NULL;
+                return rc;
+            }
+        }
     }
     for (int i = 0; i < p->n; i++) {
         *(void **)p->b[i].slot = (char *)p->arena + p->b[i].off;

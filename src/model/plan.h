@@ -6,9 +6,10 @@
  * some blocks use in their forward and backward, one shared set of recomputed activations).
  * Placement: greedy by size with best fit (largest buffer first, each into the smallest gap
  * that buffers live beside it leave; docs/DEVELOPING.md says why). The peak is known before
- * the arena is allocated. On the guarded test backend each buffer is poisoned (NaN) when its
- * last live tick is over (tbi_plan_tick), so a model that reads it later, past its declared
- * life, computes NaN at once instead of passing with the right bytes by luck of placement.
+ * the arena is allocated. On the guarded test backend every buffer is placed apart and is NaN
+ * outside its declared life: the arena starts as NaN and each buffer is poisoned again when its
+ * last live tick is over (tbi_plan_tick), so a model that reads one before it is written or
+ * after its declared life computes NaN at once, not another buffer's bytes or stale ones.
  * Tests: tests/test_plan.c, and every model test through the models. */
 #ifndef TUBELET_MODEL_PLAN_H
 #define TUBELET_MODEL_PLAN_H
@@ -37,7 +38,8 @@ struct tbi_plan {
     size_t peak;               /* the arena's bytes, once placed */
     size_t acts;               /* the most bytes of activations (every buffer but the
                                 * gradients) live at one tick, once placed */
-    int apart;                 /* TUBELET_PLAN=apart: every buffer alone, a gap after each */
+    int apart;                 /* every buffer alone, a gap after each: TUBELET_PLAN=apart,
+                                * and wherever poison is */
     void *arena;               /* backend memory, once allocated */
     tbi_backend *be;
     unsigned char *poison;     /* 0xff bytes to fill dead buffers with (tbi_plan_tick), on
