@@ -64,8 +64,12 @@ extern const char *tbt_case;
 
 #define TBT_EXIT() return tbt_failures ? 1 : 0
 
-/* Start a test program: names it for messages and makes the scratch directory. */
+/* Start a test program: names it for messages and makes the scratch directory. From then on a
+ * program with a failed check exits 1 at exit, whatever main returns (0, or 77 for a skip). */
 void tbt_begin(const char *name);
+/* "skip: <message>" on stderr, and what main returns for it: TBT_SKIP, or 1 when a check has
+ * already failed (a skip never hides a failure): return tbt_skip("no %s", tool). */
+int tbt_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Scratch directory of this test program (removed at exit unless TBT_KEEP is set). */
 const char *tbt_dir(void);
 /* The path of name in the scratch directory, in one of 8 buffers used in turn (so a call's

@@ -7,7 +7,11 @@
  * fused updates), VideoMAE and the dual encoder gives the same bits - loss, outputs, every
  * gradient - with the buffers shared as planned and with every buffer apart
  * (TUBELET_PLAN=apart): a buffer used outside its declared ticks would have another's
- * values in it. Their parity tests (test_vit, test_mae, test_clip) check the values. */
+ * values in it; and with every buffer apart and NaN outside its declared ticks
+ * (TUBELET_PLAN_POISON=1, as on the guarded backend). A planted bug - a buffer declared dead
+ * one tick before its last read - gives NaN on the guarded backend and the right values, by
+ * luck of placement, on the plain one. Their parity tests (test_vit, test_mae, test_clip)
+ * check the values. */
 #define _POSIX_C_SOURCE 200809L
 #include "model/plan.h"
 #include "tb_test.h"
@@ -295,25 +299,102 @@ static float *clip_step(int dtype, size_t *n)
     return all;
 }
 
-/* The step with the planned sharing and with every buffer apart: the same bits. */
+/* How many of n values of a differ from b's, bit for bit; and whether a has a NaN. */
+static size_t differing(const float *a, const float *b, size_t n, int *nan)
+{
+    size_t differ = 0;
+    for (size_t i = 0; a && b && i < n; i++) {
+        differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+        *nan |= isnan(a[i]);
+    }
+    return differ;
+}
+
+/* The step with the planned sharing, with every buffer apart, and with every buffer poisoned
+ * when its life ends: the same bits. */
 static void same_apart(const char *what, float *(*step)(void *arg, size_t *n), void *arg)
 {
     tbt_case = what;
-    size_t n_shared = 0, n_apart = 0;
+    size_t n_shared = 0, n_apart = 0, n_poisoned = 0;
     unsetenv("TUBELET_PLAN");
     float *shared = step(arg, &n_shared);
     setenv("TUBELET_PLAN", "apart", 1);
     float *alone = step(arg, &n_apart);
     unsetenv("TUBELET_PLAN");
-    CHECK(shared && alone && n_shared == n_apart && n_shared > 0);
-    size_t differ = 0;
-    for (size_t i = 0; shared && alone && i < n_shared; i++)
-        differ += memcmp(&shared[i], &alone[i], sizeof(float)) != 0;
+    setenv("TUBELET_PLAN_POISON", "1", 1);
+    float *poisoned = step(arg, &n_poisoned);
+    unsetenv("TUBELET_PLAN_POISON");
+    CHECK(shared && alone && poisoned && n_shared == n_apart && n_shared == n_poisoned &&
+          n_shared > 0);
+    int nan = 0;
+    size_t differ = differing(alone, shared, n_shared, &nan);
     CHECK_MSG(differ == 0, "%zu of %zu values differ between the shared and apart plans", differ,
               n_shared);
-    printf("%s: %zu values (loss, outputs, gradients), shared and apart alike\n", what, n_shared);
+    differ = differing(poisoned, shared, n_shared, &nan);
+    CHECK_MSG(differ == 0 && !nan, "%zu of %zu values differ with dead buffers poisoned%s",
+              differ, n_shared, nan ? " (NaN: a buffer read outside its declared ticks)" : "");
+    printf("%s: %zu values (loss, outputs, gradients), shared, apart and poisoned alike\n", what,
+           n_shared);
     free(shared);
     free(alone);
+    free(poisoned);
+}
+
+/* A step of three ticks on backend: x uploaded (tick 0), y = x + x (tick 1), z = y + x
+ * (tick 2), z read back into out (n). x is read at tick 2: x_last = 2 declares it so, 1 is the
+ * planted bug (its life declared a tick short; z may then share x's bytes, and the add,
+ * reading x before it writes z, gives the right sums where nothing poisons x). */
+static int three_ticks(const char *backend, int x_last, float *out, int n)
+{
+    tbi_backend *be = NULL;
+    struct tbi_plan p = {0};
+    float *x = NULL, *y = NULL, *z = NULL, host[64];
+    for (int i = 0; i < n; i++)
+        host[i] = (float)i + 0.5f;
+    int rc = tbi_backend_open(&be, backend);
+    if (rc == 0) {
+        TBI_BUF(&p, x, n, 0, x_last);
+        TBI_BUF(&p, y, n, 1, 2);
+        TBI_BUF(&p, z, n, 2, 2);
+        rc = tbi_plan_place(&p);
+    }
+    rc = rc ? rc : tbi_plan_alloc(&p, be, "the test's buffers", "none");
+    rc = rc ? rc : be->ops->to_device(be, x, host, sizeof(float) * (size_t)n);
+    rc = rc ? rc : tbi_plan_tick(&p, 0);
+    rc = rc ? rc : be->ops->add(be, y, x, x, (size_t)n);
+    rc = rc ? rc : tbi_plan_tick(&p, 1);
+    rc = rc ? rc : be->ops->add(be, z, y, x, (size_t)n);
+    rc = rc ? rc : be->ops->to_host(be, out, z, sizeof(float) * (size_t)n);
+    tbi_plan_clear(&p);
+    tbi_backend_close(&be);
+    return rc;
+}
+
+static void test_poison(void)
+{
+    enum { n = 64 };
+    float out[n];
+    const char *backends[] = {"cpu", "cpu-guarded"};
+    for (int k = 0; k < 2; k++) {
+        tbt_case = backends[k];
+        CHECK_EQ(three_ticks(backends[k], 2, out, n), 0);
+        int right = 0;
+        for (int i = 0; i < n; i++)
+            right += out[i] == 3 * ((float)i + 0.5f);
+        CHECK_MSG(right == n, "%s, lifetimes as used: %d of %d sums right", backends[k], right,
+                  n);
+    }
+    tbt_case = "a buffer declared dead one tick before its last read (planted)";
+    CHECK_EQ(three_ticks("cpu", 1, out, n), 0);
+    CHECK_MSG(out[n - 1] == 3 * ((float)n - 0.5f),
+              "on cpu the planted bug should pass unseen (z sharing x's bytes): %g", out[n - 1]);
+    CHECK_EQ(three_ticks("cpu-guarded", 1, out, n), 0);
+    int nans = 0;
+    for (int i = 0; i < n; i++)
+        nans += isnan(out[i]);
+    CHECK_MSG(nans == n, "on cpu-guarded the read of x after its declared life gave %d NaN of %d",
+              nans, n);
+    printf("planted lifetime bug: unseen on cpu, %d NaN of %d on cpu-guarded\n", nans, n);
 }
 
 struct cls_args {
@@ -359,6 +440,7 @@ int main(void)
     test_random();
     test_tower();
     test_slots();
+    test_poison();
     test_models();
     TBT_EXIT();
 }

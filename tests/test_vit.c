@@ -8,7 +8,8 @@
  * bf16 mode against its exact emulation (vit_ref.py --precision bf16), its tolerances and the
  * fp32 mode's distance from the same reference, and against PyTorch's CPU bf16 autocast where
  * that rounds as the emulation does (test_bf16).
- * Skipped (77) where PyTorch cannot be imported, after the tests that need no PyTorch. */
+ * Skipped (77) where PyTorch cannot be imported, after the tests that need no PyTorch (a
+ * failure among those still fails: tbt_skip). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 
@@ -566,10 +567,8 @@ int main(void)
 {
     tbt_begin("vit");
     test_grad_homes();
-    if (tbt_run(NULL, 60, PYTHON " -c 'import torch, numpy'") != 0) {
-        fprintf(stderr, "skip: %s cannot import torch and numpy (python3-torch)\n", PYTHON);
-        return TBT_SKIP;
-    }
+    if (tbt_run(NULL, 60, PYTHON " -c 'import torch, numpy'") != 0)
+        return tbt_skip("%s cannot import torch and numpy (python3-torch)", PYTHON);
     test_bf16();
     test_mixup();
     test_inflate();

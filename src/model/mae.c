@@ -35,6 +35,7 @@ struct tb_mae {
     float mean01[3], std01[3];        /* the input's normalisation, 0-1 scale */
 
     int B_plan, B, B_in, mask_set, fwd_done;
+    int tick_d, tick_db;              /* the decoder's first forward and backward ticks */
     int32_t *h_keep, *h_idx, *h_rows, *h_tok; /* host: (B, Nv), (B, Nd), (B, Nq) x2 */
     float *h_w;                       /* host (B, Nq) */
     int32_t *idx;                     /* (B, Nd): positions, visible then decoded */
@@ -303,6 +304,8 @@ int tb_mae_plan(tb_mae *m, int B, struct tb_plan_bytes *bytes_out)
     int Le = tb_vit_config(m->enc)->depth, Ld = m->Ld;
     /* the encoder's forward, the decoder's forward and backward, the encoder's backward */
     int d = Le + 4, db = d + Ld + 2, eb = db + Ld + 2, end = eb + Le + 2;
+    m->tick_d = d;
+    m->tick_db = db;
     struct tbi_ticks t = {.fwd = 0, .patches = d, .bwd = eb, .grad_in = db + Ld + 1, .end = end};
     int rc = tbi_vit_declare(m->enc, B, &m->plan, &t);
     if (rc == 0) {
@@ -493,12 +496,14 @@ int tb_mae_run(tb_mae *m, float *loss)
     /* [visible..., mask token...] + positions; the blocks; the decoded rows normed, head. */
     TBI_TRY(o->tokens_fill_fwd(be, m->x[0], m->xe, tbi_param_data(r, m->i_mask), m->sincos, m->idx,
                                B, m->Nv, Nq, Dd));
+    TBI_TRY(tbi_plan_tick(&m->plan, m->tick_d)); /* plan.h: what dies there is poisoned */
     for (int l = 0; l < m->Ld; l++) {
         struct tbi_block_w w;
         block_w(m, l, &w, NULL);
         float *y = l + 1 < m->Ld ? m->x[l + 1] : m->dres;
         TBI_TRY(tbi_block_forward(be, &m->bc, &w, &m->ba[l], &m->s, NULL,
                                   m->x[l], y, B, Nd, 0));
+        TBI_TRY(tbi_plan_tick(&m->plan, m->tick_d + 1 + l));
     }
     /* the last block's output is in dres (no backward reads it) */
     TBI_TRY(o->gather_rows(be, m->qx, m->dres, m->q_rows, B, Nd, Nq, Dd));
@@ -510,6 +515,7 @@ int tb_mae_run(tb_mae *m, float *loss)
     TBI_TRY(o->matmul_fwd(be, m->bc.dt, pred, act(m, m->feat), f32(tbi_param_data(r, m->i_head_w)),
                           f32(tbi_param_data(r, m->i_head_b)), (int)Rq, Dd, m->V));
     TBI_TRY(o->mse_fwd(be, m->loss, pred, m->tgt, m->w, (int)Rq, m->V));
+    TBI_TRY(tbi_plan_tick(&m->plan, m->tick_d + 1 + m->Ld));
     m->fwd_done = 1;
     /* the host reads the loss only when asked (a training step takes it on the backend:
      * tbi_*_loss) */
@@ -562,12 +568,14 @@ int tb_mae_backward(tb_mae *m)
     TBI_TRY(tbi_span_done(r, m->reg.n_spans - 1)); /* the norm's and head's */
     TBI_TRY(o->zero(be, m->dres, sizeof(float) * Rd * Dd));
     TBI_TRY(o->scatter_rows(be, m->dres, m->dq, m->q_rows, B, Nd, Nq, Dd));
+    TBI_TRY(tbi_plan_tick(&m->plan, m->tick_db));
     for (int l = m->Ld - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
         block_w(m, l, &w, &g);
         TBI_TRY(tbi_block_backward(be, &m->bc, &w, &g, &m->ba[l], &m->s, NULL,
                                    m->x[l], m->dres, B, Nd, TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
+        TBI_TRY(tbi_plan_tick(&m->plan, m->tick_db + m->Ld - l));
     }
     /* Mask token; the mapping, into the encoder's feature gradient; the encoder. */
     float *dxe = m->dxe;
@@ -577,5 +585,6 @@ int tb_mae_backward(tb_mae *m)
                           f32(tbi_vit_feat(m->enc)), f32(tbi_param_data(r, m->i_e2d)), B * Nv,
                           m->De, Dd));
     TBI_TRY(tbi_span_done(r, m->span0)); /* the mapping's and mask token's */
+    TBI_TRY(tbi_plan_tick(&m->plan, m->tick_db + m->Ld + 1));
     return tbi_vit_backward_dev(m->enc);
 }

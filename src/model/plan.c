@@ -25,6 +25,7 @@ void tbi_plan_clear(struct tbi_plan *p)
         UNPOISON(p->arena, p->peak);
         p->be->ops->free(p->be, p->arena);
     }
+    free(p->poison);
     free(p->b);
     *p = (struct tbi_plan){0};
 }
@@ -150,17 +151,24 @@ static int apart(void)
     return e && !strcmp(e, "apart");
 }
 
+/* Every buffer in bytes of its own, a gap after each. */
+static void place_apart(struct tbi_plan *p)
+{
+    p->apart = 1;
+    p->peak = 0;
+    for (int i = 0; i < p->n; i++) {
+        p->b[i].off = p->peak;
+        p->peak += p->b[i].bytes + GAP;
+    }
+}
+
 int tbi_plan_place(struct tbi_plan *p)
 {
     if (p->err)
         return p->err;
     p->acts = live_acts(p);
-    if ((p->apart = apart())) {
-        p->peak = 0;
-        for (int i = 0; i < p->n; i++) {
-            p->b[i].off = p->peak;
-            p->peak += p->b[i].bytes + GAP;
-        }
+    if (apart()) {
+        place_apart(p);
         return 0;
     }
     size_t n = (size_t)(p->n ? p->n : 1);
@@ -193,9 +201,51 @@ int tbi_plan_place(struct tbi_plan *p)
     return 0;
 }
 
+/* The bytes tbi_plan_tick writes at a time. */
+enum { POISON_CHUNK = 1 << 20 };
+
+/* Whether dead buffers are poisoned on be: the guarded test backend's memory, which is there
+ * to catch what the design forbids, or any backend's under TUBELET_PLAN_POISON=1. Such a plan
+ * is placed apart and starts as NaN: no buffer's bytes are another's, so a read outside a
+ * buffer's declared life (before its first tick, after its last) finds NaN, not another
+ * buffer's values that happen to be right. */
+static int poisons(const tbi_backend *be)
+{
+    const char *e = getenv("TUBELET_PLAN_POISON");
+    return !strcmp(be->name, "cpu-guarded") || (e && !strcmp(e, "1"));
+}
+
+/* Whether b is live at tick t. */
+static int live_at(const struct tbi_plan_buf *b, int t)
+{
+    for (int r = 0; r < b->n; r++)
+        if (b->live[r][0] <= t && t <= b->live[r][1])
+            return 1;
+    return 0;
+}
+
+int tbi_plan_tick(struct tbi_plan *p, int t)
+{
+    if (!p || !p->poison || !p->arena)
+        return 0;
+    for (int i = 0; i < p->n; i++) {
+        const struct tbi_plan_buf *b = &p->b[i];
+        if (!live_at(b, t) || live_at(b, t + 1))
+            continue;
+        char *at = (char *)p->arena + b->off;
+        for (size_t done = 0; done < b->bytes; done += POISON_CHUNK) {
+            size_t n = b->bytes - done < POISON_CHUNK ? b->bytes - done : POISON_CHUNK;
+            TBI_TRY(p->be->ops->to_device(p->be, at + done, p->poison, n));
+        }
+    }
+    return 0;
+}
+
 int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const char *advice)
 {
     TB_ASSERT(!p->arena);
+    if (poisons(be) && !p->apart)
+        place_apart(p);
     uint64_t have = 0;
     TBI_TRY(be->ops->mem_avail(be, &have));
     if (p->peak > have)
@@ -205,6 +255,22 @@ int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const 
     if (rc < 0)
         return tbi_err(rc, "out of memory for %s (%.2f GB): %s", what, p->peak / 1e9, advice);
     p->be = be;
+    if (poisons(be)) {
+        if (!(p->poison = tbi_malloc(POISON_CHUNK))) {
+            be->ops->free(be, p->arena);
+            p->arena = NULL;
+            return tbi_err(TB_ENOMEM, "out of memory");
+        }
+        memset(p->poison, 0xff, POISON_CHUNK);
+        for (size_t done = 0; done < p->peak; done += POISON_CHUNK) {
+            size_t n = p->peak - done < POISON_CHUNK ? p->peak - done : POISON_CHUNK;
+            if ((rc = be->ops->to_device(be, (char *)p->arena + done, p->poison, n)) < 0) {
+                be->ops->free(be, p->arena);
+                p->arena = NULL;
+                return rc;
+            }
+        }
+    }
     for (int i = 0; i < p->n; i++) {
         *(void **)p->b[i].slot = (char *)p->arena + p->b[i].off;
         if (p->apart)

@@ -6,7 +6,11 @@
  * some blocks use in their forward and backward, one shared set of recomputed activations).
  * Placement: greedy by size with best fit (largest buffer first, each into the smallest gap
  * that buffers live beside it leave; docs/DEVELOPING.md says why). The peak is known before
- * the arena is allocated. Tests: tests/test_plan.c, and every model test through the models. */
+ * the arena is allocated. On the guarded test backend every buffer is placed apart and is NaN
+ * outside its declared life: the arena starts as NaN and each buffer is poisoned again when its
+ * last live tick is over (tbi_plan_tick), so a model that reads one before it is written or
+ * after its declared life computes NaN at once, not another buffer's bytes or stale ones.
+ * Tests: tests/test_plan.c, and every model test through the models. */
 #ifndef TUBELET_MODEL_PLAN_H
 #define TUBELET_MODEL_PLAN_H
 
@@ -34,9 +38,13 @@ struct tbi_plan {
     size_t peak;               /* the arena's bytes, once placed */
     size_t acts;               /* the most bytes of activations (every buffer but the
                                 * gradients) live at one tick, once placed */
-    int apart;                 /* TUBELET_PLAN=apart: every buffer alone, a gap after each */
+    int apart;                 /* every buffer alone, a gap after each: TUBELET_PLAN=apart,
+                                * and wherever poison is */
     void *arena;               /* backend memory, once allocated */
     tbi_backend *be;
+    unsigned char *poison;     /* 0xff bytes to fill dead buffers with (tbi_plan_tick), on
+                                * the guarded backend or under TUBELET_PLAN_POISON=1; NULL
+                                * elsewhere */
 };
 
 /* Where a tower's step lies on its model's plan (plan.h), in ticks: its forward's first
@@ -68,6 +76,13 @@ int tbi_plan_place(struct tbi_plan *p);
  * when be has not that much memory free, or cannot give it: a message naming what (e.g.
  * "the activations of 8 clips") and the advice (the flags that lower the peak). */
 int tbi_plan_alloc(struct tbi_plan *p, tbi_backend *be, const char *what, const char *advice);
+
+/* Tick t of the step is over (all its ops issued): where p->poison, every buffer whose live
+ * range ends at t and that is not live at t + 1 is filled with 0xff bytes - NaN as f32, bf16
+ * and double, -1 as integers - so that a read past its declared life shows. The models call
+ * it after each tick but the step's last, whose buffers the caller reads after the step; a
+ * tick never called poisons nothing. 0, or the backend's error. */
+int tbi_plan_tick(struct tbi_plan *p, int t);
 
 /* The placed plan's sizes, as the models report them. */
 static inline struct tb_plan_bytes tbi_plan_bytes(const struct tbi_plan *p)

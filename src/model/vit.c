@@ -71,6 +71,8 @@ struct tb_vit {
     /* activations (backend), for up to B_plan clips: buffers of the plan (plan.h), its own
      * or a larger model's */
     struct tbi_plan plan;             /* standalone: the arena of every buffer below */
+    struct tbi_plan *tick_plan;       /* the plan it was declared into, at ticks */
+    struct tbi_ticks ticks;           /* (tbi_plan_tick at each tick's end) */
     int B_plan, B;
     int B_in;                         /* clips in `video`, waiting for tb_vit_run */
     float *video;                     /* (B, 3, T, H, W) */
@@ -379,6 +381,7 @@ int tb_vit_open(tb_vit **out, const struct tb_vit_config *c)
 static void free_acts(tb_vit *m)
 {
     tbi_plan_clear(&m->plan);
+    m->tick_plan = NULL;
     m->next = (struct vit_call){0};
     m->last = (struct vit_last){0};
     m->B_plan = m->B_in = m->B = 0;
@@ -498,6 +501,8 @@ int tbi_vit_declare(tb_vit *m, int B, struct tbi_plan *p, const struct tbi_ticks
         return tbi_err(TB_ERANGE, "%d clips of %d tokens are more rows than the ops take: %s",
                        B, m->Nt, lowering_flags(&m->c));
     free_acts(m);
+    m->tick_plan = p;
+    m->ticks = *t;
     size_t T = (size_t)B * m->Nt, P = (size_t)B * m->Nk, E = (size_t)m->E, NtD = (size_t)m->Nt * D;
     m->F_rows = m->pool < 0 ? (int)T : B;
     size_t FR = (size_t)m->F_rows, pixels = (size_t)B * 3 * m->c.frames * m->c.height * m->c.width;
@@ -604,6 +609,18 @@ static int block_forward(tb_vit *m, int l, int for_backward)
                              m->x[l + 1], m->B, m->Nt, for_backward);
 }
 
+/* Tick k of the step (its forward's first tick plus fk, or its backward's plus bk) is over:
+ * the plan poisons what dies there (plan.h). */
+static int fwd_done(tb_vit *m, int fk)
+{
+    return tbi_plan_tick(m->tick_plan, m->ticks.fwd + fk);
+}
+
+static int bwd_done(tb_vit *m, int bk)
+{
+    return tbi_plan_tick(m->tick_plan, m->ticks.bwd + bk);
+}
+
 static int check_batch(const tb_vit *m, int B)
 {
     if (B < 1 || B > m->B_plan)
@@ -621,10 +638,12 @@ static int embed(tb_vit *m, int B)
     const struct tb_vit_config *c = &m->c;
     const struct tb_params *r = m->reg;
     int D = m->D;
+    TBI_TRY(fwd_done(m, 0)); /* the input */
     TBI_TRY(o->patchify(be, c->keep ? m->cols_all : m->cols, m->video, B, 3, c->frames, c->height,
                         c->width, c->tubelet, c->patch));
     if (c->keep)
         TBI_TRY(o->gather_rows(be, m->cols, m->cols_all, m->keep, B, m->Np, m->Nk, m->patch_len));
+    TBI_TRY(fwd_done(m, 1)); /* the patches */
     TBI_TRY(o->matmul_fwd(be, m->bc.dt, f32(m->patch_out), f32(m->cols),
                           f32(tbi_param_data(r, m->i_patch_w)),
                           f32(m->i_patch_b >= 0 ? tbi_param_data(r, m->i_patch_b) : NULL),
@@ -711,9 +730,13 @@ static int forward(tb_vit *m, int B, const struct vit_call *in, float *loss)
         return tbi_err(TB_EINVAL, "the model keeps %d tokens a clip: tb_vit_set_keep first",
                        m->c.keep);
     TBI_TRY(embed(m, B));
-    for (int l = 0; l < m->c.depth; l++)
+    TBI_TRY(fwd_done(m, 2)); /* the embedding */
+    for (int l = 0; l < m->c.depth; l++) {
         TBI_TRY(block_forward(m, l, 0));
+        TBI_TRY(fwd_done(m, 3 + l));
+    }
     TBI_TRY(head(m, B));
+    TBI_TRY(fwd_done(m, m->c.depth + 3)); /* the head (the loss's buffers live on) */
     m->last.grad = GRAD_FEATURES;
     if (!has_loss)
         return 0;
@@ -934,6 +957,7 @@ static int backward(tb_vit *m)
     TBI_TRY(tbi_span_done(r, m->span1 - 1)); /* the final norm's and head's (projection's) */
     if (m->pool >= 0)
         TBI_TRY(o->pool_bwd(be, m->pool, m->dres, m->dpool, B, Nt, D));
+    TBI_TRY(bwd_done(m, 0)); /* the head's */
     /* Blocks in reverse; dres holds the gradient of the block's output and, after it, of its
      * input (the residual connections add the branch gradients into it). */
     for (int l = L - 1; l >= 0; l--) {
@@ -947,6 +971,7 @@ static int backward(tb_vit *m)
                                    : l < c->recompute_mlp ? TBI_FROM_MLP
                                                            : TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, m->span0 + 1 + l));
+        TBI_TRY(bwd_done(m, L - l));
     }
     /* Tokens: positions, class token, patch embedding (the video needs no gradient); the
      * patch rows gathered contiguous (B*Np, D) for the weight gradient. */
@@ -975,6 +1000,7 @@ static int backward(tb_vit *m)
                           f32(dpatch), f32(m->cols), f32(tbi_param_data(r, m->i_patch_w)),
                           B * m->Nk, m->patch_len, D));
     TBI_TRY(tbi_span_done(r, m->span0));
+    TBI_TRY(bwd_done(m, L + 1)); /* the embedding's */
     /* The gradients now fill activation space of this forward: a second backward would read
      * them as activations. */
     m->last.grad = GRAD_NONE;

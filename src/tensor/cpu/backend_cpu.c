@@ -15,6 +15,7 @@
 #include "tensor/contrastive.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/model_ops.h"
+#include "tensor/video_rules.h"
 #include "tubelet/dist.h"
 
 int tbi_cpu_alloc(tbi_backend *be, size_t bytes, void **out)
@@ -441,13 +442,12 @@ int tbi_cpu_erase_boxes(tbi_backend *be, float *x, int B, int C, int T, int H, i
                         const int32_t *host_boxes, uint64_t seed, const uint64_t *host_streams)
 {
     (void)be;
-    for (int i = 0; i < B * T; i++) {
+    int i = tbi_erase_box_outside(host_boxes, B * T, H, W);
+    if (i >= 0) {
         const int32_t *bx = host_boxes + (size_t)i * 4;
-        if (bx[0] >= 0 && (bx[0] > bx[1] || bx[1] > H || bx[2] < 0 || bx[2] > bx[3] || bx[3] > W))
-            return tbi_err(TB_EINVAL,
-                           "erasing box of clip %d, frame %d: rows %d-%d, columns "
-                           "%d-%d outside %dx%d",
-                           i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
+        return tbi_err(TB_EINVAL,
+                       "erasing box of clip %d, frame %d: rows %d-%d, columns %d-%d outside %dx%d",
+                       i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
     }
     tbi_erase_boxes(x, B, C, T, H, W, host_boxes, seed, host_streams);
     return 0;

@@ -5,6 +5,9 @@
  * device could not) is a segmentation fault in the test that does it, not a wrong answer on
  * a GPU later. Every op opens all regions, runs the CPU op, and closes them again: slow
  * (two mprotect calls per region and op), for tests only. One thread calls ops at a time.
+ * On it the step's planner (src/model/plan.c, tbi_plan_tick) also fills each planned buffer
+ * with NaN when its last declared tick is over, so a model that declares a life too short
+ * computes NaN at once (tests/test_plan.c plants one).
  * Tests: tests/test_backend.c, tests/test_vit.c, tests/test_train.c (the same results as
  * "cpu"). */
 #define _DEFAULT_SOURCE

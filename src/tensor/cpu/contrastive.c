@@ -10,36 +10,16 @@
 #include <math.h>
 #include <string.h>
 
+#include "tensor/backend.h"
 #include "tensor/contrastive.h"
-
-/* The parts of work (tbi_infonce_work(N, E) doubles). */
-struct parts {
-    double *u, *w;   /* (N, E): video and text rows, normalised */
-    double *du, *dw; /* (N, E): the loss's gradients on them */
-    double *s, *g;   /* (N, N): logits, and the loss's gradient on them */
-    double *nu, *nw; /* (N): the rows' norms, floored */
-};
-
-static struct parts split(double *work, int N, int E)
-{
-    size_t ne = (size_t)N * E, nn = (size_t)N * N;
-    struct parts p;
-    p.u = work, p.w = p.u + ne, p.du = p.w + ne, p.dw = p.du + ne;
-    p.s = p.dw + ne, p.g = p.s + nn, p.nu = p.g + nn, p.nw = p.nu + N;
-    return p;
-}
+#include "tensor/contrastive_rules.h"
+#include "tensor/cpu/kernels.h"
 
 /* Rows of x (N, E) normalised into u, their norms (floored) into norm. */
 static void l2_normalise(const float *x, int N, int E, double *u, double *norm)
 {
-    for (int i = 0; i < N; i++) {
-        double s = 0;
-        for (int e = 0; e < E; e++)
-            s += (double)x[(size_t)i * E + e] * x[(size_t)i * E + e];
-        norm[i] = fmax(sqrt(s), 1e-12);
-        for (int e = 0; e < E; e++)
-            u[(size_t)i * E + e] = x[(size_t)i * E + e] / norm[i];
-    }
+    for (int i = 0; i < N; i++)
+        tbi_nce_normalise_row(u + (size_t)i * E, norm + i, x + (size_t)i * E, E);
 }
 
 /* Mean cross-entropy of the rows of s (N, N; row i's target i) taken along rows (stride_r,
@@ -47,19 +27,8 @@ static void l2_normalise(const float *x, int N, int E, double *u, double *norm)
 static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c, double *g)
 {
     double loss = 0;
-    for (int i = 0; i < N; i++) {
-        double mx = -INFINITY, z = 0;
-        for (int j = 0; j < N; j++)
-            mx = fmax(mx, s[i * stride_r + j * stride_c]);
-        for (int j = 0; j < N; j++)
-            z += exp(s[i * stride_r + j * stride_c] - mx);
-        double lse = mx + log(z);
-        loss += lse - s[i * stride_r + i * stride_c];
-        for (int j = 0; j < N; j++) {
-            double p = exp(s[i * stride_r + j * stride_c] - lse);
-            g[i * stride_r + j * stride_c] += (p - (i == j)) / (2.0 * N);
-        }
-    }
+    for (int i = 0; i < N; i++)
+        loss += tbi_nce_xent_line(s, g, N, (size_t)i, stride_r, stride_c);
     return loss / N;
 }
 
@@ -67,17 +36,13 @@ static double xent_diag(const double *s, int N, size_t stride_r, size_t stride_c
 static void dots(double *out, const double *a, const double *b, int N, int E, double scale)
 {
     for (int i = 0; i < N; i++)
-        for (int j = 0; j < N; j++) {
-            double d = 0;
-            for (int e = 0; e < E; e++)
-                d += a[(size_t)i * E + e] * b[(size_t)j * E + e];
-            out[(size_t)i * N + j] = scale * d;
-        }
+        for (int j = 0; j < N; j++)
+            out[(size_t)i * N + j] = tbi_nce_logit(a + (size_t)i * E, b + (size_t)j * E, E, scale);
 }
 
 double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int E, double scale)
 {
-    struct parts p = split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     l2_normalise(v, N, E, p.u, p.nu);
     l2_normalise(t, N, E, p.w, p.nw);
     dots(p.s, p.u, p.w, N, E, scale);
@@ -90,16 +55,9 @@ double tbi_infonce_fwd(double *work, const float *v, const float *t, int N, int 
 static void l2_backward(float *dx, const double *du, const double *u, const double *norm,
                         int row0, int rows, int E, float mult)
 {
-    for (int i = row0; i < row0 + rows; i++) {
-        const double *ui = u + (size_t)i * E, *gi = du + (size_t)i * E;
-        double dot = 0;
-        for (int e = 0; e < E; e++)
-            dot += ui[e] * gi[e];
-        int floored = norm[i] <= 1e-12;
-        float *d = dx + (size_t)(i - row0) * E;
-        for (int e = 0; e < E; e++)
-            d[e] = (float)((gi[e] - (floored ? 0 : ui[e] * dot)) / norm[i]) * mult;
-    }
+    for (int i = row0; i < row0 + rows; i++)
+        tbi_nce_l2_bwd_row(dx + (size_t)(i - row0) * E, u + (size_t)i * E, du + (size_t)i * E,
+                           norm[i], E, mult);
 }
 
 /* da, db (N, E) = the gradients on unit rows a, b from g (N, N), the loss's gradient on
@@ -124,7 +82,7 @@ static void pair_grads(const double *g, double scale, const double *a, double *d
 void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, int E,
                      double scale, int row0, int rows, float mult)
 {
-    struct parts p = split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     size_t nn = (size_t)N * N;
     if (dscale) {
         /* logits = scale x cosine: d loss / d scale = sum g_ij cosine_ij */
@@ -145,7 +103,7 @@ void tbi_infonce_bwd(float *dv, float *dt, double *dscale, double *work, int N, 
 double tbi_max_margin(double *work, const float *v, const float *t, int N, int E, double margin,
                       float *dv, float *dt)
 {
-    struct parts p = split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     double *x = p.s, *g = p.g;
     l2_normalise(v, N, E, p.u, p.nu);
     l2_normalise(t, N, E, p.w, p.nw);

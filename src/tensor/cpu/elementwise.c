@@ -2,6 +2,8 @@
  * the per-element and per-row ops, each loop compiled twice (x86-64-v4 and the build's baseline)
  * and chosen by tbi_cpu_avx512(), never by the CPU alone, so TUBELET_CPU=portable reaches the
  * baseline copies anywhere. GELU has AVX-512 intrinsics of its own; QuickGELU only the loops.
+ * The arithmetic per element and row is the CUDA backend's too: src/tensor/act_rules.h,
+ * layernorm_rules.h and optim_rules.h.
  * Tests: tests/test_ops.c (formulas in double, finite differences, PyTorch's AdamW). */
 #include <math.h>
 #include <stdint.h>
@@ -11,9 +13,12 @@
 #include <omp.h>
 #endif
 
+#include "tensor/act_rules.h"
 #include "tensor/cpu/avx512.h"
 #include "tensor/cpu/vmath.h"
 #include "tensor/cpu/kernels.h"
+#include "tensor/layernorm_rules.h"
+#include "tensor/optim_rules.h"
 
 /* The per-element loops are compiled twice, for AVX-512 (x86-64-v4) and for the build's
  * baseline: twice the lanes, and for the compute-bound ones nearly twice the speed. Each loop
@@ -69,17 +74,14 @@ static ALWAYS_INLINE void layernorm_fwd_rows_body(float *out, float *mean, float
 #pragma omp simd reduction(+ : m)
         for (int c = 0; c < C; c++)
             m += x[c];
-        m /= C;
+        m = tbi_ln_mean_rule(m, C);
         float var = 0;
 #pragma omp simd reduction(+ : var)
-        for (int c = 0; c < C; c++) {
-            float d = x[c] - m;
-            var += d * d;
-        }
-        var /= C;
-        float s = 1.0f / sqrtf(var + eps);
         for (int c = 0; c < C; c++)
-            y[c] = (x[c] - m) * s * w[c] + b[c];
+            var += tbi_ln_sq_rule(x[c], m);
+        float s = tbi_ln_rstd_rule(var, C, eps);
+        for (int c = 0; c < C; c++)
+            y[c] = tbi_ln_out_rule(x[c], m, s, w[c], b[c]);
         mean[r] = m;
         rstd[r] = s;
     }
@@ -112,15 +114,15 @@ static ALWAYS_INLINE void layernorm_bwd_rows_body(float *dinp, const float *dout
         float sum_d = 0, sum_dx = 0;
 #pragma omp simd reduction(+ : sum_d, sum_dx)
         for (int c = 0; c < C; c++) {
-            float xhat = (x[c] - m) * s, dxhat = dy[c] * w[c];
+            float xhat = tbi_ln_xhat_rule(x[c], m, s), dxhat = dy[c] * w[c];
             sum_d += dxhat;
             sum_dx += dxhat * xhat;
         }
-        sum_d /= C;
-        sum_dx /= C;
+        sum_d = tbi_ln_mean_rule(sum_d, C);
+        sum_dx = tbi_ln_mean_rule(sum_dx, C);
         for (int c = 0; c < C; c++) {
-            float xhat = (x[c] - m) * s, dxhat = dy[c] * w[c];
-            dx[c] += s * (dxhat - sum_d - xhat * sum_dx);
+            float xhat = tbi_ln_xhat_rule(x[c], m, s), dxhat = dy[c] * w[c];
+            dx[c] += tbi_ln_dx_rule(s, dxhat, xhat, sum_d, sum_dx);
         }
     }
 }
@@ -141,7 +143,7 @@ static ALWAYS_INLINE void layernorm_param_grads_body(float *dw, float *db, const
         float m = mean[r], s = rstd[r];
 #pragma omp simd
         for (size_t c = 0; c < n; c++) {
-            dw[c] += dy[c] * (x[c] - m) * s;
+            dw[c] += tbi_ln_dw_rule(dy[c], x[c], m, s);
             db[c] += dy[c];
         }
     }
@@ -195,8 +197,9 @@ void tbi_colsum(float *sum, const float *x, int M, int N)
     }
 }
 
-#define INV_SQRT2 0.70710678118654752440f
-#define INV_SQRT_2PI 0.39894228040143267794f
+/* The activations' rules (src/tensor/act_rules.h) on the CPU's erfc and exp: cpu_gelu_erfc,
+ * cpu_gelu_grad, cpu_quick_sigmoid. */
+TBI_ACT_RULES(cpu, tbi_erfcf, tbi_expf)
 
 /* GELU(x) = x * Phi(x) = 0.5 x erfc(-x / sqrt 2); GELU'(x) = Phi(x) + x phi(x). These loops
  * run only where the AVX-512 intrinsics below do not: one copy, the baseline's. */
@@ -205,15 +208,8 @@ static void gelu_fwd_span(float *out, const float *inp, size_t n)
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * tbi_erfcf(-x * INV_SQRT2);
+        out[i] = tbi_gelu_rule(x, cpu_gelu_erfc(x));
     }
-}
-
-/* GELU'(x) given e = erfc(-x / sqrt 2) (GELU(x) = 0.5 x e, as gelu_fwd_span has it). */
-static inline float gelu_grad(float x, float e)
-{
-    float cdf = 0.5f * e, pdf = INV_SQRT_2PI * tbi_expf(-0.5f * x * x);
-    return cdf + x * pdf;
 }
 
 static void gelu_bwd_span(float *dinp, float *out, const float *inp, const float *dout, size_t n)
@@ -221,16 +217,16 @@ static void gelu_bwd_span(float *dinp, float *out, const float *inp, const float
     if (out) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
-            float x = inp[i], e = tbi_erfcf(-x * INV_SQRT2);
-            dinp[i] = dout[i] * gelu_grad(x, e);
-            out[i] = 0.5f * x * e;
+            float x = inp[i], e = cpu_gelu_erfc(x);
+            dinp[i] = dout[i] * cpu_gelu_grad(x, e);
+            out[i] = tbi_gelu_rule(x, e);
         }
         return;
     }
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        dinp[i] = dout[i] * gelu_grad(x, tbi_erfcf(-x * INV_SQRT2));
+        dinp[i] = dout[i] * cpu_gelu_grad(x, cpu_gelu_erfc(x));
     }
 }
 
@@ -269,7 +265,7 @@ AVX512 static void gelu_fwd16(float *out, const float *inp, size_t n)
         __mmask16 k = lanes((int)(n - i < 16 ? n - i : 16));
         __m512 x = _mm512_maskz_loadu_ps(k, inp + i);
         _mm512_mask_storeu_ps(out + i, k,
-                              gelu16(x, erfc16(_mm512_mul_ps(x, _mm512_set1_ps(-INV_SQRT2)))));
+                              gelu16(x, erfc16(_mm512_mul_ps(x, _mm512_set1_ps(-TBI_INV_SQRT2)))));
     }
 }
 
@@ -279,9 +275,9 @@ AVX512 static void gelu_bwd16(float *dinp, float *out, const float *inp, const f
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = lanes((int)(n - i < 16 ? n - i : 16));
         __m512 x = _mm512_maskz_loadu_ps(k, inp + i), dy = _mm512_maskz_loadu_ps(k, dout + i);
-        __m512 e = erfc16(_mm512_mul_ps(x, _mm512_set1_ps(-INV_SQRT2)));
+        __m512 e = erfc16(_mm512_mul_ps(x, _mm512_set1_ps(-TBI_INV_SQRT2)));
         __m512 pdf = _mm512_mul_ps(
-            _mm512_set1_ps(INV_SQRT_2PI),
+            _mm512_set1_ps(TBI_INV_SQRT_2PI),
             tbi_exp2_16(_mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(-0.5f * TBI_LOG2E)), x)));
         __m512 grad = _mm512_fmadd_ps(x, pdf, _mm512_mul_ps(_mm512_set1_ps(0.5f), e));
         _mm512_mask_storeu_ps(dinp + i, k, _mm512_mul_ps(dy, grad));
@@ -322,19 +318,12 @@ void tbi_gelu_bwd(float *dinp, float *out, const float *inp, const float *dout, 
  * s + 1.702 x s (1 - s). The forward and the backward take x s by the same steps, so their
  * bits agree. Far below zero tbi_expf saturates at e^88: s comes out ~6e-39 where the true one
  * is smaller still, both nothing against any x s that matters. */
-#define QUICK_K 1.702f
-
-static inline float quick_sigmoid(float x)
-{
-    return 1.0f / (1.0f + tbi_expf(-QUICK_K * x));
-}
-
 static ALWAYS_INLINE void quickgelu_fwd_span_body(float *out, const float *inp, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = x * quick_sigmoid(x);
+        out[i] = tbi_quickgelu_rule(x, cpu_quick_sigmoid(x));
     }
 }
 TWO_WAYS(quickgelu_fwd_span, (float *out, const float *inp, size_t n), (out, inp, n))
@@ -345,16 +334,16 @@ static ALWAYS_INLINE void quickgelu_bwd_span_body(float *dinp, float *out, const
     if (out) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
-            float x = inp[i], s = quick_sigmoid(x);
-            dinp[i] = dout[i] * (s + QUICK_K * x * s * (1.0f - s));
-            out[i] = x * s;
+            float x = inp[i], s = cpu_quick_sigmoid(x);
+            dinp[i] = dout[i] * tbi_quickgelu_grad_rule(x, s);
+            out[i] = tbi_quickgelu_rule(x, s);
         }
         return;
     }
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i], s = quick_sigmoid(x);
-        dinp[i] = dout[i] * (s + QUICK_K * x * s * (1.0f - s));
+        float x = inp[i], s = cpu_quick_sigmoid(x);
+        dinp[i] = dout[i] * tbi_quickgelu_grad_rule(x, s);
     }
 }
 TWO_WAYS(quickgelu_bwd_span,
@@ -389,28 +378,18 @@ void tbi_add_fwd(float *out, const float *a, const float *b, size_t n)
 }
 
 static ALWAYS_INLINE void adamw_span_body(float *p, const float *g, float gs, float *m, float *v,
-                                          size_t n, float beta1, float beta2, float eps,
-                                          float step_size, float bc2_sqrt, float decay)
+                                          size_t n, struct tbi_adamw_k k)
 {
     /* Vectorised only because the kernels build with -fno-math-errno (CMakeLists.txt): with
      * errno, sqrtf stays a libm call and the loop ran scalar, 2.5x slower. omp simd: the four
      * arrays never overlap, so no runtime overlap checks. */
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * gs;
-        float pi = p[i] * decay;
-        float mi = m[i] + (gi - m[i]) * (1.0f - beta1);
-        float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi - step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
+    for (size_t i = 0; i < n; i++)
+        tbi_adamw_rule(p + i, m + i, v + i, g[i], gs, k);
 }
 TWO_WAYS(adamw_span,
-         (float *p, const float *g, float gs, float *m, float *v, size_t n, float beta1,
-          float beta2, float eps, float step_size, float bc2_sqrt, float decay),
-         (p, g, gs, m, v, n, beta1, beta2, eps, step_size, bc2_sqrt, decay))
+         (float *p, const float *g, float gs, float *m, float *v, size_t n, struct tbi_adamw_k k),
+         (p, g, gs, m, v, n, k))
 
 /* Whether x (n) is all zero bits: a look at 16 at a time, out at the first that is not. */
 static int zero_bits(const float *x, size_t n)
@@ -451,8 +430,7 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step)
 {
     /* PyTorch's AdamW (torch/optim/adamw.py, the single-tensor path), in the same order. */
-    float bc1 = 1.0f - powf(beta1, (float)step), bc2 = 1.0f - powf(beta2, (float)step);
-    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
+    const struct tbi_adamw_k k = tbi_adamw_k_rule(lr, beta1, beta2, eps, weight_decay, step);
 #pragma omp parallel
     {
         size_t lo, hi;
@@ -460,11 +438,10 @@ void tbi_adamw(float *p, const float *g, float grad_scale, float *m, float *v, s
         for (size_t i = lo, e; i < hi; i = e) {
             e = run_end(m, i, hi);
             if (zero_bits(g + i, e - i) && zero_bits(m + i, e - i) && zero_bits(v + i, e - i)) {
-                decay_run(p + i, e - i, decay);
+                decay_run(p + i, e - i, k.decay);
                 continue;
             }
-            adamw_span(p + i, g + i, grad_scale, m + i, v + i, e - i, beta1, beta2, eps,
-                       step_size, bc2_sqrt, decay);
+            adamw_span(p + i, g + i, grad_scale, m + i, v + i, e - i, k);
         }
     }
 }
@@ -475,7 +452,7 @@ void tbi_lion(float *p, const float *g, float grad_scale, float *m, size_t n, fl
     /* AVION's Lion (lucidrains' lion-pytorch), in its order: p *= 1 - lr * wd; p -= lr *
      * sign(m beta1 + g (1 - beta1)); m = m beta2 + g (1 - beta2). One plain loop: the compiler
      * vectorises it for any processor, so it needs no tuned twin. */
-    float decay = 1.0f - lr * weight_decay, a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    const struct tbi_lion_k k = tbi_lion_k_rule(lr, beta1, beta2, weight_decay);
 #pragma omp parallel
     {
         size_t lo, hi;
@@ -483,17 +460,12 @@ void tbi_lion(float *p, const float *g, float grad_scale, float *m, size_t n, fl
         for (size_t i = lo, e; i < hi; i = e) { /* zero runs skipped, as tbi_adamw's */
             e = run_end(m, i, hi);
             if (zero_bits(g + i, e - i) && zero_bits(m + i, e - i)) {
-                decay_run(p + i, e - i, decay);
+                decay_run(p + i, e - i, k.decay);
                 continue;
             }
 #pragma omp simd
-            for (size_t k = i; k < e; k++) {
-                float gi = g[k] * grad_scale;
-                float c = m[k] * beta1 + a1 * gi;
-                float u = (float)((c > 0) - (c < 0));
-                p[k] = p[k] * decay - lr * u;
-                m[k] = m[k] * beta2 + a2 * gi;
-            }
+            for (size_t j = i; j < e; j++)
+                tbi_lion_rule(p + j, m + j, g[j], grad_scale, k);
         }
     }
 }
@@ -504,11 +476,8 @@ void tbi_sgd(float *p, const float *g, float grad_scale, float *m, size_t n, flo
     /* torch.optim.SGD's step (dampening 0): g = grad + wd p; buf = momentum buf + g (its
      * first buf is g, which momentum * 0 + g is); p = p - lr buf. A plain loop, as Lion's. */
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * grad_scale + weight_decay * p[i];
-        m[i] = momentum * m[i] + gi;
-        p[i] = p[i] - lr * m[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        tbi_sgd_rule(p + i, m + i, g[i], grad_scale, lr, momentum, weight_decay);
 }
 
 /* *sum = the sum of squares of x (n): sixteen running sums side by side (one add chain would

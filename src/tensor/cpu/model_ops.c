@@ -11,6 +11,7 @@
 #endif
 
 #include "tensor/cpu/model_ops.h"
+#include "tensor/mae_rules.h"
 #include "tubelet/rng.h"
 
 void tbi_normalize(float *out, const uint8_t *in, const uint8_t *flip, int B, int T, int H,
@@ -215,13 +216,8 @@ void tbi_tokens_fill_bwd(float *dsrc, float *dfill, const float *dx, int B, int 
     /* Each column to one thread, the clips and rows in order: the same sums for any
      * number of threads. */
 #pragma omp parallel for schedule(static)
-    for (int d = 0; d < D; d++) {
-        float acc = 0;
-        for (int b = 0; b < B; b++)
-            for (int t = NS; t < NT; t++)
-                acc += dx[((size_t)b * NT + t) * D + d];
-        dfill[d] = acc;
-    }
+    for (int d = 0; d < D; d++)
+        dfill[d] = tbi_fill_dcol_rule(dx, B, NS, NF, D, d);
 }
 
 void tbi_patch_target(float *out, const float *cols, int R, int C, int PP, const float *mean,
@@ -235,20 +231,18 @@ void tbi_patch_target(float *out, const float *cols, int R, int C, int PP, const
             const float *x = row + (size_t)c * PP;
             float m = mean[c], s = std[c];
             for (int p = 0; p < PP; p++)
-                o[(size_t)p * C + c] = x[p] * s + m;
+                o[(size_t)p * C + c] = tbi_target_pixel_rule(x[p], s, m);
             if (!norm)
                 continue;
             double sum = 0, sq = 0;
             for (int p = 0; p < PP; p++)
                 sum += o[(size_t)p * C + c];
             double mu = sum / PP;
-            for (int p = 0; p < PP; p++) {
-                double e = o[(size_t)p * C + c] - mu;
-                sq += e * e;
-            }
-            float fmu = (float)mu, inv = (float)(1.0 / (sqrt(sq / (PP > 1 ? PP - 1 : 1)) + 1e-6));
             for (int p = 0; p < PP; p++)
-                o[(size_t)p * C + c] = (o[(size_t)p * C + c] - fmu) * inv;
+                sq += tbi_target_sq_rule(o[(size_t)p * C + c], mu);
+            float fmu = (float)mu, inv = tbi_target_inv_rule(sq, PP);
+            for (int p = 0; p < PP; p++)
+                o[(size_t)p * C + c] = tbi_target_norm_rule(o[(size_t)p * C + c], fmu, inv);
         }
     }
 }
@@ -270,11 +264,9 @@ float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, in
             continue;
         const float *p = pred + (size_t)r * C, *t = tgt + (size_t)r * C;
         double acc = 0;
-        for (int c = 0; c < C; c++) {
-            double e = (double)p[c] - t[c];
-            acc += e * e;
-        }
-        total += w[r] * (acc / C);
+        for (int c = 0; c < C; c++)
+            acc += tbi_mse_sq_rule(p[c], t[c]);
+        total += tbi_mse_row_rule(w[r], acc, C);
     }
     return (float)(total / weight_sum(w, R));
 }
@@ -285,7 +277,7 @@ void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float 
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         const float *p = pred + (size_t)r * C, *t = tgt + (size_t)r * C;
-        float *d = dpred + (size_t)r * C, k = (float)(2.0 * w[r] / ((double)C * W));
+        float *d = dpred + (size_t)r * C, k = tbi_mse_grad_k_rule(w[r], C, W);
         for (int c = 0; c < C; c++)
             d[c] = k * (p[c] - t[c]);
     }

@@ -59,13 +59,12 @@ float tbi_xent_fwd(float *probs, const float *logits, const int64_t *targets, in
 void tbi_xent_bwd(float *dlogits, const float *probs, const int64_t *targets, int B, int K,
                   float smoothing)
 {
-    float off = smoothing / K, on = 1.0f - smoothing + off, inv_b = 1.0f / B;
+    const struct tbi_xent_q q = tbi_xent_q_rule(B, K, smoothing);
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++)
-        for (int k = 0; k < K; k++) {
-            float q = k == targets[b] ? on : off;
-            dlogits[(size_t)b * K + k] = (probs[(size_t)b * K + k] - q) * inv_b;
-        }
+        for (int k = 0; k < K; k++)
+            dlogits[(size_t)b * K + k] = tbi_xent_hard_grad_rule(
+                probs[(size_t)b * K + k], k == targets[b] ? q.on : q.off, q.inv_b);
 }
 
 float tbi_xent_soft_fwd(float *probs, const float *logits, const float *targets, int B, int K)
@@ -77,14 +76,9 @@ void tbi_xent_soft_bwd(float *dlogits, const float *probs, const float *targets,
 {
     float inv_b = 1.0f / B;
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < B; b++) {
-        const float *t = targets + (size_t)b * K, *p = probs + (size_t)b * K;
-        float mass = 0;
-        for (int k = 0; k < K; k++)
-            mass += t[k];
-        for (int k = 0; k < K; k++)
-            dlogits[(size_t)b * K + k] = (p[k] * mass - t[k]) * inv_b;
-    }
+    for (int b = 0; b < B; b++)
+        tbi_xent_soft_grad_row(dlogits + (size_t)b * K, probs + (size_t)b * K,
+                               targets + (size_t)b * K, K, inv_b);
 }
 
 void tbi_patchify(float *cols, const float *video, int B, int C, int T, int H, int W, int TU,

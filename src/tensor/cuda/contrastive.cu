@@ -1,5 +1,6 @@
 /* src/tensor/cuda/contrastive.cu - the symmetric InfoNCE loss and CLIP's logit scale on CUDA:
- * the CPU's double arithmetic (src/tensor/cpu/contrastive.c) in its order, each of its loops
+ * the CPU's double arithmetic (src/tensor/cpu/contrastive.c; its rows' code is
+ * src/tensor/contrastive_rules.h, shared) in its order, each of its loops
  * split across threads only where the iterations are independent: a thread per row for the
  * normalisation and the softmax of each row, a thread per column for the columns', a thread
  * per logit, a thread per gradient element summing over the other side in the CPU's order, one
@@ -7,22 +8,10 @@
  * their gradients, the logits and their gradient, the norms), which the backward reads.
  * N is a batch (tens to a few thousand): simple, not fast. No atomics. Tests:
  * tests/test_backend.c (parity), tests/test_clip.c (`tubelet step --task clip` on cuda-emu). */
+#include "tensor/contrastive_rules.h"
 #include "tensor/cuda/cuda_common.h"
 
 enum { NCE_THREADS = 128 };
-
-struct nce_parts {
-    double *u, *w, *du, *dw, *s, *g, *nu, *nw;
-};
-
-static __device__ __forceinline__ struct nce_parts nce_split(double *work, int N, int E)
-{
-    const size_t ne = (size_t)N * E, nn = (size_t)N * N;
-    struct nce_parts p;
-    p.u = work, p.w = p.u + ne, p.du = p.w + ne, p.dw = p.du + ne;
-    p.s = p.dw + ne, p.g = p.s + nn, p.nu = p.g + nn, p.nw = p.nu + N;
-    return p;
-}
 
 #define NCE_LOOP(i, n)                                                                         \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                   \
@@ -31,32 +20,23 @@ static __device__ __forceinline__ struct nce_parts nce_split(double *work, int N
 /* Rows of v then t (2N): unit rows and floored norms. */
 __global__ void nce_normalise_kernel(double *work, const float *v, const float *t, int N, int E)
 {
-    struct nce_parts p = nce_split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     NCE_LOOP(r, (size_t)2 * N)
     {
         const int i = (int)(r % N), text = r >= (size_t)N;
-        const float *x = (text ? t : v) + (size_t)i * E;
-        double *u = (text ? p.w : p.u) + (size_t)i * E, *norm = (text ? p.nw : p.nu) + i;
-        double s = 0;
-        for (int e = 0; e < E; e++)
-            s += (double)x[e] * x[e];
-        *norm = fmax(sqrt(s), 1e-12);
-        for (int e = 0; e < E; e++)
-            u[e] = x[e] / *norm;
+        tbi_nce_normalise_row((text ? p.w : p.u) + (size_t)i * E, (text ? p.nw : p.nu) + i,
+                              (text ? t : v) + (size_t)i * E, E);
     }
 }
 
 /* s (N, N) = scale u_i . w_j; g = 0 */
 __global__ void nce_logits_kernel(double *work, int N, int E, const double *scale)
 {
-    struct nce_parts p = nce_split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     NCE_LOOP(k, (size_t)N * N)
     {
         const size_t i = k / N, j = k % N;
-        double d = 0;
-        for (int e = 0; e < E; e++)
-            d += p.u[i * E + e] * p.w[j * E + e];
-        p.s[k] = *scale * d;
+        p.s[k] = tbi_nce_logit(p.u + i * E, p.w + j * E, E, *scale);
         p.g[k] = 0;
     }
 }
@@ -65,21 +45,11 @@ __global__ void nce_logits_kernel(double *work, int N, int E, const double *scal
  * its loss into line_loss[i], g += its gradient / 2 (rows first, then columns, as the CPU). */
 __global__ void nce_xent_kernel(double *work, double *line_loss, int N, int E, int cols)
 {
-    struct nce_parts p = nce_split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     const size_t sr = cols ? 1 : (size_t)N, sc = cols ? (size_t)N : 1;
     NCE_LOOP(i, (size_t)N)
     {
-        double mx = -INFINITY, z = 0;
-        for (int j = 0; j < N; j++)
-            mx = fmax(mx, p.s[i * sr + j * sc]);
-        for (int j = 0; j < N; j++)
-            z += exp(p.s[i * sr + j * sc] - mx);
-        const double lse = mx + log(z);
-        line_loss[i] = lse - p.s[i * sr + i * sc];
-        for (int j = 0; j < N; j++) {
-            const double pr = exp(p.s[i * sr + j * sc] - lse);
-            p.g[i * sr + j * sc] += (pr - (i == (size_t)j)) / (2.0 * N);
-        }
+        line_loss[i] = tbi_nce_xent_line(p.s, p.g, N, i, sr, sc);
     }
 }
 
@@ -97,7 +67,7 @@ __global__ void nce_loss_kernel(float *loss, const double *rows, const double *c
 /* *dscale = sum_k g_k s_k / scale, in order */
 __global__ void nce_dscale_kernel(double *dscale, double *work, int N, int E, const double *scale)
 {
-    struct nce_parts p = nce_split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     double d = 0;
     for (size_t k = 0; k < (size_t)N * N; k++)
         d += p.g[k] * p.s[k] / *scale;
@@ -108,7 +78,7 @@ __global__ void nce_dscale_kernel(double *dscale, double *work, int N, int E, co
  * skips g_ij = 0, which adds nothing); one thread per element, the sum in the CPU's order */
 __global__ void nce_pair_grads_kernel(double *work, int N, int E, const double *scale)
 {
-    struct nce_parts p = nce_split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     NCE_LOOP(k, (size_t)2 * N * E)
     {
         const int side = k >= (size_t)N * E;
@@ -128,23 +98,16 @@ __global__ void nce_pair_grads_kernel(double *work, int N, int E, const double *
 __global__ void nce_l2_bwd_kernel(float *dv, float *dt, double *work, int N, int E, int row0,
                                   int rows, float mult)
 {
-    struct nce_parts p = nce_split(work, N, E);
+    struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     NCE_LOOP(r, (size_t)2 * rows)
     {
         const int text = r >= (size_t)rows, i = row0 + (int)(r % rows);
         float *dx = text ? dt : dv;
         if (!dx)
             continue;
-        const double *u = (text ? p.w : p.u) + (size_t)i * E;
-        const double *gi = (text ? p.dw : p.du) + (size_t)i * E;
-        const double norm = (text ? p.nw : p.nu)[i];
-        double dot = 0;
-        for (int e = 0; e < E; e++)
-            dot += u[e] * gi[e];
-        const int floored = norm <= 1e-12;
-        float *d = dx + (size_t)(i - row0) * E;
-        for (int e = 0; e < E; e++)
-            d[e] = (float)((gi[e] - (floored ? 0 : u[e] * dot)) / norm) * mult;
+        tbi_nce_l2_bwd_row(dx + (size_t)(i - row0) * E, (text ? p.w : p.u) + (size_t)i * E,
+                           (text ? p.dw : p.du) + (size_t)i * E, (text ? p.nw : p.nu)[i], E,
+                           mult);
     }
 }
 

@@ -1,6 +1,6 @@
 /* src/tensor/cuda/elementwise.cu - the per-element ops: exact-erf GELU and QuickGELU forward and
- * backward, add, scale_add; the CPU op's formulas (src/tensor/cpu/elementwise.c, model_ops.c)
- * with CUDA's erfcf and expf where the CPU has its own fits (tbi_erfcf, tbi_expf), so the f32
+ * backward, add, scale_add; the activations are the CPU's rules (src/tensor/act_rules.h) on
+ * CUDA's erfcf and expf where the CPU has its own fits (tbi_erfcf, tbi_expf), so the f32
  * results agree to a few ulps, not to the bit. Grid-stride loops of 256 threads, one element
  * per thread and step (coalesced; each thread reads an element before it writes it, so the
  * in-place forms are safe). Typed tensors are read and written by their runtime dtype, uniform
@@ -8,28 +8,19 @@
  * its dtype allows. Tests: tests/gpu/ops_emulate.cpp. */
 #include <math.h>
 
+#include "tensor/act_rules.h"
 #include "tensor/cuda/cuda_common.h"
 
 enum { EW_THREADS = 256 };
 
-#define INV_SQRT2 0.70710678118654752440f
-#define INV_SQRT_2PI 0.39894228040143267794f
-#define QUICK_K 1.702f
+/* The activations' rules on CUDA's erfc and exp: dev_gelu_erfc, dev_gelu_grad,
+ * dev_quick_sigmoid. */
+TBI_ACT_RULES(dev, erfcf, expf)
 
-/* GELU(x) = 0.5 x erfc(-x / sqrt 2), as the CPU's; GELU'(x) = Phi(x) + x phi(x). */
-static __device__ __forceinline__ float gelu(float x)
+static __device__ __forceinline__ float act_fwd(int act, float x)
 {
-    return 0.5f * x * erfcf(-x * INV_SQRT2);
-}
-
-static __device__ __forceinline__ float gelu_grad(float x)
-{
-    return 0.5f * erfcf(-x * INV_SQRT2) + x * (INV_SQRT_2PI * expf(-0.5f * x * x));
-}
-
-static __device__ __forceinline__ float quick_sigmoid(float x)
-{
-    return 1.0f / (1.0f + expf(-QUICK_K * x));
+    return act == TBI_ACT_GELU ? tbi_gelu_rule(x, dev_gelu_erfc(x))
+                               : tbi_quickgelu_rule(x, dev_quick_sigmoid(x));
 }
 
 __global__ void __launch_bounds__(EW_THREADS)
@@ -38,7 +29,7 @@ __global__ void __launch_bounds__(EW_THREADS)
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float x = load_t(inp, i);
-        store_t(out, i, act == TBI_ACT_GELU ? gelu(x) : x * quick_sigmoid(x));
+        store_t(out, i, act_fwd(act, x));
     }
 }
 
@@ -50,12 +41,13 @@ __global__ void __launch_bounds__(EW_THREADS)
         const float x = load_t(inp, i), dy = load_t(dout, i);
         float grad, y;
         if (act == TBI_ACT_GELU) {
-            grad = gelu_grad(x);
-            y = gelu(x);
+            const float e = dev_gelu_erfc(x);
+            grad = dev_gelu_grad(x, e);
+            y = tbi_gelu_rule(x, e);
         } else {
-            const float s = quick_sigmoid(x);
-            grad = s + QUICK_K * x * s * (1.0f - s);
-            y = x * s;
+            const float s = dev_quick_sigmoid(x);
+            grad = tbi_quickgelu_grad_rule(x, s);
+            y = tbi_quickgelu_rule(x, s);
         }
         store_t(dinp, i, dy * grad);
         if (out.p)

@@ -1,11 +1,12 @@
-/* src/tensor/cuda/layernorm.cu - LayerNorm forward and backward, the CPU op's formula
- * (src/tensor/cpu/elementwise.c: two-pass mean and biased variance, rstd = 1 / sqrt(var + eps))
+/* src/tensor/cuda/layernorm.cu - LayerNorm forward and backward, the CPU op's rules
+ * (src/tensor/layernorm_rules.h: two-pass mean and biased variance, rstd = 1 / sqrt(var + eps))
  * in fp32 with a typed output or output gradient. One warp per row: the lanes stride the row
  * (coalesced), shuffles reduce it, any C works; the row is read again per pass, which L1 and
  * L2 serve for the widths of our models. The parameter gradients sum over rows in a second
  * kernel, in a fixed order (no atomics: the same bits every run). It does not fuse the residual
  * add, nor keep a row in registers. Tests: tests/gpu/ops_emulate.cpp. */
 #include "tensor/cuda/cuda_common.h"
+#include "tensor/layernorm_rules.h"
 
 /* Rows per block of the row kernels (a warp each); columns and row groups per block of the
  * parameter-gradient kernel: 32 columns (a warp's coalesced 128 bytes) by 16 row groups. */
@@ -23,16 +24,14 @@ __global__ void __launch_bounds__(LN_THREADS)
     float sum = 0;
     for (int c = lane; c < C; c += 32)
         sum += x[c];
-    const float m = warp_sum(sum) / C;
+    const float m = tbi_ln_mean_rule(warp_sum(sum), C);
     float sq = 0;
-    for (int c = lane; c < C; c += 32) {
-        const float d = x[c] - m;
-        sq += d * d;
-    }
-    const float s = 1.0f / sqrtf(warp_sum(sq) / C + eps);
+    for (int c = lane; c < C; c += 32)
+        sq += tbi_ln_sq_rule(x[c], m);
+    const float s = tbi_ln_rstd_rule(warp_sum(sq), C, eps);
     TO *y = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32)
-        put(y + c, (x[c] - m) * s * w[c] + b[c]);
+        put(y + c, tbi_ln_out_rule(x[c], m, s, w[c], b[c]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = s;
@@ -52,15 +51,15 @@ __global__ void __launch_bounds__(LN_THREADS)
     const float m = mean[row], s = rstd[row];
     float sum_d = 0, sum_dx = 0;
     for (int c = lane; c < C; c += 32) {
-        const float xhat = (inp[o + c] - m) * s, dxhat = get(dout + o + c) * w[c];
+        const float xhat = tbi_ln_xhat_rule(inp[o + c], m, s), dxhat = get(dout + o + c) * w[c];
         sum_d += dxhat;
         sum_dx += dxhat * xhat;
     }
-    sum_d = warp_sum(sum_d) / C;
-    sum_dx = warp_sum(sum_dx) / C;
+    sum_d = tbi_ln_mean_rule(warp_sum(sum_d), C);
+    sum_dx = tbi_ln_mean_rule(warp_sum(sum_dx), C);
     for (int c = lane; c < C; c += 32) {
-        const float xhat = (inp[o + c] - m) * s, dxhat = get(dout + o + c) * w[c];
-        dinp[o + c] += s * (dxhat - sum_d - xhat * sum_dx);
+        const float xhat = tbi_ln_xhat_rule(inp[o + c], m, s), dxhat = get(dout + o + c) * w[c];
+        dinp[o + c] += tbi_ln_dx_rule(s, dxhat, xhat, sum_d, sum_dx);
     }
 }
 
@@ -80,7 +79,7 @@ __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
         for (int r = y; r < R; r += LN_GROUPS) {
             const size_t i = (size_t)r * C + c;
             const float dy = get(dout + i);
-            sw += dy * (inp[i] - mean[r]) * rstd[r];
+            sw += tbi_ln_dw_rule(dy, inp[i], mean[r], rstd[r]);
             sb += dy;
         }
     SH_ST(&part[0][y][x], sw);

@@ -1,4 +1,4 @@
-/* src/tensor/cuda/mae.cu - VideoMAE's ops, the CPU ops' arithmetic (src/tensor/cpu/model_ops.c):
+/* src/tensor/cuda/mae.cu - VideoMAE's ops, the CPU ops' rules (src/tensor/mae_rules.h):
  * the decoder's tokens with the mask token filled in (and its backward: dfill summed column-wise
  * over the clips and fill rows in order, one thread a column), the pixel targets (normalised per
  * channel of a tube: one block a (row, channel), double sums in a fixed tree), and the weighted
@@ -6,6 +6,7 @@
  * a fixed tree; the loss is written on the device). No atomics: the same bits every run.
  * Tests: tests/test_backend.c (parity). */
 #include "tensor/cuda/cuda_common.h"
+#include "tensor/mae_rules.h"
 
 enum { MAE_THREADS = 256 }; /* a power of two: the trees below halve it */
 
@@ -68,14 +69,8 @@ __global__ void mae_tokens_fill_dsrc_kernel(float *dsrc, const float *dx, int B,
 __global__ void mae_tokens_fill_dfill_kernel(float *dfill, const float *dx, int B, int NS, int NF,
                                              int D)
 {
-    const int NT = NS + NF;
-    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x) {
-        float acc = 0;
-        for (int b = 0; b < B; b++)
-            for (int t = NS; t < NT; t++)
-                acc += dx[((size_t)b * NT + t) * D + d];
-        dfill[d] = acc;
-    }
+    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x)
+        dfill[d] = tbi_fill_dcol_rule(dx, B, NS, NF, D, d);
 }
 
 static int tbc_tokens_fill_bwd(tbi_backend *be, float *dsrc, float *dfill, const float *dx, int B,
@@ -119,25 +114,20 @@ __global__ void __launch_bounds__(MAE_THREADS)
     const float m = prm.mean[c], s = prm.std[c];
     if (!norm) {
         for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
-            o[(size_t)p * C] = x[p] * s + m;
+            o[(size_t)p * C] = tbi_target_pixel_rule(x[p], s, m);
         return; /* uniform across the block: no barrier follows */
     }
     double sum = 0;
     for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
-        sum += x[p] * s + m;
+        sum += tbi_target_pixel_rule(x[p], s, m);
     const double mu = mae_block_sum(sum, sh) / PP;
     double sq = 0;
-    for (int p = threadIdx.x; p < PP; p += MAE_THREADS) {
-        const float u = x[p] * s + m;
-        const double e = u - mu;
-        sq += e * e;
-    }
+    for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
+        sq += tbi_target_sq_rule(tbi_target_pixel_rule(x[p], s, m), mu);
     sq = mae_block_sum(sq, sh);
-    const float fmu = (float)mu, inv = (float)(1.0 / (sqrt(sq / (PP > 1 ? PP - 1 : 1)) + 1e-6));
-    for (int p = threadIdx.x; p < PP; p += MAE_THREADS) {
-        const float u = x[p] * s + m;
-        o[(size_t)p * C] = (u - fmu) * inv;
-    }
+    const float fmu = (float)mu, inv = tbi_target_inv_rule(sq, PP);
+    for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
+        o[(size_t)p * C] = tbi_target_norm_rule(tbi_target_pixel_rule(x[p], s, m), fmu, inv);
 }
 
 static int tbc_patch_target(tbi_backend *be, float *out, const float *cols, int R, int C, int PP,
@@ -173,13 +163,11 @@ __global__ void __launch_bounds__(MAE_THREADS)
         return; /* uniform across the block */
     }
     double acc = 0;
-    for (int c = threadIdx.x; c < C; c += MAE_THREADS) {
-        const double e = (double)load_t(pred, r * C + c) - tgt[r * C + c];
-        acc += e * e;
-    }
+    for (int c = threadIdx.x; c < C; c += MAE_THREADS)
+        acc += tbi_mse_sq_rule(load_t(pred, r * C + c), tgt[r * C + c]);
     acc = mae_block_sum(acc, sh);
     if (threadIdx.x == 0)
-        term[r] = wr * (acc / C);
+        term[r] = tbi_mse_row_rule(wr, acc, C);
 }
 
 /* One block: the weights' sum W into *wsum, and with term, *loss = sum term / W. */
@@ -212,7 +200,7 @@ __global__ void mae_mse_bwd_kernel(float *dpred, tbi_t pred, const float *tgt, c
     const double W = *wsum;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const float k = (float)(2.0 * w[i / C] / ((double)C * W));
+        const float k = tbi_mse_grad_k_rule(w[i / C], C, W);
         dpred[i] = k * (load_t(pred, i) - tgt[i]);
     }
 }

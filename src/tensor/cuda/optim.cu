@@ -1,15 +1,15 @@
-/* src/tensor/cuda/optim.cu - AdamW, Lion and SGD on fp32 master weights and moments, the CPU's
- * arithmetic per element in its order (src/tensor/cpu/elementwise.c: PyTorch's AdamW and SGD,
- * AVION's Lion), the bias corrections and decay factors computed on the host by the same
- * expressions. Where the CPU skips a run of all-zero gradient and moments it applies only the
- * decay, which is what the full update does to such a run, to the bit; here every element
- * takes the full update (no page is left untouched: device memory is not committed lazily).
- * The _checked forms read the clip factor and the bad flag of struct tbi_step_stats on the
- * device. The results match the CPU's to an ulp or so (FMA contraction may differ), not to the
- * bit. Tests: tests/gpu/ops_emulate.cpp. */
+/* src/tensor/cuda/optim.cu - AdamW, Lion and SGD on fp32 master weights and moments: the CPU's
+ * rules per element (src/tensor/optim_rules.h: PyTorch's AdamW and SGD, AVION's Lion), the bias
+ * corrections and decay factors computed on the host by the same rules. Where the CPU skips a
+ * run of all-zero gradient and moments it applies only the decay, which is what the full update
+ * does to such a run, to the bit; here every element takes the full update (no page is left
+ * untouched: device memory is not committed lazily). The _checked forms read the clip factor
+ * and the bad flag of struct tbi_step_stats on the device. The results match the CPU's to an
+ * ulp or so (FMA contraction may differ), not to the bit. Tests: tests/gpu/ops_emulate.cpp. */
 #include <math.h>
 
 #include "tensor/cuda/cuda_common.h"
+#include "tensor/optim_rules.h"
 
 enum { OPT_THREADS = 256 };
 
@@ -43,33 +43,22 @@ __global__ void __launch_bounds__(OPT_THREADS) update_kernel(Rule rule, opt_scal
 struct adamw_rule {
     float *p, *m, *v;
     const float *g;
-    float beta1, beta2, eps, step_size, bc2_sqrt, decay;
+    tbi_adamw_k k;
 
     __device__ void apply(size_t i, float gs) const
     {
-        const float gi = g[i] * gs;
-        const float pi = p[i] * decay;
-        const float mi = m[i] + (gi - m[i]) * (1.0f - beta1);
-        const float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
-        const float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi - step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
+        tbi_adamw_rule(p + i, m + i, v + i, g[i], gs, k);
     }
 };
 
 struct lion_rule {
     float *p, *m;
     const float *g;
-    float lr, beta1, beta2, decay, a1, a2;
+    tbi_lion_k k;
 
     __device__ void apply(size_t i, float gs) const
     {
-        const float gi = g[i] * gs;
-        const float c = m[i] * beta1 + a1 * gi;
-        const float u = (float)((c > 0) - (c < 0));
-        p[i] = p[i] * decay - lr * u;
-        m[i] = m[i] * beta2 + a2 * gi;
+        tbi_lion_rule(p + i, m + i, g[i], gs, k);
     }
 };
 
@@ -80,9 +69,7 @@ struct sgd_rule {
 
     __device__ void apply(size_t i, float gs) const
     {
-        const float gi = g[i] * gs + weight_decay * p[i];
-        m[i] = momentum * m[i] + gi;
-        p[i] = p[i] - lr * m[i];
+        tbi_sgd_rule(p + i, m + i, g[i], gs, lr, momentum, weight_decay);
     }
 };
 
@@ -113,10 +100,9 @@ static int adamw(cudaStream_t s, float *param, const float *grad, opt_scale sc, 
 {
     if (!opt_ok(param, grad, m, v) || step < 1)
         return TB_EINVAL;
-    /* tbi_adamw's expressions, on the host as there. */
-    float bc1 = 1.0f - powf(beta1, (float)step), bc2 = 1.0f - powf(beta2, (float)step);
-    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
-    const adamw_rule r = {param, m, v, grad, beta1, beta2, eps, step_size, bc2_sqrt, decay};
+    /* tbi_adamw's constants, on the host as there. */
+    const adamw_rule r = {param, m, v, grad,
+                          tbi_adamw_k_rule(lr, beta1, beta2, eps, weight_decay, step)};
     return launch_update(s, r, sc, n);
 }
 
@@ -125,8 +111,7 @@ static int lion(cudaStream_t s, float *param, const float *grad, opt_scale sc, f
 {
     if (!opt_ok(param, grad, m, m))
         return TB_EINVAL;
-    float decay = 1.0f - lr * weight_decay, a1 = 1.0f - beta1, a2 = 1.0f - beta2;
-    const lion_rule r = {param, m, grad, lr, beta1, beta2, decay, a1, a2};
+    const lion_rule r = {param, m, grad, tbi_lion_k_rule(lr, beta1, beta2, weight_decay)};
     return launch_update(s, r, sc, n);
 }
 

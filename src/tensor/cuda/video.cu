@@ -6,6 +6,7 @@
  * of a stream is one Philox4x32-10 block at counter k (src/core/rng.c's generator, four words
  * a normal), so each pixel computes its own. Tests: tests/test_backend.c (parity). */
 #include "tensor/cuda/cuda_common.h"
+#include "tensor/video_rules.h"
 
 /* ---- normalize ---------------------------------------------------------------------------- */
 struct vid_norm_params {
@@ -234,13 +235,13 @@ static int tbc_erase_boxes(tbi_backend *be, float *x, int B, int C, int T, int H
     if (B < 0 || C < 0 || T < 0 || H < 0 || W < 0 || (B > 0 && (!host_boxes || !host_streams)))
         return tbi_err(TB_EINVAL, "%s erase_boxes: B %d, C %d, T %d, H %d, W %d", be->name, B, C, T,
                        H, W);
-    for (int i = 0; i < B * T; i++) {
+    const int i = B > 0 ? tbi_erase_box_outside(host_boxes, B * T, H, W) : -1;
+    if (i >= 0) {
         const int32_t *bx = host_boxes + (size_t)i * 4;
-        if (bx[0] >= 0 && (bx[0] > bx[1] || bx[1] > H || bx[2] < 0 || bx[2] > bx[3] || bx[3] > W))
-            return tbi_err(TB_EINVAL,
-                           "%s erase_boxes: box of clip %d, frame %d: rows %d-%d, columns "
-                           "%d-%d outside %dx%d",
-                           be->name, i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
+        return tbi_err(TB_EINVAL,
+                       "%s erase_boxes: box of clip %d, frame %d: rows %d-%d, columns %d-%d "
+                       "outside %dx%d",
+                       be->name, i / T, i % T, bx[0], bx[1], bx[2], bx[3], H, W);
     }
     if ((size_t)B * C * T == 0)
         return 0;

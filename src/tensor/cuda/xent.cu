@@ -2,7 +2,8 @@
  * targets (timm's SoftTargetCrossEntropy): one thread per row runs the CPU's own row
  * (src/tensor/xent_rules.h: max in float, exponentials, log-sum-exp and loss in double,
  * probabilities as float); the rows' losses into scratch, then one thread adds them in
- * row order and writes the mean to *loss on the device. No atomics. A label outside the
+ * row order and writes the mean to *loss on the device; the gradients by the CPU's rules too.
+ * No atomics. A label outside the
  * classes (the CPU op refuses it; here the labels are device memory) makes its row's loss and
  * gradient NaN, which the step's check reports as a non-finite loss: never a silent answer.
  * Tests: tests/test_backend.c (parity). */
@@ -41,13 +42,13 @@ __global__ void xent_mean_kernel(float *loss, const double *rows, int B)
 
 /* dlogits = (probs - q) / B, q the smoothed one-hot of the target (NaN for a bad label). */
 __global__ void xent_bwd_kernel(float *dlogits, const float *probs, const int64_t *targets, int B,
-                                int K, float off, float on, float inv_b)
+                                int K, tbi_xent_q q)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)B * K;
          i += (size_t)gridDim.x * blockDim.x) {
         const int64_t t = targets[i / K];
-        const float q = t < 0 || t >= K ? nanf("") : (int64_t)(i % K) == t ? on : off;
-        dlogits[i] = (probs[i] - q) * inv_b;
+        const float qi = t < 0 || t >= K ? nanf("") : (int64_t)(i % K) == t ? q.on : q.off;
+        dlogits[i] = tbi_xent_hard_grad_rule(probs[i], qi, q.inv_b);
     }
 }
 
@@ -58,12 +59,8 @@ __global__ void xent_soft_bwd_kernel(float *dlogits, const float *probs, const f
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B)
         return;
-    const float *t = targets + (size_t)b * K, *p = probs + (size_t)b * K;
-    float mass = 0;
-    for (int k = 0; k < K; k++)
-        mass += t[k];
-    for (int k = 0; k < K; k++)
-        dlogits[(size_t)b * K + k] = (p[k] * mass - t[k]) * inv_b;
+    tbi_xent_soft_grad_row(dlogits + (size_t)b * K, probs + (size_t)b * K,
+                           targets + (size_t)b * K, K, inv_b);
 }
 
 static int xent_args(tbi_backend *be, const char *op, int B, int K)
@@ -98,9 +95,8 @@ static int tbc_xent_bwd(tbi_backend *be, float *dlogits, const float *probs,
                         const int64_t *targets, int B, int K, float smoothing)
 {
     TBI_TRY(xent_args(be, "xent_bwd", B, K));
-    const float off = smoothing / K, on = 1.0f - smoothing + off, inv_b = 1.0f / B;
     TBC_LAUNCH(xent_bwd_kernel, tbc_blocks((size_t)B * K, 256), 256, 0, tbc_stream(be), dlogits,
-               probs, targets, B, K, off, on, inv_b);
+               probs, targets, B, K, tbi_xent_q_rule(B, K, smoothing));
     return tbc_launched(be, "xent_bwd");
 }
 
