@@ -1194,7 +1194,7 @@ static int eval_say(const struct eval_run *e, const struct tb_eval_result *r, co
     char scores[1024];
     int rc = tb_eval_cls_json(r, scores, sizeof(scores));
     if (rc < 0 || tb_dist_rank() != 0)
-        return rc;
+        return rc < 0 ? rc : 0;
     if (c->predictions[0] && write_predictions(c->predictions, e->val, e->label, probs, K) < 0)
         return 1;
     if (c->scores[0] && (rc = write_scores(c->scores, e->val, probs, K)) < 0)

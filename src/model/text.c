@@ -23,6 +23,8 @@ struct tbi_text {
     int *blk_first;
     /* activations (backend), for up to B_plan captions of ctx tokens; R = B * ctx rows */
     int B_plan, B, ready;             /* ready: a forward's activations wait for a backward */
+    struct tbi_plan *tick_plan;       /* the plan it was declared into, at ticks */
+    struct tbi_ticks ticks;           /* (tbi_plan_tick at each tick's end) */
     int32_t *ids, *eot;               /* (R), (B) */
     float **x;                        /* L + 1 of (R, D) */
     struct tbi_block_acts *ba;        /* L */
@@ -126,6 +128,7 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
 static void free_acts(struct tbi_text *t)
 {
     t->B_plan = t->B = t->ready = 0;
+    t->tick_plan = NULL;
     for (int s = t->span0; s < t->span1; s++)
         t->reg->home[s] = NULL;
 }
@@ -149,6 +152,8 @@ int tbi_text_declare(struct tbi_text *t, int B, struct tbi_plan *p, const struct
     if (B < 1 || (int64_t)B * N > INT_MAX / 4)
         return tbi_err(TB_EINVAL, "a plan for %d captions of %d tokens", B, N);
     free_acts(t);
+    t->tick_plan = p;
+    t->ticks = *k;
     size_t R = (size_t)B * N, BD = (size_t)B * D, ED = (size_t)E * D, BE = (size_t)B * E;
     int f = k->fwd, head = f + 1 + L, b = k->bwd, embed = b + L + 1;
     TBI_BUF(p, t->ids, R, f, embed);
@@ -229,11 +234,13 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
                            (int)R, D));
     TBI_TRY(o->tokens_fwd(be, t->x[0], t->tok, NULL, tbi_param_data(r, t->i_pos), NULL, B, N, 0,
                           D));
+    TBI_TRY(tbi_plan_tick(t->tick_plan, t->ticks.fwd)); /* the embedding: what dies there */
     for (int l = 0; l < L; l++) {
         struct tbi_block_w w;
         tbi_block_bind(r, t->blk_first[l], &t->bc, &w, NULL);
         TBI_TRY(tbi_block_forward(be, &t->bc, &w, &t->ba[l], &t->s, NULL, t->x[l],
                                   t->x[l + 1], B, N, 0));
+        TBI_TRY(tbi_plan_tick(t->tick_plan, t->ticks.fwd + 1 + l));
     }
     /* the end token's row, ln_final, the projection */
     TBI_TRY(o->gather_rows(be, t->sel, t->x[L], t->eot, B, N, 1, D));
@@ -243,6 +250,7 @@ int tbi_text_forward(struct tbi_text *t, const int32_t *ids, int B)
     TBI_TRY(o->transpose(be, t->projT, tbi_param_data(r, t->i_proj), D, E));
     TBI_TRY(o->matmul_fwd(be, t->bc.dt, tbi_f32(t->emb), tbi_f32(t->feat), tbi_f32(t->projT),
                           tbi_f32(NULL), B, D, E));
+    TBI_TRY(tbi_plan_tick(t->tick_plan, t->ticks.fwd + 1 + L)); /* the head */
     t->ready = 1;
     return 0;
 }
@@ -283,16 +291,19 @@ int tbi_text_backward(struct tbi_text *t)
     /* only the end tokens' rows have a gradient from above */
     TBI_TRY(o->zero(be, t->dres, sizeof(float) * R * D));
     TBI_TRY(o->scatter_rows(be, t->dres, t->dsel, t->eot, B, N, 1, D));
+    TBI_TRY(tbi_plan_tick(t->tick_plan, t->ticks.bwd)); /* the head's */
     for (int l = L - 1; l >= 0; l--) {
         struct tbi_block_w w, g;
         tbi_block_bind(r, t->blk_first[l], &t->bc, &w, &g);
         TBI_TRY(tbi_block_backward(be, &t->bc, &w, &g, &t->ba[l], &t->s, NULL, t->x[l],
                                    t->dres, B, N, TBI_FROM_SET));
         TBI_TRY(tbi_span_done(r, t->span0 + 1 + l));
+        TBI_TRY(tbi_plan_tick(t->tick_plan, t->ticks.bwd + L - l));
     }
     TBI_TRY(o->tokens_bwd(be, t->dtok, NULL, tbi_param_grad(r, t->i_pos), t->dres, NULL, B, N, 0,
                           N, D));
     TBI_TRY(o->embed_bwd(be, tbi_param_grad(r, t->i_tok), t->dtok, t->ids, (int)R, t->c.vocab,
                          D));
-    return tbi_span_done(r, t->span0);
+    TBI_TRY(tbi_span_done(r, t->span0));
+    return tbi_plan_tick(t->tick_plan, t->ticks.bwd + L + 1); /* the embedding's */
 }
