@@ -190,8 +190,8 @@ static int check_inputs(const float *sim, const float *rel, int64_t n_video, int
     return 0;
 }
 
-/* Every query's scores, indexed by enum tb_mir_dir (V2T: one a video, T2V: one a text), and the
- * rank discount that both directions share. */
+/* Every query's scores, indexed by enum tb_mir_dir (V2T: a query per video, T2V: one per
+ * text), and the rank discount that both directions share. */
 struct per_query {
     double *disc;  /* (max(n_video, n_text)) disc[p] = 1 / log2(p + 2) */
     double *ap[2]; /* (n_video), (n_text) */
