@@ -190,27 +190,64 @@ static int check_inputs(const float *sim, const float *rel, int64_t n_video, int
     return 0;
 }
 
-int tb_mir_evaluate(const float *sim, const float *rel, int64_t n_video, int64_t n_text,
-                    struct tb_mir_scores *out)
+/* Every query's scores, indexed by enum tb_mir_dir (V2T: a query per video, T2V: one per
+ * text), and the rank discount that both directions share. */
+struct per_query {
+    double *disc;  /* (max(n_video, n_text)) disc[p] = 1 / log2(p + 2) */
+    double *ap[2]; /* (n_video), (n_text) */
+    double *nd[2]; /* (n_video), (n_text) */
+};
+
+static void per_query_free(struct per_query *q)
 {
-    int rc = check_inputs(sim, rel, n_video, n_text);
-    if (rc < 0)
-        return rc;
-    int64_t n_max = n_video > n_text ? n_video : n_text;
-    double *disc = tbi_malloc(sizeof(double) * (size_t)n_max);
-    double *v_ap = tbi_malloc(sizeof(double) * (size_t)n_video);
-    double *v_nd = tbi_malloc(sizeof(double) * (size_t)n_video);
-    double *t_ap = tbi_malloc(sizeof(double) * (size_t)n_text);
-    double *t_nd = tbi_malloc(sizeof(double) * (size_t)n_text);
-    int failed = 0;
-    if (!disc || !v_ap || !v_nd || !t_ap || !t_nd) {
-        rc = tbi_err(TB_ENOMEM, "MIR scores: out of memory (%lld x %lld)", (long long)n_video,
-                     (long long)n_text);
-        goto done;
+    free(q->disc);
+    for (int d = 0; d < 2; d++) {
+        free(q->ap[d]);
+        free(q->nd[d]);
     }
+}
+
+/* The arrays, and the discount filled; -1 where one could not be allocated (the caller frees
+ * what was). */
+static int per_query_alloc(struct per_query *q, int64_t n_video, int64_t n_text)
+{
+    int64_t n_max = n_video > n_text ? n_video : n_text;
+    q->disc = tbi_malloc(sizeof(double) * (size_t)n_max);
+    q->ap[TB_MIR_V2T] = tbi_malloc(sizeof(double) * (size_t)n_video);
+    q->nd[TB_MIR_V2T] = tbi_malloc(sizeof(double) * (size_t)n_video);
+    q->ap[TB_MIR_T2V] = tbi_malloc(sizeof(double) * (size_t)n_text);
+    q->nd[TB_MIR_T2V] = tbi_malloc(sizeof(double) * (size_t)n_text);
+    if (!q->disc || !q->ap[0] || !q->nd[0] || !q->ap[1] || !q->nd[1])
+        return -1;
     for (int64_t p = 0; p < n_max; p++)
-        disc[p] = 1.0 / log2((double)p + 2);
+        q->disc[p] = 1.0 / log2((double)p + 2);
+    return 0;
+}
+
+/* Text -> video for the nc columns from j0: each gathered into w's rows, so that the videos
+ * of a column lie contiguous, then ranked. */
+static void score_columns(const float *sim, const float *rel, int64_t n_video, int64_t n_text,
+                          int64_t j0, int64_t nc, struct work *w, const struct per_query *q)
+{
+    for (int64_t i = 0; i < n_video; i++)
+        for (int64_t c = 0; c < nc; c++) {
+            w->sim[c * n_video + i] = sim[i * n_text + j0 + c];
+            w->rel[c * n_video + i] = rel[i * n_text + j0 + c];
+        }
+    for (int64_t c = 0; c < nc; c++)
+        score_query(w->sim + c * n_video, w->rel + c * n_video, n_video, w, q->disc,
+                    &q->ap[TB_MIR_T2V][j0 + c], &q->nd[TB_MIR_T2V][j0 + c]);
+}
+
+/* Both directions' queries, shared out over the threads, each with its own scratch. A thread
+ * whose scratch failed still reaches every barrier of the loops, scoring nothing; returns -1
+ * where one did. */
+static int score_all(const float *sim, const float *rel, int64_t n_video, int64_t n_text,
+                     const struct per_query *q)
+{
+    int64_t n_max = n_video > n_text ? n_video : n_text;
     int64_t n_blocks = (n_text + COLS - 1) / COLS;
+    int failed = 0;
 #pragma omp parallel reduction(| : failed)
     {
         struct work w;
@@ -220,55 +257,58 @@ int tb_mir_evaluate(const float *sim, const float *rel, int64_t n_video, int64_t
 #pragma omp for schedule(dynamic, 16)
         for (int64_t i = 0; i < n_video; i++)
             if (ok)
-                score_query(sim + i * n_text, rel + i * n_text, n_text, &w, disc, &v_ap[i],
-                            &v_nd[i]);
+                score_query(sim + i * n_text, rel + i * n_text, n_text, &w, q->disc,
+                            &q->ap[TB_MIR_V2T][i], &q->nd[TB_MIR_V2T][i]);
         /* text -> video: column j ranks the videos, gathered COLS columns at a time. */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t blk = 0; blk < n_blocks; blk++) {
             int64_t j0 = blk * COLS, nc = n_text - j0 < COLS ? n_text - j0 : COLS;
-            if (!ok)
-                continue;
-            for (int64_t i = 0; i < n_video; i++)
-                for (int64_t c = 0; c < nc; c++) {
-                    w.sim[c * n_video + i] = sim[i * n_text + j0 + c];
-                    w.rel[c * n_video + i] = rel[i * n_text + j0 + c];
-                }
-            for (int64_t c = 0; c < nc; c++)
-                score_query(w.sim + c * n_video, w.rel + c * n_video, n_video, &w, disc,
-                            &t_ap[j0 + c], &t_nd[j0 + c]);
+            if (ok)
+                score_columns(sim, rel, n_video, n_text, j0, nc, &w, q);
         }
         work_free(&w);
     }
-    if (failed) {
-        rc = tbi_err(TB_ENOMEM, "MIR scores: out of memory (%lld x %lld)", (long long)n_video,
-                     (long long)n_text);
-        goto done;
-    }
+    return failed ? -1 : 0;
+}
+
+/* The means over the queries whose scores are defined into *out, left as it was where a
+ * direction has none (no mean to report). */
+static int summarise(const struct per_query *q, int64_t n_video, int64_t n_text,
+                     struct tb_mir_scores *out)
+{
+    const int64_t n[2] = {[TB_MIR_V2T] = n_video, [TB_MIR_T2V] = n_text};
     struct tb_mir_scores sc;
-    sc.map[TB_MIR_V2T] = mean_defined(v_ap, n_video, &sc.n_map[TB_MIR_V2T]);
-    sc.map[TB_MIR_T2V] = mean_defined(t_ap, n_text, &sc.n_map[TB_MIR_T2V]);
-    sc.ndcg[TB_MIR_V2T] = mean_defined(v_nd, n_video, &sc.n_ndcg[TB_MIR_V2T]);
-    sc.ndcg[TB_MIR_T2V] = mean_defined(t_nd, n_text, &sc.n_ndcg[TB_MIR_T2V]);
-    if (!sc.n_ndcg[TB_MIR_V2T] || !sc.n_ndcg[TB_MIR_T2V]) {
-        rc = tbi_err(TB_EINVAL, "MIR scores: no relevancy above 0 anywhere: nDCG and mAP are "
-                     "undefined");
-        goto done;
+    for (int d = 0; d < 2; d++) {
+        sc.map[d] = mean_defined(q->ap[d], n[d], &sc.n_map[d]);
+        sc.ndcg[d] = mean_defined(q->nd[d], n[d], &sc.n_ndcg[d]);
     }
-    if (!sc.n_map[TB_MIR_V2T] || !sc.n_map[TB_MIR_T2V]) {
-        rc = tbi_err(TB_EINVAL, "MIR scores: no relevancy of exactly 1 anywhere: mAP counts "
-                     "only those items (EK-100's relevancy gives each clip 1 with its own "
-                     "narration)");
-        goto done;
-    }
+    if (!sc.n_ndcg[TB_MIR_V2T] || !sc.n_ndcg[TB_MIR_T2V])
+        return tbi_err(TB_EINVAL, "MIR scores: no relevancy above 0 anywhere: nDCG and mAP are "
+                       "undefined");
+    if (!sc.n_map[TB_MIR_V2T] || !sc.n_map[TB_MIR_T2V])
+        return tbi_err(TB_EINVAL, "MIR scores: no relevancy of exactly 1 anywhere: mAP counts "
+                       "only those items (EK-100's relevancy gives each clip 1 with its own "
+                       "narration)");
     sc.map[TB_MIR_AVG] = (sc.map[TB_MIR_V2T] + sc.map[TB_MIR_T2V]) / 2;
     sc.ndcg[TB_MIR_AVG] = (sc.ndcg[TB_MIR_V2T] + sc.ndcg[TB_MIR_T2V]) / 2;
     *out = sc;
-done:
-    free(disc);
-    free(v_ap);
-    free(v_nd);
-    free(t_ap);
-    free(t_nd);
+    return 0;
+}
+
+int tb_mir_evaluate(const float *sim, const float *rel, int64_t n_video, int64_t n_text,
+                    struct tb_mir_scores *out)
+{
+    struct per_query q = {0};
+    int rc = check_inputs(sim, rel, n_video, n_text);
+    if (rc < 0)
+        return rc;
+    /* A thread's scratch that failed is the same shortage as the arrays here: one message. */
+    if (per_query_alloc(&q, n_video, n_text) < 0 || score_all(sim, rel, n_video, n_text, &q) < 0)
+        rc = tbi_err(TB_ENOMEM, "MIR scores: out of memory (%lld x %lld)", (long long)n_video,
+                     (long long)n_text);
+    else
+        rc = summarise(&q, n_video, n_text, out);
+    per_query_free(&q);
     return rc;
 }
 

@@ -165,23 +165,12 @@ static int same_class(const struct tb_ann_item *x, const struct tb_ann_item *y)
            !memcmp(x->nouns, y->nouns, sizeof(int) * (size_t)x->n_nouns);
 }
 
-/* Rows: the distinct classes of the clips (in class order; rep[k] a clip of class k). Groups:
- * the classes that sentences carry, each with its sentences. Entries: for each row, the groups
- * above the threshold, counted in one pass and written in a second. */
-static int build_classes(tb_mir_captions *c, const struct tb_annotations *ann,
-                         const struct tb_mir_sentences *s, double threshold)
+/* Rows: the distinct classes of the clips, in class order, into c->row_of and c->n_rows;
+ * rep[r] a clip of row r's class. k (n_items) is scratch for the sort. */
+static void class_rows(tb_mir_captions *c, const struct tb_annotations *ann, struct keyed *k,
+                       int32_t *rep)
 {
-    int n = ann->n_items, rc = 0;
-    struct keyed *k = tbi_malloc(sizeof(*k) * (size_t)n);
-    int32_t *rep = tbi_malloc(sizeof(*rep) * (size_t)n);      /* (n_keys) */
-    int32_t *group_of = tbi_malloc(sizeof(int32_t) * (size_t)n); /* (n_keys) or -1 */
-    int32_t *grep = NULL;                                        /* (n_groups) */
-    int64_t *count = NULL;
-    c->row_of = tbi_malloc(sizeof(*c->row_of) * (size_t)n);
-    if (!k || !rep || !group_of || !c->row_of) {
-        rc = tbi_err(TB_ENOMEM, "relevant captions: out of memory");
-        goto end;
-    }
+    int n = ann->n_items;
     for (int i = 0; i < n; i++)
         k[i] = (struct keyed){&ann->items[i], i};
     qsort(k, (size_t)n, sizeof(*k), by_class);
@@ -192,42 +181,63 @@ static int build_classes(tb_mir_captions *c, const struct tb_annotations *ann,
         c->row_of[k[i].i] = n_keys - 1;
     }
     c->n_rows = n_keys;
-    /* the groups: classes some sentence carries, in class order; members in sentence order */
+}
+
+/* Each group's sentences into c->member, in sentence order, from the counts in group_start. */
+static int group_members(tb_mir_captions *c, const struct tb_mir_sentences *s,
+                         const int32_t *group_of)
+{
+    int n_groups = (int)c->n_groups;
+    int32_t *fill = tbi_malloc(sizeof(int32_t) * (size_t)(n_groups ? n_groups : 1));
+    if (!fill)
+        return tbi_err(TB_ENOMEM, "relevant captions: out of memory");
+    memcpy(fill, c->group_start, sizeof(int32_t) * (size_t)n_groups);
+    for (int j = 0; j < s->n; j++)
+        c->member[fill[group_of[c->row_of[s->item[j]]]]++] = j;
+    free(fill);
+    return 0;
+}
+
+/* The groups: the classes some sentence carries, in class order (group_of[r], by row, or -1),
+ * with a clip of each in *grep (n_groups; the caller frees it) and their sentences in
+ * c->group_start and c->member. */
+static int class_groups(tb_mir_captions *c, const struct tb_mir_sentences *s, const int32_t *rep,
+                        int32_t *group_of, int32_t **grep)
+{
+    int n_keys = (int)c->n_rows, n_groups = 0;
     for (int g = 0; g < n_keys; g++)
         group_of[g] = -1;
     for (int j = 0; j < s->n; j++)
         group_of[c->row_of[s->item[j]]] = 0;
-    int n_groups = 0;
     for (int g = 0; g < n_keys; g++)
         if (group_of[g] == 0)
             group_of[g] = n_groups++;
     c->n_groups = n_groups;
     c->group_start = tbi_calloc((size_t)n_groups + 1, sizeof(int32_t));
     c->member = tbi_malloc(sizeof(int32_t) * (size_t)s->n);
-    grep = tbi_malloc(sizeof(*grep) * (size_t)(n_groups ? n_groups : 1));
-    count = tbi_calloc((size_t)n_keys + 1, sizeof(*count));
-    c->row_start = tbi_malloc(sizeof(int64_t) * ((size_t)n_keys + 1));
-    if (!c->group_start || !c->member || !grep || !count || !c->row_start) {
-        rc = tbi_err(TB_ENOMEM, "relevant captions: out of memory");
-        goto end;
-    }
+    *grep = tbi_malloc(sizeof(**grep) * (size_t)(n_groups ? n_groups : 1));
+    if (!c->group_start || !c->member || !*grep)
+        return tbi_err(TB_ENOMEM, "relevant captions: out of memory");
     for (int g = 0; g < n_keys; g++)
         if (group_of[g] >= 0)
-            grep[group_of[g]] = rep[g];
+            (*grep)[group_of[g]] = rep[g];
     for (int j = 0; j < s->n; j++)
         c->group_start[group_of[c->row_of[s->item[j]]] + 1]++;
     for (int g = 0; g < n_groups; g++)
         c->group_start[g + 1] += c->group_start[g];
-    {
-        int32_t *fill = tbi_malloc(sizeof(int32_t) * (size_t)(n_groups ? n_groups : 1));
-        if (!fill) {
-            rc = tbi_err(TB_ENOMEM, "relevant captions: out of memory");
-            goto end;
-        }
-        memcpy(fill, c->group_start, sizeof(int32_t) * (size_t)n_groups);
-        for (int j = 0; j < s->n; j++)
-            c->member[fill[group_of[c->row_of[s->item[j]]]]++] = j;
-        free(fill);
+    return group_members(c, s, group_of);
+}
+
+/* c->row_start from how many groups each row has above the threshold. */
+static int count_entries(tb_mir_captions *c, const struct tb_annotations *ann, const int32_t *rep,
+                         const int32_t *grep, double threshold)
+{
+    int n_keys = (int)c->n_rows, n_groups = (int)c->n_groups;
+    int64_t *count = tbi_calloc((size_t)n_keys + 1, sizeof(*count));
+    c->row_start = tbi_malloc(sizeof(int64_t) * ((size_t)n_keys + 1));
+    if (!count || !c->row_start) {
+        free(count);
+        return tbi_err(TB_ENOMEM, "relevant captions: out of memory");
     }
 #pragma omp parallel for schedule(dynamic, 64)
     for (int r = 0; r < n_keys; r++) {
@@ -240,14 +250,22 @@ static int build_classes(tb_mir_captions *c, const struct tb_annotations *ann,
     c->row_start[0] = 0;
     for (int r = 0; r < n_keys; r++)
         c->row_start[r + 1] = c->row_start[r] + count[r];
+    free(count);
+    return 0;
+}
+
+/* Each row's groups above the threshold into c->group at c->row_start, their sentences
+ * summed into c->row_count: the same test as count_entries, so the rows fill exactly. */
+static int fill_entries(tb_mir_captions *c, const struct tb_annotations *ann, const int32_t *rep,
+                        const int32_t *grep, double threshold)
+{
+    int n_keys = (int)c->n_rows, n_groups = (int)c->n_groups;
     int64_t n_entries = c->row_start[n_keys];
     c->group = tbi_malloc(sizeof(int32_t) * (size_t)(n_entries ? n_entries : 1));
     c->row_count = tbi_malloc(sizeof(int32_t) * (size_t)n_keys);
-    if (!c->group || !c->row_count) {
-        rc = tbi_err(TB_ENOMEM, "relevant captions: out of memory for %lld entries",
-                     (long long)n_entries);
-        goto end;
-    }
+    if (!c->group || !c->row_count)
+        return tbi_err(TB_ENOMEM, "relevant captions: out of memory for %lld entries",
+                       (long long)n_entries);
 #pragma omp parallel for schedule(dynamic, 64)
     for (int r = 0; r < n_keys; r++) {
         const struct tb_ann_item *v = &ann->items[rep[r]];
@@ -260,12 +278,34 @@ static int build_classes(tb_mir_captions *c, const struct tb_annotations *ann,
             }
         c->row_count[r] = sum;
     }
+    return 0;
+}
+
+/* Rows: the distinct classes of the clips (in class order; rep[k] a clip of class k). Groups:
+ * the classes that sentences carry, each with its sentences. Entries: for each row, the groups
+ * above the threshold, counted in one pass and written in a second. */
+static int build_classes(tb_mir_captions *c, const struct tb_annotations *ann,
+                         const struct tb_mir_sentences *s, double threshold)
+{
+    int n = ann->n_items, rc = 0;
+    struct keyed *k = tbi_malloc(sizeof(*k) * (size_t)n);
+    int32_t *rep = tbi_malloc(sizeof(*rep) * (size_t)n);      /* (n_keys) */
+    int32_t *group_of = tbi_malloc(sizeof(int32_t) * (size_t)n); /* (n_keys) or -1 */
+    int32_t *grep = NULL;                                        /* (n_groups) */
+    c->row_of = tbi_malloc(sizeof(*c->row_of) * (size_t)n);
+    if (!k || !rep || !group_of || !c->row_of) {
+        rc = tbi_err(TB_ENOMEM, "relevant captions: out of memory");
+        goto end;
+    }
+    class_rows(c, ann, k, rep);
+    if ((rc = class_groups(c, s, rep, group_of, &grep)) == 0 &&
+        (rc = count_entries(c, ann, rep, grep, threshold)) == 0)
+        rc = fill_entries(c, ann, rep, grep, threshold);
 end:
     free(k);
     free(rep);
     free(group_of);
     free(grep);
-    free(count);
     return rc;
 }
 
@@ -322,82 +362,116 @@ static int by_item(const void *pa, const void *pb)
                               : (a->j > b->j) - (a->j < b->j);
 }
 
-static int build_file(tb_mir_captions *c, const struct tb_annotations *ann,
-                      const struct tb_mir_sentences *s, double threshold, const char *path)
+/* What build_file reads with. */
+struct reader {
+    struct tbi_npy h;  /* the open file, read a row at a time */
+    const char *path;
+    int64_t S;         /* its columns: the sentences */
+    double threshold;
+    struct rows t;     /* the distinct rows stored so far */
+    double *row;       /* (S) the row just read */
+    struct own *own;   /* (S) the sentences by their own clip */
+    int64_t next_own;  /* the first entry of own not yet checked */
+    int64_t cap;       /* c->group's room, in entries */
+};
+
+static int check_shape(const struct tbi_npy *h, int64_t n, int64_t S, const char *path)
 {
-    struct tbi_npy h;
-    struct rows t = {0};
-    struct own *own = NULL;
-    double *row = NULL;
-    int64_t n = ann->n_items, S = s->n, cap = 0;
-    int rc = tbi_pkl_is(path);
-    if (rc < 0 || (rc = rc ? tbi_pkl_open(&h, path) : tbi_npy_open(&h, path)) < 0)
-        return rc;
-    if (h.n_dims != 2 || h.shape[0] != n || h.shape[1] != S) {
-        rc = tbi_err(TB_EFORMAT, "%s: relevancy of %d dimension%s (%lld x %lld), but the split "
-                     "has %lld clips and %lld sentences: expected (%lld, %lld)", path, h.n_dims,
-                     h.n_dims == 1 ? "" : "s", (long long)(h.n_dims ? h.shape[0] : 0),
-                     (long long)(h.n_dims > 1 ? h.shape[1] : 0), (long long)n, (long long)S,
-                     (long long)n, (long long)S);
-        goto end;
-    }
-    for (t.cap = 16; t.cap < 2 * n; t.cap *= 2)
+    if (h->n_dims == 2 && h->shape[0] == n && h->shape[1] == S)
+        return 0;
+    return tbi_err(TB_EFORMAT, "%s: relevancy of %d dimension%s (%lld x %lld), but the split "
+                   "has %lld clips and %lld sentences: expected (%lld, %lld)", path, h->n_dims,
+                   h->n_dims == 1 ? "" : "s", (long long)(h->n_dims ? h->shape[0] : 0),
+                   (long long)(h->n_dims > 1 ? h->shape[1] : 0), (long long)n, (long long)S,
+                   (long long)n, (long long)S);
+}
+
+/* The reader's buffers (build_file frees them) and c's per-clip arrays, for n clips and the
+ * sentences s. */
+static int reader_alloc(struct reader *rd, tb_mir_captions *c, const struct tb_mir_sentences *s,
+                        int64_t n)
+{
+    for (rd->t.cap = 16; rd->t.cap < 2 * n; rd->t.cap *= 2)
         ;
-    t.slot = tbi_malloc(sizeof(*t.slot) * (size_t)t.cap);
-    t.hash = tbi_malloc(sizeof(*t.hash) * (size_t)t.cap);
-    row = tbi_malloc(sizeof(*row) * (size_t)S);
-    own = tbi_malloc(sizeof(*own) * (size_t)S);
+    rd->t.slot = tbi_malloc(sizeof(*rd->t.slot) * (size_t)rd->t.cap);
+    rd->t.hash = tbi_malloc(sizeof(*rd->t.hash) * (size_t)rd->t.cap);
+    rd->row = tbi_malloc(sizeof(*rd->row) * (size_t)rd->S);
+    rd->own = tbi_malloc(sizeof(*rd->own) * (size_t)rd->S);
     c->row_of = tbi_malloc(sizeof(*c->row_of) * (size_t)n);
     c->row_start = tbi_calloc((size_t)n + 1, sizeof(*c->row_start));
-    if (!t.slot || !t.hash || !row || !own || !c->row_of || !c->row_start) {
-        rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
-        goto end;
-    }
-    memset(t.slot, 0xff, sizeof(*t.slot) * (size_t)t.cap);
-    for (int j = 0; j < S; j++)
-        own[j] = (struct own){s->item[j], j};
-    qsort(own, (size_t)S, sizeof(*own), by_item);
-    float thr32 = (float)threshold;
-    for (int64_t i = 0, o = 0; i < n; i++) {
-        if ((rc = tbi_npy_read_f64(&h, path, S, row)) < 0)
-            goto end;
-        int64_t a = c->row_start[c->n_rows], m = 0;
-        for (int64_t j = 0; j < S; j++) {
-            double x = row[j];
-            if (!(x >= 0 && x <= 1)) {
-                rc = tbi_err(TB_EFORMAT, "%s: relevancy (clip %lld, sentence %lld) is %g; "
-                             "relevancies lie in [0, 1]", path, (long long)i, (long long)j, x);
-                goto end;
-            }
-            if (h.item_bytes == 4 ? (float)x > thr32 : x > threshold) {
-                if (a + m == cap) {
-                    cap = cap ? 2 * cap : 1 << 16;
-                    int32_t *g = tbi_realloc(c->group, sizeof(int32_t) * (size_t)cap);
-                    if (!g) {
-                        rc = tbi_err(TB_ENOMEM, "%s: out of memory for %lld entries", path,
-                                     (long long)cap);
-                        goto end;
-                    }
-                    c->group = g;
-                }
-                c->group[a + m++] = (int32_t)j;
-            }
+    if (!rd->t.slot || !rd->t.hash || !rd->row || !rd->own || !c->row_of || !c->row_start)
+        return tbi_err(TB_ENOMEM, "%s: out of memory", rd->path);
+    memset(rd->t.slot, 0xff, sizeof(*rd->t.slot) * (size_t)rd->t.cap);
+    for (int j = 0; j < rd->S; j++)
+        rd->own[j] = (struct own){s->item[j], j};
+    qsort(rd->own, (size_t)rd->S, sizeof(*rd->own), by_item);
+    return 0;
+}
+
+/* The columns of clip i's row above the threshold, appended to c->group after the rows stored
+ * (a float32 file compared in float32, the precision its values were written in); *m how many. */
+static int row_entries(tb_mir_captions *c, struct reader *rd, int64_t i, int64_t *m)
+{
+    float thr32 = (float)rd->threshold;
+    int64_t a = c->row_start[c->n_rows];
+    for (int64_t j = 0; j < rd->S; j++) {
+        double x = rd->row[j];
+        if (!(x >= 0 && x <= 1))
+            return tbi_err(TB_EFORMAT, "%s: relevancy (clip %lld, sentence %lld) is %g; "
+                           "relevancies lie in [0, 1]", rd->path, (long long)i, (long long)j, x);
+        if (!(rd->h.item_bytes == 4 ? (float)x > thr32 : x > rd->threshold))
+            continue;
+        if (a + *m == rd->cap) {
+            rd->cap = rd->cap ? 2 * rd->cap : 1 << 16;
+            int32_t *g = tbi_realloc(c->group, sizeof(int32_t) * (size_t)rd->cap);
+            if (!g)
+                return tbi_err(TB_ENOMEM, "%s: out of memory for %lld entries", rd->path,
+                               (long long)rd->cap);
+            c->group = g;
         }
-        for (; o < S && own[o].item == i; o++)
-            if (row[own[o].j] != 1) {
-                const struct tb_ann_item *it = &ann->items[i];
-                rc = tbi_err(TB_EFORMAT, "%s: sentence %d ('%s', the narration of %s:%d) has "
-                             "relevancy %g with its own clip, not 1: the file's columns are in "
-                             "another sentence order (EK-100's is its sentence CSV's: "
-                             "--train-sentences)", path, own[o].j, it->text, ann->path,
-                             it->line, row[own[o].j]);
-                goto end;
-            }
-        c->row_of[i] = m ? find_or_add(c, &t, m) : -1;
+        c->group[a + (*m)++] = (int32_t)j;
     }
-    /* the clips with none share one empty row */
+    return 0;
+}
+
+/* The sentences narrating clip i must have relevancy 1 with it: else the file's columns are
+ * in another order than s's. */
+static int check_own(const struct tb_annotations *ann, struct reader *rd, int64_t i)
+{
+    for (; rd->next_own < rd->S && rd->own[rd->next_own].item == i; rd->next_own++) {
+        int j = rd->own[rd->next_own].j;
+        if (rd->row[j] != 1) {
+            const struct tb_ann_item *it = &ann->items[i];
+            return tbi_err(TB_EFORMAT, "%s: sentence %d ('%s', the narration of %s:%d) has "
+                           "relevancy %g with its own clip, not 1: the file's columns are in "
+                           "another sentence order (EK-100's is its sentence CSV's: "
+                           "--train-sentences)", rd->path, j, it->text, ann->path, it->line,
+                           rd->row[j]);
+        }
+    }
+    return 0;
+}
+
+/* Clip i's row read, checked and stored, or found equal to a stored one; -1 in c->row_of
+ * where it has no entries. */
+static int read_row(tb_mir_captions *c, const struct tb_annotations *ann, struct reader *rd,
+                    int64_t i)
+{
+    int64_t m = 0;
+    int rc;
+    if ((rc = tbi_npy_read_f64(&rd->h, rd->path, rd->S, rd->row)) < 0 ||
+        (rc = row_entries(c, rd, i, &m)) < 0 || (rc = check_own(ann, rd, i)) < 0)
+        return rc;
+    c->row_of[i] = m ? find_or_add(c, &rd->t, m) : -1;
+    return 0;
+}
+
+/* The clips with none share one empty row; then the arrays shrink to what they hold (a
+ * shrink that fails keeps the larger array). */
+static int finish_rows(tb_mir_captions *c, const char *path)
+{
     int64_t empty = -1;
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < c->n_items; i++)
         if (c->row_of[i] < 0) {
             if (empty < 0) {
                 empty = c->n_rows++;
@@ -405,7 +479,6 @@ static int build_file(tb_mir_captions *c, const struct tb_annotations *ann,
             }
             c->row_of[i] = (int32_t)empty;
         }
-    c->n_groups = S;
     int64_t n_entries = c->row_start[c->n_rows];
     int32_t *g = tbi_realloc(c->group, sizeof(int32_t) * (size_t)(n_entries ? n_entries : 1));
     int64_t *rs = tbi_realloc(c->row_start, sizeof(int64_t) * (size_t)(c->n_rows + 1));
@@ -414,13 +487,33 @@ static int build_file(tb_mir_captions *c, const struct tb_annotations *ann,
     if (rs)
         c->row_start = rs;
     if (!c->group && !(c->group = tbi_malloc(sizeof(int32_t))))
-        rc = tbi_err(TB_ENOMEM, "%s: out of memory", path);
+        return tbi_err(TB_ENOMEM, "%s: out of memory", path);
+    return 0;
+}
+
+/* Rows from the relevancy file at path, read one at a time: clips whose rows are equal share
+ * one stored row. */
+static int build_file(tb_mir_captions *c, const struct tb_annotations *ann,
+                      const struct tb_mir_sentences *s, double threshold, const char *path)
+{
+    struct reader rd = {.path = path, .S = s->n, .threshold = threshold};
+    int64_t n = ann->n_items;
+    int rc = tbi_pkl_is(path);
+    if (rc < 0 || (rc = rc ? tbi_pkl_open(&rd.h, path) : tbi_npy_open(&rd.h, path)) < 0)
+        return rc;
+    if ((rc = check_shape(&rd.h, n, rd.S, path)) < 0 || (rc = reader_alloc(&rd, c, s, n)) < 0)
+        goto end;
+    for (int64_t i = 0; i < n; i++)
+        if ((rc = read_row(c, ann, &rd, i)) < 0)
+            goto end;
+    c->n_groups = rd.S;
+    rc = finish_rows(c, path);
 end:
-    tbi_npy_close(&h);
-    free(t.slot);
-    free(t.hash);
-    free(row);
-    free(own);
+    tbi_npy_close(&rd.h);
+    free(rd.t.slot);
+    free(rd.t.hash);
+    free(rd.row);
+    free(rd.own);
     return rc;
 }
 

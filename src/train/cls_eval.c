@@ -88,32 +88,29 @@ static int score_modes(const struct tb_annotations *ann, double *const prob[2], 
     return 0;
 }
 
-int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dataset_opts *data,
-                enum tb_label_kind label, enum tb_norm norm, int views, int crops, int batch,
-                int workers, const struct tb_cls_action_list *actions, struct tb_eval_result *res,
-                float *probs)
+/* One evaluation: what it scores, and its buffers (eval_alloc, eval_free). */
+struct eval {
+    const struct tb_annotations *ann;
+    enum tb_label_kind label;
+    const struct tb_cls_action_list *actions; /* NULL: the label's own scores */
+    int K, per_item, batch;                   /* classes, views x crops, clips a batch */
+    int64_t n_items;
+    double *sum[2]; /* (n_items, K) by enum tb_cls_avg: sums, then means */
+    double *pv;     /* (K) a view's softmax */
+    double *seen;   /* (n_items) the views each item got (summed over processes: doubles) */
+    int *truth;     /* (n_items, 3) with the action list, else (n_items) */
+    float *logits;  /* (batch, K) */
+};
+
+/* The counts over the items that tb_eval_cls divides by n_items at the end. */
+struct tally {
+    double top1, top5;
+    double loss[2]; /* by enum tb_cls_avg */
+};
+
+/* The requests that cannot be scored, refused before any clip is read. */
+static int check_request(int K, enum tb_label_kind label, const struct tb_cls_action_list *actions)
 {
-    const struct tb_vit_config *c = tb_vit_config(m);
-    struct tb_dataset_opts o = *data;
-    tb_dataset *ds = NULL;
-    tb_loader *l = NULL;
-    double *sum[2] = {NULL, NULL}; /* (n_items, K) by enum tb_cls_avg: sums, then means */
-    double *pv = NULL;             /* (K) a view's softmax */
-    double *seen = NULL; /* the views each item got (summed over processes: doubles) */
-    int *truth = NULL;   /* (n_items, 3) with the action list, else (n_items) */
-    float *logits = NULL;
-    const float *mean, *std;
-    int K = c->classes, rc = 0;
-    tb_norm_values(norm, &mean, &std);
-    o.train = 0;
-    o.n_views = views;
-    o.n_crops = crops;
-    o.n_frames = c->frames;
-    o.width = c->width;
-    o.height = c->height;
-    struct tb_loader_opts lo = {.batch_size = batch, .n_workers = workers, .prefetch = 2,
-                                .rank = tb_dist_rank(), .world = tb_dist_world()};
-    memset(res, 0, sizeof(*res));
     if (K < 1)
         return tbi_err(TB_EINVAL, "evaluating classes needs a model with a head");
     if (actions && label != TB_LABEL_ACTION)
@@ -123,20 +120,55 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
         return tbi_err(TB_EINVAL, "the action list has %d actions, the model %d classes (is it "
                        "the list of the run's training and validation sets?)",
                        actions->n_actions, K);
-    if ((rc = tb_dataset_open(&ds, ann, &o)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0)
-        goto end;
-    int per_item = views * (crops == 3 ? 3 : 1);
-    int64_t n_items = ann->n_items;
-    sum[0] = tbi_calloc((size_t)n_items * K, sizeof(double));
-    sum[1] = tbi_calloc((size_t)n_items * K, sizeof(double));
-    seen = tbi_calloc((size_t)n_items, sizeof(*seen));
-    truth = tbi_malloc(sizeof(int) * 3 * (size_t)n_items);
-    pv = tbi_malloc(sizeof(double) * (size_t)K);
-    logits = tbi_malloc(sizeof(float) * (size_t)batch * K);
-    if (!sum[0] || !sum[1] || !seen || !truth || !pv || !logits) {
-        rc = tbi_err(TB_ENOMEM, "out of memory for the evaluation");
-        goto end;
-    }
+    return 0;
+}
+
+/* The evaluation's dataset: data's, unaugmented, with the model's clip shape and the views and
+ * crops asked for. */
+static struct tb_dataset_opts eval_data(const struct tb_dataset_opts *data,
+                                        const struct tb_vit_config *c, int views, int crops)
+{
+    struct tb_dataset_opts o = *data;
+    o.train = 0;
+    o.n_views = views;
+    o.n_crops = crops;
+    o.n_frames = c->frames;
+    o.width = c->width;
+    o.height = c->height;
+    return o;
+}
+
+static void eval_free(struct eval *e)
+{
+    free(e->sum[0]);
+    free(e->sum[1]);
+    free(e->seen);
+    free(e->truth);
+    free(e->pv);
+    free(e->logits);
+}
+
+static int eval_alloc(struct eval *e)
+{
+    e->sum[0] = tbi_calloc((size_t)e->n_items * e->K, sizeof(double));
+    e->sum[1] = tbi_calloc((size_t)e->n_items * e->K, sizeof(double));
+    e->seen = tbi_calloc((size_t)e->n_items, sizeof(*e->seen));
+    e->truth = tbi_malloc(sizeof(int) * 3 * (size_t)e->n_items);
+    e->pv = tbi_malloc(sizeof(double) * (size_t)e->K);
+    e->logits = tbi_malloc(sizeof(float) * (size_t)e->batch * e->K);
+    if (!e->sum[0] || !e->sum[1] || !e->seen || !e->truth || !e->pv || !e->logits)
+        return tbi_err(TB_ENOMEM, "out of memory for the evaluation");
+    return 0;
+}
+
+/* This process's share of the epoch through the model, into the sums; stops at the first
+ * error, which it returns. */
+static int run_batches(struct eval *e, tb_vit *m, tb_loader *l, const tb_dataset *ds,
+                       enum tb_norm norm)
+{
+    const float *mean, *std;
+    int rc = 0;
+    tb_norm_values(norm, &mean, &std);
     int64_t nb = tb_loader_epoch(l, 0), n_samples = tb_dataset_size(ds);
     if (nb < 0)
         rc = (int)nb; /* and no batch */
@@ -145,77 +177,122 @@ int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dat
         if ((rc = tb_loader_next(l, &b)) < 0)
             break;
         if ((rc = tb_vit_forward_clips(m, b->video, NULL, b->n, mean, std, NULL, 0, NULL)) == 0 &&
-            (rc = tb_vit_logits(m, logits)) == 0)
-            rc = accumulate(ann, b, batch, logits, K, per_item, n_samples, sum, seen, pv);
+            (rc = tb_vit_logits(m, e->logits)) == 0)
+            rc = accumulate(e->ann, b, e->batch, e->logits, e->K, e->per_item, n_samples, e->sum,
+                            e->seen, e->pv);
         tb_loader_release(l, b);
     }
+    return rc;
+}
+
+/* Every process's sums added up: the logits' softmax waits for the whole sum over views. */
+static int reduce_sums(struct eval *e)
+{
+    int rc;
+    for (int mode = 0; mode < 2; mode++)
+        if ((rc = tb_dist_sum_f64(e->sum[mode], (size_t)e->n_items * e->K)) < 0)
+            return rc;
+    return tb_dist_sum_f64(e->seen, (size_t)e->n_items);
+}
+
+/* Every item must have had all its views, or the means below would average fewer. */
+static int check_views(const struct eval *e)
+{
+    for (int64_t i = 0; i < e->n_items; i++)
+        if (e->seen[i] != e->per_item)
+            return tbi_err(TB_EINVAL, "%s:%d: the evaluation saw %.0f of the item's %d views",
+                           e->ann->path, e->ann->items[i].line, e->seen[i], e->per_item);
+    return 0;
+}
+
+/* Item i's two rows of sums turned into means, the logits' through a softmax, so that both
+ * are probabilities; their losses against label y added to t. */
+static void item_means(struct eval *e, int64_t i, int y, struct tally *t)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        double *row = e->sum[mode] + (size_t)i * e->K;
+        for (int q = 0; q < e->K; q++)
+            row[q] /= e->per_item;
+        if (mode == TB_CLS_AVG_LOGITS)
+            tbi_softmax_f64(row, e->K, row);
+        t->loss[mode] += -log(row[y] > 1e-12 ? row[y] : 1e-12);
+    }
+}
+
+/* Each item's means, losses and rank, in item order (the sums' order, so the bits do not
+ * depend on the processes); its truth for score_modes and, given probs (n_items, K), its
+ * averaged probabilities. */
+static int tally_items(struct eval *e, float *probs, struct tally *t)
+{
+    const int K = e->K;
+    for (int64_t i = 0; i < e->n_items; i++) {
+        const struct tb_ann_item *it = &e->ann->items[i];
+        int y = tb_item_label(it, e->label);
+        if (y < 0 || y >= K)
+            return tbi_err(TB_ERANGE, "%s:%d: label %d is not one of the model's %d classes",
+                           e->ann->path, it->line, y, K);
+        item_means(e, i, y, t);
+        if (e->actions) {
+            e->truth[3 * i] = it->verb;
+            e->truth[3 * i + 1] = it->noun;
+            e->truth[3 * i + 2] = it->action;
+        } else {
+            e->truth[i] = y;
+        }
+        const double *p = e->sum[TB_CLS_AVG_PROBS] + (size_t)i * K;
+        int r = rank_of(p, K, y);
+        for (int q = 0; probs && q < K; q++)
+            probs[(size_t)i * K + q] = (float)p[q];
+        t->top1 += r < 1;
+        t->top5 += r < 5;
+    }
+    return 0;
+}
+
+int tb_eval_cls(tb_vit *m, const struct tb_annotations *ann, const struct tb_dataset_opts *data,
+                enum tb_label_kind label, enum tb_norm norm, int views, int crops, int batch,
+                int workers, const struct tb_cls_action_list *actions, struct tb_eval_result *res,
+                float *probs)
+{
+    const struct tb_vit_config *c = tb_vit_config(m);
+    struct tb_dataset_opts o = eval_data(data, c, views, crops);
+    struct tb_loader_opts lo = {.batch_size = batch, .n_workers = workers, .prefetch = 2,
+                                .rank = tb_dist_rank(), .world = tb_dist_world()};
+    struct eval e = {.ann = ann, .label = label, .actions = actions, .K = c->classes,
+                     .per_item = views * (crops == 3 ? 3 : 1), .batch = batch,
+                     .n_items = ann->n_items};
+    struct tally t = {0, 0, {0, 0}};
+    tb_dataset *ds = NULL;
+    tb_loader *l = NULL;
+    memset(res, 0, sizeof(*res));
+    int rc = check_request(e.K, label, actions);
+    if (rc < 0)
+        return rc;
+    if ((rc = tb_dataset_open(&ds, ann, &o)) < 0 || (rc = tb_loader_open(&l, ds, &lo)) < 0 ||
+        (rc = eval_alloc(&e)) < 0)
+        goto end;
+    rc = run_batches(&e, m, l, ds, norm);
     /* Every process stops here, failed or not, before the reduction. */
     if (tb_dist_max_int(rc < 0)) {
         if (rc == 0)
             rc = tbi_err(TB_EDIST, "another process failed in the evaluation");
         goto end;
     }
-    /* Sums over views reduce by adding: the logits' softmax waits for the whole sum. */
-    for (int mode = 0; mode < 2; mode++)
-        if ((rc = tb_dist_sum_f64(sum[mode], (size_t)n_items * K)) < 0)
-            goto end;
-    if ((rc = tb_dist_sum_f64(seen, (size_t)n_items)) < 0)
+    if ((rc = reduce_sums(&e)) < 0 || (rc = check_views(&e)) < 0 ||
+        (rc = tally_items(&e, probs, &t)) < 0 ||
+        (rc = score_modes(ann, e.sum, e.K, label, actions, e.truth, res)) < 0)
         goto end;
-    double top1 = 0, top5 = 0, loss[2] = {0, 0};
-    for (int64_t i = 0; i < n_items; i++)
-        if (seen[i] != per_item) {
-            rc = tbi_err(TB_EINVAL, "%s:%d: the evaluation saw %.0f of the item's %d views",
-                         ann->path, ann->items[i].line, seen[i], per_item);
-            goto end;
-        }
-    for (int64_t i = 0; i < n_items; i++) {
-        const struct tb_ann_item *it = &ann->items[i];
-        int y = tb_item_label(it, label);
-        if (y < 0 || y >= K) {
-            rc = tbi_err(TB_ERANGE, "%s:%d: label %d is not one of the model's %d classes",
-                         ann->path, it->line, y, K);
-            goto end;
-        }
-        for (int mode = 0; mode < 2; mode++) {
-            double *row = sum[mode] + (size_t)i * K;
-            for (int q = 0; q < K; q++)
-                row[q] /= per_item;
-            if (mode == TB_CLS_AVG_LOGITS)
-                tbi_softmax_f64(row, K, row);
-            loss[mode] += -log(row[y] > 1e-12 ? row[y] : 1e-12);
-        }
-        if (actions) {
-            truth[3 * i] = it->verb;
-            truth[3 * i + 1] = it->noun;
-            truth[3 * i + 2] = it->action;
-        } else {
-            truth[i] = y;
-        }
-        const double *p = sum[TB_CLS_AVG_PROBS] + (size_t)i * K;
-        int r = rank_of(p, K, y);
-        for (int q = 0; probs && q < K; q++)
-            probs[(size_t)i * K + q] = (float)p[q];
-        top1 += r < 1;
-        top5 += r < 5;
-    }
-    if ((rc = score_modes(ann, sum, K, label, actions, truth, res)) < 0)
-        goto end;
-    res->n_items = n_items;
+    res->n_items = e.n_items;
     res->views = views;
     res->crops = crops == 3 ? 3 : 1;
-    res->top1 = top1 / n_items;
-    res->top5 = top5 / n_items;
-    res->loss = loss[TB_CLS_AVG_PROBS] / n_items;
-    res->loss_logits = loss[TB_CLS_AVG_LOGITS] / n_items;
+    res->top1 = t.top1 / e.n_items;
+    res->top5 = t.top5 / e.n_items;
+    res->loss = t.loss[TB_CLS_AVG_PROBS] / e.n_items;
+    res->loss_logits = t.loss[TB_CLS_AVG_LOGITS] / e.n_items;
 end:
     tb_loader_close(&l);
     tb_dataset_close(&ds);
-    free(sum[0]);
-    free(sum[1]);
-    free(seen);
-    free(truth);
-    free(pv);
-    free(logits);
+    eval_free(&e);
     return rc;
 }
 
