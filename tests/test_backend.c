@@ -1699,11 +1699,22 @@ static void test_supports(void)
     holed.attention_bwd = NULL;
     tbi_backend part = *cpu;
     part.ops = &holed;
+    part.own = NULL; /* a table as a backend gives it, before the registry fills it */
     CHECK(tbi_backend_supports(cpu, TBI_OP_attention_bwd, TB_DTYPE_BF16));
     CHECK(!tbi_backend_supports(&part, TBI_OP_attention_bwd, TB_DTYPE_F32));
     CHECK(!tbi_backend_supports(&part, TBI_OP_attention_bwd, TB_DTYPE_BF16));
     CHECK(tbi_backend_supports(&part, TBI_OP_attention_fwd, TB_DTYPE_BF16));
     CHECK_EQ(supports_agrees(&part), TBI_OP_N - 1);
+    /* made whole as the registry makes every backend: the hole fails, naming itself; the
+     * query still says no; the ops it has are the backend's own */
+    tbi_backend whole = part;
+    tbi_backend_fill(&whole);
+    CHECK(!tbi_backend_supports(&whole, TBI_OP_attention_bwd, TB_DTYPE_F32));
+    CHECK(whole.ops->attention_fwd == cpu->ops->attention_fwd);
+    CHECK_EQ(whole.ops->attention_bwd(&whole, tbi_f32(NULL), tbi_f32(NULL), tbi_f32(NULL),
+                                      tbi_f32(NULL), NULL, 1, 1, 1, 1, 0),
+             TB_EUNSUPPORTED);
+    CHECK_STR_HAS(tb_errmsg(), "has no attention_bwd op");
     unsigned char dtypes[TBI_OP_N];
     memset(dtypes, 1 << TB_DTYPE_F32, sizeof(dtypes));
     part.ops = cpu->ops;

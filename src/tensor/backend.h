@@ -383,7 +383,10 @@ enum tbi_op {
 struct tbi_backend {
     const char *name;          /* "cpu", "cpu-guarded", "cuda-emu", "cuda" */
     enum tb_device device;
-    const struct tbi_ops *ops;
+    const struct tbi_ops *ops; /* every op: the backend's, or for an op it leaves out one that
+                                * fails with TB_EUNSUPPORTED naming the op (tbi_backend_fill) */
+    const struct tbi_ops *own; /* the backend's table as it gave it, holes NULL (NULL: ops) */
+    struct tbi_ops filled;     /* ops, when the registry filled the holes */
     /* per op (enum tbi_op), the dtypes its tensors may have, a mask of 1 << enum tb_dtype;
      * NULL (every backend today): f32, and bf16 for TBI_OP_BF16_LIST's ops */
     const unsigned char *dtypes;
@@ -423,6 +426,10 @@ extern const char *const tbi_backend_names[];
 /* 1 if be has op (enum tbi_op) for tensors of dt (enum tb_dtype), else 0 (an op it left NULL,
  * a dtype it does not take, an op or dtype out of range). */
 int tbi_backend_supports(const tbi_backend *be, int op, int dt);
+/* be's table made whole: be->own keeps the backend's, be->ops becomes be->filled, where each
+ * op it left NULL fails with TB_EUNSUPPORTED ("the NAME backend has no OP op"). The registry's
+ * open does it for every backend, so a new backend runs what it has and names what it lacks. */
+void tbi_backend_fill(tbi_backend *be);
 
 /* be->ops->name(be, ...) */
 #define TBI_OP(be, name, ...) ((be)->ops->name((be), __VA_ARGS__))

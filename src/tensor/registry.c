@@ -88,6 +88,7 @@ int tbi_backend_open_opts(tbi_backend **out, const char *name, const struct tbi_
         return rc;
     }
     be->name = backends[k].name;
+    tbi_backend_fill(be);
     be->share = opts ? opts->share != 0 : atomic_load(&share_default);
     *out = be;
     return 0;
@@ -144,10 +145,35 @@ static int has_op(const struct tbi_ops *ops, int op)
     }
 }
 
+/* The stand-in of each op a backend leaves out: a clear error naming both (every op's first
+ * parameter is its backend). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define TBI_OP_MISSING(op, params, args)                                                           \
+    static int missing_##op params                                                                 \
+    {                                                                                              \
+        return tbi_err(TB_EUNSUPPORTED, "the %s backend has no %s op", be->name, #op);             \
+    }
+TBI_OP_LIST(TBI_OP_MISSING)
+#undef TBI_OP_MISSING
+#pragma GCC diagnostic pop
+
+void tbi_backend_fill(tbi_backend *be)
+{
+    be->own = be->ops;
+    be->filled = *be->ops;
+#define TBI_OP_FILL(name, params, args)                                                            \
+    if (!be->filled.name)                                                                          \
+        be->filled.name = missing_##name;
+    TBI_OP_LIST(TBI_OP_FILL)
+#undef TBI_OP_FILL
+    be->ops = &be->filled;
+}
+
 int tbi_backend_supports(const tbi_backend *be, int op, int dt)
 {
     if (!be || !be->ops || op < 0 || op >= TBI_OP_N ||
-        (dt != TB_DTYPE_F32 && dt != TB_DTYPE_BF16) || !has_op(be->ops, op))
+        (dt != TB_DTYPE_F32 && dt != TB_DTYPE_BF16) || !has_op(be->own ? be->own : be->ops, op))
         return 0;
     if (be->dtypes)
         return (be->dtypes[op] >> dt) & 1;
