@@ -47,6 +47,8 @@ struct tb_optim {
 /* Allocate zero moments for r's parameters (this process's share with zero); opt->kind and
  * opt->zero are read (the caller sets them first, as every hyper-parameter). */
 TB_API int tb_optim_init(struct tb_optim *opt, tb_params *r);
+/* Frees the moments and forgets the parameters: a second call does nothing (it reads no
+ * registry, which may be gone with its model by then). */
 TB_API void tb_optim_free(struct tb_optim *opt);
 /* One update of every parameter from its gradient times grad_scale (1, or tb_clip_factor's:
  * clipping folded into the update, PyTorch's clip_grad_norm_ + step to the bit), at opt->lr. */

@@ -75,6 +75,7 @@ void tb_optim_free(struct tb_optim *opt)
     free(opt->full);
     opt->m = opt->v = opt->full = NULL;
     opt->owner = NULL;
+    opt->params = NULL; /* a second free (or one after the model's close) reads nothing */
 }
 
 float *tbi_optim_state(const struct tb_optim *opt, int k, int64_t offset)
