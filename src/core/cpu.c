@@ -83,3 +83,15 @@ int tbi_cpu_avx2(void)
     static atomic_int have = -1;
     return once(&have, decide_avx2);
 }
+
+/* The GEMM's own AVX-512 kernel, unless TUBELET_GEMM=openblas sends the products to OpenBLAS. */
+static int decide_gemm_own(void)
+{
+    return tbi_cpu_avx512() && !env_is("TUBELET_GEMM", "openblas");
+}
+
+int tbi_cpu_gemm_own(void)
+{
+    static atomic_int use = -1;
+    return once(&use, decide_gemm_own);
+}

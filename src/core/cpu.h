@@ -25,6 +25,10 @@ int tbi_cpu_avx512_bf16(void);
  * they give the plain C paths' bits, and x86-64-v3 is the build's floor anyway); read once. */
 int tbi_cpu_avx2(void);
 
+/* 1 where the GEMM runs its own AVX-512 kernel: tbi_cpu_avx512() and TUBELET_GEMM is not
+ * "openblas" (the products outside OpenMP regions then go to OpenBLAS); read once. */
+int tbi_cpu_gemm_own(void);
+
 #ifdef __cplusplus
 }
 #endif

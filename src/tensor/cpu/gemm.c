@@ -25,7 +25,6 @@
 #include <immintrin.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,33 +361,9 @@ float *tbi_scratch(int use, size_t bytes)
     return s->buf[use];
 }
 
-/* A switch decided once (any thread may ask first: the answer is kept atomically). */
-static int once(atomic_int *flag, int (*decide)(void))
-{
-    int h = atomic_load(flag);
-    if (h < 0) {
-        h = decide();
-        atomic_store(flag, h);
-    }
-    return h;
-}
-
-/* Whether the environment variable name is value. */
-static int env_is(const char *name, const char *value)
-{
-    const char *e = getenv(name);
-    return e && !strcmp(e, value);
-}
-
-static int decide_own(void)
-{
-    return tbi_cpu_avx512() && !env_is("TUBELET_GEMM", "openblas");
-}
-
 static int use_own(void)
 {
-    static atomic_int use = -1;
-    return once(&use, decide_own);
+    return tbi_cpu_gemm_own();
 }
 
 int tbi_sgemm_uses_own(void)
