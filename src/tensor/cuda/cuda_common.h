@@ -79,6 +79,14 @@ static cudaError_t tbc_cuda_error;
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
 
+/* Global memory is read and written through GL_LD(p) and GL_ST(p, v) (plain loads and stores
+ * here; on the emulated device they feed its cost count, emu/emulate.h, which defines them). A
+ * 16-byte vector is one access of a uint4 or float4 pointer. */
+#ifndef TBC_EMULATE
+#define GL_LD(p) (*(p))
+#define GL_ST(p, v) (*(p) = (v))
+#endif
+
 /* ---- the host runtime seam: 0 or TB_ECUDA ------------------------------------------------ */
 #ifndef TBC_EMULATE
 #define TBC_RT(call) ((call) == cudaSuccess ? 0 : TB_ECUDA)
@@ -300,37 +308,37 @@ static inline int tbc_typed_ok(tbi_t t)
  * CPU op's store. The dtype is uniform across a launch, so the branch costs no divergence. */
 static __device__ __forceinline__ float load_t(tbi_t t, size_t i)
 {
-    return t.dt == TB_DTYPE_BF16 ? __bfloat162float(((const bf16 *)t.p)[i])
-                                 : ((const float *)t.p)[i];
+    return t.dt == TB_DTYPE_BF16 ? __bfloat162float(GL_LD((const bf16 *)t.p + i))
+                                 : GL_LD((const float *)t.p + i);
 }
 
 static __device__ __forceinline__ void store_t(tbi_t t, size_t i, float v)
 {
     if (t.dt == TB_DTYPE_BF16)
-        ((bf16 *)t.p)[i] = __float2bfloat16(v);
+        GL_ST((bf16 *)t.p + i, __float2bfloat16(v));
     else
-        ((float *)t.p)[i] = v;
+        GL_ST((float *)t.p + i, v);
 }
 
 /* The same where the type is a template's. */
 static __device__ __forceinline__ float get(const float *p)
 {
-    return *p;
+    return GL_LD(p);
 }
 
 static __device__ __forceinline__ float get(const bf16 *p)
 {
-    return __bfloat162float(*p);
+    return __bfloat162float(GL_LD(p));
 }
 
 static __device__ __forceinline__ void put(float *p, float v)
 {
-    *p = v;
+    GL_ST(p, v);
 }
 
 static __device__ __forceinline__ void put(bf16 *p, float v)
 {
-    *p = __float2bfloat16(v);
+    GL_ST(p, __float2bfloat16(v));
 }
 
 /* The sum of v over the warp, in every lane (a butterfly: the same order in every lane). */

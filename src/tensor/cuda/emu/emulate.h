@@ -492,6 +492,8 @@ static void emu_launch(const void *fn, const char *kernel, dim3 grid, dim3 block
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     emu_launch(reinterpret_cast<const void *>(&kernel), #kernel, dim3(grid), dim3(block), smem,    \
                stream, [=] { kernel(__VA_ARGS__); })
+#define GL_LD(p) (*(p))
+#define GL_ST(p, v) (*(p) = (v))
 #define SH_LD(p) (*emu_sh_rd((p), __LINE__))
 #define SH_ST(p, v) (*emu_sh_wr((p), __LINE__) = (v))
 #define cudaFuncSetAttribute(fn, attr, value) emu_func_set_attribute(&fn, attr, value)
