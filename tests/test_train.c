@@ -683,6 +683,43 @@ end:
     tb_ann_free(&sets[1]);
 }
 
+/* The one table of settings (src/train/settings.c, settings.h): a checkpoint's settings as
+ * JSON, with its numbers as the checkpoint's; a setting chosen by flag is written only where
+ * it is not its default, and both commands take its flag and refuse a value it lacks. */
+static void test_settings(const char *t, const char *ckpt)
+{
+    tbt_case = "settings: a checkpoint's as JSON";
+    struct tb_ckpt_info info;
+    char *json = NULL, *other = NULL, want[64], *out = NULL;
+    CHECK_EQ(tb_ckpt_info(ckpt, &info), 0);
+    CHECK_EQ(tb_ckpt_settings_json(&info, &json), 0);
+    CHECK_STR_HAS(json, "{\"task\":\"cls\",");
+    snprintf(want, sizeof(want), "\"dim\":%d,", info.model.dim);
+    CHECK_STR_HAS(json, want);
+    snprintf(want, sizeof(want), "\"frames\":%d,", info.model.frames);
+    CHECK_STR_HAS(json, want);
+    CHECK_MSG(json && !strstr(json, "attention"), "the default attention written: %s", json);
+    info.model.attention = TB_ATTENTION_N; /* not a default: written (as a number it lacks) */
+    CHECK_EQ(tb_ckpt_settings_json(&info, &other), 0);
+    CHECK_STR_HAS(other, ",\"attention\":\"1\"}");
+    free(json);
+    free(other);
+
+    tbt_case = "settings: the flag of a setting, in both commands";
+    int rc = tbt_run(&out, 60, "%s train --data x --train y --out z --attention global "
+                     "--print-config", t);
+    CHECK_MSG(rc == 0 && out && strstr(out, "attention = global"), "%s", out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s train --data x --train y --out z --attention window", t);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--attention: 'window' is none of global"), "%s",
+              out);
+    free(out);
+    rc = tbt_run(&out, 60, "%s step --attention window", t);
+    CHECK_MSG(rc == 2 && out && strstr(out, "--attention: 'window' is none of global"), "%s",
+              out);
+    free(out);
+}
+
 /* A --label action run: its eval line, tubelet eval with and without the action list. */
 static void test_action(const char *t, const char *d)
 {
@@ -1320,6 +1357,7 @@ int main(void)
 
     snprintf(path0, sizeof(path0), "%s/last.safetensors", run_a);
     test_bad_rows(t, d, path0);
+    test_settings(t, path0);
 
     tbt_case = "interrupted and resumed run";
     /* Ctrl-C once a few steps are logged; then the same command again. */

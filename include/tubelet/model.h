@@ -115,6 +115,10 @@ enum tb_pool {
     TB_POOL_NONE,              /* every token normed (`norm`): features (B, N, D); no head */
 };
 enum tb_pos { TB_POS_LEARNED, TB_POS_SINCOS };
+/* The blocks' attention (the `attention` setting, src/train/settings.h): global, every token
+ * attends to every token of its clip (timm's, VideoMAE's, CLIP's). A variant is a value here,
+ * its choice there, and its op (docs/DEVELOPING.md, "Adding a model"). */
+enum tb_attention { TB_ATTENTION_GLOBAL, TB_ATTENTION_N };
 /* Parameter layout and token embedding: timm's / VideoMAE's, or AVION's CLIP video tower in
  * OpenAI CLIP's names (visual.conv1 over each frame's 3 P P patches, no bias - or, with
  * tubelet TU > 1, over 3 TU P P tubes; a class embedding; positional_embedding (1 + HW, D)
@@ -130,6 +134,7 @@ struct tb_vit_config {
     int classes;               /* K; 0: no head, the output is the features (B, D) */
     enum tb_pool pool;
     enum tb_pos pos;
+    enum tb_attention attention;
     int recompute;             /* 1: keep only each block's input; the backward runs the block's
                                 * forward again (activation memory of one block, ~1.2x compute) */
     int recompute_mlp;         /* K < depth: blocks 0..K-1 keep no MLP hidden layer (fc1's

@@ -194,6 +194,11 @@ struct tb_ckpt_info {
     int64_t best_epoch;
 };
 TB_API int tb_ckpt_info(const char *path, struct tb_ckpt_info *info);
+/* info's settings, as its checkpoint records them (its task's keys, then the settings chosen
+ * by flag where they are not their default: src/train/settings.c's one table), as one JSON
+ * object with numbers as numbers, into *json (malloc'd; the caller frees it). 0 or TB_ENOMEM.
+ * Python's tubelet.checkpoint_settings reads it. */
+TB_API int tb_ckpt_settings_json(const struct tb_ckpt_info *info, char **json);
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 

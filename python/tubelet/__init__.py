@@ -14,10 +14,23 @@ library's message (file, frame, line); a missing file raises tubelet.NotFoundErr
 FileNotFoundError), a refused value tubelet.InvalidError (also a ValueError), a frame out of
 range tubelet.RangeError (an InvalidError, also an IndexError).
 """
+import json as _json
+import os as _os
+from typing import Any as _Any, Dict as _Dict, Union as _Union
+
 from ._tubelet import (EDECODE, EFORMAT, EINVAL, ENOENT, ERANGE, Error, InvalidError, Loader,
                        NotFoundError, PoolBuffer, RangeError, VideoReader, prep, probe, synth)
+from ._tubelet import checkpoint_settings_json as _checkpoint_settings_json
 
 __all__ = ["Error", "NotFoundError", "InvalidError", "RangeError", "VideoReader", "Loader",
-           "PoolBuffer", "probe", "prep", "synth", "ENOENT", "EDECODE", "EFORMAT", "ERANGE",
-           "EINVAL"]
+           "PoolBuffer", "probe", "prep", "synth", "checkpoint_settings", "ENOENT", "EDECODE",
+           "EFORMAT", "ERANGE", "EINVAL"]
+
+
+def checkpoint_settings(path: _Union[str, "_os.PathLike[str]"]) -> _Dict[str, _Any]:
+    """A tubelet checkpoint's settings (its task, model, sampling, labels, loss) as a dict, as
+    `tubelet eval` and --init read them: the library's one table of settings
+    (src/train/settings.c), numbers as numbers, names as text."""
+    settings: _Dict[str, _Any] = _json.loads(_checkpoint_settings_json(_os.fspath(path)))
+    return settings
 __version__ = "0.1.0"

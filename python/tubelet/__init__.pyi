@@ -7,3 +7,8 @@ from ._tubelet import (EDECODE as EDECODE, EFORMAT as EFORMAT, EINVAL as EINVAL,
                        probe as probe, synth as synth)
 
 __version__: str
+
+import os
+from typing import Any, Dict, Union
+
+def checkpoint_settings(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]: ...

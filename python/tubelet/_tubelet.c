@@ -17,6 +17,7 @@
 #include "tubelet/data.h"
 #include "tubelet/prep.h"
 #include "tubelet/synth.h"
+#include "tubelet/train.h"
 #include "tubelet/video.h"
 
 static PyObject *err_base;      /* tubelet.Error(RuntimeError) */
@@ -255,6 +256,28 @@ static PyObject *py_probe(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     PyObject *res = rc < 0 ? raise_status(rc, tb_errmsg()) : probe_dict(p);
     tb_probe_free(&p);
+    Py_DECREF(path_b);
+    return res;
+}
+
+/* A checkpoint's settings as the library's one table gives them (tb_ckpt_settings_json): the
+ * JSON text, which the package's checkpoint_settings reads into a dict. */
+static PyObject *py_checkpoint_settings(PyObject *self, PyObject *args)
+{
+    PyObject *path_b = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path_b))
+        return NULL;
+    struct tb_ckpt_info info;
+    char *json = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tb_ckpt_info(PyBytes_AS_STRING(path_b), &info);
+    if (rc >= 0)
+        rc = tb_ckpt_settings_json(&info, &json);
+    Py_END_ALLOW_THREADS
+    PyObject *res = rc < 0 ? raise_status(rc, tb_errmsg()) : PyUnicode_FromString(json);
+    free(json);
     Py_DECREF(path_b);
     return res;
 }
@@ -1459,6 +1482,9 @@ static PyMethodDef module_methods[] = {
      "bframes=True, overwrite=False)\n--\n\n"
      "Prepare source videos into chunked ones under out (as `tubelet prep`); fps='source' "
      "keeps each video's own rate (`--fps source`)."},
+    {"checkpoint_settings_json", py_checkpoint_settings, METH_VARARGS,
+     "checkpoint_settings_json(path)\n--\n\nA tubelet checkpoint's settings (model, "
+     "sampling, labels, loss) as JSON text, from the library's table of settings."},
     {"synth", (PyCFunction)(void (*)(void))py_synth, METH_VARARGS | METH_KEYWORDS,
      "synth(out, videos=8, seconds=60, size=(240, 320), fps=30, actor_scale=1, seed=0, crf=18, "
      "preset='fast', threads=4, jobs=2)\n--\n\nWrite the synthetic EPIC-style dataset (as "

@@ -20,6 +20,15 @@ extern const struct cli_command cli_cmd_tokenize;
 extern const struct cli_command cli_cmd_ann;
 extern const struct cli_command cli_cmd_plot;
 
+/* A row of src/train/settings.h's table as a flag of a command whose config keeps those
+ * settings in a member `set` (struct tb_ckpt_info): TBI_SETTING_FLAGS(X) with X calling
+ * CLI_SETTING(config type, ...the row). The run takes them with tbi_settings_take. */
+#define CLI_OF_INT CLI_INT
+#define CLI_OF_DOUBLE CLI_DOUBLE
+#define CLI_OF_NAME CLI_CHOICE
+#define CLI_SETTING(cfg, kind, key, flag, field, meta, def, help, lo, hi)                         \
+    {flag, CLI_OF_##kind, offsetof(cfg, set.field), def, meta, help, lo, hi}
+
 /* mkdir -p for the CLI; 0 or -1 (message printed). */
 int tbi_cli_mkdir(const char *dir);
 

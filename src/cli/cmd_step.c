@@ -13,6 +13,7 @@
 #include "tubelet/model.h"
 #include "tubelet/safetensors.h"
 #include "tubelet/train.h"
+#include "train/settings.h"
 
 struct step_config {
     int dim, depth, heads, patch, tubelet, frames;
@@ -31,10 +32,12 @@ struct step_config {
     double temperature, margin;
     char *loss;
     int learn_temperature;
+    struct tb_ckpt_info set; /* the settings chosen by flag (train/settings.h) */
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct step_config, field, def, meta, help, __VA_ARGS__)
+#define SETTING(...) CLI_SETTING(struct step_config, __VA_ARGS__),
 static const struct cli_flag step_flags[] = {
     F("dim", CLI_INT, dim, "192", "D", "embedding width", 1, 65536),
     F("depth", CLI_INT, depth, "12", "L", "blocks", 1, 1024),
@@ -49,6 +52,7 @@ static const struct cli_flag step_flags[] = {
       "cls (class token, norm), mean (fc_norm) or none "
       "(every token normed; with --feature-grad and --classes 0)", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "sincos|learned", "learned or sincos positions", CLI_NO_RANGE),
+    TBI_SETTING_FLAGS(SETTING)
     F("weights", CLI_STR, weights, NULL, "W.safetensors", "the model's parameters",
       CLI_NO_RANGE),
     F("batch-file", CLI_STR, batch, NULL, "B.safetensors",
@@ -388,6 +392,7 @@ static int run_mae(struct step_config *c, enum tb_dtype dtype)
                 .dec_dim = c->dec_dim, .dec_depth = c->dec_depth, .dec_heads = c->dec_heads,
                 .norm_target = c->norm_target},
     };
+    tbi_settings_take(&o, &c->set);
     o.mae.enc = o.model;
     /* the tokens a clip: (T / TU) (H / P) (W / P) */
     int N = c->frames / o.model.tubelet * (c->size.h / c->patch) * (c->size.w / c->patch);
@@ -447,6 +452,7 @@ static int run_clip(struct step_config *c, enum tb_dtype dtype)
                  .text_layers = c->text_layers, .text_causal = 1,
                  .temperature = c->temperature, .learn_temperature = c->learn_temperature},
     };
+    tbi_settings_take(&o, &c->set);
     cli_device_say();
     if ((rc = step_batch(&r, c->size.h, c->size.w, "")) == 0 &&
         !(ids = batch_ids(r.bf, c->batch, r.B, c->ctx)))
@@ -587,6 +593,9 @@ static int vit_config(const struct step_config *c, enum tb_dtype dtype,
         .recompute = c->recompute, .recompute_mlp = c->recompute_mlp, .backend = c->use_backend,
         .qv_bias = !strcmp(c->qv_bias, "true"), .dtype = dtype,
     };
+    struct tb_train_opts o = {.model = *vc};
+    tbi_settings_take(&o, &c->set);
+    *vc = o.model;
     return 0;
 }
 

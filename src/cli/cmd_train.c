@@ -15,6 +15,7 @@
 #include "tubelet/dist.h"
 #include "tubelet/safetensors.h"
 #include "tubelet/train.h"
+#include "train/settings.h"
 
 struct train_config {
     char *task, *data, *train, *val, *format, *val_format, *label, *out, *ext;
@@ -36,10 +37,12 @@ struct train_config {
     double temperature, margin, relevant_captions;
     char *class_names, *prompt, *relevancy, *loss, *train_relevancy, *train_sentences;
     int learn_temperature;
+    struct tb_ckpt_info set; /* the settings chosen by flag (train/settings.h) */
 };
 
 #define F(name, type, field, def, meta, help, ...)                                            \
     CLI_FLAG(name, type, struct train_config, field, def, meta, help, __VA_ARGS__)
+#define SETTING(...) CLI_SETTING(struct train_config, __VA_ARGS__),
 static const struct cli_flag train_flags[] = {
     F("task", CLI_STR, task, "cls", "cls|mae|clip",
       "cls (supervised classification), mae (VideoMAE "
@@ -75,6 +78,7 @@ static const struct cli_flag train_flags[] = {
     F("classes", CLI_INT, classes, "0", "K", "classes; 0: the largest label + 1", 0, 1000000),
     F("pool", CLI_STR, pool, "mean", "mean|cls", "mean (fc_norm) or cls", CLI_NO_RANGE),
     F("pos", CLI_STR, pos, "sincos", "sincos|learned", "sincos or learned positions", CLI_NO_RANGE),
+    TBI_SETTING_FLAGS(SETTING)
     F("sampler", CLI_STR, sampler, "auto", "auto|segments|dense|dense-jitter",
       "segments (AVION), dense (VideoMAE), dense-jitter (AVION's VideoMAE pretraining: each "
       "frame moved within its stride) or auto (cls: segments, mae: dense)",
@@ -712,6 +716,7 @@ static void train_opts(const struct train_run *t, struct tb_train_opts *o)
     if (strcmp(c->sampler, "auto"))
         tb_sampler_parse(c->sampler, &sampler); /* the parser checked the name */
     copy_flags(o, c);
+    tbi_settings_take(o, &c->set);
     o->model.tubelet = c->tubelet ? c->tubelet : clip_tower ? 1 : 2;
     o->model.classes = t->classes;
     o->model.pool = strcmp(c->pool, "cls") ? TB_POOL_MEAN : TB_POOL_CLS;

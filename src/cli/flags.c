@@ -91,6 +91,17 @@ static int is_choice(const struct cli_flag *f, const char *val)
     return 0;
 }
 
+/* val's index among choices "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *val)
+{
+    size_t n = strlen(val);
+    int i = 0;
+    for (const char *p = choices; *p; p += strcspn(p, "|"), p += *p == '|', i++)
+        if (strcspn(p, "|") == n && !strncmp(p, val, n))
+            return i;
+    return -1;
+}
+
 /* "A<sep>B" as two whole numbers: 0, or -1 when there is no sep or a side is not a number. */
 static int split_pair(const char *val, char sep, long long *a, long long *b)
 {
@@ -146,6 +157,14 @@ static int set_value(const struct cli_flag *f, void *config, const char *val, co
     }
     case CLI_STR:
         return set_string(f, (char **)dst, val, where);
+    case CLI_CHOICE:
+        if ((a = choice_index(f->metavar, val)) < 0) {
+            fprintf(stderr, "tubelet: %s--%s: '%s' is none of %s\n", where, f->name, val,
+                    f->metavar);
+            return -1;
+        }
+        *(int *)dst = (int)a;
+        return 0;
     case CLI_SIZE:
         if (split_pair(val, 'x', &a, &b) || a > INT32_MAX || b > INT32_MAX)
             goto bad;
@@ -587,6 +606,13 @@ static void format_value(char *buf, size_t size, const struct cli_flag *f, const
     case CLI_STR:
         snprintf(buf, size, "%s", *(char *const *)src ? *(char *const *)src : "");
         break;
+    case CLI_CHOICE: {
+        const char *p = f->metavar;
+        for (int i = 0; i < *(const int *)src && *p; i++)
+            p += strcspn(p, "|"), p += *p == '|';
+        snprintf(buf, size, "%.*s", (int)strcspn(p, "|"), p);
+        break;
+    }
     case CLI_SIZE:
         snprintf(buf, size, "%dx%d", ((const struct cli_size *)src)->w,
                  ((const struct cli_size *)src)->h);

@@ -14,6 +14,7 @@ enum cli_flag_type {
     CLI_SIZE,   /* struct cli_size, "WxH" */
     CLI_RATE,   /* struct cli_rate, "30" or "30000/1001" */
     CLI_BOOL,   /* int 0/1; "--x" alone means 1 */
+    CLI_CHOICE, /* int: the index of its value among the metavar's "a|b|c" */
 };
 
 struct cli_size {

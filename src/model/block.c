@@ -11,10 +11,44 @@ int tbi_block_check(const struct tbi_block_cfg *c)
 {
     if (c->D < 1 || c->NH < 1 || c->D % c->NH || c->F < 1 || !(c->eps > 0) ||
         (c->act != TBI_ACT_GELU && c->act != TBI_ACT_QUICKGELU) ||
-        (c->qv_bias && c->names != TBI_NAMES_TIMM))
+        (c->qv_bias && c->names != TBI_NAMES_TIMM) || c->attention < 0 ||
+        c->attention >= TB_ATTENTION_N)
         return tbi_err(TB_EINVAL, "bad transformer block: width %d, %d heads (must divide the "
-                       "width), MLP width %d, eps %g, activation %d", c->D, c->NH, c->F,
-                       (double)c->eps, c->act);
+                       "width), MLP width %d, eps %g, activation %d, attention %d", c->D, c->NH,
+                       c->F, (double)c->eps, c->act, c->attention);
+    return 0;
+}
+
+int tbi_block_supported(const tbi_backend *be, const struct tbi_block_cfg *c)
+{
+    /* what every block runs: typed ops at the block's dtype, then f32 ones; then its
+     * attention's pair (by enum tb_attention) */
+    static const int typed[] = {TBI_OP_layernorm_fwd, TBI_OP_layernorm_bwd, TBI_OP_matmul_fwd,
+                                TBI_OP_matmul_bwd, TBI_OP_act_fwd, TBI_OP_act_bwd,
+                                TBI_OP_scale_add};
+    static const int f32[] = {TBI_OP_add, TBI_OP_copy, TBI_OP_zero};
+    static const int attention[TB_ATTENTION_N][2] = {
+        [TB_ATTENTION_GLOBAL] = {TBI_OP_attention_fwd, TBI_OP_attention_bwd}};
+    static const char *const names[] = {
+#define TBI_OP_NAME(name, params, args) #name,
+        TBI_OP_LIST(TBI_OP_NAME)
+#undef TBI_OP_NAME
+    };
+    enum { NT = sizeof(typed) / sizeof(typed[0]), NF = sizeof(f32) / sizeof(f32[0]) };
+    int ops[NT + NF + 2], n = 0;
+    for (int i = 0; i < NT; i++)
+        ops[n++] = typed[i];
+    ops[n++] = attention[c->attention][0];
+    ops[n++] = attention[c->attention][1];
+    for (int i = 0; i < NF; i++)
+        ops[n++] = f32[i];
+    for (int i = 0; i < n; i++) {
+        int dt = i < NT + 2 ? c->dt : TB_DTYPE_F32;
+        if (!tbi_backend_supports(be, ops[i], dt))
+            return tbi_err(TB_EUNSUPPORTED, "the %s backend has no %s op for %s tensors, which "
+                           "a transformer block runs", be->name, names[ops[i]],
+                           dt == TB_DTYPE_BF16 ? "bf16" : "f32");
+    }
     return 0;
 }
 

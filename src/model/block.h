@@ -21,6 +21,7 @@ struct tbi_block_cfg {
     int D, NH, F;              /* width, heads, MLP width */
     float eps;                 /* LayerNorm */
     int act;                   /* enum tbi_act */
+    int attention;             /* enum tb_attention: which attention op the block runs */
     int causal;                /* key j > query i masked (text towers) */
     int names;                 /* enum tbi_names */
     int qv_bias;               /* VideoMAE's attn.q_bias and attn.v_bias, no k bias (timm names) */
@@ -56,6 +57,9 @@ struct tbi_block_w {
 
 /* Check the dimensions (a message naming them when wrong). */
 int tbi_block_check(const struct tbi_block_cfg *c);
+/* 0 if be has every op a block of c runs for c's dtype (tbi_backend_supports), else
+ * TB_EUNSUPPORTED naming the first it lacks: asked when a model is opened, before planning. */
+int tbi_block_supported(const tbi_backend *be, const struct tbi_block_cfg *c);
 /* Add a block's parameters under prefix (e.g. "blocks.3."), as a gradient span of its own;
  * returns the first one's index. */
 int tbi_block_add(struct tb_params *r, const char *prefix, const struct tbi_block_cfg *c);

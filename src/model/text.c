@@ -100,6 +100,7 @@ int tbi_text_open_in(struct tbi_text **out, const struct tbi_text_config *c, tbi
                                .act = c->act, .causal = c->causal, .names = TBI_NAMES_CLIP,
                                .dt = c->dt};
     TBI_TRY(tbi_block_check(&bc));
+    TBI_TRY(tbi_block_supported(be, &bc));
     struct tbi_text *t = tbi_calloc(1, sizeof(*t));
     if (!t)
         return tbi_err(TB_ENOMEM, "out of memory");

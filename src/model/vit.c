@@ -315,7 +315,7 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
     m->E = c->embed;
     m->S = (c->height / c->patch) * (c->width / c->patch);
     m->bc = (struct tbi_block_cfg){.D = m->D, .NH = m->NH, .F = m->F, .eps = LN_EPS,
-                                   .act = TBI_ACT_GELU, .causal = 0,
+                                   .act = TBI_ACT_GELU, .attention = c->attention, .causal = 0,
                                    .names = m->clip ? TBI_NAMES_CLIP : TBI_NAMES_TIMM,
                                    .qv_bias = c->qv_bias, .dt = c->dtype};
     m->blk_first = tbi_calloc((size_t)c->depth, sizeof(*m->blk_first));
@@ -324,7 +324,7 @@ static int vit_create(tb_vit **out, const struct tb_vit_config *c, tbi_backend *
     m->span0 = reg->n_spans;
     if (!m->blk_first || !m->ba || !m->x)
         rc = tbi_err(TB_ENOMEM, "out of memory");
-    else
+    else if ((rc = tbi_block_check(&m->bc)) >= 0 && (rc = tbi_block_supported(be, &m->bc)) >= 0)
         rc = add_params(m);
     m->span1 = reg->n_spans;
     if (rc < 0) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "train/settings.h"
 #include "train/task.h"
 
 /* Enums are stored and read as the int they are. */
@@ -23,7 +24,7 @@ static_assert(sizeof(enum tb_pool) == sizeof(int) && sizeof(enum tb_norm) == siz
 enum kind {
     INT,    /* an int, "%d" */
     DOUBLE, /* a double, "%g" */
-    NAME,   /* an int (an enum) written as names[value] */
+    NAME,   /* an int (an enum) written as its choice, the value-th of names */
     TEXT,   /* a char array (the task) */
 };
 enum need {
@@ -36,18 +37,19 @@ struct setting {
     const char *key;
     enum kind kind;
     size_t off;                /* in struct tb_ckpt_info */
-    const char *const *names;  /* NAME: by value, NULL-terminated */
+    const char *names;         /* NAME: its choices by value, "a|b|c" */
     enum need need;
 };
 
-static const char *const pools[] = {"cls", "mean", "none", NULL};     /* enum tb_pool */
-static const char *const poss[] = {"learned", "sincos", NULL};        /* enum tb_pos */
-static const char *const layouts[] = {"timm", "clip", NULL};          /* enum tb_layout */
-static const char *const norms[] = {"openai", "imagenet", NULL};      /* enum tb_norm */
-static const char *const labels[] = {"verb", "noun", "action", NULL}; /* enum tb_label_kind */
-static const char *const samplers[] = {"segments", "dense", "dense-jitter", NULL};
-static const char *const masks[] = {"none", "running-cell", NULL};    /* tb_decoder_mask */
-static const char *const losses[] = {"infonce", "max-margin", NULL};  /* max_margin 0, 1 */
+/* A NAME's choices, by value (its index): the enums' order */
+#define POOLS "cls|mean|none"                    /* enum tb_pool */
+#define POSS "learned|sincos"                    /* enum tb_pos */
+#define LAYOUTS "timm|clip"                      /* enum tb_layout */
+#define NORMS "openai|imagenet"                  /* enum tb_norm */
+#define LABELS "verb|noun|action"                /* enum tb_label_kind */
+#define SAMPLERS "segments|dense|dense-jitter"   /* enum tb_sampler */
+#define MASKS "none|running-cell"                /* tb_decoder_mask */
+#define LOSSES "infonce|max-margin"              /* max_margin 0, 1 */
 
 #define AT(field) offsetof(struct tb_ckpt_info, field)
 static const struct setting settings[] = {
@@ -61,12 +63,12 @@ static const struct setting settings[] = {
     {"height", INT, AT(model.height), NULL, ALWAYS},
     {"width", INT, AT(model.width), NULL, ALWAYS},
     {"classes", INT, AT(model.classes), NULL, ALWAYS},
-    {"pool", NAME, AT(model.pool), pools, ALWAYS},
-    {"pos", NAME, AT(model.pos), poss, ALWAYS},
+    {"pool", NAME, AT(model.pool), POOLS, ALWAYS},
+    {"pos", NAME, AT(model.pos), POSS, ALWAYS},
     {"qv_bias", INT, AT(model.qv_bias), NULL, OPTIONAL},
-    {"layout", NAME, AT(model.layout), layouts, OPTIONAL},
+    {"layout", NAME, AT(model.layout), LAYOUTS, OPTIONAL},
     {"mask_ratio", DOUBLE, AT(mae.mask_ratio), NULL, OPTIONAL},
-    {"decoder_mask", NAME, AT(mae.decoder_mask), masks, OPTIONAL},
+    {"decoder_mask", NAME, AT(mae.decoder_mask), MASKS, OPTIONAL},
     {"decoder_ratio", DOUBLE, AT(mae.decoder_ratio), NULL, OPTIONAL},
     {"dec_dim", INT, AT(mae.dec_dim), NULL, OPTIONAL},
     {"dec_depth", INT, AT(mae.dec_depth), NULL, OPTIONAL},
@@ -81,12 +83,15 @@ static const struct setting settings[] = {
     {"text_causal", INT, AT(clip.text_causal), NULL, CLIP},
     {"temperature", DOUBLE, AT(clip.temperature), NULL, OPTIONAL},
     {"learn_temperature", INT, AT(clip.learn_temperature), NULL, OPTIONAL},
-    {"loss", NAME, AT(max_margin), losses, OPTIONAL},
+    {"loss", NAME, AT(max_margin), LOSSES, OPTIONAL},
     {"margin", DOUBLE, AT(margin), NULL, OPTIONAL},
-    {"sampler", NAME, AT(sampler), samplers, OPTIONAL},
+    {"sampler", NAME, AT(sampler), SAMPLERS, OPTIONAL},
     {"stride", INT, AT(stride), NULL, OPTIONAL},
-    {"norm", NAME, AT(norm), norms, OPTIONAL},
-    {"label", NAME, AT(label), labels, OPTIONAL},
+    {"norm", NAME, AT(norm), NORMS, OPTIONAL},
+    {"label", NAME, AT(label), LABELS, OPTIONAL},
+#define ROW(kind, key, flag, field, choices, def, help, lo, hi) {key, kind, AT(field), choices, OPTIONAL},
+    TBI_SETTING_FLAGS(ROW)
+#undef ROW
 };
 #undef AT
 enum { N_SETTINGS = (int)(sizeof(settings) / sizeof(settings[0])) };
@@ -104,6 +109,34 @@ static const char *const clip_keys[] = {
     "pool", "pos", "layout", "embed", "vocab", "context", "text_width", "text_heads",
     "text_depth", "text_causal", "temperature", "learn_temperature", "loss", "margin", "sampler",
     "stride", "norm", NULL};
+
+/* The settings chosen by flag (settings.h), which every task records after its own keys
+ * where they are not their default. */
+static const char *const flagged_keys[] = {
+#define KEY(kind, key, ...) key,
+    TBI_SETTING_FLAGS(KEY)
+#undef KEY
+    NULL};
+
+/* The value-th choice of names "a|b|c" (its length into *len), or NULL past the last. */
+static const char *choice_at(const char *names, int value, size_t *len)
+{
+    const char *p = names;
+    for (int i = 0; i < value && *p; i++)
+        p += strcspn(p, "|") + (p[strcspn(p, "|")] == '|');
+    *len = strcspn(p, "|");
+    return value >= 0 && *p ? p : NULL;
+}
+
+/* v's index among names "a|b|c", or -1. */
+static int choice_index(const char *names, const char *v)
+{
+    size_t len;
+    for (int i = 0; choice_at(names, i, &len); i++)
+        if (strlen(v) == len && !strncmp(choice_at(names, i, &len), v, len))
+            return i;
+    return -1;
+}
 
 static const struct setting *find(const char *key, size_t len)
 {
@@ -130,31 +163,77 @@ void tbi_settings_init(struct tb_ckpt_info *s, const char *task, const struct tb
     s->label = o->label;
     s->max_margin = o->max_margin;
     s->margin = o->margin;
+#define COPY(kind, key, flag, field, ...) s->field = o->field;
+    TBI_SETTING_FLAGS(COPY)
+#undef COPY
 }
 
-int tbi_settings_meta(struct tbi_sb *sb, const struct tb_ckpt_info *s)
+static int is_default(const struct tb_ckpt_info *s, const struct setting *k)
+{
+    if (k->kind == DOUBLE)
+        return *(const double *)(const void *)((const char *)s + k->off) == 0;
+    return k->kind == TEXT ? !((const char *)s + k->off)[0] : get_int(s, k) == 0;
+}
+
+/* One setting as "key":value, the value quoted (the checkpoint's metadata is text) or typed
+ * (a number as a number: the Python view). */
+static void put(struct tbi_sb *sb, const struct tb_ckpt_info *s, const struct setting *k,
+                int first, int typed)
+{
+    const char *at = (const char *)s + k->off, *q = typed ? "" : "\"";
+    size_t len;
+    tbi_sb_printf(sb, "%s\"%s\":", first ? "" : ",", k->key);
+    if (k->kind == INT)
+        tbi_sb_printf(sb, "%s%d%s", q, get_int(s, k), q);
+    else if (k->kind == DOUBLE)
+        tbi_sb_printf(sb, "%s%g%s", q, *(const double *)(const void *)at, q);
+    else if (k->kind == TEXT)
+        tbi_sb_printf(sb, "\"%s\"", at);
+    else if ((at = choice_at(k->names, get_int(s, k), &len)) != NULL)
+        tbi_sb_printf(sb, "\"%.*s\"", (int)len, at);
+    else
+        tbi_sb_printf(sb, "\"%d\"", get_int(s, k)); /* out of its enum: refused on reading */
+}
+
+/* The task's keys in its order ("key?": only where not its default), then the settings chosen
+ * by flag where not their default. */
+static int settings_write(struct tbi_sb *sb, const struct tb_ckpt_info *s, int typed)
 {
     const char *const *keys = !strcmp(s->task, "mae") ? mae_keys : !strcmp(s->task, "clip")
                                                                        ? clip_keys
                                                                        : cls_keys;
+    int n = 0;
     for (int i = 0; keys[i]; i++) {
         size_t len = strcspn(keys[i], "?");
         const struct setting *k = find(keys[i], len);
-        const char *at = (const char *)s + k->off;
-        int v = k->kind == INT || k->kind == NAME ? get_int(s, k) : 0;
-        if (keys[i][len] == '?' && v == 0)
-            continue;
-        tbi_sb_printf(sb, "%s\"%s\":\"", i ? "," : "", k->key);
-        if (k->kind == INT)
-            tbi_sb_printf(sb, "%d\"", v);
-        else if (k->kind == DOUBLE)
-            tbi_sb_printf(sb, "%g\"", *(const double *)(const void *)at);
-        else if (k->kind == TEXT)
-            tbi_sb_printf(sb, "%s\"", at);
-        else
-            tbi_sb_printf(sb, "%s\"", k->names[v]);
+        if (keys[i][len] != '?' || !is_default(s, k))
+            put(sb, s, k, n++ == 0, typed);
+    }
+    for (int i = 0; flagged_keys[i]; i++) {
+        const struct setting *k = find(flagged_keys[i], strlen(flagged_keys[i]));
+        if (!is_default(s, k))
+            put(sb, s, k, n++ == 0, typed);
     }
     return sb->failed ? tbi_err(TB_ENOMEM, "out of memory") : 0;
+}
+
+int tbi_settings_meta(struct tbi_sb *sb, const struct tb_ckpt_info *s)
+{
+    return settings_write(sb, s, 0);
+}
+
+int tb_ckpt_settings_json(const struct tb_ckpt_info *s, char **json)
+{
+    struct tbi_sb sb = {0};
+    tbi_sb_printf(&sb, "{");
+    int rc = settings_write(&sb, s, 1);
+    tbi_sb_printf(&sb, "}");
+    if (rc < 0 || sb.failed) {
+        free(sb.buf);
+        return rc < 0 ? rc : tbi_err(TB_ENOMEM, "out of memory");
+    }
+    *json = sb.buf;
+    return 0;
 }
 
 /* One setting's text v into s; 0 or TB_EFORMAT naming the key and path. */
@@ -177,10 +256,9 @@ static int set_one(struct tb_ckpt_info *s, const struct setting *k, const char *
     }
     if (k->kind == INT && tbi_parse_i64(v, 0, 1 << 24, &n) < 0)
         return tbi_err(TB_EFORMAT, "%s: its '%s' is '%s', not a count", path, k->key, v);
-    for (int j = 0; k->kind == NAME && k->names[j]; j++)
-        if (!strcmp(v, k->names[j]))
-            n = j + 1;
-    if (k->kind == NAME && n-- == 0)
+    if (k->kind == NAME)
+        n = choice_index(k->names, v);
+    if (k->kind == NAME && n < 0)
         return tbi_err(TB_EFORMAT, "%s: its '%s' is '%s', which this tubelet does not know",
                        path, k->key, v);
     int i = (int)n;
