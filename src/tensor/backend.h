@@ -47,12 +47,14 @@ static inline size_t tbi_dt_size(int dt)
     return dt == TB_DTYPE_BF16 ? 2 : 4;
 }
 
-/* Rules written once for the CPU and the CUDA backends (src/tensor/step_rules.h and
- * xent_rules.h): host and device functions under nvcc, plain C elsewhere. */
+/* Rules written once for the CPU and the CUDA backends (src/tensor/optim_rules.h, xent_rules.h
+ * and the other rule headers): host and device functions under nvcc; elsewhere always
+ * inlined, also in the unoptimised sanitizer build, where a call per element would cost more
+ * than the element's arithmetic. */
 #ifdef __CUDACC__
 #define TBI_HD __host__ __device__
 #else
-#define TBI_HD
+#define TBI_HD __attribute__((always_inline))
 #endif
 
 /* Activations of a transformer MLP (tbi_act_*). */
