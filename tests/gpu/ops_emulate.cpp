@@ -227,9 +227,10 @@ static void check_param_sums(ten &dw, ten &db, const ten &x, const ten &dout, co
     const int bad = !(worst[0] <= 1) || !(worst[1] <= 1);
     n_checks++;
     n_failed += bad;
-    printf("    dw, db against exact sums: worst error %.2f and %.2f of the bound (%d chunks); dw's "
-           "in u sum|t|: %.3f (CPU %.3f) | %s\n",
-           worst[0], worst[1], chunks, dev_u, cpu_u, bad ? "FAIL" : "ok");
+    printf(
+        "    dw, db against exact sums: worst error %.2f and %.2f of the bound (%d chunks); dw's "
+        "in u sum|t|: %.3f (CPU %.3f) | %s\n",
+        worst[0], worst[1], chunks, dev_u, cpu_u, bad ? "FAIL" : "ok");
 }
 
 /* ---- LayerNorm ----------------------------------------------------------------------------- */
@@ -468,9 +469,8 @@ static void cases_ops(tbi_backend *cpu)
 {
     /* Rows past 128 take more than one chunk of the parameter gradients' first stage (129: a
      * chunk of one row; 3138, the ViT-B step's rows: 25 chunks, the last of 66). */
-    const int shapes[][2] = {{1, 1},   {3, 31},  {5, 64},   {9, 768},  {4, 1030},
-                             {17, 96}, {0, 8},   {128, 33}, {129, 33}, {300, 40},
-                             {3138, 72}};
+    const int shapes[][2] = {{1, 1}, {3, 31},   {5, 64},   {9, 768},  {4, 1030}, {17, 96},
+                             {0, 8}, {128, 33}, {129, 33}, {300, 40}, {3138, 72}};
     for (const auto &s : shapes) {
         case_layernorm(cpu, s[0], s[1], TB_DTYPE_F32);
         case_layernorm(cpu, s[0], s[1], TB_DTYPE_BF16);
@@ -525,10 +525,21 @@ static void same_bits(const char *what, const ten &vec, const ten &sca)
 /* Both twins of each of k tensors: [0] aligned, [1] misaligned. */
 struct twins {
     ten t[2];
-    twins(const ten &h) : t{twin(h, 0), twin(h, 1)} {}
-    tbi_t dev(int j) const { return tbi_t_of(t[j].d, t[j].dt); }
-    float *f(int j) const { return (float *)t[j].d; }
-    int release() { return emu_free(t[0].alloc) | emu_free(t[1].alloc); }
+    twins(const ten &h) : t{twin(h, 0), twin(h, 1)}
+    {
+    }
+    tbi_t dev(int j) const
+    {
+        return tbi_t_of(t[j].d, t[j].dt);
+    }
+    float *f(int j) const
+    {
+        return (float *)t[j].d;
+    }
+    int release()
+    {
+        return emu_free(t[0].alloc) | emu_free(t[1].alloc);
+    }
 };
 
 static void cases_vec_scalar(void)
@@ -547,8 +558,8 @@ static void cases_vec_scalar(void)
                     launched("act_fwd", cu->ops->act_fwd(cu, act, out.dev(j), x.dev(j), n));
                 same_bits("act out", out.t[0], out.t[1]);
                 for (int j = 0; j < 2; j++)
-                    launched("act_bwd", cu->ops->act_bwd(cu, act, dx.dev(j), out.dev(j),
-                                                         x.dev(j), dy.dev(j), n));
+                    launched("act_bwd", cu->ops->act_bwd(cu, act, dx.dev(j), out.dev(j), x.dev(j),
+                                                         dy.dev(j), n));
                 same_bits("dinp", dx.t[0], dx.t[1]);
                 same_bits("out", out.t[0], out.t[1]);
                 bad_free |= x.release() | dy.release() | out.release() | dx.release();
@@ -576,8 +587,8 @@ static void cases_vec_scalar(void)
             launched("adamw", cu->ops->adamw(cu, p.f(j), g.f(j), 0.5f, m.f(j), v.f(j), n, 1e-3f,
                                              0.9f, 0.999f, 1e-8f, 0.05f, 3));
         for (int j = 0; j < 2; j++)
-            launched("lion", cu->ops->lion(cu, p.f(j), g.f(j), 0.5f, m.f(j), n, 1e-3f, 0.9f, 0.99f,
-                                           0.05f));
+            launched("lion",
+                     cu->ops->lion(cu, p.f(j), g.f(j), 0.5f, m.f(j), n, 1e-3f, 0.9f, 0.99f, 0.05f));
         for (int j = 0; j < 2; j++)
             launched("sgd", cu->ops->sgd(cu, p.f(j), g.f(j), 0.5f, m.f(j), n, 1e-2f, 0.9f, 4e-5f));
         same_bits("param", p.t[0], p.t[1]);

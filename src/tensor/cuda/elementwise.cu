@@ -178,8 +178,8 @@ struct add_body {
 };
 
 template <int V>
-__global__ void __launch_bounds__(EW_THREADS) add_kernel(float *out, const float *a, const float *b,
-                                                         size_t n)
+__global__ void __launch_bounds__(EW_THREADS)
+    add_kernel(float *out, const float *a, const float *b, size_t n)
 {
     ew_loop<V>(add_body{out, a, b}, n);
 }

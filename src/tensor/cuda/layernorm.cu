@@ -91,10 +91,11 @@ __global__ void __launch_bounds__(LN_THREADS)
  * additions per term here (R / 16 + 16 before, R on the CPU). The FMA contraction of a term
  * into its sum may differ too (the CPU's loops contract; a test bound, not a bit match).
  *
- * Stage 1: block (x, y) of (LN_COLS, LN_GROUPS): thread (x, y) sums run y of chunk blockIdx.y
- * (striding by gridDim.y past 65535 chunks) for column 32 blockIdx.x + x, then warp y = 0 adds
- * the 8 runs in order and writes the chunk's partial at row k of pw and pb (chunks x C). Every
- * thread reaches the barriers: columns past C and rows past R load nothing. */
+ * Stage 1: block (x, y) of (LN_COLS, LN_GROUPS), blockIdx.x = chunk k times the column tiles
+ * plus tile t (a 1-D grid: no limit of 65535 on either): thread (x, y) sums run y of chunk k for
+ * column 32 t + x, then warp y = 0 adds the 8 runs in order and writes the chunk's partial at
+ * row k of pw and pb (chunks x C). Every thread reaches the barrier: columns past C and rows
+ * past R load nothing. */
 template <typename TD>
 __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
     layernorm_param_grads_kernel(float *pw, float *pb, const TD *dout, const float *inp,
@@ -102,31 +103,28 @@ __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
 {
     DYNAMIC_SMEM(smem);
     float(*part)[LN_GROUPS][LN_COLS + 1] = (float(*)[LN_GROUPS][LN_COLS + 1]) smem;
-    const int x = threadIdx.x, y = threadIdx.y, c = blockIdx.x * LN_COLS + x;
-    const int chunks = (R + LN_CHUNK - 1) / LN_CHUNK;
-    for (int k = blockIdx.y; k < chunks; k += gridDim.y) {
-        const int r0 = k * LN_CHUNK + y * LN_RUN, r1 = min(r0 + LN_RUN, R);
-        float sw = 0, sb = 0;
-        if (c < C)
-            for (int r = r0; r < r1; r++) {
-                const size_t i = (size_t)r * C + c;
-                const float dy = get(dout + i);
-                sw += tbi_ln_dw_rule(dy, GL_LD(inp + i), GL_LD(mean + r), GL_LD(rstd + r));
-                sb += dy;
-            }
-        SH_ST(&part[0][y][x], sw);
-        SH_ST(&part[1][y][x], sb);
-        __syncthreads();
-        if (y == 0 && c < C) {
-            for (int g = 1; g < LN_GROUPS; g++) {
-                sw += SH_LD(&part[0][g][x]);
-                sb += SH_LD(&part[1][g][x]);
-            }
-            GL_ST(pw + (size_t)k * C + c, sw);
-            GL_ST(pb + (size_t)k * C + c, sb);
+    const int tiles = (C + LN_COLS - 1) / LN_COLS, k = blockIdx.x / tiles;
+    const int x = threadIdx.x, y = threadIdx.y, c = (blockIdx.x % tiles) * LN_COLS + x;
+    const int r0 = k * LN_CHUNK + y * LN_RUN, r1 = min(r0 + LN_RUN, R);
+    float sw = 0, sb = 0;
+    if (c < C)
+        for (int r = r0; r < r1; r++) {
+            const size_t i = (size_t)r * C + c;
+            const float dy = get(dout + i);
+            sw += tbi_ln_dw_rule(dy, GL_LD(inp + i), GL_LD(mean + r), GL_LD(rstd + r));
+            sb += dy;
         }
-        __syncthreads(); /* the next chunk's partials overwrite what warp 0 has just read */
+    SH_ST(&part[0][y][x], sw);
+    SH_ST(&part[1][y][x], sb);
+    __syncthreads();
+    if (y != 0 || c >= C)
+        return;
+    for (int g = 1; g < LN_GROUPS; g++) {
+        sw += SH_LD(&part[0][g][x]);
+        sb += SH_LD(&part[1][g][x]);
     }
+    GL_ST(pw + (size_t)k * C + c, sw);
+    GL_ST(pb + (size_t)k * C + c, sb);
 }
 
 /* Stage 2: dw[c], db[c] = the chunks' partials added in chunk order from 0 (none: 0). A thread
@@ -190,6 +188,10 @@ static int launch_bwd(tbi_backend *be, float *dinp, float *dw, float *db, const 
                       const float *inp, const float *w, const float *mean, const float *rstd, int R,
                       int C)
 {
+    const int chunks = (R + LN_CHUNK - 1) / LN_CHUNK, tiles = (C + LN_COLS - 1) / LN_COLS;
+    if ((int64_t)chunks * tiles > INT32_MAX)
+        return tbi_err(TB_EINVAL, "%s layernorm_bwd: %d rows of %d columns: too many blocks",
+                       be->name, R, C);
     cudaStream_t s = tbc_stream(be);
     const unsigned blocks = (unsigned)((R + LN_WARPS - 1) / LN_WARPS);
     if (blocks) {
@@ -197,7 +199,6 @@ static int launch_bwd(tbi_backend *be, float *dinp, float *dw, float *db, const 
                    rstd, R, C);
         TB_CUDA_OR_RETURN(cudaGetLastError());
     }
-    const int chunks = (R + LN_CHUNK - 1) / LN_CHUNK;
     float *pw = dw, *pb = db;
     if (chunks > 1) {
         void *part = NULL;
@@ -206,15 +207,15 @@ static int launch_bwd(tbi_backend *be, float *dinp, float *dw, float *db, const 
         pb = pw + (size_t)chunks * C;
     }
     if (chunks) {
-        const dim3 grid((unsigned)((C + LN_COLS - 1) / LN_COLS),
-                        (unsigned)(chunks < 65535 ? chunks : 65535));
-        TBC_LAUNCH(layernorm_param_grads_kernel<TD>, grid, dim3(LN_COLS, LN_GROUPS),
-                   param_grads_smem(), s, pw, pb, dout, inp, mean, rstd, R, C);
+        TBC_LAUNCH(layernorm_param_grads_kernel<TD>, (unsigned)(chunks * tiles),
+                   dim3(LN_COLS, LN_GROUPS), param_grads_smem(), s, pw, pb, dout, inp, mean, rstd,
+                   R, C);
         TB_CUDA_OR_RETURN(cudaGetLastError());
     }
     if (chunks != 1) {
-        TBC_LAUNCH(layernorm_param_sum_kernel, (unsigned)((C + LN_SUM_THREADS - 1) / LN_SUM_THREADS),
-                   LN_SUM_THREADS, 0, s, dw, db, pw, pb, chunks, C);
+        TBC_LAUNCH(layernorm_param_sum_kernel,
+                   (unsigned)((C + LN_SUM_THREADS - 1) / LN_SUM_THREADS), LN_SUM_THREADS, 0, s, dw,
+                   db, pw, pb, chunks, C);
         TB_CUDA_OR_RETURN(cudaGetLastError());
     }
     return 0;

@@ -135,8 +135,9 @@ static int launch_update(cudaStream_t s, Rule rule, opt_scale sc, size_t n, int 
     if (n == 0)
         return 0;
     if (vec)
-        TBC_LAUNCH((update_kernel<Rule, OPT_VEC>), tbc_blocks((n + OPT_VEC - 1) / OPT_VEC, OPT_THREADS),
-                   OPT_THREADS, 0, s, rule, sc, n);
+        TBC_LAUNCH((update_kernel<Rule, OPT_VEC>),
+                   tbc_blocks((n + OPT_VEC - 1) / OPT_VEC, OPT_THREADS), OPT_THREADS, 0, s, rule,
+                   sc, n);
     else
         TBC_LAUNCH((update_kernel<Rule, 1>), tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, rule,
                    sc, n);
