@@ -56,6 +56,7 @@ struct ten {
     size_t n;
     std::vector<unsigned char> h;
     void *d;
+    void *alloc = nullptr; /* what emu_malloc gave, where d is not it (twin) */
 };
 
 static size_t ten_bytes(const ten &t)
@@ -181,7 +182,7 @@ static int release(std::initializer_list<ten *> ts)
 {
     int bad = 0;
     for (ten *t : ts)
-        bad |= emu_free(t->d);
+        bad |= emu_free(t->alloc ? t->alloc : t->d);
     n_failed += bad != 0;
     return bad;
 }
@@ -195,6 +196,41 @@ static int launched(const char *what, int rc)
     printf("    %s: the launcher returned %d | FAIL\n", what, rc);
     n_failed++;
     return 0;
+}
+
+/* dw and db against their exact sums (double, from the same float terms' inputs), within
+ * the bound of layernorm.cu's order: each term passes through at most 16 + 8 + R / 128 + 1
+ * float additions (a run of 16 rows, the 8 runs of a chunk of 128, the chunks) after the 3
+ * roundings of its own product, so |got - exact| <= (that + 3) 2^-24 sum |terms| per column. A
+ * column's error is printed as a fraction of its bound (<= 1 passes); and beside it, in units
+ * of 2^-24 sum |terms|, the device's worst and the CPU's (its chain of R additions). */
+static void check_param_sums(ten &dw, ten &db, const ten &x, const ten &dout, const ten &mean,
+                             const ten &rstd, int R, int C)
+{
+    const int chunks = (R + 127) / 128;
+    const double u = ldexp(1.0, -24), path = 16 + 8 + chunks + 1 + 3;
+    double worst[2] = {0, 0}, dev_u = 0, cpu_u = 0;
+    for (int c = 0; c < C; c++) {
+        double sw = 0, sb = 0, aw = 0, ab = 0;
+        for (int r = 0; r < R; r++) {
+            const size_t i = (size_t)r * C + c;
+            const double dy = ten_get(dout, i);
+            const double t = dy * ((double)ten_get(x, i) - ten_get(mean, r)) * ten_get(rstd, r);
+            sw += t, aw += fabs(t), sb += dy, ab += fabs(dy);
+        }
+        const double gw = ((const float *)dw.d)[c], gb = ((const float *)db.d)[c];
+        worst[0] = std::max(worst[0], fabs(gw - sw) / std::max(path * u * aw, 1e-300));
+        worst[1] = std::max(worst[1], fabs(gb - sb) / std::max(path * u * ab, 1e-300));
+        dev_u = std::max(dev_u, fabs(gw - sw) / std::max(u * aw, 1e-300));
+        cpu_u = std::max(cpu_u, fabs((double)hf(dw)[c] - sw) / std::max(u * aw, 1e-300));
+    }
+    const int bad = !(worst[0] <= 1) || !(worst[1] <= 1);
+    n_checks++;
+    n_failed += bad;
+    printf(
+        "    dw, db against exact sums: worst error %.2f and %.2f of the bound (%d chunks); dw's "
+        "in u sum|t|: %.3f (CPU %.3f) | %s\n",
+        worst[0], worst[1], chunks, dev_u, cpu_u, bad ? "FAIL" : "ok");
 }
 
 /* ---- LayerNorm ----------------------------------------------------------------------------- */
@@ -231,6 +267,7 @@ static void case_layernorm(tbi_backend *cpu, int R, int C, int dt)
         check("dinp", dinp, TOL_SUM, terms);
         check("dw", dw, TOL_SUM);
         check("db", db, TOL_SUM);
+        check_param_sums(dw, db, x, dout, mean, rstd, R, C);
     }
     release({&x, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db});
 }
@@ -288,7 +325,9 @@ static void case_act_bwd(tbi_backend *cpu, int act, size_t n, const int dt[4], i
 
 static void cases_act(tbi_backend *cpu)
 {
-    const size_t ns[] = {1, 31, 1030, 20011};
+    /* 20008: a multiple of 8, so its tensors end 16-byte aligned on the guard page at the end
+     * (the vector forms' last vector beside it); the others leave a tail. */
+    const size_t ns[] = {1, 31, 1030, 20008, 20011};
     const int F = TB_DTYPE_F32, H = TB_DTYPE_BF16;
     const int bwd_dts[][4] = {{F, F, F, F}, {H, H, H, H}, {F, H, H, H}, {F, F, H, F}};
     for (int act = TBI_ACT_GELU; act <= TBI_ACT_QUICKGELU; act++)
@@ -416,7 +455,7 @@ static void case_opt(tbi_backend *cpu, const opt_case &c)
 
 static void cases_opt(tbi_backend *cpu)
 {
-    const size_t ns[] = {1, 31, 4097, 20011};
+    const size_t ns[] = {1, 31, 4096, 4097, 20011};
     for (int kind = OPT_ADAMW; kind <= OPT_SGD; kind++)
         for (size_t n : ns) {
             case_opt(cpu, opt_case{kind, 0, 0, n, 1, 0.05f});
@@ -428,24 +467,136 @@ static void cases_opt(tbi_backend *cpu)
 
 static void cases_ops(tbi_backend *cpu)
 {
-    const int shapes[][2] = {{1, 1}, {3, 31}, {5, 64}, {9, 768}, {4, 1030}, {17, 96}, {0, 8}};
+    /* Rows past 128 take more than one chunk of the parameter gradients' first stage (129: a
+     * chunk of one row; 3138, the ViT-B step's rows: 25 chunks, the last of 66). */
+    const int shapes[][2] = {{1, 1}, {3, 31},   {5, 64},   {9, 768},  {4, 1030}, {17, 96},
+                             {0, 8}, {128, 33}, {129, 33}, {300, 40}, {3138, 72}};
     for (const auto &s : shapes) {
         case_layernorm(cpu, s[0], s[1], TB_DTYPE_F32);
         case_layernorm(cpu, s[0], s[1], TB_DTYPE_BF16);
     }
     cases_act(cpu);
-    for (size_t n : {(size_t)1, (size_t)31, (size_t)20011}) {
+    for (size_t n : {(size_t)1, (size_t)31, (size_t)20008, (size_t)20011}) {
         case_add(cpu, n, 0);
         case_add(cpu, n, 1);
     }
     for (int B : {1, 3})
-        for (size_t n : {(size_t)31, (size_t)1030}) {
+        for (size_t n : {(size_t)31, (size_t)1024, (size_t)1030}) {
             case_scale_add(cpu, B, n, TB_DTYPE_F32, 1, 0);
             case_scale_add(cpu, B, n, TB_DTYPE_BF16, 1, 0);
             case_scale_add(cpu, B, n, TB_DTYPE_F32, 0, 0);
             case_scale_add(cpu, B, n, TB_DTYPE_F32, 1, 1);
         }
     cases_opt(cpu);
+}
+
+/* ---- the vector and scalar forms --------------------------------------------------------------
+ * The launchers of the activations, add, scale_add and the optimizers take 16-byte vectors
+ * where every tensor is 16-byte aligned, else one element per thread: the same values on
+ * twins of each tensor, at a 16-byte aligned address and one element past one, must give the
+ * same bits (the vector form is the scalar one's arithmetic, which is the kernels' as before
+ * vectors). */
+
+/* t's values (its host copy) on the device at a 16-byte aligned address, or one element past. */
+static ten twin(const ten &t, int misaligned)
+{
+    ten c{t.dt, t.n, t.h, nullptr};
+    unsigned char *base = (unsigned char *)emu_malloc(ten_bytes(t) + 16, 16);
+    c.alloc = base;
+    c.d = base + (misaligned ? tbi_dt_size(t.dt) : 0);
+    memcpy(c.d, t.h.data(), ten_bytes(t));
+    return c;
+}
+
+/* The two twins' device bytes equal; prints a line, counts a failure. */
+static void same_bits(const char *what, const ten &vec, const ten &sca)
+{
+    const size_t e = tbi_dt_size(vec.dt);
+    size_t same = 0;
+    for (size_t i = 0; i < vec.n; i++)
+        same += !memcmp((const char *)vec.d + i * e, (const char *)sca.d + i * e, e);
+    const int bad = same != vec.n;
+    n_checks++;
+    n_failed += bad;
+    printf("    %-8s %s n %7zu | vector and scalar forms: bits equal %zu | %s\n", what,
+           vec.dt == TB_DTYPE_BF16 ? "bf16" : "f32 ", vec.n, same, bad ? "FAIL" : "ok");
+}
+
+/* Both twins of each of k tensors: [0] aligned, [1] misaligned. */
+struct twins {
+    ten t[2];
+    twins(const ten &h) : t{twin(h, 0), twin(h, 1)}
+    {
+    }
+    tbi_t dev(int j) const
+    {
+        return tbi_t_of(t[j].d, t[j].dt);
+    }
+    float *f(int j) const
+    {
+        return (float *)t[j].d;
+    }
+    int release()
+    {
+        return emu_free(t[0].alloc) | emu_free(t[1].alloc);
+    }
+};
+
+static void cases_vec_scalar(void)
+{
+    const int F = TB_DTYPE_F32, H = TB_DTYPE_BF16;
+    const int dts[][4] = {{F, F, F, F}, {H, H, H, H}, {F, H, H, F}};
+    int bad_free = 0;
+    for (size_t n : {(size_t)7, (size_t)4096, (size_t)20011}) {
+        for (int act = TBI_ACT_GELU; act <= TBI_ACT_QUICKGELU; act++)
+            for (const int *dt : dts) {
+                printf("  %s n %zu dts %d%d%d%d\n", act == TBI_ACT_GELU ? "gelu" : "quickgelu", n,
+                       dt[0], dt[1], dt[2], dt[3]);
+                twins x(make(dt[2], n, 0, 3)), dy(make(dt[3], n, 0, 1));
+                twins out(fresh(dt[1], n)), dx(fresh(dt[0], n));
+                for (int j = 0; j < 2; j++)
+                    launched("act_fwd", cu->ops->act_fwd(cu, act, out.dev(j), x.dev(j), n));
+                same_bits("act out", out.t[0], out.t[1]);
+                for (int j = 0; j < 2; j++)
+                    launched("act_bwd", cu->ops->act_bwd(cu, act, dx.dev(j), out.dev(j), x.dev(j),
+                                                         dy.dev(j), n));
+                same_bits("dinp", dx.t[0], dx.t[1]);
+                same_bits("out", out.t[0], out.t[1]);
+                bad_free |= x.release() | dy.release() | out.release() | dx.release();
+            }
+        printf("  add, scale_add (B 3) n %zu\n", n);
+        twins a(make(F, 3 * n, 0, 1)), b(make(F, 3 * n, 0, 1)), sc(make(F, 3, 0.5f, 0.5f));
+        twins o(fresh(F, 3 * n)), oh(fresh(H, 3 * n));
+        for (int j = 0; j < 2; j++)
+            launched("add", cu->ops->add(cu, o.f(j), a.f(j), b.f(j), 3 * n));
+        same_bits("add", o.t[0], o.t[1]);
+        for (int j = 0; j < 2; j++)
+            launched("scale_add", cu->ops->scale_add(cu, oh.dev(j), a.f(j), b.f(j), sc.f(j), 3, n));
+        same_bits("scl_add", oh.t[0], oh.t[1]);
+        for (int j = 0; j < 2; j++)
+            launched("scale_add", cu->ops->scale_add(cu, o.dev(j), nullptr, b.f(j), sc.f(j), 3, n));
+        same_bits("scl_add", o.t[0], o.t[1]);
+        bad_free |= a.release() | b.release() | sc.release() | o.release() | oh.release();
+        printf("  adamw, lion, sgd n %zu\n", n);
+        twins p(make(F, n, 0, 1)), g(make(F, n, 0, 1e-2f)), m(make(F, n, 0, 1e-3f));
+        ten vh = make(F, n, 0, 1e-5f);
+        for (size_t i = 0; i < n; i++)
+            hf(vh)[i] = fabsf(hf(vh)[i]);
+        twins v(vh);
+        for (int j = 0; j < 2; j++)
+            launched("adamw", cu->ops->adamw(cu, p.f(j), g.f(j), 0.5f, m.f(j), v.f(j), n, 1e-3f,
+                                             0.9f, 0.999f, 1e-8f, 0.05f, 3));
+        for (int j = 0; j < 2; j++)
+            launched("lion",
+                     cu->ops->lion(cu, p.f(j), g.f(j), 0.5f, m.f(j), n, 1e-3f, 0.9f, 0.99f, 0.05f));
+        for (int j = 0; j < 2; j++)
+            launched("sgd", cu->ops->sgd(cu, p.f(j), g.f(j), 0.5f, m.f(j), n, 1e-2f, 0.9f, 4e-5f));
+        same_bits("param", p.t[0], p.t[1]);
+        same_bits("m", m.t[0], m.t[1]);
+        same_bits("v", v.t[0], v.t[1]);
+        bad_free |= p.release() | g.release() | m.release() | v.release() | emu_free(vh.d);
+    }
+    n_failed += bad_free != 0;
 }
 
 /* The launchers' own checks: what they refuse before any launch. */
@@ -692,6 +843,38 @@ static void planted_limits(void)
     emu_free(y);
 }
 
+/* Two emulated devices share this process: this file's (the tensors, the planted kernels) and
+ * the library's cuda-emu (the memory it allocates itself: the scratch LayerNorm's parameter
+ * gradients borrow). Each finds a block's writes to its own allocations through SIGSEGV, and
+ * the handler installed last, this file's, would take the library's faults for bugs: a fault
+ * outside this file's allocations goes on to the handler the library installed. */
+static struct sigaction lib_segv, lib_bus;
+
+static void shared_segv(int sig, siginfo_t *si, void *uc)
+{
+    const unsigned char *a = (const unsigned char *)si->si_addr;
+    for (const emu_alloc &e : emu_allocs)
+        if (a >= e.map && a < e.map + e.map_bytes)
+            return emu_segv(sig, si, uc);
+    const struct sigaction &lib = sig == SIGBUS ? lib_bus : lib_segv;
+    if ((lib.sa_flags & SA_SIGINFO) && lib.sa_sigaction)
+        return lib.sa_sigaction(sig, si, uc);
+    emu_segv(sig, si, uc);
+}
+
+/* After the library's backend opened (its handler installed with its first allocation). */
+static void share_fault_handler(void)
+{
+    sigaction(SIGSEGV, nullptr, &lib_segv);
+    sigaction(SIGBUS, nullptr, &lib_bus);
+    emu_mem_init();
+    struct sigaction sa = {};
+    sa.sa_sigaction = shared_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+}
+
 int main(void)
 {
     tbi_backend *cpu = nullptr;
@@ -703,6 +886,7 @@ int main(void)
         fprintf(stderr, "ops_emulate: no cuda-emu backend: %s\n", tb_errmsg());
         return 1;
     }
+    share_fault_handler();
     const emu_place places[] = {EMU_PLACE_END, EMU_PLACE_START};
     for (emu_place p : places) {
         emu_placement = p;
@@ -711,6 +895,8 @@ int main(void)
         cases_ops(cpu);
     }
     emu_placement = EMU_PLACE_END;
+    printf("the vector forms (16-byte aligned twins) against the scalar forms (misaligned):\n");
+    cases_vec_scalar();
     case_arguments();
     printf("the harness against planted bugs (the faults' own reports on stderr):\n");
     planted_bounds();

@@ -4,14 +4,18 @@
  * run of all-zero gradient and moments it applies only the decay, which is what the full update
  * does to such a run, to the bit; here every element takes the full update (no page is left
  * untouched: device memory is not committed lazily). The _checked forms read the clip factor
- * and the bad flag of struct tbi_step_stats on the device. The results match the CPU's to an
- * ulp or so (FMA contraction may differ), not to the bit. Tests: tests/gpu/ops_emulate.cpp. */
+ * and the bad flag of struct tbi_step_stats on the device. A grid-stride loop over float4s of
+ * every tensor (the rest one element per thread) where all are 16-byte aligned, else over
+ * elements; the rule runs on registers, each value the scalar form's to the bit. Global memory
+ * through GL_LD / GL_ST. The results match the CPU's to an ulp or so (FMA contraction may
+ * differ), not to the bit. Tests: tests/gpu/ops_emulate.cpp. */
 #include <math.h>
 
 #include "tensor/cuda/cuda_common.h"
 #include "tensor/optim_rules.h"
 
-enum { OPT_THREADS = 256 };
+/* OPT_VEC: the f32 elements of a 16-byte step (a float4). */
+enum { OPT_THREADS = 256, OPT_VEC = 4 };
 
 /* The gradient factor: grad_scale, or *scale when the step's stats give it; nothing is done
  * once *bad is set (both NULL for the plain forms). */
@@ -23,31 +27,66 @@ struct opt_scale {
 
 static __device__ __forceinline__ int opt_skip(opt_scale g, float *gs)
 {
-    *gs = g.scale ? *g.scale : g.grad_scale;
-    return g.bad && *g.bad;
+    *gs = g.scale ? GL_LD(g.scale) : g.grad_scale;
+    return g.bad && GL_LD(g.bad);
 }
 
-/* One kernel for the three rules: the skip, the gradient factor and the grid-stride loop, then
- * rule.apply(i, gs) on element i. */
-template <typename Rule>
+/* V f32 elements at p into registers and back (V = 1, or 4 from a 16-byte aligned p). */
+template <int V> static __device__ __forceinline__ void opt_ld(const float *p, float *f)
+{
+    if constexpr (V == 1) {
+        f[0] = GL_LD(p);
+    } else {
+        const float4 a = GL_LD((const float4 *)p);
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
+    }
+}
+
+template <int V> static __device__ __forceinline__ void opt_st(float *p, const float *f)
+{
+    if constexpr (V == 1)
+        GL_ST(p, f[0]);
+    else
+        GL_ST((float4 *)p, make_float4(f[0], f[1], f[2], f[3]));
+}
+
+/* One kernel for the three rules: the skip, the gradient factor and the grid-stride loop,
+ * rule.apply<V>(i, gs) on the elements i .. i + V - 1 of each vector, then rule.apply<1> on
+ * the n % V left, one per thread. */
+template <typename Rule, int V>
 __global__ void __launch_bounds__(OPT_THREADS) update_kernel(Rule rule, opt_scale sc, size_t n)
 {
     float gs;
     if (opt_skip(sc, &gs))
         return;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        rule.apply(i, gs);
+    const size_t stride = (size_t)gridDim.x * blockDim.x,
+                 first = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nv = n / V;
+    for (size_t v = first; v < nv; v += stride)
+        rule.template apply<V>(v * V, gs);
+    if (V > 1 && nv * V + first < n)
+        rule.template apply<1>(nv * V + first, gs);
 }
 
+/* Each rule loads its tensors' V elements, runs the rule header's update on the registers in
+ * element order, and stores them. */
 struct adamw_rule {
     float *p, *m, *v;
     const float *g;
     tbi_adamw_k k;
 
-    __device__ void apply(size_t i, float gs) const
+    template <int V> __device__ __forceinline__ void apply(size_t i, float gs) const
     {
-        tbi_adamw_rule(p + i, m + i, v + i, g[i], gs, k);
+        float pv[V], mv[V], vv[V], gv[V];
+        opt_ld<V>(p + i, pv);
+        opt_ld<V>(m + i, mv);
+        opt_ld<V>(v + i, vv);
+        opt_ld<V>(g + i, gv);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            tbi_adamw_rule(pv + j, mv + j, vv + j, gv[j], gs, k);
+        opt_st<V>(p + i, pv);
+        opt_st<V>(m + i, mv);
+        opt_st<V>(v + i, vv);
     }
 };
 
@@ -56,9 +95,17 @@ struct lion_rule {
     const float *g;
     tbi_lion_k k;
 
-    __device__ void apply(size_t i, float gs) const
+    template <int V> __device__ __forceinline__ void apply(size_t i, float gs) const
     {
-        tbi_lion_rule(p + i, m + i, g[i], gs, k);
+        float pv[V], mv[V], gv[V];
+        opt_ld<V>(p + i, pv);
+        opt_ld<V>(m + i, mv);
+        opt_ld<V>(g + i, gv);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            tbi_lion_rule(pv + j, mv + j, gv[j], gs, k);
+        opt_st<V>(p + i, pv);
+        opt_st<V>(m + i, mv);
     }
 };
 
@@ -67,19 +114,40 @@ struct sgd_rule {
     const float *g;
     float lr, momentum, weight_decay;
 
-    __device__ void apply(size_t i, float gs) const
+    template <int V> __device__ __forceinline__ void apply(size_t i, float gs) const
     {
-        tbi_sgd_rule(p + i, m + i, g[i], gs, lr, momentum, weight_decay);
+        float pv[V], mv[V], gv[V];
+        opt_ld<V>(p + i, pv);
+        opt_ld<V>(m + i, mv);
+        opt_ld<V>(g + i, gv);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            tbi_sgd_rule(pv + j, mv + j, gv[j], gs, lr, momentum, weight_decay);
+        opt_st<V>(p + i, pv);
+        opt_st<V>(m + i, mv);
     }
 };
 
-template <typename Rule> static int launch_update(cudaStream_t s, Rule rule, opt_scale sc, size_t n)
+/* The float4 form where every tensor (v is m for Lion and SGD) is 16-byte aligned. */
+template <typename Rule>
+static int launch_update(cudaStream_t s, Rule rule, opt_scale sc, size_t n, int vec)
 {
     if (n == 0)
         return 0;
-    TBC_LAUNCH(update_kernel<Rule>, tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, rule, sc, n);
+    if (vec)
+        TBC_LAUNCH((update_kernel<Rule, OPT_VEC>),
+                   tbc_blocks((n + OPT_VEC - 1) / OPT_VEC, OPT_THREADS), OPT_THREADS, 0, s, rule,
+                   sc, n);
+    else
+        TBC_LAUNCH((update_kernel<Rule, 1>), tbc_blocks(n, OPT_THREADS), OPT_THREADS, 0, s, rule,
+                   sc, n);
     TB_CUDA_OR_RETURN(cudaGetLastError());
     return 0;
+}
+
+static int opt_vec(const float *p, const float *g, const float *m, const float *v)
+{
+    return tbc_aligned(p, 16) && tbc_aligned(g, 16) && tbc_aligned(m, 16) && tbc_aligned(v, 16);
 }
 
 static int opt_ok(const float *p, const float *g, const float *m, const float *v)
@@ -103,7 +171,7 @@ static int adamw(cudaStream_t s, float *param, const float *grad, opt_scale sc, 
     /* tbi_adamw's constants, on the host as there. */
     const adamw_rule r = {param, m, v, grad,
                           tbi_adamw_k_rule(lr, beta1, beta2, eps, weight_decay, step)};
-    return launch_update(s, r, sc, n);
+    return launch_update(s, r, sc, n, opt_vec(param, grad, m, v));
 }
 
 static int lion(cudaStream_t s, float *param, const float *grad, opt_scale sc, float *m, size_t n,
@@ -112,7 +180,7 @@ static int lion(cudaStream_t s, float *param, const float *grad, opt_scale sc, f
     if (!opt_ok(param, grad, m, m))
         return TB_EINVAL;
     const lion_rule r = {param, m, grad, tbi_lion_k_rule(lr, beta1, beta2, weight_decay)};
-    return launch_update(s, r, sc, n);
+    return launch_update(s, r, sc, n, opt_vec(param, grad, m, m));
 }
 
 static int sgd(cudaStream_t s, float *param, const float *grad, opt_scale sc, float *m, size_t n,
@@ -121,7 +189,7 @@ static int sgd(cudaStream_t s, float *param, const float *grad, opt_scale sc, fl
     if (!opt_ok(param, grad, m, m))
         return TB_EINVAL;
     const sgd_rule r = {param, m, grad, lr, momentum, weight_decay};
-    return launch_update(s, r, sc, n);
+    return launch_update(s, r, sc, n, opt_vec(param, grad, m, m));
 }
 
 static int tbc_adamw(tbi_backend *be, float *param, const float *grad, float grad_scale, float *m,
