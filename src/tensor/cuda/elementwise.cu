@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(EW_THREADS)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = a[i] + b[i];
+        GL_ST(&out[i], GL_LD(&a[i]) + GL_LD(&b[i]));
 }
 
 /* Segment b of n at blockIdx.y (striding by gridDim.y past 65535 segments): no division per
@@ -70,10 +70,10 @@ __global__ void __launch_bounds__(EW_THREADS)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (int b = blockIdx.y; b < B; b += gridDim.y) {
-        const float s = scale[b];
+        const float s = GL_LD(&scale[b]);
         const size_t o = (size_t)b * n;
         for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-            store_t(out, o + i, (a ? a[o + i] : 0.0f) + s * x[o + i]);
+            store_t(out, o + i, (a ? GL_LD(&a[o + i]) : 0.0f) + s * GL_LD(&x[o + i]));
     }
 }
 

@@ -23,18 +23,18 @@ __global__ void __launch_bounds__(LN_THREADS)
     const float *x = inp + (size_t)row * C;
     float sum = 0;
     for (int c = lane; c < C; c += 32)
-        sum += x[c];
+        sum += GL_LD(&x[c]);
     const float m = tbi_ln_mean_rule(warp_sum(sum), C);
     float sq = 0;
     for (int c = lane; c < C; c += 32)
-        sq += tbi_ln_sq_rule(x[c], m);
+        sq += tbi_ln_sq_rule(GL_LD(&x[c]), m);
     const float s = tbi_ln_rstd_rule(warp_sum(sq), C, eps);
     TO *y = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32)
-        put(y + c, tbi_ln_out_rule(x[c], m, s, w[c], b[c]));
+        put(y + c, tbi_ln_out_rule(GL_LD(&x[c]), m, s, GL_LD(&w[c]), GL_LD(&b[c])));
     if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = s;
+        GL_ST(&mean[row], m);
+        GL_ST(&rstd[row], s);
     }
 }
 
@@ -48,18 +48,20 @@ __global__ void __launch_bounds__(LN_THREADS)
     if (row >= R)
         return;
     const size_t o = (size_t)row * C;
-    const float m = mean[row], s = rstd[row];
+    const float m = GL_LD(&mean[row]), s = GL_LD(&rstd[row]);
     float sum_d = 0, sum_dx = 0;
     for (int c = lane; c < C; c += 32) {
-        const float xhat = tbi_ln_xhat_rule(inp[o + c], m, s), dxhat = get(dout + o + c) * w[c];
+        const float xhat = tbi_ln_xhat_rule(GL_LD(&inp[o + c]), m, s),
+                    dxhat = get(dout + o + c) * GL_LD(&w[c]);
         sum_d += dxhat;
         sum_dx += dxhat * xhat;
     }
     sum_d = tbi_ln_mean_rule(warp_sum(sum_d), C);
     sum_dx = tbi_ln_mean_rule(warp_sum(sum_dx), C);
     for (int c = lane; c < C; c += 32) {
-        const float xhat = tbi_ln_xhat_rule(inp[o + c], m, s), dxhat = get(dout + o + c) * w[c];
-        dinp[o + c] += tbi_ln_dx_rule(s, dxhat, xhat, sum_d, sum_dx);
+        const float xhat = tbi_ln_xhat_rule(GL_LD(&inp[o + c]), m, s),
+                    dxhat = get(dout + o + c) * GL_LD(&w[c]);
+        GL_ST(&dinp[o + c], GL_LD(&dinp[o + c]) + (tbi_ln_dx_rule(s, dxhat, xhat, sum_d, sum_dx)));
     }
 }
 
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
         for (int r = y; r < R; r += LN_GROUPS) {
             const size_t i = (size_t)r * C + c;
             const float dy = get(dout + i);
-            sw += tbi_ln_dw_rule(dy, inp[i], mean[r], rstd[r]);
+            sw += tbi_ln_dw_rule(dy, GL_LD(&inp[i]), GL_LD(&mean[r]), GL_LD(&rstd[r]));
             sb += dy;
         }
     SH_ST(&part[0][y][x], sw);
@@ -91,8 +93,8 @@ __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
         sw += SH_LD(&part[0][g][x]);
         sb += SH_LD(&part[1][g][x]);
     }
-    dw[c] = sw;
-    db[c] = sb;
+    GL_ST(&dw[c], sw);
+    GL_ST(&db[c], sb);
 }
 
 static size_t param_grads_smem(void)

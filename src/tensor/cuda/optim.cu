@@ -23,8 +23,8 @@ struct opt_scale {
 
 static __device__ __forceinline__ int opt_skip(opt_scale g, float *gs)
 {
-    *gs = g.scale ? *g.scale : g.grad_scale;
-    return g.bad && *g.bad;
+    *gs = g.scale ? GL_LD(g.scale) : g.grad_scale;
+    return g.bad && GL_LD(g.bad);
 }
 
 /* One kernel for the three rules: the skip, the gradient factor and the grid-stride loop, then
@@ -47,7 +47,11 @@ struct adamw_rule {
 
     __device__ void apply(size_t i, float gs) const
     {
-        tbi_adamw_rule(p + i, m + i, v + i, g[i], gs, k);
+        float pi = GL_LD(p + i), mi = GL_LD(m + i), vi = GL_LD(v + i);
+        tbi_adamw_rule(&pi, &mi, &vi, GL_LD(&g[i]), gs, k);
+        GL_ST(p + i, pi);
+        GL_ST(m + i, mi);
+        GL_ST(v + i, vi);
     }
 };
 
@@ -58,7 +62,10 @@ struct lion_rule {
 
     __device__ void apply(size_t i, float gs) const
     {
-        tbi_lion_rule(p + i, m + i, g[i], gs, k);
+        float pi = GL_LD(p + i), mi = GL_LD(m + i);
+        tbi_lion_rule(&pi, &mi, GL_LD(&g[i]), gs, k);
+        GL_ST(p + i, pi);
+        GL_ST(m + i, mi);
     }
 };
 
@@ -69,7 +76,10 @@ struct sgd_rule {
 
     __device__ void apply(size_t i, float gs) const
     {
-        tbi_sgd_rule(p + i, m + i, g[i], gs, lr, momentum, weight_decay);
+        float pi = GL_LD(p + i), mi = GL_LD(m + i);
+        tbi_sgd_rule(&pi, &mi, GL_LD(&g[i]), gs, lr, momentum, weight_decay);
+        GL_ST(p + i, pi);
+        GL_ST(m + i, mi);
     }
 };
 
