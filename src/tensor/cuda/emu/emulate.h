@@ -441,8 +441,10 @@ static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_
     emu_body = body;
     while (emu_stacks.size() < threads)
         emu_stacks.push_back((char *)malloc(EMU_STACK_BYTES));
-    /* One block cannot race with another: only grids of several are tracked. */
-    const int track = (unsigned long long)grid.x * grid.y * grid.z > 1;
+    /* One block cannot race with another: only grids of several are tracked. A counted launch
+     * (emulate_cost.h) is a measurement: it skips the check, whose page faults cost more than
+     * the count. */
+    const int track = !cost && (unsigned long long)grid.x * grid.y * grid.z > 1;
     if (track)
         emu_track_begin();
     if (cost)
