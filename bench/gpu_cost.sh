@@ -22,7 +22,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 bin=$build/bench/gpu_cost_step
-[ -x "$bin" ] || { echo "gpu_cost.sh: no $bin (cmake --build $build --target gpu_cost_step)" >&2; exit 1; }
+if [ ! -x "$bin" ]; then
+    echo "gpu_cost.sh: no $bin (cmake --build $build --target gpu_cost_step)" >&2
+    exit 1
+fi
 dir=${GPU_COST_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
 frames=2 size=224 n_run=197 n_full=1569
@@ -40,7 +43,8 @@ done | xargs -P2 -I{} sh -c {}
 # flash attention (FlashAttention-2 reaches 35% of H100 peak: the FlashAttention-3 paper,
 # Shah et al. 2024); a launch costs 2.5 us (kernel launch latency with no graph).
 awk -v r="$(echo "$n_full $n_run" | awk "{print \$1 / \$2}")" -v nrun="$n_run" \
-    -v rp="$(echo "$n_full $n_run" | awk "{print int((\$1 + 63) / 64) / int((\$2 + 63) / 64)}")" -v base="$baseline" '
+    -v rp="$(echo "$n_full $n_run" | awk "{print int((\$1 + 63) / 64) / int((\$2 + 63) / 64)}")" \
+    -v base="$baseline" '
 BEGIN { FS = "\t"; bw = 4.8e12; tc = 989e12; e_mem = 0.8; e_gemm = 0.7; e_attn = 0.35;
         launch = 2.5e-6; sms = 132 }
 FNR == 1 { split(FILENAME, p, "_L"); split(p[2], q, "_B"); L = q[1] + 0; B = q[2] + 0; next }
@@ -48,8 +52,10 @@ FNR == 1 { split(FILENAME, p, "_L"); split(p[2], q, "_B"); L = q[1] + 0; B = q[2
     name = $1
     if (name ~ /^lt_matmul/) {           # the token and batch dimensions by name
         split(name, w, " "); split(w[2], d, "x"); s = ""
-        for (i = 1; i <= 3; i++)
-            s = s (i > 1 ? "x" : "") (d[i] == B * nrun ? "BN" : d[i] == B * (nrun - 1) ? "BP" : d[i] == B ? "B" : d[i])
+        for (i = 1; i <= 3; i++) {
+            t = d[i] == B * nrun ? "BN" : d[i] == B * (nrun - 1) ? "BP" : d[i] == B ? "B" : d[i]
+            s = s (i > 1 ? "x" : "") t
+        }
         name = w[1] " " s (w[3] != "" ? " " w[3] : "")
     }
     split($2, g, ","); k = name SUBSEP L SUBSEP B; names[name] = 1
@@ -82,24 +88,41 @@ END {
         tm = Bt / (bw * e_mem); tf = Fl / (tc * e_tc); t = (tm > tf ? tm : tf) + ln * launch
         tl = F / (bw * e_mem); tl = (tl > tf ? tl : tf) + ln * launch
         row[++nk] = nm; T[nk] = t
-        out[nk] = sprintf("| %-34s | %7.0f | %10.1f | %6.2f | %5.2f | %9.0f | %7.1f | %8.1f | %-3s | %-11s | %9.1f | %8.1f |",
+        fmt = "| %-34s | %7.0f | %10.1f | %6.2f | %5.2f | %9.0f | %7.1f | %8.1f | %-3s | %-11s |"
+        out[nk] = sprintf(fmt " %9.1f | %8.1f |",
             nm, ln, Bt / 1e6, F > 0 ? Bt / F : 0, eff, blk / ln, blk / ln / sms, Fl / 1e12,
-            tm >= tf ? "mem" : "tc", (eff < 0.9 ? "sect " : "") (blk / ln < 264 ? "blocks" : ""), t * 1e6, tl * 1e6)
+            tm >= tf ? "mem" : "tc", (eff < 0.9 ? "sect " : "") (blk / ln < 264 ? "blocks" : ""),
+            t * 1e6, tl * 1e6)
         total += t; ltotal += tl
     }
     for (i = 1; i <= nk; i++)            # by time, largest first
         for (j = i + 1; j <= nk; j++)
-            if (T[j] > T[i]) { x = T[i]; T[i] = T[j]; T[j] = x; x = out[i]; out[i] = out[j]; out[j] = x; x = row[i]; row[i] = row[j]; row[j] = x }
-    printf("ViT-B/16 step, 16x224, tubelet 2, N 1569, batch 32, depth 12, bf16: H200 roofline estimate\n")
-    printf("(HBM 4.8e12 B/s x 0.8, tensor 989e12 FLOP/s x 0.7 GEMM / 0.35 attention, 2.5 us a launch)\n\n")
-    printf("| %-34s | %7s | %10s | %6s | %5s | %9s | %7s | %8s | %-3s | %-11s | %9s | %8s |%s\n", "kernel",
+            if (T[j] > T[i]) {
+                x = T[i]; T[i] = T[j]; T[j] = x
+                x = out[i]; out[i] = out[j]; out[j] = x
+                x = row[i]; row[i] = row[j]; row[j] = x
+            }
+    printf("ViT-B/16 step, 16x224, tubelet 2, N 1569, batch 32, depth 12, bf16: ")
+    printf("H200 roofline estimate\n(HBM 4.8e12 B/s x 0.8, tensor 989e12 FLOP/s x 0.7 GEMM / ")
+    printf("0.35 attention, 2.5 us a launch)\n\n")
+    hfmt = "| %-34s | %7s | %10s | %6s | %5s | %9s | %7s | %8s | %-3s | %-11s | %9s | %8s |%s\n"
+    printf(hfmt, "kernel",
         "launch", "MB moved", "/foot", "sect", "blk/lnch", "blk/SM", "TFLOP", "bnd", "flags", "us",
         "us@foot",
         base != "" ? " baseline us |" : "")
-    printf("|%s|%s\n", "------------------------------------|---------|------------|--------|-------|-----------|---------|----------|-----|-------------|-----------|----------", base != "" ? "-------------|" : "")
+    rule = "------------------------------------|---------|------------|--------|-------|"
+    rule = rule "-----------|---------|----------|-----|-------------|-----------|----------"
+    printf("|%s|%s\n", rule, base != "" ? "-------------|" : "")
     for (i = 1; i <= nk; i++)
-        printf("%s%s\n", out[i], base != "" ? sprintf(" %11s |", row[i] in old ? old[row[i]] : "-") : "")
-    printf("\nstep total: %.1f ms (%.1f ms at the footprint)%s\n", total * 1e3, ltotal * 1e3, base != "" ? sprintf(" (baseline: %s)", btotal(base)) : "")
+        printf("%s%s\n", out[i],
+               base != "" ? sprintf(" %11s |", row[i] in old ? old[row[i]] : "-") : "")
+    printf("\nstep total: %.1f ms (%.1f ms at the footprint)%s\n", total * 1e3, ltotal * 1e3,
+           base != "" ? sprintf(" (baseline: %s)", btotal(base)) : "")
 }
-function btotal(f,    l, s) { close(f); s = "-"; while ((getline l < f) > 0) if (l ~ /^step total:/) { sub(/^step total: /, "", l); s = l }; return s }
+function btotal(f,    l, s) {
+    close(f); s = "-"
+    while ((getline l < f) > 0)
+        if (l ~ /^step total:/) { sub(/^step total: /, "", l); s = l }
+    return s
+}
 ' "$dir"/cost_L1_B1.tsv "$dir"/cost_L2_B1.tsv "$dir"/cost_L1_B2.tsv "$dir"/cost_L2_B2.tsv
