@@ -306,10 +306,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         bf16 *orow = out + ((size_t)b * N + row) * D + (size_t)h * HS + 2 * t4;
 #pragma unroll
         for (int ot = 0; ot < OT; ot++)
-            *(__nv_bfloat162 *)(orow + ot * 8) =
-                __floats2bfloat162_rn(o[ot][2 * r] * inv, o[ot][2 * r + 1] * inv);
+            GL_ST((__nv_bfloat162 *)(orow + ot * 8),
+                __floats2bfloat162_rn(o[ot][2 * r] * inv, o[ot][2 * r + 1] * inv));
         if (t4 == 0)
-            lse[(size_t)bh * N + row] = (m[r] + log2f(l[r])) * LN2;
+            GL_ST(&lse[(size_t)bh * N + row], (m[r] + log2f(l[r])) * LN2);
     }
 }
 
@@ -327,18 +327,18 @@ __global__ void attention_bwd_pre_kernel(float *delta, float *dq_work, const bf1
     const __nv_bfloat162 *d = (const __nv_bfloat162 *)(dout + r * HS);
     float sum = 0.0f;
     for (int c = lane; c < HS / 2; c += 32) {
-        float2 a = __bfloat1622float2(o[c]), x = __bfloat1622float2(d[c]);
+        float2 a = __bfloat1622float2(GL_LD(&o[c])), x = __bfloat1622float2(GL_LD(&d[c]));
         sum += a.x * x.x + a.y * x.y;
     }
     for (int off = 16; off > 0; off /= 2)
         sum += shfl_xor(sum, off);
     for (int c = lane; c < HS; c += 32)
-        dq_work[r * HS + c] = 0.0f;
+        GL_ST(&dq_work[r * HS + c], 0.0f);
     if (lane == 0) {
         const size_t bi = r / NH;
         const int h = (int)(r % NH);
         const size_t b = bi / N, i = bi % N;
-        delta[(b * NH + h) * N + i] = sum;
+        GL_ST(&delta[(b * NH + h) * N + i], sum);
     }
 }
 
@@ -352,8 +352,8 @@ __global__ void attention_bwd_post_kernel(bf16 *dqkv, const float *dq_work, int 
     const size_t e = 2 * p, r = e / HS, bi = r / NH;
     const int h = (int)(r % NH), c = (int)(e % HS);
     const size_t dst = bi * 3 * (size_t)NH * HS + (size_t)h * HS + c;
-    *(__nv_bfloat162 *)(dqkv + dst) =
-        __floats2bfloat162_rn(dq_work[e] * scale, dq_work[e + 1] * scale);
+    GL_ST((__nv_bfloat162 *)(dqkv + dst),
+        __floats2bfloat162_rn(GL_LD(&dq_work[e]) * scale, GL_LD(&dq_work[e + 1]) * scale));
 }
 
 /* One block: 64 keys of one (batch, head) against every query block that sees them (all of
@@ -396,8 +396,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* lse pre-scaled to base 2; rows past N get 0 and are masked below. */
     for (int r = threadIdx.x; r < BR; r += THREADS) {
         int i = istart + r;
-        SH_ST(&slse0[r], i < N ? L[i] * LOG2E : 0.0f);
-        SH_ST(&sdel0[r], i < N ? Dl[i] : 0.0f);
+        SH_ST(&slse0[r], i < N ? GL_LD(&L[i]) * LOG2E : 0.0f);
+        SH_ST(&sdel0[r], i < N ? GL_LD(&Dl[i]) : 0.0f);
     }
 
     float dk[OT][4], dv[OT][4];
@@ -418,8 +418,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             cp_async_commit();
             for (int r = threadIdx.x; r < BR; r += THREADS) {
                 int i = i0 + BR + r;
-                SH_ST(&slse0[nb * BR + r], i < N ? L[i] * LOG2E : 0.0f);
-                SH_ST(&sdel0[nb * BR + r], i < N ? Dl[i] : 0.0f);
+                SH_ST(&slse0[nb * BR + r], i < N ? GL_LD(&L[i]) * LOG2E : 0.0f);
+                SH_ST(&sdel0[nb * BR + r], i < N ? GL_LD(&Dl[i]) : 0.0f);
             }
         }
         const bf16 *cq = sq0 + buf * BR * LDS, *cdo = sdo0 + buf * BR * LDS;
@@ -538,10 +538,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         bf16 *dst = dqkv + ((size_t)b * N + key) * ld + D + (size_t)h * HS + 2 * t4;
 #pragma unroll
         for (int ot = 0; ot < OT; ot++) {
-            *(__nv_bfloat162 *)(dst + ot * 8) =
-                __floats2bfloat162_rn(dk[ot][2 * r] * scale, dk[ot][2 * r + 1] * scale);
-            *(__nv_bfloat162 *)(dst + D + ot * 8) =
-                __floats2bfloat162_rn(dv[ot][2 * r], dv[ot][2 * r + 1]);
+            GL_ST((__nv_bfloat162 *)(dst + ot * 8),
+                __floats2bfloat162_rn(dk[ot][2 * r] * scale, dk[ot][2 * r + 1] * scale));
+            GL_ST((__nv_bfloat162 *)(dst + D + ot * 8),
+                __floats2bfloat162_rn(dv[ot][2 * r], dv[ot][2 * r + 1]));
         }
     }
 }

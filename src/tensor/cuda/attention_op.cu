@@ -44,7 +44,7 @@ __global__ void attention_plain_fwd(tbi_t out, float *lse, tbi_t qkv, int B, int
         }
         store_t(out, e, acc / sum);
         if (d == 0)
-            lse[((size_t)b * NH + h) * N + i] = mx + logf(sum);
+            GL_ST(&lse[((size_t)b * NH + h) * N + i], mx + logf(sum));
     }
 }
 
@@ -77,7 +77,7 @@ __global__ void attention_plain_bwd(tbi_t dqkv, tbi_t dout, tbi_t qkv, tbi_t out
         float acc = 0;
         if (which == 0) {
             const int last = causal ? n : N - 1;
-            const float l = lse[((size_t)b * NH + h) * N + n];
+            const float l = GL_LD(&lse[((size_t)b * NH + h) * N + n]);
             for (int j = 0; j <= last; j++) {
                 const float p = expf(score(qkv, b, n, j, h, N, NH, HS, scale) - l);
                 acc += p * dscore(dout, qkv, out, b, n, j, h, N, NH, HS) *
@@ -86,7 +86,7 @@ __global__ void attention_plain_bwd(tbi_t dqkv, tbi_t dout, tbi_t qkv, tbi_t out
             acc *= scale;
         } else {
             for (int i = causal ? n : 0; i < N; i++) {
-                const float l = lse[((size_t)b * NH + h) * N + i];
+                const float l = GL_LD(&lse[((size_t)b * NH + h) * N + i]);
                 const float p = expf(score(qkv, b, i, n, h, N, NH, HS, scale) - l);
                 if (which == 2)
                     acc += p * load_t(dout, ((size_t)b * N + i) * D + (size_t)h * HS + d);

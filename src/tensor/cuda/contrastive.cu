@@ -36,8 +36,8 @@ __global__ void nce_logits_kernel(double *work, int N, int E, const double *scal
     NCE_LOOP(k, (size_t)N * N)
     {
         const size_t i = k / N, j = k % N;
-        p.s[k] = tbi_nce_logit(p.u + i * E, p.w + j * E, E, *scale);
-        p.g[k] = 0;
+        GL_ST(&p.s[k], tbi_nce_logit(p.u + i * E, p.w + j * E, E, GL_LD(scale)));
+        GL_ST(&p.g[k], 0.0);
     }
 }
 
@@ -49,7 +49,7 @@ __global__ void nce_xent_kernel(double *work, double *line_loss, int N, int E, i
     const size_t sr = cols ? 1 : (size_t)N, sc = cols ? (size_t)N : 1;
     NCE_LOOP(i, (size_t)N)
     {
-        line_loss[i] = tbi_nce_xent_line(p.s, p.g, N, i, sr, sc);
+        GL_ST(&line_loss[i], tbi_nce_xent_line(p.s, p.g, N, i, sr, sc));
     }
 }
 
@@ -58,10 +58,10 @@ __global__ void nce_loss_kernel(float *loss, const double *rows, const double *c
 {
     double a = 0, b = 0;
     for (int i = 0; i < N; i++)
-        a += rows[i];
+        a += GL_LD(&rows[i]);
     for (int i = 0; i < N; i++)
-        b += cols[i];
-    *loss = (float)((a / N + b / N) / 2);
+        b += GL_LD(&cols[i]);
+    GL_ST(loss, (float)((a / N + b / N) / 2));
 }
 
 /* *dscale = sum_k g_k s_k / scale, in order */
@@ -70,8 +70,8 @@ __global__ void nce_dscale_kernel(double *dscale, double *work, int N, int E, co
     struct tbi_nce_parts p = tbi_nce_split(work, N, E);
     double d = 0;
     for (size_t k = 0; k < (size_t)N * N; k++)
-        d += p.g[k] * p.s[k] / *scale;
-    *dscale = d;
+        d += GL_LD(&p.g[k]) * GL_LD(&p.s[k]) / GL_LD(scale);
+    GL_ST(dscale, d);
 }
 
 /* du (N, E) row i = sum_j scale g_ij w_j; dw row j = sum_i scale g_ij u_i (the CPU's loop
@@ -85,11 +85,13 @@ __global__ void nce_pair_grads_kernel(double *work, int N, int E, const double *
         const size_t r = (k % ((size_t)N * E)) / E, e = k % E;
         double acc = 0;
         for (int o = 0; o < N; o++) {
-            const double gij = *scale * (side ? p.g[(size_t)o * N + r] : p.g[r * N + o]);
+            const double gij =
+                GL_LD(scale) * (side ? GL_LD(&p.g[(size_t)o * N + r]) : GL_LD(&p.g[r * N + o]));
             if (gij != 0)
-                acc += gij * (side ? p.u[(size_t)o * E + e] : p.w[(size_t)o * E + e]);
+                acc +=
+                    gij * (side ? GL_LD(&p.u[(size_t)o * E + e]) : GL_LD(&p.w[(size_t)o * E + e]));
         }
-        (side ? p.dw : p.du)[r * E + e] = acc;
+        GL_ST(&(side ? p.dw : p.du)[r * E + e], acc);
     }
 }
 
@@ -106,7 +108,7 @@ __global__ void nce_l2_bwd_kernel(float *dv, float *dt, double *work, int N, int
         if (!dx)
             continue;
         tbi_nce_l2_bwd_row(dx + (size_t)(i - row0) * E, (text ? p.w : p.u) + (size_t)i * E,
-                           (text ? p.dw : p.du) + (size_t)i * E, (text ? p.nw : p.nu)[i], E,
+                           (text ? p.dw : p.du) + (size_t)i * E, GL_LD(&(text ? p.nw : p.nu)[i]), E,
                            mult);
     }
 }
@@ -164,14 +166,14 @@ static int tbc_infonce_bwd(tbi_backend *be, float *dv, float *dt, double *dscale
 /* param clamped to [0, 4.6052] in place, *scale = exp of it (the CPU's tbi_logit_scale) */
 __global__ void nce_logit_scale_kernel(double *scale, float *param)
 {
-    const float clamped = *param < 0 ? 0 : *param > 4.6052f ? 4.6052f : *param;
-    *param = clamped;
-    *scale = exp((double)clamped);
+    const float v = GL_LD(param), clamped = v < 0 ? 0 : v > 4.6052f ? 4.6052f : v;
+    GL_ST(param, clamped);
+    GL_ST(scale, exp((double)clamped));
 }
 
 __global__ void nce_logit_scale_bwd_kernel(float *grad, const double *dscale, const double *scale)
 {
-    *grad = (float)(*dscale * *scale);
+    GL_ST(grad, (float)(GL_LD(dscale) * GL_LD(scale)));
 }
 
 static int tbc_logit_scale(tbi_backend *be, double *scale, float *param)

@@ -37,8 +37,8 @@ __global__ void mae_tokens_fill_fwd_kernel(float *x, const float *src, const flo
         const int d = (int)(i % D);
         const size_t bt = i / D;
         const int t = (int)(bt % NT), b = (int)(bt / NT);
-        const float a = t < NS ? src[((size_t)b * NS + t) * D + d] : fill[d];
-        x[i] = a + pos[(size_t)idx[bt] * D + d];
+        const float a = t < NS ? GL_LD(&src[((size_t)b * NS + t) * D + d]) : GL_LD(&fill[d]);
+        GL_ST(&x[i], a + GL_LD(&pos[(size_t)GL_LD(&idx[bt]) * D + d]));
     }
 }
 
@@ -62,7 +62,7 @@ __global__ void mae_tokens_fill_dsrc_kernel(float *dsrc, const float *dx, int B,
     const size_t per = (size_t)NS * D, n = (size_t)B * per;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        dsrc[i] = dx[i / per * (size_t)(NS + NF) * D + i % per];
+        GL_ST(&dsrc[i], GL_LD(&dx[i / per * (size_t)(NS + NF) * D + i % per]));
 }
 
 /* dfill[d]: column d's fill rows summed in float, clips then rows in order (the CPU's sum). */
@@ -114,20 +114,21 @@ __global__ void __launch_bounds__(MAE_THREADS)
     const float m = prm.mean[c], s = prm.std[c];
     if (!norm) {
         for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
-            o[(size_t)p * C] = tbi_target_pixel_rule(x[p], s, m);
+            GL_ST(&o[(size_t)p * C], tbi_target_pixel_rule(GL_LD(&x[p]), s, m));
         return; /* uniform across the block: no barrier follows */
     }
     double sum = 0;
     for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
-        sum += tbi_target_pixel_rule(x[p], s, m);
+        sum += tbi_target_pixel_rule(GL_LD(&x[p]), s, m);
     const double mu = mae_block_sum(sum, sh) / PP;
     double sq = 0;
     for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
-        sq += tbi_target_sq_rule(tbi_target_pixel_rule(x[p], s, m), mu);
+        sq += tbi_target_sq_rule(tbi_target_pixel_rule(GL_LD(&x[p]), s, m), mu);
     sq = mae_block_sum(sq, sh);
     const float fmu = (float)mu, inv = tbi_target_inv_rule(sq, PP);
     for (int p = threadIdx.x; p < PP; p += MAE_THREADS)
-        o[(size_t)p * C] = tbi_target_norm_rule(tbi_target_pixel_rule(x[p], s, m), fmu, inv);
+        GL_ST(&o[(size_t)p * C],
+              tbi_target_norm_rule(tbi_target_pixel_rule(GL_LD(&x[p]), s, m), fmu, inv));
 }
 
 static int tbc_patch_target(tbi_backend *be, float *out, const float *cols, int R, int C, int PP,
@@ -156,18 +157,18 @@ __global__ void __launch_bounds__(MAE_THREADS)
     DYNAMIC_SMEM(smem);
     double *sh = (double *)smem;
     const size_t r = blockIdx.x;
-    const float wr = w[r];
+    const float wr = GL_LD(&w[r]);
     if (wr == 0) {
         if (threadIdx.x == 0)
-            term[r] = 0;
+            GL_ST(&term[r], 0);
         return; /* uniform across the block */
     }
     double acc = 0;
     for (int c = threadIdx.x; c < C; c += MAE_THREADS)
-        acc += tbi_mse_sq_rule(load_t(pred, r * C + c), tgt[r * C + c]);
+        acc += tbi_mse_sq_rule(load_t(pred, r * C + c), GL_LD(&tgt[r * C + c]));
     acc = mae_block_sum(acc, sh);
     if (threadIdx.x == 0)
-        term[r] = tbi_mse_row_rule(wr, acc, C);
+        GL_ST(&term[r], tbi_mse_row_rule(wr, acc, C));
 }
 
 /* One block: the weights' sum W into *wsum, and with term, *loss = sum term / W. */
@@ -178,18 +179,18 @@ __global__ void __launch_bounds__(MAE_THREADS)
     double *sh = (double *)smem;
     double sw = 0, st = 0;
     for (int r = threadIdx.x; r < R; r += MAE_THREADS) {
-        sw += w[r];
+        sw += GL_LD(&w[r]);
         if (term)
-            st += term[r];
+            st += GL_LD(&term[r]);
     }
     sw = mae_block_sum(sw, sh);
     if (term)
         st = mae_block_sum(st, sh);
     if (threadIdx.x == 0) {
         if (wsum)
-            *wsum = sw;
+            GL_ST(wsum, sw);
         if (loss)
-            *loss = (float)(st / sw);
+            GL_ST(loss, (float)(st / sw));
     }
 }
 
@@ -197,11 +198,11 @@ __global__ void mae_mse_bwd_kernel(float *dpred, tbi_t pred, const float *tgt, c
                                    const double *wsum, int R, int C)
 {
     const size_t n = (size_t)R * C;
-    const double W = *wsum;
+    const double W = GL_LD(wsum);
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const float k = tbi_mse_grad_k_rule(w[i / C], C, W);
-        dpred[i] = k * (load_t(pred, i) - tgt[i]);
+        const float k = tbi_mse_grad_k_rule(GL_LD(&w[i / C]), C, W);
+        GL_ST(&dpred[i], k * (load_t(pred, i) - GL_LD(&tgt[i])));
     }
 }
 

@@ -19,8 +19,10 @@ __global__ void __launch_bounds__(SS_THREADS)
     double *tree = (double *)smem;
     double s = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        s += (double)x[i] * x[i];
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float v = GL_LD(&x[i]);
+        s += (double)v * v;
+    }
     SH_ST(&tree[threadIdx.x], s);
     __syncthreads();
     for (int half = SS_THREADS / 2; half > 0; half /= 2) {
@@ -29,15 +31,15 @@ __global__ void __launch_bounds__(SS_THREADS)
         __syncthreads();
     }
     if (threadIdx.x == 0)
-        part[blockIdx.x] = SH_LD(&tree[0]);
+        GL_ST(&part[blockIdx.x], SH_LD(&tree[0]));
 }
 
 __global__ void step_squares_total_kernel(double *acc, const double *part, int blocks)
 {
     double s = 0;
     for (int b = 0; b < blocks; b++)
-        s += part[b];
-    *acc += s;
+        s += GL_LD(&part[b]);
+    GL_ST(acc, GL_LD(acc) + s);
 }
 
 __global__ void step_loss_kernel(struct tbi_step_stats *st, const float *loss, int K)

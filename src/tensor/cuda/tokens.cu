@@ -28,9 +28,10 @@ __global__ void tok_fwd_kernel(float *x, const float *tokens, const float *cls, 
     TOK_LOOP(i, n)
     {
         const int d = (int)(i % D), t = (int)(i / D % NT), b = (int)(i / D / NT);
-        const float v = t < NC ? cls[(size_t)t * D + d] : tokens[((size_t)b * N + t - NC) * D + d];
-        const int r = t < NC ? t : NC + (idx ? idx[(size_t)b * N + t - NC] : t - NC);
-        x[i] = pos ? v + pos[(size_t)r * D + d] : v;
+        const float v = t < NC ? GL_LD(&cls[(size_t)t * D + d])
+                               : GL_LD(&tokens[((size_t)b * N + t - NC) * D + d]);
+        const int r = t < NC ? t : NC + (idx ? GL_LD(&idx[(size_t)b * N + t - NC]) : t - NC);
+        GL_ST(&x[i], pos ? v + GL_LD(&pos[(size_t)r * D + d]) : v);
     }
 }
 
@@ -41,7 +42,7 @@ __global__ void tok_dtokens_kernel(float *dtokens, const float *dx, int B, int N
     TOK_LOOP(i, n)
     {
         const size_t d = i % D, j = i / D % N, b = i / D / N;
-        dtokens[i] = dx[(b * (NC + N) + NC + j) * D + d];
+        GL_ST(&dtokens[i], GL_LD(&dx[(b * (NC + N) + NC + j) * D + d]));
     }
 }
 
@@ -55,8 +56,8 @@ __global__ void tok_sum_clips_kernel(float *rows, const float *dx, int B, int NT
         const size_t d = i % D, t = i / D;
         float g = 0;
         for (int b = 0; b < B; b++)
-            g += dx[((size_t)b * NT + t) * D + d];
-        rows[i] = g;
+            g += GL_LD(&dx[((size_t)b * NT + t) * D + d]);
+        GL_ST(&rows[i], g);
     }
 }
 
@@ -68,11 +69,13 @@ __global__ void tok_dpos_scatter_kernel(float *dpos, const float *dx, const int3
     TOK_LOOP(d, (size_t)D)
     {
         for (int r = 0; r < NPOS; r++)
-            dpos[(size_t)r * D + d] = 0;
+            GL_ST(&dpos[(size_t)r * D + d], 0);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < NC + N; t++) {
-                const int r = t < NC ? t : NC + idx[(size_t)b * N + t - NC];
-                dpos[(size_t)r * D + d] += dx[((size_t)b * (NC + N) + t) * D + d];
+                const int r = t < NC ? t : NC + GL_LD(&idx[(size_t)b * N + t - NC]);
+                GL_ST(&dpos[(size_t)r * D + d],
+                      GL_LD(&dpos[(size_t)r * D + d]) +
+                          (GL_LD(&dx[((size_t)b * (NC + N) + t) * D + d])));
             }
     }
 }
@@ -119,12 +122,12 @@ __global__ void tok_pos_tile_kernel(float *pos, const float *spatial, const floa
     {
         const size_t d = i % D, r = i / D;
         if (r == 0) {
-            pos[i] = spatial[d];
+            GL_ST(&pos[i], GL_LD(&spatial[d]));
             continue;
         }
         const size_t t = (r - 1) / S, s = (r - 1) % S;
-        const float sp = spatial[(1 + s) * D + d];
-        pos[i] = temporal ? sp + temporal[t * D + d] : sp;
+        const float sp = GL_LD(&spatial[(1 + s) * D + d]);
+        GL_ST(&pos[i], temporal ? sp + GL_LD(&temporal[t * D + d]) : sp);
     }
 }
 
@@ -138,19 +141,19 @@ __global__ void tok_pos_tile_bwd_kernel(float *dspatial, float *dtemporal, const
     {
         const size_t d = i % D;
         if (i < (size_t)D) {
-            dspatial[i] = dpos[i];
+            GL_ST(&dspatial[i], GL_LD(&dpos[i]));
         } else if (i < ns) {
             const size_t s = i / D - 1;
             float g = 0;
             for (int t = 0; t < T; t++)
-                g += dpos[(1 + (size_t)t * S + s) * D + d];
-            dspatial[i] = g;
+                g += GL_LD(&dpos[(1 + (size_t)t * S + s) * D + d]);
+            GL_ST(&dspatial[i], g);
         } else {
             const size_t t = (i - ns) / D;
             float g = 0;
             for (int s = 0; s < S; s++)
-                g += dpos[(1 + t * S + s) * D + d];
-            dtemporal[i - ns] = g;
+                g += GL_LD(&dpos[(1 + t * S + s) * D + d]);
+            GL_ST(&dtemporal[i - ns], g);
         }
     }
 }
@@ -186,13 +189,13 @@ __global__ void tok_pool_fwd_kernel(int pool, float *pooled, const float *x, int
         const size_t d = i % D, b = i / D;
         const float *xb = x + b * N * D;
         if (pool == TBI_POOL_FIRST) {
-            pooled[i] = xb[d];
+            GL_ST(&pooled[i], GL_LD(&xb[d]));
             continue;
         }
         float s = 0;
         for (int t = 0; t < N; t++)
-            s += xb[(size_t)t * D + d];
-        pooled[i] = s / (float)N;
+            s += GL_LD(&xb[(size_t)t * D + d]);
+        GL_ST(&pooled[i], s / (float)N);
     }
 }
 
@@ -203,8 +206,8 @@ __global__ void tok_pool_bwd_kernel(int pool, float *dx, const float *dpooled, i
     TOK_LOOP(i, (size_t)B * N * D)
     {
         const size_t d = i % D, t = i / D % N, b = i / D / N;
-        const float g = dpooled[b * D + d];
-        dx[i] = pool == TBI_POOL_FIRST ? (t == 0 ? g : 0.0f) : g * inv;
+        const float g = GL_LD(&dpooled[b * D + d]);
+        GL_ST(&dx[i], pool == TBI_POOL_FIRST ? (t == 0 ? g : 0.0f) : g * inv);
     }
 }
 
@@ -242,11 +245,11 @@ __global__ void tok_rows_kernel(int scatter, float *dst, const float *src, const
     TOK_LOOP(i, (size_t)B * NK * len)
     {
         const size_t e = i % len, j = i / len % NK, b = i / len / NK;
-        const size_t row = b * N + (size_t)idx[b * NK + j];
+        const size_t row = b * N + (size_t)GL_LD(&idx[b * NK + j]);
         if (scatter)
-            dst[row * len + e] = src[i];
+            GL_ST(&dst[row * len + e], GL_LD(&src[i]));
         else
-            dst[i] = src[row * len + e];
+            GL_ST(&dst[i], GL_LD(&src[row * len + e]));
     }
 }
 
@@ -255,7 +258,7 @@ __global__ void tok_transpose_kernel(float *out, const float *in, int R, int C)
     TOK_LOOP(i, (size_t)R * C)
     {
         const size_t r = i % R, c = i / R; /* out (C, R) in its own order: coalesced writes */
-        out[i] = in[r * C + c];
+        GL_ST(&out[i], GL_LD(&in[r * C + c]));
     }
 }
 
@@ -266,11 +269,12 @@ __global__ void tok_embed_bwd_kernel(float *dtable, const float *dx, const int32
     TOK_LOOP(d, (size_t)D)
     {
         for (int v = 0; v < V; v++)
-            dtable[(size_t)v * D + d] = 0;
+            GL_ST(&dtable[(size_t)v * D + d], 0);
         for (int r = 0; r < R; r++) {
-            const int v = ids[r];
+            const int v = GL_LD(&ids[r]);
             if (v >= 0 && v < V)
-                dtable[(size_t)v * D + d] += dx[(size_t)r * D + d];
+                GL_ST(&dtable[(size_t)v * D + d],
+                      GL_LD(&dtable[(size_t)v * D + d]) + (GL_LD(&dx[(size_t)r * D + d])));
         }
     }
 }

@@ -28,12 +28,12 @@ __global__ void vid_normalize_kernel(float *out, const uint8_t *clips, const uin
         const int t = (int)(q % T);
         q /= T;
         const int c = (int)(q % 3), b = (int)(q / 3);
-        const int sx = flip && flip[b] ? W - 1 - x : x;
-        const uint8_t v = clips[((((size_t)b * T + t) * H + y) * W + sx) * 3 + c];
+        const int sx = flip && GL_LD(&flip[b]) ? W - 1 - x : x;
+        const uint8_t v = GL_LD(&clips[((((size_t)b * T + t) * H + y) * W + sx) * 3 + c]);
         /* selects, not an indexed load: a dynamic index into the parameter would be local memory */
         const float m = c == 0 ? p.mean[0] : c == 1 ? p.mean[1] : p.mean[2];
         const float sd = c == 0 ? p.std[0] : c == 1 ? p.std[1] : p.std[2];
-        out[i] = ((float)v - m) / sd;
+        GL_ST(&out[i], ((float)v - m) / sd);
     }
 }
 
@@ -71,8 +71,9 @@ __global__ void vid_patchify_kernel(float *cols, const float *video, int B, int 
         const int tok = (int)(q % N), b = (int)(q / N);
         const int dx = e % P, dy = e / P % P, dt = e / (P * P) % TU, c = e / (P * P * TU);
         const int t = tok / (Hp * Wp), h = tok / Wp % Hp, w = tok % Wp;
-        cols[i] = video[((((size_t)b * C + c) * T + t * TU + dt) * H + h * P + dy) * W +
-                        (size_t)w * P + dx];
+        GL_ST(&cols[i],
+              GL_LD(&video[((((size_t)b * C + c) * T + t * TU + dt) * H + h * P + dy) * W +
+                           (size_t)w * P + dx]));
     }
 }
 
@@ -100,9 +101,9 @@ __global__ void vid_mixup_kernel(float *x, int B, size_t clip, float a, float c)
          j += (size_t)gridDim.x * blockDim.x) {
         const size_t b = j / clip, i = j % clip;
         float *u = x + b * clip + i, *v = x + ((size_t)B - 1 - b) * clip + i;
-        const float ui = *u, vi = *v;
-        *u = ui * a + vi * c;
-        *v = vi * a + ui * c;
+        const float ui = GL_LD(u), vi = GL_LD(v);
+        GL_ST(u, ui * a + vi * c);
+        GL_ST(v, vi * a + ui * c);
     }
 }
 
@@ -126,9 +127,9 @@ __global__ void vid_cutmix_kernel(float *x, int B, int CT, int H, int W, struct 
         const size_t qp = q % CT, b = q / CT;
         const size_t o = qp * plane + (size_t)y * W + k;
         float *u = x + b * clip + o, *v = x + ((size_t)B - 1 - b) * clip + o;
-        const float t = *u;
-        *u = *v;
-        *v = t;
+        const float t = GL_LD(u);
+        GL_ST(u, GL_LD(v));
+        GL_ST(v, t);
     }
 }
 
@@ -210,22 +211,23 @@ __global__ void vid_erase_kernel(float *x, int C, int T, int H, int W, const int
 {
     const int c = blockIdx.x % C, bt = blockIdx.x / C, t = bt % T, b = bt / T;
     const int32_t *bx = boxes + (size_t)bt * 4;
-    if (bx[0] < 0)
+    if (GL_LD(&bx[0]) < 0)
         return;
     uint64_t k0 = 0;
     for (int s = 0; s < t; s++) {
         const int32_t *o = boxes + ((size_t)b * T + s) * 4;
-        if (o[0] >= 0)
-            k0 += (uint64_t)C * (uint64_t)(o[1] - o[0]) * (uint64_t)(o[3] - o[2]);
+        if (GL_LD(&o[0]) >= 0)
+            k0 += (uint64_t)C * (uint64_t)(GL_LD(&o[1]) - GL_LD(&o[0])) *
+                  (uint64_t)(GL_LD(&o[3]) - GL_LD(&o[2]));
     }
-    const int bw = bx[3] - bx[2];
-    const size_t area = (size_t)(bx[1] - bx[0]) * bw;
+    const int bw = GL_LD(&bx[3]) - GL_LD(&bx[2]);
+    const size_t area = (size_t)(GL_LD(&bx[1]) - GL_LD(&bx[0])) * bw;
     k0 += (uint64_t)c * area;
     float *f = x + (((size_t)b * C + c) * T + t) * H * W;
-    const uint64_t stream = streams[b];
+    const uint64_t stream = GL_LD(&streams[b]);
     for (size_t i = threadIdx.x; i < area; i += blockDim.x) {
-        const int y = bx[0] + (int)(i / bw), k = bx[2] + (int)(i % bw);
-        f[(size_t)y * W + k] = (float)vid_normal_at(seed, stream, k0 + i);
+        const int y = GL_LD(&bx[0]) + (int)(i / bw), k = GL_LD(&bx[2]) + (int)(i % bw);
+        GL_ST(&f[(size_t)y * W + k], (float)vid_normal_at(seed, stream, k0 + i));
     }
 }
 

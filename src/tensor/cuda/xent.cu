@@ -24,11 +24,11 @@ __global__ void xent_rows_kernel(double *rows, float *probs, const float *logits
     const float *z = logits + (size_t)b * K;
     float *p = probs + (size_t)b * K;
     if (soft) {
-        rows[b] = tbi_xent_soft_row(p, z, soft + (size_t)b * K, K);
+        GL_ST(&rows[b], tbi_xent_soft_row(p, z, soft + (size_t)b * K, K));
         return;
     }
-    const int64_t t = targets[b];
-    rows[b] = t >= 0 && t < K ? tbi_xent_hard_row(p, z, t, K, smoothing) : nan("");
+    const int64_t t = GL_LD(&targets[b]);
+    GL_ST(&rows[b], t >= 0 && t < K ? tbi_xent_hard_row(p, z, t, K, smoothing) : nan(""));
 }
 
 /* *loss = the mean of rows (B), added in order. */
@@ -36,8 +36,8 @@ __global__ void xent_mean_kernel(float *loss, const double *rows, int B)
 {
     double total = 0;
     for (int b = 0; b < B; b++)
-        total += rows[b];
-    *loss = (float)(total / B);
+        total += GL_LD(&rows[b]);
+    GL_ST(loss, (float)(total / B));
 }
 
 /* dlogits = (probs - q) / B, q the smoothed one-hot of the target (NaN for a bad label). */
@@ -46,9 +46,9 @@ __global__ void xent_bwd_kernel(float *dlogits, const float *probs, const int64_
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)B * K;
          i += (size_t)gridDim.x * blockDim.x) {
-        const int64_t t = targets[i / K];
+        const int64_t t = GL_LD(&targets[i / K]);
         const float qi = t < 0 || t >= K ? nanf("") : (int64_t)(i % K) == t ? q.on : q.off;
-        dlogits[i] = tbi_xent_hard_grad_rule(probs[i], qi, q.inv_b);
+        GL_ST(&dlogits[i], tbi_xent_hard_grad_rule(GL_LD(&probs[i]), qi, q.inv_b));
     }
 }
 

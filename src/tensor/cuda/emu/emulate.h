@@ -28,6 +28,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "emulate_cost.h"
 #include "emulate_mem.h"
 
 /* cuda_runtime.h defined these as host-compiler attributes; here they mean nothing. */
@@ -143,6 +144,14 @@ static void emu_warp_sync(void)
         if (emu_threads[i].done)
             emu_fail("warp collective with a full mask after a lane of the warp exited");
     emu_wait(1 + w, w * 32, 32);
+}
+
+/* A global access of thread emu_cur: counted when the launch is (emulate_cost.h). */
+template <class T> static inline T *emu_gl(T *p, int write)
+{
+    if (emu_cost.on)
+        emu_cost_access(emu_cur, p, sizeof(T), write);
+    return p;
 }
 
 static void __syncthreads(void)
@@ -416,7 +425,7 @@ static void emu_run_block(unsigned threads)
 /* Runs body as every thread of every block of grid, blocks one after another. Threads are
  * numbered x fastest, warps are 32 consecutive numbers, as on the hardware. */
 static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_bytes,
-                         const std::function<void()> &body)
+                         const std::function<void()> &body, const char *cost = nullptr)
 {
     const unsigned threads = block.x * block.y * block.z;
     gridDim = emu_idx{grid.x, grid.y, grid.z};
@@ -432,10 +441,14 @@ static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_
     emu_body = body;
     while (emu_stacks.size() < threads)
         emu_stacks.push_back((char *)malloc(EMU_STACK_BYTES));
-    /* One block cannot race with another: only grids of several are tracked. */
-    const int track = (unsigned long long)grid.x * grid.y * grid.z > 1;
+    /* One block cannot race with another: only grids of several are tracked. A counted launch
+     * (emulate_cost.h) is a measurement: it skips the check, whose page faults cost more than
+     * the count. */
+    const int track = !cost && (unsigned long long)grid.x * grid.y * grid.z > 1;
     if (track)
         emu_track_begin();
+    if (cost)
+        emu_cost_begin(threads);
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -453,12 +466,18 @@ static void emu_run_grid(const char *kernel, dim3 grid, dim3 block, size_t smem_
                     emu_threads[i].stack = emu_stacks[i];
                     emu_make_thread(&emu_threads[i]);
                 }
+                if (cost)
+                    emu_cost_block_begin(threads);
                 emu_run_block(threads);
+                if (cost)
+                    emu_cost_block_end();
                 if (track)
                     emu_track_block((bz * grid.y + by) * grid.x + bx, emu_where);
             }
     if (track)
         emu_track_end();
+    if (cost)
+        emu_cost_end(cost, kernel, grid, block, smem_bytes);
     snprintf(emu_where, sizeof(emu_where), "outside any kernel");
     emu_free(emu_smem_base);
     emu_smem_base = nullptr;
@@ -484,7 +503,10 @@ static void emu_launch(const void *fn, const char *kernel, dim3 grid, dim3 block
     if (!emu_launch_ok(fn, grid, block, smem_bytes))
         return;
     emu_n_launched++;
-    emu_enqueue(s, [=] { emu_run_grid(kernel, grid, block, smem_bytes, body); });
+    const std::string cost = emu_cost_path(); /* read now: the program may unset it later */
+    emu_enqueue(s, [=] {
+        emu_run_grid(kernel, grid, block, smem_bytes, body, cost.empty() ? nullptr : cost.c_str());
+    });
 }
 
 /* What src/tensor/cuda/cuda_common.h defines for nvcc, here for the emulator. */
@@ -492,8 +514,8 @@ static void emu_launch(const void *fn, const char *kernel, dim3 grid, dim3 block
 #define TBC_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     emu_launch(reinterpret_cast<const void *>(&kernel), #kernel, dim3(grid), dim3(block), smem,    \
                stream, [=] { kernel(__VA_ARGS__); })
-#define GL_LD(p) (*(p))
-#define GL_ST(p, v) (*(p) = (v))
+#define GL_LD(p) (*emu_gl((p), 0))
+#define GL_ST(p, v) (*emu_gl((p), 1) = (v))
 #define SH_LD(p) (*emu_sh_rd((p), __LINE__))
 #define SH_ST(p, v) (*emu_sh_wr((p), __LINE__) = (v))
 #define cudaFuncSetAttribute(fn, attr, value) emu_func_set_attribute(&fn, attr, value)

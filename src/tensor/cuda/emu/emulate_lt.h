@@ -406,6 +406,30 @@ static size_t emu_lt_extent(const emu_lt_layout *l)
     return l->cols ? ((l->cols - 1) * (uint64_t)l->ld + l->rows) * emu_lt_size(l->type) : 0;
 }
 
+/* The product as one launch of the cost count (emulate_cost.h): 2 m n k FLOPs; A, B (and C, the
+ * bias) read once and D (and the bias gradient) written once, the least cuBLASLt moves (its
+ * tiles re-read A and B from L2, not counted); sectors as if fully coalesced; the grid
+ * assumed: 128 x 128 tiles of D, 256 threads. */
+static void emu_lt_cost(const char *path, uint64_t m, uint64_t n, uint64_t k,
+                        const emu_lt_layout &a, const emu_lt_layout &b, const emu_lt_layout *c,
+                        const emu_lt_layout &d, int epi)
+{
+    const double ea = (double)(a.rows * a.cols * emu_lt_size(a.type));
+    const double eb = (double)(b.rows * b.cols * emu_lt_size(b.type));
+    const double ed = (double)(d.rows * d.cols * emu_lt_size(d.type));
+    const double ec = c ? (double)(c->rows * c->cols * emu_lt_size(c->type)) : 0;
+    const int has_bias = epi == CUBLASLT_EPILOGUE_BIAS, has_bgrad = epi == CUBLASLT_EPILOGUE_BGRADB;
+    const double bias = (double)((has_bias ? m : n) * emu_lt_size(d.type));
+    const double rd = ea + eb + ec + (has_bias ? bias : 0), wr = ed + (has_bgrad ? bias : 0);
+    char name[96];
+    snprintf(name, sizeof(name), "lt_matmul %llux%llux%llu%s", (unsigned long long)m,
+             (unsigned long long)n, (unsigned long long)k,
+             has_bias ? " bias" : has_bgrad ? " bgradb" : "");
+    const dim3 grid((unsigned)((m + 127) / 128), (unsigned)((n + 127) / 128));
+    emu_cost_write(path, name, grid, dim3(256), 0, rd, wr, rd, wr, rd + wr, (rd + wr) / 32,
+                   2.0 * (double)m * (double)n * (double)k, 0);
+}
+
 static cublasStatus_t emu_ltMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
                                    const void *alpha, const void *A, cublasLtMatrixLayout_t a,
                                    const void *B, cublasLtMatrixLayout_t b, const void *beta,
@@ -470,7 +494,10 @@ static cublasStatus_t emu_ltMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc
     const emu_lt_layout La = *l[0], Lb = *l[1], Lc = *l[2], Ld = *l[3];
     const int ta = d->transa == CUBLAS_OP_T, tb = d->transb == CUBLAS_OP_T;
     const void *bias = d->bias;
+    const std::string cost = emu_cost_path();
     emu_enqueue(stream, [=] {
+        if (!cost.empty())
+            emu_lt_cost(cost.c_str(), m, n, k, La, Lb, be != 0 ? &Lc : nullptr, Ld, epi);
         snprintf(emu_where, sizeof(emu_where), "in the emulated cuBLASLt product %llux%llux%llu",
                  (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
         for (uint64_t j = 0; j < n; j++)

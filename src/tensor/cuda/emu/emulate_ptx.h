@@ -93,6 +93,8 @@ static void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
     }
     emu_warp_sync();
     emu_n_collectives++;
+    if (emu_cost.on && emu_lane() == 0)
+        emu_cost.flops += 2.0 * 16 * 8 * 16; /* one m16n8k16 per warp */
 }
 
 static void emu_cp_async16(void *dst, const void *src, int valid, int line)
@@ -100,6 +102,8 @@ static void emu_cp_async16(void *dst, const void *src, int valid, int line)
     if (!emu_in_smem(dst, 16) || ((uintptr_t)dst & 15) || ((uintptr_t)src & 15))
         emu_fail("cp.async destination outside shared memory, or an address not 16-aligned");
     emu_sh_access(dst, 16, 1, line);
+    if (valid)
+        emu_gl(static_cast<const uint4 *>(src), 0); /* a global read of 16 bytes, counted */
     emu_thread &t = emu_threads[emu_cur];
     t.copies.push_back(emu_copy{dst, src, valid, t.committed, line});
     /* Until the wait that retires it, the destination holds nothing defined: NaN bytes, so a
@@ -134,6 +138,8 @@ template <int n> static void cp_async_wait(void)
 static float atomicAdd(float *p, float v)
 {
     emu_track_atomic(p, sizeof(*p));
+    if (emu_cost.on)
+        emu_cost_access(emu_cur, p, sizeof(*p), 2);
     const float old = *p;
     *p = old + v;
     return old;
