@@ -37,6 +37,7 @@ nccl-sum@src/tensor/cuda/backend.cu@s/TBC_NCCL_F32, TBC_NCCL_AVG/TBC_NCCL_F32, T
 no-overlap@src/train/loop.c@s/if \(f->world > 1 && !f->defer\) \{/if (f->world > 1 \&\& !f->defer \&\& 0) {/@^test_dist$@reduction overlap
 zero-wrong-root@src/train/optim.c@s/                             opt->owner\[span\]\);/                             0);/@^test_dist$@ZeRO weights
 zero-no-gather@src/train/loop.c@s/rc = tbi_optim_gather\(&r->opt\);\n    if \(rc == 0 && r->lead && improved/rc = 0;\n    if (rc == 0 \&\& r->lead \&\& improved/@^test_dist$@ZeRO checkpoint
+stage-no-wait@src/tensor/cuda/backend.cu@s/if \(tbc_rt_event_sync\(c->stage_ev\[k\]\)\)/if (0)/@^test_backend$@pinned staging ring
 early-read@src/tensor/cuda/attention.cu@s/cp_async_wait<1>\(\);/cp_async_wait<2>();/@^test_backend$|attention_emulate@asynchronous copy
 EOF
 }

@@ -84,9 +84,39 @@ static int tbc_zero(tbi_backend *be, void *p, size_t bytes)
     return 0;
 }
 
+/* A large copy through the pinned ring (struct tbc_ctx's stage): each TBC_STAGE_BYTES piece
+ * waits for its slot's previous copy, is written there by the host, and copied on the compute
+ * stream, whose later work sees it in order. 0, or -1 where a slot cannot be had. */
+static int staged_to_device(struct tbc_ctx *c, unsigned char *dst, const unsigned char *src,
+                            size_t bytes)
+{
+    for (int k = 0; k < 2; k++)
+        if (!c->stage[k] && (tbc_rt_host_alloc(&c->stage[k], TBC_STAGE_BYTES) ||
+                             tbc_rt_event(&c->stage_ev[k])))
+            return -1;
+    const size_t piece = TBC_STAGE_BYTES;
+    for (size_t at = 0; at < bytes; at += piece) {
+        const size_t n = bytes - at < piece ? bytes - at : piece;
+        const int k = c->stage_next;
+        c->stage_next = 1 - k;
+        if (tbc_rt_event_sync(c->stage_ev[k]))
+            return -1;
+        memcpy(c->stage[k], src + at, n);
+        if (tbc_rt_from_pinned(dst + at, c->stage[k], n, c->compute) ||
+            tbc_rt_record(c->stage_ev[k], c->compute))
+            return -1;
+    }
+    return 0;
+}
+
 static int tbc_to_device(tbi_backend *be, void *dst, const void *host_src, size_t bytes)
 {
-    if (bytes && tbc_rt_to_device(dst, host_src, bytes, tbc_stream(be)))
+    struct tbc_ctx *c = tbc_ctx_of(be);
+    const int rc = bytes < TBC_STAGE_MIN
+                       ? tbc_rt_to_device(dst, host_src, bytes, tbc_stream(be))
+                       : staged_to_device(c, (unsigned char *)dst,
+                                          (const unsigned char *)host_src, bytes);
+    if (rc)
         return tbi_err(TB_ECUDA, "%s: a copy of %zu bytes to the device", be->name, bytes);
     return 0;
 }
@@ -344,6 +374,10 @@ extern "C" void TBC_CLOSE(tbi_backend *be)
         c->nccl->destroy(c->nccl_comm);
     tbc_rt_event_destroy(c->ev_compute);
     tbc_rt_event_destroy(c->ev_comm);
+    for (int k = 0; k < 2; k++) {
+        tbc_rt_host_free(c->stage[k]);
+        tbc_rt_event_destroy(c->stage_ev[k]);
+    }
     if (c->compute)
         tbc_rt_stream_destroy(c->compute);
     if (c->comm)
@@ -393,7 +427,7 @@ extern "C" int TBC_OPEN(tbi_backend *be)
     struct tbc_ctx *c = (struct tbc_ctx *)calloc(1, sizeof(*c));
     if (!c)
         return tbi_err(TB_ENOMEM, "out of memory");
-    c->ev_compute = c->ev_comm = -1;
+    c->ev_compute = c->ev_comm = c->stage_ev[0] = c->stage_ev[1] = -1;
     be->ctx = c;
     be->name = TBC_NAME;
     be->device = TB_DEVICE_CUDA;

@@ -46,7 +46,15 @@ struct tbc_ctx {
     int n_gemms, cap_gemms;
     const struct tbc_nccl *nccl; /* NCCL's functions (nccl.h), with more than one process */
     void *nccl_comm;             /* its communicator */
+    /* Copies to the device of TBC_STAGE_MIN bytes and more go through a ring of two pinned
+     * host slots (backend.cu's to_device): the host fills one while the other's copy runs,
+     * and the device reads pinned memory as the stream reaches the copy, so the host is not
+     * held until the stream drains. Allocated at the first such copy. */
+    void *stage[2];
+    int stage_ev[2]; /* recorded after each slot's copy: the slot is free once it is done */
+    int stage_next;
 };
+enum { TBC_STAGE_MIN = 1 << 20, TBC_STAGE_BYTES = 16 << 20 };
 
 static inline struct tbc_ctx *tbc_ctx_of(tbi_backend *be)
 {
@@ -120,6 +128,20 @@ static inline int tbc_rt_sync(void)
 {
     return TBC_RT(cudaDeviceSynchronize());
 }
+static inline int tbc_rt_host_alloc(void **p, size_t n)
+{
+    return TBC_RT(cudaHostAlloc(p, n, cudaHostAllocDefault));
+}
+static inline void tbc_rt_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+/* From pinned host memory: the device reads it when the stream reaches the copy. */
+static inline int tbc_rt_from_pinned(void *d, const void *h, size_t n, cudaStream_t s)
+{
+    return TBC_RT(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+}
 static inline int tbc_rt_stream(cudaStream_t *s)
 {
     return TBC_RT(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
@@ -158,6 +180,11 @@ static inline int tbc_rt_record(int ev, cudaStream_t s)
 static inline int tbc_rt_wait(cudaStream_t s, int ev)
 {
     return TBC_RT(cudaStreamWaitEvent(s, tbc_events[ev], 0));
+}
+/* The host waits for ev's latest record. */
+static inline int tbc_rt_event_sync(int ev)
+{
+    return TBC_RT(cudaEventSynchronize(tbc_events[ev]));
 }
 static inline int tbc_rt_mem_info(size_t *free_b, size_t *total)
 {
@@ -210,6 +237,20 @@ static inline int tbc_rt_sync(void)
     emu_drain();
     return 0;
 }
+static inline int tbc_rt_host_alloc(void **p, size_t n)
+{
+    *p = malloc(n ? n : 1);
+    return *p ? 0 : TB_ENOMEM;
+}
+static inline void tbc_rt_host_free(void *p)
+{
+    free(p);
+}
+static inline int tbc_rt_from_pinned(void *d, const void *h, size_t n, cudaStream_t s)
+{
+    emu_copy_pinned(d, h, n, s);
+    return 0;
+}
 static inline int tbc_rt_stream(cudaStream_t *s)
 {
     *s = emu_stream_create();
@@ -237,6 +278,12 @@ static inline int tbc_rt_record(int ev, cudaStream_t s)
 static inline int tbc_rt_wait(cudaStream_t s, int ev)
 {
     emu_stream_wait(s, ev);
+    return 0;
+}
+static inline int tbc_rt_event_sync(int ev)
+{
+    (void)ev;
+    emu_drain(); /* every record is done after it */
     return 0;
 }
 /* The emulated device's memory: TBC_EMU_MEM_GB (default 80, an H100's), or less where the

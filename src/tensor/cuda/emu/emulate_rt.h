@@ -182,6 +182,14 @@ static inline void emu_copy_in(void *dst, const void *src, size_t bytes, cudaStr
     emu_enqueue(s, [dst, staged] { memcpy(dst, staged.data(), staged.size()); });
 }
 
+/* From pinned host memory: read when the stream reaches the copy (not when it is queued, as
+ * from pageable memory), so a host that writes the memory again before the copy is done
+ * changes what the device gets, as on a GPU. */
+static inline void emu_copy_pinned(void *dst, const void *src, size_t bytes, cudaStream_t s)
+{
+    emu_enqueue(s, [dst, src, bytes] { memcpy(dst, src, bytes); });
+}
+
 static inline void emu_copy_out(void *dst, const void *src, size_t bytes)
 {
     emu_drain();
