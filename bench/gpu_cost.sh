@@ -50,6 +50,7 @@ BEGIN { FS = "\t"; bw = 4.8e12; tc = 989e12; e_mem = 0.8; e_gemm = 0.7; e_attn =
 FNR == 1 { split(FILENAME, p, "_L"); split(p[2], q, "_B"); L = q[1] + 0; B = q[2] + 0; next }
 {
     name = $1
+    sub(/<.*/, "", name)                 # the instances of a template as one kernel
     if (name ~ /^lt_matmul/) {           # the token and batch dimensions by name
         split(name, w, " "); split(w[2], d, "x"); s = ""
         for (i = 1; i <= 3; i++) {
@@ -72,7 +73,9 @@ END {
     if (base != "")
         while ((getline line < base) > 0)
             if (split(line, c, "|") > 10 && c[2] !~ /^ *kernel *$|---/) {
-                gsub(/^ +| +$/, "", c[2]); gsub(/ /, "", c[12]); old[c[2]] = c[12]
+                gsub(/^ +| +$/, "", c[2]); sub(/<.*/, "", c[2]); gsub(/ /, "", c[12])
+                gsub(/ /, "", c[4]); gsub(/ /, "", c[10])
+                old[c[2]] = c[12]; if (c[10] == "mem") old_mem += c[4]
             }
     total = 0; nk = 0
     for (nm in names) {
@@ -94,6 +97,14 @@ END {
             tm >= tf ? "mem" : "tc", (eff < 0.9 ? "sect " : "") (blk / ln < 264 ? "blocks" : ""),
             t * 1e6, tl * 1e6)
         total += t; ltotal += tl
+        if (tm >= tf) {                  # memory-bound: the judged rules
+            mem += Bt
+            if (t < 20e-6 * ln)          # a launch of a few blocks that takes microseconds
+                small = small " " nm
+            else if (eff < 0.9 || blk / ln < 264 || (F > 0 && Bt / F > 1.3))
+                miss[++nmiss] = sprintf("%s (sect %.2f, %.0f blocks, %.2f x footprint)", nm,
+                                        eff, blk / ln, F > 0 ? Bt / F : 0)
+        }
     }
     for (i = 1; i <= nk; i++)            # by time, largest first
         for (j = i + 1; j <= nk; j++)
@@ -118,6 +129,14 @@ END {
                base != "" ? sprintf(" %11s |", row[i] in old ? old[row[i]] : "-") : "")
     printf("\nstep total: %.1f ms (%.1f ms at the footprint)%s\n", total * 1e3, ltotal * 1e3,
            base != "" ? sprintf(" (baseline: %s)", btotal(base)) : "")
+    printf("memory-bound kernels move %.1f GB%s\n", mem / 1e9,
+           old_mem > 0 ? sprintf(" (baseline %.1f GB: %.2f of it)", old_mem / 1e3,
+                                 mem / 1e6 / old_mem) : "")
+    printf("memory-bound kernels under sector efficiency 0.9, 264 blocks or over 1.3 x their ")
+    printf("footprint: %d\n", nmiss)
+    for (i = 1; i <= nmiss; i++)
+        printf("  %s\n", miss[i])
+    printf("not judged (each launch under 20 us: reductions to a few numbers):%s\n", small)
 }
 function btotal(f,    l, s) {
     close(f); s = "-"

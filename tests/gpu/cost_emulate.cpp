@@ -32,6 +32,13 @@ __global__ void vec_kernel(uint4 *out, const uint4 *in, int n)
         GL_ST(&out[i], GL_LD(&in[i]));
 }
 
+/* Every lane reads one word, as a row's mean is read by the lanes of a column tile. */
+__global__ void broadcast_kernel(float *out, const float *in)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    GL_ST(&out[i], GL_LD(&in[0]));
+}
+
 __global__ void atomic_kernel(float *sum)
 {
     atomicAdd(sum, 1.0f);
@@ -104,10 +111,11 @@ int main(void)
     TBC_LAUNCH(vec_kernel, N / 4 / T, T, 0, nullptr, (uint4 *)out, (const uint4 *)in, N / 4);
     TBC_LAUNCH(atomic_kernel, 2, T, 0, nullptr, out);
     TBC_LAUNCH(mma_kernel, 1, 32, 0, nullptr, out);
+    TBC_LAUNCH(broadcast_kernel, N / T, T, 0, nullptr, out, in);
     unsetenv("TBC_EMU_COST");
     std::vector<rec> r = read_lines(path);
-    expect("lines recorded", (double)r.size(), 6);
-    if (r.size() == 6) {
+    expect("lines recorded", (double)r.size(), 7);
+    if (r.size() == 7) {
         /* A coalesced copy: N reads and N writes of 4 bytes, each once; a warp's 32 lanes read
          * 128 contiguous bytes of a 256-aligned buffer: 4 sectors, all bytes used. */
         expect("copy: bytes read", r[0].read, 4.0 * N);
@@ -116,8 +124,9 @@ int main(void)
         expect("copy: write footprint", r[0].write_foot, 4.0 * N);
         expect("copy: sectors (N / 32 warp accesses x 4, x 2)", r[0].sectors, 2.0 * N / 32 * 4);
         expect("copy: sector efficiency", r[0].req / (32 * r[0].sectors), 1.0);
-        /* Stride 32 floats (128 bytes): every lane in a sector of its own. */
-        expect("strided: bytes read", r[1].read, 4.0 * N);
+        /* Stride 32 floats (128 bytes): every lane in a sector of its own, which moves 32
+         * bytes for its 4. */
+        expect("strided: bytes read (32 a lane)", r[1].read, 32.0 * N);
         expect("strided: sectors (N / 32 x 32, x 2)", r[1].sectors, 2.0 * N / 32 * 32);
         expect("strided: sector efficiency", r[1].req / (32 * r[1].sectors), 1.0 / 8);
         /* Each element read twice. */
@@ -137,6 +146,13 @@ int main(void)
         expect("atomic: sectors", r[4].sectors, 2.0 * T / 32);
         /* One warp, one m16n8k16: 2 x 16 x 8 x 16 FLOPs. */
         expect("mma: tensor FLOPs", r[5].flops, 2.0 * 16 * 8 * 16);
+        /* A word all 32 lanes read: one sector a warp (not 32 x 4 bytes), 4 bytes of it asked
+         * for; the writes coalesced: 4 sectors a warp, all asked for. */
+        expect("broadcast: bytes read (a sector a warp)", r[6].read, 32.0 * N / 32);
+        expect("broadcast: bytes written", r[6].write, 4.0 * N);
+        expect("broadcast: read footprint", r[6].read_foot, 4);
+        expect("broadcast: sector efficiency ((4 + 128) / (5 x 32))",
+               r[6].req / (32 * r[6].sectors), (4.0 + 128) / (5 * 32));
     }
     unlink(path);
     emu_free(in);

@@ -2,9 +2,12 @@
  * counted as it runs: with TBC_EMU_COST=FILE set when a kernel or cuBLASLt product is queued,
  * one tab-separated line per launch is appended to FILE (columns: EMU_COST_COLUMNS). Counted:
  * global loads and stores through GL_LD / GL_ST (a 16-byte vector is one access), cp.async
- * from global (a load), atomicAdd (an atomic: a read and a write), bytes as accessed and the
- * footprint (distinct bytes read, distinct bytes written: a bitmap per page), 32-byte sectors
- * per warp access, and mma.sync FLOPs. Not modelled: caches, L2 reuse, bank conflicts,
+ * from global (a load), atomicAdd (an atomic: a read and a write); the bytes moved (a warp
+ * access's distinct 32-byte sectors, 32 bytes each, as the memory system moves them: a load
+ * all lanes share moves one sector, not 32 copies; an atomic moves its own bytes, lanes one
+ * after another), the footprint (distinct bytes read, distinct bytes written: a bitmap per
+ * page), sectors and the distinct bytes the warp asked for (req: their ratio is the sector
+ * efficiency, at most 1), and mma.sync FLOPs. Not modelled: caches, L2 reuse, bank conflicts,
  * latency (docs/CUDA.md). Unset: nothing is recorded and each access costs one branch.
  * Tests: tests/gpu/cost_emulate.cpp. */
 #ifndef TUBELET_EMULATE_COST_H
@@ -28,8 +31,9 @@
  * Threads number their own accesses of each kind; a lane that skips one (a branch) shifts its
  * later ones, so a divergent kernel's groups mix accesses, as its divergent warps would. */
 struct emu_cost_group {
-    uint32_t n, bytes;
-    uint64_t sec[64]; /* 32 lanes, an unaligned access may touch 2 sectors */
+    uint32_t n;
+    uint64_t lo[32];  /* each lane's first byte */
+    uint32_t len[32]; /* and its length */
 };
 
 struct emu_cost_state {
@@ -82,23 +86,47 @@ static void emu_cost_access(int t, const void *p, size_t bytes, int kind)
 {
     emu_cost_state &c = emu_cost;
     const uintptr_t a = (uintptr_t)p;
-    if (kind != 1) {
-        c.read += (double)bytes;
+    if (kind != 1)
         emu_cost_mark(c.rd, a, bytes);
-    }
-    if (kind != 0) {
-        c.write += (double)bytes;
+    if (kind != 0)
         emu_cost_mark(c.wr, a, bytes);
+    if (kind == 2) { /* an atomic: its own read and write */
+        c.read += (double)bytes;
+        c.write += (double)bytes;
+        c.atomics++;
     }
-    c.atomics += kind == 2;
     const uint32_t k = c.seq[(size_t)t * 3 + (size_t)kind]++;
     std::vector<emu_cost_group> &gs = c.g[(size_t)(t / 32) * 3 + (size_t)kind];
     if (gs.size() <= k)
-        gs.resize(k + 1, emu_cost_group{0, 0, {0}});
+        gs.resize(k + 1, emu_cost_group{0, {0}, {0}});
     emu_cost_group &g = gs[k];
-    g.bytes += (uint32_t)bytes;
-    for (uintptr_t s = a >> 5; s <= (a + bytes - 1) >> 5 && g.n < 64; s++)
-        g.sec[g.n++] = s;
+    if (g.n < 32) {
+        g.lo[g.n] = a;
+        g.len[g.n++] = (uint32_t)bytes;
+    }
+}
+
+/* A warp access's distinct sectors and distinct bytes (the lanes' ranges merged). */
+static void emu_cost_group_count(emu_cost_group &g, double *sectors, double *distinct)
+{
+    uint64_t sec[64], order[32];
+    int ns = 0;
+    for (uint32_t i = 0; i < g.n; i++) {
+        for (uint64_t s = g.lo[i] >> 5; s <= (g.lo[i] + g.len[i] - 1) >> 5 && ns < 64; s++)
+            sec[ns++] = s;
+        order[i] = i;
+    }
+    std::sort(sec, sec + ns);
+    *sectors = (double)(std::unique(sec, sec + ns) - sec);
+    std::sort(order, order + g.n, [&g](uint64_t x, uint64_t y) { return g.lo[x] < g.lo[y]; });
+    uint64_t end = 0;
+    *distinct = 0;
+    for (uint32_t i = 0; i < g.n; i++) {
+        const uint64_t lo = g.lo[order[i]], hi = lo + g.len[order[i]];
+        const uint64_t from = lo > end ? lo : end;
+        *distinct += hi > from ? (double)(hi - from) : 0;
+        end = hi > end ? hi : end;
+    }
 }
 
 /* A launch of threads threads a block begins (after emu_cost_path said yes). */
@@ -121,14 +149,20 @@ static void emu_cost_block_begin(unsigned threads)
 static void emu_cost_block_end(void)
 {
     emu_cost_state &c = emu_cost;
-    for (std::vector<emu_cost_group> &gs : c.g) {
-        for (emu_cost_group &g : gs) {
+    for (size_t w = 0; w < c.g.size(); w++) {
+        const int kind = (int)(w % 3);
+        for (emu_cost_group &g : c.g[w]) {
             if (!g.n)
                 continue;
-            std::sort(g.sec, g.sec + g.n);
-            c.sectors += (double)(std::unique(g.sec, g.sec + g.n) - g.sec);
-            c.req += g.bytes;
-            g.n = g.bytes = 0;
+            double sectors, distinct;
+            emu_cost_group_count(g, &sectors, &distinct);
+            c.sectors += sectors;
+            c.req += distinct;
+            if (kind == 0)
+                c.read += 32 * sectors;
+            else if (kind == 1)
+                c.write += 32 * sectors;
+            g.n = 0;
         }
     }
 }
