@@ -140,6 +140,8 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
                                int b1)
 {
+    /* ln also holds proj's and fc2's products until their residual adds: within the same
+     * block's call, so within these ticks */
     void *bufs[] = {&s->ln, &s->dF, &s->bias3, &s->res1};
     size_t h = tbi_dt_size(c->dt), D = (size_t)c->D, f = sizeof(float);
     size_t bytes[] = {R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * f,
