@@ -443,6 +443,18 @@ OP(scale_add)
     RUN(d->be->ops->scale_add(d->be, F(d->out[1]), NULL, d->in[1], d->in[2], B, 500));
 }
 
+/* with drop path's factors, and without (a plain add); segments of 500, not a multiple of 8 */
+OP(residual_add)
+{
+    if (prepare) {
+        add_in(io, (size_t)B * 500, 1), add_in(io, (size_t)B * 500, 1), add_in(io, B, 1);
+        add_out(io, (size_t)B * 500), add_out(io, (size_t)B * 500);
+        return;
+    }
+    RUN(d->be->ops->residual_add(d->be, d->out[0], d->in[0], F(d->in[1]), d->in[2], B, 500));
+    RUN(d->be->ops->residual_add(d->be, d->out[1], d->in[0], F(d->in[1]), NULL, B, 500));
+}
+
 OP(scatter_rows)
 {
     if (prepare) {
@@ -1021,6 +1033,21 @@ static void case_scale_add_bf16(struct io *io, struct dev *d, int prepare)
     RUN(d->be->ops->scale_add(d->be, F(d->out[1]), NULL, d->in[1], d->in[2], B, 500));
 }
 
+/* x bf16: a block's branch in bf16 mode, as the block passes it (in place, as the MLP's add
+ * is not: out[1] first holds a) */
+static void case_residual_add_bf16(struct io *io, struct dev *d, int prepare)
+{
+    if (prepare) {
+        case_residual_add(io, d, 1);
+        return;
+    }
+    void *x = bf16_in(d, io->in[1], B * 500);
+    RUN(d->be->ops->residual_add(d->be, d->out[0], d->in[0], BF(x), d->in[2], B, 500));
+    RUN(d->be->ops->copy(d->be, d->out[1], d->in[0], sizeof(float) * B * 500));
+    RUN(d->be->ops->residual_add(d->be, d->out[1], d->out[1], BF(x), NULL, B, 500));
+    RUN(d->be->ops->free(d->be, x));
+}
+
 /* MAE's loss on bf16 predictions (the head's product in bf16 mode). */
 static void mse_bf16(struct io *io, struct dev *d, int prepare, int bwd)
 {
@@ -1169,6 +1196,7 @@ static void test_bf16_storage(void)
         {case_act_bwd_bf16, case_act_bwd, 3, 3, "act_bwd in bf16, in place"},
         {case_attention_fwd_bf16, case_attention_fwd, 1, 1, "attention_fwd in bf16"},
         {case_scale_add_bf16, case_scale_add, 0, 1, "scale_add into bf16"},
+        {case_residual_add_bf16, case_residual_add, 2, 0, "residual_add of a bf16 branch"},
         {case_mse_fwd_bf16, case_mse_fwd, 1, 0, "mse_fwd from bf16 predictions"},
         {case_mse_bwd_bf16, case_mse_bwd, 1, 0, "mse_bwd from bf16 predictions"},
     };
@@ -1354,6 +1382,8 @@ static const struct op_case cases[] = {
     {"scatter_rows", case_scatter_rows, 0, "a scatter: exact"},
     {"scale_add", case_scale_add, 0, "one multiply and add"},
     {"scale_add", case_scale_add_bf16, 1e-2, "bf16 results: one bit either way"},
+    {"residual_add", case_residual_add, 0, "one multiply and add, or one add"},
+    {"residual_add", case_residual_add_bf16, 0, "bf16 widens exactly: one multiply and add"},
     {"mse_fwd", case_mse_fwd_bf16, 1e-6, "bf16 predictions: double sums in another order"},
     {"mse_bwd", case_mse_bwd_bf16, 1e-6, "bf16 predictions: the weight sum in another order"},
     {"tokens_fill_fwd", case_tokens_fill_fwd, 0, "one add per element"},

@@ -25,8 +25,8 @@ int tbi_block_supported(const tbi_backend *be, const struct tbi_block_cfg *c)
      * attention's pair (by enum tb_attention) */
     static const int typed[] = {TBI_OP_layernorm_fwd, TBI_OP_layernorm_bwd, TBI_OP_matmul_fwd,
                                 TBI_OP_matmul_bwd, TBI_OP_act_fwd, TBI_OP_act_bwd,
-                                TBI_OP_scale_add};
-    static const int f32[] = {TBI_OP_add, TBI_OP_copy, TBI_OP_zero};
+                                TBI_OP_scale_add, TBI_OP_residual_add};
+    static const int f32[] = {TBI_OP_copy, TBI_OP_zero};
     static const int attention[TB_ATTENTION_N][2] = {
         [TB_ATTENTION_GLOBAL] = {TBI_OP_attention_fwd, TBI_OP_attention_bwd}};
     static const char *const names[] = {
@@ -140,6 +140,8 @@ void tbi_block_scratch_declare(struct tbi_plan *p, struct tbi_block_scratch *s,
                                const struct tbi_block_cfg *c, size_t R, int f0, int f1, int b0,
                                int b1)
 {
+    /* ln also holds proj's and fc2's products until their residual adds: within the same
+     * block's call, so within these ticks */
     void *bufs[] = {&s->ln, &s->dF, &s->bias3, &s->res1};
     size_t h = tbi_dt_size(c->dt), D = (size_t)c->D, f = sizeof(float);
     size_t bytes[] = {R * D * h, R * tbi_block_dF_floats(c) * h, 3 * D * f,
@@ -197,18 +199,18 @@ void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_bl
 }
 
 /* res1 = x + proj(att) into r1, drop path's factors on the branch: the forward's, and the
- * backward's again for a block that recomputes it (the same bits). */
+ * backward's again for a block that recomputes it (the same bits). The product goes to ln (not
+ * needed once qkv has read it), of the block's dtype: in bf16 mode stored as the bf16 it is
+ * rounded to, with no f32 copy and no rounding pass, and the add widens it as it reads it. */
 static int residual1(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
-                     const struct tbi_block_acts *a, float *r1, const float *drop,
-                     const float *x, int B, int N)
+                     const struct tbi_block_acts *a, const struct tbi_block_scratch *s, float *r1,
+                     const float *drop, const float *x, int B, int N)
 {
     const struct tbi_ops *o = be->ops;
     int D = c->D, R = B * N;
-    TBI_TRY(o->matmul_fwd(be, c->dt, f32(r1), act(c, a->att), f32(w->p[TBI_BLK_PROJ_W]),
+    TBI_TRY(o->matmul_fwd(be, c->dt, act(c, s->ln), act(c, a->att), f32(w->p[TBI_BLK_PROJ_W]),
                           f32(w->p[TBI_BLK_PROJ_B]), R, D, D));
-    if (drop)
-        return o->scale_add(be, f32(r1), x, r1, drop, B, (size_t)N * D);
-    return o->add(be, r1, r1, x, (size_t)R * D);
+    return o->residual_add(be, r1, x, act(c, s->ln), drop, B, (size_t)N * D);
 }
 
 int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -229,7 +231,7 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     TBI_TRY(o->attention_fwd(be, act(c, a->att), a->lse, act(c, a->qkv), B, N, c->NH, HS,
                              c->causal));
     float *r1 = a->res1 ? a->res1 : s->res1;
-    TBI_TRY(residual1(be, c, w, a, r1, drop, x, B, N));
+    TBI_TRY(residual1(be, c, w, a, s, r1, drop, x, B, N));
     /* y = r + fc2(act(fc1(norm2(r)))) */
     TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, r1,
                              p[TBI_BLK_LN2_W], p[TBI_BLK_LN2_B], R, D, c->eps));
@@ -238,11 +240,10 @@ int tbi_block_forward(tbi_backend *be, const struct tbi_block_cfg *c, const stru
     if (for_backward)
         return 0;
     TBI_TRY(o->act_fwd(be, c->act, act(c, s->dF), act(c, a->fc1), (size_t)R * F));
-    TBI_TRY(o->matmul_fwd(be, c->dt, f32(y), act(c, s->dF), f32(p[TBI_BLK_FC2_W]),
+    /* fc2's product in ln as proj's (norm2's output is not needed once fc1 has read it) */
+    TBI_TRY(o->matmul_fwd(be, c->dt, act(c, s->ln), act(c, s->dF), f32(p[TBI_BLK_FC2_W]),
                           f32(p[TBI_BLK_FC2_B]), R, F, D));
-    if (drop)
-        return o->scale_add(be, f32(y), r1, y, drop + B, B, (size_t)N * D);
-    return o->add(be, y, y, r1, (size_t)R * D);
+    return o->residual_add(be, y, r1, act(c, s->ln), drop ? drop + B : NULL, B, (size_t)N * D);
 }
 
 int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const struct tbi_block_w *w,
@@ -258,7 +259,7 @@ int tbi_block_backward(tbi_backend *be, const struct tbi_block_cfg *c, const str
      * block's input and the saved statistics, to the bit. */
     float *r1 = a->res1 ? a->res1 : s->res1;
     if (from == TBI_FROM_MLP || (from == TBI_FROM_SET && !a->res1))
-        TBI_TRY(residual1(be, c, w, a, r1, drop, x, B, N));
+        TBI_TRY(residual1(be, c, w, a, s, r1, drop, x, B, N));
     TBI_TRY(o->layernorm_fwd(be, act(c, s->ln), a->ln2_mean, a->ln2_rstd, r1,
                              p[TBI_BLK_LN2_W], p[TBI_BLK_LN2_B], R, D, c->eps));
     if (from == TBI_FROM_MLP)

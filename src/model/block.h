@@ -92,7 +92,9 @@ void tbi_block_acts_carve(struct tbi_block_acts *a, void *p, const struct tbi_bl
 /* Scratch shared by all blocks of a tower, of the blocks' dtype (c->dt) but bias3; the
  * blocks' alone (a tower plans its own rows). */
 struct tbi_block_scratch {
-    void *ln;                     /* (R, D): a LayerNorm output */
+    void *ln;                     /* (R, D): a LayerNorm output; then, once the product
+                                   * after that LayerNorm has read it, proj's or fc2's output
+                                   * before its residual add */
     void *dD;                     /* (R, D) */
     void *dF;                     /* (R, max(F, 3D)): the forward's act(fc1), the backward's
                                    * fc1 and qkv gradients */

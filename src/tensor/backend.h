@@ -148,6 +148,13 @@ struct tbi_step_stats {
       (tbi_backend * be, tbi_t out, const float *a, const float *x, const float *scale, int B,     \
        size_t n),                                                                                  \
       (be, out, a, x, scale, B, n))                                                                \
+    /* a block's branch x (B segments of n, the block's dtype: bf16 widened exactly) onto the      \
+     * residual stream: out = a + scale[b] x in segment b (drop path's factors, on the device);    \
+     * scale NULL: out = a + x exactly, no multiply. out may be a (or x where x is f32) */         \
+    X(residual_add,                                                                                \
+      (tbi_backend * be, float *out, const float *a, tbi_t x, const float *scale, int B,           \
+       size_t n),                                                                                  \
+      (be, out, a, x, scale, B, n))                                                                \
     /* qkv (B, N, 3, NH, HS) -> out (B, N, D), lse (B, NH, N); causal: key j > query i masked */   \
     X(attention_fwd,                                                                               \
       (tbi_backend * be, tbi_t out, float *lse, tbi_t qkv, int B, int N, int NH, int HS,           \
@@ -380,7 +387,8 @@ enum tbi_op {
  * signatures above. */
 #define TBI_OP_BF16_LIST(X)                                                                        \
     X(matmul_fwd) X(matmul_bwd) X(layernorm_fwd) X(layernorm_bwd) X(act_fwd) X(act_bwd)           \
-    X(scale_add) X(attention_fwd) X(attention_bwd) X(mse_fwd) X(mse_bwd)
+    X(scale_add) X(residual_add) X(attention_fwd) X(attention_bwd) X(mse_fwd)                      \
+    X(mse_bwd)
 
 struct tbi_backend {
     const char *name;          /* "cpu", "cpu-guarded", "cuda-emu", "cuda" */

@@ -501,8 +501,21 @@ int tbi_cpu_scale_add(tbi_backend *be, tbi_t out, const float *a, const float *x
     TBI_TRY(views_check(&v, &out, 1));
     float *fo = view_out(&v, out, (size_t)B * n);
     TBI_TRY(views_oom(&v));
-    tbi_scale_add(fo, a, x, scale, B, n);
+    tbi_scale_add(fo, a, tbi_f32(x), scale, B, n);
     store(&v, out, fo, (size_t)B * n);
+    return 0;
+}
+
+/* x is read in its dtype by the kernel (no view: bf16 widens inside the loop); out is f32. */
+int tbi_cpu_residual_add(tbi_backend *be, float *out, const float *a, tbi_t x,
+                         const float *scale, int B, size_t n)
+{
+    (void)be;
+    struct views v = {.prec = TB_DTYPE_F32};
+    TBI_TRY(views_check(&v, &x, 1));
+    if (!out || !a || !x.p || B < 0)
+        return tbi_err(TB_EINVAL, "residual_add: an output, a residual and a branch, B >= 0");
+    tbi_scale_add(out, a, x, scale, B, n);
     return 0;
 }
 

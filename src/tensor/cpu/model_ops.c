@@ -335,16 +335,45 @@ void tbi_erase_boxes(float *x, int B, int C, int T, int H, int W, const int32_t 
     }
 }
 
-void tbi_scale_add(float *out, const float *a, const float *x, const float *scale, int B,
-                   size_t n)
+/* Element i of x (f32, or bf16 widened exactly). */
+static inline __attribute__((always_inline)) float x_at(const void *x, int bf16, size_t i)
+{
+    if (!bf16)
+        return ((const float *)x)[i];
+    uint32_t u = (uint32_t)((const uint16_t *)x)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* One span of scale_add / residual_add, inlined with bf16 constant so that each dtype gets a
+ * loop of its own (the widening is a shift the vectoriser sees through). */
+static inline __attribute__((always_inline)) void add_span(float *out, const float *a,
+                                                           const void *x, int bf16,
+                                                           const float *scale, size_t i0,
+                                                           size_t i1)
+{
+    if (scale) {
+        float s = *scale;
+        for (size_t i = i0; i < i1; i++)
+            out[i] = (a ? a[i] : 0.0f) + s * x_at(x, bf16, i);
+    } else {
+        for (size_t i = i0; i < i1; i++)
+            out[i] = a[i] + x_at(x, bf16, i);
+    }
+}
+
+void tbi_scale_add(float *out, const float *a, tbi_t x, const float *scale, int B, size_t n)
 {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (size_t i0 = 0; i0 < n; i0 += 4096) {
             size_t i1 = i0 + 4096 < n ? i0 + 4096 : n, o = (size_t)b * n;
-            float s = scale[b];
-            for (size_t i = i0; i < i1; i++)
-                out[o + i] = (a ? a[o + i] : 0.0f) + s * x[o + i];
+            const float *s = scale ? scale + b : NULL;
+            if (x.dt == TB_DTYPE_BF16)
+                add_span(out, a, x.p, 1, s, o + i0, o + i1);
+            else
+                add_span(out, a, x.p, 0, s, o + i0, o + i1);
         }
 }
 

@@ -27,8 +27,9 @@ void tbi_patch_target(float *out, const float *cols, int R, int C, int PP, const
 /* The loss (returned) and its gradient. */
 float tbi_mse_fwd(const float *pred, const float *tgt, const float *w, int R, int C);
 void tbi_mse_bwd(float *dpred, const float *pred, const float *tgt, const float *w, int R, int C);
-void tbi_scale_add(float *out, const float *a, const float *x, const float *scale, int B,
-                   size_t n);
+/* out = a + scale[b] x in segment b of n (a NULL: 0; scale NULL: a + x, no multiply); x f32
+ * or bf16 (scale_add's and residual_add's kernel). */
+void tbi_scale_add(float *out, const float *a, tbi_t x, const float *scale, int B, size_t n);
 void tbi_mix_clips(float *x, int B, int CT, int H, int W, float lam, const int *box);
 void tbi_erase_boxes(float *x, int B, int C, int T, int H, int W, const int32_t *boxes,
                      uint64_t seed, const uint64_t *streams);

@@ -221,16 +221,15 @@ static int tbc_bcast(tbi_backend *be, float *x, size_t n, int root)
  * registry's stand-in fails naming it (src/tensor/registry.c). test_backend runs the parity
  * case of every op named here and lists the ones left out. */
 #define TBC_HAS(X)                                                                                 \
-    X(alloc) X(alloc_zero) X(free) X(zero) X(to_device) X(to_host) X(copy) X(sync) X(mem_avail)   \
-    X(reduce_start) X(reduce_wait) X(gather) X(bcast) X(matmul_fwd) X(matmul_bwd)                  \
-    X(layernorm_fwd) X(layernorm_bwd) X(act_fwd) X(act_bwd) X(add) X(scale_add) X(attention_fwd)  \
-    X(attention_bwd) X(xent_fwd) X(xent_bwd) X(xent_soft_fwd) X(xent_soft_bwd) X(mix_clips)       \
-    X(erase_boxes) X(normalize) X(patchify) X(tokens_fwd) X(tokens_bwd) X(gather_rows)            \
-    X(scatter_rows) X(tokens_fill_fwd) X(tokens_fill_bwd) X(patch_target) X(mse_fwd) X(mse_bwd)   \
-    X(pos_tile_fwd) X(pos_tile_bwd) X(embed_bwd) X(transpose) X(pool_fwd) X(pool_bwd) X(adamw)    \
-    X(lion) X(sgd) X(sum_squares_acc) X(step_loss) X(step_check) X(adamw_checked)                 \
-    X(lion_checked) X(sgd_checked) X(infonce_fwd) X(infonce_bwd) X(logit_scale)                   \
-    X(logit_scale_bwd)
+    X(alloc) X(alloc_zero) X(free) X(zero) X(to_device) X(to_host) X(copy) X(sync) X(mem_avail)    \
+    X(reduce_start) X(reduce_wait) X(gather) X(bcast) X(matmul_fwd) X(matmul_bwd) X(layernorm_fwd) \
+    X(layernorm_bwd) X(act_fwd) X(act_bwd) X(add) X(scale_add) X(residual_add) X(attention_fwd)    \
+    X(attention_bwd) X(xent_fwd) X(xent_bwd) X(xent_soft_fwd) X(xent_soft_bwd) X(mix_clips)        \
+    X(erase_boxes) X(normalize) X(patchify) X(tokens_fwd) X(tokens_bwd) X(gather_rows)             \
+    X(scatter_rows) X(tokens_fill_fwd) X(tokens_fill_bwd) X(patch_target) X(mse_fwd) X(mse_bwd)    \
+    X(pos_tile_fwd) X(pos_tile_bwd) X(embed_bwd) X(transpose) X(pool_fwd) X(pool_bwd) X(adamw)     \
+    X(lion) X(sgd) X(sum_squares_acc) X(step_loss) X(step_check) X(adamw_checked) X(lion_checked)  \
+    X(sgd_checked) X(infonce_fwd) X(infonce_bwd) X(logit_scale) X(logit_scale_bwd)
 
 static struct tbi_ops tbc_table(void)
 {

@@ -1,14 +1,15 @@
 /* src/tensor/cuda/elementwise.cu - the per-element ops: exact-erf GELU and QuickGELU forward and
- * backward, add, scale_add; the activations are the CPU's rules (src/tensor/act_rules.h) on
- * CUDA's erfcf and expf where the CPU has its own fits (tbi_erfcf, tbi_expf), so the f32
- * results agree to a few ulps, not to the bit. Grid-stride loops of 256 threads over 16-byte
- * vectors (8 elements of any dtype: a uint4 of bf16 or two float4 of f32; add's 4 f32 a
- * float4), then the rest one element per thread; where a tensor is not 16-byte aligned (one
- * carved from an arena may start anywhere its dtype allows) the launcher takes the scalar
- * form, one element per thread and step. Coalesced either way; each thread reads its elements
- * before it writes them, so the in-place forms are safe. Typed tensors are read and written by
- * their runtime dtype, uniform over a launch; every value is the scalar form's, to the bit.
- * Global memory through GL_LD / GL_ST. Tests: tests/gpu/ops_emulate.cpp. */
+ * backward, add, scale_add, residual_add; the activations are the CPU's rules
+ * (src/tensor/act_rules.h) on CUDA's erfcf and expf where the CPU has its own fits (tbi_erfcf,
+ * tbi_expf), so the f32 results agree to a few ulps, not to the bit. Grid-stride loops of 256
+ * threads over 16-byte vectors (8 elements of any dtype: a uint4 of bf16 or two float4 of f32;
+ * add's 4 f32 a float4), then the rest one element per thread; where a tensor is not 16-byte
+ * aligned (one carved from an arena may start anywhere its dtype allows) the launcher takes the
+ * scalar form, one element per thread and step. Coalesced either way; each thread reads its
+ * elements before it writes them, so the in-place forms are safe. Typed tensors are read and
+ * written by their runtime dtype, uniform over a launch; every value is the scalar form's, to the
+ * bit. Global memory through GL_LD / GL_ST. Tests: tests/gpu/ops_emulate.cpp, tests/test_backend.c
+ * (residual_add's parity on cuda-emu). */
 #include <math.h>
 
 #include "tensor/act_rules.h"
@@ -184,11 +185,14 @@ __global__ void __launch_bounds__(EW_THREADS)
     ew_loop<V>(add_body{out, a, b}, n);
 }
 
-/* One segment of scale_add: out = a + s x over the segment at o (a NULL: 0 + s x). */
+/* One segment of scale_add and residual_add: out = a + s x over the segment at o (a NULL:
+ * 0 + s x; scaled 0: a + x, no multiply); x f32 or bf16, out f32 or bf16. */
 struct scale_add_body {
     tbi_t out;
-    const float *a, *x;
+    const float *a;
+    tbi_t x;
     float s;
+    int scaled;
     size_t o;
 
     template <int V> __device__ __forceinline__ void run(size_t i) const
@@ -201,22 +205,48 @@ struct scale_add_body {
             for (int k = 0; k < V; k++)
                 av[k] = 0.0f;
         }
-        load_f<V>(x + o + i, xv);
+        load_v<V>(x, o + i, xv);
+        if (scaled) {
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            av[k] = av[k] + s * xv[k];
+            for (int k = 0; k < V; k++)
+                av[k] = av[k] + s * xv[k];
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                av[k] = av[k] + xv[k];
+        }
         store_v<V>(out, o + i, av);
     }
 };
 
 /* Segment b of n at blockIdx.y (striding by gridDim.y past 65535 segments): no division per
- * element. The vector form only where n is a multiple of 8 (every segment starts aligned). */
+ * element; scale NULL: no factor. */
 template <int V>
-__global__ void __launch_bounds__(EW_THREADS)
-    scale_add_kernel(tbi_t out, const float *a, const float *x, const float *scale, int B, size_t n)
+static __device__ __forceinline__ void scale_add_segments(tbi_t out, const float *a, tbi_t x,
+                                                          const float *scale, int B, size_t n)
 {
     for (int b = blockIdx.y; b < B; b += gridDim.y)
-        ew_loop<V>(scale_add_body{out, a, x, GL_LD(scale + b), (size_t)b * n}, n);
+        ew_loop<V>(scale_add_body{out, a, x, scale ? GL_LD(scale + b) : 1.0f, scale != nullptr,
+                                  (size_t)b * n},
+                   n);
+}
+
+/* The vector form only where every segment starts aligned (n a multiple of 8, or one
+ * segment). */
+template <int V>
+__global__ void __launch_bounds__(EW_THREADS)
+    scale_add_kernel(tbi_t out, const float *a, tbi_t x, const float *scale, int B, size_t n)
+{
+    scale_add_segments<V>(out, a, x, scale, B, n);
+}
+
+/* The same arithmetic under its own name, so that a profile and the cost report tell the
+ * blocks' residual adds from drop path's scaling. */
+template <int V>
+__global__ void __launch_bounds__(EW_THREADS)
+    residual_add_kernel(tbi_t out, const float *a, tbi_t x, const float *scale, int B, size_t n)
+{
+    scale_add_segments<V>(out, a, x, scale, B, n);
 }
 
 static int act_ok(int act)
@@ -299,11 +329,38 @@ static int tbc_scale_add(tbi_backend *be, tbi_t out, const float *a, const float
     if (B == 0 || n == 0)
         return 0;
     const unsigned segs = B < 65535 ? B : 65535;
+    const tbi_t xt = {(void *)x, TB_DTYPE_F32};
     if (n % EW_VEC == 0 && ew_vec_ok(out.p, a, x))
         TBC_LAUNCH(scale_add_kernel<EW_VEC>, dim3(ew_blocks(n, EW_VEC), segs), EW_THREADS, 0, s,
-                   out, a, x, scale, B, n);
+                   out, a, xt, scale, B, n);
     else
-        TBC_LAUNCH(scale_add_kernel<1>, dim3(ew_blocks(n, 1), segs), EW_THREADS, 0, s, out, a, x,
+        TBC_LAUNCH(scale_add_kernel<1>, dim3(ew_blocks(n, 1), segs), EW_THREADS, 0, s, out, a, xt,
+                   scale, B, n);
+    TB_CUDA_OR_RETURN(cudaGetLastError());
+    return 0;
+}
+
+/* Without factors the B segments are one of B n (the vector form then needs no multiple of
+ * 8: the loop's tail takes the rest). */
+static int tbc_residual_add(tbi_backend *be, float *out, const float *a, tbi_t x,
+                            const float *scale, int B, size_t n)
+{
+    cudaStream_t s = tbc_stream(be);
+    if (!out || !a || !x.p || B < 0 || !tbc_aligned(out, 4) || !tbc_aligned(a, 4) ||
+        !tbc_typed_ok(x) || !tbc_aligned(scale, 4))
+        return tbi_err(TB_EINVAL, "%s residual_add: a shape, dtype or alignment it does not take",
+                       be->name);
+    if (B == 0 || n == 0)
+        return 0;
+    if (!scale)
+        n *= (size_t)B, B = 1;
+    const unsigned segs = B < 65535 ? B : 65535;
+    const tbi_t ot = {out, TB_DTYPE_F32};
+    if ((B == 1 || n % EW_VEC == 0) && ew_vec_ok(out, a, x.p))
+        TBC_LAUNCH(residual_add_kernel<EW_VEC>, dim3(ew_blocks(n, EW_VEC), segs), EW_THREADS, 0,
+                   s, ot, a, x, scale, B, n);
+    else
+        TBC_LAUNCH(residual_add_kernel<1>, dim3(ew_blocks(n, 1), segs), EW_THREADS, 0, s, ot, a, x,
                    scale, B, n);
     TB_CUDA_OR_RETURN(cudaGetLastError());
     return 0;
