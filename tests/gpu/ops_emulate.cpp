@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "tensor/cuda/cuda_common.h"
+#include "tensor/layernorm_rules.h"
 
 /* The cuda-emu backend of the library: its own emulated device in its own translation unit
  * (src/tensor/cuda/emu/backend_emu.cpp); the memory here is this file's emulator's, the same
@@ -542,6 +543,113 @@ struct twins {
     }
 };
 
+/* ---- LayerNorm's register kernels against its plain kernels, bit for bit --------------------
+ * layernorm.cu reads a row of up to 1024 columns (a multiple of 4, tensors aligned) once, into
+ * registers, and transposes it across the warp so that each lane adds the same columns in the
+ * same order as the plain kernels, which take every other row and are the kernels before the
+ * register ones, unchanged but for their names (one warp a row, the row read again per pass).
+ * Each case runs the library on 16-byte aligned tensors (the register kernels where the width
+ * allows) and on twins one element past (the plain kernels: misaligned rows): the bits must be
+ * equal. A copy of the plain kernels here would not do: this file is not compiled with the
+ * library's -march (FMA contractions differ). TBC_EMU_COST says which kernel ran and what it
+ * read: a register kernel must read each row exactly once (the plain kernels read it 3 times
+ * forward, twice backward: not vacuous). The CPU comparison above (case_layernorm) runs both
+ * kernels too, within its tolerance. */
+
+/* The launches TBC_EMU_COST recorded in path: kernel name and bytes read, one a line. */
+struct cost_line {
+    std::string kernel;
+    double read;
+};
+
+static std::vector<cost_line> cost_lines(const char *path)
+{
+    std::vector<cost_line> v;
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        char name[256];
+        double col[2];
+        if (sscanf(line, "%255[^\t]\t%*s\t%*s\t%lf\t%lf", name, &col[0], &col[1]) == 3)
+            v.push_back(cost_line{name, col[1]});
+    }
+    if (f)
+        fclose(f);
+    remove(path);
+    return v;
+}
+
+/* Whether the first launch recorded was the row kernel want, reading read bytes (< 0: any). */
+static void expect_kernel(const std::vector<cost_line> &lines, const char *want, double read)
+{
+    const int ok = !lines.empty() && lines[0].kernel == want && (read < 0 || lines[0].read == read);
+    n_checks++;
+    n_failed += !ok;
+    printf("    ran %s, read %.0f bytes", lines.empty() ? "nothing" : lines[0].kernel.c_str(),
+           lines.empty() ? 0 : lines[0].read);
+    if (read >= 0)
+        printf(" (each row once: %.0f)", read);
+    printf(" | %s\n", ok ? "ok" : "FAIL");
+}
+
+static void case_layernorm_bits(int R, int C, int dt)
+{
+    const int vec = C % 4 == 0 && C <= 1024, bf = dt == TB_DTYPE_BF16;
+    printf("  layernorm bits R %d C %d %s (%s)\n", R, C, bf ? "bf16" : "f32",
+           vec ? "registers, then misaligned: plain" : "plain");
+    const size_t n = (size_t)R * C;
+    const float eps = 1e-5f;
+    ten xh = make(TB_DTYPE_F32, n, 1.5f, 3), wh = make(TB_DTYPE_F32, C, 1, 0.2f);
+    ten bh = make(TB_DTYPE_F32, C, 0, 0.2f), douth = make(dt, n, 0, 1);
+    ten dinph = make(TB_DTYPE_F32, n, 0, 1);
+    twins x(xh), w(wh), b(bh), dout(douth), dinp(dinph), o(fresh(dt, n));
+    twins mu(fresh(TB_DTYPE_F32, R)), rs(fresh(TB_DTYPE_F32, R));
+    twins dw(fresh(TB_DTYPE_F32, C)), db(fresh(TB_DTYPE_F32, C));
+    const char *cost = "ops_emulate_ln_cost.tsv";
+    const double rows = (double)R * C, wb_blocks = (double)((R + 63) / 64) * C * 4;
+    const double mr = (double)R * 32 * 4 * 2; /* mean and rstd, each lane */
+    const char *fwd = "(layernorm_fwd_kernel<TO, NS>)", *bwd = "(layernorm_bwd_kernel<TD, NS>)";
+    for (int j = 0; j < 2; j++) {
+        const int reg = vec && j == 0;
+        remove(cost);
+        setenv("TBC_EMU_COST", cost, 1);
+        launched("layernorm_fwd", cu->ops->layernorm_fwd(cu, o.dev(j), mu.f(j), rs.f(j), x.f(j),
+                                                         w.f(j), b.f(j), R, C, eps));
+        unsetenv("TBC_EMU_COST");
+        expect_kernel(cost_lines(cost), reg ? fwd : "layernorm_fwd_any_kernel<TO>",
+                      reg ? rows * 4 + 2 * wb_blocks : -1);
+        setenv("TBC_EMU_COST", cost, 1);
+        launched("layernorm_bwd",
+                 cu->ops->layernorm_bwd(cu, dinp.f(j), dw.f(j), db.f(j), dout.dev(j), x.f(j),
+                                        w.f(j), mu.f(j), rs.f(j), R, C));
+        unsetenv("TBC_EMU_COST");
+        expect_kernel(cost_lines(cost), reg ? bwd : "layernorm_bwd_any_kernel<TD>",
+                      reg ? rows * (8 + tbi_dt_size(dt)) + wb_blocks + mr : -1);
+    }
+    same_bits("out", o.t[0], o.t[1]);
+    same_bits("mean", mu.t[0], mu.t[1]);
+    same_bits("rstd", rs.t[0], rs.t[1]);
+    same_bits("dinp", dinp.t[0], dinp.t[1]);
+    same_bits("dw", dw.t[0], dw.t[1]);
+    same_bits("db", db.t[0], db.t[1]);
+    n_failed += x.release() | w.release() | b.release() | dout.release() | dinp.release() |
+                o.release() | mu.release() | rs.release() | dw.release() | db.release();
+    release({&xh, &wh, &bh, &douth, &dinph});
+}
+
+static void cases_layernorm_bits(void)
+{
+    /* 768: ViT-B, 6 slices, 2 blocks of 64 rows (the second of 6); 384 and 1024: 3 and 8 full
+     * slices; 100 and 36: a part slice; 770 and 765: not a multiple of 4; 1028: past the
+     * registers' 1024; 1: one column. */
+    const int shapes[][2] = {{70, 768}, {9, 384}, {5, 1024}, {13, 100}, {3, 36},
+                             {6, 770},  {5, 765}, {4, 1028}, {3, 1}};
+    for (const auto &s : shapes) {
+        case_layernorm_bits(s[0], s[1], TB_DTYPE_F32);
+        case_layernorm_bits(s[0], s[1], TB_DTYPE_BF16);
+    }
+}
+
 static void cases_vec_scalar(void)
 {
     const int F = TB_DTYPE_F32, H = TB_DTYPE_BF16;
@@ -895,6 +1003,8 @@ int main(void)
         cases_ops(cpu);
     }
     emu_placement = EMU_PLACE_END;
+    printf("LayerNorm against its kernels before the register kernels, bit for bit:\n");
+    cases_layernorm_bits();
     printf("the vector forms (16-byte aligned twins) against the scalar forms (misaligned):\n");
     cases_vec_scalar();
     case_arguments();
