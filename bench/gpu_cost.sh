@@ -50,7 +50,7 @@ BEGIN { FS = "\t"; bw = 4.8e12; tc = 989e12; e_mem = 0.8; e_gemm = 0.7; e_attn =
 FNR == 1 { split(FILENAME, p, "_L"); split(p[2], q, "_B"); L = q[1] + 0; B = q[2] + 0; next }
 {
     name = $1
-    sub(/<.*/, "", name)                 # the instances of a template as one kernel
+    gsub(/^\(|\)$/, "", name); sub(/<.*/, "", name) # the instances of a template as one
     if (name ~ /^lt_matmul/) {           # the token and batch dimensions by name
         split(name, w, " "); split(w[2], d, "x"); s = ""
         for (i = 1; i <= 3; i++) {
@@ -73,7 +73,8 @@ END {
     if (base != "")
         while ((getline line < base) > 0)
             if (split(line, c, "|") > 10 && c[2] !~ /^ *kernel *$|---/) {
-                gsub(/^ +| +$/, "", c[2]); sub(/<.*/, "", c[2]); gsub(/ /, "", c[12])
+                gsub(/^ +| +$/, "", c[2]); gsub(/^\(|\)$/, "", c[2]); sub(/<.*/, "", c[2])
+                gsub(/ /, "", c[12])
                 gsub(/ /, "", c[4]); gsub(/ /, "", c[10])
                 old[c[2]] = c[12]; if (c[10] == "mem") old_mem += c[4]
             }
