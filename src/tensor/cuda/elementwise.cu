@@ -55,11 +55,20 @@ template <int V> static __device__ __forceinline__ void store_f(float *p, const 
 }
 
 /* Elements i .. i + V - 1 of a typed tensor, widened exactly (V = 1: load_t; V = 8: i a
- * multiple of 8 and the tensor 16-byte aligned, one uint4 of bf16 or two float4 of f32). */
+ * multiple of 8 and the tensor 16-byte aligned, one uint4 of bf16 or two float4 of f32; V = 4:
+ * a uint2 of bf16 or a float4 of f32). */
 template <int V> static __device__ __forceinline__ void load_v(tbi_t t, size_t i, float *f)
 {
     if constexpr (V == 1) {
         f[0] = load_t(t, i);
+    } else if (t.dt == TB_DTYPE_BF16 && V == 4) {
+        const uint2 u = GL_LD((const uint2 *)((const bf16 *)t.p + i));
+        const unsigned w[2] = {u.x, u.y};
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            f[2 * k] = __bfloat162float(__ushort_as_bfloat16((unsigned short)(w[k] & 0xffffu)));
+            f[2 * k + 1] = __bfloat162float(__ushort_as_bfloat16((unsigned short)(w[k] >> 16)));
+        }
     } else if (t.dt == TB_DTYPE_BF16) {
         const uint4 u = GL_LD((const uint4 *)((const bf16 *)t.p + i));
         const unsigned w[4] = {u.x, u.y, u.z, u.w};
@@ -78,6 +87,13 @@ template <int V> static __device__ __forceinline__ void store_v(tbi_t t, size_t 
 {
     if constexpr (V == 1) {
         store_t(t, i, f[0]);
+    } else if (t.dt == TB_DTYPE_BF16 && V == 4) {
+        unsigned w[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            w[k] = (unsigned)__bfloat16_as_ushort(__float2bfloat16(f[2 * k])) |
+                   (unsigned)__bfloat16_as_ushort(__float2bfloat16(f[2 * k + 1])) << 16;
+        GL_ST((uint2 *)((bf16 *)t.p + i), make_uint2(w[0], w[1]));
     } else if (t.dt == TB_DTYPE_BF16) {
         unsigned w[4];
 #pragma unroll
@@ -356,9 +372,11 @@ static int tbc_residual_add(tbi_backend *be, float *out, const float *a, tbi_t x
         n *= (size_t)B, B = 1;
     const unsigned segs = B < 65535 ? B : 65535;
     const tbi_t ot = {out, TB_DTYPE_F32};
-    if ((B == 1 || n % EW_VEC == 0) && ew_vec_ok(out, a, x.p))
-        TBC_LAUNCH(residual_add_kernel<EW_VEC>, dim3(ew_blocks(n, EW_VEC), segs), EW_THREADS, 0,
-                   s, ot, a, x, scale, B, n);
+    /* 4 a thread (a float4 of a and out, 8 or 16 bytes of x): a warp's every access whole
+     * sectors, where 8 would read each f32 operand as two half-used float4 passes */
+    if ((B == 1 || n % EW_VEC4 == 0) && ew_vec_ok(out, a, x.p))
+        TBC_LAUNCH(residual_add_kernel<EW_VEC4>, dim3(ew_blocks(n, EW_VEC4), segs), EW_THREADS,
+                   0, s, ot, a, x, scale, B, n);
     else
         TBC_LAUNCH(residual_add_kernel<1>, dim3(ew_blocks(n, 1), segs), EW_THREADS, 0, s, ot, a, x,
                    scale, B, n);
