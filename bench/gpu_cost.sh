@@ -8,7 +8,7 @@
 # cuBLASLt product's name the token dimension is BN, the patches BP, the batch B) are fitted
 # bilinearly in depth and batch, then evaluated at depth 12 and batch 32 x r, r = 1569 / 197:
 # the tokens of the batch, which is what all but attention see.
-# Attention (kernels named attention_*): its footprint and blocks scale as r, its FLOPs and
+# Attention (attention_fwd_kernel, attention_bwd_kernel): its footprint and blocks scale as r, its FLOPs and
 # re-reads (bytes beyond the footprint) as r^2 (each query block reads every key block).
 # Usage: bench/gpu_cost.sh [BUILD_DIR] [--baseline FILE] (BUILD_DIR default: build; the
 # runs go to $GPU_COST_DIR, default a temporary folder). Baseline: bench/gpu_cost_baseline.txt.
@@ -80,7 +80,7 @@ END {
             }
     total = 0; nk = 0
     for (nm in names) {
-        attn = nm ~ /^attention_/
+        attn = nm ~ /^attention_(fwd|bwd)_kernel$/
         ln = fit(n, nm, 32)
         if (ln < 0.5) continue
         F = fit(ft, nm, 32 * r); sx = 32 * (attn ? r * rp : r)

@@ -26,7 +26,7 @@ static int emulate_case(int B, int N, int NH, int HS, int causal)
     bf16 *out_d = (bf16 *)emu_malloc(n_out * sizeof(bf16));
     bf16 *dqkv_d = (bf16 *)emu_malloc(n_qkv * sizeof(bf16));
     float *lse_d = (float *)emu_malloc(n_lse * sizeof(float));
-    float *work = (float *)emu_malloc(work_bytes);
+    float *work = (float *)emu_malloc(work_bytes, 8); /* 8-byte aligned: float2 loads */
     memcpy(qkv, qkv_h.data(), n_qkv * sizeof(bf16));
     memcpy(dout, dout_h.data(), n_out * sizeof(bf16));
     const long c0 = emu_n_collectives;

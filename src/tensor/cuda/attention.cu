@@ -352,8 +352,8 @@ __global__ void attention_bwd_post_kernel(bf16 *dqkv, const float *dq_work, int 
     const size_t e = 2 * p, r = e / HS, bi = r / NH;
     const int h = (int)(r % NH), c = (int)(e % HS);
     const size_t dst = bi * 3 * (size_t)NH * HS + (size_t)h * HS + c;
-    GL_ST((__nv_bfloat162 *)(dqkv + dst),
-        __floats2bfloat162_rn(GL_LD(&dq_work[e]) * scale, GL_LD(&dq_work[e + 1]) * scale));
+    const float2 w = GL_LD((const float2 *)(dq_work + e)); /* one 8-byte load, e even */
+    GL_ST((__nv_bfloat162 *)(dqkv + dst), __floats2bfloat162_rn(w.x * scale, w.y * scale));
 }
 
 /* One block: 64 keys of one (batch, head) against every query block that sees them (all of
@@ -636,7 +636,7 @@ static int launch_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout,
 
 /* dqkv (B, N, 3, NH, HS) bf16 = the gradients of q, k, v (written, not accumulated) given
  * dout (B, N, D), the forward's qkv, out and lse, and causal as the forward's. work: device
- * memory of tbc_flash_bwd_workspace_bytes (4-byte aligned; its contents on entry do not
+ * memory of tbc_flash_bwd_workspace_bytes (8-byte aligned; its contents on entry do not
  * matter). dout 16-byte aligned. Returns as tbc_flash_fwd. dQ is summed with atomicAdd:
  * its low bits may differ between runs. */
 static int tbc_flash_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *dout, const bf16 *qkv,
@@ -645,7 +645,7 @@ static int tbc_flash_bwd(cudaStream_t s, bf16 *dqkv, float *work, const bf16 *do
 {
     if (!dqkv || !work || !dout || !qkv || !out || !lse || !shape_ok(B, N, NH, HS) ||
         !tbc_aligned(qkv, 16) || !tbc_aligned(dout, 16) || !tbc_aligned(out, 4) ||
-        !tbc_aligned(dqkv, 4) || !tbc_aligned(work, 4) || !tbc_aligned(lse, 4))
+        !tbc_aligned(dqkv, 4) || !tbc_aligned(work, 8) || !tbc_aligned(lse, 4))
         return TB_EINVAL;
     return HS == 64 ? launch_bwd<64>(s, dqkv, work, dout, qkv, out, lse, B, N, NH, causal)
                     : launch_bwd<128>(s, dqkv, work, dout, qkv, out, lse, B, N, NH, causal);
