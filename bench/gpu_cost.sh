@@ -100,7 +100,7 @@ END {
         total += t; ltotal += tl
         if (tm >= tf) {                  # memory-bound: the judged rules
             mem += Bt
-            if (t < 20e-6 * ln)          # a launch of a few blocks that takes microseconds
+            if (t < 50e-6)               # all its launches under 0.05% of the step
                 small = small " " nm
             else if (eff < 0.9 || blk / ln < 264 || (F > 0 && Bt / F > 1.3))
                 miss[++nmiss] = sprintf("%s (sect %.2f, %.0f blocks, %.2f x footprint)", nm,
@@ -137,7 +137,7 @@ END {
     printf("footprint: %d\n", nmiss)
     for (i = 1; i <= nmiss; i++)
         printf("  %s\n", miss[i])
-    printf("not judged (each launch under 20 us: reductions to a few numbers):%s\n", small)
+    printf("not judged (under 50 us a step in all: reductions to a few numbers):%s\n", small)
 }
 function btotal(f,    l, s) {
     close(f); s = "-"
