@@ -30,6 +30,7 @@ enum {
     LN_VEC_SLICES = 8,
     LN_VEC_MAX = 128 * LN_VEC_SLICES
 };
+static_assert(LN_COLS == 32 && LN_RUN <= 32, "a run's rows are handed out by one warp's lanes");
 
 /* ---- the plain kernels: any C, any alignment -------------------------------------------------
  * Lane l adds columns l, l + 32, l + 64, ... in that order into its partial; warp_sum adds the 32
@@ -313,14 +314,24 @@ __global__ void __launch_bounds__(LN_COLS *LN_GROUPS)
     const int tiles = (C + LN_COLS - 1) / LN_COLS, k = blockIdx.x / tiles;
     const int x = threadIdx.x, y = threadIdx.y, c = (blockIdx.x % tiles) * LN_COLS + x;
     const int r0 = k * LN_CHUNK + y * LN_RUN, r1 = min(r0 + LN_RUN, R);
+    /* the run's means and rstds, one a lane (one load each for the warp, where a load per
+     * row would move a sector for 4 bytes), handed to every lane row by row */
+    float mv = 0, sv = 0;
+    if (x < r1 - r0) {
+        mv = GL_LD(mean + r0 + x);
+        sv = GL_LD(rstd + r0 + x);
+    }
     float sw = 0, sb = 0;
-    if (c < C)
-        for (int r = r0; r < r1; r++) {
+    for (int r = r0; r < r1; r++) { /* r1 - r0 <= LN_RUN = 16: the same for the whole warp */
+        const float m = __shfl_sync(0xffffffffu, mv, r - r0);
+        const float s = __shfl_sync(0xffffffffu, sv, r - r0);
+        if (c < C) {
             const size_t i = (size_t)r * C + c;
             const float dy = get(dout + i);
-            sw += tbi_ln_dw_rule(dy, GL_LD(inp + i), GL_LD(mean + r), GL_LD(rstd + r));
+            sw += tbi_ln_dw_rule(dy, GL_LD(inp + i), m, s);
             sb += dy;
         }
+    }
     SH_ST(&part[0][y][x], sw);
     SH_ST(&part[1][y][x], sb);
     __syncthreads();
