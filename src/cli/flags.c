@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/flags.h"
+#include "core/choices.h"
 
 /* Strings from config files and defaults live until the program exits; keep them to free. */
 static char **owned;
@@ -81,25 +82,8 @@ static int parse_int(const char *s, long long *out)
  * where that is its default. */
 static int is_choice(const struct cli_flag *f, const char *val)
 {
-    const char *m = f->metavar;
-    size_t n = strlen(val);
-    if (!strchr(m, '|') || (!val[0] && f->def && !f->def[0]))
-        return 1;
-    for (const char *p = m; *p; p += strcspn(p, "|"), p += *p == '|')
-        if (strcspn(p, "|") == n && !strncmp(p, val, n))
-            return 1;
-    return 0;
-}
-
-/* val's index among choices "a|b|c", or -1. */
-static int choice_index(const char *choices, const char *val)
-{
-    size_t n = strlen(val);
-    int i = 0;
-    for (const char *p = choices; *p; p += strcspn(p, "|"), p += *p == '|', i++)
-        if (strcspn(p, "|") == n && !strncmp(p, val, n))
-            return i;
-    return -1;
+    return !strchr(f->metavar, '|') || (!val[0] && f->def && !f->def[0]) ||
+           tbi_choice_index(f->metavar, val) >= 0;
 }
 
 /* "A<sep>B" as two whole numbers: 0, or -1 when there is no sep or a side is not a number. */
@@ -158,7 +142,7 @@ static int set_value(const struct cli_flag *f, void *config, const char *val, co
     case CLI_STR:
         return set_string(f, (char **)dst, val, where);
     case CLI_CHOICE:
-        if ((a = choice_index(f->metavar, val)) < 0) {
+        if ((a = tbi_choice_index(f->metavar, val)) < 0) {
             fprintf(stderr, "tubelet: %s--%s: '%s' is none of %s\n", where, f->name, val,
                     f->metavar);
             return -1;
@@ -607,10 +591,9 @@ static void format_value(char *buf, size_t size, const struct cli_flag *f, const
         snprintf(buf, size, "%s", *(char *const *)src ? *(char *const *)src : "");
         break;
     case CLI_CHOICE: {
-        const char *p = f->metavar;
-        for (int i = 0; i < *(const int *)src && *p; i++)
-            p += strcspn(p, "|"), p += *p == '|';
-        snprintf(buf, size, "%.*s", (int)strcspn(p, "|"), p);
+        size_t len;
+        const char *p = tbi_choice_at(f->metavar, *(const int *)src, &len);
+        snprintf(buf, size, "%.*s", p ? (int)len : 0, p ? p : "");
         break;
     }
     case CLI_SIZE:

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/choices.h"
 #include "core/internal.h"
 #include "train/settings.h"
 #include "train/task.h"
@@ -118,26 +119,6 @@ static const char *const flagged_keys[] = {
 #undef KEY
     NULL};
 
-/* The value-th choice of names "a|b|c" (its length into *len), or NULL past the last. */
-static const char *choice_at(const char *names, int value, size_t *len)
-{
-    const char *p = names;
-    for (int i = 0; i < value && *p; i++)
-        p += strcspn(p, "|") + (p[strcspn(p, "|")] == '|');
-    *len = strcspn(p, "|");
-    return value >= 0 && *p ? p : NULL;
-}
-
-/* v's index among names "a|b|c", or -1. */
-static int choice_index(const char *names, const char *v)
-{
-    size_t len;
-    for (int i = 0; choice_at(names, i, &len); i++)
-        if (strlen(v) == len && !strncmp(choice_at(names, i, &len), v, len))
-            return i;
-    return -1;
-}
-
 static const struct setting *find(const char *key, size_t len)
 {
     for (int i = 0; i < N_SETTINGS; i++)
@@ -189,7 +170,7 @@ static void put(struct tbi_sb *sb, const struct tb_ckpt_info *s, const struct se
         tbi_sb_printf(sb, "%s%g%s", q, *(const double *)(const void *)at, q);
     else if (k->kind == TEXT)
         tbi_sb_printf(sb, "\"%s\"", at);
-    else if ((at = choice_at(k->names, get_int(s, k), &len)) != NULL)
+    else if ((at = tbi_choice_at(k->names, get_int(s, k), &len)) != NULL)
         tbi_sb_printf(sb, "\"%.*s\"", (int)len, at);
     else
         tbi_sb_printf(sb, "\"%d\"", get_int(s, k)); /* out of its enum: refused on reading */
@@ -257,7 +238,7 @@ static int set_one(struct tb_ckpt_info *s, const struct setting *k, const char *
     if (k->kind == INT && tbi_parse_i64(v, 0, 1 << 24, &n) < 0)
         return tbi_err(TB_EFORMAT, "%s: its '%s' is '%s', not a count", path, k->key, v);
     if (k->kind == NAME)
-        n = choice_index(k->names, v);
+        n = tbi_choice_index(k->names, v);
     if (k->kind == NAME && n < 0)
         return tbi_err(TB_EFORMAT, "%s: its '%s' is '%s', which this tubelet does not know",
                        path, k->key, v);
