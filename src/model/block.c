@@ -29,11 +29,6 @@ int tbi_block_supported(const tbi_backend *be, const struct tbi_block_cfg *c)
     static const int f32[] = {TBI_OP_copy, TBI_OP_zero};
     static const int attention[TB_ATTENTION_N][2] = {
         [TB_ATTENTION_GLOBAL] = {TBI_OP_attention_fwd, TBI_OP_attention_bwd}};
-    static const char *const names[] = {
-#define TBI_OP_NAME(name, params, args) #name,
-        TBI_OP_LIST(TBI_OP_NAME)
-#undef TBI_OP_NAME
-    };
     enum { NT = sizeof(typed) / sizeof(typed[0]), NF = sizeof(f32) / sizeof(f32[0]) };
     int ops[NT + NF + 2], n = 0;
     for (int i = 0; i < NT; i++)
@@ -46,7 +41,7 @@ int tbi_block_supported(const tbi_backend *be, const struct tbi_block_cfg *c)
         int dt = i < NT + 2 ? c->dt : TB_DTYPE_F32;
         if (!tbi_backend_supports(be, ops[i], dt))
             return tbi_err(TB_EUNSUPPORTED, "the %s backend has no %s op for %s tensors, which "
-                           "a transformer block runs", be->name, names[ops[i]],
+                           "a transformer block runs", be->name, tbi_op_name(ops[i]),
                            dt == TB_DTYPE_BF16 ? "bf16" : "f32");
     }
     return 0;

@@ -436,6 +436,8 @@ extern const char *const tbi_backend_names[];
 /* 1 if be has op (enum tbi_op) for tensors of dt (enum tb_dtype), else 0 (an op it left NULL,
  * a dtype it does not take, an op or dtype out of range). */
 int tbi_backend_supports(const tbi_backend *be, int op, int dt);
+/* op's name (enum tbi_op), as the op list spells it; "?" out of range. */
+const char *tbi_op_name(int op);
 /* be's table made whole: be->own keeps the backend's, be->ops becomes be->filled, where each
  * op it left NULL fails with TB_EUNSUPPORTED ("the NAME backend has no OP op"). The registry's
  * open does it for every backend, so a new backend runs what it has and names what it lacks. */

@@ -131,6 +131,16 @@ static int takes_bf16(int op)
     }
 }
 
+const char *tbi_op_name(int op)
+{
+    static const char *const names[] = {
+#define TBI_OP_NAME(name, params, args) #name,
+        TBI_OP_LIST(TBI_OP_NAME)
+#undef TBI_OP_NAME
+    };
+    return op >= 0 && op < TBI_OP_N ? names[op] : "?";
+}
+
 /* 1 if be's table has op. */
 static int has_op(const struct tbi_ops *ops, int op)
 {
